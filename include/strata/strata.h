@@ -1,0 +1,237 @@
+/*
+ * strata.h: the public C API of libstrata, and its stable ABI.
+ *
+ * Conventions
+ *  - Every object comes in a create/destroy pair; destroy accepts NULL.
+ *  - Every fallible call returns a strata_status*: NULL means success. A non-NULL
+ *    status carries a code and a one-line message and must be released with
+ *    strata_status_release(). No C++ exception or abort crosses this boundary.
+ *  - Strings returned through `const char**` stay valid for the lifetime of the
+ *    object they came from, unless documented otherwise.
+ *  - Enum values never change; new values and new functions are only ever added.
+ */
+#ifndef STRATA_STRATA_H_
+#define STRATA_STRATA_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(STRATA_BUILDING_LIBRARY)
+#define STRATA_API __attribute__((visibility("default")))
+#else
+#define STRATA_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** ABI version of this header. Bumped only on incompatible change (never so far). */
+#define STRATA_API_VERSION 1
+
+/** Status codes. Stable numeric values. */
+typedef enum strata_status_code {
+  STRATA_OK = 0,
+  STRATA_INVALID_ARGUMENT = 1, /**< bad caller input: a flag, a tensor, a name */
+  STRATA_INVALID_MODEL = 2,    /**< the model does not parse or is malformed */
+  STRATA_UNSUPPORTED = 3,      /**< unsupported op, dtype or feature */
+  STRATA_NOT_FOUND = 4,        /**< a file, input, output or provider is missing */
+  STRATA_RUNTIME_ERROR = 5,    /**< a kernel failed while running */
+  STRATA_OUT_OF_MEMORY = 6,    /**< allocation failed or a memory cap was hit */
+  STRATA_PROVIDER_ERROR = 7,   /**< a requested accelerator provider cannot be used */
+  STRATA_IO_ERROR = 8,         /**< reading or writing a file failed */
+  STRATA_INTERNAL = 9          /**< a bug in strata */
+} strata_status_code;
+
+/** Element types; values equal ONNX TensorProto.DataType. */
+typedef enum strata_dtype {
+  STRATA_DTYPE_UNDEFINED = 0,
+  STRATA_DTYPE_FLOAT32 = 1,
+  STRATA_DTYPE_UINT8 = 2,
+  STRATA_DTYPE_INT8 = 3,
+  STRATA_DTYPE_UINT16 = 4,
+  STRATA_DTYPE_INT16 = 5,
+  STRATA_DTYPE_INT32 = 6,
+  STRATA_DTYPE_INT64 = 7,
+  STRATA_DTYPE_STRING = 8,
+  STRATA_DTYPE_BOOL = 9,
+  STRATA_DTYPE_FLOAT16 = 10,
+  STRATA_DTYPE_FLOAT64 = 11,
+  STRATA_DTYPE_UINT32 = 12,
+  STRATA_DTYPE_UINT64 = 13,
+  STRATA_DTYPE_BFLOAT16 = 16
+} strata_dtype;
+
+typedef struct strata_status strata_status;
+typedef struct strata_env strata_env;
+typedef struct strata_session_options strata_session_options;
+typedef struct strata_session strata_session;
+typedef struct strata_tensor strata_tensor;
+
+/* ---------------------------------------------------------------- version */
+
+/** Library version string, e.g. "0.1.0". Since API 1. */
+STRATA_API const char* strata_version(void);
+/** The STRATA_API_VERSION the library was built with. Since API 1. */
+STRATA_API int strata_api_version(void);
+
+/* ---------------------------------------------------------------- status */
+
+/** Code of a status; STRATA_OK for NULL. Since API 1. */
+STRATA_API strata_status_code strata_status_get_code(const strata_status* status);
+/** One-line message of a status; "" for NULL. Valid until release. Since API 1. */
+STRATA_API const char* strata_status_get_message(const strata_status* status);
+/** Name of a code: "OK", "INVALID_MODEL", ... Since API 1. */
+STRATA_API const char* strata_status_code_name(strata_status_code code);
+/** Frees a status. Accepts NULL. Since API 1. */
+STRATA_API void strata_status_release(strata_status* status);
+
+/* ---------------------------------------------------------------- environment */
+
+/** Creates an environment: process-level state (provider discovery, logging). Since API 1. */
+STRATA_API strata_status* strata_env_create(strata_env** out);
+/** Destroys an environment. All sessions made from it must be destroyed first. Since API 1. */
+STRATA_API void strata_env_destroy(strata_env* env);
+/**
+ * Capability query, e.g. "cuda.weight_prepack", "cpu.avx512f", "cpu.avx512_bf16",
+ * "provider.vulkan". Returns 1 or 0; never fails, never loads code that could abort.
+ * Unknown names answer 0. Since API 1.
+ */
+STRATA_API int strata_has_capability(strata_env* env, const char* name);
+
+/* ---------------------------------------------------------------- session options */
+
+/** Creates session options with defaults (all cores, full optimization, device "cpu"). Since API 1. */
+STRATA_API strata_status* strata_session_options_create(strata_session_options** out);
+/** Destroys session options. Accepts NULL. Since API 1. */
+STRATA_API void strata_session_options_destroy(strata_session_options* opts);
+/** Intra-op threads; 0 = number of online CPUs. Since API 1. */
+STRATA_API strata_status* strata_session_options_set_threads(strata_session_options* opts, int threads);
+/** Graph optimization level: 0 none, 1 basic, 2 extended, 99 all (default). Since API 1. */
+STRATA_API strata_status* strata_session_options_set_optimization_level(strata_session_options* opts, int level);
+/**
+ * Provider preference, comma separated: "cpu" (default), "auto", or provider names
+ * ("cuda,cpu"). A named provider that cannot be used makes session creation fail with
+ * STRATA_PROVIDER_ERROR and its load-report line; only "auto" falls back. Since API 1.
+ */
+STRATA_API strata_status* strata_session_options_set_providers(strata_session_options* opts, const char* list);
+/** Adds an explicit provider library path, searched before STRATA_PROVIDER_PATH. Since API 1. */
+STRATA_API strata_status* strata_session_options_add_provider_path(strata_session_options* opts, const char* path);
+/** Generic key/value option ("precision"="fp32"|"bf16", "memory_cap_bytes"=N, ...). Since API 1. */
+STRATA_API strata_status* strata_session_options_set(strata_session_options* opts, const char* key,
+                                                     const char* value);
+
+/* ---------------------------------------------------------------- sessions */
+
+/** Loads, checks, optimizes and plans a model file. opts may be NULL. Since API 1. */
+STRATA_API strata_status* strata_session_create(strata_env* env, const char* model_path,
+                                                const strata_session_options* opts, strata_session** out);
+/** Same, from model bytes in memory (external data is resolved against the cwd-less base ""). Since API 1. */
+STRATA_API strata_status* strata_session_create_from_memory(strata_env* env, const void* data, size_t size,
+                                                            const strata_session_options* opts,
+                                                            strata_session** out);
+/** Destroys a session. Accepts NULL. Since API 1. */
+STRATA_API void strata_session_destroy(strata_session* session);
+
+/** Number of model inputs / outputs. Since API 1. */
+STRATA_API size_t strata_session_input_count(const strata_session* session);
+STRATA_API size_t strata_session_output_count(const strata_session* session);
+/**
+ * Metadata of input/output `index`: name, dtype, rank and dims. Unknown dims are -1;
+ * `dims` may be NULL to query the rank only; `dims_capacity` bounds what is written.
+ * Since API 1.
+ */
+STRATA_API strata_status* strata_session_input_info(const strata_session* session, size_t index, const char** name,
+                                                    strata_dtype* dtype, size_t* rank, int64_t* dims,
+                                                    size_t dims_capacity);
+STRATA_API strata_status* strata_session_output_info(const strata_session* session, size_t index,
+                                                     const char** name, strata_dtype* dtype, size_t* rank,
+                                                     int64_t* dims, size_t dims_capacity);
+/** Symbolic name of dim `axis` of input `index` ("" if none). Since API 1. */
+STRATA_API const char* strata_session_input_dim_name(const strata_session* session, size_t index, size_t axis);
+
+/**
+ * Runs the model. `inputs[i]` feeds the input named `input_names[i]`. On success,
+ * outputs[j] receives a new tensor for `output_names[j]` (or for the j-th model output
+ * if output_names is NULL and output_count equals the model's output count); the caller
+ * destroys them. Safe to call concurrently on one session. Since API 1.
+ */
+STRATA_API strata_status* strata_session_run(strata_session* session, const char* const* input_names,
+                                             const strata_tensor* const* inputs, size_t input_count,
+                                             const char* const* output_names, strata_tensor** outputs,
+                                             size_t output_count);
+/** Provider that ran node `index` after partitioning ("cpu", "cuda", ...), and the node name. Since API 1. */
+STRATA_API size_t strata_session_node_count(const strata_session* session);
+STRATA_API strata_status* strata_session_node_info(const strata_session* session, size_t index,
+                                                   const char** node_name, const char** op_type,
+                                                   const char** provider);
+
+/* ---------------------------------------------------------------- tensors */
+
+/** Allocates a tensor (zero-filled). dims may be NULL when rank is 0. Since API 1. */
+STRATA_API strata_status* strata_tensor_create(strata_dtype dtype, const int64_t* dims, size_t rank,
+                                               strata_tensor** out);
+/**
+ * Wraps caller memory without copying; the caller keeps `data` alive and unchanged while
+ * the tensor is used. `byte_size` must equal the element count times the element size.
+ * String tensors cannot be wrapped. Since API 1.
+ */
+STRATA_API strata_status* strata_tensor_wrap(strata_dtype dtype, const int64_t* dims, size_t rank, void* data,
+                                             size_t byte_size, strata_tensor** out);
+/** Destroys a tensor. Accepts NULL. Since API 1. */
+STRATA_API void strata_tensor_destroy(strata_tensor* tensor);
+STRATA_API strata_dtype strata_tensor_dtype(const strata_tensor* tensor);
+STRATA_API size_t strata_tensor_rank(const strata_tensor* tensor);
+/** Pointer to the dims array (rank entries). Since API 1. */
+STRATA_API const int64_t* strata_tensor_dims(const strata_tensor* tensor);
+STRATA_API int64_t strata_tensor_element_count(const strata_tensor* tensor);
+STRATA_API size_t strata_tensor_byte_size(const strata_tensor* tensor);
+/** Element data (not valid for string tensors; use strata_tensor_string_at). Since API 1. */
+STRATA_API void* strata_tensor_data(strata_tensor* tensor);
+/** The i-th string of a string tensor, NUL-terminated, or NULL. Since API 1. */
+STRATA_API const char* strata_tensor_string_at(const strata_tensor* tensor, size_t i);
+/** Size in bytes of one element of `dtype` (0 for undefined/string). Since API 1. */
+STRATA_API size_t strata_dtype_size(strata_dtype dtype);
+/** "float32", "int64", ... Since API 1. */
+STRATA_API const char* strata_dtype_name(strata_dtype dtype);
+
+/* ---------------------------------------------------------------- providers */
+
+/** Load-report status of a provider candidate. Stable values. */
+typedef enum strata_provider_status {
+  STRATA_PROVIDER_OK = 0,
+  STRATA_PROVIDER_NOT_FOUND = 1,
+  STRATA_PROVIDER_MISSING_DEPENDENCY = 2,
+  STRATA_PROVIDER_ABI_MISMATCH = 3,
+  STRATA_PROVIDER_UNSUPPORTED_CPU = 4,
+  STRATA_PROVIDER_NO_DEVICE = 5,
+  STRATA_PROVIDER_INIT_FAILED = 6,
+  STRATA_PROVIDER_INVALID = 7, /**< not an ELF, corrupt, malformed tables, duplicate name */
+  STRATA_PROVIDER_CRASHED = 8  /**< crashed while probed in a child process (--isolate) */
+} strata_provider_status;
+
+/**
+ * Discovers providers (explicit paths, STRATA_PROVIDER_PATH, the package folder) and
+ * fills the environment's load report. Reading the report does not run provider code
+ * unless `load` is nonzero, in which case each provider is initialised to check for
+ * devices. Since API 1.
+ */
+STRATA_API strata_status* strata_env_discover_providers(strata_env* env, const char* const* extra_paths,
+                                                        size_t extra_count, int load);
+/** Number of entries in the load report. Since API 1. */
+STRATA_API size_t strata_env_provider_count(const strata_env* env);
+/**
+ * Entry `index` of the load report: provider name, library path, status, and a one-line
+ * detail (the missing soname, the ABI versions, the missing CPU features, ...). Since API 1.
+ */
+STRATA_API strata_status* strata_env_provider_info(const strata_env* env, size_t index, const char** name,
+                                                   const char** path, strata_provider_status* status,
+                                                   const char** detail);
+/** "OK", "MISSING_DEPENDENCY", ... Since API 1. */
+STRATA_API const char* strata_provider_status_name(strata_provider_status status);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* STRATA_STRATA_H_ */

@@ -1,0 +1,4 @@
+#include "core/executor.h"
+namespace strata {
+Executor::~Executor() = default;
+}

@@ -1,0 +1,77 @@
+#include "core/ir.h"
+
+namespace strata {
+
+std::string TypeInfo::ToString() const {
+  std::string base = DataTypeName(elem_type);
+  std::string s;
+  if (has_shape) {
+    s = base + "[";
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (i) s += ",";
+      if (dims[i].known()) {
+        s += std::to_string(dims[i].value);
+      } else {
+        s += dims[i].param.empty() ? "?" : dims[i].param;
+      }
+    }
+    s += "]";
+  } else {
+    s = base + "[...]";
+  }
+  if (kind == Kind::kSequence) return "sequence<" + s + ">";
+  if (kind == Kind::kOptional) return optional_of_sequence ? "optional<sequence<" + s + ">>" : "optional<" + s + ">";
+  return s;
+}
+
+const Attribute* Node::FindAttr(const std::string& n) const {
+  auto it = attrs.find(n);
+  return it == attrs.end() ? nullptr : &it->second;
+}
+int64_t Node::GetInt(const std::string& n, int64_t def) const {
+  const Attribute* a = FindAttr(n);
+  return a && a->type == Attribute::Type::kInt ? a->i : def;
+}
+float Node::GetFloat(const std::string& n, float def) const {
+  const Attribute* a = FindAttr(n);
+  return a && a->type == Attribute::Type::kFloat ? a->f : def;
+}
+std::string Node::GetString(const std::string& n, const std::string& def) const {
+  const Attribute* a = FindAttr(n);
+  return a && a->type == Attribute::Type::kString ? a->s : def;
+}
+std::vector<int64_t> Node::GetInts(const std::string& n, std::vector<int64_t> def) const {
+  const Attribute* a = FindAttr(n);
+  return a && a->type == Attribute::Type::kInts ? a->ints : def;
+}
+std::vector<float> Node::GetFloats(const std::string& n, std::vector<float> def) const {
+  const Attribute* a = FindAttr(n);
+  return a && a->type == Attribute::Type::kFloats ? a->floats : def;
+}
+std::vector<std::string> Node::GetStrings(const std::string& n, std::vector<std::string> def) const {
+  const Attribute* a = FindAttr(n);
+  return a && a->type == Attribute::Type::kStrings ? a->strings : def;
+}
+std::string Node::Describe() const {
+  return op_type + " node '" + name + "' (" + (domain.empty() ? std::string("ai.onnx") : domain) + " opset " +
+         std::to_string(opset) + ")";
+}
+
+int Graph::AddValue(const std::string& n) {
+  auto it = name_to_value.find(n);
+  if (it != name_to_value.end()) return it->second;
+  int idx = static_cast<int>(values.size());
+  values.push_back(ValueInfo{n, {}});
+  name_to_value.emplace(n, idx);
+  return idx;
+}
+int Graph::FindValue(const std::string& n) const {
+  auto it = name_to_value.find(n);
+  return it == name_to_value.end() ? -1 : it->second;
+}
+const Tensor* Graph::Constant(int v) const {
+  auto it = initializers.find(v);
+  return it == initializers.end() ? nullptr : &it->second;
+}
+
+}  // namespace strata

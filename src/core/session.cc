@@ -1,0 +1,5 @@
+#include "core/session.h"
+#include "core/executor.h"
+namespace strata {
+Session::~Session() = default;
+}

@@ -1,0 +1,70 @@
+// Session: the internal C++ engine object behind strata_session. Import ->
+// optimize -> partition -> create kernels -> plan, once; then Run, many times,
+// possibly from several threads at once.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/ir.h"
+#include "core/kernel.h"
+#include "core/status.h"
+
+namespace strata {
+
+struct SessionOptions {
+  int threads = 0;            // 0: online CPUs
+  int optimization_level = 99;
+  // "cpu" (default), "auto", or provider names in preference order.
+  std::vector<std::string> providers = {"cpu"};
+  std::vector<std::string> provider_paths;  // explicit provider library paths/folders
+  KernelConfig kernel;
+  size_t memory_cap_bytes = 0;  // 0: no cap on a single tensor
+};
+
+struct NodeAssignment {
+  std::string node_name;
+  std::string op_type;
+  std::string provider;  // "cpu", "ref", "cuda", ...
+  std::string impl;      // kernel implementation ("xnnpack", "ref", ...)
+};
+
+class Executor;  // core/executor.h
+
+class Session {
+ public:
+  static Result<std::unique_ptr<Session>> CreateFromFile(const std::string& path, const SessionOptions& opts);
+  static Result<std::unique_ptr<Session>> CreateFromBytes(const void* data, size_t size,
+                                                          const SessionOptions& opts);
+  ~Session();
+
+  const Model& model() const { return *model_; }
+  // Declared graph inputs (excluding initializers) and outputs.
+  const std::vector<ValueInfo>& inputs() const { return inputs_; }
+  const std::vector<ValueInfo>& outputs() const { return outputs_; }
+
+  // Runs with named feeds; returns the requested outputs (all, in order, if `output_names`
+  // is empty). Thread-safe.
+  Result<std::vector<Value>> Run(const std::vector<std::pair<std::string, Value>>& feeds,
+                                 const std::vector<std::string>& output_names = {}) const;
+
+  const std::vector<NodeAssignment>& assignments() const { return assignments_; }
+  const SessionOptions& options() const { return opts_; }
+
+ private:
+  Session() = default;
+  Status Init(std::shared_ptr<Model> model, const SessionOptions& opts);
+
+  SessionOptions opts_;
+  std::shared_ptr<Model> model_;
+  std::vector<ValueInfo> inputs_;
+  std::vector<ValueInfo> outputs_;
+  std::vector<NodeAssignment> assignments_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Executor> exec_;
+};
+
+}  // namespace strata

@@ -1,0 +1,144 @@
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+
+namespace strata {
+
+Result<int64_t> CheckedNumElements(const Shape& shape, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return InvalidArgument(what, " has a negative dimension in shape ", ShapeToString(shape));
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
+      return InvalidArgument(what, " element count overflows for shape ", ShapeToString(shape));
+    n *= d;
+  }
+  return n;
+}
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+namespace {
+
+class HeapBuffer final : public Buffer {
+ public:
+  HeapBuffer(void* p, size_t n) : p_(p), n_(n) {}
+  ~HeapBuffer() override { std::free(p_); }
+  void* data() override { return p_; }
+  size_t size() const override { return n_; }
+
+ private:
+  void* p_;
+  size_t n_;
+};
+
+class StringBuffer final : public Buffer {
+ public:
+  explicit StringBuffer(size_t count) : v_(count) {}
+  void* data() override { return v_.data(); }
+  size_t size() const override { return v_.size() * sizeof(std::string); }
+
+ private:
+  std::vector<std::string> v_;
+};
+
+class WrappedBuffer final : public Buffer {
+ public:
+  WrappedBuffer(void* p, size_t n) : p_(p), n_(n) {}
+  void* data() override { return p_; }
+  size_t size() const override { return n_; }
+
+ private:
+  void* p_;
+  size_t n_;
+};
+
+class HeapAllocator final : public Allocator {
+ public:
+  Result<std::shared_ptr<Buffer>> Allocate(size_t bytes) override {
+    size_t rounded = (bytes + 63) & ~static_cast<size_t>(63);
+    if (rounded < bytes) return MakeStatus(StatusCode::kOutOfMemory, "allocation size overflows: ", bytes);
+    if (rounded == 0) rounded = 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) return MakeStatus(StatusCode::kOutOfMemory, "out of memory allocating ", bytes, " bytes");
+    return std::shared_ptr<Buffer>(std::make_shared<HeapBuffer>(p, bytes));
+  }
+};
+
+}  // namespace
+
+Allocator* DefaultAllocator() {
+  static HeapAllocator alloc;
+  return &alloc;
+}
+
+std::shared_ptr<Buffer> WrapBuffer(void* data, size_t size) { return std::make_shared<WrappedBuffer>(data, size); }
+
+Tensor::Tensor(DataType dtype, Shape shape, std::shared_ptr<Buffer> buffer, size_t byte_offset)
+    : dtype_(dtype), shape_(std::move(shape)), buffer_(std::move(buffer)), offset_(byte_offset) {}
+
+Result<Tensor> Tensor::Allocate(DataType dtype, Shape shape, Allocator* alloc) {
+  ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(shape));
+  size_t esize = DataTypeSize(dtype);
+  if (esize == 0) return InvalidArgument("cannot allocate a tensor of type ", DataTypeName(dtype));
+  if (static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / esize)
+    return MakeStatus(StatusCode::kOutOfMemory, "tensor byte size overflows for shape ", ShapeToString(shape));
+  if (dtype == DataType::kString) {
+    return Tensor(dtype, std::move(shape), std::make_shared<StringBuffer>(static_cast<size_t>(n)));
+  }
+  if (!alloc) alloc = DefaultAllocator();
+  ASSIGN_OR_RETURN(auto buf, alloc->Allocate(static_cast<size_t>(n) * esize));
+  return Tensor(dtype, std::move(shape), std::move(buf));
+}
+
+Result<Tensor> Tensor::Zeros(DataType dtype, Shape shape, Allocator* alloc) {
+  ASSIGN_OR_RETURN(Tensor t, Allocate(dtype, std::move(shape), alloc));
+  if (dtype != DataType::kString && t.byte_size() > 0) std::memset(t.raw_mutable_data(), 0, t.byte_size());
+  return t;
+}
+
+Tensor Tensor::Wrap(DataType dtype, Shape shape, void* data) {
+  size_t bytes = static_cast<size_t>(NumElements(shape)) * DataTypeSize(dtype);
+  return Tensor(dtype, std::move(shape), WrapBuffer(data, bytes));
+}
+
+const void* Tensor::raw_data() const {
+  if (!buffer_) return nullptr;
+  return static_cast<const char*>(buffer_->data()) + offset_;
+}
+
+void* Tensor::raw_mutable_data() {
+  if (!buffer_) return nullptr;
+  return static_cast<char*>(buffer_->data()) + offset_;
+}
+
+Tensor Tensor::Reshaped(Shape shape) const { return Tensor(dtype_, std::move(shape), buffer_, offset_); }
+
+Result<Tensor> Tensor::Clone(Allocator* alloc) const {
+  ASSIGN_OR_RETURN(Tensor t, Allocate(dtype_, shape_, alloc));
+  if (dtype_ == DataType::kString) {
+    const auto* src = data<std::string>();
+    auto* dst = t.mutable_data<std::string>();
+    for (int64_t i = 0; i < num_elements(); ++i) dst[i] = src[i];
+  } else if (byte_size() > 0) {
+    std::memcpy(t.raw_mutable_data(), raw_data(), byte_size());
+  }
+  return t;
+}
+
+}  // namespace strata

@@ -1,0 +1,20 @@
+// Explicit registration of every CPU kernel family. Each src/cpu/<family>.cc
+// defines one Register*Kernels function; RegisterAllCpuKernels calls them all.
+#pragma once
+
+namespace strata {
+
+class KernelRegistry;
+
+void RegisterAllCpuKernels(KernelRegistry& r);
+
+void RegisterElementwiseKernels(KernelRegistry& r);  // cpu/elementwise.cc: unary, binary, compare, logic, activations
+void RegisterTensorKernels(KernelRegistry& r);       // cpu/tensor_ops.cc: reshape, transpose, slice, gather, concat...
+void RegisterGemmKernels(KernelRegistry& r);         // cpu/gemm.cc: MatMul, Gemm
+void RegisterConvKernels(KernelRegistry& r);         // cpu/conv.cc: Conv, ConvTranspose
+void RegisterPoolKernels(KernelRegistry& r);         // cpu/pool.cc: Max/Average/Global/Lp pooling
+void RegisterNormKernels(KernelRegistry& r);         // cpu/norm.cc: BatchNorm, LayerNorm, InstanceNorm, Softmax...
+void RegisterReduceKernels(KernelRegistry& r);       // cpu/reduce.cc: Reduce*, ArgMax/ArgMin
+void RegisterRnnKernels(KernelRegistry& r);          // cpu/rnn.cc: LSTM, GRU, RNN
+
+}  // namespace strata
