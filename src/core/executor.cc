@@ -1,4 +1,282 @@
 #include "core/executor.h"
+
+#include <algorithm>
+#include <set>
+
 namespace strata {
-Executor::~Executor() = default;
+
+namespace {
+
+// Picks the kernel by the dtype that the node's inputs actually have at run time.
+// Used when shape inference could not tell the dtype at session creation.
+class LateDispatchKernel final : public OpKernel {
+ public:
+  LateDispatchKernel(const Node& node, const Graph& graph, ThreadPool* pool, KernelConfig cfg, int type_input)
+      : node_(node), graph_(graph), pool_(pool), cfg_(cfg), type_input_(type_input) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    DataType dt = DataType::kUndefined;
+    const Value& v = ctx.input_value(static_cast<size_t>(std::max(0, type_input_)));
+    if (v.is_tensor() || v.is_sequence() || v.is_none()) dt = v.elem_type();
+    const OpKernel* k = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = cache_.find(dt);
+      if (it == cache_.end()) {
+        const KernelDef* def = CpuKernels().Find(node_.domain, node_.op_type, node_.opset, dt, cfg_.prefer_reference);
+        if (!def)
+          return Unsupported(node_.Describe(), ": no kernel for input type ", DataTypeName(dt));
+        KernelInit init{node_, graph_, pool_, cfg_};
+        auto r = def->factory(init);
+        if (!r.ok()) return r.status();
+        it = cache_.emplace(dt, std::move(r).value()).first;
+      }
+      k = it->second.get();
+    }
+    return k->Compute(ctx);
+  }
+
+ private:
+  const Node& node_;
+  const Graph& graph_;
+  ThreadPool* pool_;
+  KernelConfig cfg_;
+  int type_input_;
+  mutable std::mutex mu_;
+  mutable std::unordered_map<DataType, std::unique_ptr<OpKernel>> cache_;
+};
+
+// Names used in `g` (or its nested subgraphs) that `g` does not define.
+void CollectFreeNames(const Graph& g, std::set<std::string>* out) {
+  std::set<std::string> defined;
+  for (int v : g.inputs) defined.insert(g.ValueName(v));
+  for (const auto& [v, t] : g.initializers) defined.insert(g.ValueName(v));
+  for (const Node& n : g.nodes)
+    for (int o : n.outputs)
+      if (o >= 0) defined.insert(g.ValueName(o));
+  auto use = [&](const std::string& name) {
+    if (!defined.count(name)) out->insert(name);
+  };
+  for (const Node& n : g.nodes) {
+    for (int i : n.inputs)
+      if (i >= 0) use(g.ValueName(i));
+    for (const auto& [an, a] : n.attrs) {
+      std::vector<const Graph*> subs;
+      if (a.g) subs.push_back(a.g.get());
+      for (const auto& sg : a.graphs) subs.push_back(sg.get());
+      for (const Graph* sg : subs) {
+        std::set<std::string> inner;
+        CollectFreeNames(*sg, &inner);
+        for (const auto& nm : inner) use(nm);
+      }
+    }
+  }
+  for (int o : g.outputs) use(g.ValueName(o));
 }
+
+std::vector<const Graph*> Subgraphs(const Node& n) {
+  std::vector<const Graph*> subs;
+  for (const auto& [an, a] : n.attrs) {
+    if (a.g) subs.push_back(a.g.get());
+    for (const auto& sg : a.graphs) subs.push_back(sg.get());
+  }
+  return subs;
+}
+
+}  // namespace
+
+Executor::~Executor() = default;
+
+Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> graph, ThreadPool* pool,
+                                                   const ExecOptions& opts) {
+  std::unique_ptr<Executor> ex(new Executor());
+  ex->graph_ = std::move(graph);
+  ex->pool_ = pool;
+  ex->opts_ = opts;
+  const Graph& g = *ex->graph_;
+  ex->constants_.resize(g.values.size());
+  for (const auto& [v, t] : g.initializers) ex->constants_[v] = Value(t);
+
+  for (const Node& node : g.nodes) {
+    for (const Graph* sg : Subgraphs(node)) {
+      // The subgraph is owned by the node's attribute, which the parent graph owns.
+      std::shared_ptr<const Graph> alias(ex->graph_, sg);
+      ASSIGN_OR_RETURN(auto sub, Create(alias, pool, opts));
+      ex->subexecs_.emplace(sg, std::move(sub));
+    }
+    std::string impl;
+    std::unique_ptr<OpKernel> kernel;
+    KernelInit init{node, g, pool, opts.kernel};
+    if (opts.custom_factory) {
+      ASSIGN_OR_RETURN(kernel, opts.custom_factory(init, &impl));
+    }
+    if (!kernel) {
+      const KernelRegistry& reg = CpuKernels();
+      if (!reg.Supports(node.domain, node.op_type, node.opset))
+        return Unsupported("unsupported op: ", node.Describe());
+      // Find the dispatch dtype from the declared type of the kernel's type input.
+      auto defs = reg.FindAll(node.domain, node.op_type);
+      int type_input = 0;
+      for (const KernelDef* d : defs)
+        if (node.opset >= d->since_version && node.opset <= d->end_version) type_input = d->type_input;
+      DataType dt = DataType::kUndefined;
+      if (type_input >= 0 && static_cast<size_t>(type_input) < node.inputs.size() && node.inputs[type_input] >= 0) {
+        dt = g.values[node.inputs[type_input]].type.elem_type;
+      } else if (type_input < 0 && !node.outputs.empty() && node.outputs[0] >= 0) {
+        dt = g.values[node.outputs[0]].type.elem_type;
+      }
+      if (dt == DataType::kUndefined && type_input >= 0) {
+        kernel = std::make_unique<LateDispatchKernel>(node, g, pool, opts.kernel, type_input);
+        impl = "late";
+      } else {
+        const KernelDef* def = reg.Find(node.domain, node.op_type, node.opset, dt, opts.kernel.prefer_reference);
+        if (!def)
+          return Unsupported("unsupported op: ", node.Describe(), " has no kernel for type ", DataTypeName(dt));
+        ASSIGN_OR_RETURN(kernel, def->factory(init));
+        impl = def->impl;
+      }
+    }
+    ex->kernels_.push_back(std::move(kernel));
+    ex->impls_.push_back(impl);
+  }
+  RETURN_IF_ERROR(ex->Plan());
+  return ex;
+}
+
+Status Executor::Plan() {
+  const Graph& g = *graph_;
+  std::set<std::string> free;
+  CollectFreeNames(g, &free);
+  free_names_.assign(free.begin(), free.end());
+  for (const auto& nm : free_names_) free_slots_.push_back(g.FindValue(nm));
+
+  // Last use of every value; graph outputs and constants are never released.
+  std::vector<int> last_use(g.values.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    for (int v : n.inputs)
+      if (v >= 0) last_use[v] = static_cast<int>(i);
+    for (const Graph* sg : Subgraphs(n)) {
+      const Executor* sub = subexecs_.at(sg).get();
+      for (const auto& nm : sub->free_names_) {
+        int v = g.FindValue(nm);
+        if (v >= 0) last_use[v] = static_cast<int>(i);
+      }
+    }
+    // An output nobody reads is released right after it is produced.
+    for (int v : n.outputs)
+      if (v >= 0 && last_use[v] < static_cast<int>(i)) last_use[v] = static_cast<int>(i);
+  }
+  std::vector<bool> keep(g.values.size(), false);
+  for (int v : g.outputs) keep[v] = true;
+  for (const auto& [v, t] : g.initializers) keep[v] = true;
+  release_after_.assign(g.nodes.size(), {});
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (!keep[v] && last_use[v] >= 0) release_after_[last_use[v]].push_back(static_cast<int>(v));
+  return Status::Ok();
+}
+
+const Executor* Executor::SubExecutor(const Graph* g) const {
+  auto it = subexecs_.find(g);
+  return it == subexecs_.end() ? nullptr : it->second.get();
+}
+
+Frame::Frame(const Executor& exec, const Frame* outer) : exec_(exec), outer_(outer) {
+  values_.resize(exec.graph().values.size());
+}
+
+const Value* Frame::Lookup(const std::string& name) const {
+  int v = exec_.graph().FindValue(name);
+  if (v >= 0) {
+    if (!values_[v].empty()) return &values_[v];
+    if (!exec_.constants_[v].empty()) return &exec_.constants_[v];
+  }
+  return outer_ ? outer_->Lookup(name) : nullptr;
+}
+
+namespace {
+class FrameSubgraphRunner final : public SubgraphRunner {
+ public:
+  FrameSubgraphRunner(const Executor& parent, const Frame& frame,
+                      std::function<const Executor*(const Graph*)> find)
+      : parent_(parent), frame_(frame), find_(std::move(find)) {}
+  Result<std::vector<Value>> Run(const Graph& g, const std::vector<Value>& inputs) override {
+    const Executor* sub = find_(&g);
+    if (!sub) return InternalError("subgraph '", g.name, "' was not prepared");
+    return sub->Run(inputs, &frame_);
+  }
+
+ private:
+  const Executor& parent_;
+  const Frame& frame_;
+  std::function<const Executor*(const Graph*)> find_;
+};
+}  // namespace
+
+Result<std::vector<Value>> Executor::Run(const std::vector<Value>& inputs, const Frame* outer) const {
+  const Graph& g = *graph_;
+  Frame frame(*this, outer);
+  if (inputs.size() > g.inputs.size())
+    return InvalidArgument("graph '", g.name, "' takes ", g.inputs.size(), " inputs, got ", inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) frame.values_[g.inputs[i]] = inputs[i];
+  // Bring captured outer-scope values into this frame (handles share buffers; no copy).
+  for (size_t i = 0; i < free_names_.size(); ++i) {
+    if (free_slots_[i] < 0) continue;
+    if (!frame.values_[free_slots_[i]].empty() || !constants_[free_slots_[i]].empty()) continue;
+    const Value* v = outer ? outer->Lookup(free_names_[i]) : nullptr;
+    if (v) frame.values_[free_slots_[i]] = *v;
+  }
+  Allocator* alloc = opts_.allocator ? opts_.allocator : DefaultAllocator();
+  FrameSubgraphRunner runner(*this, frame, [this](const Graph* sg) { return SubExecutor(sg); });
+
+  std::vector<const Value*> in_ptrs;
+  std::vector<Value> outs;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& node = g.nodes[i];
+    in_ptrs.assign(node.inputs.size(), nullptr);
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      int v = node.inputs[k];
+      if (v < 0) continue;
+      if (!frame.values_[v].empty()) {
+        in_ptrs[k] = &frame.values_[v];
+      } else if (!constants_[v].empty()) {
+        in_ptrs[k] = &constants_[v];
+      } else {
+        return InvalidArgument(node.Describe(), ": input '", g.ValueName(v), "' has no value");
+      }
+    }
+    outs.assign(node.outputs.size(), Value());
+    KernelContext ctx(node, in_ptrs, &outs, pool_, alloc, &runner);
+    Status st = kernels_[i]->Compute(ctx);
+    if (!st.ok()) {
+      // Make sure every error names the node that failed.
+      if (st.message().find(node.name) == std::string::npos)
+        return MakeStatus(st.code(), node.Describe(), ": ", st.message());
+      return st;
+    }
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      int v = node.outputs[k];
+      if (v < 0) continue;
+      if (outs[k].empty())
+        return InternalError(node.Describe(), ": kernel did not produce output ", k, " ('", g.ValueName(v), "')");
+      frame.values_[v] = std::move(outs[k]);
+    }
+    for (int v : release_after_[i]) frame.values_[v] = Value();
+  }
+  std::vector<Value> result;
+  result.reserve(g.outputs.size());
+  for (int v : g.outputs) {
+    if (!frame.values_[v].empty()) {
+      result.push_back(frame.values_[v]);
+    } else if (!constants_[v].empty()) {
+      result.push_back(constants_[v]);
+    } else if (const Value* ov = outer ? outer->Lookup(g.ValueName(v)) : nullptr) {
+      result.push_back(*ov);
+    } else {
+      return InvalidArgument("graph output '", g.ValueName(v), "' was not computed");
+    }
+  }
+  return result;
+}
+
+}  // namespace strata

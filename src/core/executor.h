@@ -1,11 +1,13 @@
-// Executor: runs a planned graph. The plan (topological order, per-value last use)
-// is computed once; each run holds its values in a frame and releases every
-// intermediate right after its last consumer, so the caching allocator reuses
-// buffers whose lifetimes do not overlap.
+// Executor: runs a planned graph. The plan (topological order, per-value last use,
+// free names of subgraphs) is computed once; each run keeps its values in a Frame
+// and releases every intermediate right after its last consumer, so the session's
+// caching allocator hands the same buffers to values whose lifetimes do not overlap.
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/ir.h"
@@ -16,36 +18,61 @@ namespace strata {
 
 struct ExecOptions {
   KernelConfig kernel;
-  size_t memory_cap_bytes = 0;
+  Allocator* allocator = nullptr;  // nullptr: DefaultAllocator()
+  // Optional kernel factory consulted before the CPU registry (provider partitions).
+  std::function<Result<std::unique_ptr<OpKernel>>(const KernelInit&, std::string* impl)> custom_factory;
 };
 
+class Frame;
+
+// Holds one kernel per node of one graph (and executors for its subgraphs).
 class Executor {
  public:
-  // Creates a kernel for every node of `graph` (and, recursively, of its subgraphs).
   static Result<std::unique_ptr<Executor>> Create(std::shared_ptr<const Graph> graph, ThreadPool* pool,
                                                   const ExecOptions& opts);
   ~Executor();
 
-  // Runs with graph-input values in `inputs` (indexed like graph.inputs). Returns the
-  // graph outputs in order. `outer` resolves captured names (nullptr at top level).
-  Result<std::vector<Value>> Run(const std::vector<Value>& inputs, const class Frame* outer = nullptr) const;
+  // Runs with values for graph.inputs (same order; an empty Value for an input that
+  // has an initializer default). Returns graph.outputs in order. `outer` resolves
+  // names captured from an enclosing graph (nullptr at top level).
+  Result<std::vector<Value>> Run(const std::vector<Value>& inputs, const Frame* outer = nullptr) const;
 
   const Graph& graph() const { return *graph_; }
   // Implementation name of node i's kernel ("xnnpack", "ref", ...).
   const std::string& impl(size_t node) const { return impls_[node]; }
+  // Names the graph reads from enclosing scopes (its own and its subgraphs').
+  const std::vector<std::string>& free_names() const { return free_names_; }
 
  private:
+  friend class Frame;
   Executor() = default;
+  Status Plan();
+  const Executor* SubExecutor(const Graph* g) const;
+
   std::shared_ptr<const Graph> graph_;
   ThreadPool* pool_ = nullptr;
   ExecOptions opts_;
   std::vector<std::unique_ptr<OpKernel>> kernels_;
   std::vector<std::string> impls_;
-  // release_after_[i]: values whose last use is node i (freed right after it runs).
-  std::vector<std::vector<int>> release_after_;
-  // Executors for subgraph attributes, keyed by Graph pointer.
-  std::vector<std::pair<const Graph*, std::unique_ptr<Executor>>> subexecs_;
-  friend class FrameRunner;
+  std::vector<Value> constants_;               // by value index; empty when not constant
+  std::vector<std::vector<int>> release_after_;  // values freed right after node i
+  std::vector<std::string> free_names_;
+  std::vector<int> free_slots_;                // value index for each free name
+  std::unordered_map<const Graph*, std::unique_ptr<Executor>> subexecs_;
+};
+
+// Per-run value storage of one graph execution.
+class Frame {
+ public:
+  Frame(const Executor& exec, const Frame* outer);
+  // Looks a value up by name here, then in enclosing frames. nullptr if absent.
+  const Value* Lookup(const std::string& name) const;
+
+ private:
+  friend class Executor;
+  const Executor& exec_;
+  const Frame* outer_;
+  std::vector<Value> values_;
 };
 
 }  // namespace strata

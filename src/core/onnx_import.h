@@ -2,6 +2,7 @@
 // Uses Debian's libonnx (parser, checker, shape inference).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "core/ir.h"
@@ -17,6 +18,8 @@ struct ImportOptions {
   bool infer_shapes = true;
   size_t memory_cap_bytes = 0;     // 0: no cap; larger initializers are rejected
   int max_subgraph_depth = 32;     // deeper nesting is rejected
+  // Whether a kernel exists for (domain, op, opset); schema functions are inlined when not.
+  std::function<bool(const std::string& domain, const std::string& op, int opset)> has_kernel;
 };
 
 // Parses, checks and converts a model file. Errors name the file and the problem.

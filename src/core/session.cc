@@ -1,5 +1,130 @@
 #include "core/session.h"
+
+#include <filesystem>
+
+#include "core/caching_allocator.h"
 #include "core/executor.h"
+#include "core/onnx_import.h"
+#include "core/optimizer.h"
+
 namespace strata {
+
 Session::~Session() = default;
+
+Result<std::unique_ptr<Session>> Session::CreateFromFile(const std::string& path, const SessionOptions& opts) {
+  ImportOptions io;
+  io.base_dir = std::filesystem::path(path).parent_path().string();
+  if (io.base_dir.empty()) io.base_dir = ".";
+  io.memory_cap_bytes = opts.memory_cap_bytes;
+  SetKernelPredicate(&io);
+  ASSIGN_OR_RETURN(Model m, ImportOnnxFile(path, io));
+  m.path = path;
+  std::unique_ptr<Session> s(new Session());
+  RETURN_IF_ERROR(s->Init(std::make_shared<Model>(std::move(m)), opts));
+  return s;
 }
+
+Result<std::unique_ptr<Session>> Session::CreateFromBytes(const void* data, size_t size, const SessionOptions& opts) {
+  ImportOptions io;
+  io.memory_cap_bytes = opts.memory_cap_bytes;
+  SetKernelPredicate(&io);
+  ASSIGN_OR_RETURN(Model m, ImportOnnxBytes(data, size, io));
+  std::unique_ptr<Session> s(new Session());
+  RETURN_IF_ERROR(s->Init(std::make_shared<Model>(std::move(m)), opts));
+  return s;
+}
+
+void Session::SetKernelPredicate(ImportOptions* io) {
+  io->has_kernel = [](const std::string& domain, const std::string& op, int opset) {
+    return CpuKernels().Supports(domain, op, opset);
+  };
+}
+
+Status Session::Init(std::shared_ptr<Model> model, const SessionOptions& opts) {
+  opts_ = opts;
+  model_ = std::move(model);
+  Graph& g = *model_->graph;
+  // Metadata is taken before optimization so it reflects the model as written.
+  for (int v : g.inputs)
+    if (!g.IsConstant(v)) inputs_.push_back(g.values[v]);
+  for (int v : g.outputs) outputs_.push_back(g.values[v]);
+
+  pool_ = std::make_unique<ThreadPool>(opts.threads);
+  allocator_ = std::make_unique<CachingAllocator>(opts.memory_cap_bytes);
+
+  OptimizerOptions oo;
+  oo.level = opts.optimization_level;
+  oo.pool = pool_.get();
+  oo.kernel = opts.kernel;
+  RETURN_IF_ERROR(OptimizeGraph(g, oo));
+
+  ExecOptions eo;
+  eo.kernel = opts.kernel;
+  eo.allocator = allocator_.get();
+  RETURN_IF_ERROR(SetUpProviders(g, &eo));
+  ASSIGN_OR_RETURN(exec_, Executor::Create(model_->graph, pool_.get(), eo));
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    assignments_.push_back({g.nodes[i].name, g.nodes[i].op_type, g.nodes[i].provider, exec_->impl(i)});
+  return Status::Ok();
+}
+
+Result<std::vector<Value>> Session::Run(const std::vector<std::pair<std::string, Value>>& feeds,
+                                        const std::vector<std::string>& output_names) const {
+  const Graph& g = exec_->graph();
+  std::vector<Value> in(g.inputs.size());
+  for (const auto& [name, value] : feeds) {
+    size_t pos = g.inputs.size();
+    for (size_t i = 0; i < g.inputs.size(); ++i)
+      if (g.ValueName(g.inputs[i]) == name) pos = i;
+    if (pos == g.inputs.size()) {
+      std::string names;
+      for (const auto& vi : inputs_) names += (names.empty() ? "" : ", ") + vi.name;
+      return InvalidArgument("'", name, "' is not an input of the model (inputs: ", names, ")");
+    }
+    RETURN_IF_ERROR(CheckInput(g.values[g.inputs[pos]], value));
+    in[pos] = value;
+  }
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    if (in[i].empty() && !g.IsConstant(g.inputs[i])) {
+      const ValueInfo& vi = g.values[g.inputs[i]];
+      return InvalidArgument("missing input '", vi.name, "' of type ", vi.type.ToString());
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<Value> outs, exec_->Run(in));
+  if (output_names.empty()) return outs;
+  std::vector<Value> picked;
+  for (const auto& name : output_names) {
+    size_t pos = g.outputs.size();
+    for (size_t i = 0; i < g.outputs.size(); ++i)
+      if (g.ValueName(g.outputs[i]) == name) pos = i;
+    if (pos == g.outputs.size()) return InvalidArgument("'", name, "' is not an output of the model");
+    picked.push_back(outs[pos]);
+  }
+  return picked;
+}
+
+Status Session::CheckInput(const ValueInfo& vi, const Value& v) {
+  const TypeInfo& t = vi.type;
+  if (v.empty()) return InvalidArgument("input '", vi.name, "' is empty");
+  if (t.kind == TypeInfo::Kind::kTensor) {
+    if (!v.is_tensor())
+      return InvalidArgument("input '", vi.name, "' must be a tensor of type ", t.ToString());
+    const Tensor& x = v.tensor();
+    if (t.elem_type != DataType::kUndefined && x.dtype() != t.elem_type)
+      return InvalidArgument("input '", vi.name, "' has dtype ", DataTypeName(x.dtype()), " but the model expects ",
+                             t.ToString());
+    if (t.has_shape) {
+      bool ok = x.rank() == t.dims.size();
+      for (size_t i = 0; ok && i < t.dims.size(); ++i)
+        if (t.dims[i].known() && t.dims[i].value != x.dim(i)) ok = false;
+      if (!ok)
+        return InvalidArgument("input '", vi.name, "' has shape ", ShapeToString(x.shape()),
+                               " but the model expects ", t.ToString());
+    }
+  } else if (t.kind == TypeInfo::Kind::kSequence && !v.is_sequence()) {
+    return InvalidArgument("input '", vi.name, "' must be a sequence (", t.ToString(), ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace strata

@@ -32,7 +32,10 @@ struct NodeAssignment {
   std::string impl;      // kernel implementation ("xnnpack", "ref", ...)
 };
 
-class Executor;  // core/executor.h
+class Executor;          // core/executor.h
+class CachingAllocator;  // core/caching_allocator.h
+struct ImportOptions;    // core/onnx_import.h
+struct ExecOptions;
 
 class Session {
  public:
@@ -57,6 +60,10 @@ class Session {
  private:
   Session() = default;
   Status Init(std::shared_ptr<Model> model, const SessionOptions& opts);
+  // Loads and partitions for the requested providers (session_providers.cc).
+  Status SetUpProviders(Graph& g, ExecOptions* eo);
+  static void SetKernelPredicate(ImportOptions* io);
+  static Status CheckInput(const ValueInfo& vi, const Value& v);
 
   SessionOptions opts_;
   std::shared_ptr<Model> model_;
@@ -64,6 +71,9 @@ class Session {
   std::vector<ValueInfo> outputs_;
   std::vector<NodeAssignment> assignments_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<CachingAllocator> allocator_;
+  // Keeps loaded provider libraries alive as long as the session (opaque here).
+  std::vector<std::shared_ptr<void>> provider_handles_;
   std::unique_ptr<Executor> exec_;
 };
 

@@ -1,0 +1,192 @@
+// strata.hpp: a header-only C++17 RAII wrapper over the C API in strata.h.
+// Errors become strata::Error exceptions on the caller's side of the ABI; the
+// library itself never throws across it.
+#ifndef STRATA_STRATA_HPP_
+#define STRATA_STRATA_HPP_
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strata/strata.h"
+
+namespace strata {
+
+/// An error returned by the C API, with its code.
+class Error : public std::runtime_error {
+ public:
+  Error(strata_status_code code, const std::string& msg) : std::runtime_error(msg), code_(code) {}
+  strata_status_code code() const noexcept { return code_; }
+
+ private:
+  strata_status_code code_;
+};
+
+namespace detail {
+/// Throws strata::Error for a non-NULL status (and releases it).
+inline void Check(strata_status* st) {
+  if (!st) return;
+  strata_status_code code = strata_status_get_code(st);
+  std::string msg = strata_status_get_message(st);
+  strata_status_release(st);
+  throw Error(code, msg);
+}
+template <typename T, void (*D)(T*)>
+struct Deleter {
+  void operator()(T* p) const noexcept { D(p); }
+};
+}  // namespace detail
+
+/// Library version string.
+inline std::string Version() { return strata_version(); }
+
+/// A tensor owned by this object (or wrapping caller memory).
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(strata_tensor* raw) : p_(raw) {}
+  /// Allocates a zero-filled tensor.
+  static Tensor Create(strata_dtype dtype, const std::vector<int64_t>& dims) {
+    strata_tensor* t = nullptr;
+    detail::Check(strata_tensor_create(dtype, dims.data(), dims.size(), &t));
+    return Tensor(t);
+  }
+  /// Wraps caller memory without copying; the caller keeps `data` alive.
+  template <typename T>
+  static Tensor Wrap(strata_dtype dtype, const std::vector<int64_t>& dims, T* data, size_t count) {
+    strata_tensor* t = nullptr;
+    detail::Check(strata_tensor_wrap(dtype, dims.data(), dims.size(), data, count * sizeof(T), &t));
+    return Tensor(t);
+  }
+  strata_dtype dtype() const { return strata_tensor_dtype(p_.get()); }
+  std::vector<int64_t> shape() const {
+    const int64_t* d = strata_tensor_dims(p_.get());
+    return std::vector<int64_t>(d, d + strata_tensor_rank(p_.get()));
+  }
+  int64_t size() const { return strata_tensor_element_count(p_.get()); }
+  template <typename T>
+  T* data() {
+    return static_cast<T*>(strata_tensor_data(p_.get()));
+  }
+  strata_tensor* get() const { return p_.get(); }
+  explicit operator bool() const { return p_ != nullptr; }
+
+ private:
+  std::unique_ptr<strata_tensor, detail::Deleter<strata_tensor, strata_tensor_destroy>> p_;
+};
+
+/// Process-level environment.
+class Env {
+ public:
+  Env() {
+    strata_env* e = nullptr;
+    detail::Check(strata_env_create(&e));
+    p_.reset(e);
+  }
+  /// True if a capability (e.g. "cuda.weight_prepack") is available. Never throws.
+  bool HasCapability(const std::string& name) const { return strata_has_capability(p_.get(), name.c_str()) != 0; }
+  strata_env* get() const { return p_.get(); }
+
+ private:
+  std::unique_ptr<strata_env, detail::Deleter<strata_env, strata_env_destroy>> p_;
+};
+
+/// Session options (threads, optimization level, providers, precision).
+class SessionOptions {
+ public:
+  SessionOptions() {
+    strata_session_options* o = nullptr;
+    detail::Check(strata_session_options_create(&o));
+    p_.reset(o);
+  }
+  SessionOptions& SetThreads(int n) {
+    detail::Check(strata_session_options_set_threads(p_.get(), n));
+    return *this;
+  }
+  SessionOptions& SetOptimizationLevel(int level) {
+    detail::Check(strata_session_options_set_optimization_level(p_.get(), level));
+    return *this;
+  }
+  /// "cpu", "auto", or provider names in preference order, comma separated.
+  SessionOptions& SetProviders(const std::string& list) {
+    detail::Check(strata_session_options_set_providers(p_.get(), list.c_str()));
+    return *this;
+  }
+  SessionOptions& AddProviderPath(const std::string& path) {
+    detail::Check(strata_session_options_add_provider_path(p_.get(), path.c_str()));
+    return *this;
+  }
+  SessionOptions& Set(const std::string& key, const std::string& value) {
+    detail::Check(strata_session_options_set(p_.get(), key.c_str(), value.c_str()));
+    return *this;
+  }
+  const strata_session_options* get() const { return p_.get(); }
+
+ private:
+  std::unique_ptr<strata_session_options, detail::Deleter<strata_session_options, strata_session_options_destroy>> p_;
+};
+
+/// Metadata of a model input or output.
+struct ValueInfo {
+  std::string name;
+  strata_dtype dtype = STRATA_DTYPE_UNDEFINED;
+  std::vector<int64_t> dims;  // -1 for dynamic dims
+};
+
+/// A loaded, planned model. Run() may be called from several threads at once.
+class Session {
+ public:
+  Session(const Env& env, const std::string& path, const SessionOptions* opts = nullptr) {
+    strata_session* s = nullptr;
+    detail::Check(strata_session_create(env.get(), path.c_str(), opts ? opts->get() : nullptr, &s));
+    p_.reset(s);
+  }
+  Session(const Env& env, const void* data, size_t size, const SessionOptions* opts = nullptr) {
+    strata_session* s = nullptr;
+    detail::Check(strata_session_create_from_memory(env.get(), data, size, opts ? opts->get() : nullptr, &s));
+    p_.reset(s);
+  }
+  std::vector<ValueInfo> Inputs() const { return Infos(true); }
+  std::vector<ValueInfo> Outputs() const { return Infos(false); }
+
+  /// Runs with named inputs; returns all outputs in model order.
+  std::vector<Tensor> Run(const std::vector<std::pair<std::string, const Tensor*>>& feeds) {
+    std::vector<const char*> names;
+    std::vector<const strata_tensor*> ins;
+    for (const auto& f : feeds) {
+      names.push_back(f.first.c_str());
+      ins.push_back(f.second->get());
+    }
+    size_t n = strata_session_output_count(p_.get());
+    std::vector<strata_tensor*> outs(n, nullptr);
+    detail::Check(strata_session_run(p_.get(), names.data(), ins.data(), ins.size(), nullptr, outs.data(), n));
+    std::vector<Tensor> result;
+    for (strata_tensor* t : outs) result.emplace_back(t);
+    return result;
+  }
+  strata_session* get() const { return p_.get(); }
+
+ private:
+  std::vector<ValueInfo> Infos(bool inputs) const {
+    size_t n = inputs ? strata_session_input_count(p_.get()) : strata_session_output_count(p_.get());
+    std::vector<ValueInfo> out(n);
+    for (size_t i = 0; i < n; ++i) {
+      const char* name = nullptr;
+      size_t rank = 0;
+      int64_t dims[64];
+      auto fn = inputs ? strata_session_input_info : strata_session_output_info;
+      detail::Check(fn(p_.get(), i, &name, &out[i].dtype, &rank, dims, 64));
+      out[i].name = name;
+      out[i].dims.assign(dims, dims + rank);
+    }
+    return out;
+  }
+  std::unique_ptr<strata_session, detail::Deleter<strata_session, strata_session_destroy>> p_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_STRATA_HPP_

@@ -1,0 +1,347 @@
+#include "core/optimizer.h"
+
+#include <cmath>
+#include <set>
+#include <unordered_set>
+
+namespace strata {
+
+namespace {
+
+bool HasSubgraph(const Node& n) {
+  for (const auto& [k, a] : n.attrs)
+    if (a.g || !a.graphs.empty()) return true;
+  return false;
+}
+
+bool IsNondeterministic(const Node& n) {
+  static const std::unordered_set<std::string> kOps = {"RandomNormal",     "RandomUniform", "RandomNormalLike",
+                                                       "RandomUniformLike", "Multinomial",   "Bernoulli"};
+  return kOps.count(n.op_type) != 0;
+}
+
+// Use counts of every value: node inputs, graph outputs, and names captured by subgraphs.
+std::vector<int> UseCounts(const Graph& g) {
+  std::vector<int> uses(g.values.size(), 0);
+  std::set<std::string> captured;
+  std::function<void(const Graph&)> collect = [&](const Graph& sg) {
+    for (const Node& n : sg.nodes) {
+      for (int i : n.inputs)
+        if (i >= 0) captured.insert(sg.ValueName(i));
+      for (const auto& [k, a] : n.attrs) {
+        if (a.g) collect(*a.g);
+        for (const auto& s : a.graphs) collect(*s);
+      }
+    }
+    for (int o : sg.outputs) captured.insert(sg.ValueName(o));
+  };
+  for (const Node& n : g.nodes) {
+    for (int i : n.inputs)
+      if (i >= 0) ++uses[i];
+    for (const auto& [k, a] : n.attrs) {
+      if (a.g) collect(*a.g);
+      for (const auto& s : a.graphs) collect(*s);
+    }
+  }
+  for (int o : g.outputs) ++uses[o];
+  for (const auto& name : captured) {
+    int v = g.FindValue(name);
+    if (v >= 0) ++uses[v];
+  }
+  return uses;
+}
+
+bool IsGraphOutput(const Graph& g, int v) {
+  for (int o : g.outputs)
+    if (o == v) return true;
+  return false;
+}
+
+// Replaces every use of value `from` by `to` in nodes (not in graph outputs).
+void ReplaceUses(Graph& g, int from, int to) {
+  for (Node& n : g.nodes)
+    for (int& i : n.inputs)
+      if (i == from) i = to;
+}
+
+// Sizes above this stay computed at run time rather than baked into the session.
+constexpr int64_t kMaxFoldElements = int64_t{1} << 24;
+
+}  // namespace
+
+Result<int> FoldConstants(Graph& g, const OptimizerOptions& opts) {
+  int folded = 0;
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  for (Node& node : g.nodes) {
+    bool foldable = !HasSubgraph(node) && !IsNondeterministic(node) && !node.outputs.empty() &&
+                    node.domain.empty() && node.provider == "cpu";
+    for (int i : node.inputs)
+      if (i >= 0 && !g.IsConstant(i)) foldable = false;
+    for (int o : node.outputs)
+      if (o < 0) foldable = false;
+    if (foldable && node.inputs.empty() && node.op_type != "Constant" && node.op_type != "ConstantOfShape" &&
+        node.op_type != "Range" && node.op_type != "EyeLike")
+      foldable = false;
+    if (!foldable) {
+      kept.push_back(std::move(node));
+      continue;
+    }
+    DataType dt = DataType::kUndefined;
+    if (!node.inputs.empty() && node.inputs[0] >= 0) dt = g.Constant(node.inputs[0])->dtype();
+    const KernelDef* def = CpuKernels().Find(node.domain, node.op_type, node.opset, dt, true);
+    if (!def) def = CpuKernels().Find(node.domain, node.op_type, node.opset, dt, false);
+    if (!def) {
+      kept.push_back(std::move(node));
+      continue;
+    }
+    KernelInit init{node, g, opts.pool, opts.kernel};
+    auto kernel = def->factory(init);
+    if (!kernel.ok()) {
+      kept.push_back(std::move(node));
+      continue;
+    }
+    std::vector<Value> in_vals;
+    in_vals.reserve(node.inputs.size());
+    for (int i : node.inputs) in_vals.push_back(i >= 0 ? Value(*g.Constant(i)) : Value());
+    std::vector<const Value*> in_ptrs;
+    for (size_t k = 0; k < in_vals.size(); ++k) in_ptrs.push_back(node.inputs[k] >= 0 ? &in_vals[k] : nullptr);
+    std::vector<Value> outs(node.outputs.size());
+    KernelContext ctx(node, in_ptrs, &outs, opts.pool, DefaultAllocator(), nullptr);
+    Status st = (*kernel)->Compute(ctx);
+    bool ok = st.ok();
+    for (const Value& v : outs)
+      if (!v.is_tensor() || v.tensor().num_elements() > kMaxFoldElements) ok = false;
+    if (!ok) {  // Leave it to run time, which reports any error with full context.
+      kept.push_back(std::move(node));
+      continue;
+    }
+    for (size_t k = 0; k < outs.size(); ++k) {
+      // Folded results must not alias buffers that a caller could later mutate.
+      auto copy = outs[k].tensor().Clone();
+      if (!copy.ok()) return copy.status();
+      g.initializers[node.outputs[k]] = std::move(copy).value();
+    }
+    ++folded;
+  }
+  g.nodes = std::move(kept);
+  return folded;
+}
+
+int EliminateIdentities(Graph& g) {
+  int removed = 0;
+  std::vector<Node> kept;
+  for (Node& n : g.nodes) {
+    bool identity = n.op_type == "Identity" && n.domain.empty() && n.inputs.size() == 1 && n.inputs[0] >= 0;
+    // Inference-mode Dropout without a mask output is an identity.
+    if (n.op_type == "Dropout" && n.domain.empty() && !n.inputs.empty() && n.inputs[0] >= 0 &&
+        (n.outputs.size() < 2 || n.outputs[1] < 0) && n.inputs.size() < 3)
+      identity = true;
+    if (identity && !n.outputs.empty() && n.outputs[0] >= 0 && !IsGraphOutput(g, n.outputs[0]) &&
+        g.values[n.inputs[0]].type.kind != TypeInfo::Kind::kSequence) {
+      // Outer-scope captures refer to names; only rewrite when nothing captures the output.
+      bool captured = false;
+      std::function<void(const Graph&)> scan = [&](const Graph& sg) {
+        for (const Node& m : sg.nodes) {
+          for (int i : m.inputs)
+            if (i >= 0 && sg.ValueName(i) == g.ValueName(n.outputs[0])) captured = true;
+          for (const auto& [k, a] : m.attrs) {
+            if (a.g) scan(*a.g);
+            for (const auto& s : a.graphs) scan(*s);
+          }
+        }
+        for (int o : sg.outputs)
+          if (sg.ValueName(o) == g.ValueName(n.outputs[0])) captured = true;
+      };
+      for (const Node& m : g.nodes)
+        for (const auto& [k, a] : m.attrs) {
+          if (a.g) scan(*a.g);
+          for (const auto& s : a.graphs) scan(*s);
+        }
+      if (!captured) {
+        ReplaceUses(g, n.outputs[0], n.inputs[0]);
+        ++removed;
+        continue;
+      }
+    }
+    kept.push_back(std::move(n));
+  }
+  g.nodes = std::move(kept);
+  return removed;
+}
+
+int EliminateDeadNodes(Graph& g) {
+  int removed = 0;
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    std::vector<int> uses = UseCounts(g);
+    std::vector<Node> kept;
+    for (Node& n : g.nodes) {
+      bool live = IsNondeterministic(n) && false;
+      for (int o : n.outputs)
+        if (o >= 0 && uses[o] > 0) live = true;
+      if (live) {
+        kept.push_back(std::move(n));
+      } else {
+        ++removed;
+        changed = true;
+      }
+    }
+    g.nodes = std::move(kept);
+  }
+  // Drop initializers nothing reads any more (folded intermediates).
+  std::vector<int> uses = UseCounts(g);
+  for (auto it = g.initializers.begin(); it != g.initializers.end();) {
+    bool is_input = false;
+    for (int v : g.inputs) is_input = is_input || v == it->first;
+    if (uses[it->first] == 0 && !is_input) {
+      it = g.initializers.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return removed;
+}
+
+Result<int> FoldConvBatchNorm(Graph& g) {
+  int folded = 0;
+  std::vector<int> uses = UseCounts(g);
+  std::vector<int> producer(g.values.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int o : g.nodes[i].outputs)
+      if (o >= 0) producer[o] = static_cast<int>(i);
+  std::vector<bool> drop(g.nodes.size(), false);
+  for (size_t bi = 0; bi < g.nodes.size(); ++bi) {
+    Node& bn = g.nodes[bi];
+    if (bn.op_type != "BatchNormalization" || !bn.domain.empty() || bn.inputs.size() != 5) continue;
+    if (bn.outputs.size() > 1 && std::any_of(bn.outputs.begin() + 1, bn.outputs.end(), [](int o) { return o >= 0; }))
+      continue;
+    if (bn.GetInt("training_mode", 0) != 0) continue;
+    int x = bn.inputs[0];
+    if (x < 0 || producer[x] < 0 || uses[x] != 1 || IsGraphOutput(g, x)) continue;
+    Node& conv = g.nodes[producer[x]];
+    if (conv.op_type != "Conv" || !conv.domain.empty() || conv.HasAttr("activation")) continue;
+    const Tensor* w = conv.inputs.size() > 1 ? g.Constant(conv.inputs[1]) : nullptr;
+    const Tensor* b = conv.inputs.size() > 2 && conv.inputs[2] >= 0 ? g.Constant(conv.inputs[2]) : nullptr;
+    if (!w || w->dtype() != DataType::kFloat || w->rank() < 3) continue;
+    if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !b) continue;
+    const Tensor* scale = g.Constant(bn.inputs[1]);
+    const Tensor* bias = g.Constant(bn.inputs[2]);
+    const Tensor* mean = g.Constant(bn.inputs[3]);
+    const Tensor* var = g.Constant(bn.inputs[4]);
+    if (!scale || !bias || !mean || !var) continue;
+    int64_t m = w->dim(0);
+    for (const Tensor* t : {scale, bias, mean, var})
+      if (t->dtype() != DataType::kFloat || t->num_elements() != m) m = -1;
+    if (m < 0 || (b && (b->dtype() != DataType::kFloat || b->num_elements() != m))) continue;
+    float eps = bn.GetFloat("epsilon", 1e-5f);
+    ASSIGN_OR_RETURN(Tensor nw, w->Clone());
+    ASSIGN_OR_RETURN(Tensor nb, Tensor::Allocate(DataType::kFloat, {m}));
+    int64_t per = w->num_elements() / std::max<int64_t>(m, 1);
+    float* pw = nw.mutable_data<float>();
+    float* pb = nb.mutable_data<float>();
+    for (int64_t c = 0; c < m; ++c) {
+      float s = scale->data<float>()[c] / std::sqrt(var->data<float>()[c] + eps);
+      for (int64_t k = 0; k < per; ++k) pw[c * per + k] *= s;
+      float cb = b ? b->data<float>()[c] : 0.0f;
+      pb[c] = (cb - mean->data<float>()[c]) * s + bias->data<float>()[c];
+    }
+    int wv = g.AddValue(conv.name + "/folded_bn_weight");
+    int bv = g.AddValue(conv.name + "/folded_bn_bias");
+    g.values[wv].type = g.values[conv.inputs[1]].type;
+    g.values[bv].type.kind = TypeInfo::Kind::kTensor;
+    g.values[bv].type.elem_type = DataType::kFloat;
+    g.values[bv].type.has_shape = true;
+    g.values[bv].type.dims = {Dim{m, ""}};
+    g.initializers[wv] = std::move(nw);
+    g.initializers[bv] = std::move(nb);
+    conv.inputs.resize(3);
+    conv.inputs[1] = wv;
+    conv.inputs[2] = bv;
+    conv.outputs[0] = bn.outputs[0];
+    drop[bi] = true;
+    ++folded;
+  }
+  if (folded) {
+    std::vector<Node> kept;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (!drop[i]) kept.push_back(std::move(g.nodes[i]));
+    g.nodes = std::move(kept);
+  }
+  return folded;
+}
+
+int FuseActivations(Graph& g) {
+  int fused = 0;
+  std::vector<int> uses = UseCounts(g);
+  std::vector<int> producer(g.values.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int o : g.nodes[i].outputs)
+      if (o >= 0) producer[o] = static_cast<int>(i);
+  std::vector<bool> drop(g.nodes.size(), false);
+  for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
+    Node& act = g.nodes[ai];
+    if (!act.domain.empty() || act.inputs.empty() || act.inputs[0] < 0) continue;
+    float lo = -INFINITY, hi = INFINITY;
+    if (act.op_type == "Relu") {
+      lo = 0.0f;
+    } else if (act.op_type == "Clip") {
+      if (act.opset < 11) {
+        lo = act.GetFloat("min", -INFINITY);
+        hi = act.GetFloat("max", INFINITY);
+      } else {
+        const Tensor* mn = act.inputs.size() > 1 && act.inputs[1] >= 0 ? g.Constant(act.inputs[1]) : nullptr;
+        const Tensor* mx = act.inputs.size() > 2 && act.inputs[2] >= 0 ? g.Constant(act.inputs[2]) : nullptr;
+        if ((act.inputs.size() > 1 && act.inputs[1] >= 0 && !mn) || (act.inputs.size() > 2 && act.inputs[2] >= 0 && !mx))
+          continue;
+        if ((mn && mn->dtype() != DataType::kFloat) || (mx && mx->dtype() != DataType::kFloat)) continue;
+        if (mn) lo = mn->data<float>()[0];
+        if (mx) hi = mx->data<float>()[0];
+      }
+    } else {
+      continue;
+    }
+    int x = act.inputs[0];
+    if (producer[x] < 0 || uses[x] != 1 || IsGraphOutput(g, x)) continue;
+    Node& p = g.nodes[producer[x]];
+    if (!p.domain.empty() || (p.op_type != "Conv" && p.op_type != "Gemm") || p.HasAttr("activation")) continue;
+    if (g.values[x].type.elem_type != DataType::kFloat) continue;
+    Attribute a;
+    a.type = Attribute::Type::kString;
+    a.s = act.op_type;
+    p.attrs["activation"] = a;
+    Attribute amin, amax;
+    amin.type = amax.type = Attribute::Type::kFloat;
+    amin.f = lo;
+    amax.f = hi;
+    p.attrs["activation_min"] = amin;
+    p.attrs["activation_max"] = amax;
+    p.outputs[0] = act.outputs[0];
+    drop[ai] = true;
+    ++fused;
+  }
+  if (fused) {
+    std::vector<Node> kept;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (!drop[i]) kept.push_back(std::move(g.nodes[i]));
+    g.nodes = std::move(kept);
+  }
+  return fused;
+}
+
+Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
+  if (opts.level <= 0) return Status::Ok();
+  EliminateIdentities(g);
+  ASSIGN_OR_RETURN(int f, FoldConstants(g, opts));
+  (void)f;
+  if (opts.level >= 2) {
+    ASSIGN_OR_RETURN(int c, FoldConvBatchNorm(g));
+    (void)c;
+    FuseActivations(g);
+  }
+  EliminateDeadNodes(g);
+  return Status::Ok();
+}
+
+}  // namespace strata

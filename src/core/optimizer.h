@@ -1,0 +1,26 @@
+// Graph optimization passes over the strata IR. Each pass keeps the graph's
+// meaning: tests compare optimized with unoptimized outputs.
+#pragma once
+
+#include "core/ir.h"
+#include "core/kernel.h"
+#include "core/status.h"
+
+namespace strata {
+
+struct OptimizerOptions {
+  int level = 99;  // 0 none, 1 basic (folding, dead code), 2+ fusions
+  ThreadPool* pool = nullptr;
+  KernelConfig kernel;
+};
+
+Status OptimizeGraph(Graph& g, const OptimizerOptions& opts);
+
+// Individual passes, exposed for tests. Each returns how many rewrites it made.
+Result<int> FoldConstants(Graph& g, const OptimizerOptions& opts);
+int EliminateIdentities(Graph& g);
+int EliminateDeadNodes(Graph& g);
+Result<int> FoldConvBatchNorm(Graph& g);
+int FuseActivations(Graph& g);
+
+}  // namespace strata

@@ -1,0 +1,81 @@
+#include "cli/cli_util.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace strata::cli {
+
+Result<std::vector<std::string>> ParseDeviceList(const std::string& device) {
+  std::vector<std::string> out;
+  std::stringstream ss(device);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    for (char c : item)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'))
+        return InvalidArgument("--device: invalid provider name '", item, "'");
+    out.push_back(item);
+  }
+  if (out.empty()) return InvalidArgument("--device is empty");
+  return out;
+}
+
+bool IsClassifierOutput(const Tensor& t) {
+  if (t.dtype() != DataType::kFloat) return false;
+  if (t.rank() == 2) return t.dim(1) >= 2 && t.dim(1) <= 100000 && t.dim(0) >= 1;
+  return false;
+}
+
+std::vector<std::vector<std::pair<int64_t, float>>> TopK(const Tensor& t, int k) {
+  std::vector<std::vector<std::pair<int64_t, float>>> rows;
+  int64_t n = t.dim(0), c = t.dim(1);
+  const float* p = t.data<float>();
+  for (int64_t r = 0; r < n; ++r) {
+    std::vector<std::pair<int64_t, float>> row;
+    for (int64_t j = 0; j < c; ++j) row.emplace_back(j, p[r * c + j]);
+    int kk = static_cast<int>(std::min<int64_t>(k, c));
+    std::partial_sort(row.begin(), row.begin() + kk, row.end(),
+                      [](const auto& a, const auto& b) { return a.second > b.second; });
+    row.resize(kk);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+int64_t LabelAt(const Tensor& labels, size_t i) {
+  int64_t v = -1;
+  DispatchNumeric(labels.dtype(), [&]<typename T>() {
+    if constexpr (std::is_integral_v<T>) v = static_cast<int64_t>(labels.data<T>()[i]);
+  });
+  return v;
+}
+
+std::string FirstValues(const Tensor& t, int n) {
+  std::ostringstream os;
+  os << "[";
+  int64_t count = std::min<int64_t>(n, t.num_elements());
+  for (int64_t i = 0; i < count; ++i) {
+    if (i) os << ", ";
+    if (t.dtype() == DataType::kString) {
+      os << '"' << t.data<std::string>()[i] << '"';
+      continue;
+    }
+    DispatchNumeric(t.dtype(), [&]<typename T>() {
+      if constexpr (std::is_same_v<T, bool>) {
+        os << (t.data<bool>()[i] ? "true" : "false");
+      } else if constexpr (std::is_integral_v<T>) {
+        os << static_cast<int64_t>(t.data<T>()[i]);
+      } else {
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), "%.6g", static_cast<double>(static_cast<float>(t.data<T>()[i])));
+        os << buf;
+      }
+    });
+  }
+  if (t.num_elements() > count) os << ", ...";
+  os << "]";
+  return os.str();
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,24 @@
+// Small formatting helpers shared by CLI commands.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace strata::cli {
+
+// "cpu" | "auto" | "name[,name...]" -> provider preference list.
+Result<std::vector<std::string>> ParseDeviceList(const std::string& device);
+// A float tensor shaped [N, C] (C >= 2) or [C] reads as class scores.
+bool IsClassifierOutput(const Tensor& t);
+// Top-k (class, score) per row of a classifier output.
+std::vector<std::vector<std::pair<int64_t, float>>> TopK(const Tensor& t, int k);
+// Integer label at index i of a label tensor (any integer dtype).
+int64_t LabelAt(const Tensor& labels, size_t i);
+// "[0.1, 0.2, ...]" for up to n leading elements.
+std::string FirstValues(const Tensor& t, int n);
+
+}  // namespace strata::cli
