@@ -13,6 +13,8 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterNormKernels(r);
   RegisterReduceKernels(r);
   RegisterRnnKernels(r);
+  RegisterControlFlowKernels(r);
+  RegisterSequenceKernels(r);
 }
 
 }  // namespace strata

@@ -16,5 +16,7 @@ void RegisterPoolKernels(KernelRegistry& r);         // cpu/pool.cc: Max/Average
 void RegisterNormKernels(KernelRegistry& r);         // cpu/norm.cc: BatchNorm, LayerNorm, InstanceNorm, Softmax...
 void RegisterReduceKernels(KernelRegistry& r);       // cpu/reduce.cc: Reduce*, ArgMax/ArgMin
 void RegisterRnnKernels(KernelRegistry& r);          // cpu/rnn.cc: LSTM, GRU, RNN
+void RegisterControlFlowKernels(KernelRegistry& r);  // cpu/control_flow.cc: If, Loop, Scan
+void RegisterSequenceKernels(KernelRegistry& r);     // cpu/sequence.cc: Sequence*, Optional*
 
 }  // namespace strata
