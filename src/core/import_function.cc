@@ -106,13 +106,13 @@ Status FunctionInliner::ExpandRec(const onnx::NodeProto& node, const OpsetMap* o
                         " levels (recursive function?)");
   const std::string domain = NormalizeDomain(node.domain());
   auto local = local_functions_.find({domain, node.op_type()});
-  if (local != local_functions_.end()) return Inline(node, *local->second, opsets, "", 0, depth, out);
+  if (local != local_functions_.end()) return Inline(node, *local->second, nullptr, opsets, "", 0, depth, out);
 
   auto ver = opsets->find(domain);
   if (opts_.has_kernel && ver != opsets->end() && !opts_.has_kernel(domain, node.op_type(), ver->second)) {
     const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), ver->second, domain);
     if (schema && schema->HasFunction() && schema->GetFunction()) {
-      return Inline(node, *schema->GetFunction(), opsets, domain, schema->SinceVersion(), depth, out);
+      return Inline(node, *schema->GetFunction(), schema, opsets, domain, schema->SinceVersion(), depth, out);
     }
     if (schema && schema->HasContextDependentFunction()) {
       std::vector<onnx::TypeProto> input_types;
@@ -130,7 +130,7 @@ Status FunctionInliner::ExpandRec(const onnx::NodeProto& node, const OpsetMap* o
       }
       if (built) {
         const onnx::FunctionProto& fn = built_functions_.emplace_back(std::move(body));
-        return Inline(node, fn, opsets, domain, schema->SinceVersion(), depth, out);
+        return Inline(node, fn, schema, opsets, domain, schema->SinceVersion(), depth, out);
       }
     }
   }
@@ -139,7 +139,8 @@ Status FunctionInliner::ExpandRec(const onnx::NodeProto& node, const OpsetMap* o
 }
 
 Status FunctionInliner::Inline(const onnx::NodeProto& call, const onnx::FunctionProto& fn,
-                               const OpsetMap* caller_opsets, const std::string& fallback_domain,
+                               const onnx::OpSchema* schema, const OpsetMap* caller_opsets,
+                               const std::string& fallback_domain,
                                int fallback_version, int depth, std::vector<ExpandedNode>* out) {
   const std::string what = "node '" + call.name() + "' (" + call.op_type() + ")";
   if (call.input_size() > fn.input_size())
@@ -159,6 +160,11 @@ Status FunctionInliner::Inline(const onnx::NodeProto& call, const onnx::Function
   const OpsetMap* inner_opsets = &opset_storage_.emplace_back(std::move(opsets));
 
   std::unordered_map<std::string, const onnx::AttributeProto*> call_attrs;
+  // Attributes the call leaves out take the schema's defaults (e.g. HannWindow's periodic).
+  if (schema) {
+    for (const auto& [name, attr] : schema->attributes())
+      if (attr.default_value.type() != onnx::AttributeProto::UNDEFINED) call_attrs[name] = &attr.default_value;
+  }
   for (const auto& a : call.attribute()) call_attrs[a.name()] = &a;
   Renamer r;
   r.prefix = "__strata_inl" + std::to_string(counter_++) + "__";

@@ -16,6 +16,10 @@
 #include "core/onnx_import.h"
 #include "core/status.h"
 
+namespace onnx {
+class OpSchema;
+}
+
 namespace strata::import {
 
 // Domain -> opset version; "" stands for ai.onnx.
@@ -82,8 +86,10 @@ class FunctionInliner {
   Status ExpandRec(const onnx::NodeProto& node, const OpsetMap* opsets, int depth, std::vector<ExpandedNode>* out);
   // fallback_domain/version: the opset the body runs at when fn declares none for that domain
   // (schema functions run at their schema's since_version).
-  Status Inline(const onnx::NodeProto& call, const onnx::FunctionProto& fn, const OpsetMap* caller_opsets,
-                const std::string& fallback_domain, int fallback_version, int depth, std::vector<ExpandedNode>* out);
+  // schema (may be null) supplies default values for attributes the call leaves out.
+  Status Inline(const onnx::NodeProto& call, const onnx::FunctionProto& fn, const onnx::OpSchema* schema,
+                const OpsetMap* caller_opsets, const std::string& fallback_domain, int fallback_version, int depth,
+                std::vector<ExpandedNode>* out);
   void CollectTypes(const onnx::GraphProto& g);
   const onnx::TypeProto* TypeOf(const std::string& name) const;
 

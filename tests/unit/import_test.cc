@@ -899,23 +899,73 @@ TEST_F(ImportRealFiles, LoaderErrors) {
               "bad.pb");
 }
 
-// Every model in the conformance data imports (or fails with a clean status, never a crash).
-TEST_F(ImportRealFiles, AllNodeTestModelsImport) {
+// Every model of the conformance data imports, both as is and with every schema function
+// inlined (has_kernel always false), which exercises the inliner on all function ops.
+void ImportAll(const ImportOptions& opts, const char* label) {
   int ok = 0, total = 0;
   std::vector<std::string> failures;
-  for (const auto& entry : fs::directory_iterator(kTestData + "/node")) {
-    std::string model = entry.path().string() + "/model.onnx";
-    if (!fs::exists(model)) continue;
-    ++total;
-    auto r = ImportOnnxFile(model);
-    if (r.ok()) {
-      ++ok;
-    } else {
-      failures.push_back(r.status().ToString());
+  for (const char* suite : {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
+    if (!fs::exists(kTestData + "/" + suite)) continue;
+    for (const auto& entry : fs::directory_iterator(kTestData + "/" + suite)) {
+      std::string model = entry.path().string() + "/model.onnx";
+      if (!fs::exists(model)) continue;
+      ++total;
+      auto r = ImportOnnxFile(model, opts);
+      if (r.ok()) {
+        ++ok;
+      } else {
+        failures.push_back(r.status().ToString());
+      }
     }
   }
-  for (size_t i = 0; i < failures.size() && i < 20; ++i) ADD_FAILURE() << failures[i];
-  EXPECT_EQ(ok, total);
+  for (size_t i = 0; i < failures.size() && i < 20; ++i) ADD_FAILURE() << label << ": " << failures[i];
+  EXPECT_EQ(ok, total) << label;
+  EXPECT_GT(total, 1000) << label;
+}
+
+TEST_F(ImportRealFiles, AllConformanceModelsImport) { ImportAll({}, "plain"); }
+
+TEST_F(ImportRealFiles, AllConformanceModelsImportWithFunctionsInlined) {
+  ImportOptions opts;
+  opts.has_kernel = [](const std::string&, const std::string&, int) { return false; };
+  ImportAll(opts, "inlined");
+  // Spot check: a context-dependent function op disappears.
+  auto r = ImportOnnxFile(kTestData + "/node/test_sce_NCd1_mean_weight_negative_ii/model.onnx", opts);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(FindNode(*r->graph, "SoftmaxCrossEntropyLoss"), nullptr);
+}
+
+// ONNX ships "<test>_expanded" twins whose graphs are the function bodies expanded by
+// onnx itself: inlining "<test>" must give the same multiset of ops.
+TEST_F(ImportRealFiles, InliningMatchesOnnxExpandedModels) {
+  int compared = 0;
+  for (const auto& entry : fs::directory_iterator(kTestData + "/node")) {
+    std::string dir = entry.path().string();
+    const std::string suffix = "_expanded";
+    if (dir.size() <= suffix.size() || dir.compare(dir.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    std::string base = dir.substr(0, dir.size() - suffix.size());
+    if (!fs::exists(base + "/model.onnx")) continue;
+    auto expanded = ImportOnnxFile(dir + "/model.onnx");
+    ASSERT_TRUE(expanded.ok()) << expanded.status().ToString();
+    // Inline only the op under test (the expanded twin keeps the ops its body uses).
+    auto plain = ImportOnnxFile(base + "/model.onnx");
+    ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+    std::set<std::string> tested;
+    for (const auto& n : plain->graph->nodes) tested.insert(n.op_type);
+    ImportOptions opts;
+    opts.has_kernel = [&](const std::string&, const std::string& op, int) { return !tested.count(op); };
+    auto inlined = ImportOnnxFile(base + "/model.onnx", opts);
+    ASSERT_TRUE(inlined.ok()) << inlined.status().ToString();
+    auto ops = [](const Graph& g) {
+      std::multiset<std::string> s;
+      for (const auto& n : g.nodes) s.insert(n.op_type);
+      return s;
+    };
+    EXPECT_EQ(ops(*inlined->graph), ops(*expanded->graph)) << base;
+    EXPECT_EQ(inlined->graph->initializers.size(), expanded->graph->initializers.size()) << base;
+    ++compared;
+  }
+  EXPECT_GT(compared, 50);
 }
 
 }  // namespace
