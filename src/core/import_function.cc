@@ -4,6 +4,7 @@
 // keep the function's opset imports. Repeats until no call is left.
 #include <onnx/defs/schema.h>
 
+#include <algorithm>
 #include <exception>
 
 #include "core/import_internal.h"
@@ -61,6 +62,73 @@ struct Renamer {
 };
 
 }  // namespace
+
+namespace {
+
+using FnKey = std::pair<std::string, std::string>;
+
+void CollectCalls(const onnx::GraphProto& g, std::vector<FnKey>* calls);
+
+void CollectNodeCalls(const onnx::NodeProto& n, std::vector<FnKey>* calls) {
+  calls->emplace_back(NormalizeDomain(n.domain()), n.op_type());
+  for (const auto& a : n.attribute()) {
+    if (a.has_g()) CollectCalls(a.g(), calls);
+    for (const auto& g : a.graphs()) CollectCalls(g, calls);
+  }
+}
+
+void CollectCalls(const onnx::GraphProto& g, std::vector<FnKey>* calls) {
+  for (const auto& n : g.node()) CollectNodeCalls(n, calls);
+}
+
+}  // namespace
+
+Status CheckLocalFunctions(const onnx::ModelProto& model) {
+  std::map<FnKey, int> index;
+  for (int i = 0; i < model.functions_size(); ++i) {
+    const auto& f = model.functions(i);
+    FnKey key{NormalizeDomain(f.domain()), f.name()};
+    if (!index.emplace(key, i).second)
+      return InvalidModel("model-local function '", OnnxDomainName(key.first), ".", key.second, "' is defined twice");
+  }
+  // Calls between local functions; a cycle is found by depth-first search with colours.
+  const int n = model.functions_size();
+  std::vector<std::vector<int>> callees(n);
+  for (int i = 0; i < n; ++i) {
+    std::vector<FnKey> calls;
+    for (const auto& node : model.functions(i).node()) CollectNodeCalls(node, &calls);
+    for (const auto& c : calls) {
+      auto it = index.find(c);
+      if (it != index.end()) callees[i].push_back(it->second);
+    }
+  }
+  std::vector<int> colour(n, 0);  // 0 new, 1 on the stack, 2 done
+  std::vector<std::pair<int, size_t>> stack;
+  for (int root = 0; root < n; ++root) {
+    if (colour[root]) continue;
+    stack.push_back({root, 0});
+    colour[root] = 1;
+    while (!stack.empty()) {
+      auto& [u, next] = stack.back();
+      if (next == callees[u].size()) {
+        colour[u] = 2;
+        stack.pop_back();
+        continue;
+      }
+      int v = callees[u][next++];
+      if (colour[v] == 1) {
+        const auto& f = model.functions(v);
+        return InvalidModel("model-local function '", OnnxDomainName(f.domain()), ".", f.name(),
+                            "' calls itself (directly or through other functions); recursion is not allowed");
+      }
+      if (colour[v] == 0) {
+        colour[v] = 1;
+        stack.push_back({v, 0});
+      }
+    }
+  }
+  return Status::Ok();
+}
 
 FunctionInliner::FunctionInliner(const onnx::ModelProto& model, const OpsetMap& model_opsets,
                                  const ImportOptions& opts)
@@ -158,6 +226,10 @@ Status FunctionInliner::Inline(const onnx::NodeProto& call, const onnx::Function
   }
   if (fallback_version > 0 && !has_own) opsets[fallback_domain] = fallback_version;
   const OpsetMap* inner_opsets = &opset_storage_.emplace_back(std::move(opsets));
+  std::pair<std::string, std::string> key{NormalizeDomain(call.domain()), call.op_type()};
+  if (std::find(active_.begin(), active_.end(), key) != active_.end())
+    return InvalidModel(what, ": function '", OnnxDomainName(key.first), ".", key.second,
+                        "' calls itself (recursive functions cannot be inlined)");
 
   std::unordered_map<std::string, const onnx::AttributeProto*> call_attrs;
   // Attributes the call leaves out take the schema's defaults (e.g. HannWindow's periodic).
@@ -175,12 +247,15 @@ Status FunctionInliner::Inline(const onnx::NodeProto& call, const onnx::Function
     bool given = i < call.output_size() && !call.output(i).empty();
     r.map[fn.output(i)] = given ? call.output(i) : r.prefix + fn.output(i);
   }
-  for (int i = 0; i < fn.node_size(); ++i) {
+  active_.push_back(key);
+  Status st;
+  for (int i = 0; i < fn.node_size() && st.ok(); ++i) {
     onnx::NodeProto inner = fn.node(i);
     r.RewriteNode(&inner, i);
-    RETURN_IF_ERROR(ExpandRec(inner, inner_opsets, depth + 1, out));
+    st = ExpandRec(inner, inner_opsets, depth + 1, out);
   }
-  return Status::Ok();
+  active_.pop_back();
+  return st;
 }
 
 }  // namespace strata::import

@@ -68,6 +68,10 @@ Result<std::string> ReadFileBytes(const std::string& path);
 Status SortAndValidateGraph(onnx::GraphProto* g, const std::unordered_set<std::string>& outer, const OpsetMap& opsets,
                             int depth, int max_depth);
 
+// Rejects duplicate model-local functions and functions that call themselves directly or
+// through others (onnx's shape inference would recurse until the stack overflows).
+Status CheckLocalFunctions(const onnx::ModelProto& model);
+
 // A node after function inlining, with the opsets that apply to it.
 struct ExpandedNode {
   onnx::NodeProto proto;
@@ -100,6 +104,8 @@ class FunctionInliner {
   std::deque<OpsetMap> opset_storage_;                             // stable addresses
   std::deque<onnx::FunctionProto> built_functions_;                // context-dependent bodies
   std::deque<onnx::TypeProto> initializer_types_;
+  // Functions being inlined right now (domain, name): a repeat means recursion.
+  std::vector<std::pair<std::string, std::string>> active_;
   int64_t counter_ = 0;
 };
 

@@ -119,6 +119,7 @@ Result<std::string> ResolveExternalLocation(const std::string& base_dir, const s
   if (base_dir.empty())
     return InvalidArgument("initializer '", tensor_name, "' uses external data ('", location,
                            "') but no base directory is known (import from a file or set ImportOptions::base_dir)");
+  if (location.empty()) return InvalidModel("initializer '", tensor_name, "': external data location is empty");
   fs::path loc(location);
   if (loc.is_absolute() || location.front() == '/' || location.front() == '\\')
     return InvalidModel("initializer '", tensor_name, "': external data location '", location,
@@ -253,6 +254,10 @@ Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& c
       return InvalidModel(what, " has ", tp.raw_data().size(), " bytes of raw_data but its shape ", ShapeToString(shape),
                           " and type ", DataTypeName(dt), " need ", bytes, " bytes");
     if (bytes) std::memcpy(t.raw_mutable_data(), tp.raw_data().data(), bytes);
+    if (dt == DataType::kBool) {  // any non-zero byte is true; a bool holding 2 would be UB
+      auto* p = static_cast<uint8_t*>(t.raw_mutable_data());
+      for (int64_t i = 0; i < n; ++i) p[i] = p[i] != 0;
+    }
     return t;
   }
   Status st;

@@ -339,6 +339,7 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
   }
   if (opts.max_subgraph_depth < 0) return InvalidArgument("max_subgraph_depth must be >= 0");
 
+  RETURN_IF_ERROR(import::CheckLocalFunctions(proto));
   RETURN_IF_ERROR(import::ValidateExternalData(proto.graph(), opts.base_dir));
   RETURN_IF_ERROR(import::SortAndValidateGraph(proto.mutable_graph(), {}, opsets, 0, opts.max_subgraph_depth));
 

@@ -237,6 +237,7 @@ TEST(ImportInitializer, AllStorageForms) {
   auto* i8 = add("i8", onnx::TensorProto::INT8, {2});
   i8->add_int32_data(-5);
   i8->add_int32_data(7);
+  add("rawbool", onnx::TensorProto::BOOL, {2})->set_raw_data(std::string("\x00\x05", 2));
   auto* u8 = add("u8", onnx::TensorProto::UINT8, {1});
   u8->add_int32_data(200);
   auto* b = add("b", onnx::TensorProto::BOOL, {2});
@@ -272,6 +273,9 @@ TEST(ImportInitializer, AllStorageForms) {
   auto get = [&](const std::string& n) { return ir.Constant(ir.FindValue(n)); };
   EXPECT_EQ(get("raw")->data<float>()[1], -2.0f);
   EXPECT_EQ(get("i8")->data<int8_t>()[0], -5);
+  const auto* rb = static_cast<const uint8_t*>(get("rawbool")->raw_data());
+  EXPECT_EQ(rb[0], 0);
+  EXPECT_EQ(rb[1], 1);  // normalised to a valid bool
   EXPECT_EQ(get("u8")->data<uint8_t>()[0], 200);
   EXPECT_TRUE(get("b")->data<bool>()[0]);
   EXPECT_FALSE(get("b")->data<bool>()[1]);
@@ -514,6 +518,37 @@ TEST(ImportFunction, ModelLocalFunctionIsInlined) {
   EXPECT_EQ(ir.nodes[1].inputs[0], ir.nodes[0].outputs[0]);
   EXPECT_NE(ir.ValueName(ir.nodes[0].outputs[0]), "t");  // inner names are made unique
   EXPECT_EQ(ir.nodes[1].opset, 13);
+}
+
+TEST(ImportFunction, RecursiveLocalFunctionIsRejected) {
+  auto m = MakeModel(13);
+  auto* imp = m.add_opset_import();
+  imp->set_domain("custom");
+  imp->set_version(1);
+  auto* f = m.add_functions();
+  f->set_name("Forever");
+  f->set_domain("custom");
+  f->add_input("x");
+  f->add_output("y");
+  auto* fi = f->add_opset_import();
+  fi->set_domain("custom");
+  fi->set_version(1);
+  for (int i = 0; i < 2; ++i) {  // two self-calls: naive expansion would explode
+    auto* n = f->add_node();
+    n->set_op_type("Forever");
+    n->set_domain("custom");
+    n->add_input(i == 0 ? "x" : "t");
+    n->add_output(i == 0 ? "t" : "y");
+  }
+  auto* g = m.mutable_graph();
+  AddInput(g, "X", {1});
+  AddNode(g, "Forever", {"X"}, {"Y"}, "call")->set_domain("custom");
+  AddOutput(g, "Y", {1});
+  ExpectError(Import(m), StatusCode::kInvalidModel, "calls itself");
+  ExpectError(Import(m, ImportOptions{.run_checker = false}), StatusCode::kInvalidModel, "calls itself");
+  // A duplicate definition is rejected as well.
+  *m.add_functions() = m.functions(0);
+  ExpectError(Import(m), StatusCode::kInvalidModel, "defined twice");
 }
 
 TEST(ImportFunction, SchemaFunctionInlinedOnlyWithoutKernel) {
