@@ -58,6 +58,9 @@ Result<std::string> ReadFileBytes(const std::string& path) {
   auto st = fs::status(path, ec);
   if (ec || !fs::exists(st)) return NotFound("cannot open '", path, "': file does not exist");
   if (fs::is_directory(st)) return MakeStatus(StatusCode::kIOError, "cannot read '", path, "': it is a directory");
+  // Devices and FIFOs could block or never end (/dev/zero).
+  if (!fs::is_regular_file(st))
+    return MakeStatus(StatusCode::kIOError, "cannot read '", path, "': not a regular file");
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return MakeStatus(StatusCode::kIOError, "cannot open '", path, "': ", std::strerror(errno));
   std::string bytes;

@@ -73,18 +73,23 @@ class Converter {
                       std::vector<std::string>* outer_reads);
 
  private:
-  Status ConvertNode(const ExpandedNode& e, int depth, Graph* graph, std::vector<char>* defined,
+  using TypeMap = std::unordered_map<std::string, const onnx::TypeProto*>;
+  // `types`: declared/inferred types of this graph's values, given to outputs as they appear
+  // (so subgraphs converted later in the same graph see their captures' types).
+  Status ConvertNode(const ExpandedNode& e, int depth, const TypeMap& types, Graph* graph, std::vector<char>* defined,
                      std::vector<std::string>* outer_reads);
   Status ConvertConstant(const ExpandedNode& e, Graph* graph, std::vector<char>* defined);
+  // `parent` is the graph that holds the node with this attribute.
   Result<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const OpsetMap* opsets, int depth,
-                                     std::vector<std::string>* sub_reads);
+                                     const Graph* parent, std::vector<std::string>* sub_reads);
   Result<std::shared_ptr<Graph>> ConvertSubgraph(const onnx::GraphProto& g, const OpsetMap* opsets, int depth,
-                                                 std::vector<std::string>* sub_reads);
+                                                 const Graph* parent, std::vector<std::string>* sub_reads);
   // Index of `name` as read in `graph`: a local value, or a new capture from an outer scope.
   int Resolve(const std::string& name, Graph* graph, std::vector<char>* defined, std::vector<std::string>* outer_reads);
 
   import::FunctionInliner* inliner_;
   import::TensorContext tctx_;
+  std::vector<const Graph*> enclosing_;  // graphs being converted, outermost first
   int64_t ir_version_;
   int max_depth_;
 };
@@ -96,6 +101,14 @@ int Converter::Resolve(const std::string& name, Graph* graph, std::vector<char>*
   idx = graph->AddValue(name);
   defined->resize(graph->values.size(), 0);
   graph->captures.push_back(idx);
+  // A capture has the type of the value it refers to in the nearest enclosing scope.
+  for (auto it = enclosing_.rbegin(); it != enclosing_.rend(); ++it) {
+    int outer = (*it)->FindValue(name);
+    if (outer >= 0) {
+      graph->values[idx].type = (*it)->values[outer].type;
+      break;
+    }
+  }
   outer_reads->push_back(name);
   return idx;
 }
@@ -131,10 +144,15 @@ Status Converter::ConvertGraph(const onnx::GraphProto& g, const OpsetMap* opsets
     if (graph->values[idx].type.kind == TypeInfo::Kind::kUnknown) graph->values[idx].type = import::TensorTypeInfo(t);
   }
 
+  TypeMap types;
+  for (const auto& vi : g.value_info())
+    if (vi.has_type()) types[vi.name()] = &vi.type();
+  for (const auto& vi : g.output())
+    if (vi.has_type() && vi.type().value_case() != onnx::TypeProto::VALUE_NOT_SET) types[vi.name()] = &vi.type();
   for (const auto& n : g.node()) {
     std::vector<ExpandedNode> expanded;
     RETURN_IF_ERROR(inliner_->Expand(n, opsets, &expanded));
-    for (const auto& e : expanded) RETURN_IF_ERROR(ConvertNode(e, depth, graph, &defined, outer_reads));
+    for (const auto& e : expanded) RETURN_IF_ERROR(ConvertNode(e, depth, types, graph, &defined, outer_reads));
   }
 
   for (const auto& out : g.output()) {
@@ -204,8 +222,8 @@ Status Converter::ConvertConstant(const ExpandedNode& e, Graph* graph, std::vect
   return Status::Ok();
 }
 
-Status Converter::ConvertNode(const ExpandedNode& e, int depth, Graph* graph, std::vector<char>* defined,
-                              std::vector<std::string>* outer_reads) {
+Status Converter::ConvertNode(const ExpandedNode& e, int depth, const TypeMap& types, Graph* graph,
+                              std::vector<char>* defined, std::vector<std::string>* outer_reads) {
   const onnx::NodeProto& p = e.proto;
   Node node;
   node.name = p.name();
@@ -222,7 +240,7 @@ Status Converter::ConvertNode(const ExpandedNode& e, int depth, Graph* graph, st
     node.inputs.push_back(in.empty() ? -1 : Resolve(in, graph, defined, outer_reads));
   for (const auto& a : p.attribute()) {
     std::vector<std::string> sub_reads;
-    auto attr = ConvertAttribute(a, e.opsets, depth, &sub_reads);
+    auto attr = ConvertAttribute(a, e.opsets, depth, graph, &sub_reads);
     if (!attr.ok()) return WithContext(attr.status(), node.Describe() + " attribute '" + a.name() + "'");
     node.attrs[a.name()] = std::move(attr).value();
     // What a subgraph captures is read by this node from this graph (or from further out).
@@ -239,6 +257,8 @@ Status Converter::ConvertNode(const ExpandedNode& e, int depth, Graph* graph, st
     if ((*defined)[idx] || captured)
       return InvalidModel(node.Describe(), " produces '", out, "', which is already defined");
     (*defined)[idx] = 1;
+    auto t = types.find(out);
+    if (t != types.end()) graph->values[idx].type = import::ConvertType(*t->second);
     node.outputs.push_back(idx);
   }
   graph->nodes.push_back(std::move(node));
@@ -246,14 +266,18 @@ Status Converter::ConvertNode(const ExpandedNode& e, int depth, Graph* graph, st
 }
 
 Result<std::shared_ptr<Graph>> Converter::ConvertSubgraph(const onnx::GraphProto& g, const OpsetMap* opsets,
-                                                          int depth, std::vector<std::string>* sub_reads) {
+                                                          int depth, const Graph* parent,
+                                                          std::vector<std::string>* sub_reads) {
   auto sub = std::make_shared<Graph>();
-  RETURN_IF_ERROR(ConvertGraph(g, opsets, depth + 1, sub.get(), sub_reads));
+  enclosing_.push_back(parent);
+  Status st = ConvertGraph(g, opsets, depth + 1, sub.get(), sub_reads);
+  enclosing_.pop_back();
+  RETURN_IF_ERROR(st);
   return sub;
 }
 
 Result<Attribute> Converter::ConvertAttribute(const onnx::AttributeProto& a, const OpsetMap* opsets, int depth,
-                                              std::vector<std::string>* sub_reads) {
+                                              const Graph* parent, std::vector<std::string>* sub_reads) {
   using A = onnx::AttributeProto;
   using T = Attribute::Type;
   Attribute out;
@@ -270,7 +294,7 @@ Result<Attribute> Converter::ConvertAttribute(const onnx::AttributeProto& a, con
     }
     case A::GRAPH: {
       out.type = T::kGraph;
-      ASSIGN_OR_RETURN(out.g, ConvertSubgraph(a.g(), opsets, depth, sub_reads));
+      ASSIGN_OR_RETURN(out.g, ConvertSubgraph(a.g(), opsets, depth, parent, sub_reads));
       break;
     }
     case A::FLOATS: out.type = T::kFloats; out.floats.assign(a.floats().begin(), a.floats().end()); break;
@@ -286,7 +310,7 @@ Result<Attribute> Converter::ConvertAttribute(const onnx::AttributeProto& a, con
     case A::GRAPHS:
       out.type = T::kGraphs;
       for (const auto& g : a.graphs()) {
-        ASSIGN_OR_RETURN(auto sub, ConvertSubgraph(g, opsets, depth, sub_reads));
+        ASSIGN_OR_RETURN(auto sub, ConvertSubgraph(g, opsets, depth, parent, sub_reads));
         out.graphs.push_back(std::move(sub));
       }
       break;

@@ -439,6 +439,8 @@ TEST(ImportSubgraph, CapturesOuterValuesAtEveryLevel) {
   const Graph& deep = *inner->FindAttr("then_branch")->g;
   ASSERT_EQ(deep.captures.size(), 1u);
   EXPECT_EQ(deep.ValueName(deep.captures[0]), "NX");
+  // Captures carry the outer value's type.
+  EXPECT_EQ(deep.values[deep.captures[0]].type.ToString(), "float32[2]");
   EXPECT_TRUE(ir.captures.empty());
   ASSERT_EQ(deep.nodes.size(), 1u);
   EXPECT_EQ(deep.nodes[0].inputs[0], deep.captures[0]);
@@ -593,6 +595,7 @@ TEST(ImportErrors, MissingFile) {
   EXPECT_NE(r.status().message().find("does not exist"), std::string::npos);
   TempDir dir;
   ExpectError(ImportOnnxFile(dir.path()), StatusCode::kIOError, "directory");
+  ExpectError(ImportOnnxFile("/dev/zero"), StatusCode::kIOError, "not a regular file");
 }
 
 TEST(ImportErrors, TruncatedFileNamesTheFile) {
