@@ -130,8 +130,7 @@ Status CheckLocalFunctions(const onnx::ModelProto& model) {
   return Status::Ok();
 }
 
-FunctionInliner::FunctionInliner(const onnx::ModelProto& model, const OpsetMap& model_opsets,
-                                 const ImportOptions& opts)
+FunctionInliner::FunctionInliner(const onnx::ModelProto& model, const OpsetMap& model_opsets, const ImportOptions& opts)
     : model_opsets_(model_opsets), opts_(opts) {
   for (const auto& f : model.functions()) local_functions_[{NormalizeDomain(f.domain()), f.name()}] = &f;
   if (opts_.has_kernel) CollectTypes(model.graph());
@@ -206,10 +205,9 @@ Status FunctionInliner::ExpandRec(const onnx::NodeProto& node, const OpsetMap* o
   return Status::Ok();
 }
 
-Status FunctionInliner::Inline(const onnx::NodeProto& call, const onnx::FunctionProto& fn,
-                               const onnx::OpSchema* schema, const OpsetMap* caller_opsets,
-                               const std::string& fallback_domain,
-                               int fallback_version, int depth, std::vector<ExpandedNode>* out) {
+Status FunctionInliner::Inline(const onnx::NodeProto& call, const onnx::FunctionProto& fn, const onnx::OpSchema* schema,
+                               const OpsetMap* caller_opsets, const std::string& fallback_domain, int fallback_version,
+                               int depth, std::vector<ExpandedNode>* out) {
   const std::string what = "node '" + call.name() + "' (" + call.op_type() + ")";
   if (call.input_size() > fn.input_size())
     return InvalidModel(what, " passes ", call.input_size(), " inputs but function '", fn.name(), "' takes ",

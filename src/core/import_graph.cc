@@ -90,9 +90,9 @@ Status SortRec(onnx::GraphProto* g, const std::unordered_set<std::string>& outer
       free_names->insert(name);
       return Status::Ok();
     }
-    return InvalidModel("node '", NodeLabel(g->node(i), i), "' (", g->node(i).op_type(), ") in ", where, " ", how,
-                        " '", name,
-                        "', which is never produced (not a graph input, initializer, node output or outer-scope value)");
+    return InvalidModel(
+        "node '", NodeLabel(g->node(i), i), "' (", g->node(i).op_type(), ") in ", where, " ", how, " '", name,
+        "', which is never produced (not a graph input, initializer, node output or outer-scope value)");
   };
 
   for (int i = 0; i < num_nodes; ++i) {

@@ -59,8 +59,7 @@ Result<std::string> ReadFileBytes(const std::string& path) {
   if (ec || !fs::exists(st)) return NotFound("cannot open '", path, "': file does not exist");
   if (fs::is_directory(st)) return MakeStatus(StatusCode::kIOError, "cannot read '", path, "': it is a directory");
   // Devices and FIFOs could block or never end (/dev/zero).
-  if (!fs::is_regular_file(st))
-    return MakeStatus(StatusCode::kIOError, "cannot read '", path, "': not a regular file");
+  if (!fs::is_regular_file(st)) return MakeStatus(StatusCode::kIOError, "cannot read '", path, "': not a regular file");
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return MakeStatus(StatusCode::kIOError, "cannot open '", path, "': ", std::strerror(errno));
   std::string bytes;
@@ -137,8 +136,8 @@ Result<std::string> ResolveExternalLocation(const std::string& base_dir, const s
   if (ec) return MakeStatus(StatusCode::kIOError, "cannot resolve model folder '", base_dir, "': ", ec.message());
   fs::path full = fs::weakly_canonical(base / loc, ec);
   if (ec)
-    return MakeStatus(StatusCode::kIOError, "initializer '", tensor_name, "': cannot resolve external data '",
-                      location, "': ", ec.message());
+    return MakeStatus(StatusCode::kIOError, "initializer '", tensor_name, "': cannot resolve external data '", location,
+                      "': ", ec.message());
   if (!IsInside(base, full))
     return InvalidModel("initializer '", tensor_name, "': external data location '", location, "' resolves to '",
                         full.string(), "', outside the model's folder '", base.string(), "' (symlink escape)");
@@ -189,12 +188,13 @@ Status ReadExternal(const onnx::TensorProto& tp, const std::string& base_dir, si
     return InvalidModel("initializer '", tp.name(), "': external data offset ", info.offset, " + length ", length,
                         " exceeds the size of '", path, "' (", fsize, " bytes)");
   if (length != expected)
-    return InvalidModel("initializer '", tp.name(), "': external data holds ", length, " bytes but its shape and type need ",
-                        expected, " bytes");
+    return InvalidModel("initializer '", tp.name(), "': external data holds ", length,
+                        " bytes but its shape and type need ", expected, " bytes");
   if (expected == 0) return Status::Ok();
   FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return MakeStatus(StatusCode::kIOError, "initializer '", tp.name(), "': cannot open '", path, "': ",
-                            std::strerror(errno));
+  if (!f)
+    return MakeStatus(StatusCode::kIOError, "initializer '", tp.name(), "': cannot open '", path,
+                      "': ", std::strerror(errno));
   bool ok = ::fseeko(f, static_cast<off_t>(info.offset), SEEK_SET) == 0 && std::fread(dst, 1, expected, f) == expected;
   std::fclose(f);
   if (!ok) return MakeStatus(StatusCode::kIOError, "initializer '", tp.name(), "': short read from '", path, "'");
@@ -206,8 +206,8 @@ template <typename T, typename Field>
 Status CopyField(const Field& field, int64_t count, const std::string& field_name, const onnx::TensorProto& tp,
                  T* dst) {
   if (static_cast<int64_t>(field.size()) != count)
-    return InvalidModel("initializer '", tp.name(), "' has ", field.size(), " values in ", field_name, " but its shape ",
-                        "needs ", count);
+    return InvalidModel("initializer '", tp.name(), "' has ", field.size(), " values in ", field_name,
+                        " but its shape ", "needs ", count);
   for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<T>(field.Get(static_cast<int>(i)));
   return Status::Ok();
 }
@@ -219,8 +219,7 @@ bool KnownDataType(int32_t t) { return t >= 1 && t <= 16; }
 Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& ctx) {
   const std::string what = "initializer '" + tp.name() + "'";
   if (tp.has_segment()) return Unsupported(what, " uses segmented storage, which is not supported");
-  if (!KnownDataType(tp.data_type()))
-    return Unsupported(what, " has unsupported data type ", tp.data_type());
+  if (!KnownDataType(tp.data_type())) return Unsupported(what, " has unsupported data type ", tp.data_type());
   DataType dt = static_cast<DataType>(tp.data_type());
   Shape shape(tp.dims().begin(), tp.dims().end());
   for (int64_t d : shape)
@@ -254,8 +253,8 @@ Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& c
   }
   if (tp.has_raw_data()) {
     if (tp.raw_data().size() != bytes)
-      return InvalidModel(what, " has ", tp.raw_data().size(), " bytes of raw_data but its shape ", ShapeToString(shape),
-                          " and type ", DataTypeName(dt), " need ", bytes, " bytes");
+      return InvalidModel(what, " has ", tp.raw_data().size(), " bytes of raw_data but its shape ",
+                          ShapeToString(shape), " and type ", DataTypeName(dt), " need ", bytes, " bytes");
     if (bytes) std::memcpy(t.raw_mutable_data(), tp.raw_data().data(), bytes);
     if (dt == DataType::kBool) {  // any non-zero byte is true; a bool holding 2 would be UB
       auto* p = static_cast<uint8_t*>(t.raw_mutable_data());
@@ -265,35 +264,53 @@ Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& c
   }
   Status st;
   switch (dt) {
-    case DataType::kFloat: st = CopyField(tp.float_data(), n, "float_data", tp, t.mutable_data<float>()); break;
+    case DataType::kFloat:
+      st = CopyField(tp.float_data(), n, "float_data", tp, t.mutable_data<float>());
+      break;
     case DataType::kComplex64:
       st = CopyField(tp.float_data(), 2 * n, "float_data", tp, static_cast<float*>(t.raw_mutable_data()));
       break;
-    case DataType::kDouble: st = CopyField(tp.double_data(), n, "double_data", tp, t.mutable_data<double>()); break;
+    case DataType::kDouble:
+      st = CopyField(tp.double_data(), n, "double_data", tp, t.mutable_data<double>());
+      break;
     case DataType::kComplex128:
       st = CopyField(tp.double_data(), 2 * n, "double_data", tp, static_cast<double*>(t.raw_mutable_data()));
       break;
-    case DataType::kInt64: st = CopyField(tp.int64_data(), n, "int64_data", tp, t.mutable_data<int64_t>()); break;
-    case DataType::kUInt64: st = CopyField(tp.uint64_data(), n, "uint64_data", tp, t.mutable_data<uint64_t>()); break;
-    case DataType::kUInt32: st = CopyField(tp.uint64_data(), n, "uint64_data", tp, t.mutable_data<uint32_t>()); break;
-    case DataType::kInt32: st = CopyField(tp.int32_data(), n, "int32_data", tp, t.mutable_data<int32_t>()); break;
-    case DataType::kInt16: st = CopyField(tp.int32_data(), n, "int32_data", tp, t.mutable_data<int16_t>()); break;
+    case DataType::kInt64:
+      st = CopyField(tp.int64_data(), n, "int64_data", tp, t.mutable_data<int64_t>());
+      break;
+    case DataType::kUInt64:
+      st = CopyField(tp.uint64_data(), n, "uint64_data", tp, t.mutable_data<uint64_t>());
+      break;
+    case DataType::kUInt32:
+      st = CopyField(tp.uint64_data(), n, "uint64_data", tp, t.mutable_data<uint32_t>());
+      break;
+    case DataType::kInt32:
+      st = CopyField(tp.int32_data(), n, "int32_data", tp, t.mutable_data<int32_t>());
+      break;
+    case DataType::kInt16:
+      st = CopyField(tp.int32_data(), n, "int32_data", tp, t.mutable_data<int16_t>());
+      break;
     case DataType::kUInt16:
     case DataType::kFloat16:
     case DataType::kBFloat16:  // 16-bit patterns stored in int32_data
       st = CopyField(tp.int32_data(), n, "int32_data", tp, static_cast<uint16_t*>(t.raw_mutable_data()));
       break;
-    case DataType::kInt8: st = CopyField(tp.int32_data(), n, "int32_data", tp, t.mutable_data<int8_t>()); break;
-    case DataType::kUInt8: st = CopyField(tp.int32_data(), n, "int32_data", tp, t.mutable_data<uint8_t>()); break;
+    case DataType::kInt8:
+      st = CopyField(tp.int32_data(), n, "int32_data", tp, t.mutable_data<int8_t>());
+      break;
+    case DataType::kUInt8:
+      st = CopyField(tp.int32_data(), n, "int32_data", tp, t.mutable_data<uint8_t>());
+      break;
     case DataType::kBool: {
       const auto& f = tp.int32_data();
-      if (f.size() != n)
-        return InvalidModel(what, " has ", f.size(), " values in int32_data but its shape needs ", n);
+      if (f.size() != n) return InvalidModel(what, " has ", f.size(), " values in int32_data but its shape needs ", n);
       bool* p = t.mutable_data<bool>();
       for (int64_t i = 0; i < n; ++i) p[i] = f.Get(static_cast<int>(i)) != 0;
       break;
     }
-    default: return Unsupported(what, " has unsupported data type ", DataTypeName(dt));
+    default:
+      return Unsupported(what, " has unsupported data type ", DataTypeName(dt));
   }
   RETURN_IF_ERROR(st);
   return t;

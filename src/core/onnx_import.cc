@@ -170,8 +170,7 @@ Status Converter::ConvertGraph(const onnx::GraphProto& g, const OpsetMap* opsets
     graph->values[idx].type = import::ConvertType(vi.type());
   }
   if (depth == 0 && !graph->captures.empty())
-    return InvalidModel("main graph reads '", graph->ValueName(graph->captures.front()),
-                        "', which is never produced");
+    return InvalidModel("main graph reads '", graph->ValueName(graph->captures.front()), "', which is never produced");
   return Status::Ok();
 }
 
@@ -236,8 +235,7 @@ Status Converter::ConvertNode(const ExpandedNode& e, int depth, const TypeMap& t
   node.opset = ver->second;
   if (node.domain.empty() && node.op_type == "Constant") return ConvertConstant(e, graph, defined);
 
-  for (const auto& in : p.input())
-    node.inputs.push_back(in.empty() ? -1 : Resolve(in, graph, defined, outer_reads));
+  for (const auto& in : p.input()) node.inputs.push_back(in.empty() ? -1 : Resolve(in, graph, defined, outer_reads));
   for (const auto& a : p.attribute()) {
     std::vector<std::string> sub_reads;
     auto attr = ConvertAttribute(a, e.opsets, depth, graph, &sub_reads);
@@ -265,9 +263,8 @@ Status Converter::ConvertNode(const ExpandedNode& e, int depth, const TypeMap& t
   return Status::Ok();
 }
 
-Result<std::shared_ptr<Graph>> Converter::ConvertSubgraph(const onnx::GraphProto& g, const OpsetMap* opsets,
-                                                          int depth, const Graph* parent,
-                                                          std::vector<std::string>* sub_reads) {
+Result<std::shared_ptr<Graph>> Converter::ConvertSubgraph(const onnx::GraphProto& g, const OpsetMap* opsets, int depth,
+                                                          const Graph* parent, std::vector<std::string>* sub_reads) {
   auto sub = std::make_shared<Graph>();
   enclosing_.push_back(parent);
   Status st = ConvertGraph(g, opsets, depth + 1, sub.get(), sub_reads);
@@ -284,9 +281,18 @@ Result<Attribute> Converter::ConvertAttribute(const onnx::AttributeProto& a, con
   if (!a.ref_attr_name().empty())
     return InvalidModel("refers to function attribute '", a.ref_attr_name(), "' outside a function");
   switch (AttrType(a)) {
-    case A::FLOAT: out.type = T::kFloat; out.f = a.f(); break;
-    case A::INT: out.type = T::kInt; out.i = a.i(); break;
-    case A::STRING: out.type = T::kString; out.s = a.s(); break;
+    case A::FLOAT:
+      out.type = T::kFloat;
+      out.f = a.f();
+      break;
+    case A::INT:
+      out.type = T::kInt;
+      out.i = a.i();
+      break;
+    case A::STRING:
+      out.type = T::kString;
+      out.s = a.s();
+      break;
     case A::TENSOR: {
       out.type = T::kTensor;
       ASSIGN_OR_RETURN(out.t, import::ConvertTensor(a.t(), tctx_));
@@ -297,9 +303,18 @@ Result<Attribute> Converter::ConvertAttribute(const onnx::AttributeProto& a, con
       ASSIGN_OR_RETURN(out.g, ConvertSubgraph(a.g(), opsets, depth, parent, sub_reads));
       break;
     }
-    case A::FLOATS: out.type = T::kFloats; out.floats.assign(a.floats().begin(), a.floats().end()); break;
-    case A::INTS: out.type = T::kInts; out.ints.assign(a.ints().begin(), a.ints().end()); break;
-    case A::STRINGS: out.type = T::kStrings; out.strings.assign(a.strings().begin(), a.strings().end()); break;
+    case A::FLOATS:
+      out.type = T::kFloats;
+      out.floats.assign(a.floats().begin(), a.floats().end());
+      break;
+    case A::INTS:
+      out.type = T::kInts;
+      out.ints.assign(a.ints().begin(), a.ints().end());
+      break;
+    case A::STRINGS:
+      out.type = T::kStrings;
+      out.strings.assign(a.strings().begin(), a.strings().end());
+      break;
     case A::TENSORS:
       out.type = T::kTensors;
       for (const auto& tp : a.tensors()) {
@@ -314,14 +329,19 @@ Result<Attribute> Converter::ConvertAttribute(const onnx::AttributeProto& a, con
         out.graphs.push_back(std::move(sub));
       }
       break;
-    case A::TYPE_PROTO: out.type = T::kString; out.s = TypeString(a.tp()); break;
+    case A::TYPE_PROTO:
+      out.type = T::kString;
+      out.s = TypeString(a.tp());
+      break;
     case A::TYPE_PROTOS:
       out.type = T::kStrings;
       for (const auto& tp : a.type_protos()) out.strings.push_back(TypeString(tp));
       break;
     case A::SPARSE_TENSOR:
-    case A::SPARSE_TENSORS: return Unsupported("sparse tensor attributes are not supported");
-    default: return InvalidModel("has no value (attribute type undefined)");
+    case A::SPARSE_TENSORS:
+      return Unsupported("sparse tensor attributes are not supported");
+    default:
+      return InvalidModel("has no value (attribute type undefined)");
   }
   return out;
 }

@@ -61,8 +61,7 @@ void AddOutput(onnx::GraphProto* g, const std::string& name, std::initializer_li
 
 // Output whose dims are all unknown (lets shape inference fill them in). The checker wants
 // main-graph outputs to have a shape, so the rank is given.
-void AddOutputUnknownDims(onnx::GraphProto* g, const std::string& name, int rank,
-                          int elem = onnx::TensorProto::FLOAT) {
+void AddOutputUnknownDims(onnx::GraphProto* g, const std::string& name, int rank, int elem = onnx::TensorProto::FLOAT) {
   auto* v = g->add_output();
   v->set_name(name);
   v->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
@@ -929,12 +928,10 @@ TEST_F(ImportRealFiles, SequenceAndOptionalValues) {
 }
 
 TEST_F(ImportRealFiles, LoaderErrors) {
-  ExpectError(Result<Model>(LoadTensorProtoFile("/nonexistent.pb").status()), StatusCode::kNotFound,
-              "/nonexistent.pb");
+  ExpectError(Result<Model>(LoadTensorProtoFile("/nonexistent.pb").status()), StatusCode::kNotFound, "/nonexistent.pb");
   TempDir dir;
   dir.Write("bad.pb", std::string("\xff\xff\xff\xff\xff", 5));
-  ExpectError(Result<Model>(LoadTensorProtoFile(dir.File("bad.pb")).status()), StatusCode::kInvalidArgument,
-              "bad.pb");
+  ExpectError(Result<Model>(LoadTensorProtoFile(dir.File("bad.pb")).status()), StatusCode::kInvalidArgument, "bad.pb");
 }
 
 // Every model of the conformance data imports, both as is and with every schema function
