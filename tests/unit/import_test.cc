@@ -221,6 +221,28 @@ TEST(ImportBasic, AttributesOfAllKinds) {
   EXPECT_FLOAT_EQ(FindNode(*r->graph, "LeakyRelu")->GetFloat("alpha", 0), 0.25f);
 }
 
+TEST(ImportBasic, TypeProtoAttributeBecomesTypeString) {
+  auto m = MakeModel(15);
+  auto* g = m.mutable_graph();
+  auto* n = AddNode(g, "Optional", {}, {"O"}, "empty_opt");
+  auto* a = n->add_attribute();
+  a->set_name("type");
+  a->set_type(onnx::AttributeProto::TYPE_PROTO);
+  SetTensorType(a->mutable_tp()->mutable_sequence_type()->mutable_elem_type(), onnx::TensorProto::INT64, {});
+  AddNode(g, "OptionalHasElement", {"O"}, {"H"});
+  AddOutput(g, "H", {}, onnx::TensorProto::BOOL);
+  auto r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Node* opt = FindNode(*r->graph, "Optional");
+  ASSERT_NE(opt, nullptr);
+  EXPECT_EQ(opt->GetString("type", ""), "seq(tensor(int64))");
+  // Shape inference typed the optional value.
+  const TypeInfo& t = r->graph->values[r->graph->FindValue("O")].type;
+  EXPECT_EQ(t.kind, TypeInfo::Kind::kOptional);
+  EXPECT_TRUE(t.optional_of_sequence);
+  EXPECT_EQ(t.elem_type, DataType::kInt64);
+}
+
 TEST(ImportInitializer, AllStorageForms) {
   auto m = MakeModel();
   auto* g = m.mutable_graph();
