@@ -245,7 +245,7 @@ class Auditor {
              name + " is in the package (" + e->display +
                  ") but no RUNPATH/RPATH reaches it; the loader will not find it without LD_LIBRARY_PATH",
              false);
-        return {"package", e->key, e->display, &e->elf};
+        return {"package-by-name", e->key, e->display, &e->elf};
       }
     }
     for (const auto& dir : system_dirs_) {

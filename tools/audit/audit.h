@@ -29,7 +29,9 @@ struct AuditOptions {
 struct ClosureEntry {
   std::string needed;        // the DT_NEEDED name
   std::string requested_by;  // display path (package file) or soname (system file)
-  std::string resolution;    // "package", "system-allowlist", "system", "denied", "not-found"
+  // "package" (found on the loader's search path), "package-by-name" (in the package but no
+  // RUNPATH/RPATH reaches it), "system-allowlist", "system", "denied", "not-found".
+  std::string resolution;
   std::string path;          // where it resolved ("" when not resolved)
   int depth = 1;             // 1 = direct dependency
 };
