@@ -1,5 +1,7 @@
 // strata audit: fixtures are real ELF files built at test time with the system C compiler,
 // packed into folders and tar archives, so every check runs against what a linker produces.
+#include "audit/audit.h"
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <gtest/gtest.h>
@@ -12,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "audit/audit.h"
 #include "audit/elf_reader.h"
 #include "audit/policy.h"
 
@@ -26,8 +27,8 @@ std::string PolicyPath(const std::string& name) {
 
 bool HasFinding(const std::vector<Finding>& list, const std::string& kind, const std::string& needle = "") {
   return std::any_of(list.begin(), list.end(), [&](const Finding& f) {
-    return f.kind == kind && (needle.empty() || f.message.find(needle) != std::string::npos ||
-                              f.file.find(needle) != std::string::npos);
+    return f.kind == kind &&
+           (needle.empty() || f.message.find(needle) != std::string::npos || f.file.find(needle) != std::string::npos);
   });
 }
 
@@ -35,8 +36,8 @@ std::string Dump(const AuditReport& r) { return FormatText(r); }
 
 const ClosureEntry* FindClosure(const AuditReport& r, const std::string& file_suffix, const std::string& needed) {
   for (const auto& f : r.files) {
-    if (f.path.size() < file_suffix.size() || f.path.compare(f.path.size() - file_suffix.size(), file_suffix.size(),
-                                                             file_suffix) != 0) {
+    if (f.path.size() < file_suffix.size() ||
+        f.path.compare(f.path.size() - file_suffix.size(), file_suffix.size(), file_suffix) != 0) {
       continue;
     }
     for (const auto& c : f.closure) {
@@ -77,7 +78,9 @@ class AuditTest : public ::testing::Test {
     BuildLib("fake/" + soname, "int fake_runtime_symbol(void) { return 0; }", "-Wl,-soname," + soname);
     return "fake/" + soname;
   }
-  void Sh(const std::string& cmd) { ASSERT_EQ(std::system(("cd '" + dir_.string() + "' && " + cmd).c_str()), 0) << cmd; }
+  void Sh(const std::string& cmd) {
+    ASSERT_EQ(std::system(("cd '" + dir_.string() + "' && " + cmd).c_str()), 0) << cmd;
+  }
 
   Result<AuditReport> Audit(std::vector<std::string> inputs, const std::string& policy = "") {
     AuditOptions o;
@@ -154,11 +157,13 @@ TEST(AuditDenyList, MatchesBySonamePrefix) {
 
 TEST_F(AuditTest, ReadsNeededSonameRunpathAndExports) {
   BuildLib("pkg/lib/libbar.so", "int bar(void) { return 2; }", "-Wl,-soname,libbar.so");
-  BuildLib("pkg/lib/libfoo.so", "int bar(void);\nint foo(void) { return bar(); }\nstatic int hidden(void) { return 0; }",
+  BuildLib("pkg/lib/libfoo.so",
+           "int bar(void);\nint foo(void) { return bar(); }\nstatic int hidden(void) { return 0; }",
            "-Wl,-soname,libfoo.so.1 -Wl,--enable-new-dtags '-Wl,-rpath,$ORIGIN:$ORIGIN/../x' pkg/lib/libbar.so");
   auto r = Audit({P("pkg").string()});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  auto it = std::find_if(r->files.begin(), r->files.end(), [](const FileReport& f) { return f.path == "lib/libfoo.so"; });
+  auto it =
+      std::find_if(r->files.begin(), r->files.end(), [](const FileReport& f) { return f.path == "lib/libfoo.so"; });
   ASSERT_NE(it, r->files.end()) << Dump(*r);
   EXPECT_EQ(it->elf.soname, "libfoo.so.1");
   EXPECT_EQ(it->elf.runpath, (std::vector<std::string>{"$ORIGIN", "$ORIGIN/../x"}));
@@ -176,7 +181,8 @@ TEST_F(AuditTest, ReadsNeededSonameRunpathAndExports) {
 TEST_F(AuditTest, RunpathAppliesToDirectDependenciesOnly) {
   // libA (RUNPATH $ORIGIN/sub) -> libB (no paths) -> libC; B and C live in sub/.
   BuildLib("pkg/lib/sub/libC.so", "int c(void) { return 3; }", "-Wl,-soname,libC.so");
-  BuildLib("pkg/lib/sub/libB.so", "int c(void);\nint b(void) { return c(); }", "-Wl,-soname,libB.so pkg/lib/sub/libC.so");
+  BuildLib("pkg/lib/sub/libB.so", "int c(void);\nint b(void) { return c(); }",
+           "-Wl,-soname,libB.so pkg/lib/sub/libC.so");
   BuildLib("pkg/lib/libA.so", "int b(void);\nint a(void) { return b(); }",
            "-Wl,-soname,libA.so -Wl,--enable-new-dtags '-Wl,-rpath,$ORIGIN/sub' -Wl,-rpath-link,pkg/lib/sub "
            "pkg/lib/sub/libB.so");
@@ -196,7 +202,8 @@ TEST_F(AuditTest, RunpathAppliesToDirectDependenciesOnly) {
 
 TEST_F(AuditTest, RpathIsInheritedByIndirectDependencies) {
   BuildLib("pkg/lib/sub/libC.so", "int c(void) { return 3; }", "-Wl,-soname,libC.so");
-  BuildLib("pkg/lib/sub/libB.so", "int c(void);\nint b(void) { return c(); }", "-Wl,-soname,libB.so pkg/lib/sub/libC.so");
+  BuildLib("pkg/lib/sub/libB.so", "int c(void);\nint b(void) { return c(); }",
+           "-Wl,-soname,libB.so pkg/lib/sub/libC.so");
   BuildLib("pkg/lib/libA.so", "int b(void);\nint a(void) { return b(); }",
            "-Wl,-soname,libA.so -Wl,--disable-new-dtags '-Wl,-rpath,$ORIGIN/sub' -Wl,-rpath-link,pkg/lib/sub "
            "pkg/lib/sub/libB.so");
@@ -252,7 +259,8 @@ TEST_F(AuditTest, DenyListCatchesOpenCLAndSkipsProviders) {
 
 TEST_F(AuditTest, CorePrefixLimitsWhatCountsAsCore) {
   const std::string ocl = FakeRuntime("libOpenCL.so.1");
-  BuildLib("pkg/tools/libocl-helper.so", "int fake_runtime_symbol(void);\nint h(void) { return fake_runtime_symbol(); }",
+  BuildLib("pkg/tools/libocl-helper.so",
+           "int fake_runtime_symbol(void);\nint h(void) { return fake_runtime_symbol(); }",
            "-Wl,-soname,libocl-helper.so " + ocl);
   AuditOptions o;
   o.inputs = {P("pkg").string()};

@@ -15,9 +15,8 @@ namespace strata::audit {
 namespace fs = std::filesystem;
 namespace {
 
-const char* const kDefaultSystemDirs[] = {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64",
-                                          "/usr/lib64",            "/lib",                      "/usr/lib",
-                                          "/usr/local/lib"};
+const char* const kDefaultSystemDirs[] = {
+    "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/local/lib"};
 const char* const kProviderExports[] = {"strata_provider_probe", "strata_provider_init"};
 
 std::string Basename(const std::string& path) {
@@ -140,9 +139,10 @@ class Auditor {
           if (!StartsWith(s, "strata_")) bad.push_back(s);
         }
         if (!bad.empty()) {
-          report_.violations.push_back({"export-prefix", file.display,
-                                        std::to_string(bad.size()) + " exported symbol(s) without the 'strata_' prefix: " +
-                                            Join(bad, ", ", 10)});
+          report_.violations.push_back(
+              {"export-prefix", file.display,
+               std::to_string(bad.size()) +
+                   " exported symbol(s) without the 'strata_' prefix: " + Join(bad, ", ", 10)});
         }
       } else if (role == "provider") {
         std::vector<std::string> bad;
@@ -150,10 +150,10 @@ class Auditor {
           if (s != kProviderExports[0] && s != kProviderExports[1]) bad.push_back(s);
         }
         if (!bad.empty()) {
-          report_.violations.push_back({"export-prefix", file.display,
-                                        "provider exports " + std::to_string(bad.size()) +
-                                            " symbol(s) besides strata_provider_probe/strata_provider_init: " +
-                                            Join(bad, ", ", 10)});
+          report_.violations.push_back(
+              {"export-prefix", file.display,
+               "provider exports " + std::to_string(bad.size()) +
+                   " symbol(s) besides strata_provider_probe/strata_provider_init: " + Join(bad, ", ", 10)});
         }
         for (const char* want : kProviderExports) {
           if (!std::binary_search(elf.exports.begin(), elf.exports.end(), std::string(want))) {
@@ -166,9 +166,9 @@ class Auditor {
     for (const auto& [family, cap] : policy_.max_versions) {
       auto it = elf.max_versions.find(family);
       if (it != elf.max_versions.end() && CompareVersions(it->second, cap) > 0) {
-        report_.violations.push_back({"symbol-version", file.display,
-                                      "requires " + family + "_" + it->second + ", above the policy's maximum " +
-                                          family + "_" + cap});
+        report_.violations.push_back(
+            {"symbol-version", file.display,
+             "requires " + family + "_" + it->second + ", above the policy's maximum " + family + "_" + cap});
       }
     }
     Walk(file, role == "core", fr);
@@ -287,8 +287,8 @@ class Auditor {
         if (r.where == "not-found") {
           const bool violation = policy_.from_file && policy_.self_contained;
           Once("unbundled-dependency", node.label,
-               "unbundled dependency " + name + ": not in the package" +
-                   (search_system_ ? " nor on the system" : "") + " and not on the system allowlist",
+               "unbundled dependency " + name + ": not in the package" + (search_system_ ? " nor on the system" : "") +
+                   " and not on the system allowlist",
                violation);
         } else if (r.where == "system") {
           Once("unbundled-dependency", node.label,
@@ -334,9 +334,9 @@ void CheckPolicyFiles(const Package& pkg, const Policy& policy, AuditReport& rep
         bool has = std::any_of(e.elf.needed.begin(), e.elf.needed.end(),
                                [&](const std::string& n) { return StartsWith(n, prefix); });
         if (!has) {
-          report.violations.push_back({"required-needed", e.display,
-                                       "must NEED " + prefix + "*" + why + "; its NEEDED is [" +
-                                           Join(e.elf.needed, ", ") + "]"});
+          report.violations.push_back(
+              {"required-needed", e.display,
+               "must NEED " + prefix + "*" + why + "; its NEEDED is [" + Join(e.elf.needed, ", ") + "]"});
         }
       }
       for (const auto& prefix : req.needed_none) {
@@ -349,9 +349,9 @@ void CheckPolicyFiles(const Package& pkg, const Policy& policy, AuditReport& rep
       }
     }
     if (!found) {
-      report.violations.push_back({"missing-required-file", "",
-                                   "policy '" + policy.name + "' requires an ELF file matching '" + req.glob + "'" +
-                                       why});
+      report.violations.push_back(
+          {"missing-required-file", "",
+           "policy '" + policy.name + "' requires an ELF file matching '" + req.glob + "'" + why});
     }
   }
 }

@@ -16,10 +16,10 @@
 namespace strata::audit {
 
 struct AuditOptions {
-  std::vector<std::string> inputs;          // files, folders, .tar/.tar.gz/.tgz archives
-  std::optional<std::string> policy_path;   // --policy FILE
-  std::optional<Policy> policy;             // or a policy already loaded (takes precedence)
-  std::vector<std::string> core_prefixes;   // --core-prefix (overrides the policy's)
+  std::vector<std::string> inputs;         // files, folders, .tar/.tar.gz/.tgz archives
+  std::optional<std::string> policy_path;  // --policy FILE
+  std::optional<Policy> policy;            // or a policy already loaded (takes precedence)
+  std::vector<std::string> core_prefixes;  // --core-prefix (overrides the policy's)
   // Plain mode only: search the real system for dependencies the package lacks. Tests turn it
   // off to be independent of the machine.
   bool search_system = true;
@@ -32,8 +32,8 @@ struct ClosureEntry {
   // "package" (found on the loader's search path), "package-by-name" (in the package but no
   // RUNPATH/RPATH reaches it), "system-allowlist", "system", "denied", "not-found".
   std::string resolution;
-  std::string path;          // where it resolved ("" when not resolved)
-  int depth = 1;             // 1 = direct dependency
+  std::string path;  // where it resolved ("" when not resolved)
+  int depth = 1;     // 1 = direct dependency
 };
 
 struct FileReport {

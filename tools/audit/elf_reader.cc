@@ -59,7 +59,11 @@ const char* ElfKindName(ElfKind kind) {
   return "other ELF";
 }
 
-bool HasElfMagic(std::string_view head) { return head.size() >= 4 && head.substr(0, 4) == "\x7f" "ELF"; }
+bool HasElfMagic(std::string_view head) {
+  return head.size() >= 4 && head.substr(0, 4) ==
+                                 "\x7f"
+                                 "ELF";
+}
 
 int CompareVersions(std::string_view a, std::string_view b) {
   while (!a.empty() || !b.empty()) {
@@ -111,7 +115,8 @@ Result<ElfInfo> ParseElf(const char* data, size_t size) {
   bool has_interp = false;
   for (size_t i = 0; i < phnum; ++i) {
     GElf_Phdr ph;
-    if (!gelf_getphdr(elf.get(), static_cast<int>(i), &ph)) return Malformed("cannot read program header: " + ElfError());
+    if (!gelf_getphdr(elf.get(), static_cast<int>(i), &ph))
+      return Malformed("cannot read program header: " + ElfError());
     if (ph.p_type == PT_INTERP) has_interp = true;
   }
 
@@ -121,7 +126,8 @@ Result<ElfInfo> ParseElf(const char* data, size_t size) {
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh)) return Malformed("cannot read section header: " + ElfError());
     const size_t index = elf_ndxscn(scn);
-    if (sh.sh_type != SHT_NOBITS && sh.sh_type != SHT_NULL && (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset)) {
+    if (sh.sh_type != SHT_NOBITS && sh.sh_type != SHT_NULL &&
+        (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset)) {
       return Malformed("section " + std::to_string(index) + " (offset " + std::to_string(sh.sh_offset) + ", size " +
                        std::to_string(sh.sh_size) + ") extends past the end of the " + std::to_string(size) +
                        "-byte file");
@@ -131,8 +137,8 @@ Result<ElfInfo> ParseElf(const char* data, size_t size) {
     if (d == nullptr) return Malformed("cannot read section " + std::to_string(index) + ": " + ElfError());
     auto str = [&](size_t off) -> Result<std::string> {
       const char* s = elf_strptr(elf.get(), sh.sh_link, off);
-      if (s == nullptr) return Malformed("bad string offset " + std::to_string(off) + " in section " +
-                                         std::to_string(index));
+      if (s == nullptr)
+        return Malformed("bad string offset " + std::to_string(off) + " in section " + std::to_string(index));
       return std::string(s);
     };
 
@@ -189,12 +195,14 @@ Result<ElfInfo> ParseElf(const char* data, size_t size) {
       size_t off = 0, visited = 0;
       for (size_t i = 0; i < sh.sh_info || sh.sh_info == 0; ++i) {
         GElf_Verneed vn;
-        if (!gelf_getverneed(d, static_cast<int>(off), &vn)) return Malformed("bad .gnu.version_r entry: " + ElfError());
+        if (!gelf_getverneed(d, static_cast<int>(off), &vn))
+          return Malformed("bad .gnu.version_r entry: " + ElfError());
         size_t aux = off + vn.vn_aux;
         for (unsigned j = 0; j < vn.vn_cnt; ++j) {
           if (++visited > kMaxVerneedEntries) return Malformed(".gnu.version_r has a cycle");
           GElf_Vernaux va;
-          if (!gelf_getvernaux(d, static_cast<int>(aux), &va)) return Malformed("bad .gnu.version_r aux: " + ElfError());
+          if (!gelf_getvernaux(d, static_cast<int>(aux), &va))
+            return Malformed("bad .gnu.version_r aux: " + ElfError());
           ASSIGN_OR_RETURN(std::string name, str(va.vna_name));
           const size_t us = name.rfind('_');
           if (us != std::string::npos && IsNumericVersion(std::string_view(name).substr(us + 1))) {

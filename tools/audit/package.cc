@@ -14,6 +14,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kMaxSymlinkHops = 40;
+// Guards against decompression bombs: no shipped library comes close.
+constexpr size_t kMaxMemberBytes = size_t{4} << 30;
 constexpr const char* kArchiveRoot = "/@archive";
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
@@ -212,6 +214,11 @@ Status Package::AddArchive(const std::string& path) {
       continue;
     }
     const std::string key = root + "/" + *member;
+    if (regular_.count(key) || symlinks_.count(key)) {
+      warnings.push_back(
+          {"duplicate-member", *member, "archive holds this path more than once; the first copy is audited"});
+      continue;
+    }
     const char* hardlink = archive_entry_hardlink(entry);
     const mode_t type = archive_entry_filetype(entry);
     if (hardlink != nullptr) {
@@ -239,6 +246,10 @@ Status Package::AddArchive(const std::string& path) {
                             "': ", archive_error_string(a.get()));
         }
         if (n == 0) break;
+        if (bytes.size() + static_cast<size_t>(n) > kMaxMemberBytes) {
+          return MakeStatus(StatusCode::kIOError, "archive '", path, "': member '", *member, "' is larger than ",
+                            kMaxMemberBytes >> 30, " GiB");
+        }
         bytes.append(buf, static_cast<size_t>(n));
         if (!checked && bytes.size() >= 4) {
           checked = true;

@@ -4,7 +4,6 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 
 namespace strata::audit {
@@ -113,17 +112,18 @@ Result<Policy> LoadPolicy(const std::string& path) {
 
 const std::vector<std::string>& DefaultDenyList() {
   static const std::vector<std::string> kDeny = {
-      "libcuda.so",     "libcudart.so",    "libcublas.so",      "libcublasLt.so",     "libcudnn",
-      "libnvrtc.so",    "libnccl.so",      "libcurand.so",      "libcufft.so",        "libcusparse.so",
-      "libcusolver.so", "libnvinfer.so",   "libnvToolsExt.so",  "libvulkan.so",       "libOpenCL.so",
-      "libamdhip64.so", "librocm",         "libhsa-runtime64.so", "libMIOpen.so",     "librocblas.so",
-      "libze_loader.so", "libze_intel_gpu.so", "libmetal"};
+      "libcuda.so",       "libcudart.so",        "libcublas.so",   "libcublasLt.so",
+      "libcudnn",         "libnvrtc.so",         "libnccl.so",     "libcurand.so",
+      "libcufft.so",      "libcusparse.so",      "libcusolver.so", "libnvinfer.so",
+      "libnvToolsExt.so", "libvulkan.so",        "libOpenCL.so",   "libamdhip64.so",
+      "librocm",          "libhsa-runtime64.so", "libMIOpen.so",   "librocblas.so",
+      "libze_loader.so",  "libze_intel_gpu.so",  "libmetal"};
   return kDeny;
 }
 
 const std::vector<std::string>& DefaultSystemAllowlist() {
-  static const std::vector<std::string> kAllow = {"libc.so.6",       "libm.so.6",     "libdl.so.2",
-                                                  "libpthread.so.0", "librt.so.1",    "ld-linux-x86-64.so.2",
+  static const std::vector<std::string> kAllow = {"libc.so.6",       "libm.so.6",    "libdl.so.2",
+                                                  "libpthread.so.0", "librt.so.1",   "ld-linux-x86-64.so.2",
                                                   "libstdc++.so.6",  "libgcc_s.so.1"};
   return kAllow;
 }

@@ -12,8 +12,8 @@
 namespace strata::audit {
 
 struct RequiredFile {
-  std::string glob;                    // matched against package paths (see GlobMatchesPath)
-  std::string description;             // says why, printed in the violation
+  std::string glob;                      // matched against package paths (see GlobMatchesPath)
+  std::string description;               // says why, printed in the violation
   std::vector<std::string> needed_all;   // each prefix must match one of the file's own NEEDED
   std::vector<std::string> needed_none;  // no NEEDED may match any of these prefixes
 };
