@@ -84,7 +84,9 @@ struct Graph {
   std::string name;
   std::vector<ValueInfo> values;
   std::vector<Node> nodes;  // topologically sorted after import
-  std::vector<int> inputs;  // graph inputs that are not initializers
+  // Graph inputs in declaration order. With IR >= 4 an input may also have an
+  // initializer: it is then optional, and the initializer is its default.
+  std::vector<int> inputs;
   std::vector<int> outputs;
   // Constant values: initializers and folded constants, by value index.
   std::unordered_map<int, Tensor> initializers;
