@@ -20,6 +20,7 @@ Exit status 0 on success; non-zero with a message on stderr otherwise.
 
 import fcntl
 import hashlib
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -35,10 +36,10 @@ ARGS = ["--small", "--only", MODELS]
 def stamp_text():
     with open(MAKE_MODELS, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
+    # Package metadata, not `import torch`: importing torch costs seconds on every cached call.
     try:
-        import torch
-        torch_version = torch.__version__
-    except ImportError:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
         torch_version = "none"
     return json.dumps({"make_models_sha256": digest, "args": ARGS, "torch": torch_version}, sort_keys=True)
 
