@@ -33,10 +33,9 @@ struct DescrEntry {
   DataType dtype;
 };
 constexpr DescrEntry kDescrs[] = {
-    {'f', 4, DataType::kFloat},  {'f', 8, DataType::kDouble}, {'f', 2, DataType::kFloat16},
-    {'i', 8, DataType::kInt64},  {'i', 4, DataType::kInt32},  {'i', 2, DataType::kInt16},
-    {'i', 1, DataType::kInt8},   {'u', 1, DataType::kUInt8},  {'u', 2, DataType::kUInt16},
-    {'u', 4, DataType::kUInt32}, {'u', 8, DataType::kUInt64}, {'b', 1, DataType::kBool},
+    {'f', 4, DataType::kFloat},  {'f', 8, DataType::kDouble}, {'f', 2, DataType::kFloat16}, {'i', 8, DataType::kInt64},
+    {'i', 4, DataType::kInt32},  {'i', 2, DataType::kInt16},  {'i', 1, DataType::kInt8},    {'u', 1, DataType::kUInt8},
+    {'u', 2, DataType::kUInt16}, {'u', 4, DataType::kUInt32}, {'u', 8, DataType::kUInt64},  {'b', 1, DataType::kBool},
 };
 
 // Quotes untrusted text for an error message: printable ASCII only, bounded length.
@@ -133,8 +132,9 @@ class HeaderParser {
     if (!fortran) return Error("the header has no 'fortran_order'");
     if (!dims) return Error("the header has no 'shape'");
     if (*fortran)
-      return Unsupported(what_, ": Fortran-order (column-major) .npy arrays are not supported; save with "
-                                "np.ascontiguousarray(a)");
+      return Unsupported(what_,
+                         ": Fortran-order (column-major) .npy arrays are not supported; save with "
+                         "np.ascontiguousarray(a)");
     *dtype = *descr;
     *shape = std::move(*dims);
     return Status::Ok();
@@ -250,6 +250,8 @@ struct NpyLayout {
 // Reads the fixed preamble (magic, version, header length). `bytes` holds the first
 // `n` bytes of the image. Returns the total header size (preamble + dict).
 Result<uint64_t> ParsePreamble(const uint8_t* bytes, size_t n, const std::string& what) {
+  // Checked first: `bytes` may be null when n == 0, and memcmp must not see null.
+  if (n == 0) return InvalidArgument(what, ": truncated .npy file (it is empty)");
   if (n < kMagicLen || std::memcmp(bytes, kMagic, kMagicLen) != 0) {
     if (n < kMagicLen && std::memcmp(bytes, kMagic, n) == 0)
       return InvalidArgument(what, ": truncated .npy file (", n, " bytes, shorter than the magic string)");
@@ -262,9 +264,10 @@ Result<uint64_t> ParsePreamble(const uint8_t* bytes, size_t n, const std::string
     return Unsupported(what, ": unsupported .npy format version ", major, ".", minor, " (supported: 1.0, 2.0, 3.0)");
   size_t preamble = major == 1 ? kPreambleV1 : kPreambleV2;
   if (n < preamble) return InvalidArgument(what, ": truncated .npy file (header length field is cut off)");
-  uint64_t header_len = major == 1 ? (uint64_t{bytes[8]} | uint64_t{bytes[9]} << 8)
-                                   : (uint64_t{bytes[8]} | uint64_t{bytes[9]} << 8 | uint64_t{bytes[10]} << 16 |
-                                      uint64_t{bytes[11]} << 24);
+  uint64_t header_len =
+      major == 1
+          ? (uint64_t{bytes[8]} | uint64_t{bytes[9]} << 8)
+          : (uint64_t{bytes[8]} | uint64_t{bytes[9]} << 8 | uint64_t{bytes[10]} << 16 | uint64_t{bytes[11]} << 24);
   return preamble + header_len;
 }
 
@@ -340,19 +343,32 @@ std::string ErrnoText(int err) { return std::error_code(err, std::generic_catego
 
 const char* NpyDescr(DataType dtype) {
   switch (dtype) {
-    case DataType::kFloat: return "<f4";
-    case DataType::kDouble: return "<f8";
-    case DataType::kFloat16: return "<f2";
-    case DataType::kInt64: return "<i8";
-    case DataType::kInt32: return "<i4";
-    case DataType::kInt16: return "<i2";
-    case DataType::kInt8: return "|i1";
-    case DataType::kUInt8: return "|u1";
-    case DataType::kUInt16: return "<u2";
-    case DataType::kUInt32: return "<u4";
-    case DataType::kUInt64: return "<u8";
-    case DataType::kBool: return "|b1";
-    default: return nullptr;
+    case DataType::kFloat:
+      return "<f4";
+    case DataType::kDouble:
+      return "<f8";
+    case DataType::kFloat16:
+      return "<f2";
+    case DataType::kInt64:
+      return "<i8";
+    case DataType::kInt32:
+      return "<i4";
+    case DataType::kInt16:
+      return "<i2";
+    case DataType::kInt8:
+      return "|i1";
+    case DataType::kUInt8:
+      return "|u1";
+    case DataType::kUInt16:
+      return "<u2";
+    case DataType::kUInt32:
+      return "<u4";
+    case DataType::kUInt64:
+      return "<u8";
+    case DataType::kBool:
+      return "|b1";
+    default:
+      return nullptr;
   }
 }
 
@@ -425,8 +441,8 @@ Result<std::string> SerializeNpy(const Tensor& t) {
     return InvalidArgument("tensor ", DataTypeName(t.dtype()), ShapeToString(t.shape()),
                            " is larger than its buffer; cannot write it as .npy");
 
-  std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " +
-                     ShapeTuple(t.shape()) + ", }";
+  std::string dict =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + ShapeTuple(t.shape()) + ", }";
   // Pad with spaces so the data starts on a 64-byte boundary; the header ends in '\n'.
   size_t preamble = kPreambleV1;
   size_t total = preamble + dict.size() + 1;
@@ -442,7 +458,8 @@ Result<std::string> SerializeNpy(const Tensor& t) {
   out.append(kMagic, kMagicLen);
   out.push_back(static_cast<char>(preamble == kPreambleV1 ? 1 : 2));
   out.push_back(0);
-  for (size_t i = 0; i < preamble - kMagicLen - 2; ++i) out.push_back(static_cast<char>((header_len >> (8 * i)) & 0xff));
+  for (size_t i = 0; i < preamble - kMagicLen - 2; ++i)
+    out.push_back(static_cast<char>((header_len >> (8 * i)) & 0xff));
   out += dict;
   out.append(total - out.size() - 1, ' ');
   out.push_back('\n');

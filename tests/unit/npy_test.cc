@@ -100,10 +100,10 @@ TEST(NpyRead, NumpyWrittenFilesOfEveryDtype) {
     DataType dtype;
   };
   const Case cases[] = {
-      {"float32.npy", DataType::kFloat},  {"float64.npy", DataType::kDouble}, {"float16.npy", DataType::kFloat16},
-      {"int8.npy", DataType::kInt8},      {"int16.npy", DataType::kInt16},    {"int32.npy", DataType::kInt32},
-      {"int64.npy", DataType::kInt64},    {"uint8.npy", DataType::kUInt8},    {"uint16.npy", DataType::kUInt16},
-      {"uint32.npy", DataType::kUInt32},  {"uint64.npy", DataType::kUInt64},  {"bool.npy", DataType::kBool},
+      {"float32.npy", DataType::kFloat}, {"float64.npy", DataType::kDouble}, {"float16.npy", DataType::kFloat16},
+      {"int8.npy", DataType::kInt8},     {"int16.npy", DataType::kInt16},    {"int32.npy", DataType::kInt32},
+      {"int64.npy", DataType::kInt64},   {"uint8.npy", DataType::kUInt8},    {"uint16.npy", DataType::kUInt16},
+      {"uint32.npy", DataType::kUInt32}, {"uint64.npy", DataType::kUInt64},  {"bool.npy", DataType::kBool},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.file);
@@ -113,21 +113,44 @@ TEST(NpyRead, NumpyWrittenFilesOfEveryDtype) {
     EXPECT_EQ(t.dtype(), c.dtype);
     EXPECT_EQ(t.shape(), (Shape{2, 3}));
     switch (c.dtype) {
-      case DataType::kFloat: EXPECT_EQ(Values<float>(t), std::vector<float>(kFloats.begin(), kFloats.end())); break;
-      case DataType::kDouble: EXPECT_EQ(Values<double>(t), kFloats); break;
+      case DataType::kFloat:
+        EXPECT_EQ(Values<float>(t), std::vector<float>(kFloats.begin(), kFloats.end()));
+        break;
+      case DataType::kDouble:
+        EXPECT_EQ(Values<double>(t), kFloats);
+        break;
       case DataType::kFloat16:
         for (int i = 0; i < 6; ++i) EXPECT_EQ(static_cast<float>(t.data<Float16>()[i]), kFloats[i]);
         break;
-      case DataType::kInt8: EXPECT_EQ(Values<int8_t>(t), ExpectedInts<int8_t>()); break;
-      case DataType::kInt16: EXPECT_EQ(Values<int16_t>(t), ExpectedInts<int16_t>()); break;
-      case DataType::kInt32: EXPECT_EQ(Values<int32_t>(t), ExpectedInts<int32_t>()); break;
-      case DataType::kInt64: EXPECT_EQ(Values<int64_t>(t), ExpectedInts<int64_t>()); break;
-      case DataType::kUInt8: EXPECT_EQ(Values<uint8_t>(t), ExpectedInts<uint8_t>()); break;
-      case DataType::kUInt16: EXPECT_EQ(Values<uint16_t>(t), ExpectedInts<uint16_t>()); break;
-      case DataType::kUInt32: EXPECT_EQ(Values<uint32_t>(t), ExpectedInts<uint32_t>()); break;
-      case DataType::kUInt64: EXPECT_EQ(Values<uint64_t>(t), ExpectedInts<uint64_t>()); break;
-      case DataType::kBool: EXPECT_EQ(Values<bool>(t), (std::vector<bool>{true, false, true, true, false, false})); break;
-      default: FAIL();
+      case DataType::kInt8:
+        EXPECT_EQ(Values<int8_t>(t), ExpectedInts<int8_t>());
+        break;
+      case DataType::kInt16:
+        EXPECT_EQ(Values<int16_t>(t), ExpectedInts<int16_t>());
+        break;
+      case DataType::kInt32:
+        EXPECT_EQ(Values<int32_t>(t), ExpectedInts<int32_t>());
+        break;
+      case DataType::kInt64:
+        EXPECT_EQ(Values<int64_t>(t), ExpectedInts<int64_t>());
+        break;
+      case DataType::kUInt8:
+        EXPECT_EQ(Values<uint8_t>(t), ExpectedInts<uint8_t>());
+        break;
+      case DataType::kUInt16:
+        EXPECT_EQ(Values<uint16_t>(t), ExpectedInts<uint16_t>());
+        break;
+      case DataType::kUInt32:
+        EXPECT_EQ(Values<uint32_t>(t), ExpectedInts<uint32_t>());
+        break;
+      case DataType::kUInt64:
+        EXPECT_EQ(Values<uint64_t>(t), ExpectedInts<uint64_t>());
+        break;
+      case DataType::kBool:
+        EXPECT_EQ(Values<bool>(t), (std::vector<bool>{true, false, true, true, false, false}));
+        break;
+      default:
+        FAIL();
     }
   }
 }
@@ -316,7 +339,8 @@ TEST(NpyWrite, Errors) {
 }
 
 TEST(NpyParse, BoolBytesAreNormalised) {
-  std::string bytes = MakeNpy("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", std::string("\x00\x02\xff", 3));
+  std::string bytes =
+      MakeNpy("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", std::string("\x00\x02\xff", 3));
   auto t = ParseNpy(bytes.data(), bytes.size(), "bools.npy");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   const auto* raw = static_cast<const uint8_t*>(t->raw_data());
@@ -397,11 +421,13 @@ TEST(NpyParse, UnparsableHeaders) {
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,", "expected an integer"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (2", "expected ',' or ')'"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': " + std::string(100, '('), "expected an integer"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (" + [] {
-         std::string s;
-         for (int i = 0; i < 65; ++i) s += "1, ";
-         return s;
-       }() + ")}",
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+           [] {
+             std::string s;
+             for (int i = 0; i < 65; ++i) s += "1, ";
+             return s;
+           }() +
+           ")}",
        "more than 64 dimensions"},
   };
   for (const Case& c : cases) {
@@ -435,8 +461,7 @@ TEST(NpyParse, DataLengthChecks) {
   ExpectParseError(MakeNpy(F32Dict("(1000000000, 1000000000)"), Floats({1})), StatusCode::kInvalidArgument,
                    {"shorter than its shape needs"});
   // Element count overflows int64; byte count overflows uint64.
-  ExpectParseError(MakeNpy(F32Dict("(4294967296, 4294967296, 4)"), ""), StatusCode::kInvalidArgument,
-                   {"overflows"});
+  ExpectParseError(MakeNpy(F32Dict("(4294967296, 4294967296, 4)"), ""), StatusCode::kInvalidArgument, {"overflows"});
   ExpectParseError(MakeNpy(F32Dict("(4611686018427387904, 2)"), ""), StatusCode::kInvalidArgument, {"overflows"});
   ExpectParseError(MakeNpy("{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904,)}", ""),
                    StatusCode::kInvalidArgument, {"overflows"});
@@ -505,9 +530,15 @@ TEST(NpyParse, FuzzedInputsFailCleanly) {
       for (int e = 0; e < edits && !s.empty(); ++e) {
         size_t pos = rng() % std::min<size_t>(s.size(), 140);
         switch (rng() % 3) {
-          case 0: s[pos] = static_cast<char>(rng() & 0xff); break;
-          case 1: s[pos] = kTokens[rng() % (sizeof(kTokens) - 1)]; break;
-          default: s.erase(pos, 1 + rng() % 3); break;
+          case 0:
+            s[pos] = static_cast<char>(rng() & 0xff);
+            break;
+          case 1:
+            s[pos] = kTokens[rng() % (sizeof(kTokens) - 1)];
+            break;
+          default:
+            s.erase(pos, 1 + rng() % 3);
+            break;
         }
       }
       auto r = ParseNpy(s.data(), s.size(), "fuzz");
@@ -515,8 +546,7 @@ TEST(NpyParse, FuzzedInputsFailCleanly) {
         ++ok;
         EXPECT_LE(r->byte_size(), s.size());
       } else {
-        EXPECT_TRUE(r.status().code() == StatusCode::kInvalidArgument ||
-                    r.status().code() == StatusCode::kUnsupported)
+        EXPECT_TRUE(r.status().code() == StatusCode::kInvalidArgument || r.status().code() == StatusCode::kUnsupported)
             << r.status().ToString();
       }
     }
