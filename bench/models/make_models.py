@@ -273,6 +273,10 @@ def generate(name, out_dir, small):
     foreign = sorted({f"{n.domain}::{n.op_type}" for n in m.graph.node if n.domain not in ("", "ai.onnx")})
     if foreign:
         raise RuntimeError(f"{name}: export produced ops outside ai.onnx: {foreign}")
+    for vi in list(m.graph.input) + list(m.graph.output):
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim):
+            raise RuntimeError(f"{name}: graph {vi.name!r} does not have a static shape")
 
     entry = {"name": name, "model": os.path.basename(path), "small": small, "inputs": [], "outputs": []}
     for i, (input_name, t) in enumerate(inputs):
