@@ -18,6 +18,10 @@
  *    refuses a provider whose probe reports another ABI version.
  *  - Pointers handed to the provider are valid only for the duration of the call,
  *    unless documented otherwise (constant data passed to compile must be copied).
+ *  - strata_provider_init may be called more than once in a process (one call per
+ *    host environment); each successful init is paired with exactly one shutdown on
+ *    the table it returned, so a provider with global state reference-counts it.
+ *  - On failure, execute must release any output buffers it already allocated.
  */
 #ifndef STRATA_PROVIDER_H_
 #define STRATA_PROVIDER_H_
