@@ -86,13 +86,13 @@ static inline void strata_provider_set_error(strata_provider_error* err, const c
  */
 typedef struct strata_provider_probe_info {
   uint32_t struct_size;
-  uint32_t abi_version;          /**< STRATA_PROVIDER_ABI_VERSION the provider was built with */
-  const char* name;              /**< "cuda", "vulkan", "ref": [a-z0-9_]+ */
-  const char* variant;           /**< build variant, e.g. "cuda13-sm80"; may be "" */
-  const char* version;           /**< provider version, e.g. "0.1.0" */
-  const char* cpu_features;      /**< comma-separated required host CPU features ("avx2,fma"), or "" */
-  const char* needed_libraries;  /**< comma-separated sonames it needs ("libcudart.so.13"), or "" */
-  const char* min_driver;        /**< minimum driver version as text, or "" */
+  uint32_t abi_version;         /**< STRATA_PROVIDER_ABI_VERSION the provider was built with */
+  const char* name;             /**< "cuda", "vulkan", "ref": [a-z0-9_]+ */
+  const char* variant;          /**< build variant, e.g. "cuda13-sm80"; may be "" */
+  const char* version;          /**< provider version, e.g. "0.1.0" */
+  const char* cpu_features;     /**< comma-separated required host CPU features ("avx2,fma"), or "" */
+  const char* needed_libraries; /**< comma-separated sonames it needs ("libcudart.so.13"), or "" */
+  const char* min_driver;       /**< minimum driver version as text, or "" */
 } strata_provider_probe_info;
 
 typedef const strata_provider_probe_info* (*strata_provider_probe_fn)(void);
@@ -122,11 +122,11 @@ typedef struct strata_host_api {
 /** Properties of one device. Strings stay valid until shutdown. Since ABI 1. */
 typedef struct strata_device_info {
   uint32_t struct_size;
-  const char* name;            /**< "NVIDIA H100 80GB HBM3" */
-  uint64_t memory_bytes;       /**< total device memory, 0 if unknown */
-  uint32_t compute_units;      /**< SMs, CUs, cores; 0 if unknown */
-  const char* driver_version;  /**< "" if unknown */
-  const char* api_version;     /**< runtime/API version, "" if unknown */
+  const char* name;           /**< "NVIDIA H100 80GB HBM3" */
+  uint64_t memory_bytes;      /**< total device memory, 0 if unknown */
+  uint32_t compute_units;     /**< SMs, CUs, cores; 0 if unknown */
+  const char* driver_version; /**< "" if unknown */
+  const char* api_version;    /**< runtime/API version, "" if unknown */
 } strata_device_info;
 
 /* ------------------------------------------------------------------ graph descriptions */
@@ -138,7 +138,7 @@ typedef enum strata_attr_type {
   STRATA_ATTR_INT = 2,
   STRATA_ATTR_STRING = 3,
   STRATA_ATTR_TENSOR = 4,
-  STRATA_ATTR_GRAPH = 5,  /**< not passed across the ABI (nodes with subgraphs are never offered) */
+  STRATA_ATTR_GRAPH = 5, /**< not passed across the ABI (nodes with subgraphs are never offered) */
   STRATA_ATTR_FLOATS = 6,
   STRATA_ATTR_INTS = 7,
   STRATA_ATTR_STRINGS = 8
@@ -148,19 +148,19 @@ typedef enum strata_attr_type {
 typedef struct strata_attribute {
   uint32_t struct_size;
   const char* name;
-  int32_t type;                 /**< strata_attr_type */
-  int64_t i;                    /**< INT */
-  float f;                      /**< FLOAT */
-  const char* s;                /**< STRING (NUL-terminated) */
-  size_t count;                 /**< element count of FLOATS / INTS / STRINGS */
-  const int64_t* ints;          /**< INTS */
-  const float* floats;          /**< FLOATS */
-  const char* const* strings;   /**< STRINGS */
-  int32_t tensor_dtype;         /**< TENSOR: strata_dtype value */
-  uint32_t tensor_rank;         /**< TENSOR */
-  const int64_t* tensor_dims;   /**< TENSOR */
-  const void* tensor_data;      /**< TENSOR: dense host data */
-  size_t tensor_bytes;          /**< TENSOR */
+  int32_t type;               /**< strata_attr_type */
+  int64_t i;                  /**< INT */
+  float f;                    /**< FLOAT */
+  const char* s;              /**< STRING (NUL-terminated) */
+  size_t count;               /**< element count of FLOATS / INTS / STRINGS */
+  const int64_t* ints;        /**< INTS */
+  const float* floats;        /**< FLOATS */
+  const char* const* strings; /**< STRINGS */
+  int32_t tensor_dtype;       /**< TENSOR: strata_dtype value */
+  uint32_t tensor_rank;       /**< TENSOR */
+  const int64_t* tensor_dims; /**< TENSOR */
+  const void* tensor_data;    /**< TENSOR: dense host data */
+  size_t tensor_bytes;        /**< TENSOR */
 } strata_attribute;
 
 /**
@@ -186,8 +186,8 @@ typedef struct strata_node_desc {
   uint32_t struct_size;
   const char* name;
   const char* op_type;
-  const char* domain;   /**< "" for ai.onnx */
-  int32_t opset;        /**< imported opset of the node's domain */
+  const char* domain; /**< "" for ai.onnx */
+  int32_t opset;      /**< imported opset of the node's domain */
   const strata_value_desc* values;
   size_t value_count;
   const int32_t* inputs;

@@ -36,7 +36,8 @@ STRATA_API strata_status* strata_env_discover_providers(strata_env* env, const c
                                      extra_count);
     std::vector<std::string> paths;
     for (size_t i = 0; i < extra_count; ++i) {
-      if (!extra_paths[i]) return strata::InvalidArgument("strata_env_discover_providers: extra_paths[", i, "] is NULL");
+      if (!extra_paths[i])
+        return strata::InvalidArgument("strata_env_discover_providers: extra_paths[", i, "] is NULL");
       paths.emplace_back(extra_paths[i]);
     }
     RETURN_IF_ERROR(env->providers->Discover(paths, load != 0));

@@ -43,10 +43,10 @@ bool Bit(uint32_t reg, int bit) { return (reg >> bit) & 1u; }
 }  // namespace
 
 bool IsKnownCpuFeature(const std::string& f) {
-  static const char* kKnown[] = {"sse4_1",      "sse4_2",      "avx",         "avx2",     "fma",      "f16c",
-                                 "bmi2",        "avx512f",     "avx512bw",    "avx512cd", "avx512dq", "avx512vl",
-                                 "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16",
-                                 "amx_int8"};
+  static const char* kKnown[] = {"sse4_1",   "sse4_2",   "avx",         "avx2",        "fma",
+                                 "f16c",     "bmi2",     "avx512f",     "avx512bw",    "avx512cd",
+                                 "avx512dq", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+                                 "avx_vnni", "amx_tile", "amx_bf16",    "amx_int8"};
   for (const char* k : kKnown)
     if (f == k) return true;
   return false;

@@ -48,9 +48,18 @@ void DescBuilder::AddNode(const Node& n) {
     c.struct_size = sizeof(c);
     c.name = Keep(name);
     switch (a.type) {
-      case Attribute::Type::kFloat: c.type = STRATA_ATTR_FLOAT; c.f = a.f; break;
-      case Attribute::Type::kInt: c.type = STRATA_ATTR_INT; c.i = a.i; break;
-      case Attribute::Type::kString: c.type = STRATA_ATTR_STRING; c.s = Keep(a.s); break;
+      case Attribute::Type::kFloat:
+        c.type = STRATA_ATTR_FLOAT;
+        c.f = a.f;
+        break;
+      case Attribute::Type::kInt:
+        c.type = STRATA_ATTR_INT;
+        c.i = a.i;
+        break;
+      case Attribute::Type::kString:
+        c.type = STRATA_ATTR_STRING;
+        c.s = Keep(a.s);
+        break;
       case Attribute::Type::kFloats:
         c.type = STRATA_ATTR_FLOATS;
         c.count = a.floats.size();

@@ -75,7 +75,8 @@ class PartitionKernel final : public OpKernel {
       if (!st.ok()) return Prefixed(node, st);
       guard.Add(d.buffer);
       if (bytes == 0) continue;
-      if (!d.buffer) return MakeStatus(StatusCode::kProviderError, node.Describe(), ": buffer_alloc returned no buffer");
+      if (!d.buffer)
+        return MakeStatus(StatusCode::kProviderError, node.Describe(), ": buffer_alloc returned no buffer");
       st = p_->Call("copy_to_device", [&](strata_provider_error* e) {
         return api.copy_to_device(api.self, d.buffer, 0, t->raw_data(), bytes, e);
       });
@@ -131,7 +132,8 @@ Result<std::vector<bool>> QuerySupport(const Graph& g, const LoadedProvider& p, 
   const strata_provider_api& api = p.api();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (!Describable(n, g)) continue;
+    // Nodes another provider already took are not offered again.
+    if (n.provider != "cpu" || !Describable(n, g)) continue;
     DescBuilder b(g);
     b.AddNode(n);
     b.Finish(n.name, {}, {});

@@ -37,8 +37,9 @@ struct PartitionInfo {
   std::vector<std::string> node_names;  // the original nodes it covers
 };
 
-// Asks the provider about every node of g; nodes that cannot cross the ABI (subgraphs,
-// strings, sequences) answer false without a call. Errors name the node.
+// Asks the provider about every node of g still assigned to "cpu"; nodes that another
+// provider took or that cannot cross the ABI (subgraphs, strings, sequences) answer false
+// without a call. Errors name the node.
 Result<std::vector<bool>> QuerySupport(const Graph& g, const LoadedProvider& p, uint32_t device = 0);
 
 // Sets node.provider = p.name() on every supported node (others keep "cpu").

@@ -44,8 +44,7 @@ std::string DirName(const std::string& p) {
 }
 bool IsCandidateName(const std::string& file) {
   const size_t np = std::strlen(kPrefix), ns = std::strlen(kSuffix);
-  return file.size() > np + ns && file.compare(0, np, kPrefix) == 0 &&
-         file.compare(file.size() - ns, ns, kSuffix) == 0;
+  return file.size() > np + ns && file.compare(0, np, kPrefix) == 0 && file.compare(file.size() - ns, ns, kSuffix) == 0;
 }
 // "libstrata-provider-cuda.so" -> "cuda"; other file names -> the name without ".so*".
 std::string NameFromFile(const std::string& path) {
@@ -100,8 +99,8 @@ void AddPathEntry(const std::string& entry, const std::string& origin, std::vect
   if (entry.empty()) return;
   if (entry[0] != '/') {
     // A relative entry would be resolved against the current directory, which strata never searches.
-    bad->push_back(NotFoundEntry(entry, origin,
-                                 "relative path ignored: providers are never searched relative to the current directory"));
+    bad->push_back(NotFoundEntry(
+        entry, origin, "relative path ignored: providers are never searched relative to the current directory"));
     return;
   }
   if (IsDir(entry)) {
@@ -237,22 +236,31 @@ std::string SafeStr(const char* s) { return s ? std::string(s) : std::string(); 
 }  // namespace
 
 const strata_host_api* HostApi() {
-  static const strata_host_api api = {sizeof(strata_host_api), STRATA_PROVIDER_ABI_VERSION, nullptr, HostLog,
-                                      HostAlloc, HostFree, HostReportError};
+  static const strata_host_api api = {
+      sizeof(strata_host_api), STRATA_PROVIDER_ABI_VERSION, nullptr, HostLog, HostAlloc, HostFree, HostReportError};
   return &api;
 }
 
 const char* ProviderStatusName(ProviderStatus s) {
   switch (s) {
-    case ProviderStatus::kOk: return "OK";
-    case ProviderStatus::kNotFound: return "NOT_FOUND";
-    case ProviderStatus::kMissingDependency: return "MISSING_DEPENDENCY";
-    case ProviderStatus::kAbiMismatch: return "ABI_MISMATCH";
-    case ProviderStatus::kUnsupportedCpu: return "UNSUPPORTED_CPU";
-    case ProviderStatus::kNoDevice: return "NO_DEVICE";
-    case ProviderStatus::kInitFailed: return "INIT_FAILED";
-    case ProviderStatus::kInvalid: return "INVALID";
-    case ProviderStatus::kCrashed: return "CRASHED";
+    case ProviderStatus::kOk:
+      return "OK";
+    case ProviderStatus::kNotFound:
+      return "NOT_FOUND";
+    case ProviderStatus::kMissingDependency:
+      return "MISSING_DEPENDENCY";
+    case ProviderStatus::kAbiMismatch:
+      return "ABI_MISMATCH";
+    case ProviderStatus::kUnsupportedCpu:
+      return "UNSUPPORTED_CPU";
+    case ProviderStatus::kNoDevice:
+      return "NO_DEVICE";
+    case ProviderStatus::kInitFailed:
+      return "INIT_FAILED";
+    case ProviderStatus::kInvalid:
+      return "INVALID";
+    case ProviderStatus::kCrashed:
+      return "CRASHED";
   }
   return "UNKNOWN";
 }
@@ -308,13 +316,15 @@ struct LoaderAccess {
     const strata_provider_probe_info* info = probe();
     if (!info) return fail(ProviderStatus::kInvalid, "strata_provider_probe returned NULL");
     if (info->struct_size < sizeof(uint32_t) * 2)
-      return fail(ProviderStatus::kInvalid, "probe info has a wrong struct size (" + std::to_string(info->struct_size) + ")");
+      return fail(ProviderStatus::kInvalid,
+                  "probe info has a wrong struct size (" + std::to_string(info->struct_size) + ")");
     if (info->abi_version != STRATA_PROVIDER_ABI_VERSION)
       return fail(ProviderStatus::kAbiMismatch, "provider ABI " + std::to_string(info->abi_version) + ", host wants " +
                                                     std::to_string(STRATA_PROVIDER_ABI_VERSION));
     if (info->struct_size < offsetof(strata_provider_probe_info, min_driver) + sizeof(const char*))
       return fail(ProviderStatus::kInvalid, "probe info has a wrong struct size (" + std::to_string(info->struct_size) +
-                                                " bytes, ABI 1 needs " + std::to_string(sizeof(strata_provider_probe_info)) + ")");
+                                                " bytes, ABI 1 needs " +
+                                                std::to_string(sizeof(strata_provider_probe_info)) + ")");
     std::string name = SafeStr(info->name);
     if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
       return fail(ProviderStatus::kInvalid, "probe reports an invalid provider name '" + name + "'");
@@ -323,7 +333,8 @@ struct LoaderAccess {
     e->version = SafeStr(info->version);
     for (const auto& prev : earlier)
       if (prev.name == name && prev.status == ProviderStatus::kOk)
-        return fail(ProviderStatus::kInvalid, "duplicate provider name '" + name + "': already provided by " + prev.path);
+        return fail(ProviderStatus::kInvalid,
+                    "duplicate provider name '" + name + "': already provided by " + prev.path);
     std::string missing = MissingSoname(SplitList(SafeStr(info->needed_libraries)));
     if (!missing.empty())
       return fail(ProviderStatus::kMissingDependency, "needs " + missing + ", which is not found on this system");
@@ -365,7 +376,8 @@ struct LoaderAccess {
     for (const auto& [fn, ptr] : required) {
       if (!ptr) {
         // The table is unusable; shutdown may be the null one, so do not call it.
-        return fail(ProviderStatus::kInvalid, std::string("provider API table has a null required function '") + fn + "'");
+        return fail(ProviderStatus::kInvalid,
+                    std::string("provider API table has a null required function '") + fn + "'");
       }
     }
     p->api_ = api;
@@ -385,8 +397,8 @@ struct LoaderAccess {
       if (rc != STRATA_PROVIDER_RESULT_OK)
         return fail(ProviderStatus::kInitFailed,
                     "device_info(" + std::to_string(i) + ") failed: " + (buf[0] ? buf : "no message"));
-      p->devices_.push_back({SafeStr(di.name), di.memory_bytes, di.compute_units, SafeStr(di.driver_version),
-                             SafeStr(di.api_version)});
+      p->devices_.push_back(
+          {SafeStr(di.name), di.memory_bytes, di.compute_units, SafeStr(di.driver_version), SafeStr(di.api_version)});
     }
     e->devices = p->devices_;
     e->status = ProviderStatus::kOk;
@@ -402,8 +414,7 @@ ProviderManager::~ProviderManager() = default;
 
 std::string ProviderManager::PackageProviderDir() {
   Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&ProviderManager::PackageProviderDir), &info) == 0 || !info.dli_fname)
-    return "";
+  if (dladdr(reinterpret_cast<void*>(&ProviderManager::PackageProviderDir), &info) == 0 || !info.dli_fname) return "";
   std::string self = info.dli_fname;
   if (self.empty() || self.find('/') == std::string::npos) {
     // The main executable can come back as a bare name; /proc/self/exe is exact.
@@ -414,7 +425,8 @@ std::string ProviderManager::PackageProviderDir() {
   }
   std::string dir = DirName(RealPath(self));
   if (dir.empty()) return "";
-  // <prefix>/bin/strata -> <prefix>/lib/strata/providers; <prefix>/lib[/<triplet>]/libstrata.so -> <dir>/strata/providers
+  // <prefix>/bin/strata -> <prefix>/lib/strata/providers; <prefix>/lib[/<triplet>]/libstrata.so ->
+  // <dir>/strata/providers
   if (BaseName(dir) == "bin") return DirName(dir) + "/lib/strata/providers";
   return dir + "/strata/providers";
 }
@@ -506,8 +518,8 @@ Result<std::shared_ptr<LoadedProvider>> ProviderManager::Acquire(const std::stri
     std::vector<std::string> names;
     for (const auto& e : report_)
       if (e.status == ProviderStatus::kOk) names.push_back(e.name);
-    return NotFound("no provider named '", name, "' was found (usable: ",
-                    names.empty() ? std::string("none") : Join(names, ", "),
+    return NotFound("no provider named '", name,
+                    "' was found (usable: ", names.empty() ? std::string("none") : Join(names, ", "),
                     "); search order: explicit paths, STRATA_PROVIDER_PATH, ",
                     PackageProviderDir().empty() ? std::string("<package folder unknown>") : PackageProviderDir());
   }

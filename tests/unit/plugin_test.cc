@@ -32,12 +32,16 @@ class EnvPath {
  public:
   explicit EnvPath(const char* value) {
     if (const char* old = std::getenv("STRATA_PROVIDER_PATH")) old_ = old, had_ = true;
-    if (value) ::setenv("STRATA_PROVIDER_PATH", value, 1);
-    else ::unsetenv("STRATA_PROVIDER_PATH");
+    if (value)
+      ::setenv("STRATA_PROVIDER_PATH", value, 1);
+    else
+      ::unsetenv("STRATA_PROVIDER_PATH");
   }
   ~EnvPath() {
-    if (had_) ::setenv("STRATA_PROVIDER_PATH", old_.c_str(), 1);
-    else ::unsetenv("STRATA_PROVIDER_PATH");
+    if (had_)
+      ::setenv("STRATA_PROVIDER_PATH", old_.c_str(), 1);
+    else
+      ::unsetenv("STRATA_PROVIDER_PATH");
   }
 
  private:
@@ -53,11 +57,11 @@ const LoadReportEntry* ByPath(const std::vector<LoadReportEntry>& r, const std::
 
 bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-#define EXPECT_ENTRY(report, file, st, detail_part)                                         \
-  do {                                                                                      \
-    const LoadReportEntry* e_ = ByPath(report, Lib(file));                                  \
-    ASSERT_NE(e_, nullptr) << "no report entry for " << file;                               \
-    EXPECT_EQ(e_->status, st) << e_->ToString();                                            \
+#define EXPECT_ENTRY(report, file, st, detail_part)                                                       \
+  do {                                                                                                    \
+    const LoadReportEntry* e_ = ByPath(report, Lib(file));                                                \
+    ASSERT_NE(e_, nullptr) << "no report entry for " << file;                                             \
+    EXPECT_EQ(e_->status, st) << e_->ToString();                                                          \
     EXPECT_TRUE(Contains(e_->detail, detail_part)) << e_->ToString() << " lacks '" << detail_part << "'"; \
   } while (0)
 
@@ -71,7 +75,8 @@ TEST(PluginDiscovery, ListingReadsFilesWithoutRunningProviderCode) {
   EXPECT_ENTRY(r, "truncated", ProviderStatus::kInvalid, "beyond the end of the file");
   EXPECT_ENTRY(r, "noinit", ProviderStatus::kInvalid, "does not export strata_provider_init");
   EXPECT_ENTRY(r, "missingdep", ProviderStatus::kMissingDependency, "needs libstrata-test-fakedep.so,");
-  EXPECT_ENTRY(r, "refdup", ProviderStatus::kInvalid, "duplicate provider name 'ref': already provided by " + Lib("ref"));
+  EXPECT_ENTRY(r, "refdup", ProviderStatus::kInvalid,
+               "duplicate provider name 'ref': already provided by " + Lib("ref"));
   EXPECT_ENTRY(r, "badmanifest", ProviderStatus::kInvalid, "malformed manifest");
   const LoadReportEntry* ref = ByPath(r, Lib("ref"));
   ASSERT_NE(ref, nullptr);
@@ -211,7 +216,8 @@ TEST(PluginAcquire, ErrorsNameTheProblem) {
   auto bad = m.Acquire("initfail");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kProviderError);
-  EXPECT_TRUE(Contains(bad.status().message(), "INIT_FAILED: strata_provider_init returned 1: simulated driver failure"))
+  EXPECT_TRUE(
+      Contains(bad.status().message(), "INIT_FAILED: strata_provider_init returned 1: simulated driver failure"))
       << bad.status().message();
   auto dep = m.Acquire("missingdep");
   ASSERT_FALSE(dep.ok());
@@ -238,6 +244,9 @@ TEST(PluginElf, ReadsNeededAndExports) {
   EXPECT_EQ(FirstMissingDependency(*missing, Lib("missingdep")), "libstrata-test-fakedep.so");
   auto nofile = ReadElfInfo(kDir + "/does-not-exist.so");
   EXPECT_EQ(nofile.status().code(), StatusCode::kIOError);
+  auto dir = ReadElfInfo(kDir);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_TRUE(Contains(dir.status().message(), "is not a regular file")) << dir.status().message();
 }
 
 TEST(PluginCpu, FeatureChecks) {
@@ -370,7 +379,8 @@ std::vector<float> CnnReference(const std::vector<float>& x, const std::vector<f
           for (int i = 0; i < 3; ++i)
             for (int j = 0; j < 3; ++j) {
               int iy = y + i - 1, ix = xx + j - 1;
-              if (iy >= 0 && iy < 6 && ix >= 0 && ix < 6) s += x[c * 36 + iy * 6 + ix] * w[((m * 2 + c) * 3 + i) * 3 + j];
+              if (iy >= 0 && iy < 6 && ix >= 0 && ix < 6)
+                s += x[c * 36 + iy * 6 + ix] * w[((m * 2 + c) * 3 + i) * 3 + j];
             }
         conv[m * 36 + y * 6 + xx] = std::max(0.0f, s);
       }
@@ -498,7 +508,7 @@ TEST_F(PluginPartition, UnsupportedNodesSplitPartitionsAndStayOnCpu) {
   b.Add("Relu", {x}, {a});
   b.Add("Sigmoid", {a}, {s});  // not handled by ref
   b.Add("Relu", {s}, {y});
-  b.Add("Add", {y, a}, {z});   // reads `a` from the first partition
+  b.Add("Add", {y, a}, {z});  // reads `a` from the first partition
   b.g.outputs = {z};
   std::vector<PartitionInfo> parts;
   ASSERT_TRUE(PartitionForProvider(b.g, *ref_, {}, &parts).ok());
@@ -524,6 +534,20 @@ TEST_F(PluginPartition, UnsupportedNodesSplitPartitionsAndStayOnCpu) {
   const float* z_out = outs->at(0).tensor().data<float>();
   const float want[] = {1, 3, 1, 5, 1, 7};
   for (int i = 0; i < 6; ++i) EXPECT_EQ(z_out[i], want[i]);
+
+  // Nodes another provider already took are left alone.
+  GraphBuilder o;
+  int ox = o.Value("x", {2}), oy = o.Value("y", {2}), oz = o.Value("z", {2});
+  o.g.inputs = {ox};
+  o.Add("Relu", {ox}, {oy}).provider = "other";
+  o.Add("Relu", {oy}, {oz});
+  o.g.outputs = {oz};
+  std::vector<PartitionInfo> one;
+  ASSERT_TRUE(PartitionForProvider(o.g, *ref_, {}, &one).ok());
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(o.g.nodes[0].provider, "other");
+  EXPECT_EQ(o.g.nodes[0].op_type, "Relu");
+  EXPECT_EQ(o.g.nodes[1].op_type, kPartitionOp);
 
   // min_nodes keeps short runs on the CPU.
   GraphBuilder c;

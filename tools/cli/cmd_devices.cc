@@ -77,22 +77,28 @@ int RunDevices(const DevicesOptions& o) {
     nlohmann::ordered_json j;
     j["package_provider_dir"] = pkg;
     j["loaded"] = !o.no_load;
-    nlohmann::ordered_json cpu = {{"name", "cpu"},       {"status", "OK"},  {"origin", "built-in"}, {"path", ""},
-                          {"detail", ""},        {"variant", ""},   {"version", STRATA_VERSION_STRING},
-                          {"builtin", true},     {"loaded", true}};
+    nlohmann::ordered_json cpu = {{"name", "cpu"},
+                                  {"status", "OK"},
+                                  {"origin", "built-in"},
+                                  {"path", ""},
+                                  {"detail", ""},
+                                  {"variant", ""},
+                                  {"version", STRATA_VERSION_STRING},
+                                  {"builtin", true},
+                                  {"loaded", true}};
     cpu["devices"] = nlohmann::ordered_json::array({{{"name", CpuModel()},
-                                             {"memory_bytes", HostMemory()},
-                                             {"compute_units", cores},
-                                             {"driver_version", ""},
-                                             {"api_version", ""},
-                                             {"cpu_features", features}}});
+                                                     {"memory_bytes", HostMemory()},
+                                                     {"compute_units", cores},
+                                                     {"driver_version", ""},
+                                                     {"api_version", ""},
+                                                     {"cpu_features", features}}});
     j["providers"] = nlohmann::ordered_json::array({cpu});
     for (const auto& e : report) {
       nlohmann::ordered_json p = {{"name", e.name},       {"status", plugin::ProviderStatusName(e.status)},
-                          {"origin", e.origin},   {"path", e.path},
-                          {"detail", e.detail},   {"variant", e.variant},
-                          {"version", e.version}, {"builtin", false},
-                          {"loaded", e.loaded}};
+                                  {"origin", e.origin},   {"path", e.path},
+                                  {"detail", e.detail},   {"variant", e.variant},
+                                  {"version", e.version}, {"builtin", false},
+                                  {"loaded", e.loaded}};
       p["devices"] = nlohmann::ordered_json::array();
       for (const auto& d : e.devices)
         p["devices"].push_back({{"name", d.name},

@@ -116,21 +116,21 @@ static int32_t Synchronize(void* self, uint32_t device, strata_provider_error* e
 static void Shutdown(void* self) { (void)self; }
 
 __attribute__((unused)) static strata_provider_api g_api = {sizeof(strata_provider_api),
-                                    STRATA_PROVIDER_ABI_VERSION,
-                                    NULL,
-                                    DeviceCount,
-                                    DeviceInfo,
-                                    SupportsNode,
-                                    Compile,
-                                    ReleasePartition,
-                                    BufferAlloc,
-                                    BufferFree,
-                                    Copy1,
-                                    Copy2,
-                                    Execute,
-                                    Synchronize,
-                                    Shutdown,
-                                    NULL};
+                                                            STRATA_PROVIDER_ABI_VERSION,
+                                                            NULL,
+                                                            DeviceCount,
+                                                            DeviceInfo,
+                                                            SupportsNode,
+                                                            Compile,
+                                                            ReleasePartition,
+                                                            BufferAlloc,
+                                                            BufferFree,
+                                                            Copy1,
+                                                            Copy2,
+                                                            Execute,
+                                                            Synchronize,
+                                                            Shutdown,
+                                                            NULL};
 
 static const strata_provider_probe_info g_probe = {
     sizeof(strata_provider_probe_info), FAULT_ABI, FAULT_NAME, "fault", "0.0.1", FAULT_CPU_FEATURES, "", ""};

@@ -40,8 +40,8 @@ namespace {
 struct RTensor {
   int32_t dtype = 0;
   std::vector<int64_t> shape;
-  std::shared_ptr<std::vector<float>> f;     // kFloat
-  std::shared_ptr<std::vector<int64_t>> i;   // kInt64
+  std::shared_ptr<std::vector<float>> f;    // kFloat
+  std::shared_ptr<std::vector<int64_t>> i;  // kInt64
   bool valid() const { return dtype != 0; }
   int64_t numel() const {
     int64_t n = 1;
@@ -52,8 +52,12 @@ struct RTensor {
 
 std::string ShapeStr(const std::vector<int64_t>& s) {
   std::string r = "[";
-  for (size_t k = 0; k < s.size(); ++k) r += (k ? "," : "") + std::to_string(s[k]);
-  return r + "]";
+  for (size_t k = 0; k < s.size(); ++k) {
+    if (k) r += ',';
+    r += std::to_string(s[k]);
+  }
+  r += ']';
+  return r;
 }
 
 RTensor NewFloat(std::vector<int64_t> shape) {
@@ -327,8 +331,8 @@ bool RunMaxPool(const CNode& n, const RTensor* x, RTensor* out, Error* e) {
   if (st.empty()) st = {1, 1};
   if (dl.empty()) dl = {1, 1};
   if (pads.empty() || n.Str("auto_pad", "NOTSET") == "VALID") pads = {0, 0, 0, 0};
-  if (k.size() != 2 || st.size() != 2 || dl.size() != 2 || pads.size() != 4 || k[0] <= 0 || k[1] <= 0 ||
-      st[0] <= 0 || st[1] <= 0 || dl[0] <= 0 || dl[1] <= 0) {
+  if (k.size() != 2 || st.size() != 2 || dl.size() != 2 || pads.size() != 4 || k[0] <= 0 || k[1] <= 0 || st[0] <= 0 ||
+      st[1] <= 0 || dl[0] <= 0 || dl[1] <= 0) {
     e->msg = n.Who() + ": kernel_shape, strides, dilations and pads must have 2, 2, 2 and 4 positive entries";
     return false;
   }
@@ -375,9 +379,12 @@ bool RunSoftmax(const CNode& n, int opset, const RTensor* x, RTensor* out, Error
   // opset < 13 flattens to [outer, inner] at axis; opset 13 normalises along one axis.
   int64_t outer = 1, len = 1, inner = 1;
   for (int64_t d = 0; d < static_cast<int64_t>(x->shape.size()); ++d) {
-    if (d < axis) outer *= x->shape[d];
-    else if (d == axis || opset < 13) len *= x->shape[d];
-    else inner *= x->shape[d];
+    if (d < axis)
+      outer *= x->shape[d];
+    else if (d == axis || opset < 13)
+      len *= x->shape[d];
+    else
+      inner *= x->shape[d];
   }
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
@@ -507,7 +514,6 @@ int32_t SupportsNode(void*, uint32_t, const strata_node_desc* node, int32_t* sup
   return STRATA_PROVIDER_RESULT_OK;
 }
 
-
 int32_t Compile(void*, uint32_t, const strata_partition_desc* p, strata_compiled_partition** out,
                 strata_provider_error* err) {
   try {
@@ -544,9 +550,11 @@ int32_t Compile(void*, uint32_t, const strata_partition_desc* p, strata_compiled
       c.inputs.assign(nd.inputs, nd.inputs + nd.input_count);
       c.outputs.assign(nd.outputs, nd.outputs + nd.output_count);
       for (int32_t v : c.inputs)
-        if (v >= static_cast<int32_t>(p->value_count)) return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, "bad value index");
+        if (v >= static_cast<int32_t>(p->value_count))
+          return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, "bad value index");
       for (int32_t v : c.outputs)
-        if (v >= static_cast<int32_t>(p->value_count)) return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, "bad value index");
+        if (v >= static_cast<int32_t>(p->value_count))
+          return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, "bad value index");
       for (size_t a = 0; a < nd.attribute_count; ++a) {
         const strata_attribute& sa = nd.attributes[a];
         Attr at;
@@ -628,8 +636,9 @@ int32_t Execute(void* self, strata_compiled_partition* p, const strata_device_te
       const size_t n = static_cast<size_t>(t.numel());
       const size_t esize = d.dtype == kFloat ? sizeof(float) : d.dtype == kInt64 ? sizeof(int64_t) : 0;
       if (esize == 0)
-        return Fail(err, STRATA_PROVIDER_RESULT_UNSUPPORTED,
-                    "input " + std::to_string(k) + " has dtype " + std::to_string(d.dtype) + "; ref handles float32 and int64");
+        return Fail(
+            err, STRATA_PROVIDER_RESULT_UNSUPPORTED,
+            "input " + std::to_string(k) + " has dtype " + std::to_string(d.dtype) + "; ref handles float32 and int64");
       if (n && (!d.buffer || d.byte_offset > d.buffer->size || n * esize > d.buffer->size - d.byte_offset))
         return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT,
                     "input " + std::to_string(k) + " " + ShapeStr(t.shape) + " does not fit its buffer");
@@ -676,13 +685,25 @@ int32_t Synchronize(void*, uint32_t, strata_provider_error*) { return STRATA_PRO
 void Shutdown(void*) { g_host = nullptr; }
 int32_t HasCapability(void*, const char* name) { return name && std::strcmp(name, "reference") == 0; }
 
-const strata_provider_api kApi = {
-    sizeof(strata_provider_api), STRATA_PROVIDER_ABI_VERSION, nullptr, DeviceCount, DeviceInfo, SupportsNode,
-    Compile, ReleasePartition, BufferAlloc, BufferFree, CopyToDevice, CopyToHost, Execute, Synchronize, Shutdown,
-    HasCapability};
+const strata_provider_api kApi = {sizeof(strata_provider_api),
+                                  STRATA_PROVIDER_ABI_VERSION,
+                                  nullptr,
+                                  DeviceCount,
+                                  DeviceInfo,
+                                  SupportsNode,
+                                  Compile,
+                                  ReleasePartition,
+                                  BufferAlloc,
+                                  BufferFree,
+                                  CopyToDevice,
+                                  CopyToHost,
+                                  Execute,
+                                  Synchronize,
+                                  Shutdown,
+                                  HasCapability};
 
-const strata_provider_probe_info kProbe = {sizeof(strata_provider_probe_info), STRATA_PROVIDER_ABI_VERSION, "ref",
-                                           "reference-cpu", "1.0.0", "", "", ""};
+const strata_provider_probe_info kProbe = {
+    sizeof(strata_provider_probe_info), STRATA_PROVIDER_ABI_VERSION, "ref", "reference-cpu", "1.0.0", "", "", ""};
 
 }  // namespace
 
