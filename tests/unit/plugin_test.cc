@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "capi/env.h"
@@ -562,6 +564,61 @@ TEST_F(PluginPartition, UnsupportedNodesSplitPartitionsAndStayOnCpu) {
   EXPECT_TRUE(none.empty());
   EXPECT_EQ(c.g.nodes[0].op_type, "Relu");
   EXPECT_EQ(c.g.nodes[0].provider, "cpu");
+}
+
+TEST_F(PluginPartition, ValuesCapturedBySubgraphsLeaveThePartition) {
+  GraphBuilder b;
+  int x = b.Value("x", {2}), a = b.Value("a", {2}), y = b.Value("y", {2}), z = b.Value("z", {2});
+  b.g.inputs = {x};
+  b.Add("Relu", {x}, {a});
+  b.Add("Relu", {a}, {y});
+  // A node with a body that reads `a` from the enclosing scope (like If/Loop).
+  auto body = std::make_shared<Graph>();
+  body->captures.push_back(body->AddValue("a"));
+  Attribute ga;
+  ga.type = Attribute::Type::kGraph;
+  ga.g = body;
+  b.Add("If", {y}, {z}).attrs["then_branch"] = ga;
+  b.g.outputs = {z};
+  std::vector<PartitionInfo> parts;
+  ASSERT_TRUE(PartitionForProvider(b.g, *ref_, {}, &parts).ok());
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(b.g.nodes[0].outputs, (std::vector<int>{a, y}));
+  EXPECT_EQ(b.g.nodes[1].op_type, "If");
+  EXPECT_EQ(b.g.nodes[1].provider, "cpu");
+}
+
+TEST_F(PluginPartition, ConcurrentRunsOfOneCompiledPartition) {
+  GraphBuilder b;
+  int x = b.Value("x", {64}), a = b.Value("a", {64}), y = b.Value("y", {64});
+  int one = b.Const("one", Tensor::FromVector(std::vector<float>(64, 1.0f), {64}));
+  b.g.inputs = {x};
+  b.Add("Relu", {x}, {a});
+  b.Add("Add", {a, one}, {y});
+  b.g.outputs = {y};
+  ASSERT_TRUE(PartitionForProvider(b.g, *ref_, {}, nullptr).ok());
+  ASSERT_EQ(b.g.nodes.size(), 1u);
+  KernelInit init{b.g.nodes[0], b.g, nullptr, {}};
+  auto k = CreateProviderPartitionKernel(init, ref_);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  std::atomic<int> failures{0};
+  auto work = [&](float base) {
+    for (int it = 0; it < 50; ++it) {
+      std::vector<float> in(64);
+      for (int i = 0; i < 64; ++i) in[i] = base + static_cast<float>(i % 7) - 3.0f;
+      auto out = RunNode(b.g.nodes[0], b.g, {Value(Tensor::FromVector(in, {64}))}, **k);
+      if (!out.ok()) {
+        ++failures;
+        continue;
+      }
+      for (int i = 0; i < 64; ++i)
+        if (out->at(0).tensor().data<float>()[i] != std::max(0.0f, in[i]) + 1.0f) ++failures;
+    }
+  };
+  std::thread t1(work, 0.5f), t2(work, 2.0f);
+  t1.join();
+  t2.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 TEST_F(PluginPartition, BadPartitionNodesAreErrorsNotCrashes) {
