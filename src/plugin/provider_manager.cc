@@ -4,8 +4,12 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -233,6 +237,17 @@ void HostReportError(void*, const char* msg) { std::fprintf(stderr, "strata: pro
 
 std::string SafeStr(const char* s) { return s ? std::string(s) : std::string(); }
 
+// Splits on '\n', keeping empty lines (fields may be empty); drops the text after the last '\n'.
+std::vector<std::string> SplitLines(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0, nl;
+  while ((nl = s.find('\n', start)) != std::string::npos) {
+    out.push_back(s.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 const strata_host_api* HostApi() {
@@ -431,7 +446,7 @@ std::string ProviderManager::PackageProviderDir() {
   return dir + "/strata/providers";
 }
 
-Status ProviderManager::Discover(const std::vector<std::string>& extra_paths, bool load) {
+Status ProviderManager::Discover(const std::vector<std::string>& extra_paths, bool load, bool isolate) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Candidate> cands;
   std::vector<LoadReportEntry> bad;
@@ -482,10 +497,116 @@ Status ProviderManager::Discover(const std::vector<std::string>& extra_paths, bo
   discovered_ = true;
   if (load) {
     for (size_t i = 0; i < report_.size(); ++i) {
-      if (report_[i].status == ProviderStatus::kOk && !loaded_[i]) RETURN_IF_ERROR(LoadEntryLocked(i));
+      if (report_[i].status != ProviderStatus::kOk || loaded_[i]) continue;
+      if (isolate) {
+        LoadEntryIsolatedLocked(i);
+      } else {
+        RETURN_IF_ERROR(LoadEntryLocked(i));
+      }
     }
   }
   return Status::Ok();
+}
+
+namespace {
+
+std::string OneLine(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+bool WriteAll(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+}  // namespace
+
+void ProviderManager::LoadEntryIsolatedLocked(size_t i) {
+  LoadReportEntry& e = report_[i];
+  std::vector<LoadReportEntry> earlier(report_.begin(), report_.begin() + i);
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    e.status = ProviderStatus::kInitFailed;
+    e.detail = std::string("cannot create a pipe for the isolated probe: ") + std::strerror(errno);
+    return;
+  }
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    e.status = ProviderStatus::kInitFailed;
+    e.detail = std::string("cannot fork for the isolated probe: ") + std::strerror(errno);
+    return;
+  }
+  if (pid == 0) {
+    // Child: load, report one field per line, and leave without running exit handlers.
+    ::close(fds[0]);
+    LoadReportEntry c = e;
+    auto p = LoaderAccess::Load(&c, earlier);
+    std::string msg = std::to_string(static_cast<int>(c.status)) + "\n" + OneLine(c.detail) + "\n" + OneLine(c.name) +
+                      "\n" + OneLine(c.variant) + "\n" + OneLine(c.version) + "\n" + std::to_string(c.devices.size()) +
+                      "\n";
+    for (const auto& d : c.devices)
+      msg += OneLine(d.name) + "\n" + std::to_string(d.memory_bytes) + "\n" + std::to_string(d.compute_units) + "\n" +
+             OneLine(d.driver_version) + "\n" + OneLine(d.api_version) + "\n";
+    WriteAll(fds[1], msg);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out = ReadAll(fds[0]);
+  ::close(fds[0]);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  e.loaded = true;
+  if (WIFSIGNALED(wstatus)) {
+    e.status = ProviderStatus::kCrashed;
+    e.detail = "crashed with signal " + std::to_string(WTERMSIG(wstatus)) + " (" + strsignal(WTERMSIG(wstatus)) +
+               ") while being loaded in an isolated process";
+    return;
+  }
+  std::vector<std::string> lines = SplitLines(out);
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0 || lines.size() < 6) {
+    e.status = ProviderStatus::kCrashed;
+    e.detail = "the isolated probe exited with status " +
+               std::to_string(WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1) +
+               " before reporting (the provider called exit or abort?)";
+    return;
+  }
+  e.status = static_cast<ProviderStatus>(std::atoi(lines[0].c_str()));
+  e.detail = lines[1];
+  e.name = lines[2];
+  e.variant = lines[3];
+  e.version = lines[4];
+  const size_t ndev = static_cast<size_t>(std::strtoull(lines[5].c_str(), nullptr, 10));
+  e.devices.clear();
+  for (size_t d = 0; d < ndev && 6 + d * 5 + 4 < lines.size(); ++d) {
+    const size_t b = 6 + d * 5;
+    e.devices.push_back({lines[b], std::strtoull(lines[b + 1].c_str(), nullptr, 10),
+                         static_cast<uint32_t>(std::strtoul(lines[b + 2].c_str(), nullptr, 10)), lines[b + 3],
+                         lines[b + 4]});
+  }
 }
 
 Status ProviderManager::LoadEntryLocked(size_t i) {

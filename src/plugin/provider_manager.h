@@ -74,7 +74,12 @@ class ProviderManager {
   // Rebuilds the load report. With load=true every candidate that passes the static
   // checks is also loaded (probe, init, device enumeration). Providers already loaded
   // stay loaded. Only fails for internal errors; per-candidate problems go to the report.
-  Status Discover(const std::vector<std::string>& extra_paths, bool load = false);
+  //
+  // isolate (with load): each candidate is loaded in a forked child process that reports
+  // its status and devices back; a provider that crashes there is reported CRASHED and is
+  // never loaded into this process. The parent keeps no provider loaded (Acquire loads
+  // in-process later, and only candidates that ended OK).
+  Status Discover(const std::vector<std::string>& extra_paths, bool load = false, bool isolate = false);
   bool discovered() const;
   // A copy, so callers may keep it while another thread rediscovers.
   std::vector<LoadReportEntry> Report() const;
@@ -94,6 +99,7 @@ class ProviderManager {
 
  private:
   Status LoadEntryLocked(size_t index);
+  void LoadEntryIsolatedLocked(size_t index);
   mutable std::mutex mu_;
   bool discovered_ = false;
   std::vector<LoadReportEntry> report_;

@@ -125,6 +125,30 @@ TEST(PluginLoadReport, EachFaultGetsItsExactStatusAndMessage) {
             "badabi: ABI_MISMATCH: provider ABI 99, host wants 1 (" + Lib("badabi") + ")");
 }
 
+TEST(PluginLoadReport, IsolatedLoadingReportsACrashingProviderAsCrashed) {
+  EnvPath env(nullptr);
+  ProviderManager m;
+  const std::string crash = std::string(STRATA_TEST_CRASH_PROVIDER_DIR) + "/libstrata-provider-crashprobe.so";
+  ASSERT_TRUE(m.Discover({crash, Lib("ref"), Lib("initfail")}, /*load=*/true, /*isolate=*/true).ok());
+  auto r = m.Report();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].status, ProviderStatus::kCrashed) << r[0].ToString();
+  EXPECT_TRUE(Contains(r[0].detail, "crashed with signal 11")) << r[0].detail;
+  EXPECT_EQ(r[1].status, ProviderStatus::kOk) << r[1].ToString();
+  ASSERT_EQ(r[1].devices.size(), 1u);  // devices come back from the child
+  EXPECT_EQ(r[1].devices[0].name, "strata reference device (host memory)");
+  EXPECT_EQ(r[2].status, ProviderStatus::kInitFailed);
+  EXPECT_TRUE(Contains(r[2].detail, "simulated driver failure")) << r[2].detail;
+  // Nothing was loaded into this process; Acquire loads the OK one here, never the crashed one.
+  void* h = dlopen(crash.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  EXPECT_EQ(h, nullptr);
+  auto c = m.Acquire("crashprobe");
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(Contains(c.status().message(), "CRASHED")) << c.status().message();
+  auto ok = m.Acquire("ref");
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+}
+
 TEST(PluginDiscovery, DuplicateNameFirstWinsWhenLoading) {
   EnvPath env(nullptr);
   ProviderManager m;

@@ -19,6 +19,7 @@ namespace {
 struct DevicesOptions {
   bool json = false;
   bool no_load = false;
+  bool isolate = false;
   std::vector<std::string> provider_paths;
 };
 
@@ -66,7 +67,7 @@ std::string DeviceLine(size_t i, const plugin::DeviceProps& d) {
 
 int RunDevices(const DevicesOptions& o) {
   plugin::ProviderManager m;
-  Status st = m.Discover(o.provider_paths, /*load=*/!o.no_load);
+  Status st = m.Discover(o.provider_paths, /*load=*/!o.no_load, o.isolate);
   if (!st.ok()) return Fail("provider discovery failed: " + st.ToString());
   const auto report = m.Report();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -156,6 +157,8 @@ void AddDevicesCommand(CLI::App& app) {
                   "Provider library or folder to search first (repeatable; absolute paths)");
   cmd->add_flag("--no-load", opts->no_load,
                 "Only inspect the files (ELF, manifest, dependencies, CPU features); run no provider code");
+  cmd->add_flag("--isolate", opts->isolate,
+                "Load each provider in a child process, so one that crashes is reported CRASHED");
   cmd->callback([opts] {
     int rc = RunDevices(*opts);
     if (rc != 0) Exit(rc);

@@ -136,6 +136,11 @@ static const strata_provider_probe_info g_probe = {
     sizeof(strata_provider_probe_info), FAULT_ABI, FAULT_NAME, "fault", "0.0.1", FAULT_CPU_FEATURES, "", ""};
 
 __attribute__((visibility("default"))) const strata_provider_probe_info* strata_provider_probe(void) {
+#if defined(FAULT_CRASH_IN_PROBE)
+  /* A broken probe: dereferences NULL. Only ever loaded in an isolated child process. */
+  volatile int* volatile p = NULL;
+  *p = 1;
+#endif
   return &g_probe;
 }
 
