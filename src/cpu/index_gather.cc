@@ -62,8 +62,8 @@ Status CheckElementsShapes(const Tensor& data, const Tensor& ind, int64_t axis, 
     return InvalidArgument(node.Describe(), ": indices rank ", ind.rank(), " differs from data rank ", data.rank());
   for (size_t a = 0; a < data.rank(); ++a)
     if (static_cast<int64_t>(a) != axis && ind.dim(a) > data.dim(a))
-      return InvalidArgument(node.Describe(), ": indices shape ", ShapeToString(ind.shape()),
-                             " exceeds data shape ", ShapeToString(data.shape()), " on axis ", a);
+      return InvalidArgument(node.Describe(), ": indices shape ", ShapeToString(ind.shape()), " exceeds data shape ",
+                             ShapeToString(data.shape()), " on axis ", a);
   return Status::Ok();
 }
 
@@ -142,8 +142,8 @@ Result<NdPlan> PlanNd(const Tensor& data, const Tensor& ind, int64_t batch_dims,
       int64_t v = idx[t * k + j];
       const int64_t d = data.dim(batch_dims + j);
       if (v < -d || v >= d)
-        return InvalidArgument(node.Describe(), ": index ", v, " is out of range for data dimension ",
-                               batch_dims + j, " of size ", d);
+        return InvalidArgument(node.Describe(), ": index ", v, " is out of range for data dimension ", batch_dims + j,
+                               " of size ", d);
       off += (v < 0 ? v + d : v) * st[batch_dims + j];
     }
     p.offsets[t] = off;
@@ -184,27 +184,16 @@ template <typename T>
 inline void Combine(T& d, const T& u, Reduction red) {
   if constexpr (std::is_same_v<T, std::string>) {
     d = u;
-  } else if constexpr (std::is_same_v<T, bool>) {
-    if (red == Reduction::kNone) d = u;
-    else if (red == Reduction::kAdd || red == Reduction::kMax) d = d || u;
-    else d = d && u;
-  } else if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-    const float a = d, b = u;
-    switch (red) {
-      case Reduction::kNone: d = u; break;
-      case Reduction::kAdd: d = T(a + b); break;
-      case Reduction::kMul: d = T(a * b); break;
-      case Reduction::kMax: d = T(std::max(a, b)); break;
-      case Reduction::kMin: d = T(std::min(a, b)); break;
-    }
   } else {
-    switch (red) {
-      case Reduction::kNone: d = u; break;
-      case Reduction::kAdd: d = static_cast<T>(d + u); break;
-      case Reduction::kMul: d = static_cast<T>(d * u); break;
-      case Reduction::kMax: d = std::max(d, u); break;
-      case Reduction::kMin: d = std::min(d, u); break;
-    }
+    // Halves compute in float; for bool, + and * act as or / and after the cast back.
+    using A = std::conditional_t<std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>, float, T>;
+    const A a = static_cast<A>(d), b = static_cast<A>(u);
+    const A r = red == Reduction::kAdd   ? static_cast<A>(a + b)
+                : red == Reduction::kMul ? static_cast<A>(a * b)
+                : red == Reduction::kMax ? std::max(a, b)
+                : red == Reduction::kMin ? std::min(a, b)
+                                         : b;
+    d = static_cast<T>(r);
   }
 }
 
@@ -213,8 +202,8 @@ template <typename Fn>
 Status ScatterInto(KernelContext& ctx, const Tensor& data, const Tensor& updates, Reduction red, Fn&& fn) {
   const Node& node = ctx.node();
   if (updates.dtype() != data.dtype())
-    return InvalidArgument(node.Describe(), ": updates type ", DataTypeName(updates.dtype()), " differs from data type ",
-                           DataTypeName(data.dtype()));
+    return InvalidArgument(node.Describe(), ": updates type ", DataTypeName(updates.dtype()),
+                           " differs from data type ", DataTypeName(data.dtype()));
   if (data.dtype() == DataType::kString && red != Reduction::kNone)
     return Unsupported(node.Describe(), ": reductions are not defined for strings");
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, data.dtype(), data.shape()));
@@ -253,8 +242,8 @@ Status ScatterElements(KernelContext& ctx) {
   ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node.GetInt("axis", 0), rank, node));
   RETURN_IF_ERROR(CheckElementsShapes(*x, *it, axis, node));
   if (u->shape() != it->shape())
-    return InvalidArgument(node.Describe(), ": updates shape ", ShapeToString(u->shape()),
-                           " must equal indices shape ", ShapeToString(it->shape()));
+    return InvalidArgument(node.Describe(), ": updates shape ", ShapeToString(u->shape()), " must equal indices shape ",
+                           ShapeToString(it->shape()));
   ASSIGN_OR_RETURN(auto idx, ReadInts(*it, node, "indices"));
   RETURN_IF_ERROR(NormalizeIndices(idx, x->dim(axis), node, node.op_type.c_str()));
   const auto offs = ElementOffsets(x->shape(), it->shape(), idx, axis);
@@ -358,8 +347,8 @@ Status Compress(KernelContext& ctx) {
   ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
   ASSIGN_OR_RETURN(const Tensor* c, RequireInput(ctx, 1, "condition"));
   if (c->dtype() != DataType::kBool || c->rank() != 1)
-    return InvalidArgument(node.Describe(), ": condition must be a 1-D bool tensor, got ",
-                           DataTypeName(c->dtype()), ShapeToString(c->shape()));
+    return InvalidArgument(node.Describe(), ": condition must be a 1-D bool tensor, got ", DataTypeName(c->dtype()),
+                           ShapeToString(c->shape()));
   const bool has_axis = node.HasAttr("axis");
   const int64_t rank = static_cast<int64_t>(x->rank());
   int64_t axis = 0, outer = 1, inner = 1, dim = x->num_elements();

@@ -78,7 +78,8 @@ Status ParseNumber(const std::string& str, D* out, const Node& node) {
   char* end = nullptr;
   errno = 0;
   auto bad = [&]() {
-    return InvalidArgument(node.Describe(), ": cannot convert string \"", str, "\" to ", DataTypeName(TypeToDataType<D>::value));
+    return InvalidArgument(node.Describe(), ": cannot convert string \"", str, "\" to ",
+                           DataTypeName(TypeToDataType<D>::value));
   };
   if (str.empty()) return bad();
   if constexpr (std::is_floating_point_v<D> || kHalf<D> || std::is_same_v<D, bool>) {

@@ -2,6 +2,7 @@
 // Tile, Pad, and the broadcasting Where.
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "cpu/tensor_kernels.h"
 
@@ -86,7 +87,8 @@ Status Split(KernelContext& ctx) {
     sizes = node.GetInts("split");
   } else if (node.opset >= 18 && node.HasAttr("num_outputs")) {
     const int64_t k = node.GetInt("num_outputs", n);
-    if (k != n) return InvalidModel(node.Describe(), ": num_outputs ", k, " but the node has ", n, " outputs");
+    if (k != n || k <= 0)
+      return InvalidModel(node.Describe(), ": num_outputs ", k, " but the node has ", n, " outputs");
     const int64_t chunk = (dim + k - 1) / k;
     for (int64_t i = 0; i < k; ++i) sizes.push_back(std::clamp<int64_t>(dim - i * chunk, 0, chunk));
   } else {
@@ -103,8 +105,8 @@ Status Split(KernelContext& ctx) {
     total += s;
   }
   if (total != dim)
-    return InvalidArgument(node.Describe(), ": split sizes ", ShapeToString(sizes), " sum to ", total,
-                           " but axis ", axis, " has size ", dim);
+    return InvalidArgument(node.Describe(), ": split sizes ", ShapeToString(sizes), " sum to ", total, " but axis ",
+                           axis, " has size ", dim);
   const auto in_strides = ContiguousStrides(x->shape());
   int64_t offset = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -167,8 +169,9 @@ Status Slice(KernelContext& ctx) {
       e = std::clamp<int64_t>(e, 0, d);
       count = e > s ? 1 + (e - s - 1) / step : 0;
     } else {
-      s = std::clamp<int64_t>(s, 0, d - 1);
-      e = std::clamp<int64_t>(e, -1, d - 1);
+      // Not std::clamp: for d == 0 the bounds cross (-1 < 0).
+      s = std::min<int64_t>(std::max<int64_t>(s, 0), d - 1);
+      e = std::min<int64_t>(std::max<int64_t>(e, -1), d - 1);
       // (s - e - step - 1) could overflow when step is near INT64_MIN; divide first.
       count = s > e ? 1 + (s - e - 1) / (step == std::numeric_limits<int64_t>::min() ? s - e : -step) : 0;
     }
@@ -222,8 +225,8 @@ Status Tile(KernelContext& ctx) {
     ASSIGN_OR_RETURN(const Tensor* rt, RequireInput(ctx, 1, "repeats"));
     ASSIGN_OR_RETURN(repeats, ReadInts(*rt, node, "repeats"));
     if (rt->rank() != 1 || static_cast<int64_t>(repeats.size()) != rank)
-      return InvalidArgument(node.Describe(), ": repeats ", ShapeToString(repeats), " must be 1-D with one entry per "
-                             "input dimension (rank ", rank, ")");
+      return InvalidArgument(node.Describe(), ": repeats ", ShapeToString(repeats),
+                             " must be 1-D with one entry per input dimension (rank ", rank, ")");
   }
   // Output viewed as [r0, d0, r1, d1, ...]: repeat dims have source stride 0.
   CopyPlan plan;
@@ -244,18 +247,25 @@ Status Tile(KernelContext& ctx) {
   return StridedCopy(*x, y, plan, ctx.pool(), node);
 }
 
+enum class PadMode { kConstant, kReflect, kEdge, kWrap };
+constexpr std::pair<const char*, PadMode> kPadModes[] = {{"constant", PadMode::kConstant},
+                                                         {"reflect", PadMode::kReflect},
+                                                         {"edge", PadMode::kEdge},
+                                                         {"wrap", PadMode::kWrap}};
+
 // Maps an output coordinate along one axis to a source coordinate for the non-constant
 // pad modes; d > 0.
-int64_t PadSource(int64_t i, int64_t d, int mode) {
-  if (mode == 1) {  // reflect (mirror without repeating the edge), periodic with 2(d-1)
+int64_t PadSource(int64_t i, int64_t d, PadMode mode) {
+  if (mode == PadMode::kReflect) {  // mirror without repeating the edge: periodic with 2(d-1)
     if (d == 1) return 0;
     const int64_t period = 2 * (d - 1);
     int64_t m = i % period;
     if (m < 0) m += period;
     return m < d ? m : period - m;
   }
-  if (mode == 2) return std::clamp<int64_t>(i, 0, d - 1);  // edge
-  int64_t m = i % d;  // wrap
+  if (mode == PadMode::kEdge) return std::clamp<int64_t>(i, 0, d - 1);
+  // kWrap (kConstant never reaches here)
+  int64_t m = i % d;
   return m < 0 ? m + d : m;
 }
 
@@ -294,23 +304,26 @@ Status Pad(KernelContext& ctx) {
     after[axes[i]] = pads[i + na];
   }
   const std::string mode_s = node.GetString("mode", "constant");
-  int mode;
-  if (mode_s == "constant") mode = 0;
-  else if (mode_s == "reflect") mode = 1;
-  else if (mode_s == "edge") mode = 2;
-  else if (mode_s == "wrap" && node.opset >= 19) mode = 3;
-  else return InvalidArgument(node.Describe(), ": unsupported pad mode '", mode_s, "'");
+  PadMode mode = PadMode::kConstant;
+  bool known = false;
+  for (const auto& [name, m] : kPadModes) {
+    if (mode_s == name && (m != PadMode::kWrap || node.opset >= 19)) {
+      mode = m;
+      known = true;
+    }
+  }
+  if (!known) return InvalidArgument(node.Describe(), ": unsupported pad mode '", mode_s, "'");
   Shape out(rank);
   for (int64_t a = 0; a < rank; ++a) {
     out[a] = x->dim(a) + before[a] + after[a];
     if (out[a] < 0)
       return InvalidArgument(node.Describe(), ": pads ", ShapeToString(pads), " give a negative size on axis ", a);
-    if (mode != 0 && x->dim(a) == 0 && out[a] > 0)
+    if (mode != PadMode::kConstant && x->dim(a) == 0 && out[a] > 0)
       return InvalidArgument(node.Describe(), ": cannot ", mode_s, "-pad axis ", a, " of size 0");
   }
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), out));
   if (y->num_elements() == 0) return Status::Ok();
-  if (mode != 0) {
+  if (mode != PadMode::kConstant) {
     std::vector<std::vector<int64_t>> maps(rank);
     const auto cs = ContiguousStrides(x->shape());
     for (int64_t a = 0; a < rank; ++a) {

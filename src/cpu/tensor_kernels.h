@@ -47,11 +47,20 @@ bool DispatchBySize(DataType dt, Fn&& fn) {
     return true;
   }
   switch (DataTypeSize(dt)) {
-    case 1: fn.template operator()<uint8_t>(); return true;
-    case 2: fn.template operator()<uint16_t>(); return true;
-    case 4: fn.template operator()<uint32_t>(); return true;
-    case 8: fn.template operator()<uint64_t>(); return true;
-    default: return false;
+    case 1:
+      fn.template operator()<uint8_t>();
+      return true;
+    case 2:
+      fn.template operator()<uint16_t>();
+      return true;
+    case 4:
+      fn.template operator()<uint32_t>();
+      return true;
+    case 8:
+      fn.template operator()<uint64_t>();
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -78,8 +87,7 @@ Status AxisMapCopy(const Tensor& src, Tensor* dst, const std::vector<std::vector
                    const Node& node);
 
 // Runs fn(begin, end) over [0, n), in parallel when the work (n * cost) is large.
-void ParallelRange(ThreadPool* pool, int64_t n, int64_t cost_per_item,
-                   const std::function<void(int64_t, int64_t)>& fn);
+void ParallelRange(ThreadPool* pool, int64_t n, int64_t cost_per_item, const std::function<void(int64_t, int64_t)>& fn);
 
 // Family registration functions, all called by RegisterTensorKernels.
 void RegisterShapeKernels(KernelRegistry& r);   // tensor_shape.cc

@@ -205,10 +205,18 @@ Status Upsample(KernelContext& ctx) {
   if (mode != "linear" && mode != "bilinear")
     return InvalidArgument(node.Describe(), ": unknown mode '", mode, "' (expected nearest or linear)");
   switch (x->dtype()) {
-    case DataType::kFloat: UpsampleLinear<float>(*x, y, scales, ctx.pool()); break;
-    case DataType::kDouble: UpsampleLinear<double>(*x, y, scales, ctx.pool()); break;
-    case DataType::kFloat16: UpsampleLinear<Float16>(*x, y, scales, ctx.pool()); break;
-    case DataType::kBFloat16: UpsampleLinear<BFloat16>(*x, y, scales, ctx.pool()); break;
+    case DataType::kFloat:
+      UpsampleLinear<float>(*x, y, scales, ctx.pool());
+      break;
+    case DataType::kDouble:
+      UpsampleLinear<double>(*x, y, scales, ctx.pool());
+      break;
+    case DataType::kFloat16:
+      UpsampleLinear<Float16>(*x, y, scales, ctx.pool());
+      break;
+    case DataType::kBFloat16:
+      UpsampleLinear<BFloat16>(*x, y, scales, ctx.pool());
+      break;
     default:
       return Unsupported(node.Describe(), ": linear mode needs a float input, got ", DataTypeName(x->dtype()));
   }

@@ -214,9 +214,8 @@ Status StridedCopy(const Tensor& src, Tensor* dst, const CopyPlan& plan, ThreadP
   if (src.dtype() != dst->dtype())
     return InternalError(node.Describe(), ": strided copy between ", DataTypeName(src.dtype()), " and ",
                          DataTypeName(dst->dtype()));
-  bool ok = DispatchBySize(src.dtype(), [&]<typename T>() {
-    StridedCopyT<T>(dst->mutable_data<T>(), src.data<T>(), plan, pool);
-  });
+  bool ok = DispatchBySize(src.dtype(),
+                           [&]<typename T>() { StridedCopyT<T>(dst->mutable_data<T>(), src.data<T>(), plan, pool); });
   return ok ? Status::Ok() : UnsupportedType(node, src.dtype());
 }
 

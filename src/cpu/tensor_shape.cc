@@ -17,7 +17,8 @@ Status Reshape(KernelContext& ctx) {
     req = node.GetInts("shape");
   } else {
     ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, 1, "shape"));
-    if (s->rank() != 1) return InvalidArgument(node.Describe(), ": shape input must be 1-D, got ", ShapeToString(s->shape()));
+    if (s->rank() != 1)
+      return InvalidArgument(node.Describe(), ": shape input must be 1-D, got ", ShapeToString(s->shape()));
     ASSIGN_OR_RETURN(req, ReadInts(*s, node, "shape"));
   }
   const bool allowzero = node.opset >= 14 && node.GetInt("allowzero", 0) != 0;
@@ -96,7 +97,7 @@ Status Squeeze(KernelContext& ctx) {
   ASSIGN_OR_RETURN(auto axes, AxesFromAttrOrInput(ctx, 13, &given));
   const int64_t rank = static_cast<int64_t>(x->rank());
   std::vector<bool> drop(rank, false);
-  if (!given) {
+  if (!given || axes.empty()) {  // no (or empty) axes: drop every unit dimension
     for (int64_t i = 0; i < rank; ++i) drop[i] = x->dim(i) == 1;
   } else {
     ASSIGN_OR_RETURN(auto norm, NormalizeAxes(axes, rank, node));
@@ -195,7 +196,8 @@ Status RangeOp(KernelContext& ctx) {
   ASSIGN_OR_RETURN(const Tensor* delta, RequireInput(ctx, 2, "delta"));
   for (const Tensor* t : {start, limit, delta}) {
     if (t->num_elements() != 1)
-      return InvalidArgument(node.Describe(), ": start, limit and delta must be scalars, got ", ShapeToString(t->shape()));
+      return InvalidArgument(node.Describe(), ": start, limit and delta must be scalars, got ",
+                             ShapeToString(t->shape()));
     if (t->dtype() != start->dtype())
       return InvalidArgument(node.Describe(), ": start, limit and delta must share one type");
   }
