@@ -92,7 +92,7 @@ RunResult RunOp(const std::string& op, int opset, const std::vector<Value>& inpu
     rr.status = NotFound("no kernel for ", op, " opset ", opset);
     return rr;
   }
-  KernelInit init{node, g, pool};
+  KernelInit init{node, g, pool, KernelConfig{}};
   auto k = def->factory(init);
   if (!k.ok()) {
     rr.status = k.status();
