@@ -86,12 +86,12 @@ Status BatchNormCompute(KernelContext& ctx) {
     ASSIGN_OR_RETURN(p[i], ReadAsDouble(*t, node, names[i]));
   }
   const double eps = node.GetFloat("epsilon", 1e-5f);
-  // Fold into y = x * a + b per parameter slot.
-  std::vector<double> a(param_size), b(param_size);
-  for (int64_t i = 0; i < param_size; ++i) {
-    a[i] = p[0][i] / std::sqrt(p[3][i] + eps);
-    b[i] = p[1][i] - p[2][i] * a[i];
-  }
+  // y = (x - mean) * a + B with a = scale / sqrt(var + eps). Folding the mean into the bias
+  // would save one subtraction but cancels badly when var is tiny.
+  std::vector<double> a(param_size);
+  for (int64_t i = 0; i < param_size; ++i) a[i] = p[0][i] / std::sqrt(p[3][i] + eps);
+  const std::vector<double>& b = p[1];
+  const std::vector<double>& mu = p[2];
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->shape()));
   bool ok = DispatchFloat(x->dtype(), [&]<typename T>() {
     const T* xp = x->data<T>();
@@ -103,12 +103,15 @@ Status BatchNormCompute(KernelContext& ctx) {
         T* ys = yp + nc * inner;
         if (spatial) {
           const Acc<T> sa = static_cast<Acc<T>>(a[ch]), sb = static_cast<Acc<T>>(b[ch]);
-          for (int64_t k = 0; k < inner; ++k) ys[k] = T(static_cast<Acc<T>>(xs[k]) * sa + sb);
+          const Acc<T> sm = static_cast<Acc<T>>(mu[ch]);
+          for (int64_t k = 0; k < inner; ++k) ys[k] = T((static_cast<Acc<T>>(xs[k]) - sm) * sa + sb);
         } else {
           const double* pa = &a[ch * inner];
           const double* pb = &b[ch * inner];
+          const double* pm = &mu[ch * inner];
           for (int64_t k = 0; k < inner; ++k)
-            ys[k] = T(static_cast<Acc<T>>(static_cast<Acc<T>>(xs[k]) * static_cast<Acc<T>>(pa[k]) +
+            ys[k] = T(static_cast<Acc<T>>((static_cast<Acc<T>>(xs[k]) - static_cast<Acc<T>>(pm[k])) *
+                                              static_cast<Acc<T>>(pa[k]) +
                                           static_cast<Acc<T>>(pb[k])));
         }
       }
@@ -158,10 +161,11 @@ Status InstanceNormCompute(KernelContext& ctx) {
           sq += d * d;
         }
         const double var = inner ? sq / inner : 0;
-        const double a = scale[nc % c] / std::sqrt(var + eps);
-        const double b = bias[nc % c] - mean * a;
-        const Acc<T> fa = static_cast<Acc<T>>(a), fb = static_cast<Acc<T>>(b);
-        for (int64_t k = 0; k < inner; ++k) ys[k] = T(static_cast<Acc<T>>(xs[k]) * fa + fb);
+        // (x - mean) * a + bias rather than x * a + (bias - mean * a): the folded form cancels
+        // catastrophically when the variance is tiny and a is large.
+        const Acc<T> fa = static_cast<Acc<T>>(scale[nc % c] / std::sqrt(var + eps));
+        const Acc<T> fm = static_cast<Acc<T>>(mean), fb = static_cast<Acc<T>>(bias[nc % c]);
+        for (int64_t k = 0; k < inner; ++k) ys[k] = T((static_cast<Acc<T>>(xs[k]) - fm) * fa + fb);
       }
     };
     if (ctx.pool())

@@ -97,8 +97,9 @@ void ReferenceRows(Mode mode, const Geometry& g, const T* x, T* y, int64_t begin
       const A inv = A(1) / sum;
       for (int64_t k = 0; k < g.n; ++k) y[base + k * g.inner] = T(std::exp(tmp[k] - mx) * inv);
     } else {
-      const A lse = mx + std::log(sum);
-      for (int64_t k = 0; k < g.n; ++k) y[base + k * g.inner] = T(tmp[k] - lse);
+      // (x - max) - log(sum) avoids the cancellation of x - (max + log(sum)) for large x.
+      const A ls = std::log(sum);
+      for (int64_t k = 0; k < g.n; ++k) y[base + k * g.inner] = T((tmp[k] - mx) - ls);
     }
   }
 }
@@ -118,8 +119,8 @@ void RowScalar(Mode mode, const float* x, float* y, int64_t n) {
     for (int64_t k = 0; k < n; ++k) y[k] *= inv;
   } else {
     for (int64_t k = 0; k < n; ++k) sum += std::exp(x[k] - mx);
-    const float lse = mx + std::log(sum);
-    for (int64_t k = 0; k < n; ++k) y[k] = x[k] - lse;
+    const float ls = std::log(sum);
+    for (int64_t k = 0; k < n; ++k) y[k] = (x[k] - mx) - ls;
   }
 }
 
@@ -187,10 +188,11 @@ __attribute__((target("avx2,fma"))) void RowAvx2(Mode mode, const float* x, floa
     for (; k + 8 <= n; k += 8) vsum = _mm256_add_ps(vsum, Exp256(_mm256_sub_ps(_mm256_loadu_ps(x + k), vm)));
     for (; k < n; ++k) sum += std::exp(x[k] - mx);
     sum += HSum256(vsum);
-    const float lse = mx + std::log(sum);
-    const __m256 vl = _mm256_set1_ps(lse);
-    for (k = 0; k + 8 <= n; k += 8) _mm256_storeu_ps(y + k, _mm256_sub_ps(_mm256_loadu_ps(x + k), vl));
-    for (; k < n; ++k) y[k] = x[k] - lse;
+    const float ls = std::log(sum);
+    const __m256 vl = _mm256_set1_ps(ls);
+    for (k = 0; k + 8 <= n; k += 8)
+      _mm256_storeu_ps(y + k, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + k), vm), vl));
+    for (; k < n; ++k) y[k] = (x[k] - mx) - ls;
   }
 }
 
@@ -248,11 +250,12 @@ __attribute__((target("avx512f"))) void RowAvx512(Mode mode, const float* x, flo
       __mmask16 m = static_cast<__mmask16>((1u << (n - k)) - 1);
       vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, Exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + k), vm))));
     }
-    const __m512 vl = _mm512_set1_ps(mx + std::log(_mm512_reduce_add_ps(vsum)));
-    for (k = 0; k + 16 <= n; k += 16) _mm512_storeu_ps(y + k, _mm512_sub_ps(_mm512_loadu_ps(x + k), vl));
+    const __m512 vl = _mm512_set1_ps(std::log(_mm512_reduce_add_ps(vsum)));
+    for (k = 0; k + 16 <= n; k += 16)
+      _mm512_storeu_ps(y + k, _mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(x + k), vm), vl));
     if (k < n) {
       __mmask16 m = static_cast<__mmask16>((1u << (n - k)) - 1);
-      _mm512_mask_storeu_ps(y + k, m, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + k), vl));
+      _mm512_mask_storeu_ps(y + k, m, _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + k), vm), vl));
     }
   }
 }

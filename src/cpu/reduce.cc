@@ -222,7 +222,9 @@ Status ReduceCompute(KernelContext& ctx, Op op, bool axes_from_input) {
   }
   // Offsets of the reduced elements relative to a group's base, unless the only reduced
   // block is innermost (then groups are contiguous).
-  const bool contiguous = nb == 0 || (blocks.back().second && (nb == 1 || !blocks[nb - 2].second));
+  int64_t reduced_blocks = 0;
+  for (const auto& b : blocks) reduced_blocks += b.second ? 1 : 0;
+  const bool contiguous = reduced_blocks == 0 || (reduced_blocks == 1 && blocks.back().second);
   std::vector<int64_t> offs;
   if (!contiguous && x->num_elements() > 0) {
     offs.reserve(static_cast<size_t>(count));

@@ -101,7 +101,10 @@ Result<Attrs> ParseAttrs(const Node& node, Cell cell) {
     if (cell == Cell::kLstm) names = {"Sigmoid", "Tanh", "Tanh"};
     if (cell == Cell::kGru) names = {"Sigmoid", "Tanh"};
     if (cell == Cell::kRnn) names = {"Tanh"};
-    if (a.num_directions == 2) names.insert(names.end(), names.begin(), names.end());
+    if (a.num_directions == 2) {
+      const std::vector<std::string> one = names;
+      names.insert(names.end(), one.begin(), one.end());
+    }
   }
   if (static_cast<int64_t>(names.size()) != per_dir * a.num_directions)
     return InvalidArgument(node.Describe(), ": expected ", per_dir * a.num_directions, " activations for ",
