@@ -284,7 +284,10 @@ class FastLstmKernel final : public OpKernel {
     Tensor* yc = nullptr;
     if (ctx.output_requested(0)) {
       ASSIGN_OR_RETURN(y, ctx.AllocateOutput(0, DataType::kFloat, rnn::YShape(in, attrs_.layout)));
-      if (y->byte_size()) std::memset(y->raw_mutable_data(), 0, y->byte_size());
+      // Only padded timesteps (sequence_lens < seq) leave entries unwritten.
+      bool padded = false;
+      for (int64_t l : in.lens) padded = padded || l < in.seq;
+      if (padded && y->byte_size()) std::memset(y->raw_mutable_data(), 0, y->byte_size());
     }
     if (ctx.output_requested(1)) {
       ASSIGN_OR_RETURN(yh, ctx.AllocateOutput(1, DataType::kFloat, rnn::StateShape(in, attrs_.layout)));
@@ -314,7 +317,6 @@ class FastLstmKernel final : public OpKernel {
       }
       if (T * B > 0) isa.gemm(in.x->data<float>(), I, T * B, (*w)[d], xw.data(), np);
       std::vector<float> h(static_cast<size_t>(B * H), 0.0f), c(static_cast<size_t>(B * H), 0.0f);
-      std::vector<float> gates(static_cast<size_t>(B * np));
       for (int64_t b = 0; b < B; ++b) {
         const int64_t so = rnn::StateOffset(d, b, in, attrs_.layout);
         if (in.init_h) std::memcpy(&h[b * H], in.init_h->data<float>() + so, H * sizeof(float));
@@ -325,15 +327,17 @@ class FastLstmKernel final : public OpKernel {
       for (int64_t s = 0; s < T; ++s) {
         const int64_t t = reverse ? T - 1 - s : s;
         if (t >= max_len) continue;  // no batch entry is active at this timestep
-        for (int64_t b = 0; b < B; ++b)
-          std::memcpy(&gates[b * np], &xw[rnn::XRow(t, b, in, attrs_.layout) * np], np * sizeof(float));
-        isa.gemm(h.data(), H, B, (*r)[d], gates.data(), np);
+        // Accumulate h . R^T straight into this timestep's XW rows (each is used once):
+        // rows t*B..t*B+B-1 for layout 0, b*T+t (stride T rows) for layout 1.
+        float* gates = &xw[rnn::XRow(t, 0, in, attrs_.layout) * np];
+        const int64_t ldg = attrs_.layout == 0 ? np : T * np;
+        isa.gemm(h.data(), H, B, (*r)[d], gates, ldg);
         for (int64_t b = 0; b < B; ++b) {
           if (t >= in.lens[b]) continue;  // padding: state carries over, Y stays 0
           if (vector_gates)
-            GatesAvx512(&gates[b * np], gp, &c[b * H], &h[b * H]);
+            GatesAvx512(gates + b * ldg, gp, &c[b * H], &h[b * H]);
           else
-            GatesGeneric(&gates[b * np], gp, &c[b * H], &h[b * H]);
+            GatesGeneric(gates + b * ldg, gp, &c[b * H], &h[b * H]);
           if (y)
             std::memcpy(y->mutable_data<float>() + rnn::YOffset(t, d, b, in, attrs_.layout), &h[b * H],
                         H * sizeof(float));
