@@ -85,19 +85,22 @@ __attribute__((always_inline)) inline void GemmPortableBody(const float* a, int6
   }
 }
 
-void GemmPortable(const float* a, int64_t lda, int64_t m, const Packed& p, float* c, int64_t ldc) {
+void GemmPortable(const float* a, int64_t lda, int64_t m, const Packed& p, float* c, int64_t ldc, bool) {
   GemmPortableBody(a, lda, m, p, c, ldc);
 }
 __attribute__((target("avx2,fma"))) void GemmAvx2(const float* a, int64_t lda, int64_t m, const Packed& p, float* c,
-                                                  int64_t ldc) {
+                                                  int64_t ldc, bool) {
   GemmPortableBody(a, lda, m, p, c, ldc);
 }
 
-// One row, a full 128-wide block: 8 accumulators hide the FMA latency.
-__attribute__((target("avx512f"))) inline void GemvBlock512(const float* a, const float* pb, int64_t K, float* cr) {
+// One row, a full 128-wide block: 8 accumulators hide the FMA latency. `backwards` walks
+// k in reverse (see GemmAvx512).
+__attribute__((target("avx512f"))) inline void GemvBlock512(const float* a, const float* pb, int64_t K, float* cr,
+                                                            bool backwards) {
   __m512 acc[8];
   for (int j = 0; j < 8; ++j) acc[j] = _mm512_loadu_ps(cr + 16 * j);
-  for (int64_t kk = 0; kk < K; ++kk) {
+  for (int64_t i = 0; i < K; ++i) {
+    const int64_t kk = backwards ? K - 1 - i : i;
     const __m512 av = _mm512_set1_ps(a[kk]);
     const float* pk = pb + kk * kBlock;
     for (int j = 0; j < 8; ++j) acc[j] = _mm512_fmadd_ps(av, _mm512_loadu_ps(pk + 16 * j), acc[j]);
@@ -125,13 +128,18 @@ __attribute__((target("avx512f"))) inline void GemmTile512(const float* a, int64
     for (int j = 0; j < 4; ++j) _mm512_storeu_ps(c + r * ldc + 16 * j, acc[r][j]);
 }
 
+// `backwards` reverses the order in which the packed matrix is read. The recurrent
+// step alternates it: a matrix about the size of L2 (R is 1 MiB at H = 256) read in a
+// cycle misses on every line under LRU, whereas a back-and-forth sweep starts on the
+// lines the previous step touched last, which are still cached.
 __attribute__((target("avx512f"))) void GemmAvx512(const float* a, int64_t lda, int64_t m, const Packed& p, float* c,
-                                                   int64_t ldc) {
-  const int64_t K = p.k;
-  for (int64_t cb = 0; cb < p.np / kBlock; ++cb) {
+                                                   int64_t ldc, bool backwards) {
+  const int64_t K = p.k, nblocks = p.np / kBlock;
+  for (int64_t i = 0; i < nblocks; ++i) {
+    const int64_t cb = backwards ? nblocks - 1 - i : i;
     const float* pb = p.data.data() + cb * K * kBlock;
     if (m == 1) {
-      GemvBlock512(a, pb, K, c + cb * kBlock);
+      GemvBlock512(a, pb, K, c + cb * kBlock, backwards);
       continue;
     }
     for (int64_t half = 0; half < 2; ++half) {
@@ -233,7 +241,8 @@ __attribute__((target("avx512f"))) void GatesAvx512(float* gates, const GatePara
   }
 }
 
-using GemmFn = void (*)(const float*, int64_t, int64_t, const Packed&, float*, int64_t);
+// C[m, np] += A[m, K] . P; the last argument only changes the order P is read in.
+using GemmFn = void (*)(const float*, int64_t, int64_t, const Packed&, float*, int64_t, bool);
 
 struct Isa {
   GemmFn gemm;
@@ -295,6 +304,7 @@ class FastLstmKernel final : public OpKernel {
     if (ctx.num_outputs() > 2 && ctx.output_requested(2)) {
       ASSIGN_OR_RETURN(yc, ctx.AllocateOutput(2, DataType::kFloat, rnn::StateShape(in, attrs_.layout)));
     }
+    if (H == 0) return Status::Ok();  // every output is empty
     const Isa& isa = SelectIsa();
     std::vector<Status> errors(static_cast<size_t>(D));
     auto run_dir = [&](int64_t d) {
@@ -315,7 +325,7 @@ class FastLstmKernel final : public OpKernel {
         for (int64_t k = 0; k < 4 * H; ++k) bsum[k] = bd[k] + bd[4 * H + k];
         for (int64_t row = 0; row < T * B; ++row) std::memcpy(&xw[row * np], bsum.data(), np * sizeof(float));
       }
-      if (T * B > 0) isa.gemm(in.x->data<float>(), I, T * B, (*w)[d], xw.data(), np);
+      if (T * B > 0) isa.gemm(in.x->data<float>(), I, T * B, (*w)[d], xw.data(), np, false);
       std::vector<float> h(static_cast<size_t>(B * H), 0.0f), c(static_cast<size_t>(B * H), 0.0f);
       for (int64_t b = 0; b < B; ++b) {
         const int64_t so = rnn::StateOffset(d, b, in, attrs_.layout);
@@ -331,7 +341,7 @@ class FastLstmKernel final : public OpKernel {
         // rows t*B..t*B+B-1 for layout 0, b*T+t (stride T rows) for layout 1.
         float* gates = &xw[rnn::XRow(t, 0, in, attrs_.layout) * np];
         const int64_t ldg = attrs_.layout == 0 ? np : T * np;
-        isa.gemm(h.data(), H, B, (*r)[d], gates, ldg);
+        isa.gemm(h.data(), H, B, (*r)[d], gates, ldg, (s & 1) != 0);
         for (int64_t b = 0; b < B; ++b) {
           if (t >= in.lens[b]) continue;  // padding: state carries over, Y stays 0
           if (vector_gates)
