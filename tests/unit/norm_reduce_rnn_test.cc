@@ -6,6 +6,7 @@
 
 #include <ctime>
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -650,6 +651,55 @@ TEST(NormRnnLstm, OptimisedKernelIsPreferred) {
   const KernelDef* r = CpuKernels().Find("", "LSTM", 7, DataType::kDouble);
   ASSERT_NE(r, nullptr);
   EXPECT_TRUE(r->reference);
+}
+
+// Transposes dims 0 and 1 of a float tensor (time-major <-> batch-major).
+Tensor Swap01(const Tensor& t) {
+  Shape s = t.shape();
+  std::swap(s[0], s[1]);
+  const int64_t a = t.dim(0), b = t.dim(1), rest = t.num_elements() / std::max<int64_t>(1, a * b);
+  std::vector<float> v(static_cast<size_t>(t.num_elements()));
+  const float* p = t.data<float>();
+  for (int64_t i = 0; i < a; ++i)
+    for (int64_t j = 0; j < b; ++j)
+      for (int64_t k = 0; k < rest; ++k) v[(j * a + i) * rest + k] = p[(i * b + j) * rest + k];
+  return F(v, s);
+}
+
+TEST(NormRnnRecurrent, Layout1MatchesLayout0) {
+  std::mt19937 rng(11);
+  const int64_t T = 4, B = 3, I = 2, H = 5, D = 2;
+  for (const char* op : {"LSTM", "GRU", "RNN"}) {
+    const int64_t G = std::string(op) == "LSTM" ? 4 : (std::string(op) == "GRU" ? 3 : 1);
+    Tensor x = Random({T, B, I}, rng), w = Random({D, G * H, I}, rng, -0.5f, 0.5f);
+    Tensor r = Random({D, G * H, H}, rng, -0.5f, 0.5f), b = Random({D, 2 * G * H}, rng, -0.5f, 0.5f);
+    Tensor h0 = Random({D, B, H}, rng);
+    Tensor lens = Tensor::FromVector<int32_t>({4, 2, 3}, {B});
+    for (bool reference : {true, false}) {
+      if (!reference && std::string(op) != "LSTM") continue;
+      Harness l0(op, 14), l1(op, 14);
+      l0.Str("direction", "bidirectional").Int("hidden_size", H).In(x).In(w).In(r).In(b).In(lens).In(h0);
+      l1.Str("direction", "bidirectional").Int("hidden_size", H).Int("layout", 1);
+      l1.In(Swap01(x)).In(w).In(r).In(b).In(lens).In(Swap01(h0));
+      l0.Outs({true, true});
+      l1.Outs({true, true});
+      auto r0 = l0.Run(reference);
+      auto r1 = l1.Run(reference);
+      ASSERT_TRUE(r0.ok() && r1.ok()) << r0.status().ToString() << r1.status().ToString();
+      // Y: [T, D, B, H] vs [B, T, D, H].
+      const Tensor& y0 = (*r0)[0].tensor();
+      const Tensor& y1 = (*r1)[0].tensor();
+      EXPECT_EQ(y1.shape(), (Shape{B, T, D, H}));
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d)
+          for (int64_t bb = 0; bb < B; ++bb)
+            for (int64_t h = 0; h < H; ++h)
+              EXPECT_NEAR(y0.data<float>()[((t * D + d) * B + bb) * H + h],
+                          y1.data<float>()[((bb * T + t) * D + d) * H + h], 1e-5)
+                  << op;
+      ExpectNear(Harness::ToFloats(Swap01((*r0)[1].tensor())), Harness::ToFloats((*r1)[1].tensor()), 1e-5, 0, op);
+    }
+  }
 }
 
 // The performance target: a 2-layer LSTM (input 128, hidden 256, seq 100, batch 1) on one
