@@ -18,7 +18,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -267,10 +269,13 @@ struct RowImpl {
   const char* name;
 };
 
+// STRATA_FORCE_ISA=avx2|scalar caps the chosen ISA (to test the fallbacks on AVX-512 hosts).
 RowImpl SelectRowImpl() {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return {RowAvx512, "avx512"};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {RowAvx2, "avx2"};
+  const char* env = std::getenv("STRATA_FORCE_ISA");
+  const std::string force = env ? env : "";
+  if (force != "avx2" && force != "scalar" && __builtin_cpu_supports("avx512f")) return {RowAvx512, "avx512"};
+  if (force != "scalar" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {RowAvx2, "avx2"};
   return {RowScalar, "scalar"};
 }
 

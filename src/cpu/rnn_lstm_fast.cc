@@ -18,7 +18,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -253,8 +255,13 @@ struct Isa {
 const Isa& SelectIsa() {
   static const Isa isa = [] {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return Isa{GemmAvx512, true, "avx512"};
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa{GemmAvx2, false, "avx2"};
+    // STRATA_FORCE_ISA=avx2|scalar caps the choice (to test the fallbacks on AVX-512 hosts).
+    const char* env = std::getenv("STRATA_FORCE_ISA");
+    const std::string force = env ? env : "";
+    if (force != "avx2" && force != "scalar" && __builtin_cpu_supports("avx512f"))
+      return Isa{GemmAvx512, true, "avx512"};
+    if (force != "scalar" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      return Isa{GemmAvx2, false, "avx2"};
     return Isa{GemmPortable, false, "portable"};
   }();
   return isa;
