@@ -26,11 +26,20 @@ using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 template <typename Fn>
 bool DispatchFloat(DataType dt, Fn&& fn) {
   switch (dt) {
-    case DataType::kFloat: fn.template operator()<float>(); return true;
-    case DataType::kDouble: fn.template operator()<double>(); return true;
-    case DataType::kFloat16: fn.template operator()<Float16>(); return true;
-    case DataType::kBFloat16: fn.template operator()<BFloat16>(); return true;
-    default: return false;
+    case DataType::kFloat:
+      fn.template operator()<float>();
+      return true;
+    case DataType::kDouble:
+      fn.template operator()<double>();
+      return true;
+    case DataType::kFloat16:
+      fn.template operator()<Float16>();
+      return true;
+    case DataType::kBFloat16:
+      fn.template operator()<BFloat16>();
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -68,8 +77,7 @@ Status BatchNormCompute(KernelContext& ctx) {
                          " (running/saved statistics) is only produced in training mode, which is not supported");
   ASSIGN_OR_RETURN(const Tensor* x, RequiredInput(ctx, 0, "X"));
   if (x->rank() < 2)
-    return InvalidArgument(node.Describe(), ": X must have rank >= 2 (N x C x ...), got ",
-                           ShapeToString(x->shape()));
+    return InvalidArgument(node.Describe(), ": X must have rank >= 2 (N x C x ...), got ", ShapeToString(x->shape()));
   // spatial=0 (opset < 9) normalises each activation separately: parameters have shape C x D1 x ...
   bool spatial = node.opset >= 9 || node.GetInt("spatial", 1) != 0;
   const int64_t n = x->dim(0), c = x->dim(1);
@@ -224,8 +232,7 @@ Status LayerNormCompute(KernelContext& ctx) {
   ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node.GetInt("axis", -1), rank, node));
   const double eps = node.GetFloat("epsilon", 1e-5f);
   const int64_t stash = node.GetInt("stash_type", 1);
-  if (stash != 1)
-    return Unsupported(node.Describe(), ": stash_type ", stash, " is not supported (only 1 = float32)");
+  if (stash != 1) return Unsupported(node.Describe(), ": stash_type ", stash, " is not supported (only 1 = float32)");
   Shape norm_shape(x->shape().begin() + axis, x->shape().end());
   const int64_t inner = NumElements(norm_shape);
   const int64_t outer = NumElements(Shape(x->shape().begin(), x->shape().begin() + axis));
@@ -367,8 +374,7 @@ Status MvnCompute(KernelContext& ctx) {
     }
     // The ONNX function body adds 1e-9 to the standard deviation.
     std::vector<double> inv(groups);
-    for (int64_t g = 0; g < groups; ++g)
-      inv[g] = 1.0 / (std::sqrt(var[g] / std::max<int64_t>(per_group, 1)) + 1e-9);
+    for (int64_t g = 0; g < groups; ++g) inv[g] = 1.0 / (std::sqrt(var[g] / std::max<int64_t>(per_group, 1)) + 1e-9);
     for (int64_t e = 0; e < total; ++e)
       yp[e] = T(static_cast<Acc<T>>((static_cast<Acc<T>>(xp[e]) - mean[gid[e]]) * inv[gid[e]]));
   });
@@ -404,8 +410,8 @@ Status LrnCompute(KernelContext& ctx) {
             sq += v * v;
           }
           const int64_t e = (b * c + ch) * inner + k;
-          yp[e] = T(static_cast<A>(xp[e]) /
-                    static_cast<A>(std::pow(bias + alpha / static_cast<double>(size) * sq, beta)));
+          yp[e] =
+              T(static_cast<A>(xp[e]) / static_cast<A>(std::pow(bias + alpha / static_cast<double>(size) * sq, beta)));
         }
   });
   if (!ok) return UnsupportedDtype(node, x->dtype());

@@ -40,11 +40,20 @@ using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 template <typename Fn>
 bool DispatchFloat(DataType dt, Fn&& fn) {
   switch (dt) {
-    case DataType::kFloat: fn.template operator()<float>(); return true;
-    case DataType::kDouble: fn.template operator()<double>(); return true;
-    case DataType::kFloat16: fn.template operator()<Float16>(); return true;
-    case DataType::kBFloat16: fn.template operator()<BFloat16>(); return true;
-    default: return false;
+    case DataType::kFloat:
+      fn.template operator()<float>();
+      return true;
+    case DataType::kDouble:
+      fn.template operator()<double>();
+      return true;
+    case DataType::kFloat16:
+      fn.template operator()<Float16>();
+      return true;
+    case DataType::kBFloat16:
+      fn.template operator()<BFloat16>();
+      return true;
+    default:
+      return false;
   }
 }
 

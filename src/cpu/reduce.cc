@@ -294,8 +294,8 @@ Status ArgCompute(KernelContext& ctx, bool is_max) {
   else
     out_shape.erase(out_shape.begin() + axis);
   if (n == 0 && outer * inner > 0)
-    return InvalidArgument(node.Describe(), ": cannot take ", node.op_type, " over axis ", axis,
-                           " of size 0 (shape ", ShapeToString(x->shape()), ")");
+    return InvalidArgument(node.Describe(), ": cannot take ", node.op_type, " over axis ", axis, " of size 0 (shape ",
+                           ShapeToString(x->shape()), ")");
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kInt64, out_shape));
   int64_t* yp = y->mutable_data<int64_t>();
   bool ok = DispatchNumeric(x->dtype(), [&]<typename T>() {
@@ -321,10 +321,9 @@ Status ArgCompute(KernelContext& ctx, bool is_max) {
   return Status::Ok();
 }
 
-const std::vector<DataType> kReduceTypes = {DataType::kFloat,  DataType::kDouble, DataType::kFloat16,
-                                            DataType::kBFloat16, DataType::kInt32, DataType::kInt64,
-                                            DataType::kUInt32, DataType::kUInt64, DataType::kInt8,
-                                            DataType::kUInt8,  DataType::kInt16,  DataType::kUInt16};
+const std::vector<DataType> kReduceTypes = {
+    DataType::kFloat,  DataType::kDouble, DataType::kFloat16, DataType::kBFloat16, DataType::kInt32, DataType::kInt64,
+    DataType::kUInt32, DataType::kUInt64, DataType::kInt8,    DataType::kUInt8,    DataType::kInt16, DataType::kUInt16};
 
 void RegVersions(KernelRegistry& r, const char* op, const std::vector<int>& versions,
                  const std::function<KernelFactory(int since)>& make) {

@@ -70,8 +70,8 @@ Status EinsumCompute(KernelContext& ctx) {
   }
   const size_t ninputs = ctx.num_inputs();
   if (terms.size() != ninputs)
-    return InvalidArgument(node.Describe(), ": equation '", eq, "' has ", terms.size(), " input terms but the node has ",
-                           ninputs, " inputs");
+    return InvalidArgument(node.Describe(), ": equation '", eq, "' has ", terms.size(),
+                           " input terms but the node has ", ninputs, " inputs");
   std::vector<const Tensor*> xs(ninputs);
   DataType dtype = DataType::kUndefined;
   for (size_t i = 0; i < ninputs; ++i) {
@@ -114,8 +114,8 @@ Status EinsumCompute(KernelContext& ctx) {
       int64_t d = xs[i]->dim(dim++);
       auto it = label_size.find(lab);
       if (it != label_size.end() && it->second != d)
-        return InvalidArgument(node.Describe(), ": label '", static_cast<char>(lab), "' has size ", it->second,
-                               " and ", d, " in different places");
+        return InvalidArgument(node.Describe(), ": label '", static_cast<char>(lab), "' has size ", it->second, " and ",
+                               d, " in different places");
       label_size[lab] = d;
       label_count[lab]++;
     }
@@ -184,8 +184,7 @@ Status EinsumCompute(KernelContext& ctx) {
     if constexpr (std::is_same_v<T, bool>) {
       return;
     } else {
-      constexpr bool kFloat = std::is_floating_point_v<T> || std::is_same_v<T, Float16> ||
-                              std::is_same_v<T, BFloat16>;
+      constexpr bool kFloat = std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
       using A = std::conditional_t<kFloat, double, std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
       auto load = [](const T& v) -> A {
         if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>)
@@ -248,8 +247,8 @@ void RegisterEinsumKernels(KernelRegistry& r) {
   KernelDef d;
   d.op_type = "Einsum";
   d.since_version = 12;
-  d.types = {DataType::kFloat, DataType::kDouble, DataType::kFloat16, DataType::kBFloat16, DataType::kInt32,
-             DataType::kInt64, DataType::kUInt32, DataType::kUInt64};
+  d.types = {DataType::kFloat, DataType::kDouble, DataType::kFloat16, DataType::kBFloat16,
+             DataType::kInt32, DataType::kInt64,  DataType::kUInt32,  DataType::kUInt64};
   d.factory = [](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> { return MakeFnKernel(EinsumCompute); };
   r.Register(std::move(d));
 }

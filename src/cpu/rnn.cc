@@ -28,11 +28,20 @@ bool NameIs(const std::string& a, const char* b) {
 template <typename Fn>
 bool DispatchFloat(DataType dt, Fn&& fn) {
   switch (dt) {
-    case DataType::kFloat: fn.template operator()<float>(); return true;
-    case DataType::kDouble: fn.template operator()<double>(); return true;
-    case DataType::kFloat16: fn.template operator()<Float16>(); return true;
-    case DataType::kBFloat16: fn.template operator()<BFloat16>(); return true;
-    default: return false;
+    case DataType::kFloat:
+      fn.template operator()<float>();
+      return true;
+    case DataType::kDouble:
+      fn.template operator()<double>();
+      return true;
+    case DataType::kFloat16:
+      fn.template operator()<Float16>();
+      return true;
+    case DataType::kBFloat16:
+      fn.template operator()<BFloat16>();
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -163,12 +172,10 @@ Result<Inputs> GetInputs(const KernelContext& ctx, const Attrs& attrs) {
   in.x = ctx.input(0);
   in.w = ctx.input(1);
   in.r = ctx.input(2);
-  if (!in.x || !in.w || !in.r)
-    return InvalidArgument(node.Describe(), ": inputs X, W and R are required");
+  if (!in.x || !in.w || !in.r) return InvalidArgument(node.Describe(), ": inputs X, W and R are required");
   const DataType dt = in.x->dtype();
   if (!IsFloatType(dt)) return Unsupported(node.Describe(), ": unsupported input dtype ", DataTypeName(dt));
-  if (in.x->rank() != 3)
-    return InvalidArgument(node.Describe(), ": X must be 3-D, got ", ShapeToString(in.x->shape()));
+  if (in.x->rank() != 3) return InvalidArgument(node.Describe(), ": X must be 3-D, got ", ShapeToString(in.x->shape()));
   if (in.w->rank() != 3 || in.r->rank() != 3)
     return InvalidArgument(node.Describe(), ": W and R must be 3-D, got ", ShapeToString(in.w->shape()), " and ",
                            ShapeToString(in.r->shape()));
@@ -205,8 +212,7 @@ Result<Inputs> GetInputs(const KernelContext& ctx, const Attrs& attrs) {
     const int32_t* l = in.seq_lens->data<int32_t>();
     for (int64_t b = 0; b < in.batch; ++b) {
       if (l[b] < 0 || l[b] > in.seq)
-        return InvalidArgument(node.Describe(), ": sequence_lens[", b, "] = ", l[b], " is outside [0, ", in.seq,
-                               "]");
+        return InvalidArgument(node.Describe(), ": sequence_lens[", b, "] = ", l[b], " is outside [0, ", in.seq, "]");
       in.lens[b] = l[b];
     }
   }

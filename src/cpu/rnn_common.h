@@ -17,7 +17,16 @@ enum class Cell { kRnn, kGru, kLstm };
 // One activation function with its (already defaulted) alpha/beta.
 struct Activation {
   enum class Kind {
-    kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh, kHardSigmoid, kElu, kSoftsign,
+    kRelu,
+    kTanh,
+    kSigmoid,
+    kAffine,
+    kLeakyRelu,
+    kThresholdedRelu,
+    kScaledTanh,
+    kHardSigmoid,
+    kElu,
+    kSoftsign,
     kSoftplus
   };
   Kind kind = Kind::kTanh;
@@ -27,20 +36,30 @@ struct Activation {
   A Apply(A x) const {
     const A a = alpha, b = beta;
     switch (kind) {
-      case Kind::kRelu: return x > 0 ? x : A(0);
-      case Kind::kTanh: return std::tanh(x);
-      case Kind::kSigmoid: return A(1) / (A(1) + std::exp(-x));
-      case Kind::kAffine: return a * x + b;
-      case Kind::kLeakyRelu: return x >= 0 ? x : a * x;
-      case Kind::kThresholdedRelu: return x > a ? x : A(0);
-      case Kind::kScaledTanh: return a * std::tanh(b * x);
+      case Kind::kRelu:
+        return x > 0 ? x : A(0);
+      case Kind::kTanh:
+        return std::tanh(x);
+      case Kind::kSigmoid:
+        return A(1) / (A(1) + std::exp(-x));
+      case Kind::kAffine:
+        return a * x + b;
+      case Kind::kLeakyRelu:
+        return x >= 0 ? x : a * x;
+      case Kind::kThresholdedRelu:
+        return x > a ? x : A(0);
+      case Kind::kScaledTanh:
+        return a * std::tanh(b * x);
       case Kind::kHardSigmoid: {
         A v = a * x + b;
         return v < 0 ? A(0) : (v > 1 ? A(1) : v);
       }
-      case Kind::kElu: return x >= 0 ? x : a * (std::exp(x) - A(1));
-      case Kind::kSoftsign: return x / (A(1) + std::abs(x));
-      case Kind::kSoftplus: return std::log1p(std::exp(x));
+      case Kind::kElu:
+        return x >= 0 ? x : a * (std::exp(x) - A(1));
+      case Kind::kSoftsign:
+        return x / (A(1) + std::abs(x));
+      case Kind::kSoftplus:
+        return std::log1p(std::exp(x));
     }
     return x;
   }
@@ -49,7 +68,7 @@ struct Activation {
 struct Attrs {
   Cell cell = Cell::kLstm;
   int64_t num_directions = 1;
-  bool reverse = false;  // direction == "reverse" (only meaningful when num_directions == 1)
+  bool reverse = false;      // direction == "reverse" (only meaningful when num_directions == 1)
   int64_t hidden_size = -1;  // -1: take it from R
   // Activations per direction: acts[d * per_dir + k].
   std::vector<Activation> acts;
@@ -70,7 +89,7 @@ struct Inputs {
   const Tensor* x = nullptr;
   const Tensor* w = nullptr;
   const Tensor* r = nullptr;
-  const Tensor* b = nullptr;        // optional
+  const Tensor* b = nullptr;         // optional
   const Tensor* seq_lens = nullptr;  // optional
   const Tensor* init_h = nullptr;    // optional
   const Tensor* init_c = nullptr;    // optional (LSTM)

@@ -20,8 +20,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/kernel.h"
@@ -68,7 +68,7 @@ Packed Pack(const float* m, int64_t n, int64_t k) {
 // ---------------------------------------------------------------- GEMM: C[m, np] += A[m, K] . P
 
 __attribute__((always_inline)) inline void GemmPortableBody(const float* a, int64_t lda, int64_t m, const Packed& p,
-                                                           float* c, int64_t ldc) {
+                                                            float* c, int64_t ldc) {
   const int64_t K = p.k;
   for (int64_t cb = 0; cb < p.np / kBlock; ++cb) {
     const float* pb = p.data.data() + cb * K * kBlock;
@@ -151,10 +151,17 @@ __attribute__((target("avx512f"))) void GemmAvx512(const float* a, int64_t lda, 
       int64_t row = 0;
       for (; row + 4 <= m; row += 4) GemmTile512<4>(a + row * lda, lda, ph, K, ch + row * ldc, ldc);
       switch (m - row) {
-        case 3: GemmTile512<3>(a + row * lda, lda, ph, K, ch + row * ldc, ldc); break;
-        case 2: GemmTile512<2>(a + row * lda, lda, ph, K, ch + row * ldc, ldc); break;
-        case 1: GemmTile512<1>(a + row * lda, lda, ph, K, ch + row * ldc, ldc); break;
-        default: break;
+        case 3:
+          GemmTile512<3>(a + row * lda, lda, ph, K, ch + row * ldc, ldc);
+          break;
+        case 2:
+          GemmTile512<2>(a + row * lda, lda, ph, K, ch + row * ldc, ldc);
+          break;
+        case 1:
+          GemmTile512<1>(a + row * lda, lda, ph, K, ch + row * ldc, ldc);
+          break;
+        default:
+          break;
       }
     }
   }
@@ -177,8 +184,9 @@ void GatesGeneric(float* gates, const GateParams& gp, float* c, float* h) {
   for (int64_t j = 0; j < H; ++j) {
     const float cp = c[j];
     const float ig = gp.act[0].Apply(clipv(gates[j] + (gp.peep ? gp.peep[j] * cp : 0.0f)));
-    const float fg =
-        gp.input_forget ? 1.0f - ig : gp.act[0].Apply(clipv(gates[2 * H + j] + (gp.peep ? gp.peep[2 * H + j] * cp : 0)));
+    const float fg = gp.input_forget
+                         ? 1.0f - ig
+                         : gp.act[0].Apply(clipv(gates[2 * H + j] + (gp.peep ? gp.peep[2 * H + j] * cp : 0)));
     const float cg = gp.act[1].Apply(clipv(gates[3 * H + j]));
     const float cn = fg * cp + ig * cg;
     const float og = gp.act[0].Apply(clipv(gates[H + j] + (gp.peep ? gp.peep[H + j] * cn : 0.0f)));
