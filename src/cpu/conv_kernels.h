@@ -1,0 +1,24 @@
+// Internal interface between the Conv reference kernels (conv.cc) and the XNNPACK
+// fp32 kernel (conv_xnnpack.cc).
+#pragma once
+
+#include <memory>
+
+#include "core/kernel.h"
+#include "cpu/conv_geometry.h"
+
+namespace strata {
+
+// Validated Conv operand shapes: X [N, C, spatial...], W [M, C/group, kernel...], B [M].
+struct ConvShapes {
+  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+  SpatialGeometry geo;
+};
+Result<ConvShapes> CheckConvShapes(const Node& node, const Shape& x, const Shape& w, const Tensor* b);
+
+Result<std::unique_ptr<OpKernel>> MakeRefConv(const KernelInit& init);
+Result<std::unique_ptr<OpKernel>> MakeRefConvTranspose(const KernelInit& init);
+// fp32 2-D (and 1-D) Conv with constant weights via XNNPACK; falls back to MakeRefConv.
+Result<std::unique_ptr<OpKernel>> MakeXnnConv(const KernelInit& init);
+
+}  // namespace strata
