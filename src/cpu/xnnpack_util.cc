@@ -115,7 +115,7 @@ Status XnnOperatorCache::Run(const std::vector<int64_t>& key, const CreateFn& cr
     xnn_operator_t op = nullptr;
     xnn_status s = create(&op);
     if (s != xnn_status_success)
-      return RuntimeError(node.Describe(), ": XNNPACK ", what, " create failed: ", XnnStatusName(s));
+      return Unsupported(node.Describe(), ": XNNPACK ", what, " rejected the parameters: ", XnnStatusName(s));
     op_.reset(op);
     key_ = key;
   }

@@ -120,6 +120,8 @@ class XnnOperatorCache {
   using SetupFn = std::function<xnn_status(xnn_operator_t)>;
   // Creates eagerly (factory time) so that weight packing happens once, up front.
   Status Prepare(const std::vector<int64_t>& key, const CreateFn& create, const Node& node, const char* what);
+  // A kUnsupported result means XNNPACK rejected the parameters for this key (the caller
+  // may fall back to a reference kernel); other errors are run-time failures.
   Status Run(const std::vector<int64_t>& key, const CreateFn& create, const SetupFn& setup, pthreadpool_t tp,
              const Node& node, const char* what) const;
 
