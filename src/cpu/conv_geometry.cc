@@ -137,7 +137,8 @@ Result<SpatialGeometry> ComputeTransposeGeometry(const Node& node, const std::ve
     for (size_t i = 0; i < r; ++i) {
       int64_t full = g.strides[i] * (in[i] - 1) + out_pad[i] + (kernel[i] - 1) * g.dilations[i] + 1;
       int64_t total = full - out_shape[i];
-      int64_t half = total / 2;
+      // Floor division (as the ONNX reference): output_shape may exceed the natural size.
+      int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
       // Spec: SAME_UPPER puts the smaller half first; otherwise the larger half goes first.
       g.pad_begin[i] = auto_pad == "SAME_UPPER" ? half : total - half;
       g.pad_end[i] = total - g.pad_begin[i];
