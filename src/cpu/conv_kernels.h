@@ -21,4 +21,10 @@ Result<std::unique_ptr<OpKernel>> MakeRefConvTranspose(const KernelInit& init);
 // fp32 2-D (and 1-D) Conv with constant weights via XNNPACK; falls back to MakeRefConv.
 Result<std::unique_ptr<OpKernel>> MakeXnnConv(const KernelInit& init);
 
+struct FusedActivation;
+// fp32 1x1/stride-1/unpadded/ungrouped Conv as a direct NCHW GEMM (conv_pointwise.cc).
+// kUnsupported when the node is not of that form. W (and B if given) are validated float.
+Result<std::unique_ptr<OpKernel>> MakePointwiseConv(const KernelInit& init, const Tensor& w, const Tensor* b,
+                                                    const FusedActivation& act);
+
 }  // namespace strata

@@ -135,6 +135,8 @@ Result<std::unique_ptr<OpKernel>> MakeXnnConv(const KernelInit& init) {
   if (usable && node.HasAttr("kernel_shape"))
     usable = node.GetInts("kernel_shape") == std::vector<int64_t>(w->shape().begin() + 2, w->shape().end());
   if (usable) {
+    auto pw = MakePointwiseConv(init, *w, b, act);
+    if (pw.ok()) return std::move(pw).value();
     auto k = std::make_unique<XnnConvKernel>(w->shape(), group, act);
     // Anything XNNPACK rejects (or a malformed attribute) runs on the reference kernel,
     // which reports malformed attributes with a precise message at run time.

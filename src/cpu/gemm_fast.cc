@@ -143,15 +143,10 @@ class FcGemmKernel final : public OpKernel {
   XnnFullyConnected fc_;
 };
 
-void InitBlasThreads() {
-  static std::once_flag once;
-  // OpenBLAS must stay single-threaded: parallelism comes from strata's pool.
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
 
 class BlasMatMulKernel final : public OpKernel {
  public:
-  explicit BlasMatMulKernel(FusedActivation act) : act_(act) { InitBlasThreads(); }
+  explicit BlasMatMulKernel(FusedActivation act) : act_(act) { EnsureBlasSingleThreaded(); }
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* a = ctx.input(0);
@@ -172,9 +167,14 @@ class BlasMatMulKernel final : public OpKernel {
       ApplyActivation(yp, d.batch * M * N, act_);
       return Status::Ok();
     }
-    // Work items: row blocks of every output matrix, sized so that each is worth a call.
-    int64_t rows_per_item = std::max<int64_t>(1, std::min<int64_t>(M, (1 << 18) / std::max<int64_t>(1, N * K)));
-    rows_per_item = std::max<int64_t>(rows_per_item, std::min<int64_t>(M, 16));
+    // Work items: whole matrices when there are enough of them for every thread, else row
+    // blocks (at least 16 rows, so each sgemm call still amortises its packing).
+    int64_t threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
+    int64_t rows_per_item = M;
+    if (d.batch < threads) {
+      int64_t splits = (2 * threads + d.batch - 1) / d.batch;
+      rows_per_item = std::max<int64_t>(std::min<int64_t>(M, 16), (M + splits - 1) / splits);
+    }
     int64_t blocks = (M + rows_per_item - 1) / rows_per_item;
     auto body = [&](int64_t begin, int64_t end) {
       for (int64_t item = begin; item < end; ++item) {
@@ -205,6 +205,12 @@ class BlasMatMulKernel final : public OpKernel {
 bool FitsInt(int64_t v) { return v >= 0 && v <= INT32_MAX; }
 
 }  // namespace
+
+void EnsureBlasSingleThreaded() {
+  static std::once_flag once;
+  // OpenBLAS must stay single-threaded: parallelism comes from strata's pool.
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
 
 Result<std::unique_ptr<OpKernel>> MakeFastMatMul(const KernelInit& init) {
   const Node& node = init.node;

@@ -40,4 +40,7 @@ Result<std::unique_ptr<OpKernel>> MakeRefGemm(const KernelInit& init);
 Result<std::unique_ptr<OpKernel>> MakeFastMatMul(const KernelInit& init);
 Result<std::unique_ptr<OpKernel>> MakeFastGemm(const KernelInit& init);
 
+// Limits OpenBLAS to the calling thread (once per process); call before any cblas_* use.
+void EnsureBlasSingleThreaded();
+
 }  // namespace strata
