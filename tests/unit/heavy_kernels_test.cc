@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/kernel.h"
@@ -579,6 +580,70 @@ TEST(HeavyPool, BadInputsGiveClearErrors) {
     EXPECT_NE(r.status.message().find("stride"), std::string::npos) << r.status.message();
     r = RunOp({.op = "MaxPool", .attrs = {{"kernel_shape", AInts({2, 2})}}, .inputs = {Random({8, 8}, 1)}}, ref);
     EXPECT_NE(r.status.message().find("rank >= 3"), std::string::npos) << r.status.message();
+  }
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// One kernel object serves concurrent Compute calls (several runs of one session): the
+// XNNPACK operator's setup+run is guarded, so every thread must get its own correct result.
+TEST(HeavyConcurrency, OneKernelManyThreads) {
+  for (const char* op : {"Conv", "MatMul", "MaxPool"}) {
+    Graph graph;
+    Node node;
+    node.name = "n0";
+    node.op_type = op;
+    node.opset = 13;
+    Tensor w = std::string(op) == "Conv" ? Random({8, 4, 3, 3}, 1) : Random({12, 8}, 1);
+    if (std::string(op) == "MaxPool") node.attrs["kernel_shape"] = AInts({3, 3});
+    int xv = graph.AddValue("x");
+    node.inputs.push_back(xv);
+    if (std::string(op) != "MaxPool") {
+      int wv = graph.AddValue("w");
+      node.inputs.push_back(wv);
+      graph.initializers[wv] = w;
+    }
+    node.outputs.push_back(graph.AddValue("y"));
+    const KernelDef* def = CpuKernels().Find("", op, 13, DataType::kFloat);
+    ASSERT_NE(def->impl, "ref");
+    KernelInit init{node, graph, nullptr, {}};
+    auto kernel = def->factory(init);
+    ASSERT_TRUE(kernel.ok());
+    constexpr int kThreads = 4, kIters = 20;
+    std::vector<std::string> failures(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        for (int it = 0; it < kIters && failures[t].empty(); ++it) {
+          Shape xs = std::string(op) == "MatMul" ? Shape{5 + t, 12} : Shape{1, 4, 9 + t, 7 + it % 3};
+          Tensor x = Random(xs, 100 * t + it);
+          OpCase c{.op = op, .attrs = node.attrs, .inputs = {x}, .constant = {false, true}};
+          if (std::string(op) != "MaxPool") c.inputs.push_back(w);
+          RunResult want = RunOp(c, true);
+          Value xval(x);
+          std::vector<const Value*> ptrs = {&xval};
+          Value wval(w);
+          if (std::string(op) != "MaxPool") ptrs.push_back(&wval);
+          std::vector<Value> outs(1);
+          KernelContext ctx(node, ptrs, &outs, nullptr, DefaultAllocator(), nullptr);
+          Status st = (*kernel)->Compute(ctx);
+          if (!st.ok() || !want.status.ok()) {
+            failures[t] = st.ToString() + want.status.ToString();
+            continue;
+          }
+          const Tensor& g = outs[0].tensor();
+          const Tensor& r = want.outputs[0].tensor();
+          if (g.shape() != r.shape()) failures[t] = "shape " + ShapeToString(g.shape());
+          for (int64_t i = 0; failures[t].empty() && i < g.num_elements(); ++i)
+            if (std::abs(g.data<float>()[i] - r.data<float>()[i]) > 1e-4f) failures[t] = "value at " + std::to_string(i);
+        }
+      });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << op << " thread " << t;
   }
 }
 
