@@ -265,6 +265,8 @@ void RegisterConvKernels(KernelRegistry& r) {
               .factory = MakeRefConvTranspose});
   r.Register({.domain = "", .op_type = "Conv", .since_version = 1, .types = {DataType::kFloat},
               .factory = MakeXnnConv, .reference = false, .impl = "xnnpack"});
+  r.Register({.domain = "", .op_type = "ConvTranspose", .since_version = 1, .types = {DataType::kFloat},
+              .factory = MakeXnnConvTranspose, .reference = false, .impl = "xnnpack"});
 }
 
 }  // namespace strata

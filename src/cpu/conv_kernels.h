@@ -21,6 +21,9 @@ Result<std::unique_ptr<OpKernel>> MakeRefConvTranspose(const KernelInit& init);
 // fp32 2-D (and 1-D) Conv with constant weights via XNNPACK; falls back to MakeRefConv.
 Result<std::unique_ptr<OpKernel>> MakeXnnConv(const KernelInit& init);
 
+// fp32 2-D ConvTranspose with constant weights via XNNPACK deconvolution; falls back to the reference.
+Result<std::unique_ptr<OpKernel>> MakeXnnConvTranspose(const KernelInit& init);
+
 struct FusedActivation;
 // fp32 1x1/stride-1/unpadded/ungrouped Conv as a direct NCHW GEMM (conv_pointwise.cc).
 // kUnsupported when the node is not of that form. W (and B if given) are validated float.

@@ -430,6 +430,34 @@ TEST(HeavyConvTranspose, KnownValuesAndPadding) {
   EXPECT_NE(r.status.message().find("channel mismatch"), std::string::npos) << r.status.message();
 }
 
+TEST(HeavyConvTranspose, XnnpackMatchesReference) {
+  ThreadPool pool2(2);
+  std::vector<ConvSpec> specs = {
+      {{1, 3, 5, 5}, {3, 2, 3, 3}, {}},
+      {{2, 8, 7, 6}, {8, 3, 4, 4}, {{"strides", AInts({2, 2})}, {"pads", AInts({1, 1, 1, 1})}}},
+      {{1, 6, 5, 4}, {6, 2, 3, 3}, {{"group", AInt(3)}, {"strides", AInts({3, 2})}, {"output_padding", AInts({1, 1})}}},
+      {{1, 4, 6, 6}, {4, 5, 3, 2}, {{"dilations", AInts({2, 2})}, {"pads", AInts({0, 1, 2, 0})}}, false},
+      {{1, 4, 5, 5}, {4, 3, 3, 3}, {{"strides", AInts({2, 2})}, {"auto_pad", AStr("SAME_UPPER")}}},
+      {{1, 4, 5, 5}, {4, 3, 3, 3}, {{"strides", AInts({2, 2})}, {"auto_pad", AStr("SAME_LOWER")}}},
+      {{1, 4, 3, 3}, {4, 2, 3, 3}, {{"strides", AInts({3, 2})}, {"output_shape", AInts({10, 8})}}},  // negative pad
+      {{1, 4, 3, 3}, {4, 2, 3, 3}, {{"strides", AInts({3, 2})}, {"output_shape", AInts({8, 6})}}},
+      {{0, 4, 3, 3}, {4, 2, 3, 3}, {}},
+      {{1, 16, 8, 8}, {16, 1, 3, 3}, {{"group", AInt(16)}, {"strides", AInts({2, 2})}}},
+  };
+  uint32_t seed = 51;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const ConvSpec& s = specs[i];
+    int64_t group = s.attrs.count("group") ? s.attrs.at("group").i : 1;
+    OpCase c{.op = "ConvTranspose",
+             .attrs = s.attrs,
+             .inputs = {Random(s.x, seed++), Random(s.w, seed++), s.bias ? Random({s.w[1] * group}, seed++) : Tensor()},
+             .constant = {false, true, true}};
+    std::string what = "ConvTranspose case " + std::to_string(i);
+    ExpectOptMatchesRef(c, what);
+    ExpectOptMatchesRef(c, what + " 2 threads", &pool2);
+  }
+}
+
 // ---------------------------------------------------------------- Pooling
 
 TEST(HeavyPool, XnnpackMaxAndAverageMatchReference) {
