@@ -14,8 +14,8 @@ namespace {
 
 class XnnConvKernel final : public OpKernel {
  public:
-  XnnConvKernel(Shape w_shape, int64_t group, FusedActivation act)
-      : w_shape_(std::move(w_shape)), group_(group), act_(act) {
+  XnnConvKernel(Shape w_shape, int64_t group, FusedActivation act, std::unique_ptr<OpKernel> ref)
+      : w_shape_(std::move(w_shape)), group_(group), act_(act), ref_(std::move(ref)) {
     one_d_ = w_shape_.size() == 3;
     m_ = w_shape_[0];
     cig_ = w_shape_[1];
@@ -87,12 +87,13 @@ class XnnConvKernel final : public OpKernel {
       out_nhwc = out_scratch.mutable_data<float>();
     }
     pthreadpool_t tp = ctx.pool() ? ctx.pool()->handle() : nullptr;
-    RETURN_IF_ERROR(cache_.Run(
+    Status st = cache_.Run(
         key, Creator(key),
-        [&](xnn_operator_t op) {
-          return xnn_setup_convolution2d_nhwc_f32(op, n, h, w, in_nhwc, out_nhwc, tp);
-        },
-        tp, node, "convolution"));
+        [&](xnn_operator_t op) { return xnn_setup_convolution2d_nhwc_f32(op, n, h, w, in_nhwc, out_nhwc, tp); }, tp,
+        node, "convolution");
+    // Pads XNNPACK rejects (possible only with auto_pad SAME) run on the reference kernel.
+    if (st.code() == StatusCode::kUnsupported) return ref_->Compute(ctx);
+    RETURN_IF_ERROR(st);
     if (!direct_out) TransposeNhwcToNchw(out_nhwc, y->mutable_data<float>(), n, m_, ohw, ctx.pool());
     return Status::Ok();
   }
@@ -113,6 +114,7 @@ class XnnConvKernel final : public OpKernel {
   Shape w_shape_;
   int64_t group_;
   FusedActivation act_;
+  std::unique_ptr<OpKernel> ref_;
   bool one_d_ = false;
   int64_t m_ = 0, cig_ = 0, kh_ = 1, kw_ = 1;
   std::vector<int64_t> strides_, dilations_;
@@ -137,7 +139,8 @@ Result<std::unique_ptr<OpKernel>> MakeXnnConv(const KernelInit& init) {
   if (usable) {
     auto pw = MakePointwiseConv(init, *w, b, act);
     if (pw.ok()) return std::move(pw).value();
-    auto k = std::make_unique<XnnConvKernel>(w->shape(), group, act);
+    ASSIGN_OR_RETURN(auto ref, MakeRefConv(init));
+    auto k = std::make_unique<XnnConvKernel>(w->shape(), group, act, std::move(ref));
     // Anything XNNPACK rejects (or a malformed attribute) runs on the reference kernel,
     // which reports malformed attributes with a precise message at run time.
     if (k->Init(init, *w, b).ok()) return std::unique_ptr<OpKernel>(std::move(k));

@@ -111,11 +111,16 @@ Status XnnOperatorCache::Run(const std::vector<int64_t>& key, const CreateFn& cr
                              pthreadpool_t tp, const Node& node, const char* what) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!op_ || key_ != key) {
+    if (has_rejected_ && rejected_key_ == key)
+      return Unsupported(node.Describe(), ": XNNPACK ", what, " rejected these parameters before");
     RETURN_IF_ERROR(EnsureXnnpackInitialized());
     xnn_operator_t op = nullptr;
     xnn_status s = create(&op);
-    if (s != xnn_status_success)
+    if (s != xnn_status_success) {
+      has_rejected_ = true;
+      rejected_key_ = key;
       return Unsupported(node.Describe(), ": XNNPACK ", what, " rejected the parameters: ", XnnStatusName(s));
+    }
     op_.reset(op);
     key_ = key;
   }

@@ -129,6 +129,9 @@ class XnnOperatorCache {
   mutable std::mutex mu_;
   mutable std::vector<int64_t> key_;
   mutable XnnOperatorPtr op_;
+  // Last key XNNPACK rejected: answered kUnsupported without retrying the create.
+  mutable std::vector<int64_t> rejected_key_;
+  mutable bool has_rejected_ = false;
 };
 
 }  // namespace strata
