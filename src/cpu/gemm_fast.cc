@@ -2,7 +2,7 @@
 //  * Constant B (weights): XNNPACK fully-connected operator. Weights are packed ONCE
 //    in the factory (scaled by alpha, laid out [N, K]); Gemm's C becomes the bias when
 //    it is a constant row vector, otherwise beta*C is added after the product.
-//  * Run-time B (attention-style batched products): OpenBLAS sgemm, single-threaded
+//  * Run-time B (attention-style batched products, Gemm on computed B): OpenBLAS sgemm, single-threaded
 //    inside each call, parallelised over matrices/row blocks by our own pool so it never
 //    competes with pthreadpool for cores.
 #include <cblas.h>
@@ -204,6 +204,63 @@ class BlasMatMulKernel final : public OpKernel {
 
 bool FitsInt(int64_t v) { return v >= 0 && v <= INT32_MAX; }
 
+// Gemm with a run-time B: Y is pre-filled with beta*C (broadcast), then one sgemm per row
+// block accumulates alpha*op(A)*op(B) into it.
+class BlasGemmKernel final : public OpKernel {
+ public:
+  explicit BlasGemmKernel(FusedActivation act) : act_(act) { EnsureBlasSingleThreaded(); }
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* a = ctx.input(0);
+    const Tensor* b = ctx.input(1);
+    const Tensor* c = ctx.input(2);
+    if (!a || !b) return InvalidArgument(node.Describe(), ": Gemm needs inputs A and B");
+    if (!c && node.opset < 11) return InvalidArgument(node.Describe(), ": Gemm before opset 11 requires input C");
+    for (const Tensor* t : {a, b, c})
+      if (t && t->dtype() != DataType::kFloat)
+        return InvalidArgument(node.Describe(), ": Gemm operands must all be float32, got ", DataTypeName(t->dtype()));
+    ASSIGN_OR_RETURN(GemmDims d, ComputeGemmDims(node, a->shape(), b->shape(), c));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {d.M, d.N}));
+    if (d.M == 0 || d.N == 0) return Status::Ok();
+    for (int64_t v : {d.M, d.N, d.K})
+      if (!FitsInt(v)) return Unsupported(node.Describe(), ": dimensions exceed the BLAS int range");
+    float* yp = y->mutable_data<float>();
+    const bool use_c = c && d.beta != 0.0f;
+    const int64_t threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
+    const int64_t rows = threads > 1 ? std::max<int64_t>(16, (d.M + 2 * threads - 1) / (2 * threads)) : d.M;
+    const int64_t blocks = (d.M + rows - 1) / rows;
+    const float* ap = a->data<float>();
+    const float* bp = b->data<float>();
+    auto body = [&](int64_t begin, int64_t end) {
+      for (int64_t blk = begin; blk < end; ++blk) {
+        int64_t m0 = blk * rows, mm = std::min(d.M, m0 + rows) - m0;
+        float* yb = yp + m0 * d.N;
+        for (int64_t m = 0; m < mm; ++m)
+          for (int64_t n = 0; n < d.N; ++n)
+            yb[m * d.N + n] = use_c ? d.beta * c->data<float>()[GemmCIndex(c->shape(), m0 + m, n)] : 0.0f;
+        if (d.K > 0) {
+          // op(A) rows m0.. start at A + m0*K (row-major [M,K]) or at column m0 of [K,M].
+          const float* ab = d.trans_a ? ap + m0 : ap + m0 * d.K;
+          cblas_sgemm(CblasRowMajor, d.trans_a ? CblasTrans : CblasNoTrans, d.trans_b ? CblasTrans : CblasNoTrans,
+                      static_cast<int>(mm), static_cast<int>(d.N), static_cast<int>(d.K), d.alpha, ab,
+                      static_cast<int>(d.trans_a ? d.M : d.K), bp, static_cast<int>(d.trans_b ? d.K : d.N), 1.0f, yb,
+                      static_cast<int>(d.N));
+        }
+        ApplyActivation(yb, mm * d.N, act_);
+      }
+    };
+    if (ctx.pool() && threads > 1 && blocks > 1 && d.M * d.N * d.K > (1 << 16)) {
+      ctx.pool()->ParallelFor(blocks, 1, body);
+    } else {
+      body(0, blocks);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  FusedActivation act_;
+};
+
 }  // namespace
 
 void EnsureBlasSingleThreaded() {
@@ -250,7 +307,7 @@ Result<std::unique_ptr<OpKernel>> MakeFastGemm(const KernelInit& init) {
       if (k->Init(node, b->data<float>(), init.has_input(2), c).ok()) return std::unique_ptr<OpKernel>(std::move(k));
     }
   }
-  return MakeRefGemm(init);
+  return std::unique_ptr<OpKernel>(std::make_unique<BlasGemmKernel>(act));
 }
 
 }  // namespace strata

@@ -202,7 +202,8 @@ TEST(HeavyGemm, TransposesAlphaBetaAndCBroadcast) {
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb)
       for (size_t ci = 0; ci <= c_shapes.size(); ++ci)
-        for (bool c_const : {true, false}) {
+        for (int consts = 0; consts < 3; ++consts) {
+          bool c_const = consts == 0, b_const = consts < 2;
           Tensor a = Random(ta ? Shape{K, M} : Shape{M, K}, seed++);
           Tensor b = Random(tb ? Shape{N, K} : Shape{K, N}, seed++);
           Tensor c = ci < c_shapes.size() ? Random(c_shapes[ci], seed++) : Tensor();
@@ -210,9 +211,10 @@ TEST(HeavyGemm, TransposesAlphaBetaAndCBroadcast) {
                     .attrs = {{"transA", AInt(ta)}, {"transB", AInt(tb)}, {"alpha", AFloat(0.5f)},
                               {"beta", AFloat(-2.0f)}},
                     .inputs = {a, b, c},
-                    .constant = {false, true, c_const}};
+                    .constant = {false, b_const, c_const}};
           std::string what = "Gemm tA=" + std::to_string(ta) + " tB=" + std::to_string(tb) +
-                             " C=" + (c.valid() ? ShapeToString(c.shape()) : "none") + (c_const ? " const" : "");
+                             " C=" + (c.valid() ? ShapeToString(c.shape()) : "none") + (c_const ? " constC" : "") +
+                             (b_const ? " constB" : "");
           ExpectOptMatchesRef(oc, what, &pool2);
           oc.attrs["activation"] = AStr("Clip");
           oc.attrs["activation_min"] = AFloat(-0.5f);
@@ -237,6 +239,9 @@ TEST(HeavyGemm, ReferenceKnownValues) {
 
 TEST(HeavyGemm, BadShapesGiveClearErrors) {
   OpCase k{.op = "Gemm", .inputs = {Random({3, 5}, 1), Random({4, 2}, 2), Random({2}, 3)}, .constant = {false, true, true}};
+  OpCase kdyn = k;
+  kdyn.constant = {false, false, false};
+  EXPECT_NE(RunOp(kdyn, false).status.message().find("inner dimensions"), std::string::npos);
   for (bool ref : {true, false}) {
     RunResult r = RunOp(k, ref);
     EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument) << r.status.ToString();
