@@ -29,5 +29,9 @@ struct FusedActivation;
 // kUnsupported when the node is not of that form. W (and B if given) are validated float.
 Result<std::unique_ptr<OpKernel>> MakePointwiseConv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                     const FusedActivation& act);
+// fp32 depthwise (group == C_in == C_out) 1-D/2-D Conv on NCHW planes (conv_depthwise.cc).
+// kUnsupported when the node is not of that form.
+Result<std::unique_ptr<OpKernel>> MakeDepthwiseConv(const KernelInit& init, const Tensor& w, const Tensor* b,
+                                                    const FusedActivation& act);
 
 }  // namespace strata

@@ -139,6 +139,8 @@ Result<std::unique_ptr<OpKernel>> MakeXnnConv(const KernelInit& init) {
   if (usable) {
     auto pw = MakePointwiseConv(init, *w, b, act);
     if (pw.ok()) return std::move(pw).value();
+    auto dw = MakeDepthwiseConv(init, *w, b, act);
+    if (dw.ok()) return std::move(dw).value();
     ASSIGN_OR_RETURN(auto ref, MakeRefConv(init));
     auto k = std::make_unique<XnnConvKernel>(w->shape(), group, act, std::move(ref));
     // Anything XNNPACK rejects (or a malformed attribute) runs on the reference kernel,

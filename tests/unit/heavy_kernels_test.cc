@@ -284,6 +284,12 @@ TEST(HeavyConv, XnnpackMatchesReference) {
       {{0, 3, 8, 8}, {4, 3, 3, 3}, {}},                                                       // empty batch
       {{3, 6, 33}, {8, 3, 5}, {{"group", AInt(2)}, {"pads", AInts({2, 2})}, {"strides", AInts({2})}}},  // 1-D
       {{1, 65, 7, 7}, {33, 65, 3, 3}, {{"pads", AInts({1, 1, 1, 1})}}},
+      // Depthwise (multiplier 1) on the NCHW kernel: strides, dilations, asymmetric pads, SAME, 1-D, odd widths.
+      {{2, 17, 33, 31}, {17, 1, 3, 3}, {{"group", AInt(17)}, {"strides", AInts({2, 2})}, {"pads", AInts({1, 1, 1, 1})}}},
+      {{1, 5, 12, 65}, {5, 1, 5, 3}, {{"group", AInt(5)}, {"dilations", AInts({2, 3})}, {"pads", AInts({0, 2, 3, 1})}}, false},
+      {{1, 6, 9, 10}, {6, 1, 4, 4}, {{"group", AInt(6)}, {"auto_pad", AStr("SAME_LOWER")}, {"strides", AInts({1, 3})}}},
+      {{2, 4, 40}, {4, 1, 7}, {{"group", AInt(4)}, {"pads", AInts({3, 3})}}},
+      {{1, 3, 2, 2}, {3, 1, 3, 3}, {{"group", AInt(3)}, {"pads", AInts({2, 2, 2, 2})}, {"strides", AInts({2, 2})}}},
   };
   uint32_t seed = 11;
   for (size_t i = 0; i < specs.size(); ++i) {
