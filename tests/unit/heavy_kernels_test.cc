@@ -12,6 +12,9 @@
 #include "core/kernel.h"
 #include "core/threadpool.h"
 
+// OpCase literals name only the fields each case needs; the rest keep their defaults.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 namespace strata {
 namespace {
 
