@@ -109,6 +109,7 @@ class FcGemmKernel final : public OpKernel {
     const Tensor* a = ctx.input(0);
     const Tensor* c = ctx.input(2);
     if (!a) return InvalidArgument(node.Describe(), ": Gemm needs input A");
+    if (!c && node.opset < 11) return InvalidArgument(node.Describe(), ": Gemm before opset 11 requires input C");
     if (a->dtype() != DataType::kFloat)
       return InvalidArgument(node.Describe(), ": A dtype ", DataTypeName(a->dtype()), " differs from B's float32");
     Shape bshape = d_.trans_b ? Shape{d_.N, d_.K} : Shape{d_.K, d_.N};
