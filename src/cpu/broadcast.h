@@ -114,6 +114,11 @@ const std::vector<DataType>& BoolTypes();          // bool
 // Rows of at least this many elements are worth a parallel task.
 constexpr int64_t kParallelGrain = 1 << 15;
 
+// Test hook for elementwise_simd.cc: caps the instruction set the optimized kernels
+// use ("avx512", "avx2" or "base"; anything else removes the cap) so tests can cover
+// every variant on one machine. Returns the name of the variant now in effect.
+std::string SetElementwiseIsaCapForTesting(const std::string& cap);
+
 // Families (defined in their own files, called from RegisterElementwiseKernels).
 void RegisterBinaryKernels(KernelRegistry& r);      // elementwise_binary.cc
 void RegisterUnaryKernels(KernelRegistry& r);       // elementwise_unary.cc

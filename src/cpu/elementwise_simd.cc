@@ -3,6 +3,8 @@
 // times: AVX-512, AVX2+FMA and baseline x86-64, picked at run time with
 // __builtin_cpu_supports. The file itself is compiled for baseline x86-64, so the core
 // runs anywhere. Large tensors are split across the session thread pool.
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -17,8 +19,10 @@ namespace {
 
 enum class Isa { kBase, kAvx2, kAvx512 };
 
+std::atomic<int> g_isa_cap{static_cast<int>(Isa::kAvx512)};
+
 Isa DetectIsa() {
-  static const Isa isa = [] {
+  static const Isa detected = [] {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return Isa::kAvx512;
@@ -26,7 +30,7 @@ Isa DetectIsa() {
 #endif
     return Isa::kBase;
   }();
-  return isa;
+  return static_cast<Isa>(std::min(static_cast<int>(detected), g_isa_cap.load(std::memory_order_relaxed)));
 }
 
 const char* IsaName() {
@@ -40,13 +44,23 @@ const char* IsaName() {
 // ---- branch-free float math (vectorizable) ----
 
 STRATA_ALWAYS_INLINE float FromBits(int32_t i) { return __builtin_bit_cast(float, i); }
+STRATA_ALWAYS_INLINE int32_t ToBits(float f) { return __builtin_bit_cast(int32_t, f); }
+
+// c ? a : b as a bit blend. With a plain ?: GCC sinks FP arithmetic into the arms or
+// duplicates code for a constant arm (jump threading); with -ftrapping-math it then
+// cannot if-convert the loop, which stays scalar unless the ISA has masking (AVX-512).
+STRATA_ALWAYS_INLINE float Select(bool c, float a, float b) {
+  const int32_t m = -static_cast<int32_t>(c);
+  return FromBits((ToBits(a) & m) | (ToBits(b) & ~m));
+}
 
 // exp(x): Cephes-style range reduction and degree-6 polynomial, ~1 ulp. 2^n is applied
-// as two factors so that n in [-150, 128] (subnormal results, FLT_MAX) stays exact.
+// as two factors so that n in [-150, 128] stays representable: subnormal results come
+// out right and x > 88.72 overflows to +inf by itself. NaN propagates through the
+// polynomial. No selects on computed values, so GCC vectorizes it without masking.
 STRATA_ALWAYS_INLINE float VExp(float x) {
-  const float hi = 88.72283935546875f;  // above this exp overflows
-  float xc = x < -104.0f ? -104.0f : x;
-  xc = xc > hi ? hi : xc;
+  float xc = Select(x < -104.0f, -104.0f, x);
+  xc = Select(xc > 89.0f, 89.0f, xc);
   const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
@@ -59,17 +73,15 @@ STRATA_ALWAYS_INLINE float VExp(float x) {
   p = p * r * r + r + 1.0f;
   const int32_t ni = static_cast<int32_t>(n);
   const int32_t h = ni >> 1;
-  float y = p * FromBits((h + 127) << 23) * FromBits((ni - h + 127) << 23);
-  y = x > hi ? std::numeric_limits<float>::infinity() : y;
-  return x != x ? x : y;
+  return (p * FromBits((h + 127) << 23)) * FromBits((ni - h + 127) << 23);
 }
 
-// tanh(x): rational approximation (Eigen's float tanh), exact-ish to a few ulp; it
-// saturates to +-1 beyond |x| ~ 7.9 and returns x for tiny |x|.
+// tanh(x): rational approximation (Eigen's float tanh), a few ulp on [-7.9, 7.9];
+// exactly +-1 beyond |x| = 9, x*(1 - 1.3e-7) for tiny |x|; NaN propagates.
 STRATA_ALWAYS_INLINE float VTanh(float x) {
   const float clamp = 7.90531110763549805f;
-  float xc = x > clamp ? clamp : x;
-  xc = xc < -clamp ? -clamp : xc;
+  float xc = Select(x > clamp, clamp, x);
+  xc = Select(xc < -clamp, -clamp, xc);
   const float x2 = xc * xc;
   float p = -2.76076847742355e-16f;
   p = p * x2 + 2.00018790482477e-13f;
@@ -83,15 +95,16 @@ STRATA_ALWAYS_INLINE float VTanh(float x) {
   q = q * x2 + 1.18534705686654e-04f;
   q = q * x2 + 2.26843463243900e-03f;
   q = q * x2 + 4.89352518554385e-03f;
-  const float y = p / q;
-  const float ax = x < 0 ? -x : x;
-  return ax < 0.0004f ? x : y;  // also passes NaN through
+  // Past |x| = 9 tanh rounds to +-1 in float; the clamped fit would stay ~2.7e-7 short,
+  // which callers such as FastGelu scale up by |x|.
+  const float sign_one = FromBits((ToBits(x) & INT32_MIN) | ToBits(1.0f));
+  return Select((x > 9.0f) | (x < -9.0f), sign_one, p / q);
 }
 
 // erf(x): rational approximation (Eigen's float erf) on [-4, 4], +-1 outside.
 STRATA_ALWAYS_INLINE float VErf(float x) {
-  float xc = x > 4.0f ? 4.0f : x;
-  xc = xc < -4.0f ? -4.0f : xc;
+  float xc = Select(x > 4.0f, 4.0f, x);
+  xc = Select(xc < -4.0f, -4.0f, xc);
   const float x2 = xc * xc;
   float p = -2.72614225801306e-10f;
   p = p * x2 + 2.77068142495902e-08f;
@@ -106,8 +119,7 @@ STRATA_ALWAYS_INLINE float VErf(float x) {
   q = q * x2 + -1.68282697438203e-03f;
   q = q * x2 + -7.37332916720468e-03f;
   q = q * x2 + -1.42647390514189e-02f;
-  const float y = p / q;
-  return x != x ? x : y;
+  return p / q;
 }
 
 // ---- elementwise functors ----
@@ -129,7 +141,7 @@ struct ReluOp {
 };
 struct LeakyReluOp {
   float alpha;
-  STRATA_ALWAYS_INLINE float operator()(float x) const { return x < 0.0f ? alpha * x : x; }
+  STRATA_ALWAYS_INLINE float operator()(float x) const { return Select(x < 0.0f, alpha * x, x); }
 };
 struct ClipOp {
   float lo, hi;
@@ -391,6 +403,14 @@ void RegUnary(KernelRegistry& r, const std::string& domain, const std::string& n
 }
 
 }  // namespace
+
+std::string SetElementwiseIsaCapForTesting(const std::string& cap) {
+  Isa c = Isa::kAvx512;
+  if (cap == "avx2") c = Isa::kAvx2;
+  if (cap == "base") c = Isa::kBase;
+  g_isa_cap.store(static_cast<int>(c), std::memory_order_relaxed);
+  return IsaName();
+}
 
 void RegisterOptimizedKernels(KernelRegistry& r) {
   RegBinary<AddOp>(r, "Add");

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/kernel.h"
+#include "cpu/broadcast.h"
 #include "kernel_harness.h"
 
 namespace strata {
@@ -116,6 +117,32 @@ TEST(ElementwiseOptimized, UnaryMatchesReference) {
         Tensor x = RandomTensor(DataType::kFloat, s, seed++, c.lo, c.hi);
         EXPECT_TRUE(OptimizedMatchesReference(c.spec, {x}, c.rtol, c.atol, threads))
             << c.spec.op_type << " " << ShapeToString(s) << " threads=" << threads;
+      }
+    }
+  }
+}
+
+// The AVX-512, AVX2 and baseline instantiations all agree with the reference (the
+// machine running the tests supports at most some of them; the rest are capped down).
+TEST(ElementwiseOptimized, EveryIsaVariantMatchesReference) {
+  struct Restore {
+    ~Restore() { cpu::SetElementwiseIsaCapForTesting(""); }
+  } restore;
+  uint64_t seed = 900;
+  for (const char* cap : {"avx512", "avx2", "base"}) {
+    const std::string isa = cpu::SetElementwiseIsaCapForTesting(cap);
+    for (const Shape& s : std::vector<Shape>{{1}, {17}, {1001}}) {
+      Tensor x = RandomTensor(DataType::kFloat, s, seed++, -9, 9);
+      Tensor b = RandomTensor(DataType::kFloat, {1}, seed++, 0.5, 2);
+      for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Erf", "Clip"})
+        EXPECT_TRUE(OptimizedMatchesReference(OpSpec(op, 13), {x}, 2e-6, 2e-7)) << op << " isa=" << isa;
+      EXPECT_TRUE(OptimizedMatchesReference(OpSpec("LeakyRelu", 16), {x}, 0, 0)) << isa;
+      for (const char* op : {"Gelu", "FastGelu"})
+        EXPECT_TRUE(OptimizedMatchesReference(OpSpec(op, 1, "com.microsoft"), {x}, 2e-6, 1.5e-6)) << op << " " << isa;
+      for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+        EXPECT_TRUE(OptimizedMatchesReference(OpSpec(op, 14), {x, b}, 1e-6, 0)) << op << " " << isa;
+        EXPECT_TRUE(OptimizedMatchesReference(OpSpec(op, 14), {b, x}, 1e-6, 0)) << op << " " << isa;
+        EXPECT_TRUE(OptimizedMatchesReference(OpSpec(op, 14), {x, x}, 1e-6, 0)) << op << " " << isa;
       }
     }
   }
@@ -584,7 +611,9 @@ TEST(ElementwiseRegistry, VersionRangesAndDtypes) {
   EXPECT_NE(r.Find("", "Abs", 13, DataType::kUInt16), nullptr);
   // Every op keeps a reference kernel as the oracle.
   for (const auto& d : r.all())
-    if (!d.reference) EXPECT_NE(r.Find(d.domain, d.op_type, d.since_version, DataType::kFloat, true), nullptr) << d.op_type;
+    if (!d.reference) {
+      EXPECT_NE(r.Find(d.domain, d.op_type, d.since_version, DataType::kFloat, true), nullptr) << d.op_type;
+    }
 }
 
 }  // namespace
