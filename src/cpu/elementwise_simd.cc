@@ -57,11 +57,14 @@ STRATA_ALWAYS_INLINE float Select(bool c, float a, float b) {
 // exp(x): Cephes-style range reduction and degree-6 polynomial, ~1 ulp. 2^n is applied
 // as two factors so that n in [-150, 128] stays representable: subnormal results come
 // out right and x > 88.72 overflows to +inf by itself. NaN propagates through the
-// polynomial. No selects on computed values, so GCC vectorizes it without masking.
+// polynomial. Only bit-blend selects, so GCC vectorizes it without masking.
 STRATA_ALWAYS_INLINE float VExp(float x) {
   float xc = Select(x < -104.0f, -104.0f, x);
   xc = Select(xc > 89.0f, 89.0f, xc);
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  // Adding 1.5*2^23 rounds to the nearest integer and leaves it in the low mantissa
+  // bits, so n is read back without a float-to-int conversion (UB for NaN).
+  const float fn = xc * 1.44269504088896341f + 12582912.0f;
+  const float n = fn - 12582912.0f;
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -71,7 +74,7 @@ STRATA_ALWAYS_INLINE float VExp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t ni = static_cast<int32_t>(n);
+  const int32_t ni = ToBits(fn) - 0x4B400000;  // bits of 12582912.0f
   const int32_t h = ni >> 1;
   return (p * FromBits((h + 127) << 23)) * FromBits((ni - h + 127) << 23);
 }
