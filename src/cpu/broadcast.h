@@ -100,16 +100,16 @@ Result<const Tensor*> RequiredInput(const KernelContext& ctx, size_t i);
 // Registers `factory` for every ONNX version range given by `since` (each range runs
 // up to the next since-version minus one; the last is open-ended).
 void RegisterVersions(KernelRegistry& r, const std::string& domain, const std::string& op,
-                      std::initializer_list<int> since, const std::vector<DataType>& types, const KernelFactory& factory,
-                      bool reference = true, const std::string& impl = "ref");
+                      std::initializer_list<int> since, const std::vector<DataType>& types,
+                      const KernelFactory& factory, bool reference = true, const std::string& impl = "ref");
 
 // Common dtype lists.
-const std::vector<DataType>& FloatTypes();         // float, double, float16, bfloat16
-const std::vector<DataType>& SignedNumericTypes(); // FloatTypes + int8..int64
-const std::vector<DataType>& NumericTypes();       // SignedNumericTypes + uint8..uint64
-const std::vector<DataType>& IntegerTypes();       // int8..uint64
-const std::vector<DataType>& UnsignedTypes();      // uint8..uint64
-const std::vector<DataType>& BoolTypes();          // bool
+const std::vector<DataType>& FloatTypes();          // float, double, float16, bfloat16
+const std::vector<DataType>& SignedNumericTypes();  // FloatTypes + int8..int64
+const std::vector<DataType>& NumericTypes();        // SignedNumericTypes + uint8..uint64
+const std::vector<DataType>& IntegerTypes();        // int8..uint64
+const std::vector<DataType>& UnsignedTypes();       // uint8..uint64
+const std::vector<DataType>& BoolTypes();           // bool
 
 // Rows of at least this many elements are worth a parallel task.
 constexpr int64_t kParallelGrain = 1 << 15;

@@ -133,8 +133,8 @@ Result<const Tensor*> RequiredInput(const KernelContext& ctx, size_t i) {
 }
 
 void RegisterVersions(KernelRegistry& r, const std::string& domain, const std::string& op,
-                      std::initializer_list<int> since, const std::vector<DataType>& types, const KernelFactory& factory,
-                      bool reference, const std::string& impl) {
+                      std::initializer_list<int> since, const std::vector<DataType>& types,
+                      const KernelFactory& factory, bool reference, const std::string& impl) {
   std::vector<int> v(since);
   for (size_t i = 0; i < v.size(); ++i) {
     KernelDef d;

@@ -14,9 +14,28 @@ namespace strata::cpu {
 namespace {
 
 enum class BinOp {
-  kAdd, kSub, kMul, kDiv, kMod, kFmod, kMin, kMax,
-  kEqual, kLess, kGreater, kLessEq, kGreaterEq,
-  kAnd, kOr, kXor, kShl, kShr, kBitAnd, kBitOr, kBitXor, kPRelu,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMod,
+  kFmod,
+  kMin,
+  kMax,
+  kEqual,
+  kLess,
+  kGreater,
+  kLessEq,
+  kGreaterEq,
+  kAnd,
+  kOr,
+  kXor,
+  kShl,
+  kShr,
+  kBitAnd,
+  kBitOr,
+  kBitXor,
+  kPRelu,
 };
 
 template <BinOp op>
@@ -52,8 +71,10 @@ inline auto Apply(C a, C b) {
   if constexpr (op == BinOp::kSub) return static_cast<C>(a - b);
   if constexpr (op == BinOp::kMul) return static_cast<C>(a * b);
   if constexpr (op == BinOp::kDiv) {
-    if constexpr (std::is_integral_v<C>) return IntDiv(a, b);
-    else return static_cast<C>(a / b);
+    if constexpr (std::is_integral_v<C>)
+      return IntDiv(a, b);
+    else
+      return static_cast<C>(a / b);
   }
   if constexpr (op == BinOp::kFmod) {
     if constexpr (std::is_integral_v<C>) {
@@ -86,8 +107,10 @@ inline auto Apply(C a, C b) {
       if (std::isnan(a)) return a;  // NaN propagates, like numpy.minimum
       if (std::isnan(b)) return b;
     }
-    if constexpr (op == BinOp::kMin) return b < a ? b : a;
-    else return a < b ? b : a;
+    if constexpr (op == BinOp::kMin)
+      return b < a ? b : a;
+    else
+      return a < b ? b : a;
   }
   if constexpr (op == BinOp::kEqual) return a == b;
   if constexpr (op == BinOp::kLess) return a < b;
@@ -100,8 +123,10 @@ inline auto Apply(C a, C b) {
   if constexpr (op == BinOp::kShl || op == BinOp::kShr) {
     // Shifting by the type width or more is UB in C++; ONNX expects the bits to fall off.
     if (b >= static_cast<C>(sizeof(C) * 8)) return C(0);
-    if constexpr (op == BinOp::kShl) return static_cast<C>(a << b);
-    else return static_cast<C>(a >> b);
+    if constexpr (op == BinOp::kShl)
+      return static_cast<C>(a << b);
+    else
+      return static_cast<C>(a >> b);
   }
   if constexpr (op == BinOp::kBitAnd) return static_cast<C>(a & b);
   if constexpr (op == BinOp::kBitOr) return static_cast<C>(a | b);
@@ -208,9 +233,15 @@ class VariadicKernel final : public OpKernel {
       const Tensor& b = *ctx.input(i);
       switch (kind_) {
         case Variadic::kSum:
-        case Variadic::kMean: RETURN_IF_ERROR(DispatchBinaryInto<BinOp::kAdd>(node, acc, b, plan, &next)); break;
-        case Variadic::kMin: RETURN_IF_ERROR(DispatchBinaryInto<BinOp::kMin>(node, acc, b, plan, &next)); break;
-        case Variadic::kMax: RETURN_IF_ERROR(DispatchBinaryInto<BinOp::kMax>(node, acc, b, plan, &next)); break;
+        case Variadic::kMean:
+          RETURN_IF_ERROR(DispatchBinaryInto<BinOp::kAdd>(node, acc, b, plan, &next));
+          break;
+        case Variadic::kMin:
+          RETURN_IF_ERROR(DispatchBinaryInto<BinOp::kMin>(node, acc, b, plan, &next));
+          break;
+        case Variadic::kMax:
+          RETURN_IF_ERROR(DispatchBinaryInto<BinOp::kMax>(node, acc, b, plan, &next));
+          break;
       }
       acc = std::move(next);
     }
@@ -321,19 +352,21 @@ void RegisterBinaryKernels(KernelRegistry& r) {
   RegisterVersions(r, onnx, "Sub", {1, 6, 7, 13, 14}, NumericTypes(), BinaryFactory<BinOp::kSub>(true));
   RegisterVersions(r, onnx, "Mul", {1, 6, 7, 13, 14}, NumericTypes(), BinaryFactory<BinOp::kMul>(true));
   RegisterVersions(r, onnx, "Div", {1, 6, 7, 13, 14}, NumericTypes(), BinaryFactory<BinOp::kDiv>(true));
-  RegisterVersions(r, onnx, "Mod", {10, 13}, NumericTypes(), [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
-    const int64_t fmod = init.node.GetInt("fmod", 0);
-    if (fmod != 0 && fmod != 1)
-      return InvalidModel(init.node.Describe(), ": attribute fmod must be 0 or 1, got ", fmod);
-    if (fmod) return std::unique_ptr<OpKernel>(new BinaryKernel<BinOp::kFmod>(false));
-    return std::unique_ptr<OpKernel>(new BinaryKernel<BinOp::kMod>(false));
-  });
+  RegisterVersions(r, onnx, "Mod", {10, 13}, NumericTypes(),
+                   [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+                     const int64_t fmod = init.node.GetInt("fmod", 0);
+                     if (fmod != 0 && fmod != 1)
+                       return InvalidModel(init.node.Describe(), ": attribute fmod must be 0 or 1, got ", fmod);
+                     if (fmod) return std::unique_ptr<OpKernel>(new BinaryKernel<BinOp::kFmod>(false));
+                     return std::unique_ptr<OpKernel>(new BinaryKernel<BinOp::kMod>(false));
+                   });
   std::vector<DataType> pow_types = FloatTypes();
   pow_types.push_back(DataType::kInt32);
   pow_types.push_back(DataType::kInt64);
-  RegisterVersions(r, onnx, "Pow", {1, 7, 12, 13, 15}, pow_types, [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
-    return std::unique_ptr<OpKernel>(new PowKernel(init.node.opset < 7));
-  });
+  RegisterVersions(r, onnx, "Pow", {1, 7, 12, 13, 15}, pow_types,
+                   [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+                     return std::unique_ptr<OpKernel>(new PowKernel(init.node.opset < 7));
+                   });
 
   auto variadic = [](Variadic kind) {
     return [kind](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> {
@@ -354,12 +387,14 @@ void RegisterBinaryKernels(KernelRegistry& r) {
   RegisterVersions(r, onnx, "Or", {1, 7}, BoolTypes(), BinaryFactory<BinOp::kOr>(true));
   RegisterVersions(r, onnx, "Xor", {1, 7}, BoolTypes(), BinaryFactory<BinOp::kXor>(true));
 
-  RegisterVersions(r, onnx, "BitShift", {11}, UnsignedTypes(), [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
-    const std::string dir = init.node.GetString("direction", "");
-    if (dir == "LEFT") return std::unique_ptr<OpKernel>(new BinaryKernel<BinOp::kShl>(false));
-    if (dir == "RIGHT") return std::unique_ptr<OpKernel>(new BinaryKernel<BinOp::kShr>(false));
-    return InvalidModel(init.node.Describe(), ": attribute direction must be \"LEFT\" or \"RIGHT\", got \"", dir, "\"");
-  });
+  RegisterVersions(r, onnx, "BitShift", {11}, UnsignedTypes(),
+                   [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+                     const std::string dir = init.node.GetString("direction", "");
+                     if (dir == "LEFT") return std::unique_ptr<OpKernel>(new BinaryKernel<BinOp::kShl>(false));
+                     if (dir == "RIGHT") return std::unique_ptr<OpKernel>(new BinaryKernel<BinOp::kShr>(false));
+                     return InvalidModel(init.node.Describe(),
+                                         ": attribute direction must be \"LEFT\" or \"RIGHT\", got \"", dir, "\"");
+                   });
   RegisterVersions(r, onnx, "BitwiseAnd", {18}, IntegerTypes(), BinaryFactory<BinOp::kBitAnd>(false));
   RegisterVersions(r, onnx, "BitwiseOr", {18}, IntegerTypes(), BinaryFactory<BinOp::kBitOr>(false));
   RegisterVersions(r, onnx, "BitwiseXor", {18}, IntegerTypes(), BinaryFactory<BinOp::kBitXor>(false));

@@ -35,9 +35,12 @@ Isa DetectIsa() {
 
 const char* IsaName() {
   switch (DetectIsa()) {
-    case Isa::kAvx512: return "avx512";
-    case Isa::kAvx2: return "avx2";
-    default: return "vec";
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx2:
+      return "avx2";
+    default:
+      return "vec";
   }
 }
 
@@ -222,7 +225,7 @@ __attribute__((target("avx512f"))) void BinaryAvx512(const float* a, int64_t sa,
 }
 template <class Op>
 __attribute__((target("avx2,fma"))) void BinaryAvx2(const float* a, int64_t sa, const float* b, int64_t sb, float* o,
-                                                   int64_t n, Op op) {
+                                                    int64_t n, Op op) {
   BinaryLoop(a, sa, b, sb, o, n, op);
 }
 template <class Op>
@@ -233,17 +236,29 @@ void BinaryBase(const float* a, int64_t sa, const float* b, int64_t sb, float* o
 template <class Op>
 void UnaryRun(const float* x, float* y, int64_t n, const Op& op) {
   switch (DetectIsa()) {
-    case Isa::kAvx512: UnaryAvx512(x, y, n, op); break;
-    case Isa::kAvx2: UnaryAvx2(x, y, n, op); break;
-    default: UnaryBase(x, y, n, op); break;
+    case Isa::kAvx512:
+      UnaryAvx512(x, y, n, op);
+      break;
+    case Isa::kAvx2:
+      UnaryAvx2(x, y, n, op);
+      break;
+    default:
+      UnaryBase(x, y, n, op);
+      break;
   }
 }
 template <class Op>
 void BinaryRun(const float* a, int64_t sa, const float* b, int64_t sb, float* o, int64_t n, const Op& op) {
   switch (DetectIsa()) {
-    case Isa::kAvx512: BinaryAvx512(a, sa, b, sb, o, n, op); break;
-    case Isa::kAvx2: BinaryAvx2(a, sa, b, sb, o, n, op); break;
-    default: BinaryBase(a, sa, b, sb, o, n, op); break;
+    case Isa::kAvx512:
+      BinaryAvx512(a, sa, b, sb, o, n, op);
+      break;
+    case Isa::kAvx2:
+      BinaryAvx2(a, sa, b, sb, o, n, op);
+      break;
+    default:
+      BinaryBase(a, sa, b, sb, o, n, op);
+      break;
   }
 }
 
@@ -271,16 +286,14 @@ void RunBinary(KernelContext& ctx, const BroadcastPlan& plan, const float* pa, c
   const int64_t sa = plan.inner_stride(0), sb = plan.inner_stride(1);
   if (rows == 0) return;
   if (rows == 1) {
-    Parallel(ctx.pool(), inner, kParallelGrain, [&](int64_t b, int64_t e) {
-      BinaryRun(pa + b * sa, sa, pb + b * sb, sb, po + b, e - b, op);
-    });
+    Parallel(ctx.pool(), inner, kParallelGrain,
+             [&](int64_t b, int64_t e) { BinaryRun(pa + b * sa, sa, pb + b * sb, sb, po + b, e - b, op); });
     return;
   }
   const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1));
   Parallel(ctx.pool(), rows, grain, [&](int64_t rb, int64_t re) {
-    ForEachRow(plan, rb, re, [&](const int64_t* off, int64_t o) {
-      BinaryRun(pa + off[0], sa, pb + off[1], sb, po + o, inner, op);
-    });
+    ForEachRow(plan, rb, re,
+               [&](const int64_t* off, int64_t o) { BinaryRun(pa + off[0], sa, pb + off[1], sb, po + o, inner, op); });
   });
 }
 
@@ -429,15 +442,16 @@ void RegisterOptimizedKernels(KernelRegistry& r) {
   RegisterVersions(
       r, "", "LeakyRelu", {1, 6, 16}, F32(),
       [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
-        return std::unique_ptr<OpKernel>(new FastUnaryKernel<LeakyReluOp>(LeakyReluOp{init.node.GetFloat("alpha", 0.01f)}));
+        return std::unique_ptr<OpKernel>(
+            new FastUnaryKernel<LeakyReluOp>(LeakyReluOp{init.node.GetFloat("alpha", 0.01f)}));
       },
       false, IsaName());
   RegisterVersions(
       r, "", "Clip", {1, 6, 11, 12, 13}, F32(),
       [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
-        return std::unique_ptr<OpKernel>(new FastClipKernel(init.node.opset < 11,
-                                                            init.node.GetFloat("min", std::numeric_limits<float>::lowest()),
-                                                            init.node.GetFloat("max", std::numeric_limits<float>::max())));
+        return std::unique_ptr<OpKernel>(
+            new FastClipKernel(init.node.opset < 11, init.node.GetFloat("min", std::numeric_limits<float>::lowest()),
+                               init.node.GetFloat("max", std::numeric_limits<float>::max())));
       },
       false, IsaName());
   RegisterVersions(

@@ -12,11 +12,48 @@ namespace strata::cpu {
 namespace {
 
 enum class UnOp {
-  kAbs, kNeg, kExp, kLog, kSqrt, kReciprocal, kFloor, kCeil, kRound, kSign,
-  kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kTanh, kAsinh, kAcosh, kAtanh,
-  kErf, kIsNaN, kIsInf, kNot, kBitwiseNot,
-  kRelu, kLeakyRelu, kElu, kSelu, kCelu, kSigmoid, kHardSigmoid, kHardSwish, kSoftplus, kSoftsign,
-  kThresholdedRelu, kMish, kShrink, kGelu, kFastGelu,
+  kAbs,
+  kNeg,
+  kExp,
+  kLog,
+  kSqrt,
+  kReciprocal,
+  kFloor,
+  kCeil,
+  kRound,
+  kSign,
+  kSin,
+  kCos,
+  kTan,
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kTanh,
+  kAsinh,
+  kAcosh,
+  kAtanh,
+  kErf,
+  kIsNaN,
+  kIsInf,
+  kNot,
+  kBitwiseNot,
+  kRelu,
+  kLeakyRelu,
+  kElu,
+  kSelu,
+  kCelu,
+  kSigmoid,
+  kHardSigmoid,
+  kHardSwish,
+  kSoftplus,
+  kSoftsign,
+  kThresholdedRelu,
+  kMish,
+  kShrink,
+  kGelu,
+  kFastGelu,
 };
 
 // Attribute values, read once at kernel creation.
@@ -29,15 +66,20 @@ template <UnOp op, typename T>
 constexpr bool Valid() {
   constexpr bool is_bool = std::is_same_v<T, bool>;
   switch (op) {
-    case UnOp::kNot: return is_bool;
-    case UnOp::kBitwiseNot: return kIsInt<T>;
+    case UnOp::kNot:
+      return is_bool;
+    case UnOp::kBitwiseNot:
+      return kIsInt<T>;
     case UnOp::kAbs:
     case UnOp::kSign:
     case UnOp::kErf:
-    case UnOp::kShrink: return !is_bool;
+    case UnOp::kShrink:
+      return !is_bool;
     case UnOp::kNeg:
-    case UnOp::kRelu: return kIsFloatLike<T> || (kIsInt<T> && std::is_signed_v<T>);
-    default: return kIsFloatLike<T>;
+    case UnOp::kRelu:
+      return kIsFloatLike<T> || (kIsInt<T> && std::is_signed_v<T>);
+    default:
+      return kIsFloatLike<T>;
   }
 }
 
@@ -51,13 +93,18 @@ template <UnOp op, typename C>
 inline auto Apply(C x, const Params& p) {
   using U = std::conditional_t<kIsInt<C>, std::make_unsigned_t<std::conditional_t<kIsInt<C>, C, int>>, C>;
   if constexpr (op == UnOp::kAbs) {
-    if constexpr (kIsInt<C> && std::is_signed_v<C>) return x < 0 ? static_cast<C>(U(0) - static_cast<U>(x)) : x;
-    else if constexpr (kIsInt<C>) return x;
-    else return std::fabs(x);
+    if constexpr (kIsInt<C> && std::is_signed_v<C>)
+      return x < 0 ? static_cast<C>(U(0) - static_cast<U>(x)) : x;
+    else if constexpr (kIsInt<C>)
+      return x;
+    else
+      return std::fabs(x);
   }
   if constexpr (op == UnOp::kNeg) {
-    if constexpr (kIsInt<C>) return static_cast<C>(U(0) - static_cast<U>(x));  // INT_MIN wraps, no UB
-    else return -x;
+    if constexpr (kIsInt<C>)
+      return static_cast<C>(U(0) - static_cast<U>(x));  // INT_MIN wraps, no UB
+    else
+      return -x;
   }
   if constexpr (op == UnOp::kExp) return std::exp(x);
   if constexpr (op == UnOp::kLog) return std::log(x);
@@ -67,8 +114,10 @@ inline auto Apply(C x, const Params& p) {
   if constexpr (op == UnOp::kCeil) return std::ceil(x);
   if constexpr (op == UnOp::kRound) return std::nearbyint(x);  // default rounding mode: half to even
   if constexpr (op == UnOp::kSign) {
-    if constexpr (std::is_floating_point_v<C>) return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);  // keeps 0 and NaN
-    else return static_cast<C>((x > C(0)) - (x < C(0)));
+    if constexpr (std::is_floating_point_v<C>)
+      return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);  // keeps 0 and NaN
+    else
+      return static_cast<C>((x > C(0)) - (x < C(0)));
   }
   if constexpr (op == UnOp::kSin) return std::sin(x);
   if constexpr (op == UnOp::kCos) return std::cos(x);
@@ -83,8 +132,10 @@ inline auto Apply(C x, const Params& p) {
   if constexpr (op == UnOp::kAcosh) return std::acosh(x);
   if constexpr (op == UnOp::kAtanh) return std::atanh(x);
   if constexpr (op == UnOp::kErf) {
-    if constexpr (kIsInt<C>) return static_cast<C>(std::erf(static_cast<double>(x)));
-    else return std::erf(x);
+    if constexpr (kIsInt<C>)
+      return static_cast<C>(std::erf(static_cast<double>(x)));
+    else
+      return std::erf(x);
   }
   if constexpr (op == UnOp::kIsNaN) return static_cast<bool>(std::isnan(x));
   if constexpr (op == UnOp::kIsInf) {
@@ -354,9 +405,9 @@ void RegisterActivationKernels(KernelRegistry& r) {
   RegisterVersions(r, "", "Clip", {1, 6, 11, 12, 13}, NumericTypes(),
                    [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
                      const bool attr_form = init.node.opset < 11;
-                     return std::unique_ptr<OpKernel>(new ClipKernel(
-                         attr_form, init.node.GetFloat("min", std::numeric_limits<float>::lowest()),
-                         init.node.GetFloat("max", std::numeric_limits<float>::max())));
+                     return std::unique_ptr<OpKernel>(
+                         new ClipKernel(attr_form, init.node.GetFloat("min", std::numeric_limits<float>::lowest()),
+                                        init.node.GetFloat("max", std::numeric_limits<float>::max())));
                    });
   RegActivation<UnOp::kGelu>(r, "Gelu", {1}, FloatTypes(), NoAttrs, "com.microsoft");
   RegisterVersions(r, "com.microsoft", "FastGelu", {1}, FloatTypes(),

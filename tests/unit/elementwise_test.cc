@@ -1,10 +1,10 @@
 // Elementwise kernels: optimized vs reference on many shapes, plus hand-checked values
 // for tricky semantics and a few ONNX conformance cases (values copied from the
 // node tests' numpy generators, computed by hand here: no importer involved).
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
-
-#include <gtest/gtest.h>
 
 #include "core/kernel.h"
 #include "cpu/broadcast.h"
@@ -53,11 +53,26 @@ struct ShapePair {
 
 const std::vector<ShapePair>& BinaryShapes() {
   static const std::vector<ShapePair> v = {
-      {{1}, {1}},          {{7}, {7}},           {{17}, {17}},          {{16 + 1, 3}, {17, 3}},
-      {{0}, {0}},          {{0, 3}, {3}},        {{}, {}},              {{}, {33}},
-      {{33}, {}},          {{4, 17}, {17}},      {{4, 17}, {4, 1}},     {{4, 1}, {1, 5}},
-      {{2, 3, 4}, {3, 1}}, {{2, 1, 4}, {1, 3, 1}}, {{1, 1, 65}, {65}}, {{5, 1, 1, 3}, {2, 1, 3}},
-      {{300, 257}, {257}}, {{257, 300}, {257, 1}}, {{70001}, {70001}}, {{3, 40000}, {1}},
+      {{1}, {1}},
+      {{7}, {7}},
+      {{17}, {17}},
+      {{16 + 1, 3}, {17, 3}},
+      {{0}, {0}},
+      {{0, 3}, {3}},
+      {{}, {}},
+      {{}, {33}},
+      {{33}, {}},
+      {{4, 17}, {17}},
+      {{4, 17}, {4, 1}},
+      {{4, 1}, {1, 5}},
+      {{2, 3, 4}, {3, 1}},
+      {{2, 1, 4}, {1, 3, 1}},
+      {{1, 1, 65}, {65}},
+      {{5, 1, 1, 3}, {2, 1, 3}},
+      {{300, 257}, {257}},
+      {{257, 300}, {257, 1}},
+      {{70001}, {70001}},
+      {{3, 40000}, {1}},
   };
   return v;
 }
@@ -212,8 +227,8 @@ TEST(ElementwiseBroadcast, LegacyAxisAndSuffix) {
   Tensor b = MakeTensor(DataType::kInt32, {3, 2}, {0, 1, 2, 3, 4, 5});
   OpSpec spec("Add", 6);
   spec.Attr("broadcast", 1).Attr("axis", 1);
-  EXPECT_TRUE(TensorsEqual(MakeTensor(DataType::kInt32, {2, 3, 2}, {1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6}),
-                           Run1(spec, {a, b})));
+  EXPECT_TRUE(
+      TensorsEqual(MakeTensor(DataType::kInt32, {2, 3, 2}, {1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6}), Run1(spec, {a, b})));
   // axis=0: B[2] matches A's first dim.
   OpSpec spec0("Sub", 1);
   spec0.Attr("broadcast", 1).Attr("axis", 0).Attr("consumed_inputs", std::vector<int64_t>{0, 0});
@@ -240,15 +255,17 @@ TEST(ElementwiseBroadcast, LegacyAxisAndSuffix) {
 TEST(ElementwiseArith, IntegerDivTruncatesAndZeroIsAnError) {
   Tensor a = MakeTensor(DataType::kInt32, {5}, {-7, 7, -7, 7, -2147483648.0});
   Tensor b = MakeTensor(DataType::kInt32, {5}, {2, 2, -2, -2, -1});
-  EXPECT_TRUE(TensorsEqual(MakeTensor(DataType::kInt32, {5}, {-3, 3, 3, -3, -2147483648.0}),
-                           Run1(OpSpec("Div", 14), {a, b})));
+  EXPECT_TRUE(
+      TensorsEqual(MakeTensor(DataType::kInt32, {5}, {-3, 3, 3, -3, -2147483648.0}), Run1(OpSpec("Div", 14), {a, b})));
   Status st = RunStatus(OpSpec("Div", 14), {a, MakeTensor(DataType::kInt32, {1}, {0})});
   EXPECT_EQ(st.code(), StatusCode::kRuntimeError);
   EXPECT_NE(st.message().find("Div node 'test_Div'"), std::string::npos) << st.message();
   st = RunStatus(OpSpec("Mod", 13), {a, MakeTensor(DataType::kInt32, {1}, {0})});
   EXPECT_EQ(st.code(), StatusCode::kRuntimeError) << st.ToString();
   // Zero-size output: nothing is divided, so no error.
-  EXPECT_TRUE(RunStatus(OpSpec("Div", 14), {MakeTensor(DataType::kInt32, {0}, {}), MakeTensor(DataType::kInt32, {1}, {0})}).ok());
+  EXPECT_TRUE(
+      RunStatus(OpSpec("Div", 14), {MakeTensor(DataType::kInt32, {0}, {}), MakeTensor(DataType::kInt32, {1}, {0})})
+          .ok());
 }
 
 TEST(ElementwiseArith, ModSigns) {
@@ -277,11 +294,12 @@ TEST(ElementwiseArith, PowMixedTypes) {
   // ONNX test_pow_example and test_pow_types_float32_int64.
   Tensor x = F32({3}, {1, 2, 3});
   EXPECT_TRUE(TensorsNear(F32({3}, {1, 32, 729}), Run1(OpSpec("Pow", 15), {x, F32({3}, {4, 5, 6})})));
-  EXPECT_TRUE(TensorsNear(F32({3}, {1, 32, 729}),
-                          Run1(OpSpec("Pow", 15), {x, MakeTensor(DataType::kInt64, {3}, {4, 5, 6})})));
+  EXPECT_TRUE(
+      TensorsNear(F32({3}, {1, 32, 729}), Run1(OpSpec("Pow", 15), {x, MakeTensor(DataType::kInt64, {3}, {4, 5, 6})})));
   Tensor xi = MakeTensor(DataType::kInt32, {5}, {2, 3, -2, 2, -1});
   Tensor yi = MakeTensor(DataType::kInt32, {5}, {10, 3, 3, -1, -3});
-  EXPECT_TRUE(TensorsEqual(MakeTensor(DataType::kInt32, {5}, {1024, 27, -8, 0, -1}), Run1(OpSpec("Pow", 15), {xi, yi})));
+  EXPECT_TRUE(
+      TensorsEqual(MakeTensor(DataType::kInt32, {5}, {1024, 27, -8, 0, -1}), Run1(OpSpec("Pow", 15), {xi, yi})));
   EXPECT_TRUE(TensorsEqual(MakeTensor(DataType::kInt64, {2}, {8, 2}),
                            Run1(OpSpec("Pow", 15), {MakeTensor(DataType::kInt64, {2}, {2, 4}), F32({2}, {3, 0.5})})));
 }
@@ -393,7 +411,8 @@ TEST(ElementwiseLogic, ComparisonsProduceBool) {
   expect("GreaterOrEqual", 16, {0, 1, 0, 1, 1, 0});
   // NaN compares unequal/false.
   Tensor n = F32({2}, {kNaN, 1});
-  EXPECT_TRUE(TensorsEqual(MakeTensor(DataType::kBool, {2}, {0, 1}), Run1(OpSpec("Equal", 13), {n, F32({2}, {kNaN, 1})})));
+  EXPECT_TRUE(
+      TensorsEqual(MakeTensor(DataType::kBool, {2}, {0, 1}), Run1(OpSpec("Equal", 13), {n, F32({2}, {kNaN, 1})})));
 }
 
 TEST(ElementwiseLogic, BoolOps) {
@@ -407,9 +426,9 @@ TEST(ElementwiseLogic, BoolOps) {
   // Legacy And with broadcast attribute.
   OpSpec legacy("Or", 1);
   legacy.Attr("broadcast", 1);
-  EXPECT_TRUE(TensorsEqual(MakeTensor(DataType::kBool, {2, 2}, {1, 0, 1, 0}),
-                           Run1(legacy, {MakeTensor(DataType::kBool, {2, 2}, {0, 0, 1, 0}),
-                                         MakeTensor(DataType::kBool, {2}, {1, 0})})));
+  EXPECT_TRUE(TensorsEqual(
+      MakeTensor(DataType::kBool, {2, 2}, {1, 0, 1, 0}),
+      Run1(legacy, {MakeTensor(DataType::kBool, {2, 2}, {0, 0, 1, 0}), MakeTensor(DataType::kBool, {2}, {1, 0})})));
 }
 
 TEST(ElementwiseLogic, BitShiftAndBitwise) {
@@ -443,7 +462,8 @@ TEST(ElementwiseLogic, BitShiftAndBitwise) {
 TEST(ElementwiseUnary, RoundHalfToEven) {
   // ONNX test_round.
   Tensor x = F32({15}, {0.1, 0.5, 0.9, 1.2, 1.5, 1.8, 2.3, 2.5, 2.7, -1.1, -1.5, -1.9, -2.2, -2.5, -2.8});
-  EXPECT_TRUE(TensorsEqual(F32({15}, {0, 0, 1, 1, 2, 2, 2, 2, 3, -1, -2, -2, -2, -2, -3}), Run1(OpSpec("Round", 11), {x})));
+  EXPECT_TRUE(
+      TensorsEqual(F32({15}, {0, 0, 1, 1, 2, 2, 2, 2, 3, -1, -2, -2, -2, -2, -3}), Run1(OpSpec("Round", 11), {x})));
 }
 
 TEST(ElementwiseUnary, MathMatchesLibm) {
@@ -540,16 +560,18 @@ TEST(ElementwiseActivation, ConformanceExamples) {
   EXPECT_TRUE(TensorsEqual(F32({5}, {-2, 0, 0, 0, 2}), Run1(OpSpec("Shrink", 9).Attr("lambd", 1.5f), {r})));
   EXPECT_TRUE(TensorsEqual(F32({5}, {-0.5, 0, 0, 0, 0.5}),
                            Run1(OpSpec("Shrink", 9).Attr("lambd", 1.5f).Attr("bias", 1.5f), {r})));
-  EXPECT_TRUE(TensorsEqual(MakeTensor(DataType::kInt8, {5}, {-1, 0, 0, 0, 1}),
-                           Run1(OpSpec("Shrink", 9).Attr("bias", 1.0f), {MakeTensor(DataType::kInt8, {5}, {-2, -1, 0, 1, 2})})));
+  EXPECT_TRUE(TensorsEqual(
+      MakeTensor(DataType::kInt8, {5}, {-1, 0, 0, 0, 1}),
+      Run1(OpSpec("Shrink", 9).Attr("bias", 1.0f), {MakeTensor(DataType::kInt8, {5}, {-2, -1, 0, 1, 2})})));
   // Celu(x) = max(0,x) + min(0, alpha*(exp(x/alpha)-1)), alpha=2.
-  EXPECT_TRUE(TensorsNear(F32({3}, {2 * (std::exp(-0.5) - 1), 0, 1}), Run1(OpSpec("Celu", 12).Attr("alpha", 2.0f), {x})));
+  EXPECT_TRUE(
+      TensorsNear(F32({3}, {2 * (std::exp(-0.5) - 1), 0, 1}), Run1(OpSpec("Celu", 12).Attr("alpha", 2.0f), {x})));
   EXPECT_EQ(RunStatus(OpSpec("Celu", 12).Attr("alpha", 0.0f), {x}).code(), StatusCode::kInvalidModel);
   EXPECT_TRUE(TensorsNear(F32({3}, {-1.0 / 3, 0, 2.0 / 3}), Run1(OpSpec("HardSwish", 14), {x})));
   // com.microsoft Gelu / FastGelu.
   EXPECT_TRUE(TensorsNear(F32({3}, {-0.15865526, 0, 0.8413447}), Run1(OpSpec("Gelu", 1, "com.microsoft"), {x})));
-  EXPECT_TRUE(TensorsNear(F32({3}, {-0.15880801, 0, 0.841192}), Run1(OpSpec("FastGelu", 1, "com.microsoft"), {x}),
-                          1e-5, 1e-6));
+  EXPECT_TRUE(
+      TensorsNear(F32({3}, {-0.15880801, 0, 0.841192}), Run1(OpSpec("FastGelu", 1, "com.microsoft"), {x}), 1e-5, 1e-6));
   // Relu passes NaN through; integer Relu (opset 14).
   EXPECT_TRUE(TensorsEqual(F32({3}, {0, kNaN, 2}), Run1(OpSpec("Relu", 14), {F32({3}, {-1, kNaN, 2})})));
   EXPECT_TRUE(TensorsEqual(MakeTensor(DataType::kInt32, {2}, {0, 5}),
@@ -581,9 +603,9 @@ TEST(ElementwiseActivation, ClipForms) {
   EXPECT_TRUE(TensorsEqual(F32({3}, {-1, 0, 2}), Run1(OpSpec("Clip", 6).Attr("min", -1.0f), {x}, true)));
   // Integer Clip (opset 12+).
   Tensor xi = MakeTensor(DataType::kInt64, {4}, {-9, 0, 5, 100});
-  EXPECT_TRUE(TensorsEqual(MakeTensor(DataType::kInt64, {4}, {-1, 0, 5, 7}),
-                           Run1(OpSpec("Clip", 13), {xi, MakeTensor(DataType::kInt64, {}, {-1}),
-                                                     MakeTensor(DataType::kInt64, {}, {7})})));
+  EXPECT_TRUE(TensorsEqual(
+      MakeTensor(DataType::kInt64, {4}, {-1, 0, 5, 7}),
+      Run1(OpSpec("Clip", 13), {xi, MakeTensor(DataType::kInt64, {}, {-1}), MakeTensor(DataType::kInt64, {}, {7})})));
   // Non-scalar bound is an error naming the node.
   Status st = RunStatus(OpSpec("Clip", 13), {x, F32({2}, {0, 1})});
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
@@ -594,9 +616,10 @@ TEST(ElementwiseActivation, ClipForms) {
 
 TEST(ElementwiseRegistry, VersionRangesAndDtypes) {
   const KernelRegistry& r = CpuKernels();
-  for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "And", "Or", "Xor", "Not",
-                         "Abs", "Neg", "Exp", "Log", "Sqrt", "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "Selu",
-                         "HardSigmoid", "Softplus", "Softsign", "Clip", "Sum", "Mean", "Min", "Max", "PRelu"})
+  for (const char* op :
+       {"Add",  "Sub",         "Mul",      "Div",      "Pow",  "Equal", "Less", "Greater", "And",  "Or",        "Xor",
+        "Not",  "Abs",         "Neg",      "Exp",      "Log",  "Sqrt",  "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Elu",
+        "Selu", "HardSigmoid", "Softplus", "Softsign", "Clip", "Sum",   "Mean", "Min",     "Max",  "PRelu"})
     for (int opset = 1; opset <= 17; ++opset) EXPECT_TRUE(r.Supports("", op, opset)) << op << " opset " << opset;
   EXPECT_FALSE(r.Supports("", "Mod", 9));
   EXPECT_TRUE(r.Supports("", "Mod", 10));

@@ -259,8 +259,8 @@ namespace {
   return Compare(expected, actual, 0, 0, true);
 }
 
-::testing::AssertionResult OptimizedMatchesReference(const OpSpec& spec, const std::vector<Tensor>& inputs,
-                                                     double rtol, double atol, int threads) {
+::testing::AssertionResult OptimizedMatchesReference(const OpSpec& spec, const std::vector<Tensor>& inputs, double rtol,
+                                                     double atol, int threads) {
   const DataType dt = inputs.empty() ? DataType::kUndefined : inputs[0].dtype();
   if (!HasOptimizedKernel(spec, dt))
     return ::testing::AssertionFailure() << spec.op_type << " opset " << spec.opset << " has no optimized kernel for "

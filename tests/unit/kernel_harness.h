@@ -53,8 +53,8 @@ struct OpSpec {
 };
 
 struct RunOptions {
-  bool want_reference = false;  // pick the reference kernel even if an optimized one exists
-  int threads = 1;              // > 1 runs with a shared ThreadPool of that size
+  bool want_reference = false;          // pick the reference kernel even if an optimized one exists
+  int threads = 1;                      // > 1 runs with a shared ThreadPool of that size
   std::vector<size_t> constant_inputs;  // these inputs become initializers (KernelInit::constant_input)
   KernelConfig config;
   // Run exactly this kernel instead of the registry's choice (e.g. to check that a
