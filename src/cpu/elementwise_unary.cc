@@ -355,15 +355,7 @@ void RegisterUnaryKernels(KernelRegistry& r) {
   });
   RegUnary<UnOp::kNot>(r, "Not", {1}, BoolTypes());
   RegUnary<UnOp::kBitwiseNot>(r, "BitwiseNot", {18}, IntegerTypes());
-  // Identity aliases its input (tensor, sequence or optional): no copy.
-  RegisterVersions(r, "", "Identity", {1, 13, 14, 16}, {}, [](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> {
-    return MakeFnKernel([](KernelContext& ctx) -> Status {
-      const Value& v = ctx.input_value(0);
-      if (v.empty()) return InvalidArgument(ctx.node().Describe(), ": required input 0 is missing");
-      ctx.SetOutput(0, v);
-      return Status::Ok();
-    });
-  });
+  // Identity lives with the shape ops (tensor_shape.cc).
 }
 
 void RegisterActivationKernels(KernelRegistry& r) {
