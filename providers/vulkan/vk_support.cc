@@ -19,6 +19,9 @@ bool IsFloat(const strata_value_desc* v) { return v && v->dtype == kFloat; }
 bool IsConst(const strata_value_desc* v) { return v && v->const_data != nullptr; }
 bool IsConstInt(const strata_value_desc* v) { return IsConst(v) && (v->dtype == kInt64 || v->dtype == kInt32); }
 bool RankIs(const strata_value_desc* v, int r) { return v && v->rank == r; }
+// Intermediate values may lack a shape (rank -1); the kernel then checks the rank when it
+// runs and reports a mismatch as an error naming the node.
+bool RankIsOrUnknown(const strata_value_desc* v, int r) { return v && (v->rank == r || v->rank < 0); }
 
 // Outputs after the first must be absent (MaxPool Indices, LayerNorm Mean, ...).
 bool OnlyFirstOutput(const strata_node_desc* n) {
@@ -85,7 +88,7 @@ std::string WhyUnsupported(const strata_node_desc* n) {
   }
   if (op == "Conv") {
     if (!float_inputs(0, 2) || !in(1)) return "only float32 is handled";
-    if (!RankIs(in(0), 4) || !RankIs(in(1), 4)) return "only 2-D convolution (rank 4, known) is handled";
+    if (!RankIsOrUnknown(in(0), 4) || !RankIs(in(1), 4)) return "only 2-D convolution (rank 4) is handled";
     std::string why = CheckPads(n);
     if (why.empty()) why = CheckActivation(n);
     size_t c;
@@ -95,7 +98,7 @@ std::string WhyUnsupported(const strata_node_desc* n) {
   }
   if (op == "MaxPool" || op == "AveragePool") {
     if (!float_inputs(0, 0)) return "only float32 is handled";
-    if (!RankIs(in(0), 4)) return "only 2-D pooling (rank 4, known) is handled";
+    if (!RankIsOrUnknown(in(0), 4)) return "only 2-D pooling (rank 4) is handled";
     if (strata_node_attr_int(n, "storage_order", 0) != 0) return "storage_order=1 is not handled";
     size_t c;
     strata_node_attr_ints(n, "kernel_shape", &c);
@@ -104,7 +107,7 @@ std::string WhyUnsupported(const strata_node_desc* n) {
   }
   if (op == "GlobalAveragePool") {
     if (!float_inputs(0, 0)) return "only float32 is handled";
-    return in(0)->rank >= 3 ? "" : "input rank must be known and >= 3";
+    return in(0)->rank >= 3 || in(0)->rank < 0 ? "" : "input rank must be >= 3";
   }
   if (op == "Softmax") return float_inputs(0, 0) ? "" : "only float32 is handled";
   if (op == "LayerNormalization") {
@@ -117,7 +120,6 @@ std::string WhyUnsupported(const strata_node_desc* n) {
     const bool axes_input = (op == "ReduceSum" && n->opset >= 13) || (op == "ReduceMean" && n->opset >= 18);
     if (axes_input && in(1) && !IsConstInt(in(1))) return "axes must be a constant";
     if (strata_node_attr_int(n, "noop_with_empty_axes", 0) != 0) return "noop_with_empty_axes=1 is not handled";
-    if (in(0)->rank < 0) return "input rank must be known";
     return "";
   }
   if (op == "Transpose" || op == "Concat") return float_inputs(0, n->input_count) ? "" : "only float32 is handled";
