@@ -374,6 +374,7 @@ VkErr RunConv(Exec& x, const CNode& n, DTensor* out) {
     const int64_t total = N * C * KH * KW * OHW;
     if (total >= kMaxElems) return Bad(n, "the im2col buffer would have 2^31 or more elements");
     VK_RETURN_IF_ERROR(x.NewFloat(n, {total}, &col));
+    x.rec.Keep(col.buf);  // the GPU uses it after this function returns
     struct {
       uint32_t total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
     } pc{static_cast<uint32_t>(total), static_cast<uint32_t>(C), static_cast<uint32_t>(H), static_cast<uint32_t>(W),
@@ -394,7 +395,7 @@ VkErr RunConv(Exec& x, const CNode& n, DTensor* out) {
   for (int64_t img = 0; img < N; ++img)
     for (int64_t gr = 0; gr < group; ++gr)
       g.offsets.insert(g.offsets.end(), {static_cast<uint32_t>(gr * MG * K),
-                                         static_cast<uint32_t>((img * C + gr * CG) * (pointwise ? H * W : K * OHW)),
+                                         static_cast<uint32_t>((img * C + gr * CG) * (pointwise ? H * W : KH * KW * OHW)),
                                          static_cast<uint32_t>((img * M + gr * MG) * OHW),
                                          static_cast<uint32_t>(gr * MG)});
   return RunGemmCore(x, n, *w, *bmat, bias, *out, g);
