@@ -187,7 +187,8 @@ VkErr Buffer::Create(Device* d, size_t bytes, Kind kind, std::shared_ptr<Buffer>
         b->mem_ = VK_NULL_HANDLE;
         continue;
       }
-      if ((mp.memoryTypes[i].propertyFlags & host) == host) {
+      const bool may_map = kind == Kind::kHostVisible || !d->force_staging();
+      if (may_map && (mp.memoryTypes[i].propertyFlags & host) == host) {
         VkResult r = t.vkMapMemory(d->dev(), b->mem_, 0, VK_WHOLE_SIZE, 0, &b->map_);
         if (r != VK_SUCCESS) b->map_ = nullptr;  // falls back to staging copies
       }
@@ -248,6 +249,9 @@ Device::Device(VkInstance instance, VkPhysicalDevice phys, uint32_t queue_family
   driver_ = VersionString(props_.driverVersion);
   unified_ = props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ||
              props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
+  const char* staging = std::getenv("STRATA_VULKAN_STAGING");
+  force_staging_ = staging && std::strcmp(staging, "1") == 0;
+  if (force_staging_) unified_ = false;
   for (uint32_t h = 0; h < mem_props_.memoryHeapCount; ++h)
     if (mem_props_.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) memory_bytes_ += mem_props_.memoryHeaps[h].size;
 }

@@ -93,6 +93,9 @@ class Device {
   uint32_t queue_family() const { return queue_family_; }
   // Whether device-local memory is also host-visible and preferred (CPU/integrated).
   bool unified_memory() const { return unified_; }
+  // STRATA_VULKAN_STAGING=1: device buffers are never mapped, so every host transfer
+  // takes the staging path a discrete GPU uses (lets CPU-only CI cover it).
+  bool force_staging() const { return force_staging_; }
   const std::string& name() const { return name_; }
   const std::string& driver_version() const { return driver_; }
   const std::string& api_version() const { return api_; }
@@ -106,6 +109,7 @@ class Device {
   VkPhysicalDeviceProperties props_{};
   VkPhysicalDeviceMemoryProperties mem_props_{};
   bool unified_ = false;
+  bool force_staging_ = false;
   std::string name_, driver_, api_;
   uint64_t memory_bytes_ = 0;
 
