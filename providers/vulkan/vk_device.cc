@@ -25,11 +25,12 @@ struct ShaderInfo {
   size_t bytes;
   uint32_t bindings;
 };
-#define SHADER(n, arr, b) {n, arr, sizeof(arr), b}
+#define SHADER(n, arr, b) \
+  { n, arr, sizeof(arr), b }
 const ShaderInfo kShaders[] = {
-    SHADER("gemm", kgemmSpv, 5),     SHADER("im2col", kim2colSpv, 2),       SHADER("binary", kbinarySpv, 3),
-    SHADER("unary", kunarySpv, 2),   SHADER("softmax", ksoftmaxSpv, 2),     SHADER("layernorm", klayernormSpv, 4),
-    SHADER("reduce", kreduceSpv, 2), SHADER("pool", kpoolSpv, 2),           SHADER("copy", kcopySpv, 2),
+    SHADER("gemm", kgemmSpv, 5),     SHADER("im2col", kim2colSpv, 2),   SHADER("binary", kbinarySpv, 3),
+    SHADER("unary", kunarySpv, 2),   SHADER("softmax", ksoftmaxSpv, 2), SHADER("layernorm", klayernormSpv, 4),
+    SHADER("reduce", kreduceSpv, 2), SHADER("pool", kpoolSpv, 2),       SHADER("copy", kcopySpv, 2),
     SHADER("gather", kgatherSpv, 4),
 };
 #undef SHADER
@@ -106,24 +107,42 @@ VkErr MakeErr(int32_t code, std::string msg) { return VkErr{code, std::move(msg)
 
 const char* VkResultName(VkResult r) {
   switch (r) {
-    case VK_SUCCESS: return "VK_SUCCESS";
-    case VK_NOT_READY: return "VK_NOT_READY";
-    case VK_TIMEOUT: return "VK_TIMEOUT";
-    case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
-    case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
-    case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
-    case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
-    case VK_ERROR_MEMORY_MAP_FAILED: return "VK_ERROR_MEMORY_MAP_FAILED";
-    case VK_ERROR_LAYER_NOT_PRESENT: return "VK_ERROR_LAYER_NOT_PRESENT";
-    case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
-    case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
-    case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER";
-    case VK_ERROR_TOO_MANY_OBJECTS: return "VK_ERROR_TOO_MANY_OBJECTS";
-    case VK_ERROR_FORMAT_NOT_SUPPORTED: return "VK_ERROR_FORMAT_NOT_SUPPORTED";
-    case VK_ERROR_FRAGMENTED_POOL: return "VK_ERROR_FRAGMENTED_POOL";
-    case VK_ERROR_OUT_OF_POOL_MEMORY: return "VK_ERROR_OUT_OF_POOL_MEMORY";
-    case VK_ERROR_INVALID_SHADER_NV: return "VK_ERROR_INVALID_SHADER_NV";
-    default: return "VK_ERROR_UNKNOWN";
+    case VK_SUCCESS:
+      return "VK_SUCCESS";
+    case VK_NOT_READY:
+      return "VK_NOT_READY";
+    case VK_TIMEOUT:
+      return "VK_TIMEOUT";
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+      return "VK_ERROR_OUT_OF_HOST_MEMORY";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+      return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+    case VK_ERROR_INITIALIZATION_FAILED:
+      return "VK_ERROR_INITIALIZATION_FAILED";
+    case VK_ERROR_DEVICE_LOST:
+      return "VK_ERROR_DEVICE_LOST";
+    case VK_ERROR_MEMORY_MAP_FAILED:
+      return "VK_ERROR_MEMORY_MAP_FAILED";
+    case VK_ERROR_LAYER_NOT_PRESENT:
+      return "VK_ERROR_LAYER_NOT_PRESENT";
+    case VK_ERROR_EXTENSION_NOT_PRESENT:
+      return "VK_ERROR_EXTENSION_NOT_PRESENT";
+    case VK_ERROR_FEATURE_NOT_PRESENT:
+      return "VK_ERROR_FEATURE_NOT_PRESENT";
+    case VK_ERROR_INCOMPATIBLE_DRIVER:
+      return "VK_ERROR_INCOMPATIBLE_DRIVER";
+    case VK_ERROR_TOO_MANY_OBJECTS:
+      return "VK_ERROR_TOO_MANY_OBJECTS";
+    case VK_ERROR_FORMAT_NOT_SUPPORTED:
+      return "VK_ERROR_FORMAT_NOT_SUPPORTED";
+    case VK_ERROR_FRAGMENTED_POOL:
+      return "VK_ERROR_FRAGMENTED_POOL";
+    case VK_ERROR_OUT_OF_POOL_MEMORY:
+      return "VK_ERROR_OUT_OF_POOL_MEMORY";
+    case VK_ERROR_INVALID_SHADER_NV:
+      return "VK_ERROR_INVALID_SHADER_NV";
+    default:
+      return "VK_ERROR_UNKNOWN";
   }
 }
 
@@ -247,13 +266,14 @@ Device::Device(VkInstance instance, VkPhysicalDevice phys, uint32_t queue_family
   name_ = props_.deviceName;
   api_ = "Vulkan " + VersionString(props_.apiVersion);
   driver_ = VersionString(props_.driverVersion);
-  unified_ = props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ||
-             props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
+  unified_ =
+      props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
   const char* staging = std::getenv("STRATA_VULKAN_STAGING");
   force_staging_ = staging && std::strcmp(staging, "1") == 0;
   if (force_staging_) unified_ = false;
   for (uint32_t h = 0; h < mem_props_.memoryHeapCount; ++h)
-    if (mem_props_.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) memory_bytes_ += mem_props_.memoryHeaps[h].size;
+    if (mem_props_.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      memory_bytes_ += mem_props_.memoryHeaps[h].size;
 }
 
 Device::~Device() {
@@ -418,8 +438,8 @@ void Recorder::Barrier() {
   if (!recorded_any_) return;
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  mb.dstAccessMask =
-      VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT;
   const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
   d_->vk().vkCmdPipelineBarrier(cb_, st, st, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
@@ -548,7 +568,8 @@ VkErr Context::Init() {
   std::vector<VkPhysicalDevice> pds(n);
   if (r == VK_SUCCESS && n) r = vkEnumeratePhysicalDevices(instance_, &n, pds.data());
   if (r != VK_SUCCESS && r != VK_INCOMPLETE)
-    return MakeErr(STRATA_PROVIDER_RESULT_NO_DEVICE, std::string("vkEnumeratePhysicalDevices failed: ") + VkResultName(r));
+    return MakeErr(STRATA_PROVIDER_RESULT_NO_DEVICE,
+                   std::string("vkEnumeratePhysicalDevices failed: ") + VkResultName(r));
   pds.resize(n);
   for (VkPhysicalDevice pd : pds) {
     VkPhysicalDeviceProperties pr;
@@ -568,8 +589,8 @@ VkErr Context::Init() {
     devices_.push_back(std::make_unique<Device>(instance_, pd, family));
   }
   if (devices_.empty())
-    return MakeErr(STRATA_PROVIDER_RESULT_NO_DEVICE,
-                   pds.empty() ? "the Vulkan loader reports no physical device" : "no usable Vulkan device: " + skipped_);
+    return MakeErr(STRATA_PROVIDER_RESULT_NO_DEVICE, pds.empty() ? "the Vulkan loader reports no physical device"
+                                                                 : "no usable Vulkan device: " + skipped_);
   return VkErr::Ok();
 }
 

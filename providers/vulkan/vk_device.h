@@ -28,14 +28,26 @@ VkErr MakeErr(int32_t code, std::string msg);
 VkErr FromVk(VkResult r, const char* what);
 const char* VkResultName(VkResult r);
 
-#define VK_RETURN_IF_ERROR(expr)    \
-  do {                              \
+#define VK_RETURN_IF_ERROR(expr)     \
+  do {                               \
     ::strata_vk::VkErr e__ = (expr); \
-    if (!e__.ok()) return e__;      \
+    if (!e__.ok()) return e__;       \
   } while (0)
 
 // The compute shaders embedded in the library.
-enum class Shader : int { kGemm, kIm2col, kBinary, kUnary, kSoftmax, kLayerNorm, kReduce, kPool, kCopy, kGather, kCount };
+enum class Shader : int {
+  kGemm,
+  kIm2col,
+  kBinary,
+  kUnary,
+  kSoftmax,
+  kLayerNorm,
+  kReduce,
+  kPool,
+  kCopy,
+  kGather,
+  kCount
+};
 const char* ShaderName(Shader s);
 
 struct Pipeline {

@@ -86,8 +86,8 @@ struct Exec {
     for (int64_t d : t.shape)
       if (d < 0) return Bad(n, "negative output dimension in " + ShapeStr(t.shape));
     if (t.numel() >= kMaxElems) return Bad(n, "output " + ShapeStr(t.shape) + " has 2^31 or more elements");
-    VK_RETURN_IF_ERROR(Buffer::Create(dev, static_cast<size_t>(t.numel()) * sizeof(float), Buffer::Kind::kDevice,
-                                      &t.buf));
+    VK_RETURN_IF_ERROR(
+        Buffer::Create(dev, static_cast<size_t>(t.numel()) * sizeof(float), Buffer::Kind::kDevice, &t.buf));
     *out = std::move(t);
     return VkErr::Ok();
   }
@@ -199,14 +199,29 @@ VkErr RunGemmCore(Exec& x, const CNode& n, const DTensor& a, const DTensor& b, c
   const size_t batches = g.offsets.size() / 4;
   if (batches == 0 || g.M == 0 || g.N == 0) return VkErr::Ok();
   if (batches > x.dev->props().limits.maxComputeWorkGroupCount[2])
-    return MakeErr(STRATA_PROVIDER_RESULT_UNSUPPORTED, n.Who() + ": " + std::to_string(batches) + " batches exceed the device's dispatch limit");
+    return MakeErr(STRATA_PROVIDER_RESULT_UNSUPPORTED,
+                   n.Who() + ": " + std::to_string(batches) + " batches exceed the device's dispatch limit");
   std::shared_ptr<Buffer> off;
   VK_RETURN_IF_ERROR(x.Params(g.offsets, &off));
   struct {
     uint32_t M, N, K, sAm, sAk, sBk, sBn, ldc, sBiasM, sBiasN, hasBias, act;
     float alpha, beta, lo, hi;
-  } pc{g.M, g.N, g.K, g.sAm, g.sAk, g.sBk, g.sBn, g.ldc, g.sBiasM, g.sBiasN, g.has_bias ? 1u : 0u, g.act ? 1u : 0u,
-       g.alpha, g.beta, g.lo, g.hi};
+  } pc{g.M,
+       g.N,
+       g.K,
+       g.sAm,
+       g.sAk,
+       g.sBk,
+       g.sBn,
+       g.ldc,
+       g.sBiasM,
+       g.sBiasN,
+       g.has_bias ? 1u : 0u,
+       g.act ? 1u : 0u,
+       g.alpha,
+       g.beta,
+       g.lo,
+       g.hi};
   const DTensor& bt = bias ? *bias : a;  // bound but unread without a bias
   return x.rec.Dispatch(Shader::kGemm, {Ref(a), Ref(b), Ref(c), Ref(bt), BufRef{off.get(), 0}}, &pc, sizeof(pc),
                         (g.N + 63) / 64, (g.M + 63) / 64, static_cast<uint32_t>(batches));
@@ -297,8 +312,8 @@ VkErr RunGemm(Exec& x, const CNode& n, DTensor* out) {
 }
 
 // Output size of one spatial dim and its begin/end pads (auto_pad resolved).
-bool SpatialOut(const std::string& auto_pad, int64_t in, int64_t k, int64_t s, int64_t d, bool ceil_mode,
-                int64_t* pb, int64_t* pe, int64_t* out) {
+bool SpatialOut(const std::string& auto_pad, int64_t in, int64_t k, int64_t s, int64_t d, bool ceil_mode, int64_t* pb,
+                int64_t* pe, int64_t* out) {
   const int64_t ek = d * (k - 1) + 1;
   if (auto_pad == "VALID") {
     *pb = *pe = 0;
@@ -365,8 +380,8 @@ VkErr RunConv(Exec& x, const CNode& n, DTensor* out) {
   VK_RETURN_IF_ERROR(x.NewFloat(n, {N, M, sp.oh, sp.ow}, out));
   const int64_t OHW = sp.oh * sp.ow, MG = M / group;
   if (out->numel() == 0) return VkErr::Ok();
-  const bool pointwise = KH == 1 && KW == 1 && sp.sh == 1 && sp.sw == 1 && sp.ph == 0 && sp.pw == 0 && sp.phe == 0 &&
-                         sp.pwe == 0;
+  const bool pointwise =
+      KH == 1 && KW == 1 && sp.sh == 1 && sp.sw == 1 && sp.ph == 0 && sp.pw == 0 && sp.phe == 0 && sp.pwe == 0;
   DTensor col;
   const DTensor* bmat = xt;
   if (!pointwise) {
@@ -377,11 +392,11 @@ VkErr RunConv(Exec& x, const CNode& n, DTensor* out) {
     x.rec.Keep(col.buf);  // the GPU uses it after this function returns
     struct {
       uint32_t total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
-    } pc{static_cast<uint32_t>(total), static_cast<uint32_t>(C), static_cast<uint32_t>(H), static_cast<uint32_t>(W),
-         static_cast<uint32_t>(sp.oh), static_cast<uint32_t>(sp.ow), static_cast<uint32_t>(KH),
-         static_cast<uint32_t>(KW), static_cast<uint32_t>(sp.sh), static_cast<uint32_t>(sp.sw),
-         static_cast<uint32_t>(sp.ph), static_cast<uint32_t>(sp.pw), static_cast<uint32_t>(sp.dh),
-         static_cast<uint32_t>(sp.dw)};
+    } pc{static_cast<uint32_t>(total), static_cast<uint32_t>(C),     static_cast<uint32_t>(H),
+         static_cast<uint32_t>(W),     static_cast<uint32_t>(sp.oh), static_cast<uint32_t>(sp.ow),
+         static_cast<uint32_t>(KH),    static_cast<uint32_t>(KW),    static_cast<uint32_t>(sp.sh),
+         static_cast<uint32_t>(sp.sw), static_cast<uint32_t>(sp.ph), static_cast<uint32_t>(sp.pw),
+         static_cast<uint32_t>(sp.dh), static_cast<uint32_t>(sp.dw)};
     VK_RETURN_IF_ERROR(x.rec.Dispatch1D(Shader::kIm2col, {Ref(*xt), Ref(col)}, &pc, sizeof(pc), total));
     bmat = &col;
   }
@@ -394,10 +409,10 @@ VkErr RunConv(Exec& x, const CNode& n, DTensor* out) {
   FusedActivation(n, &g);
   for (int64_t img = 0; img < N; ++img)
     for (int64_t gr = 0; gr < group; ++gr)
-      g.offsets.insert(g.offsets.end(), {static_cast<uint32_t>(gr * MG * K),
-                                         static_cast<uint32_t>((img * C + gr * CG) * (pointwise ? H * W : KH * KW * OHW)),
-                                         static_cast<uint32_t>((img * M + gr * MG) * OHW),
-                                         static_cast<uint32_t>(gr * MG)});
+      g.offsets.insert(g.offsets.end(),
+                       {static_cast<uint32_t>(gr * MG * K),
+                        static_cast<uint32_t>((img * C + gr * CG) * (pointwise ? H * W : KH * KW * OHW)),
+                        static_cast<uint32_t>((img * M + gr * MG) * OHW), static_cast<uint32_t>(gr * MG)});
   return RunGemmCore(x, n, *w, *bmat, bias, *out, g);
 }
 
@@ -414,12 +429,23 @@ VkErr RunPool(Exec& x, const CNode& n, DTensor* out) {
   const uint32_t avg = n.op == "AveragePool" ? 1u : 0u;
   struct {
     uint32_t total, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, type, countPad, phEnd, pwEnd;
-  } pc{static_cast<uint32_t>(out->numel()), static_cast<uint32_t>(H), static_cast<uint32_t>(W),
-       static_cast<uint32_t>(sp.oh), static_cast<uint32_t>(sp.ow), static_cast<uint32_t>(sp.kh),
-       static_cast<uint32_t>(sp.kw), static_cast<uint32_t>(sp.sh), static_cast<uint32_t>(sp.sw),
-       static_cast<uint32_t>(sp.ph), static_cast<uint32_t>(sp.pw), static_cast<uint32_t>(sp.dh),
-       static_cast<uint32_t>(sp.dw), avg, static_cast<uint32_t>(n.Int("count_include_pad", 0) != 0),
-       static_cast<uint32_t>(sp.phe), static_cast<uint32_t>(sp.pwe)};
+  } pc{static_cast<uint32_t>(out->numel()),
+       static_cast<uint32_t>(H),
+       static_cast<uint32_t>(W),
+       static_cast<uint32_t>(sp.oh),
+       static_cast<uint32_t>(sp.ow),
+       static_cast<uint32_t>(sp.kh),
+       static_cast<uint32_t>(sp.kw),
+       static_cast<uint32_t>(sp.sh),
+       static_cast<uint32_t>(sp.sw),
+       static_cast<uint32_t>(sp.ph),
+       static_cast<uint32_t>(sp.pw),
+       static_cast<uint32_t>(sp.dh),
+       static_cast<uint32_t>(sp.dw),
+       avg,
+       static_cast<uint32_t>(n.Int("count_include_pad", 0) != 0),
+       static_cast<uint32_t>(sp.phe),
+       static_cast<uint32_t>(sp.pwe)};
   return x.rec.Dispatch1D(Shader::kPool, {Ref(*xt), Ref(*out)}, &pc, sizeof(pc), static_cast<uint64_t>(out->numel()));
 }
 
@@ -551,7 +577,7 @@ VkErr RunUnary(Exec& x, const CNode& n, DTensor* out) {
   const DTensor* xt = Input(x, n, 0);
   VK_RETURN_IF_ERROR(NeedFloat(xt, n, "input"));
   static const std::pair<const char*, uint32_t> kOps[] = {
-      {"Relu", 0}, {"Sigmoid", 1}, {"Tanh", 2},  {"Erf", 3},  {"Exp", 4},         {"Sqrt", 5},  {"Neg", 6},
+      {"Relu", 0}, {"Sigmoid", 1},   {"Tanh", 2}, {"Erf", 3},  {"Exp", 4},         {"Sqrt", 5}, {"Neg", 6},
       {"Clip", 7}, {"LeakyRelu", 8}, {"Gelu", 9}, {"Abs", 11}, {"Reciprocal", 13}, {"Log", 14}};
   uint32_t op = 12;
   for (const auto& [name, code] : kOps)
@@ -594,8 +620,8 @@ VkErr RunBinary(Exec& x, const CNode& n, DTensor* out) {
   std::vector<int64_t> dims = shape, sa = BroadcastStrides(a->shape, shape), sb = BroadcastStrides(b->shape, shape);
   MergeDims(&dims, {&sa, &sb});
   if (dims.size() > 6)
-    return MakeErr(STRATA_PROVIDER_RESULT_UNSUPPORTED,
-                   n.Who() + ": broadcasting needs " + std::to_string(dims.size()) + " dimensions; at most 6 are handled");
+    return MakeErr(STRATA_PROVIDER_RESULT_UNSUPPORTED, n.Who() + ": broadcasting needs " + std::to_string(dims.size()) +
+                                                           " dimensions; at most 6 are handled");
   const uint32_t op = n.op == "Add" ? 0 : n.op == "Sub" ? 1 : n.op == "Mul" ? 2 : n.op == "Div" ? 3 : 4;
   struct {
     uint32_t total, rank, op, pad;
@@ -650,8 +676,9 @@ VkErr RunConcat(Exec& x, const CNode& n, DTensor* out) {
   for (const DTensor* t : ins) {
     bool ok = t->shape.size() == r;
     for (size_t d = 0; ok && d < r; ++d) ok = static_cast<int64_t>(d) == axis || t->shape[d] == os[d];
-    if (!ok) return Bad(n, "input " + ShapeStr(t->shape) + " does not match " + ShapeStr(ins[0]->shape) +
-                               " outside axis " + std::to_string(axis));
+    if (!ok)
+      return Bad(n, "input " + ShapeStr(t->shape) + " does not match " + ShapeStr(ins[0]->shape) + " outside axis " +
+                        std::to_string(axis));
     os[axis] += t->shape[axis];
   }
   VK_RETURN_IF_ERROR(x.NewFloat(n, os, out));
@@ -824,22 +851,36 @@ VkErr RunNode(Exec& x, const CNode& n) {
   DTensor out;
   VkErr e;
   const std::string& op = n.op;
-  if (op == "MatMul") e = RunMatMul(x, n, &out);
-  else if (op == "Gemm") e = RunGemm(x, n, &out);
-  else if (op == "Conv") e = RunConv(x, n, &out);
-  else if (op == "MaxPool" || op == "AveragePool") e = RunPool(x, n, &out);
-  else if (op == "GlobalAveragePool") e = RunGlobalAveragePool(x, n, &out);
-  else if (op == "ReduceMean" || op == "ReduceSum") e = RunReduce(x, n, &out);
-  else if (op == "Softmax") e = RunSoftmax(x, n, &out);
-  else if (op == "LayerNormalization") e = RunLayerNorm(x, n, &out);
-  else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow") e = RunBinary(x, n, &out);
-  else if (op == "Transpose") e = RunTranspose(x, n, &out);
-  else if (op == "Concat") e = RunConcat(x, n, &out);
-  else if (op == "Slice") e = RunSlice(x, n, &out);
-  else if (op == "Gather") e = RunGather(x, n, &out);
+  if (op == "MatMul")
+    e = RunMatMul(x, n, &out);
+  else if (op == "Gemm")
+    e = RunGemm(x, n, &out);
+  else if (op == "Conv")
+    e = RunConv(x, n, &out);
+  else if (op == "MaxPool" || op == "AveragePool")
+    e = RunPool(x, n, &out);
+  else if (op == "GlobalAveragePool")
+    e = RunGlobalAveragePool(x, n, &out);
+  else if (op == "ReduceMean" || op == "ReduceSum")
+    e = RunReduce(x, n, &out);
+  else if (op == "Softmax")
+    e = RunSoftmax(x, n, &out);
+  else if (op == "LayerNormalization")
+    e = RunLayerNorm(x, n, &out);
+  else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow")
+    e = RunBinary(x, n, &out);
+  else if (op == "Transpose")
+    e = RunTranspose(x, n, &out);
+  else if (op == "Concat")
+    e = RunConcat(x, n, &out);
+  else if (op == "Slice")
+    e = RunSlice(x, n, &out);
+  else if (op == "Gather")
+    e = RunGather(x, n, &out);
   else if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity")
     e = RunMeta(x, n, &out);
-  else e = RunUnary(x, n, &out);
+  else
+    e = RunUnary(x, n, &out);
   if (!e.ok()) {
     if (e.msg.rfind(n.Who(), 0) != 0) e.msg = n.Who() + ": " + e.msg;
     return e;
@@ -917,15 +958,18 @@ VkErr CompilePartition(Device* d, const strata_partition_desc* p, std::unique_pt
     if (!vd.const_data) continue;
     auto c = std::make_unique<ConstValue>();
     c->dtype = vd.dtype;
-    if (vd.rank < 0) return MakeErr(STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, "constant '" + cp->value_names[v] + "' has no shape");
+    if (vd.rank < 0)
+      return MakeErr(STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, "constant '" + cp->value_names[v] + "' has no shape");
     c->shape.assign(vd.dims, vd.dims + vd.rank);
     int64_t n = 1;
     for (int64_t dd : c->shape) n *= dd;
     const size_t es = DtypeSize(vd.dtype);
     if (es == 0 || n < 0 || vd.const_bytes != static_cast<size_t>(n) * es)
-      return MakeErr(STRATA_PROVIDER_RESULT_UNSUPPORTED,
-                     "constant '" + cp->value_names[v] + "' has an unsupported dtype or a size that does not match its shape");
-    c->host.assign(static_cast<const uint8_t*>(vd.const_data), static_cast<const uint8_t*>(vd.const_data) + vd.const_bytes);
+      return MakeErr(
+          STRATA_PROVIDER_RESULT_UNSUPPORTED,
+          "constant '" + cp->value_names[v] + "' has an unsupported dtype or a size that does not match its shape");
+    c->host.assign(static_cast<const uint8_t*>(vd.const_data),
+                   static_cast<const uint8_t*>(vd.const_data) + vd.const_bytes);
     VK_RETURN_IF_ERROR(Buffer::Create(d, vd.const_bytes, Buffer::Kind::kDevice, &c->buf));
     VK_RETURN_IF_ERROR(c->buf->Write(0, vd.const_data, vd.const_bytes));
     c->buf->is_constant = true;
@@ -966,7 +1010,8 @@ VkErr ExecutePartition(strata_compiled_partition* p, const strata_device_tensor*
     if (es == 0)
       return MakeErr(STRATA_PROVIDER_RESULT_UNSUPPORTED,
                      what + " has dtype " + std::to_string(t.dtype) + "; float32, int32 and int64 are handled");
-    if (t.rank > STRATA_PROVIDER_MAX_RANK) return MakeErr(STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, what + " has rank > 8");
+    if (t.rank > STRATA_PROVIDER_MAX_RANK)
+      return MakeErr(STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, what + " has rank > 8");
     DTensor dt;
     dt.dtype = t.dtype;
     dt.shape.assign(t.dims, t.dims + t.rank);
@@ -975,7 +1020,8 @@ VkErr ExecutePartition(strata_compiled_partition* p, const strata_device_tensor*
     const size_t bytes = static_cast<size_t>(dt.numel()) * es;
     if (!t.buffer || !t.buffer->buf || t.byte_offset > t.buffer->buf->size() ||
         bytes > t.buffer->buf->size() - t.byte_offset)
-      return MakeErr(STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, what + " " + ShapeStr(dt.shape) + " does not fit its buffer");
+      return MakeErr(STRATA_PROVIDER_RESULT_INVALID_ARGUMENT,
+                     what + " " + ShapeStr(dt.shape) + " does not fit its buffer");
     if (t.buffer->buf->device() != d)
       return MakeErr(STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, what + " lives on another device");
     dt.buf = t.buffer->buf;
@@ -995,8 +1041,8 @@ VkErr ExecutePartition(strata_compiled_partition* p, const strata_device_tensor*
   for (size_t k = 0; k < output_count; ++k) {
     DTensor t = x.vals[p->outputs[k]];
     if (!t.valid() || t.shape.size() > STRATA_PROVIDER_MAX_RANK)
-      return MakeErr(STRATA_PROVIDER_RESULT_ERROR, "output " + std::to_string(k) + " ('" +
-                                                       p->value_names[p->outputs[k]] + "') was not computed");
+      return MakeErr(STRATA_PROVIDER_RESULT_ERROR,
+                     "output " + std::to_string(k) + " ('" + p->value_names[p->outputs[k]] + "') was not computed");
     if (t.buf->is_constant) {
       const size_t bytes = static_cast<size_t>(t.numel()) * DtypeSize(t.dtype);
       std::shared_ptr<Buffer> nb;

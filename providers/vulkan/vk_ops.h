@@ -55,7 +55,7 @@ struct DTensor {
   int32_t dtype = 0;
   std::vector<int64_t> shape;
   std::shared_ptr<Buffer> buf;
-  size_t offset = 0;                 // bytes
+  size_t offset = 0;                  // bytes
   const ConstValue* konst = nullptr;  // set for constants
   bool valid() const { return dtype != 0; }
   int64_t numel() const {

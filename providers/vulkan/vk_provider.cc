@@ -107,8 +107,7 @@ int32_t Compile(void* self, uint32_t device, const strata_partition_desc* p, str
 
 void ReleasePartition(void*, strata_compiled_partition* p) { delete p; }
 
-int32_t BufferAlloc(void* self, uint32_t device, size_t bytes, strata_device_buffer** out,
-                    strata_provider_error* err) {
+int32_t BufferAlloc(void* self, uint32_t device, size_t bytes, strata_device_buffer** out, strata_provider_error* err) {
   return Guard(err, [&] {
     if (!out) return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, "out is NULL");
     int32_t rc = STRATA_PROVIDER_RESULT_OK;
@@ -199,21 +198,21 @@ extern "C" __attribute__((visibility("default"))) int32_t strata_provider_init(c
       return Fail(err, STRATA_PROVIDER_RESULT_OUT_OF_MEMORY, "out of host memory");
     }
     inst->api = strata_provider_api{sizeof(strata_provider_api),
-                               STRATA_PROVIDER_ABI_VERSION,
-                               inst,
-                               DeviceCount,
-                               DeviceInfo,
-                               SupportsNode,
-                               Compile,
-                               ReleasePartition,
-                               BufferAlloc,
-                               BufferFree,
-                               CopyToDevice,
-                               CopyToHost,
-                               Execute,
-                               Synchronize,
-                               Shutdown,
-                               HasCapability};
+                                    STRATA_PROVIDER_ABI_VERSION,
+                                    inst,
+                                    DeviceCount,
+                                    DeviceInfo,
+                                    SupportsNode,
+                                    Compile,
+                                    ReleasePartition,
+                                    BufferAlloc,
+                                    BufferFree,
+                                    CopyToDevice,
+                                    CopyToHost,
+                                    Execute,
+                                    Synchronize,
+                                    Shutdown,
+                                    HasCapability};
     *out = &inst->api;
     return STRATA_PROVIDER_RESULT_OK;
   });

@@ -10,7 +10,7 @@
 namespace strata_vk {
 namespace {
 
-const std::set<std::string> kUnary = {"Relu", "Sigmoid", "Tanh", "Erf",   "Exp",        "Sqrt", "Neg",
+const std::set<std::string> kUnary = {"Relu", "Sigmoid",   "Tanh", "Erf", "Exp",        "Sqrt", "Neg",
                                       "Clip", "LeakyRelu", "Gelu", "Abs", "Reciprocal", "Log"};
 const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Pow"};
 const std::set<std::string> kMeta = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};

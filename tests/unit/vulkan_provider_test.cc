@@ -3,8 +3,8 @@
 // with strata's plain CPU reference kernels on random shapes, including edge sizes
 // around the GEMM tile (1, odd, 17, 33, 65). Without a Vulkan device (or without the
 // provider built) every test skips with one reason.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,9 +72,9 @@ VulkanEnv& Env() {
   return *env;
 }
 
-#define REQUIRE_VULKAN()                                   \
-  do {                                                     \
-    if (!Env().skip.empty()) GTEST_SKIP() << Env().skip;   \
+#define REQUIRE_VULKAN()                                 \
+  do {                                                   \
+    if (!Env().skip.empty()) GTEST_SKIP() << Env().skip; \
   } while (0)
 
 // ---------------------------------------------------------------- graph building
@@ -192,9 +192,12 @@ RT FromTensor(const Tensor& t) {
   const int64_t n = t.num_elements();
   r.v.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    if (t.dtype() == DataType::kFloat) r.v[i] = t.data<float>()[i];
-    else if (t.dtype() == DataType::kInt64) r.v[i] = static_cast<double>(t.data<int64_t>()[i]);
-    else if (t.dtype() == DataType::kInt32) r.v[i] = t.data<int32_t>()[i];
+    if (t.dtype() == DataType::kFloat)
+      r.v[i] = t.data<float>()[i];
+    else if (t.dtype() == DataType::kInt64)
+      r.v[i] = static_cast<double>(t.data<int64_t>()[i]);
+    else if (t.dtype() == DataType::kInt32)
+      r.v[i] = t.data<int32_t>()[i];
   }
   return r;
 }
@@ -286,7 +289,8 @@ RT RefGemm(const Node& n, const RT& a, const RT& b, const RT* c) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
       double s = 0;
-      for (int64_t k = 0; k < K; ++k) s += (ta ? a.v[k * M + i] : a.v[i * K + k]) * (tb ? b.v[j * K + k] : b.v[k * N + j]);
+      for (int64_t k = 0; k < K; ++k)
+        s += (ta ? a.v[k * M + i] : a.v[i * K + k]) * (tb ? b.v[j * K + k] : b.v[k * N + j]);
       s *= alpha;
       if (c) s += beta * c->v[BOff({i, j}, c->shape)];
       o.v[i * N + j] = s;
@@ -394,13 +398,18 @@ RT RefNode(const Node& n, const std::vector<const RT*>& in) {
       op == "ReduceSum") {
     const RT& a = *x(0);
     const int64_t r = static_cast<int64_t>(a.shape.size());
-    int64_t axis = op == "GlobalAveragePool" ? 2 : op == "Softmax" ? Norm(AttrI(n, "axis", n.opset >= 13 ? -1 : 1), r)
-                                                 : op == "LayerNormalization" ? Norm(AttrI(n, "axis", -1), r) : r - 1;
+    int64_t axis = op == "GlobalAveragePool"    ? 2
+                   : op == "Softmax"            ? Norm(AttrI(n, "axis", n.opset >= 13 ? -1 : 1), r)
+                   : op == "LayerNormalization" ? Norm(AttrI(n, "axis", -1), r)
+                                                : r - 1;
     int64_t outer = 1, len = 1, inner = 1;
     for (int64_t d = 0; d < r; ++d) {
-      if (d < axis) outer *= a.shape[d];
-      else if (d == axis || op != "Softmax" || n.opset < 13) len *= a.shape[d];
-      else inner *= a.shape[d];
+      if (d < axis)
+        outer *= a.shape[d];
+      else if (d == axis || op != "Softmax" || n.opset < 13)
+        len *= a.shape[d];
+      else
+        inner *= a.shape[d];
     }
     if (op == "Softmax" || op == "LayerNormalization") {
       RT o = Make(a.shape);
@@ -479,12 +488,15 @@ RT RefNode(const Node& n, const std::vector<const RT*>& in) {
       const int64_t ax = Norm(static_cast<int64_t>(x(3)->v[k]), r), dim = a.shape[ax];
       // int64 extremes survive the double round trip as +-9.2e18: clamp first.
       double sd = x(1)->v[k], ed = x(2)->v[k];
-      int64_t s = static_cast<int64_t>(std::clamp(sd, -1e15, 1e15)), e = static_cast<int64_t>(std::clamp(ed, -1e15, 1e15));
+      int64_t s = static_cast<int64_t>(std::clamp(sd, -1e15, 1e15)),
+              e = static_cast<int64_t>(std::clamp(ed, -1e15, 1e15));
       const int64_t stp = static_cast<int64_t>(x(4)->v[k]);
       if (s < 0) s += dim;
       if (e < 0) e += dim;
-      if (stp > 0) s = std::clamp<int64_t>(s, 0, dim), e = std::clamp<int64_t>(e, 0, dim);
-      else s = std::clamp<int64_t>(s, -1, dim - 1), e = std::clamp<int64_t>(e, -1, dim - 1);
+      if (stp > 0)
+        s = std::clamp<int64_t>(s, 0, dim), e = std::clamp<int64_t>(e, 0, dim);
+      else
+        s = std::clamp<int64_t>(s, -1, dim - 1), e = std::clamp<int64_t>(e, -1, dim - 1);
       int64_t cnt = 0;
       for (int64_t v = s; stp > 0 ? v < e : v > e; v += stp) ++cnt;
       start[ax] = s, step[ax] = stp, os[ax] = cnt;
@@ -527,8 +539,10 @@ RT RefNode(const Node& n, const std::vector<const RT*>& in) {
       for (size_t k = 0; k < x(1)->v.size(); ++k) {
         int64_t d = static_cast<int64_t>(x(1)->v[k]);
         if (d == 0) d = s[k];
-        if (d == -1) infer = static_cast<int64_t>(k);
-        else known *= d;
+        if (d == -1)
+          infer = static_cast<int64_t>(k);
+        else
+          known *= d;
         os.push_back(d);
       }
       if (infer >= 0) os[infer] = o.n() / known;
@@ -562,16 +576,34 @@ RT RefNode(const Node& n, const std::vector<const RT*>& in) {
   for (int64_t i = 0; i < o.n(); ++i) {
     const double v = x(0)->v[i];
     double r = v;
-    if (op == "Relu") r = std::max(v, 0.0);
-    else if (op == "Sigmoid") r = 1.0 / (1.0 + std::exp(-v));
-    else if (op == "Tanh") r = std::tanh(v);
-    else if (op == "Erf") r = Erf(v);
-    else if (op == "Exp") r = std::exp(v);
-    else if (op == "Sqrt") r = std::sqrt(v);
-    else if (op == "Neg") r = -v;
-    else if (op == "Abs") r = std::fabs(v);
-    else if (op == "LeakyRelu") r = v >= 0 ? v : AttrF(n, "alpha", 0.01f) * v;
-    else if (op == "Clip") r = std::min(std::max(v, lo), hi);
+    if (op == "Relu")
+      r = std::max(v, 0.0);
+    else if (op == "Sigmoid")
+      r = 1.0 / (1.0 + std::exp(-v));
+    else if (op == "Tanh")
+      r = std::tanh(v);
+    else if (op == "Erf")
+      r = Erf(v);
+    else if (op == "Exp")
+      r = std::exp(v);
+    else if (op == "Sqrt")
+      r = std::sqrt(v);
+    else if (op == "Neg")
+      r = -v;
+    else if (op == "Abs")
+      r = std::fabs(v);
+    else if (op == "LeakyRelu")
+      r = v >= 0 ? v : AttrF(n, "alpha", 0.01f) * v;
+    else if (op == "Clip")
+      r = std::min(std::max(v, lo), hi);
+    else if (op == "Log")
+      r = std::log(v);
+    else if (op == "Reciprocal")
+      r = 1.0 / v;
+    else if (op == "Gelu" && AttrS(n, "approximate", "none") == "tanh")
+      r = 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    else if (op == "Gelu")
+      r = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
     o.v[i] = r;
   }
   return o;
@@ -776,8 +808,9 @@ TEST(VulkanLoad, StagingTransfersOfDiscreteGpusGiveTheSameResults) {
   if (std::getenv("STRATA_VULKAN_STAGING")) GTEST_SKIP() << "already the staging child";
   // Unmapped device memory: every copy goes through a staging buffer and a transfer.
   int code = -1;
-  std::string out = SpawnSelf({"STRATA_VULKAN_STAGING=1"},
-                              "--gtest_filter=VulkanGemm.*:VulkanModel.*:VulkanErrors.Buffers*:VulkanTensorOps.*", &code);
+  std::string out =
+      SpawnSelf({"STRATA_VULKAN_STAGING=1"},
+                "--gtest_filter=VulkanGemm.*:VulkanModel.*:VulkanErrors.Buffers*:VulkanTensorOps.*", &code);
   EXPECT_EQ(code, 0) << out;
   EXPECT_TRUE(Has(out, "PASSED")) << out;
 }
@@ -787,9 +820,9 @@ TEST(VulkanLoad, StagingTransfersOfDiscreteGpusGiveTheSameResults) {
 TEST(VulkanGemm, MatMulEdgeSizesAndBatchBroadcasting) {
   REQUIRE_VULKAN();
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{1, 1}, {1, 1}},         {{17, 33}, {33, 65}},        {{65, 17}, {17, 33}},      {{64, 64}, {64, 64}},
-      {{3, 129}, {129, 7}},     {{2, 3, 17, 33}, {33, 5}},   {{3, 1, 5, 7}, {4, 7, 9}}, {{33}, {33, 17}},
-      {{5, 17, 33}, {33}},      {{2, 65, 16}, {2, 16, 66}},  {{1, 0 + 1, 300}, {300, 1}},
+      {{1, 1}, {1, 1}},     {{17, 33}, {33, 65}},       {{65, 17}, {17, 33}},        {{64, 64}, {64, 64}},
+      {{3, 129}, {129, 7}}, {{2, 3, 17, 33}, {33, 5}},  {{3, 1, 5, 7}, {4, 7, 9}},   {{33}, {33, 17}},
+      {{5, 17, 33}, {33}},  {{2, 65, 16}, {2, 16, 66}}, {{1, 0 + 1, 300}, {300, 1}},
   };
   for (const auto& [as, bs] : cases) {
     G b;
@@ -819,7 +852,8 @@ TEST(VulkanGemm, GemmTransposesAlphaBetaAndBiasShapes) {
         SetFloat(n, "alpha", 0.5f + 0.25f * static_cast<float>(variant % 3));
         SetFloat(n, "beta", variant % 2 ? 1.0f : -2.0f);
         b.g.outputs = {y};
-        ExpectMatches(b, 1e-5f, "transA=" + std::to_string(ta) + " transB=" + std::to_string(tb) + " C " + ShapeToString(cs));
+        ExpectMatches(b, 1e-5f,
+                      "transA=" + std::to_string(ta) + " transB=" + std::to_string(tb) + " C " + ShapeToString(cs));
         ++variant;
       }
   // Without C.
@@ -968,11 +1002,14 @@ TEST(VulkanElementwise, BinaryOpsBroadcast) {
 
 TEST(VulkanElementwise, UnaryOps) {
   REQUIRE_VULKAN();
-  for (const std::string op : {"Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Sqrt", "Neg", "LeakyRelu", "Abs"}) {
+  for (const std::string op : {"Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Sqrt", "Neg", "LeakyRelu", "Abs", "Log",
+                               "Reciprocal", "Gelu", "GeluTanh"}) {
     G b;
-    int x = b.Input("x", op == "Sqrt" ? Random({3, 67}, 0.0f, 4.0f) : Random({3, 67}, -6.0f, 6.0f)), y = b.Out("y");
-    Node& n = b.Add(op, {x}, {y});
+    const bool positive = op == "Sqrt" || op == "Log" || op == "Reciprocal";
+    int x = b.Input("x", positive ? Random({3, 67}, 0.05f, 4.0f) : Random({3, 67}, -6.0f, 6.0f)), y = b.Out("y");
+    Node& n = b.Add(op == "GeluTanh" ? "Gelu" : op, {x}, {y}, op.rfind("Gelu", 0) == 0 ? 20 : 13);
     if (op == "LeakyRelu") SetFloat(n, "alpha", 0.2f);
+    if (op == "GeluTanh") SetString(n, "approximate", "tanh");
     b.g.outputs = {y};
     ExpectMatches(b, 2e-6f, op);
   }
@@ -1011,16 +1048,17 @@ TEST(VulkanNorm, SoftmaxAxesAndOldOpsetCoercion) {
     int opset;
   };
   for (const SCase& c : std::vector<SCase>{{{2, 3, 17}, -1, 13},
-                                          {{4, 1000}, -1, 13},
-                                          {{2, 5, 3}, 1, 13},
-                                          {{1, 1}, -1, 13},
-                                          {{2, 3, 4}, 1, 11},
-                                          {{3, 65}, 1, 1}}) {
+                                           {{4, 1000}, -1, 13},
+                                           {{2, 5, 3}, 1, 13},
+                                           {{1, 1}, -1, 13},
+                                           {{2, 3, 4}, 1, 11},
+                                           {{3, 65}, 1, 1}}) {
     G b;
     int x = b.Input("x", Random(c.s, -5, 5)), y = b.Out("y");
     SetInt(b.Add("Softmax", {x}, {y}, c.opset), "axis", c.axis);
     b.g.outputs = {y};
-    ExpectMatches(b, 1e-5f, ShapeToString(c.s) + " axis " + std::to_string(c.axis) + " opset " + std::to_string(c.opset));
+    ExpectMatches(b, 1e-5f,
+                  ShapeToString(c.s) + " axis " + std::to_string(c.axis) + " opset " + std::to_string(c.opset));
   }
 }
 
@@ -1245,13 +1283,26 @@ TEST(VulkanErrors, BuffersCopiesAndBadArguments) {
   REQUIRE_VULKAN();
   const strata_provider_api& api = Env().provider->api();
   strata_device_buffer* buf = nullptr;
-  ASSERT_TRUE(Env().provider->Call("alloc", [&](strata_provider_error* e) { return api.buffer_alloc(api.self, 0, 64, &buf, e); }).ok());
+  ASSERT_TRUE(
+      Env()
+          .provider->Call("alloc", [&](strata_provider_error* e) { return api.buffer_alloc(api.self, 0, 64, &buf, e); })
+          .ok());
   std::vector<float> in(16), out(16, 0);
   for (int i = 0; i < 16; ++i) in[i] = static_cast<float>(i) * 0.5f;
-  EXPECT_TRUE(Env().provider->Call("to", [&](strata_provider_error* e) { return api.copy_to_device(api.self, buf, 0, in.data(), 64, e); }).ok());
-  EXPECT_TRUE(Env().provider->Call("from", [&](strata_provider_error* e) { return api.copy_to_host(api.self, out.data(), buf, 0, 64, e); }).ok());
+  EXPECT_TRUE(
+      Env()
+          .provider
+          ->Call("to", [&](strata_provider_error* e) { return api.copy_to_device(api.self, buf, 0, in.data(), 64, e); })
+          .ok());
+  EXPECT_TRUE(
+      Env()
+          .provider
+          ->Call("from",
+                 [&](strata_provider_error* e) { return api.copy_to_host(api.self, out.data(), buf, 0, 64, e); })
+          .ok());
   EXPECT_EQ(in, out);
-  Status over = Env().provider->Call("over", [&](strata_provider_error* e) { return api.copy_to_device(api.self, buf, 8, in.data(), 64, e); });
+  Status over = Env().provider->Call(
+      "over", [&](strata_provider_error* e) { return api.copy_to_device(api.self, buf, 8, in.data(), 64, e); });
   EXPECT_FALSE(over.ok());
   EXPECT_TRUE(Has(over.message(), "exceeds the buffer")) << over.message();
   Status dev = Env().provider->Call("alloc", [&](strata_provider_error* e) {
