@@ -253,9 +253,13 @@ TEST(PluginAcquire, ErrorsNameTheProblem) {
   EXPECT_EQ((*ok)->name(), "ref");
   EXPECT_TRUE((*ok)->HasCapability("reference"));
   EXPECT_FALSE((*ok)->HasCapability("weight_prepack"));
-  auto autos = m.AutoCandidates();
-  ASSERT_EQ(autos.size(), 1u);  // only "ref" of the test tree is usable
-  EXPECT_EQ(autos[0]->name(), "ref");
+  // Providers of the build's package folder (e.g. vulkan on lavapipe) may be usable too;
+  // of the test tree, only "ref" is.
+  std::vector<std::string> from_test_tree;
+  for (const auto& p : m.AutoCandidates())
+    if (p->path().rfind(kDir, 0) == 0) from_test_tree.push_back(p->name());
+  ASSERT_EQ(from_test_tree.size(), 1u);
+  EXPECT_EQ(from_test_tree[0], "ref");
 }
 
 TEST(PluginElf, ReadsNeededAndExports) {
