@@ -48,7 +48,7 @@ Status Session::SetUpProviders(Graph& g, ExecOptions* eo) {
     auto p = pm.Acquire(name);
     if (!p.ok()) {
       // Report the provider's load-report line; never fall back silently.
-      return MakeStatus(StatusCode::kProviderError, "--device ", name, ": ", p.status().message());
+      return MakeStatus(p.status().code(), "--device ", name, ": ", p.status().message());
     }
     provider_notes_.push_back("using provider " + name);
     chosen.push_back(std::move(p).value());

@@ -1,0 +1,240 @@
+// The C API and the C++ wrapper, end to end on the bundled digits example.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/npy.h"
+#include "strata/strata.h"
+#include "strata/strata.hpp"
+
+namespace {
+
+const std::string kModel = std::string(STRATA_SOURCE_DIR) + "/examples/digits.onnx";
+const std::string kSamples = std::string(STRATA_SOURCE_DIR) + "/examples/digits_samples.npy";
+const std::string kLabels = std::string(STRATA_SOURCE_DIR) + "/examples/digits_labels.npy";
+
+std::string Message(strata_status* st) {
+  std::string m = strata_status_get_message(st);
+  strata_status_release(st);
+  return m;
+}
+
+TEST(CApi, VersionAndCodes) {
+  EXPECT_STREQ(strata_version(), STRATA_VERSION_STRING);
+  EXPECT_EQ(strata_api_version(), STRATA_API_VERSION);
+  EXPECT_STREQ(strata_status_code_name(STRATA_INVALID_MODEL), "INVALID_MODEL");
+  EXPECT_EQ(strata_status_get_code(nullptr), STRATA_OK);
+  EXPECT_STREQ(strata_status_get_message(nullptr), "");
+  EXPECT_EQ(strata_dtype_size(STRATA_DTYPE_FLOAT16), 2u);
+  EXPECT_STREQ(strata_dtype_name(STRATA_DTYPE_INT64), "int64");
+}
+
+TEST(CApi, RunsDigitsAndClassifiesSamples) {
+  strata_env* env = nullptr;
+  ASSERT_EQ(strata_env_create(&env), nullptr);
+  strata_session_options* opts = nullptr;
+  ASSERT_EQ(strata_session_options_create(&opts), nullptr);
+  ASSERT_EQ(strata_session_options_set_threads(opts, 1), nullptr);
+  strata_session* s = nullptr;
+  ASSERT_EQ(strata_session_create(env, kModel.c_str(), opts, &s), nullptr);
+  ASSERT_EQ(strata_session_input_count(s), 1u);
+  const char* name = nullptr;
+  strata_dtype dt;
+  size_t rank = 0;
+  int64_t dims[8];
+  ASSERT_EQ(strata_session_input_info(s, 0, &name, &dt, &rank, dims, 8), nullptr);
+  EXPECT_STREQ(name, "image");
+  EXPECT_EQ(dt, STRATA_DTYPE_FLOAT32);
+  EXPECT_EQ(rank, 4u);
+  EXPECT_EQ(dims[0], -1);  // dynamic batch
+  EXPECT_STREQ(strata_session_input_dim_name(s, 0, 0), "batch");
+
+  auto samples = strata::ReadNpy(kSamples);
+  auto labels = strata::ReadNpy(kLabels);
+  ASSERT_TRUE(samples.ok() && labels.ok());
+  strata_tensor* in = nullptr;
+  ASSERT_EQ(strata_tensor_wrap(STRATA_DTYPE_FLOAT32, samples->shape().data(), samples->rank(),
+                               samples->raw_mutable_data(), samples->byte_size(), &in),
+            nullptr);
+  const char* in_names[] = {"image"};
+  const strata_tensor* ins[] = {in};
+  strata_tensor* out = nullptr;
+  ASSERT_EQ(strata_session_run(s, in_names, ins, 1, nullptr, &out, 1), nullptr);
+  ASSERT_EQ(strata_tensor_rank(out), 2u);
+  int64_t n = strata_tensor_dims(out)[0], c = strata_tensor_dims(out)[1];
+  EXPECT_EQ(n, samples->dim(0));
+  EXPECT_EQ(c, 10);
+  const float* p = static_cast<const float*>(strata_tensor_data(out));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t best = 0;
+    float sum = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      sum += p[i * c + j];
+      if (p[i * c + j] > p[i * c + best]) best = j;
+    }
+    EXPECT_NEAR(sum, 1.0f, 1e-4f);
+    EXPECT_EQ(best, labels->data<int64_t>()[i]) << "sample " << i;
+  }
+  EXPECT_GT(strata_session_node_count(s), 0u);
+  const char *node = nullptr, *op = nullptr, *prov = nullptr;
+  ASSERT_EQ(strata_session_node_info(s, 0, &node, &op, &prov), nullptr);
+  EXPECT_STREQ(prov, "cpu");
+  strata_tensor_destroy(out);
+  strata_tensor_destroy(in);
+  strata_session_destroy(s);
+  strata_session_options_destroy(opts);
+  strata_env_destroy(env);
+}
+
+TEST(CApi, BadInputsGetClearErrors) {
+  strata_env* env = nullptr;
+  ASSERT_EQ(strata_env_create(&env), nullptr);
+  strata_session* s = nullptr;
+  // A missing file.
+  strata_status* st = strata_session_create(env, "/nonexistent/model.onnx", nullptr, &s);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(strata_status_get_code(st), STRATA_NOT_FOUND) << strata_status_get_message(st);
+  EXPECT_NE(Message(st).find("/nonexistent/model.onnx"), std::string::npos);
+  EXPECT_EQ(s, nullptr);
+  // Bytes that are not a model.
+  const char junk[] = "this is not an onnx model";
+  st = strata_session_create_from_memory(env, junk, sizeof(junk), nullptr, &s);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(strata_status_get_code(st), STRATA_INVALID_MODEL) << strata_status_get_message(st);
+  strata_status_release(st);
+  // Unknown option, bad threads, bad providers.
+  strata_session_options* o = nullptr;
+  ASSERT_EQ(strata_session_options_create(&o), nullptr);
+  st = strata_session_options_set(o, "no_such_option", "1");
+  ASSERT_NE(st, nullptr);
+  EXPECT_NE(Message(st).find("no_such_option"), std::string::npos);
+  st = strata_session_options_set_threads(o, -3);
+  ASSERT_NE(st, nullptr);
+  strata_status_release(st);
+  st = strata_session_options_set(o, "precision", "fp8");
+  ASSERT_NE(st, nullptr);
+  EXPECT_NE(Message(st).find("fp8"), std::string::npos);
+  // A requested provider that does not exist fails loudly, never falls back.
+  ASSERT_EQ(strata_session_options_set_providers(o, "nosuchaccel"), nullptr);
+  st = strata_session_create(env, kModel.c_str(), o, &s);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(strata_status_get_code(st), STRATA_NOT_FOUND) << strata_status_get_message(st);
+  EXPECT_NE(Message(st).find("nosuchaccel"), std::string::npos);
+  strata_session_options_destroy(o);
+
+  ASSERT_EQ(strata_session_create(env, kModel.c_str(), nullptr, &s), nullptr);
+  // Wrong dtype, wrong shape, unknown input name, missing input.
+  int64_t dims[] = {1, 1, 8, 8};
+  strata_tensor* i64 = nullptr;
+  ASSERT_EQ(strata_tensor_create(STRATA_DTYPE_INT64, dims, 4, &i64), nullptr);
+  const char* names[] = {"image"};
+  const strata_tensor* ins[] = {i64};
+  strata_tensor* out = nullptr;
+  st = strata_session_run(s, names, ins, 1, nullptr, &out, 1);
+  ASSERT_NE(st, nullptr);
+  std::string m = Message(st);
+  EXPECT_NE(m.find("'image'"), std::string::npos) << m;
+  EXPECT_NE(m.find("int64"), std::string::npos) << m;
+  int64_t bad_dims[] = {1, 1, 9, 8};
+  strata_tensor* wrong_shape = nullptr;
+  ASSERT_EQ(strata_tensor_create(STRATA_DTYPE_FLOAT32, bad_dims, 4, &wrong_shape), nullptr);
+  ins[0] = wrong_shape;
+  st = strata_session_run(s, names, ins, 1, nullptr, &out, 1);
+  ASSERT_NE(st, nullptr);
+  m = Message(st);
+  EXPECT_NE(m.find("[1,1,9,8]"), std::string::npos) << m;
+  const char* bogus[] = {"pixels"};
+  st = strata_session_run(s, bogus, ins, 1, nullptr, &out, 1);
+  ASSERT_NE(st, nullptr);
+  EXPECT_NE(Message(st).find("'pixels' is not an input"), std::string::npos);
+  st = strata_session_run(s, nullptr, nullptr, 0, nullptr, &out, 1);
+  ASSERT_NE(st, nullptr);
+  m = Message(st);
+  EXPECT_NE(m.find("missing input 'image'"), std::string::npos) << m;
+  EXPECT_NE(m.find("float32[batch,1,8,8]"), std::string::npos) << m;
+  // Wrapping memory whose size does not match the shape.
+  float buf[10];
+  strata_tensor* w = nullptr;
+  st = strata_tensor_wrap(STRATA_DTYPE_FLOAT32, dims, 4, buf, sizeof(buf), &w);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(w, nullptr);
+  strata_status_release(st);
+  // Overflowing dims.
+  int64_t huge[] = {int64_t{1} << 40, int64_t{1} << 40};
+  st = strata_tensor_create(STRATA_DTYPE_FLOAT32, huge, 2, &w);
+  ASSERT_NE(st, nullptr);
+  strata_status_release(st);
+  strata_tensor_destroy(i64);
+  strata_tensor_destroy(wrong_shape);
+  strata_session_destroy(s);
+  strata_env_destroy(env);
+}
+
+TEST(CApi, CapabilityQueriesNeverFail) {
+  strata_env* env = nullptr;
+  ASSERT_EQ(strata_env_create(&env), nullptr);
+  EXPECT_EQ(strata_has_capability(env, "no.such.capability"), 0);
+  EXPECT_EQ(strata_has_capability(env, ""), 0);
+  EXPECT_EQ(strata_has_capability(nullptr, "cpu.avx2"), strata_has_capability(env, "cpu.avx2"));
+  int prepack = strata_has_capability(env, "cuda.weight_prepack");
+  EXPECT_TRUE(prepack == 0 || prepack == 1);
+  strata_env_destroy(env);
+}
+
+TEST(CppWrapper, RaiiSessionRunsAndThrowsTypedErrors) {
+  strata::Env env;
+  strata::SessionOptions opts;
+  opts.SetThreads(2).SetOptimizationLevel(99);
+  strata::Session session(env, kModel, &opts);
+  auto inputs = session.Inputs();
+  ASSERT_EQ(inputs.size(), 1u);
+  EXPECT_EQ(inputs[0].name, "image");
+  auto x = strata::Tensor::Create(STRATA_DTYPE_FLOAT32, {2, 1, 8, 8});
+  auto outs = session.Run({{"image", &x}});
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].shape(), (std::vector<int64_t>{2, 10}));
+  try {
+    strata::Session bad(env, std::string("/nonexistent.onnx"));
+    FAIL() << "expected an error";
+  } catch (const strata::Error& e) {
+    EXPECT_EQ(e.code(), STRATA_NOT_FOUND);
+  }
+  // The same model from memory.
+  std::ifstream f(kModel, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  strata::Session mem(env, bytes.data(), bytes.size());
+  EXPECT_EQ(mem.Outputs()[0].name, "probabilities");
+}
+
+TEST(CApi, ConcurrentRunsOnOneSessionAgree) {
+  strata::Env env;
+  strata::SessionOptions opts;
+  opts.SetThreads(2);
+  strata::Session session(env, kModel, &opts);
+  auto samples = strata::ReadNpy(kSamples);
+  ASSERT_TRUE(samples.ok());
+  std::vector<float> data(samples->data<float>(), samples->data<float>() + samples->num_elements());
+  auto x = strata::Tensor::Wrap(STRATA_DTYPE_FLOAT32, samples->shape(), data.data(), data.size());
+  auto ref = session.Run({{"image", &x}});
+  std::vector<float> expected(ref[0].data<float>(), ref[0].data<float>() + ref[0].size());
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(8, 0);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int it = 0; it < 20; ++it) {
+        auto o = session.Run({{"image", &x}});
+        for (int64_t i = 0; i < o[0].size(); ++i)
+          if (o[0].data<float>()[i] != expected[i]) ++mismatches[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 8; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+}  // namespace
