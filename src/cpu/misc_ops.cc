@@ -1,4 +1,6 @@
-// Miscellaneous ai.onnx ops: Det (opset 11) and GridSample (opset 16).
+// Miscellaneous ai.onnx ops: Det (opset 11), GridSample (opset 16), and the losses
+// NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss (opsets 12, 13). The losses have
+// ONNX function bodies, but a direct kernel avoids expanding ~10 nodes per loss.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -220,6 +222,110 @@ Result<std::unique_ptr<OpKernel>> MakeGridSample(const KernelInit& init) {
   return std::unique_ptr<OpKernel>(std::make_unique<GridSampleKernel>(mode, pad, node.GetInt("align_corners", 0) != 0));
 }
 
+// Shared loss core: `logp` holds log-probabilities [N, C, D] (D = product of the extra
+// dims), labels [N, D]. Writes per-element losses (reduction none) or the reduced scalar.
+Status NllCore(const Node& node, const std::vector<double>& logp, int64_t N, int64_t C, int64_t D,
+               const Tensor& labels, const Tensor* weight, Tensor& out) {
+  const std::string red = node.GetString("reduction", "mean");
+  if (red != "none" && red != "sum" && red != "mean")
+    return InvalidModel(node.Describe(), ": reduction must be none, sum or mean, got '", red, "'");
+  const bool has_ii = node.HasAttr("ignore_index");
+  const int64_t ii = node.GetInt("ignore_index", 0);
+  std::vector<double> loss(static_cast<size_t>(N * D));
+  double wsum = 0, lsum = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t i = n * D + d;
+      const int64_t t = labels.dtype() == DataType::kInt64 ? labels.data<int64_t>()[i] : labels.data<int32_t>()[i];
+      if (has_ii && t == ii) {
+        loss[i] = 0;
+        continue;
+      }
+      if (t < 0 || t >= C)
+        return InvalidArgument(node.Describe(), ": target ", t, " at index ", i, " is outside [0, ", C, ")");
+      double w = 1;
+      if (weight) {
+        w = weight->dtype() == DataType::kDouble ? weight->data<double>()[t]
+            : weight->dtype() == DataType::kFloat16 ? static_cast<float>(weight->data<Float16>()[t])
+                                                    : weight->data<float>()[t];
+      }
+      loss[i] = -logp[(n * C + t) * D + d] * w;
+      wsum += w;
+      lsum += loss[i];
+    }
+  }
+  auto store = [&](int64_t i, double v) {
+    if (out.dtype() == DataType::kDouble) {
+      out.mutable_data<double>()[i] = v;
+    } else if (out.dtype() == DataType::kFloat16) {
+      out.mutable_data<Float16>()[i] = Float16(static_cast<float>(v));
+    } else {
+      out.mutable_data<float>()[i] = static_cast<float>(v);
+    }
+  };
+  if (red == "none") {
+    for (int64_t i = 0; i < N * D; ++i) store(i, loss[i]);
+  } else if (red == "sum") {
+    store(0, lsum);
+  } else {
+    store(0, lsum / wsum);  // all targets ignored: 0/0 = NaN, as the spec function body gives
+  }
+  return Status::Ok();
+}
+
+Status CheckLossInputs(const Node& node, const Tensor* x, const Tensor* labels, const Tensor* weight) {
+  if (!x || !labels) return InvalidArgument(node.Describe(), ": input and target are required");
+  if (x->dtype() != DataType::kFloat && x->dtype() != DataType::kDouble && x->dtype() != DataType::kFloat16)
+    return InvalidArgument(node.Describe(), ": input must be float, got ", DataTypeName(x->dtype()));
+  if (labels->dtype() != DataType::kInt64 && labels->dtype() != DataType::kInt32)
+    return InvalidArgument(node.Describe(), ": target must be int32 or int64, got ", DataTypeName(labels->dtype()));
+  if (x->rank() < 2 || labels->rank() != x->rank() - 1 || labels->dim(0) != x->dim(0))
+    return InvalidArgument(node.Describe(), ": input ", ShapeToString(x->shape()), " must be [N, C, d...] and target ",
+                           ShapeToString(labels->shape()), " [N, d...]");
+  for (size_t i = 1; i < labels->rank(); ++i)
+    if (labels->dim(i) != x->dim(i + 1))
+      return InvalidArgument(node.Describe(), ": target shape ", ShapeToString(labels->shape()),
+                             " does not match input shape ", ShapeToString(x->shape()));
+  if (weight && (weight->rank() != 1 || weight->dim(0) != x->dim(1) || weight->dtype() != x->dtype()))
+    return InvalidArgument(node.Describe(), ": weight must be [C] = [", x->dim(1), "] of the input dtype");
+  return Status::Ok();
+}
+
+Status LossOp(KernelContext& ctx, bool softmax) {
+  const Node& node = ctx.node();
+  const Tensor* x = ctx.input(0);
+  const Tensor* labels = ctx.input(1);
+  const Tensor* weight = ctx.input(2);
+  RETURN_IF_ERROR(CheckLossInputs(node, x, labels, weight));
+  const int64_t N = x->dim(0), C = x->dim(1), D = C == 0 ? 0 : x->num_elements() / std::max<int64_t>(N * C, 1);
+  std::vector<double> v(static_cast<size_t>(x->num_elements()));
+  DispatchNumeric(x->dtype(), [&]<typename T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Float16>)
+      for (size_t i = 0; i < v.size(); ++i) v[i] = ToD(x->data<T>()[i]);
+  });
+  if (softmax) {  // log-softmax over axis 1, max-subtracted for stability
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t d = 0; d < D; ++d) {
+        double mx = -INFINITY, s = 0;
+        for (int64_t c = 0; c < C; ++c) mx = std::max(mx, v[(n * C + c) * D + d]);
+        for (int64_t c = 0; c < C; ++c) s += std::exp(v[(n * C + c) * D + d] - mx);
+        const double lse = mx + std::log(s);
+        for (int64_t c = 0; c < C; ++c) v[(n * C + c) * D + d] -= lse;
+      }
+  }
+  const bool none = node.GetString("reduction", "mean") == "none";
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), none ? labels->shape() : Shape{}));
+  RETURN_IF_ERROR(NllCore(node, v, N, C, D, *labels, weight, *y));
+  if (softmax && ctx.num_outputs() > 1 && ctx.output_requested(1)) {
+    ASSIGN_OR_RETURN(Tensor * lp, ctx.AllocateOutput(1, x->dtype(), x->shape()));
+    DispatchNumeric(x->dtype(), [&]<typename T>() {
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Float16>)
+        for (size_t i = 0; i < v.size(); ++i) lp->mutable_data<T>()[i] = FromD<T>(v[i]);
+    });
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterMiscKernels(KernelRegistry& r) {
@@ -237,6 +343,18 @@ void RegisterMiscKernels(KernelRegistry& r) {
   gs.types = {DataType::kFloat, DataType::kDouble, DataType::kFloat16};
   gs.factory = MakeGridSample;
   r.Register(gs);
+  for (const char* op : {"NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"}) {
+    KernelDef d;
+    d.op_type = op;
+    d.since_version = 12;
+    d.type_input = 0;
+    d.types = {DataType::kFloat, DataType::kDouble, DataType::kFloat16};
+    const bool sm = std::string(op) == "SoftmaxCrossEntropyLoss";
+    d.factory = [sm](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> {
+      return MakeFnKernel([sm](KernelContext& ctx) { return LossOp(ctx, sm); });
+    };
+    r.Register(d);
+  }
 }
 
 }  // namespace strata
