@@ -131,7 +131,8 @@ class RoiAlignKernel final : public OpKernel {
     RETURN_IF_ERROR(CheckFloat(x, node, "X"));
     RETURN_IF_ERROR(CheckFloat(rois, node, "rois"));
     if (!bidx) return InvalidArgument(node.Describe(), ": input 'batch_indices' is missing");
-    if (x->rank() != 4) return InvalidArgument(node.Describe(), ": X must be 4-D NCHW, got ", ShapeToString(x->shape()));
+    if (x->rank() != 4)
+      return InvalidArgument(node.Describe(), ": X must be 4-D NCHW, got ", ShapeToString(x->shape()));
     if (rois->rank() != 2 || rois->dim(1) != 4)
       return InvalidArgument(node.Describe(), ": rois must be [num_rois, 4], got ", ShapeToString(rois->shape()));
     if (bidx->rank() != 1 || bidx->dim(0) != rois->dim(0) ||
@@ -233,8 +234,8 @@ Result<std::unique_ptr<OpKernel>> MakeRoiAlign(const KernelInit& init) {
   const int64_t sampling = node.GetInt("sampling_ratio", 0);
   if (oh <= 0 || ow <= 0) return InvalidModel(node.Describe(), ": output_height/output_width must be positive");
   if (sampling < 0) return InvalidModel(node.Describe(), ": sampling_ratio must be >= 0");
-  return std::unique_ptr<OpKernel>(std::make_unique<RoiAlignKernel>(mode == "max", ct == "half_pixel", oh, ow,
-                                                                    sampling, node.GetFloat("spatial_scale", 1.0f)));
+  return std::unique_ptr<OpKernel>(std::make_unique<RoiAlignKernel>(mode == "max", ct == "half_pixel", oh, ow, sampling,
+                                                                    node.GetFloat("spatial_scale", 1.0f)));
 }
 
 }  // namespace

@@ -113,7 +113,8 @@ class GridSampleKernel final : public OpKernel {
     const Tensor* x = ctx.input(0);
     const Tensor* grid = ctx.input(1);
     if (!x || !grid) return InvalidArgument(node.Describe(), ": inputs X and grid are required");
-    if (x->rank() != 4) return InvalidArgument(node.Describe(), ": X must be 4-D NCHW, got ", ShapeToString(x->shape()));
+    if (x->rank() != 4)
+      return InvalidArgument(node.Describe(), ": X must be 4-D NCHW, got ", ShapeToString(x->shape()));
     if (grid->rank() != 4 || grid->dim(0) != x->dim(0) || grid->dim(3) != 2)
       return InvalidArgument(node.Describe(), ": grid must be [N, H_out, W_out, 2] with N = ", x->dim(0), ", got ",
                              ShapeToString(grid->shape()));
@@ -135,8 +136,7 @@ class GridSampleKernel final : public OpKernel {
 
  private:
   template <typename T>
-  void Run(const T* x, const T* grid, T* y, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho,
-           int64_t Wo) const {
+  void Run(const T* x, const T* grid, T* y, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho, int64_t Wo) const {
     auto at = [&](const T* plane, int64_t iy, int64_t ix) -> double {
       return (iy >= 0 && iy < H && ix >= 0 && ix < W) ? ToD(plane[iy * W + ix]) : 0.0;
     };
@@ -224,8 +224,8 @@ Result<std::unique_ptr<OpKernel>> MakeGridSample(const KernelInit& init) {
 
 // Shared loss core: `logp` holds log-probabilities [N, C, D] (D = product of the extra
 // dims), labels [N, D]. Writes per-element losses (reduction none) or the reduced scalar.
-Status NllCore(const Node& node, const std::vector<double>& logp, int64_t N, int64_t C, int64_t D,
-               const Tensor& labels, const Tensor* weight, Tensor& out) {
+Status NllCore(const Node& node, const std::vector<double>& logp, int64_t N, int64_t C, int64_t D, const Tensor& labels,
+               const Tensor* weight, Tensor& out) {
   const std::string red = node.GetString("reduction", "mean");
   if (red != "none" && red != "sum" && red != "mean")
     return InvalidModel(node.Describe(), ": reduction must be none, sum or mean, got '", red, "'");
@@ -245,7 +245,7 @@ Status NllCore(const Node& node, const std::vector<double>& logp, int64_t N, int
         return InvalidArgument(node.Describe(), ": target ", t, " at index ", i, " is outside [0, ", C, ")");
       double w = 1;
       if (weight) {
-        w = weight->dtype() == DataType::kDouble ? weight->data<double>()[t]
+        w = weight->dtype() == DataType::kDouble    ? weight->data<double>()[t]
             : weight->dtype() == DataType::kFloat16 ? static_cast<float>(weight->data<Float16>()[t])
                                                     : weight->data<float>()[t];
       }

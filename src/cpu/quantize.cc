@@ -21,10 +21,14 @@ bool IsQuant8(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8
 // Reads element i of an 8-bit or int32 integer tensor.
 int32_t LoadQ(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DataType::kUInt8: return t.data<uint8_t>()[i];
-    case DataType::kInt8: return t.data<int8_t>()[i];
-    case DataType::kInt32: return t.data<int32_t>()[i];
-    default: return 0;
+    case DataType::kUInt8:
+      return t.data<uint8_t>()[i];
+    case DataType::kInt8:
+      return t.data<int8_t>()[i];
+    case DataType::kInt32:
+      return t.data<int32_t>()[i];
+    default:
+      return 0;
   }
 }
 
@@ -124,8 +128,8 @@ Status DequantizeLinear(KernelContext& ctx) {
   if (!IsQuant8(x->dtype()) && x->dtype() != DataType::kInt32)
     return InvalidArgument(node.Describe(), ": x must be uint8, int8 or int32, got ", DataTypeName(x->dtype()));
   if (zp && zp->dtype() != x->dtype())
-    return InvalidArgument(node.Describe(), ": x_zero_point dtype ", DataTypeName(zp->dtype()), " differs from x dtype ",
-                           DataTypeName(x->dtype()));
+    return InvalidArgument(node.Describe(), ": x_zero_point dtype ", DataTypeName(zp->dtype()),
+                           " differs from x dtype ", DataTypeName(x->dtype()));
   ASSIGN_OR_RETURN(AxisParams ap, ResolveAxis(*x, *scale, zp, node));
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, x->shape()));
   float* out = y->mutable_data<float>();
@@ -155,9 +159,10 @@ Status DynamicQuantizeLinear(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kUInt8, x->shape()));
   uint8_t* q = y->mutable_data<uint8_t>();
   for (int64_t i = 0; i < n; ++i)
-    q[i] = scale == 0 ? static_cast<uint8_t>(zp)
-                      : static_cast<uint8_t>(
-                            Saturate(std::nearbyint(in[i] / scale) + static_cast<float>(zp), DataType::kUInt8));
+    q[i] =
+        scale == 0
+            ? static_cast<uint8_t>(zp)
+            : static_cast<uint8_t>(Saturate(std::nearbyint(in[i] / scale) + static_cast<float>(zp), DataType::kUInt8));
   ASSIGN_OR_RETURN(Tensor * ys, ctx.AllocateOutput(1, DataType::kFloat, {}));
   ys->mutable_data<float>()[0] = scale;
   ASSIGN_OR_RETURN(Tensor * yz, ctx.AllocateOutput(2, DataType::kUInt8, {}));
@@ -225,8 +230,8 @@ Result<std::vector<int32_t>> ZeroPoints(const Tensor* zp, const Tensor& x, int64
                                         const char* what) {
   if (!zp || zp->num_elements() == 0) return std::vector<int32_t>(1, 0);
   if (zp->dtype() != x.dtype())
-    return InvalidArgument(node.Describe(), ": ", what, " dtype ", DataTypeName(zp->dtype()), " differs from its input's ",
-                           DataTypeName(x.dtype()));
+    return InvalidArgument(node.Describe(), ": ", what, " dtype ", DataTypeName(zp->dtype()),
+                           " differs from its input's ", DataTypeName(x.dtype()));
   if (zp->num_elements() != 1 && zp->num_elements() != len)
     return InvalidArgument(node.Describe(), ": ", what, " must be a scalar or have ", len, " values, got shape ",
                            ShapeToString(zp->shape()));
@@ -300,9 +305,11 @@ Status QLinearMatMul(KernelContext& ctx) {
   for (int64_t bi = 0; bi < s.batch; ++bi)
     for (int64_t i = 0; i < s.M; ++i)
       for (int64_t j = 0; j < s.N; ++j) {
-        const float mult = LoadScale(as, as.num_elements() == 1 ? 0 : i) * LoadScale(bs, bs.num_elements() == 1 ? 0 : j) / ys;
+        const float mult =
+            LoadScale(as, as.num_elements() == 1 ? 0 : i) * LoadScale(bs, bs.num_elements() == 1 ? 0 : j) / ys;
         const int64_t o = (bi * s.M + i) * s.N + j;
-        StoreQ(*y, o, Saturate(std::nearbyint(static_cast<float>(acc[o]) * mult) + static_cast<float>(z), yzp->dtype()));
+        StoreQ(*y, o,
+               Saturate(std::nearbyint(static_cast<float>(acc[o]) * mult) + static_cast<float>(z), yzp->dtype()));
       }
   return Status::Ok();
 }

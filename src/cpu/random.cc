@@ -23,8 +23,7 @@ enum class Dist { kNormal, kUniform, kBernoulli, kMultinomial };
 
 class RandomKernel final : public OpKernel {
  public:
-  RandomKernel(Dist dist, bool like, DataType dtype, Shape shape, float a, float b, int64_t samples,
-               const Node& node)
+  RandomKernel(Dist dist, bool like, DataType dtype, Shape shape, float a, float b, int64_t samples, const Node& node)
       : dist_(dist), like_(like), dtype_(dtype), shape_(std::move(shape)), a_(a), b_(b), samples_(samples) {
     if (node.HasAttr("seed")) {
       engine_.seed(static_cast<uint32_t>(static_cast<int64_t>(node.GetFloat("seed", 0.0f))));

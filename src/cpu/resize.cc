@@ -33,8 +33,8 @@ struct ResizeAttrs {
 // One output position along an axis: weighted input indices, or the extrapolation value.
 struct AxisTaps {
   int taps = 1;
-  std::vector<int64_t> idx;   // out_len * taps
-  std::vector<double> w;      // out_len * taps
+  std::vector<int64_t> idx;          // out_len * taps
+  std::vector<double> w;             // out_len * taps
   std::vector<uint8_t> extrapolate;  // out_len
 };
 
@@ -105,7 +105,8 @@ Result<std::vector<double>> ReadFloats(const Tensor& t, const Node& node, const 
   } else {
     ok = false;
   }
-  if (!ok) return InvalidArgument(node.Describe(), ": ", what, " must be a float tensor, got ", DataTypeName(t.dtype()));
+  if (!ok)
+    return InvalidArgument(node.Describe(), ": ", what, " must be a float tensor, got ", DataTypeName(t.dtype()));
   return v;
 }
 
@@ -123,11 +124,21 @@ AxisTaps MakeTaps(const ResizeAttrs& a, int64_t in_len, int64_t out_len, double 
     const double x = static_cast<double>(o);
     double xo = 0;
     switch (a.coord) {
-      case Coord::kHalfPixel: xo = (x + 0.5) / scale - 0.5; break;
-      case Coord::kPytorchHalfPixel: xo = out_f == 1.0 ? -0.5 : (x + 0.5) / scale - 0.5; break;
-      case Coord::kAlignCorners: xo = out_f == 1.0 ? 0.0 : x * in_last / (out_f - 1); break;
-      case Coord::kAsymmetric: xo = x / scale; break;
-      case Coord::kTfHalfPixelForNn: xo = (x + 0.5) / scale; break;
+      case Coord::kHalfPixel:
+        xo = (x + 0.5) / scale - 0.5;
+        break;
+      case Coord::kPytorchHalfPixel:
+        xo = out_f == 1.0 ? -0.5 : (x + 0.5) / scale - 0.5;
+        break;
+      case Coord::kAlignCorners:
+        xo = out_f == 1.0 ? 0.0 : x * in_last / (out_f - 1);
+        break;
+      case Coord::kAsymmetric:
+        xo = x / scale;
+        break;
+      case Coord::kTfHalfPixelForNn:
+        xo = (x + 0.5) / scale;
+        break;
       case Coord::kTfCropAndResize:
         xo = out_f == 1.0 ? (roi_end - roi_start) * in_last / 2 : x * (roi_end - roi_start) * in_last / (out_f - 1);
         xo += roi_start * in_last;
@@ -154,11 +165,20 @@ AxisTaps MakeTaps(const ResizeAttrs& a, int64_t in_len, int64_t out_len, double 
       bool right = true;
       if (r != 1.0) {
         switch (a.nearest) {
-          case Nearest::kRoundPreferFloor: right = r > 0.5; break;
-          case Nearest::kRoundPreferCeil: right = r >= 0.5; break;
-          case Nearest::kFloor: right = false; break;
-          case Nearest::kCeil: right = true; break;
-          case Nearest::kSimple: break;
+          case Nearest::kRoundPreferFloor:
+            right = r > 0.5;
+            break;
+          case Nearest::kRoundPreferCeil:
+            right = r >= 0.5;
+            break;
+          case Nearest::kFloor:
+            right = false;
+            break;
+          case Nearest::kCeil:
+            right = true;
+            break;
+          case Nearest::kSimple:
+            break;
         }
       }
       w[0] = right ? 0 : 1;
@@ -331,8 +351,8 @@ KernelDef ResizeDef(int since, int end) {
   d.since_version = since;
   d.end_version = end;
   d.type_input = 0;
-  d.types = {DataType::kFloat, DataType::kDouble, DataType::kFloat16, DataType::kBFloat16, DataType::kUInt8,
-             DataType::kInt8,  DataType::kInt32,  DataType::kInt64};
+  d.types = {DataType::kFloat, DataType::kDouble, DataType::kFloat16, DataType::kBFloat16,
+             DataType::kUInt8, DataType::kInt8,   DataType::kInt32,   DataType::kInt64};
   d.factory = [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
     ASSIGN_OR_RETURN(ResizeAttrs a, ParseAttrs(init.node));
     return std::unique_ptr<OpKernel>(std::make_unique<ResizeKernel>(a));

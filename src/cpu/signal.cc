@@ -1,6 +1,6 @@
 // Signal ops (ai.onnx opset 17): DFT, STFT, Hann/Hamming/Blackman windows and
-// MelWeightMatrix. Transforms are computed in double with an exact twiddle table
-// (index j*k mod n), so bins that are mathematically zero come out below float
+// MelWeightMatrix. Transforms are computed in double (radix-2 FFT for power-of-two lengths,
+// else a direct sum with an exact twiddle table), so bins that are mathematically zero come out below float
 // resolution; this is what the float64 numpy reference produces.
 #include <cmath>
 #include <complex>
@@ -31,7 +31,8 @@ Result<double> ScalarFloat(const Tensor* t, const Node& node, const char* what) 
   if (t->num_elements() != 1)
     return InvalidArgument(node.Describe(), ": '", what, "' must be a scalar, got shape ", ShapeToString(t->shape()));
   double v = 0;
-  const bool ok = DispatchNumeric(t->dtype(), [&]<typename T>() { v = static_cast<double>(static_cast<float>(t->data<T>()[0])); });
+  const bool ok =
+      DispatchNumeric(t->dtype(), [&]<typename T>() { v = static_cast<double>(static_cast<float>(t->data<T>()[0])); });
   if (t->dtype() == DataType::kDouble) v = t->data<double>()[0];
   if (!ok) return InvalidArgument(node.Describe(), ": '", what, "' has unsupported dtype ", DataTypeName(t->dtype()));
   return v;
@@ -70,9 +71,41 @@ void StoreD(Tensor& t, int64_t i, double v) {
   });
 }
 
-// Naive DFT of `in` (length n) into `out` (first `bins` bins), using twiddles for n.
+// In-place iterative radix-2 FFT; n = a.size() must be a power of two and tw = Twiddles(n).
+void Fft(std::vector<Cd>& a, const std::vector<Cd>& tw, bool inverse) {
+  const size_t n = a.size();
+  for (size_t i = 1, j = 0; i < n; ++i) {  // bit-reversal permutation
+    size_t bit = n >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j ^= bit;
+    if (i < j) std::swap(a[i], a[j]);
+  }
+  for (size_t len = 2; len <= n; len <<= 1) {
+    const size_t step = n / len;
+    for (size_t i = 0; i < n; i += len) {
+      for (size_t k = 0; k < len / 2; ++k) {
+        const Cd w = inverse ? std::conj(tw[k * step]) : tw[k * step];
+        const Cd u = a[i + k], v = a[i + k + len / 2] * w;
+        a[i + k] = u + v;
+        a[i + k + len / 2] = u - v;
+      }
+    }
+  }
+}
+
+// DFT of `in` (length n) into `out` (its first `bins` bins), using twiddles for n:
+// radix-2 FFT for powers of two, otherwise the direct O(n^2) sum with an exact
+// twiddle index (j * k mod n).
 void Dft(const std::vector<Cd>& in, const std::vector<Cd>& tw, bool inverse, int64_t bins, std::vector<Cd>& out) {
   const int64_t n = static_cast<int64_t>(in.size());
+  if (n >= 8 && (n & (n - 1)) == 0) {
+    out = in;
+    Fft(out, tw, inverse);
+    out.resize(static_cast<size_t>(bins));
+    if (inverse)
+      for (auto& v : out) v /= static_cast<double>(n);
+    return;
+  }
   out.assign(static_cast<size_t>(bins), Cd(0, 0));
   for (int64_t k = 0; k < bins; ++k) {
     Cd acc(0, 0);
@@ -103,7 +136,8 @@ Status DftOp(KernelContext& ctx) {
   RETURN_IF_ERROR(CheckFloatDtype(*x, node, "input"));
   const int64_t rank = static_cast<int64_t>(x->rank());
   if (rank < 2 || (x->shape().back() != 1 && x->shape().back() != 2))
-    return InvalidArgument(node.Describe(), ": input must have rank >= 2 with last dimension 1 (real) or 2 (complex), got ",
+    return InvalidArgument(node.Describe(),
+                           ": input must have rank >= 2 with last dimension 1 (real) or 2 (complex), got ",
                            ShapeToString(x->shape()));
   int64_t axis = node.GetInt("axis", 1);
   if (axis < 0) axis += rank;
@@ -251,7 +285,8 @@ Status MelWeightMatrixOp(KernelContext& ctx) {
   std::vector<int64_t> edge(static_cast<size_t>(mel_bins + 2));
   for (int64_t i = 0; i < mel_bins + 2; ++i) {
     const double hz = 700.0 * (std::pow(10.0, (static_cast<double>(i) * step + low_mel) / 2595.0) - 1.0);
-    edge[i] = static_cast<int64_t>(std::floor(static_cast<double>(dft_length + 1) * hz / static_cast<double>(sample_rate)));
+    edge[i] =
+        static_cast<int64_t>(std::floor(static_cast<double>(dft_length + 1) * hz / static_cast<double>(sample_rate)));
   }
   auto at = [&](int64_t j, int64_t i) -> double* {
     return (j >= 0 && j < spec_bins) ? &out[static_cast<size_t>(j * mel_bins + i)] : nullptr;

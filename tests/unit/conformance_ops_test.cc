@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numbers>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -219,9 +220,8 @@ void SetInt(Node& n, const std::string& name, int64_t v) {
 
 TEST(ConfOpsErrors, ResizeRejectsMismatchedScales) {
   Node n = MakeNode("Resize", 13);
-  auto r = RunNode(n, {Tensor::FromVector<float>({1, 2, 3, 4}, {1, 1, 2, 2}), Tensor(),
-                       Tensor::FromVector<float>({1, 2}, {2})},
-                   1);
+  auto r = RunNode(
+      n, {Tensor::FromVector<float>({1, 2, 3, 4}, {1, 1, 2, 2}), Tensor(), Tensor::FromVector<float>({1, 2}, {2})}, 1);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("Resize node 't'"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("scales"), std::string::npos);
@@ -239,8 +239,8 @@ TEST(ConfOps, ResizeUint8LinearRoundsAndSaturates) {
   m.type = Attribute::Type::kString;
   m.s = "linear";
   n.attrs["mode"] = m;
-  auto r = RunNode(n, {Tensor::FromVector<uint8_t>({0, 255}, {1, 2}), Tensor(), Tensor::FromVector<float>({1, 2}, {2})},
-                   1);
+  auto r =
+      RunNode(n, {Tensor::FromVector<uint8_t>({0, 255}, {1, 2}), Tensor(), Tensor::FromVector<float>({1, 2}, {2})}, 1);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const Tensor& y = (*r)[0].tensor();
   ASSERT_EQ(y.shape(), (Shape{1, 4}));
@@ -331,6 +331,57 @@ TEST(ConfOps, RandomOpsHaveShapeDtypeAndRange) {
   auto m = RunNode(mn, {Tensor::FromVector<float>({-1000.f, 0.f}, {1, 2})}, 1);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(Compare((*m)[0].tensor(), Tensor::FromVector<int32_t>({1, 1, 1, 1, 1}, {1, 5})), "");
+}
+
+TEST(ConfOps, DftFftPathMatchesDirectSumAndInverts) {
+  // Length 32 takes the radix-2 path, length 12 the direct sum; both must agree with a
+  // plain double-precision DFT, and the inverse must restore the signal.
+  for (int64_t n : {32, 12}) {
+    std::vector<float> x(static_cast<size_t>(n * 2));
+    for (int64_t i = 0; i < n; ++i) {
+      x[i * 2] = std::sin(0.37f * i) + 0.1f * i;
+      x[i * 2 + 1] = std::cos(1.3f * i);
+    }
+    auto r = RunNode(MakeNode("DFT", 17), {Tensor::FromVector<float>(x, {1, n, 2})}, 1);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const float* y = (*r)[0].tensor().data<float>();
+    for (int64_t k = 0; k < n; ++k) {
+      double re = 0, im = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const double a = -2 * std::numbers::pi * static_cast<double>(j * k) / static_cast<double>(n);
+        re += x[j * 2] * std::cos(a) - x[j * 2 + 1] * std::sin(a);
+        im += x[j * 2] * std::sin(a) + x[j * 2 + 1] * std::cos(a);
+      }
+      EXPECT_NEAR(y[k * 2], re, 1e-4 * (1 + std::fabs(re))) << "n=" << n << " k=" << k;
+      EXPECT_NEAR(y[k * 2 + 1], im, 1e-4 * (1 + std::fabs(im))) << "n=" << n << " k=" << k;
+    }
+    Node inv = MakeNode("DFT", 17);
+    SetInt(inv, "inverse", 1);
+    auto back = RunNode(inv, {(*r)[0].tensor()}, 1);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(Compare((*back)[0].tensor(), Tensor::FromVector<float>(x, {1, n, 2})), "") << "n=" << n;
+  }
+}
+
+TEST(ConfOpsErrors, DftRejectsBadAxisAndOnesidedComplex) {
+  Node n = MakeNode("DFT", 17);
+  SetInt(n, "axis", 2);
+  auto r = RunNode(n, {Tensor::FromVector<float>(std::vector<float>(8, 1.f), {1, 4, 2})}, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("axis"), std::string::npos) << r.status().message();
+  Node o = MakeNode("DFT", 17);
+  SetInt(o, "onesided", 1);
+  r = RunNode(o, {Tensor::FromVector<float>(std::vector<float>(8, 1.f), {1, 4, 2})}, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("onesided"), std::string::npos) << r.status().message();
+}
+
+TEST(ConfOpsErrors, LossRejectsOutOfRangeTarget) {
+  auto r = RunNode(
+      MakeNode("NegativeLogLikelihoodLoss", 13),
+      {Tensor::FromVector<float>({0.1f, 0.2f, 0.3f, 0.4f}, {2, 2}), Tensor::FromVector<int64_t>({0, 5}, {2})}, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("target 5"), std::string::npos) << r.status().message();
 }
 
 }  // namespace
