@@ -94,7 +94,8 @@ Status NonMaxSuppression(KernelContext& ctx) {
       const int64_t so = (b * ncls + c) * nbox;
       order.clear();
       for (int64_t i = 0; i < nbox; ++i)
-        if (!has_score_thr || LoadF(*scores, so + i) > score_thr) order.push_back(i);
+        if (const double s = LoadF(*scores, so + i); !std::isnan(s) && (!has_score_thr || s > score_thr))
+          order.push_back(i);
       // Highest score first; ties keep the lower box index first.
       std::stable_sort(order.begin(), order.end(),
                        [&](int64_t a, int64_t c2) { return LoadF(*scores, so + a) > LoadF(*scores, so + c2); });
@@ -145,6 +146,9 @@ class RoiAlignKernel final : public OpKernel {
       const int64_t b = bidx->dtype() == DataType::kInt64 ? bidx->data<int64_t>()[r] : bidx->data<int32_t>()[r];
       if (b < 0 || b >= N)
         return InvalidArgument(node.Describe(), ": batch_indices[", r, "] = ", b, " is outside [0, ", N, ")");
+      for (int64_t k = 0; k < 4; ++k)
+        if (!std::isfinite(LoadF(*rois, r * 4 + k)))
+          return InvalidArgument(node.Describe(), ": rois[", r, "] contains a non-finite value");
       const double sw = LoadF(*rois, r * 4) * scale_ - off, sh = LoadF(*rois, r * 4 + 1) * scale_ - off;
       const double ew = LoadF(*rois, r * 4 + 2) * scale_ - off, eh = LoadF(*rois, r * 4 + 3) * scale_ - off;
       double rw = ew - sw, rh = eh - sh;
@@ -167,7 +171,7 @@ class RoiAlignKernel final : public OpKernel {
               for (int64_t ix = 0; ix < gw; ++ix) {
                 double xx = sw + pw * bw + (ix + 0.5) * bw / static_cast<double>(gw);
                 double v = 0;
-                if (!(yy < -1.0 || yy > H || xx < -1.0 || xx > W)) {
+                if (yy >= -1.0 && yy <= H && xx >= -1.0 && xx <= W) {
                   double y = std::max(yy, 0.0), xv = std::max(xx, 0.0);
                   int64_t yl = static_cast<int64_t>(y), xl = static_cast<int64_t>(xv), yh, xh;
                   if (yl >= H - 1) {

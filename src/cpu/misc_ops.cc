@@ -144,7 +144,8 @@ class GridSampleKernel final : public OpKernel {
       for (int64_t oh = 0; oh < Ho; ++oh) {
         for (int64_t ow = 0; ow < Wo; ++ow) {
           const T* g = grid + ((n * Ho + oh) * Wo + ow) * 2;
-          const double ux = Unnormalize(ToD(g[0]), W), uy = Unnormalize(ToD(g[1]), H);
+          // Bounding keeps integer conversions defined; anything that far out samples padding.
+          const double ux = Bound(Unnormalize(ToD(g[0]), W)), uy = Bound(Unnormalize(ToD(g[1]), H));
           for (int64_t c = 0; c < C; ++c) {
             const T* plane = x + (n * C + c) * H * W;
             double v = 0;
@@ -179,6 +180,9 @@ class GridSampleKernel final : public OpKernel {
       }
     }
   }
+
+  // NaN -> far outside (zeros padding reads 0; border/reflection clamp it), huge -> bounded.
+  static double Bound(double c) { return std::isnan(c) ? -1e12 : std::clamp(c, -1e12, 1e12); }
 
   static void Cubic(double t, double w[4]) {
     constexpr double A = -0.75;

@@ -47,7 +47,8 @@ Status CheckScale(const Tensor* t, const Node& node, const char* what) {
 
 // Rounds half to even and saturates to the range of `dt` (uint8 or int8).
 int32_t Saturate(float v, DataType dt) {
-  const float r = std::nearbyint(v);
+  float r = std::nearbyint(v);
+  if (std::isnan(r)) r = 0;  // NaN quantizes to 0: keeps the integer conversion defined
   const float lo = dt == DataType::kUInt8 ? 0.0f : -128.0f, hi = dt == DataType::kUInt8 ? 255.0f : 127.0f;
   return static_cast<int32_t>(std::clamp(r, lo, hi));
 }
@@ -254,9 +255,9 @@ void IntMatMul(const Tensor& a, const Tensor& b, const MatMulShape& s, const std
       for (int64_t k = 0; k < s.K; ++k) arow[k] = LoadQ(a, s.a_off[bi] + i * s.K + k) - za;
       for (int64_t j = 0; j < s.N; ++j) {
         const int32_t* bc = &bt[j * s.K];
-        int32_t acc = 0;
+        int64_t acc = 0;
         for (int64_t k = 0; k < s.K; ++k) acc += arow[k] * bc[k];
-        out[(bi * s.M + i) * s.N + j] = acc;
+        out[(bi * s.M + i) * s.N + j] = static_cast<int32_t>(acc);  // wraps like int32 hardware accumulators
       }
     }
   }
@@ -407,7 +408,7 @@ void IntConv(const ConvGeom& g, const std::vector<int32_t>& x, const std::vector
       const int64_t n = nm / g.M, m = nm % g.M, grp = m / mg;
       int32_t* dst = out + nm * out_size;
       for (int64_t o = 0; o < out_size; ++o) {
-        int32_t acc = 0;
+        int64_t acc = 0;
         const int64_t* of = &off[o * k_size];
         for (int64_t c = 0; c < cg; ++c) {
           const int32_t* xs = &x[((n * g.C) + grp * cg + c) * in_size];
@@ -415,7 +416,7 @@ void IntConv(const ConvGeom& g, const std::vector<int32_t>& x, const std::vector
           for (int64_t k = 0; k < k_size; ++k)
             if (of[k] >= 0) acc += xs[of[k]] * ws[k];
         }
-        dst[o] = acc;
+        dst[o] = static_cast<int32_t>(acc);
       }
     }
   };

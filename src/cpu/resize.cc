@@ -145,6 +145,13 @@ AxisTaps MakeTaps(const ResizeAttrs& a, int64_t in_len, int64_t out_len, double 
         if (xo < 0 || xo > in_last) t.extrapolate[o] = 1;
         break;
     }
+    if (!std::isfinite(xo)) {  // NaN roi or a vanishing scale
+      if (a.coord == Coord::kTfCropAndResize) t.extrapolate[o] = 1;
+      xo = xo > 0 ? in_last : 0.0;
+    }
+    // Far outside the input every tap clamps to an edge, so bounding xo changes nothing
+    // but keeps the integer conversions defined.
+    xo = std::clamp(xo, -1e12, 1e12);
     int64_t* idx = &t.idx[static_cast<size_t>(o * t.taps)];
     double* w = &t.w[static_cast<size_t>(o * t.taps)];
     if (a.nearest == Nearest::kSimple && a.mode == Mode::kNearest) {
@@ -271,7 +278,10 @@ class ResizeKernel final : public OpKernel {
       for (size_t d = 0; d < rank; ++d) {
         if (!(scales[d] > 0))
           return InvalidArgument(node.Describe(), ": scales[", d, "] = ", scales[d], " must be positive");
-        out_shape[d] = static_cast<int64_t>(scales[d] * static_cast<double>(x->dim(d)));
+        const double len = scales[d] * static_cast<double>(x->dim(d));
+        if (!(len < 9.0e15))  // also rejects inf/NaN before the integer conversion
+          return InvalidArgument(node.Describe(), ": scales[", d, "] = ", scales[d], " gives an output too large");
+        out_shape[d] = static_cast<int64_t>(len);
       }
     } else {
       if (sizes_t->dtype() != DataType::kInt64)

@@ -152,7 +152,8 @@ Status DftOp(KernelContext& ctx) {
   int64_t n = in_len;
   if (ctx.input(1) && ctx.input(1)->num_elements() > 0) {
     ASSIGN_OR_RETURN(n, ScalarInt(ctx.input(1), node, "dft_length"));
-    if (n <= 0) return InvalidArgument(node.Describe(), ": dft_length must be positive, got ", n);
+    if (n <= 0 || n > (int64_t{1} << 30))
+      return InvalidArgument(node.Describe(), ": dft_length must be in [1, 2^30], got ", n);
   }
   const int64_t bins = onesided ? n / 2 + 1 : n;
   Shape out_shape = x->shape();
@@ -320,7 +321,9 @@ KernelDef Def(const char* op, int since, F f) {
 }  // namespace
 
 void RegisterSignalKernels(KernelRegistry& r) {
-  r.Register(Def("DFT", 17, DftOp));
+  KernelDef dft = Def("DFT", 17, DftOp);
+  dft.end_version = 19;  // opset 20 moves `axis` to an input
+  r.Register(dft);
   r.Register(Def("STFT", 17, StftOp));
   r.Register(Def("HannWindow", 17, [](KernelContext& c) { return CosineWindow(c, {0.5, -0.5}); }));
   r.Register(Def("HammingWindow", 17, [](KernelContext& c) { return CosineWindow(c, {25.0 / 46.0, -21.0 / 46.0}); }));

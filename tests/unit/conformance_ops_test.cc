@@ -384,5 +384,43 @@ TEST(ConfOpsErrors, LossRejectsOutOfRangeTarget) {
   EXPECT_NE(r.status().message().find("target 5"), std::string::npos) << r.status().message();
 }
 
+TEST(ConfOpsErrors, NonFiniteInputsGiveErrorsOrDefinedValues) {
+  const float nan = std::nanf("");
+  // NMS: a NaN score is never selected.
+  Node nms = MakeNode("NonMaxSuppression", 11);
+  auto r = RunNode(nms,
+                   {Tensor::FromVector<float>({0, 0, 1, 1, 0, 0, 1, 1}, {1, 2, 4}),
+                    Tensor::FromVector<float>({nan, 0.5f}, {1, 1, 2}), Tensor::Scalar<int64_t>(5)},
+                   1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Compare((*r)[0].tensor(), Tensor::FromVector<int64_t>({0, 0, 1}, {1, 3})), "");
+  // RoiAlign: NaN roi coordinates are rejected.
+  r = RunNode(MakeNode("RoiAlign", 16),
+              {Tensor::FromVector<float>(std::vector<float>(4, 1.f), {1, 1, 2, 2}),
+               Tensor::FromVector<float>({0, 0, nan, 1}, {1, 4}), Tensor::FromVector<int64_t>({0}, {1})},
+              1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("non-finite"), std::string::npos) << r.status().message();
+  // RoiAlign: a batch index out of range is an error, not a crash.
+  r = RunNode(MakeNode("RoiAlign", 16),
+              {Tensor::FromVector<float>(std::vector<float>(4, 1.f), {1, 1, 2, 2}),
+               Tensor::FromVector<float>({0, 0, 1, 1}, {1, 4}), Tensor::FromVector<int64_t>({3}, {1})},
+              1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("batch_indices"), std::string::npos) << r.status().message();
+  // GridSample: NaN / huge grid coordinates sample the zero padding.
+  r = RunNode(MakeNode("GridSample", 16),
+              {Tensor::FromVector<float>({1, 2, 3, 4}, {1, 1, 2, 2}),
+               Tensor::FromVector<float>({nan, 0.f, 1e30f, 0.f}, {1, 1, 2, 2})},
+              1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Compare((*r)[0].tensor(), Tensor::FromVector<float>({0, 0}, {1, 1, 1, 2})), "");
+  // QuantizeLinear: NaN quantizes to 0 (a defined value rather than an undefined conversion).
+  r = RunNode(MakeNode("QuantizeLinear", 13),
+              {Tensor::FromVector<float>({nan}, {1}), Tensor::Scalar(1.0f), Tensor::Scalar<uint8_t>(7)}, 1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[0].tensor().data<uint8_t>()[0], 0);
+}
+
 }  // namespace
 }  // namespace strata
