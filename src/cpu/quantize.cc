@@ -255,9 +255,9 @@ void IntMatMul(const Tensor& a, const Tensor& b, const MatMulShape& s, const std
       for (int64_t k = 0; k < s.K; ++k) arow[k] = LoadQ(a, s.a_off[bi] + i * s.K + k) - za;
       for (int64_t j = 0; j < s.N; ++j) {
         const int32_t* bc = &bt[j * s.K];
-        int64_t acc = 0;
-        for (int64_t k = 0; k < s.K; ++k) acc += arow[k] * bc[k];
-        out[(bi * s.M + i) * s.N + j] = static_cast<int32_t>(acc);  // wraps like int32 hardware accumulators
+        uint32_t acc = 0;  // unsigned: overflow wraps (defined) like int32 hardware accumulators
+        for (int64_t k = 0; k < s.K; ++k) acc += static_cast<uint32_t>(arow[k]) * static_cast<uint32_t>(bc[k]);
+        out[(bi * s.M + i) * s.N + j] = static_cast<int32_t>(acc);
       }
     }
   }
@@ -400,30 +400,46 @@ void IntConv(const ConvGeom& g, const std::vector<int32_t>& x, const std::vector
         if (p < 0 || p >= g.in_sp[d]) inside = false;
         pos = pos * g.in_sp[d] + p;
       }
-      off[o * k_size + k] = inside ? pos : -1;
+      off[k * out_size + o] = inside ? pos : -1;
     }
   }
-  auto body = [&](int64_t b, int64_t e) {
-    for (int64_t nm = b; nm < e; ++nm) {
-      const int64_t n = nm / g.M, m = nm % g.M, grp = m / mg;
-      int32_t* dst = out + nm * out_size;
-      for (int64_t o = 0; o < out_size; ++o) {
-        int64_t acc = 0;
-        const int64_t* of = &off[o * k_size];
-        for (int64_t c = 0; c < cg; ++c) {
-          const int32_t* xs = &x[((n * g.C) + grp * cg + c) * in_size];
-          const int32_t* ws = &w[(m * cg + c) * k_size];
-          for (int64_t k = 0; k < k_size; ++k)
-            if (of[k] >= 0) acc += xs[of[k]] * ws[k];
+  // im2col per (image, group), then a GEMM whose inner loop runs over contiguous output
+  // positions (vectorisable). Padding reads 0, i.e. the zero point after adjustment.
+  // Accumulation is in uint32 so that overflow wraps (defined) like int32 hardware sums.
+  const int64_t rows = cg * k_size;
+  std::vector<int32_t> col(static_cast<size_t>(rows * out_size));
+  for (int64_t n = 0; n < g.N; ++n) {
+    for (int64_t grp = 0; grp < g.group; ++grp) {
+      for (int64_t c = 0; c < cg; ++c) {
+        const int32_t* xs = &x[(n * g.C + grp * cg + c) * in_size];
+        for (int64_t k = 0; k < k_size; ++k) {
+          int32_t* dst = &col[(c * k_size + k) * out_size];
+          const int64_t* of = &off[k * out_size];
+          for (int64_t o = 0; o < out_size; ++o) dst[o] = of[o] >= 0 ? xs[of[o]] : 0;
         }
-        dst[o] = static_cast<int32_t>(acc);
+      }
+      auto body = [&](int64_t b, int64_t e) {
+        std::vector<uint32_t> acc(static_cast<size_t>(out_size));
+        for (int64_t mm = b; mm < e; ++mm) {
+          const int64_t m = grp * mg + mm;
+          std::fill(acc.begin(), acc.end(), 0u);
+          const int32_t* ws = &w[m * rows];
+          for (int64_t r = 0; r < rows; ++r) {
+            const uint32_t wr = static_cast<uint32_t>(ws[r]);
+            if (wr == 0) continue;
+            const int32_t* cr = &col[r * out_size];
+            for (int64_t o = 0; o < out_size; ++o) acc[o] += wr * static_cast<uint32_t>(cr[o]);
+          }
+          int32_t* dst = out + (n * g.M + m) * out_size;
+          for (int64_t o = 0; o < out_size; ++o) dst[o] = static_cast<int32_t>(acc[o]);
+        }
+      };
+      if (pool) {
+        pool->ParallelFor(mg, 1, body);
+      } else {
+        body(0, mg);
       }
     }
-  };
-  if (pool) {
-    pool->ParallelFor(g.N * g.M, 1, body);
-  } else {
-    body(0, g.N * g.M);
   }
 }
 

@@ -422,5 +422,48 @@ TEST(ConfOpsErrors, NonFiniteInputsGiveErrorsOrDefinedValues) {
   EXPECT_EQ((*r)[0].tensor().data<uint8_t>()[0], 0);
 }
 
+TEST(ConfOps, ConvIntegerGroupedStridedPerChannelZeroPointMatchesNaive) {
+  // x uint8 [1,4,5,5], w int8 [4,2,3,3], group 2, stride 2, dilation 2, pads 2/1, per-channel w zp.
+  std::vector<uint8_t> x(100);
+  std::vector<int8_t> w(72);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(static_cast<int>((i * 53 + 7) % 256) - 128);
+  const std::vector<int8_t> wzp = {1, -2, 3, -4};
+  const uint8_t xzp = 9;
+  Node n = MakeNode("ConvInteger", 10);
+  SetInt(n, "group", 2);
+  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
+    Attribute a;
+    a.type = Attribute::Type::kInts;
+    a.ints = std::move(v);
+    n.attrs[name] = a;
+  };
+  ints("strides", {2, 2});
+  ints("dilations", {2, 2});
+  ints("pads", {2, 2, 1, 1});
+  auto r = RunNode(n,
+                   {Tensor::FromVector<uint8_t>(x, {1, 4, 5, 5}), Tensor::FromVector<int8_t>(w, {4, 2, 3, 3}),
+                    Tensor::Scalar<uint8_t>(xzp), Tensor::FromVector<int8_t>(wzp, {4})},
+                   1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // Output spatial: (5 + 3 - 5) / 2 + 1 = 2.
+  std::vector<int32_t> want;
+  for (int m = 0; m < 4; ++m)
+    for (int oy = 0; oy < 2; ++oy)
+      for (int ox = 0; ox < 2; ++ox) {
+        int32_t acc = 0;
+        const int grp = m / 2;
+        for (int c = 0; c < 2; ++c)
+          for (int ky = 0; ky < 3; ++ky)
+            for (int kx = 0; kx < 3; ++kx) {
+              const int iy = oy * 2 - 2 + ky * 2, ix = ox * 2 - 2 + kx * 2;
+              const int xv = (iy >= 0 && iy < 5 && ix >= 0 && ix < 5) ? x[((grp * 2 + c) * 5 + iy) * 5 + ix] - xzp : 0;
+              acc += xv * (w[((m * 2 + c) * 3 + ky) * 3 + kx] - wzp[m]);
+            }
+        want.push_back(acc);
+      }
+  EXPECT_EQ(Compare((*r)[0].tensor(), Tensor::FromVector<int32_t>(want, {1, 4, 2, 2})), "");
+}
+
 }  // namespace
 }  // namespace strata
