@@ -110,15 +110,16 @@ Result<std::vector<double>> ReadFloats(const Tensor& t, const Node& node, const 
   return v;
 }
 
-AxisTaps MakeTaps(const ResizeAttrs& a, int64_t in_len, int64_t out_len, double scale, double roi_start,
-                  double roi_end) {
+AxisTaps MakeTaps(const ResizeAttrs& a, int64_t in_len, int64_t out_len, double scale, bool from_sizes,
+                  double roi_start, double roi_end) {
   AxisTaps t;
   t.taps = a.mode == Mode::kCubic ? 4 : 2;
   t.idx.resize(static_cast<size_t>(out_len * t.taps));
   t.w.resize(t.idx.size());
   t.extrapolate.assign(static_cast<size_t>(out_len), 0);
-  // The reference uses the unrounded output length scale * in_len in its formulas.
-  const double out_f = scale * static_cast<double>(in_len);
+  // With `scales`, the reference uses the unrounded output length scale * in_len in its
+  // formulas (ORT's integer length fails those ONNX cases); with `sizes` it is exact.
+  const double out_f = from_sizes ? static_cast<double>(out_len) : scale * static_cast<double>(in_len);
   const double in_last = static_cast<double>(in_len - 1);
   for (int64_t o = 0; o < out_len; ++o) {
     const double x = static_cast<double>(o);
@@ -128,7 +129,7 @@ AxisTaps MakeTaps(const ResizeAttrs& a, int64_t in_len, int64_t out_len, double 
         xo = (x + 0.5) / scale - 0.5;
         break;
       case Coord::kPytorchHalfPixel:
-        xo = out_f == 1.0 ? -0.5 : (x + 0.5) / scale - 0.5;
+        xo = out_f <= 1.0 ? 0.0 : (x + 0.5) / scale - 0.5;  // spec (and ORT): 0 for length 1
         break;
       case Coord::kAlignCorners:
         xo = out_f == 1.0 ? 0.0 : x * in_last / (out_f - 1);
@@ -326,7 +327,8 @@ class ResizeKernel final : public OpKernel {
       const bool crop = a_.coord == Coord::kTfCropAndResize;
       // An axis kept at its size with an identity mapping needs no pass.
       if (!crop && out_shape[d] == shape[d] && scales[d] == 1.0 && a_.coord != Coord::kTfHalfPixelForNn) continue;
-      AxisTaps taps = MakeTaps(a_, shape[d], out_shape[d], scales[d], crop ? roi[d] : 0.0, crop ? roi[d + rank] : 1.0);
+      AxisTaps taps = MakeTaps(a_, shape[d], out_shape[d], scales[d], sizes_t != nullptr, crop ? roi[d] : 0.0,
+                               crop ? roi[d + rank] : 1.0);
       ResizeAxis(cur, shape, d, out_shape[d], taps, a_.extrapolation, next, ctx.pool());
       cur.swap(next);
     }
