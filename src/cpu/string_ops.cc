@@ -111,9 +111,9 @@ class TfIdfKernel final : public OpKernel {
       return InvalidModel(node.Describe(), ": exactly one of pool_strings and pool_int64s must be given");
     const int64_t pool_size = strings_ ? static_cast<int64_t>(pool_s.size()) : static_cast<int64_t>(pool_i.size());
     for (int64_t idx : indexes) out_size_ = std::max(out_size_, idx + 1);
-    if (!weights_.empty() && weights_.size() != indexes.size())
-      return InvalidModel(node.Describe(), ": weights has ", weights_.size(), " entries but ngram_indexes has ",
-                          indexes.size());
+    if (!weights_.empty() && static_cast<int64_t>(weights_.size()) < out_size_)
+      return InvalidModel(node.Describe(), ": weights has ", weights_.size(), " entries but the output has ", out_size_,
+                          " columns");
     // ngram_counts[i] is where the (i+1)-grams start in the pool.
     int64_t k = 0;
     for (size_t g = 0; g < counts.size(); ++g) {
@@ -154,7 +154,6 @@ class TfIdfKernel final : public OpKernel {
     float* out = y->mutable_data<float>();
     std::fill(out, out + rows * out_size_, 0.0f);
     std::vector<int64_t> counts(static_cast<size_t>(out_size_));
-    std::vector<int64_t> weight_of(static_cast<size_t>(out_size_), -1);
     std::vector<int64_t> ikey;
     std::vector<std::string> skey;
     for (int64_t r = 0; r < rows; ++r) {
@@ -181,14 +180,15 @@ class TfIdfKernel final : public OpKernel {
             }
             if (hit) {
               ++counts[hit->first];
-              weight_of[hit->first] = hit->second;
             }
           }
         }
       }
       for (int64_t i = 0; i < out_size_; ++i) {
         if (counts[i] == 0) continue;
-        const float w = weights_.empty() || weight_of[i] < 0 ? 1.0f : weights_[weight_of[i]];
+        // Weights are indexed by output column, as ONNX Runtime and the ONNX reference do (the
+        // spec text says pool order; the two agree when ngram_indexes is the identity).
+        const float w = weights_.empty() ? 1.0f : weights_[i];
         float v = static_cast<float>(counts[i]);
         if (mode_ == TfIdfMode::kIdf) v = w;
         if (mode_ == TfIdfMode::kTfIdf) v *= w;
@@ -203,7 +203,7 @@ class TfIdfKernel final : public OpKernel {
   int64_t min_n_ = 1, max_n_ = 1, max_skip_ = 0, out_size_ = 0;
   bool strings_ = false;
   std::vector<float> weights_;
-  // n-gram -> (output column, n-gram ordinal for the weights)
+  // n-gram -> (output column, n-gram ordinal in the pool)
   std::map<std::vector<int64_t>, std::pair<int64_t, int64_t>> int_map_;
   std::map<std::vector<std::string>, std::pair<int64_t, int64_t>> str_map_;
 };

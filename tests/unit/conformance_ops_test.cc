@@ -465,5 +465,35 @@ TEST(ConfOps, ConvIntegerGroupedStridedPerChannelZeroPointMatchesNaive) {
   EXPECT_EQ(Compare((*r)[0].tensor(), Tensor::FromVector<int32_t>(want, {1, 4, 2, 2})), "");
 }
 
+TEST(ConfOps, TfIdfIdfAndTfIdfModesApplyWeights) {
+  for (const std::string mode : {"IDF", "TFIDF"}) {
+    Node n = MakeNode("TfIdfVectorizer", 9);
+    Attribute m;
+    m.type = Attribute::Type::kString;
+    m.s = mode;
+    n.attrs["mode"] = m;
+    SetInt(n, "min_gram_length", 1);
+    SetInt(n, "max_gram_length", 1);
+    SetInt(n, "max_skip_count", 0);
+    auto ints = [&](const std::string& name, std::vector<int64_t> v) {
+      Attribute a;
+      a.type = Attribute::Type::kInts;
+      a.ints = std::move(v);
+      n.attrs[name] = a;
+    };
+    ints("pool_int64s", {1, 2, 3});
+    ints("ngram_counts", {0});
+    ints("ngram_indexes", {0, 1, 2});
+    Attribute w;
+    w.type = Attribute::Type::kFloats;
+    w.floats = {0.5f, 2.f, 3.f};
+    n.attrs["weights"] = w;
+    auto r = RunNode(n, {Tensor::FromVector<int64_t>({1, 1, 3, 5}, {4})}, 1);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const std::vector<float> want = mode == "IDF" ? std::vector<float>{0.5f, 0, 3} : std::vector<float>{1, 0, 3};
+    EXPECT_EQ(Compare((*r)[0].tensor(), Tensor::FromVector<float>(want, {3})), "") << mode;
+  }
+}
+
 }  // namespace
 }  // namespace strata
