@@ -41,6 +41,8 @@ class RandomKernel final : public OpKernel {
     if (dt == DataType::kUndefined) dt = in ? in->dtype() : DataType::kFloat;
     Shape shape = in && dist_ != Dist::kMultinomial ? in->shape() : shape_;
     if (!like_ && (dist_ == Dist::kNormal || dist_ == Dist::kUniform)) shape = shape_;
+    if ((dist_ == Dist::kNormal || dist_ == Dist::kUniform) && !IsFloatType(dt))
+      return InvalidArgument(node.Describe(), ": output dtype must be a float type, got ", DataTypeName(dt));
     std::vector<double> probs;
     if (dist_ == Dist::kBernoulli || dist_ == Dist::kMultinomial) {
       if (in->dtype() != DataType::kFloat && in->dtype() != DataType::kDouble)
