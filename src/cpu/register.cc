@@ -15,6 +15,13 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterRnnKernels(r);
   RegisterControlFlowKernels(r);
   RegisterSequenceKernels(r);
+  RegisterQuantizeKernels(r);
+  RegisterResizeKernels(r);
+  RegisterDetectionKernels(r);
+  RegisterStringKernels(r);
+  RegisterSignalKernels(r);
+  RegisterRandomKernels(r);
+  RegisterMiscKernels(r);
 }
 
 }  // namespace strata

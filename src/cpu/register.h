@@ -18,5 +18,12 @@ void RegisterReduceKernels(KernelRegistry& r);       // cpu/reduce.cc: Reduce*, 
 void RegisterRnnKernels(KernelRegistry& r);          // cpu/rnn.cc: LSTM, GRU, RNN
 void RegisterControlFlowKernels(KernelRegistry& r);  // cpu/control_flow.cc: If, Loop, Scan
 void RegisterSequenceKernels(KernelRegistry& r);     // cpu/sequence.cc: Sequence*, Optional*
+void RegisterQuantizeKernels(KernelRegistry& r);     // cpu/quantize.cc: (De)QuantizeLinear, *Integer, QLinear*
+void RegisterResizeKernels(KernelRegistry& r);       // cpu/resize.cc: Resize (opset 10-17)
+void RegisterDetectionKernels(KernelRegistry& r);    // cpu/detection.cc: NonMaxSuppression, RoiAlign
+void RegisterStringKernels(KernelRegistry& r);       // cpu/string_ops.cc: StringNormalizer, TfIdfVectorizer
+void RegisterSignalKernels(KernelRegistry& r);       // cpu/signal.cc: DFT, STFT, windows, MelWeightMatrix
+void RegisterRandomKernels(KernelRegistry& r);       // cpu/random.cc: Random*, Bernoulli, Multinomial
+void RegisterMiscKernels(KernelRegistry& r);         // cpu/misc_ops.cc: Det, GridSample
 
 }  // namespace strata

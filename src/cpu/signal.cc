@@ -1,0 +1,334 @@
+// Signal ops (ai.onnx opset 17): DFT, STFT, Hann/Hamming/Blackman windows and
+// MelWeightMatrix. Transforms are computed in double (radix-2 FFT for power-of-two lengths,
+// else a direct sum with an exact twiddle table), so bins that are mathematically zero come out below float
+// resolution; this is what the float64 numpy reference produces.
+#include <cmath>
+#include <complex>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "core/kernel.h"
+#include "cpu/register.h"
+
+namespace strata {
+namespace {
+
+using Cd = std::complex<double>;
+
+// Reads a scalar (or 1-element) integer tensor.
+Result<int64_t> ScalarInt(const Tensor* t, const Node& node, const char* what) {
+  if (!t) return InvalidArgument(node.Describe(), ": input '", what, "' is missing");
+  if (t->num_elements() != 1)
+    return InvalidArgument(node.Describe(), ": '", what, "' must be a scalar, got shape ", ShapeToString(t->shape()));
+  if (t->dtype() == DataType::kInt64) return t->data<int64_t>()[0];
+  if (t->dtype() == DataType::kInt32) return static_cast<int64_t>(t->data<int32_t>()[0]);
+  return InvalidArgument(node.Describe(), ": '", what, "' must be int32 or int64, got ", DataTypeName(t->dtype()));
+}
+
+Result<double> ScalarFloat(const Tensor* t, const Node& node, const char* what) {
+  if (!t) return InvalidArgument(node.Describe(), ": input '", what, "' is missing");
+  if (t->num_elements() != 1)
+    return InvalidArgument(node.Describe(), ": '", what, "' must be a scalar, got shape ", ShapeToString(t->shape()));
+  double v = 0;
+  const bool ok =
+      DispatchNumeric(t->dtype(), [&]<typename T>() { v = static_cast<double>(static_cast<float>(t->data<T>()[0])); });
+  if (t->dtype() == DataType::kDouble) v = t->data<double>()[0];
+  if (!ok) return InvalidArgument(node.Describe(), ": '", what, "' has unsupported dtype ", DataTypeName(t->dtype()));
+  return v;
+}
+
+Status CheckFloatDtype(const Tensor& t, const Node& node, const char* what) {
+  if (t.dtype() == DataType::kFloat || t.dtype() == DataType::kDouble || t.dtype() == DataType::kFloat16 ||
+      t.dtype() == DataType::kBFloat16)
+    return Status::Ok();
+  return InvalidArgument(node.Describe(), ": '", what, "' must be a float tensor, got ", DataTypeName(t.dtype()));
+}
+
+double LoadD(const Tensor& t, int64_t i) {
+  double v = 0;
+  DispatchNumeric(t.dtype(), [&]<typename T>() {
+    if constexpr (std::is_same_v<T, double>) {
+      v = t.data<double>()[i];
+    } else {
+      v = static_cast<double>(static_cast<float>(t.data<T>()[i]));
+    }
+  });
+  return v;
+}
+
+void StoreD(Tensor& t, int64_t i, double v) {
+  DispatchNumeric(t.dtype(), [&]<typename T>() {
+    if constexpr (std::is_same_v<T, double>) {
+      t.mutable_data<double>()[i] = v;
+    } else if constexpr (std::is_floating_point_v<T>) {
+      t.mutable_data<T>()[i] = static_cast<T>(v);
+    } else if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+      t.mutable_data<T>()[i] = T(static_cast<float>(v));
+    } else {
+      t.mutable_data<T>()[i] = static_cast<T>(v);
+    }
+  });
+}
+
+// In-place iterative radix-2 FFT; n = a.size() must be a power of two and tw = Twiddles(n).
+void Fft(std::vector<Cd>& a, const std::vector<Cd>& tw, bool inverse) {
+  const size_t n = a.size();
+  for (size_t i = 1, j = 0; i < n; ++i) {  // bit-reversal permutation
+    size_t bit = n >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j ^= bit;
+    if (i < j) std::swap(a[i], a[j]);
+  }
+  for (size_t len = 2; len <= n; len <<= 1) {
+    const size_t step = n / len;
+    for (size_t i = 0; i < n; i += len) {
+      for (size_t k = 0; k < len / 2; ++k) {
+        const Cd w = inverse ? std::conj(tw[k * step]) : tw[k * step];
+        const Cd u = a[i + k], v = a[i + k + len / 2] * w;
+        a[i + k] = u + v;
+        a[i + k + len / 2] = u - v;
+      }
+    }
+  }
+}
+
+// DFT of `in` (length n) into `out` (its first `bins` bins), using twiddles for n:
+// radix-2 FFT for powers of two, otherwise the direct O(n^2) sum with an exact
+// twiddle index (j * k mod n).
+void Dft(const std::vector<Cd>& in, const std::vector<Cd>& tw, bool inverse, int64_t bins, std::vector<Cd>& out) {
+  const int64_t n = static_cast<int64_t>(in.size());
+  if (n >= 8 && (n & (n - 1)) == 0) {
+    out = in;
+    Fft(out, tw, inverse);
+    out.resize(static_cast<size_t>(bins));
+    if (inverse)
+      for (auto& v : out) v /= static_cast<double>(n);
+    return;
+  }
+  out.assign(static_cast<size_t>(bins), Cd(0, 0));
+  for (int64_t k = 0; k < bins; ++k) {
+    Cd acc(0, 0);
+    int64_t idx = 0;  // (j * k) mod n, updated incrementally to avoid overflow
+    for (int64_t j = 0; j < n; ++j) {
+      const Cd w = inverse ? std::conj(tw[idx]) : tw[idx];
+      acc += in[j] * w;
+      idx += k;
+      if (idx >= n) idx %= n;
+    }
+    out[k] = inverse ? acc / static_cast<double>(n) : acc;
+  }
+}
+
+std::vector<Cd> Twiddles(int64_t n) {
+  std::vector<Cd> tw(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = -2.0 * std::numbers::pi * static_cast<double>(i) / static_cast<double>(n);
+    tw[i] = Cd(std::cos(a), std::sin(a));
+  }
+  return tw;
+}
+
+Status DftOp(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor* x = ctx.input(0);
+  if (!x) return InvalidArgument(node.Describe(), ": input is missing");
+  RETURN_IF_ERROR(CheckFloatDtype(*x, node, "input"));
+  const int64_t rank = static_cast<int64_t>(x->rank());
+  if (rank < 2 || (x->shape().back() != 1 && x->shape().back() != 2))
+    return InvalidArgument(node.Describe(),
+                           ": input must have rank >= 2 with last dimension 1 (real) or 2 (complex), got ",
+                           ShapeToString(x->shape()));
+  int64_t axis = node.GetInt("axis", 1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank - 1)
+    return InvalidArgument(node.Describe(), ": axis ", node.GetInt("axis", 1), " is out of range for input shape ",
+                           ShapeToString(x->shape()));
+  const bool inverse = node.GetInt("inverse", 0) != 0;
+  const bool onesided = node.GetInt("onesided", 0) != 0;
+  const bool complex_in = x->shape().back() == 2;
+  if (onesided && complex_in) return InvalidArgument(node.Describe(), ": onesided output needs a real input");
+  const int64_t in_len = x->dim(axis);
+  int64_t n = in_len;
+  if (ctx.input(1) && ctx.input(1)->num_elements() > 0) {
+    ASSIGN_OR_RETURN(n, ScalarInt(ctx.input(1), node, "dft_length"));
+    if (n <= 0 || n > (int64_t{1} << 30))
+      return InvalidArgument(node.Describe(), ": dft_length must be in [1, 2^30], got ", n);
+  }
+  const int64_t bins = onesided ? n / 2 + 1 : n;
+  Shape out_shape = x->shape();
+  out_shape[axis] = bins;
+  out_shape.back() = 2;
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), out_shape));
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= x->dim(d);
+  for (int64_t d = axis + 1; d < rank - 1; ++d) inner *= x->dim(d);
+  const int64_t c_in = x->shape().back();
+  const std::vector<Cd> tw = Twiddles(n);
+  std::vector<Cd> sig(static_cast<size_t>(n)), spec;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        if (j >= in_len) {
+          sig[j] = Cd(0, 0);  // zero padding up to dft_length
+          continue;
+        }
+        const int64_t base = ((o * in_len + j) * inner + i) * c_in;
+        sig[j] = Cd(LoadD(*x, base), complex_in ? LoadD(*x, base + 1) : 0.0);
+      }
+      Dft(sig, tw, inverse, bins, spec);
+      for (int64_t k = 0; k < bins; ++k) {
+        const int64_t base = ((o * bins + k) * inner + i) * 2;
+        StoreD(*y, base, spec[k].real());
+        StoreD(*y, base + 1, spec[k].imag());
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status StftOp(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor* x = ctx.input(0);
+  if (!x) return InvalidArgument(node.Describe(), ": signal is missing");
+  RETURN_IF_ERROR(CheckFloatDtype(*x, node, "signal"));
+  if (x->rank() != 3 || (x->dim(2) != 1 && x->dim(2) != 2))
+    return InvalidArgument(node.Describe(), ": signal must be [batch, length, 1|2], got ", ShapeToString(x->shape()));
+  ASSIGN_OR_RETURN(int64_t step, ScalarInt(ctx.input(1), node, "frame_step"));
+  if (step <= 0) return InvalidArgument(node.Describe(), ": frame_step must be positive, got ", step);
+  const Tensor* window = ctx.input(2);
+  if (window && window->num_elements() == 0 && window->rank() == 1 && window->dim(0) == 0) window = nullptr;
+  int64_t frame_len = -1;
+  if (window) {
+    RETURN_IF_ERROR(CheckFloatDtype(*window, node, "window"));
+    if (window->rank() != 1) return InvalidArgument(node.Describe(), ": window must be 1-D");
+    frame_len = window->dim(0);
+  }
+  if (ctx.input(3)) {
+    ASSIGN_OR_RETURN(int64_t fl, ScalarInt(ctx.input(3), node, "frame_length"));
+    if (frame_len >= 0 && fl != frame_len)
+      return InvalidArgument(node.Describe(), ": frame_length ", fl, " differs from the window length ", frame_len);
+    frame_len = fl;
+  }
+  if (frame_len <= 0) return InvalidArgument(node.Describe(), ": a window or a positive frame_length is required");
+  const bool complex_in = x->dim(2) == 2;
+  const bool onesided = node.GetInt("onesided", 1) != 0;
+  if (onesided && complex_in) return InvalidArgument(node.Describe(), ": onesided output needs a real signal");
+  const int64_t batch = x->dim(0), len = x->dim(1);
+  if (frame_len > len)
+    return InvalidArgument(node.Describe(), ": frame length ", frame_len, " exceeds the signal length ", len);
+  const int64_t frames = (len - frame_len) / step + 1;
+  const int64_t bins = onesided ? frame_len / 2 + 1 : frame_len;
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), {batch, frames, bins, 2}));
+  const std::vector<Cd> tw = Twiddles(frame_len);
+  std::vector<Cd> sig(static_cast<size_t>(frame_len)), spec;
+  const int64_t c = x->dim(2);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t f = 0; f < frames; ++f) {
+      for (int64_t j = 0; j < frame_len; ++j) {
+        const int64_t base = (b * len + f * step + j) * c;
+        const double w = window ? LoadD(*window, j) : 1.0;
+        sig[j] = Cd(LoadD(*x, base) * w, complex_in ? LoadD(*x, base + 1) * w : 0.0);
+      }
+      Dft(sig, tw, false, bins, spec);
+      for (int64_t k = 0; k < bins; ++k) {
+        const int64_t base = ((b * frames + f) * bins + k) * 2;
+        StoreD(*y, base, spec[k].real());
+        StoreD(*y, base + 1, spec[k].imag());
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// Generalised cosine window: sum_i a_i * cos(2*pi*i*n / N) with alternating signs folded in.
+Status CosineWindow(KernelContext& ctx, std::vector<double> a) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(int64_t size, ScalarInt(ctx.input(0), node, "size"));
+  if (size < 0) return InvalidArgument(node.Describe(), ": window size must be non-negative, got ", size);
+  const auto dt = static_cast<DataType>(node.GetInt("output_datatype", 1));
+  if (!IsFloatType(dt) && !IsIntegerType(dt))
+    return InvalidArgument(node.Describe(), ": unsupported output_datatype ", static_cast<int>(dt));
+  const bool periodic = node.GetInt("periodic", 1) != 0;
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, dt, {size}));
+  const double denom = periodic ? static_cast<double>(size) : static_cast<double>(size - 1);
+  for (int64_t n = 0; n < size; ++n) {
+    double v = a[0];
+    for (size_t i = 1; i < a.size(); ++i)
+      v += a[i] * std::cos(2.0 * std::numbers::pi * static_cast<double>(i * n) / (denom > 0 ? denom : 1.0));
+    StoreD(*y, n, v);
+  }
+  return Status::Ok();
+}
+
+Status MelWeightMatrixOp(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(int64_t mel_bins, ScalarInt(ctx.input(0), node, "num_mel_bins"));
+  ASSIGN_OR_RETURN(int64_t dft_length, ScalarInt(ctx.input(1), node, "dft_length"));
+  ASSIGN_OR_RETURN(int64_t sample_rate, ScalarInt(ctx.input(2), node, "sample_rate"));
+  ASSIGN_OR_RETURN(double lower, ScalarFloat(ctx.input(3), node, "lower_edge_hertz"));
+  ASSIGN_OR_RETURN(double upper, ScalarFloat(ctx.input(4), node, "upper_edge_hertz"));
+  if (mel_bins <= 0 || dft_length <= 0 || sample_rate <= 0)
+    return InvalidArgument(node.Describe(), ": num_mel_bins, dft_length and sample_rate must be positive");
+  if (lower < 0 || upper < lower || upper > sample_rate / 2.0)
+    return InvalidArgument(node.Describe(), ": need 0 <= lower_edge_hertz <= upper_edge_hertz <= sample_rate/2, got ",
+                           lower, " and ", upper);
+  const auto dt = static_cast<DataType>(node.GetInt("output_datatype", 1));
+  if (!IsFloatType(dt) && !IsIntegerType(dt))
+    return InvalidArgument(node.Describe(), ": unsupported output_datatype ", static_cast<int>(dt));
+  const int64_t spec_bins = dft_length / 2 + 1;
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, dt, {spec_bins, mel_bins}));
+  std::vector<double> out(static_cast<size_t>(spec_bins * mel_bins), 0.0);
+  // Triangular filters between mel-spaced edges, mapped to DFT bins (ONNX reference formula).
+  const double low_mel = 2595.0 * std::log10(1.0 + lower / 700.0);
+  const double high_mel = 2595.0 * std::log10(1.0 + upper / 700.0);
+  const double step = (high_mel - low_mel) / static_cast<double>(mel_bins + 2);
+  std::vector<int64_t> edge(static_cast<size_t>(mel_bins + 2));
+  for (int64_t i = 0; i < mel_bins + 2; ++i) {
+    const double hz = 700.0 * (std::pow(10.0, (static_cast<double>(i) * step + low_mel) / 2595.0) - 1.0);
+    edge[i] =
+        static_cast<int64_t>(std::floor(static_cast<double>(dft_length + 1) * hz / static_cast<double>(sample_rate)));
+  }
+  auto at = [&](int64_t j, int64_t i) -> double* {
+    return (j >= 0 && j < spec_bins) ? &out[static_cast<size_t>(j * mel_bins + i)] : nullptr;
+  };
+  for (int64_t i = 0; i < mel_bins; ++i) {
+    const int64_t lo = edge[i], c = edge[i + 1], hi = edge[i + 2];
+    if (c - lo == 0) {
+      if (double* p = at(c, i)) *p = 1;
+    } else {
+      for (int64_t j = lo; j <= c; ++j)
+        if (double* p = at(j, i)) *p = static_cast<double>(j - lo) / static_cast<double>(c - lo);
+    }
+    if (hi - c > 0)
+      for (int64_t j = c; j < hi; ++j)
+        if (double* p = at(j, i)) *p = static_cast<double>(hi - j) / static_cast<double>(hi - c);
+  }
+  for (int64_t k = 0; k < spec_bins * mel_bins; ++k) StoreD(*y, k, out[k]);
+  return Status::Ok();
+}
+
+template <typename F>
+KernelDef Def(const char* op, int since, F f) {
+  KernelDef d;
+  d.op_type = op;
+  d.since_version = since;
+  d.type_input = -1;
+  d.factory = [f](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> { return MakeFnKernel(f); };
+  return d;
+}
+
+}  // namespace
+
+void RegisterSignalKernels(KernelRegistry& r) {
+  KernelDef dft = Def("DFT", 17, DftOp);
+  dft.end_version = 19;  // opset 20 moves `axis` to an input
+  r.Register(dft);
+  r.Register(Def("STFT", 17, StftOp));
+  r.Register(Def("HannWindow", 17, [](KernelContext& c) { return CosineWindow(c, {0.5, -0.5}); }));
+  r.Register(Def("HammingWindow", 17, [](KernelContext& c) { return CosineWindow(c, {25.0 / 46.0, -21.0 / 46.0}); }));
+  r.Register(Def("BlackmanWindow", 17, [](KernelContext& c) { return CosineWindow(c, {0.42, -0.5, 0.08}); }));
+  r.Register(Def("MelWeightMatrix", 17, MelWeightMatrixOp));
+}
+
+}  // namespace strata

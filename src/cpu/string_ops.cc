@@ -1,0 +1,232 @@
+// String ops: StringNormalizer (opset 10) and TfIdfVectorizer (opset 9).
+//
+// StringNormalizer's case folding and case-insensitive stopword matching use ASCII
+// rules only: the `locale` attribute is accepted but ignored (bytes outside A-Z/a-z are
+// left unchanged), which matches the en_US behaviour for ASCII text.
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/kernel.h"
+#include "cpu/register.h"
+
+namespace strata {
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+class StringNormalizerKernel final : public OpKernel {
+ public:
+  StringNormalizerKernel(int action, bool case_sensitive, std::vector<std::string> stop)
+      : action_(action), case_sensitive_(case_sensitive) {
+    for (auto& s : stop) stop_.insert(case_sensitive_ ? s : Lower(s));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.input(0);
+    if (!x) return InvalidArgument(node.Describe(), ": input is missing");
+    if (x->dtype() != DataType::kString)
+      return InvalidArgument(node.Describe(), ": input must be a string tensor, got ", DataTypeName(x->dtype()));
+    const bool two_d = x->rank() == 2;
+    if (!(x->rank() == 1 || (two_d && x->dim(0) == 1)))
+      return InvalidArgument(node.Describe(), ": input must be [C] or [1, C], got ", ShapeToString(x->shape()));
+    std::vector<std::string> kept;
+    const std::string* in = x->data<std::string>();
+    for (int64_t i = 0; i < x->num_elements(); ++i) {
+      if (!stop_.empty() && stop_.count(case_sensitive_ ? in[i] : Lower(in[i]))) continue;
+      kept.push_back(action_ == 1 ? Lower(in[i]) : action_ == 2 ? Upper(in[i]) : in[i]);
+    }
+    // All strings filtered out: the output is one empty string (spec).
+    if (kept.empty()) kept.emplace_back();
+    const int64_t k = static_cast<int64_t>(kept.size());
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kString, two_d ? Shape{1, k} : Shape{k}));
+    std::string* out = y->mutable_data<std::string>();
+    for (int64_t i = 0; i < k; ++i) out[i] = std::move(kept[i]);
+    return Status::Ok();
+  }
+
+ private:
+  int action_;  // 0 none, 1 lower, 2 upper
+  bool case_sensitive_;
+  std::set<std::string> stop_;
+};
+
+Result<std::unique_ptr<OpKernel>> MakeStringNormalizer(const KernelInit& init) {
+  const Node& node = init.node;
+  const std::string a = node.GetString("case_change_action", "NONE");
+  int action;
+  if (a == "NONE") {
+    action = 0;
+  } else if (a == "LOWER") {
+    action = 1;
+  } else if (a == "UPPER") {
+    action = 2;
+  } else {
+    return InvalidModel(node.Describe(), ": case_change_action must be NONE, LOWER or UPPER, got '", a, "'");
+  }
+  return std::unique_ptr<OpKernel>(std::make_unique<StringNormalizerKernel>(
+      action, node.GetInt("is_case_sensitive", 0) != 0, node.GetStrings("stopwords")));
+}
+
+enum class TfIdfMode { kTf, kIdf, kTfIdf };
+
+class TfIdfKernel final : public OpKernel {
+ public:
+  Status Init(const Node& node) {
+    const std::string m = node.GetString("mode", "");
+    if (m == "TF") {
+      mode_ = TfIdfMode::kTf;
+    } else if (m == "IDF") {
+      mode_ = TfIdfMode::kIdf;
+    } else if (m == "TFIDF") {
+      mode_ = TfIdfMode::kTfIdf;
+    } else {
+      return InvalidModel(node.Describe(), ": mode must be TF, IDF or TFIDF, got '", m, "'");
+    }
+    min_n_ = node.GetInt("min_gram_length", 0);
+    max_n_ = node.GetInt("max_gram_length", 0);
+    max_skip_ = node.GetInt("max_skip_count", 0);
+    if (min_n_ < 1 || max_n_ < min_n_)
+      return InvalidModel(node.Describe(), ": need 1 <= min_gram_length <= max_gram_length, got ", min_n_, " and ",
+                          max_n_);
+    if (max_skip_ < 0) return InvalidModel(node.Describe(), ": max_skip_count must be >= 0");
+    const std::vector<int64_t> counts = node.GetInts("ngram_counts");
+    const std::vector<int64_t> indexes = node.GetInts("ngram_indexes");
+    weights_ = node.GetFloats("weights");
+    const std::vector<int64_t> pool_i = node.GetInts("pool_int64s");
+    const std::vector<std::string> pool_s = node.GetStrings("pool_strings");
+    strings_ = !pool_s.empty();
+    if (strings_ == !pool_i.empty())
+      return InvalidModel(node.Describe(), ": exactly one of pool_strings and pool_int64s must be given");
+    const int64_t pool_size = strings_ ? static_cast<int64_t>(pool_s.size()) : static_cast<int64_t>(pool_i.size());
+    for (int64_t idx : indexes) out_size_ = std::max(out_size_, idx + 1);
+    if (!weights_.empty() && static_cast<int64_t>(weights_.size()) < out_size_)
+      return InvalidModel(node.Describe(), ": weights has ", weights_.size(), " entries but the output has ", out_size_,
+                          " columns");
+    // ngram_counts[i] is where the (i+1)-grams start in the pool.
+    int64_t k = 0;
+    for (size_t g = 0; g < counts.size(); ++g) {
+      const int64_t n = static_cast<int64_t>(g) + 1;
+      const int64_t begin = counts[g];
+      const int64_t end = g + 1 < counts.size() ? counts[g + 1] : pool_size;
+      if (begin < 0 || end > pool_size || begin > end || (end - begin) % n != 0)
+        return InvalidModel(node.Describe(), ": ngram_counts ", g, " gives a pool range [", begin, ", ", end,
+                            ") that does not hold whole ", n, "-grams");
+      for (int64_t p = begin; p < end; p += n, ++k) {
+        if (k >= static_cast<int64_t>(indexes.size()))
+          return InvalidModel(node.Describe(), ": the pool has more n-grams than ngram_indexes entries");
+        if (indexes[k] < 0) return InvalidModel(node.Describe(), ": ngram_indexes must be non-negative");
+        if (strings_) {
+          str_map_[std::vector<std::string>(pool_s.begin() + p, pool_s.begin() + p + n)] = {indexes[k], k};
+        } else {
+          int_map_[std::vector<int64_t>(pool_i.begin() + p, pool_i.begin() + p + n)] = {indexes[k], k};
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.input(0);
+    if (!x) return InvalidArgument(node.Describe(), ": input is missing");
+    const bool is_str = x->dtype() == DataType::kString;
+    if (is_str != strings_ || (!is_str && x->dtype() != DataType::kInt64 && x->dtype() != DataType::kInt32))
+      return InvalidArgument(node.Describe(), ": input dtype ", DataTypeName(x->dtype()), " does not match the ",
+                             strings_ ? "string" : "int64", " pool");
+    if (x->rank() != 1 && x->rank() != 2)
+      return InvalidArgument(node.Describe(), ": input must be [C] or [N, C], got ", ShapeToString(x->shape()));
+    const int64_t rows = x->rank() == 2 ? x->dim(0) : 1;
+    const int64_t cols = x->rank() == 2 ? x->dim(1) : x->dim(0);
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat,
+                                                    x->rank() == 2 ? Shape{rows, out_size_} : Shape{out_size_}));
+    float* out = y->mutable_data<float>();
+    std::fill(out, out + rows * out_size_, 0.0f);
+    std::vector<int64_t> counts(static_cast<size_t>(out_size_));
+    std::vector<int64_t> ikey;
+    std::vector<std::string> skey;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::fill(counts.begin(), counts.end(), 0);
+      for (int64_t s = 0; s < cols; ++s) {
+        for (int64_t skip = 0; skip <= max_skip_; ++skip) {
+          for (int64_t n = min_n_; n <= max_n_; ++n) {
+            if (n == 1 && skip > 0) continue;  // unigrams have no gaps: count them once
+            if (s + (n - 1) * (skip + 1) >= cols) break;
+            const std::pair<int64_t, int64_t>* hit = nullptr;
+            if (is_str) {
+              skey.clear();
+              for (int64_t j = 0; j < n; ++j) skey.push_back(x->data<std::string>()[r * cols + s + j * (skip + 1)]);
+              auto it = str_map_.find(skey);
+              if (it != str_map_.end()) hit = &it->second;
+            } else {
+              ikey.clear();
+              for (int64_t j = 0; j < n; ++j) {
+                const int64_t e = r * cols + s + j * (skip + 1);
+                ikey.push_back(x->dtype() == DataType::kInt64 ? x->data<int64_t>()[e] : x->data<int32_t>()[e]);
+              }
+              auto it = int_map_.find(ikey);
+              if (it != int_map_.end()) hit = &it->second;
+            }
+            if (hit) {
+              ++counts[hit->first];
+            }
+          }
+        }
+      }
+      for (int64_t i = 0; i < out_size_; ++i) {
+        if (counts[i] == 0) continue;
+        // Weights are indexed by output column, as ONNX Runtime and the ONNX reference do (the
+        // spec text says pool order; the two agree when ngram_indexes is the identity).
+        const float w = weights_.empty() ? 1.0f : weights_[i];
+        float v = static_cast<float>(counts[i]);
+        if (mode_ == TfIdfMode::kIdf) v = w;
+        if (mode_ == TfIdfMode::kTfIdf) v *= w;
+        out[r * out_size_ + i] = v;
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  TfIdfMode mode_ = TfIdfMode::kTf;
+  int64_t min_n_ = 1, max_n_ = 1, max_skip_ = 0, out_size_ = 0;
+  bool strings_ = false;
+  std::vector<float> weights_;
+  // n-gram -> (output column, n-gram ordinal in the pool)
+  std::map<std::vector<int64_t>, std::pair<int64_t, int64_t>> int_map_;
+  std::map<std::vector<std::string>, std::pair<int64_t, int64_t>> str_map_;
+};
+
+}  // namespace
+
+void RegisterStringKernels(KernelRegistry& r) {
+  KernelDef sn;
+  sn.op_type = "StringNormalizer";
+  sn.since_version = 10;
+  sn.type_input = -1;
+  sn.factory = MakeStringNormalizer;
+  r.Register(sn);
+  KernelDef tf;
+  tf.op_type = "TfIdfVectorizer";
+  tf.since_version = 9;
+  tf.type_input = -1;
+  tf.factory = [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+    auto k = std::make_unique<TfIdfKernel>();
+    RETURN_IF_ERROR(k->Init(init.node));
+    return std::unique_ptr<OpKernel>(std::move(k));
+  };
+  r.Register(tf);
+}
+
+}  // namespace strata
