@@ -72,6 +72,9 @@ int Execute(const RunArgs& a) {
   auto created = Session::CreateFromFile(a.model, so);
   if (!created.ok()) return Fail(created.status().ToString());
   Session& session = **created;
+  // Say which provider was picked and why others were skipped (never silent).
+  if (!a.json)
+    for (const auto& note : session.provider_notes()) std::printf("device: %s\n", note.c_str());
 
   std::vector<std::pair<std::string, Value>> feeds;
   for (const auto& spec : a.inputs) {
@@ -111,6 +114,7 @@ int Execute(const RunArgs& a) {
 
   nlohmann::json j;
   j["model"] = a.model;
+  j["device_notes"] = session.provider_notes();
   j["outputs"] = nlohmann::json::array();
   if (a.verbose || a.json) {
     nlohmann::json nodes = nlohmann::json::array();
@@ -151,10 +155,9 @@ int Execute(const RunArgs& a) {
         for (size_t k = 0; k < rows[r].size(); ++k) {
           row["top"].push_back({{"class", rows[r][k].first}, {"score", rows[r][k].second}});
           char buf[64];
-          std::snprintf(buf, sizeof(buf), "%s%lld (%.4f)", k == 0 ? " predicted=" : ", ", (long long)rows[r][k].first,
-                        rows[r][k].second);
+          const char* sep = k == 0 ? " predicted=" : (k == 1 ? "  next: " : ", ");
+          std::snprintf(buf, sizeof(buf), "%s%lld (%.4f)", sep, (long long)rows[r][k].first, rows[r][k].second);
           line += buf;
-          if (k == 0) line += "  next:";
         }
         if (have_labels && static_cast<int64_t>(r) < labels.num_elements())
           line += LabelAt(labels, r) == rows[r][0].first ? "  ok" : "  WRONG";
