@@ -51,7 +51,10 @@ make_archive() {  # make_archive NAME [COMPONENT]
     --mode='u+rwX,go+rX,go-w' --format=gnu -cf - "$name" | gzip -9n >"$OUT/$name.tar.gz.tmp"
   mv "$OUT/$name.tar.gz.tmp" "$OUT/$name.tar.gz"
   local providers
-  providers=$(cd "$dir" && find lib/strata/providers -name 'libstrata-provider-*.so' 2>/dev/null | sort | xargs -r -n1 basename | tr '\n' ' ')
+  providers=""
+  if [ -d "$dir/lib/strata/providers" ]; then
+    providers=$(cd "$dir/lib/strata/providers" && find . -name 'libstrata-provider-*.so' -printf '%f ' | sort)
+  fi
   echo "package: $OUT/$name.tar.gz ($(du -h "$OUT/$name.tar.gz" | cut -f1), providers: ${providers:-none})"
 }
 
