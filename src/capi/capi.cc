@@ -161,6 +161,7 @@ strata_status* strata_session_create(strata_env* env, const char* path, const st
     *out = nullptr;
     STRATA_CHECK_ARG(path, "model path is NULL");
     strata::SessionOptions opts = o ? o->opts : strata::SessionOptions();
+    if (env) opts.provider_manager = env->providers.get();
     auto s = strata::Session::CreateFromFile(path, opts);
     if (!s.ok()) return ToC(s.status());
     *out = new strata_session{env, std::move(s).value()};
@@ -175,6 +176,7 @@ strata_status* strata_session_create_from_memory(strata_env* env, const void* da
     *out = nullptr;
     STRATA_CHECK_ARG(data || size == 0, "model data is NULL");
     strata::SessionOptions opts = o ? o->opts : strata::SessionOptions();
+    if (env) opts.provider_manager = env->providers.get();
     auto s = strata::Session::CreateFromBytes(data, size, opts);
     if (!s.ok()) return ToC(s.status());
     *out = new strata_session{env, std::move(s).value()};

@@ -98,7 +98,9 @@ Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> 
   for (const auto& [v, t] : g.initializers) ex->constants_[v] = Value(t);
 
   for (const Node& node : g.nodes) {
-    for (const Graph* sg : Subgraphs(node)) {
+    // A provider partition's body is run by the provider, not by strata.
+    bool own_subgraphs = node.domain != "strata.provider";
+    for (const Graph* sg : own_subgraphs ? Subgraphs(node) : std::vector<const Graph*>{}) {
       // The subgraph is owned by the node's attribute, which the parent graph owns.
       std::shared_ptr<const Graph> alias(ex->graph_, sg);
       ASSIGN_OR_RETURN(auto sub, Create(alias, pool, opts));
@@ -157,7 +159,9 @@ Status Executor::Plan() {
     for (int v : n.inputs)
       if (v >= 0) last_use[v] = static_cast<int>(i);
     for (const Graph* sg : Subgraphs(n)) {
-      const Executor* sub = subexecs_.at(sg).get();
+      auto it = subexecs_.find(sg);
+      if (it == subexecs_.end()) continue;  // provider partition bodies
+      const Executor* sub = it->second.get();
       for (const auto& nm : sub->free_names_) {
         int v = g.FindValue(nm);
         if (v >= 0) last_use[v] = static_cast<int>(i);

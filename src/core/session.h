@@ -15,6 +15,10 @@
 
 namespace strata {
 
+namespace plugin {
+class ProviderManager;
+}
+
 struct SessionOptions {
   int threads = 0;            // 0: online CPUs
   int optimization_level = 99;
@@ -23,6 +27,8 @@ struct SessionOptions {
   std::vector<std::string> provider_paths;  // explicit provider library paths/folders
   KernelConfig kernel;
   size_t memory_cap_bytes = 0;  // 0: no cap on a single tensor
+  // Where providers are discovered and loaded; nullptr: the process-wide manager.
+  plugin::ProviderManager* provider_manager = nullptr;
 };
 
 struct NodeAssignment {
@@ -56,6 +62,8 @@ class Session {
 
   const std::vector<NodeAssignment>& assignments() const { return assignments_; }
   const SessionOptions& options() const { return opts_; }
+  // What provider selection decided: "auto: picked vulkan; skipped cuda: MISSING_DEPENDENCY ...".
+  const std::vector<std::string>& provider_notes() const { return provider_notes_; }
 
  private:
   Session() = default;
@@ -70,6 +78,7 @@ class Session {
   std::vector<ValueInfo> inputs_;
   std::vector<ValueInfo> outputs_;
   std::vector<NodeAssignment> assignments_;
+  std::vector<std::string> provider_notes_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<CachingAllocator> allocator_;
   // Keeps loaded provider libraries alive as long as the session (opaque here).

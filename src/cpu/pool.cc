@@ -1,9 +1,449 @@
-// Stub: replaced by the real pool kernels.
+// Pooling reference kernels (the test oracle): MaxPool (with Indices), AveragePool,
+// LpPool, their Global* forms, MaxUnpool and MaxRoiPool; plus registration of the
+// optimized fp32 kernels from pool_xnnpack.cc.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <vector>
+
 #include "core/kernel.h"
+#include "cpu/conv_geometry.h"
+#include "cpu/pool_kernels.h"
 #include "cpu/register.h"
+#include "cpu/xnnpack_util.h"
 
 namespace strata {
+namespace {
 
-void RegisterPoolKernels(KernelRegistry& r) { (void)r; }
+// For every output position: the in-bounds input offsets of its window (row-major and
+// column-major) and how many taps fall inside the padded input (count_include_pad).
+struct WindowTable {
+  std::vector<int64_t> start;  // size out+1, CSR into off/col_off
+  std::vector<int64_t> off, col_off;
+  std::vector<int64_t> padded_count;
+};
+
+WindowTable BuildWindows(const SpatialGeometry& g) {
+  WindowTable t;
+  const size_t r = g.rank();
+  const int64_t os = g.OutSize(), ks = g.KernelSize();
+  t.start.reserve(os + 1);
+  t.padded_count.reserve(os);
+  std::vector<int64_t> o(r, 0), k(r, 0);
+  for (int64_t p = 0; p < os; ++p) {
+    t.start.push_back(static_cast<int64_t>(t.off.size()));
+    int64_t padded = 0;
+    std::fill(k.begin(), k.end(), 0);
+    for (int64_t tap = 0; tap < ks; ++tap) {
+      bool inside = true, in_padded = true;
+      int64_t off = 0, col = 0, col_stride = 1;
+      for (size_t a = 0; a < r; ++a) {
+        int64_t pos = o[a] * g.strides[a] + k[a] * g.dilations[a] - g.pad_begin[a];
+        inside = inside && pos >= 0 && pos < g.in[a];
+        in_padded = in_padded && pos >= -g.pad_begin[a] && pos < g.in[a] + g.pad_end[a];
+        off = off * g.in[a] + pos;
+        col += pos * col_stride;
+        col_stride *= g.in[a];
+      }
+      if (in_padded) ++padded;
+      if (inside) {
+        t.off.push_back(off);
+        t.col_off.push_back(col);
+      }
+      for (size_t a = r; a-- > 0;) {
+        if (++k[a] < g.kernel[a]) break;
+        k[a] = 0;
+      }
+    }
+    t.padded_count.push_back(padded);
+    for (size_t a = r; a-- > 0;) {
+      if (++o[a] < g.out[a]) break;
+      o[a] = 0;
+    }
+  }
+  t.start.push_back(static_cast<int64_t>(t.off.size()));
+  return t;
+}
+
+void ForPlanes(ThreadPool* pool, int64_t planes, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool) {
+    pool->ParallelFor(planes, 1, fn);
+  } else {
+    fn(0, planes);
+  }
+}
+
+template <typename Fn>
+bool DispatchPoolFloat(DataType dt, Fn&& fn) {
+  switch (dt) {
+    case DataType::kFloat: fn.template operator()<float>(); return true;
+    case DataType::kDouble: fn.template operator()<double>(); return true;
+    case DataType::kFloat16: fn.template operator()<Float16>(); return true;
+    case DataType::kBFloat16: fn.template operator()<BFloat16>(); return true;
+    default: return false;
+  }
+}
+
+// Checks X is [N, C, spatial...] and reads the window attributes.
+struct PoolSetup {
+  int64_t n = 0, c = 0;
+  SpatialGeometry geo;
+  Shape out_shape;
+};
+Result<PoolSetup> SetupPool(const Node& node, const Tensor* x, bool ceil_allowed, bool dilations_allowed) {
+  if (!x) return InvalidArgument(node.Describe(), ": missing input X");
+  if (x->rank() < 3)
+    return InvalidArgument(node.Describe(), ": input X must be [N, C, spatial...] (rank >= 3), got ",
+                           ShapeToString(x->shape()));
+  size_t r = x->rank() - 2;
+  if (!node.HasAttr("kernel_shape")) return InvalidModel(node.Describe(), ": missing required attribute kernel_shape");
+  std::vector<int64_t> kernel = node.GetInts("kernel_shape");
+  if (kernel.size() != r)
+    return InvalidArgument(node.Describe(), ": kernel_shape ", ShapeToString(kernel), " has ", kernel.size(),
+                           " dims but X ", ShapeToString(x->shape()), " has ", r, " spatial dims");
+  bool ceil_mode = ceil_allowed && node.GetInt("ceil_mode", 0) != 0;
+  PoolSetup s;
+  s.n = x->dim(0);
+  s.c = x->dim(1);
+  std::vector<int64_t> in(x->shape().begin() + 2, x->shape().end());
+  ASSIGN_OR_RETURN(s.geo, ComputeWindowGeometry(node, in, kernel, ceil_mode, dilations_allowed));
+  s.out_shape = {s.n, s.c};
+  s.out_shape.insert(s.out_shape.end(), s.geo.out.begin(), s.geo.out.end());
+  return s;
+}
+
+template <typename T>
+void MaxPoolTyped(const T* x, T* y, int64_t* idx, bool col_major, int64_t planes, const SpatialGeometry& g,
+                  ThreadPool* pool) {
+  const WindowTable t = BuildWindows(g);
+  const int64_t is = g.InSize(), os = g.OutSize();
+  ForPlanes(pool, planes, [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      const T* xp = x + pl * is;
+      for (int64_t p = 0; p < os; ++p) {
+        // Windows entirely in padding cannot occur with valid pads; -inf/lowest is a safe identity.
+        float best = -std::numeric_limits<float>::infinity();
+        double bestd = -std::numeric_limits<double>::infinity();
+        int64_t arg = -1;
+        for (int64_t j = t.start[p]; j < t.start[p + 1]; ++j) {
+          if constexpr (std::is_same_v<T, double> || std::is_integral_v<T>) {
+            double v = static_cast<double>(xp[t.off[j]]);
+            if (arg < 0 || v > bestd) bestd = v, arg = j;
+          } else {
+            float v = static_cast<float>(xp[t.off[j]]);
+            if (arg < 0 || v > best) best = v, arg = j;
+          }
+        }
+        if constexpr (std::is_same_v<T, double> || std::is_integral_v<T>) {
+          y[pl * os + p] = arg < 0 ? std::numeric_limits<T>::lowest() : static_cast<T>(bestd);
+        } else {
+          y[pl * os + p] = T(best);
+        }
+        if (idx) idx[pl * os + p] = arg < 0 ? -1 : pl * is + (col_major ? t.col_off[arg] : t.off[arg]);
+      }
+    }
+  });
+}
+
+class RefMaxPoolKernel final : public OpKernel {
+ public:
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.input(0);
+    ASSIGN_OR_RETURN(PoolSetup s, SetupPool(node, x, /*ceil_allowed=*/true, /*dilations_allowed=*/true));
+    int64_t storage = node.GetInt("storage_order", 0);
+    if (storage != 0 && storage != 1)
+      return InvalidModel(node.Describe(), ": storage_order must be 0 or 1, got ", storage);
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), s.out_shape));
+    int64_t* idx = nullptr;
+    if (ctx.num_outputs() > 1 && ctx.output_requested(1)) {
+      ASSIGN_OR_RETURN(Tensor * it, ctx.AllocateOutput(1, DataType::kInt64, s.out_shape));
+      idx = it->mutable_data<int64_t>();
+    }
+    bool ok = false;
+    auto run = [&]<typename T>() {
+      MaxPoolTyped<T>(x->data<T>(), y->mutable_data<T>(), idx, storage == 1, s.n * s.c, s.geo, ctx.pool());
+      ok = true;
+    };
+    if (!DispatchPoolFloat(x->dtype(), run)) {
+      if (x->dtype() == DataType::kInt8) run.operator()<int8_t>();
+      if (x->dtype() == DataType::kUInt8) run.operator()<uint8_t>();
+    }
+    if (!ok) return Unsupported(node.Describe(), ": MaxPool does not support dtype ", DataTypeName(x->dtype()));
+    return Status::Ok();
+  }
+};
+
+// AveragePool (p == 0) and LpPool (p > 0) share the window walk.
+template <typename T>
+void AvgLpPoolTyped(const T* x, T* y, int64_t planes, const SpatialGeometry& g, bool count_include_pad, double p_norm,
+                    ThreadPool* pool) {
+  using A = typename AccType<T>::type;
+  const WindowTable t = BuildWindows(g);
+  const int64_t is = g.InSize(), os = g.OutSize();
+  ForPlanes(pool, planes, [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      const T* xp = x + pl * is;
+      for (int64_t q = 0; q < os; ++q) {
+        A acc = 0;
+        int64_t cnt = t.start[q + 1] - t.start[q];
+        for (int64_t j = t.start[q]; j < t.start[q + 1]; ++j) {
+          A v = static_cast<A>(xp[t.off[j]]);
+          if (p_norm > 0) {
+            acc += static_cast<A>(std::pow(std::abs(static_cast<double>(v)), p_norm));
+          } else {
+            acc += v;
+          }
+        }
+        A r;
+        if (p_norm > 0) {
+          r = static_cast<A>(std::pow(static_cast<double>(acc), 1.0 / p_norm));
+        } else {
+          int64_t div = count_include_pad ? t.padded_count[q] : cnt;
+          r = div > 0 ? acc / static_cast<A>(div) : A(0);
+        }
+        y[pl * os + q] = FromAcc<T>(r);
+      }
+    }
+  });
+}
+
+class RefAvgLpPoolKernel final : public OpKernel {
+ public:
+  explicit RefAvgLpPoolKernel(bool lp) : lp_(lp) {}
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.input(0);
+    // LpPool gained ceil_mode/dilations in opset 18, AveragePool dilations in 19.
+    ASSIGN_OR_RETURN(PoolSetup s, SetupPool(node, x, true, true));
+    double p = 0;
+    if (lp_) {
+      p = static_cast<double>(node.HasAttr("p") && node.FindAttr("p")->type == Attribute::Type::kFloat
+                                  ? node.GetFloat("p", 2.0f)
+                                  : static_cast<float>(node.GetInt("p", 2)));
+      if (!(p > 0)) return InvalidModel(node.Describe(), ": p must be positive, got ", p);
+    }
+    bool include_pad = node.GetInt("count_include_pad", 0) != 0;
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), s.out_shape));
+    bool ok = DispatchPoolFloat(x->dtype(), [&]<typename T>() {
+      AvgLpPoolTyped<T>(x->data<T>(), y->mutable_data<T>(), s.n * s.c, s.geo, include_pad, p, ctx.pool());
+    });
+    if (!ok) return Unsupported(node.Describe(), ": does not support dtype ", DataTypeName(x->dtype()));
+    return Status::Ok();
+  }
+
+ private:
+  bool lp_;
+};
+
+enum class GlobalKind { kAverage, kMax, kLp };
+
+template <typename T>
+void GlobalPoolTyped(const T* x, T* y, int64_t planes, int64_t is, GlobalKind kind, double p, ThreadPool* pool) {
+  using A = typename AccType<T>::type;
+  ForPlanes(pool, planes, [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      const T* xp = x + pl * is;
+      A acc = kind == GlobalKind::kMax ? static_cast<A>(-std::numeric_limits<double>::infinity()) : A(0);
+      for (int64_t i = 0; i < is; ++i) {
+        A v = static_cast<A>(xp[i]);
+        if (kind == GlobalKind::kMax) {
+          acc = std::max(acc, v);
+        } else if (kind == GlobalKind::kLp) {
+          acc += static_cast<A>(std::pow(std::abs(static_cast<double>(v)), p));
+        } else {
+          acc += v;
+        }
+      }
+      if (kind == GlobalKind::kAverage) acc = is > 0 ? acc / static_cast<A>(is) : A(0);
+      if (kind == GlobalKind::kLp) acc = static_cast<A>(std::pow(static_cast<double>(acc), 1.0 / p));
+      y[pl] = FromAcc<T>(acc);
+    }
+  });
+}
+
+class RefGlobalPoolKernel final : public OpKernel {
+ public:
+  explicit RefGlobalPoolKernel(GlobalKind kind) : kind_(kind) {}
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.input(0);
+    if (!x) return InvalidArgument(node.Describe(), ": missing input X");
+    if (x->rank() < 2)
+      return InvalidArgument(node.Describe(), ": input X must be [N, C, spatial...], got ", ShapeToString(x->shape()));
+    Shape out(x->rank(), 1);
+    out[0] = x->dim(0);
+    out[1] = x->dim(1);
+    int64_t is = 1;
+    for (size_t i = 2; i < x->rank(); ++i) is *= x->dim(i);
+    if (is == 0 && kind_ == GlobalKind::kMax)
+      return InvalidArgument(node.Describe(), ": GlobalMaxPool of an empty spatial extent ", ShapeToString(x->shape()));
+    double p = kind_ == GlobalKind::kLp ? static_cast<double>(node.GetInt("p", 2)) : 0.0;
+    if (kind_ == GlobalKind::kLp && !(p > 0)) return InvalidModel(node.Describe(), ": p must be positive");
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), out));
+    bool ok = DispatchPoolFloat(x->dtype(), [&]<typename T>() {
+      GlobalPoolTyped<T>(x->data<T>(), y->mutable_data<T>(), x->dim(0) * x->dim(1), is, kind_, p, ctx.pool());
+    });
+    if (!ok) return Unsupported(node.Describe(), ": does not support dtype ", DataTypeName(x->dtype()));
+    return Status::Ok();
+  }
+
+ private:
+  GlobalKind kind_;
+};
+
+class RefMaxUnpoolKernel final : public OpKernel {
+ public:
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.input(0);
+    const Tensor* ind = ctx.input(1);
+    const Tensor* oshape = ctx.input(2);
+    if (!x || !ind) return InvalidArgument(node.Describe(), ": MaxUnpool needs inputs X and I");
+    if (x->rank() < 3)
+      return InvalidArgument(node.Describe(), ": input X must be [N, C, spatial...], got ", ShapeToString(x->shape()));
+    if (ind->dtype() != DataType::kInt64 || ind->shape() != x->shape())
+      return InvalidArgument(node.Describe(), ": indices I must be int64 with X's shape ", ShapeToString(x->shape()),
+                             ", got ", DataTypeName(ind->dtype()), ShapeToString(ind->shape()));
+    size_t r = x->rank() - 2;
+    std::vector<int64_t> kernel = node.GetInts("kernel_shape");
+    if (kernel.size() != r)
+      return InvalidArgument(node.Describe(), ": kernel_shape must have ", r, " values, got ", kernel.size());
+    ASSIGN_OR_RETURN(std::vector<int64_t> strides, SpatialInts(node, "strides", r, 1));
+    std::vector<int64_t> pads = node.GetInts("pads", std::vector<int64_t>(2 * r, 0));
+    if (pads.size() != 2 * r) return InvalidModel(node.Describe(), ": pads must have ", 2 * r, " values");
+    Shape out = {x->dim(0), x->dim(1)};
+    for (size_t i = 0; i < r; ++i)
+      out.push_back((x->dim(i + 2) - 1) * strides[i] + kernel[i] - pads[i] - pads[i + r]);
+    if (oshape) {
+      if (oshape->dtype() != DataType::kInt64 || oshape->rank() != 1 ||
+          oshape->num_elements() != static_cast<int64_t>(x->rank()))
+        return InvalidArgument(node.Describe(), ": output_shape must be an int64 vector of ", x->rank(), " values");
+      out.assign(oshape->data<int64_t>(), oshape->data<int64_t>() + x->rank());
+      if (out[0] != x->dim(0) || out[1] != x->dim(1))
+        return InvalidArgument(node.Describe(), ": output_shape ", ShapeToString(out),
+                               " must keep X's batch and channels");
+    }
+    for (int64_t d : out)
+      if (d < 0) return InvalidArgument(node.Describe(), ": negative output dimension in ", ShapeToString(out));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), out));
+    std::memset(y->raw_mutable_data(), 0, y->byte_size());
+    const int64_t total = y->num_elements();
+    const int64_t* ip = ind->data<int64_t>();
+    // Indices address the whole tensor (as MaxPool produces them); check each one.
+    for (int64_t i = 0; i < x->num_elements(); ++i)
+      if (ip[i] < 0 || ip[i] >= total)
+        return InvalidArgument(node.Describe(), ": index ", ip[i], " at position ", i, " is outside the output of ",
+                               total, " elements");
+    const size_t es = DataTypeSize(x->dtype());
+    const char* xs = static_cast<const char*>(x->raw_data());
+    char* ys = static_cast<char*>(y->raw_mutable_data());
+    for (int64_t i = 0; i < x->num_elements(); ++i) std::memcpy(ys + ip[i] * es, xs + i * es, es);
+    return Status::Ok();
+  }
+};
+
+class RefMaxRoiPoolKernel final : public OpKernel {
+ public:
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.input(0);
+    const Tensor* rois = ctx.input(1);
+    if (!x || !rois) return InvalidArgument(node.Describe(), ": MaxRoiPool needs inputs X and rois");
+    if (x->rank() != 4) return InvalidArgument(node.Describe(), ": X must be [N, C, H, W], got ", ShapeToString(x->shape()));
+    if (rois->rank() != 2 || rois->dim(1) != 5 || rois->dtype() != x->dtype())
+      return InvalidArgument(node.Describe(), ": rois must be [num_rois, 5] of X's dtype, got ",
+                             DataTypeName(rois->dtype()), ShapeToString(rois->shape()));
+    std::vector<int64_t> pooled = node.GetInts("pooled_shape");
+    if (pooled.size() != 2 || pooled[0] <= 0 || pooled[1] <= 0)
+      return InvalidModel(node.Describe(), ": pooled_shape must be two positive values");
+    float scale = node.GetFloat("spatial_scale", 1.0f);
+    const int64_t n = x->dim(0), c = x->dim(1), h = x->dim(2), w = x->dim(3), nr = rois->dim(0);
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), {nr, c, pooled[0], pooled[1]}));
+    Status st;
+    bool ok = DispatchPoolFloat(x->dtype(), [&]<typename T>() {
+      const T* xd = x->data<T>();
+      const T* rd = rois->data<T>();
+      T* yd = y->mutable_data<T>();
+      for (int64_t r = 0; r < nr && st.ok(); ++r) {
+        const T* roi = rd + r * 5;
+        int64_t bi = static_cast<int64_t>(static_cast<float>(roi[0]));
+        if (bi < 0 || bi >= n) {
+          st = InvalidArgument(node.Describe(), ": roi ", r, " has batch index ", bi, " outside [0, ", n, ")");
+          return;
+        }
+        int64_t x1 = std::lround(static_cast<float>(roi[1]) * scale), y1 = std::lround(static_cast<float>(roi[2]) * scale);
+        int64_t x2 = std::lround(static_cast<float>(roi[3]) * scale), y2 = std::lround(static_cast<float>(roi[4]) * scale);
+        int64_t rh = std::max<int64_t>(y2 - y1 + 1, 1), rw = std::max<int64_t>(x2 - x1 + 1, 1);
+        float bh = static_cast<float>(rh) / pooled[0], bw = static_cast<float>(rw) / pooled[1];
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const T* plane = xd + (bi * c + ch) * h * w;
+          for (int64_t ph = 0; ph < pooled[0]; ++ph)
+            for (int64_t pw = 0; pw < pooled[1]; ++pw) {
+              int64_t hs = std::clamp<int64_t>(static_cast<int64_t>(std::floor(ph * bh)) + y1, 0, h);
+              int64_t he = std::clamp<int64_t>(static_cast<int64_t>(std::ceil((ph + 1) * bh)) + y1, 0, h);
+              int64_t ws = std::clamp<int64_t>(static_cast<int64_t>(std::floor(pw * bw)) + x1, 0, w);
+              int64_t we = std::clamp<int64_t>(static_cast<int64_t>(std::ceil((pw + 1) * bw)) + x1, 0, w);
+              float best = 0;
+              if (he > hs && we > ws) {
+                best = -std::numeric_limits<float>::infinity();
+                for (int64_t yy = hs; yy < he; ++yy)
+                  for (int64_t xx = ws; xx < we; ++xx) best = std::max(best, static_cast<float>(plane[yy * w + xx]));
+              }
+              yd[((r * c + ch) * pooled[0] + ph) * pooled[1] + pw] = static_cast<T>(best);
+            }
+        }
+      }
+    });
+    if (!ok) return Unsupported(node.Describe(), ": MaxRoiPool does not support dtype ", DataTypeName(x->dtype()));
+    return st;
+  }
+};
+
+template <typename K, typename... Args>
+KernelFactory Factory(Args... args) {
+  return [=](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> {
+    return std::unique_ptr<OpKernel>(std::make_unique<K>(args...));
+  };
+}
+
+const std::vector<DataType> kPoolTypes = {DataType::kFloat, DataType::kDouble, DataType::kFloat16,
+                                          DataType::kBFloat16};
+
+}  // namespace
+
+Result<std::unique_ptr<OpKernel>> MakeRefMaxPool(const KernelInit&) {
+  return std::unique_ptr<OpKernel>(std::make_unique<RefMaxPoolKernel>());
+}
+Result<std::unique_ptr<OpKernel>> MakeRefAveragePool(const KernelInit&) {
+  return std::unique_ptr<OpKernel>(std::make_unique<RefAvgLpPoolKernel>(false));
+}
+Result<std::unique_ptr<OpKernel>> MakeRefGlobalAveragePool(const KernelInit&) {
+  return std::unique_ptr<OpKernel>(std::make_unique<RefGlobalPoolKernel>(GlobalKind::kAverage));
+}
+
+void RegisterPoolKernels(KernelRegistry& r) {
+  std::vector<DataType> max_types = kPoolTypes;
+  max_types.push_back(DataType::kInt8);
+  max_types.push_back(DataType::kUInt8);
+  r.Register({.domain = "", .op_type = "MaxPool", .types = max_types, .factory = MakeRefMaxPool});
+  r.Register({.domain = "", .op_type = "AveragePool", .types = kPoolTypes, .factory = MakeRefAveragePool});
+  r.Register({.domain = "", .op_type = "LpPool", .types = kPoolTypes, .factory = Factory<RefAvgLpPoolKernel>(true)});
+  r.Register({.domain = "", .op_type = "GlobalAveragePool", .types = kPoolTypes, .factory = MakeRefGlobalAveragePool});
+  r.Register({.domain = "", .op_type = "GlobalMaxPool", .types = kPoolTypes,
+              .factory = Factory<RefGlobalPoolKernel>(GlobalKind::kMax)});
+  r.Register({.domain = "", .op_type = "GlobalLpPool", .types = kPoolTypes,
+              .factory = Factory<RefGlobalPoolKernel>(GlobalKind::kLp)});
+  r.Register({.domain = "", .op_type = "MaxUnpool", .types = kPoolTypes, .factory = Factory<RefMaxUnpoolKernel>()});
+  r.Register({.domain = "", .op_type = "MaxRoiPool", .types = kPoolTypes, .factory = Factory<RefMaxRoiPoolKernel>()});
+  r.Register({.domain = "", .op_type = "MaxPool", .types = {DataType::kFloat}, .factory = MakeXnnMaxPool,
+              .reference = false, .impl = "xnnpack"});
+  r.Register({.domain = "", .op_type = "AveragePool", .types = {DataType::kFloat}, .factory = MakeXnnAveragePool,
+              .reference = false, .impl = "xnnpack"});
+  r.Register({.domain = "", .op_type = "GlobalAveragePool", .types = {DataType::kFloat},
+              .factory = MakeFastGlobalAveragePool, .reference = false, .impl = "cpu-vec"});
+}
 
 }  // namespace strata

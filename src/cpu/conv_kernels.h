@@ -1,0 +1,37 @@
+// Internal interface between the Conv reference kernels (conv.cc) and the XNNPACK
+// fp32 kernel (conv_xnnpack.cc).
+#pragma once
+
+#include <memory>
+
+#include "core/kernel.h"
+#include "cpu/conv_geometry.h"
+
+namespace strata {
+
+// Validated Conv operand shapes: X [N, C, spatial...], W [M, C/group, kernel...], B [M].
+struct ConvShapes {
+  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+  SpatialGeometry geo;
+};
+Result<ConvShapes> CheckConvShapes(const Node& node, const Shape& x, const Shape& w, const Tensor* b);
+
+Result<std::unique_ptr<OpKernel>> MakeRefConv(const KernelInit& init);
+Result<std::unique_ptr<OpKernel>> MakeRefConvTranspose(const KernelInit& init);
+// fp32 2-D (and 1-D) Conv with constant weights via XNNPACK; falls back to MakeRefConv.
+Result<std::unique_ptr<OpKernel>> MakeXnnConv(const KernelInit& init);
+
+// fp32 2-D ConvTranspose with constant weights via XNNPACK deconvolution; falls back to the reference.
+Result<std::unique_ptr<OpKernel>> MakeXnnConvTranspose(const KernelInit& init);
+
+struct FusedActivation;
+// fp32 1x1/stride-1/unpadded/ungrouped Conv as a direct NCHW GEMM (conv_pointwise.cc).
+// kUnsupported when the node is not of that form. W (and B if given) are validated float.
+Result<std::unique_ptr<OpKernel>> MakePointwiseConv(const KernelInit& init, const Tensor& w, const Tensor* b,
+                                                    const FusedActivation& act);
+// fp32 depthwise (group == C_in == C_out) 1-D/2-D Conv on NCHW planes (conv_depthwise.cc).
+// kUnsupported when the node is not of that form.
+Result<std::unique_ptr<OpKernel>> MakeDepthwiseConv(const KernelInit& init, const Tensor& w, const Tensor* b,
+                                                    const FusedActivation& act);
+
+}  // namespace strata

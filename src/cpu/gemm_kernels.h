@@ -1,0 +1,46 @@
+// Internal interface between the MatMul/Gemm reference kernels (gemm.cc) and the
+// optimized fp32 kernels (gemm_fast.cc): shape checking and kernel factories.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/kernel.h"
+
+namespace strata {
+
+// Numpy matmul geometry: batch dims broadcast, 1-D operands promoted and squeezed.
+struct MatMulDims {
+  Shape out;                      // final output shape
+  int64_t M = 0, N = 0, K = 0;
+  int64_t batch = 1;              // number of output matrices
+  std::vector<int64_t> a_index;   // per output matrix: index of the A matrix
+  std::vector<int64_t> b_index;   // per output matrix: index of the B matrix
+};
+Result<MatMulDims> ComputeMatMulDims(const Shape& a, const Shape& b, const Node& node);
+
+// Gemm geometry after transA/transB, with C validated against [M, N].
+struct GemmDims {
+  int64_t M = 0, N = 0, K = 0;
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.0f, beta = 1.0f;
+};
+Result<GemmDims> ComputeGemmDims(const Node& node, const Shape& a, const Shape& b, const Tensor* c);
+// C's element offset for output element (m, n) under unidirectional broadcast to [M, N].
+inline int64_t GemmCIndex(const Shape& c, int64_t m, int64_t n) {
+  if (c.empty()) return 0;
+  if (c.size() == 1) return c[0] == 1 ? 0 : n;
+  return (c[0] == 1 ? 0 : m) * c[1] + (c[1] == 1 ? 0 : n);
+}
+
+Result<std::unique_ptr<OpKernel>> MakeRefMatMul(const KernelInit& init);
+Result<std::unique_ptr<OpKernel>> MakeRefGemm(const KernelInit& init);
+// fp32 kernels: XNNPACK fully-connected for constant B, OpenBLAS for run-time B.
+// Both fall back to the reference kernel for shapes they do not cover.
+Result<std::unique_ptr<OpKernel>> MakeFastMatMul(const KernelInit& init);
+Result<std::unique_ptr<OpKernel>> MakeFastGemm(const KernelInit& init);
+
+// Limits OpenBLAS to the calling thread (once per process); call before any cblas_* use.
+void EnsureBlasSingleThreaded();
+
+}  // namespace strata

@@ -1,0 +1,228 @@
+// Ordering kernels: TopK (stable for ties: the lower index wins), Unique (all four
+// outputs, sorted or first-occurrence order, optional axis) and CumSum.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "cpu/tensor_kernels.h"
+
+namespace strata::tensorops {
+namespace {
+
+template <typename T>
+constexpr bool kIsHalf = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
+
+// Comparable key of a value: halves widen to float, everything else stays as is.
+template <typename T>
+auto Key(const T& v) {
+  if constexpr (kIsHalf<T>) {
+    return static_cast<float>(v);
+  } else {
+    return v;
+  }
+}
+
+// Strict total order on keys in which NaN sorts after every number and NaN == NaN, so
+// sorting never sees an inconsistent comparator.
+template <typename K>
+inline int Compare(const K& a, const K& b) {
+  if constexpr (std::is_floating_point_v<K>) {
+    const bool na = std::isnan(a), nb = std::isnan(b);
+    if (na || nb) return na == nb ? 0 : (na ? 1 : -1);
+  }
+  return a < b ? -1 : (b < a ? 1 : 0);
+}
+
+Status TopK(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
+  const int64_t rank = static_cast<int64_t>(x->rank());
+  if (rank == 0) return InvalidArgument(node.Describe(), ": input must have rank >= 1");
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node.GetInt("axis", -1), rank, node));
+  int64_t k;
+  if (node.opset < 10) {
+    if (!node.HasAttr("k")) return InvalidModel(node.Describe(), ": missing the 'k' attribute");
+    k = node.GetInt("k", 0);
+  } else {
+    ASSIGN_OR_RETURN(const Tensor* kt, RequireInput(ctx, 1, "K"));
+    ASSIGN_OR_RETURN(k, ReadScalarInt(*kt, node, "K"));
+  }
+  const int64_t dim = x->dim(axis);
+  if (k < 0 || k > dim)
+    return InvalidArgument(node.Describe(), ": k = ", k, " is outside [0, ", dim, "] for axis ", axis, " of ",
+                           ShapeToString(x->shape()));
+  const bool largest = node.opset < 11 || node.GetInt("largest", 1) != 0;
+  Shape out = x->shape();
+  out[axis] = k;
+  ASSIGN_OR_RETURN(Tensor * vals, ctx.AllocateOutput(0, x->dtype(), out));
+  ASSIGN_OR_RETURN(Tensor * inds, ctx.AllocateOutput(1, DataType::kInt64, out));
+  int64_t outer = 1, inner = 1;
+  for (int64_t a = 0; a < rank; ++a)
+    if (a != axis) (a < axis ? outer : inner) *= x->dim(a);
+  Status st;
+  bool ok = DispatchNumeric(x->dtype(), [&]<typename T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      st = UnsupportedType(node, x->dtype());
+    } else {
+      const T* s = x->data<T>();
+      T* vd = vals->mutable_data<T>();
+      int64_t* id = inds->mutable_data<int64_t>();
+      ParallelRange(ctx.pool(), outer * inner, dim * 4, [&](int64_t b, int64_t e) {
+        std::vector<int64_t> order(dim);
+        for (int64_t line = b; line < e; ++line) {
+          const int64_t o = line / inner, i = line % inner;
+          const T* base = s + o * dim * inner + i;
+          std::iota(order.begin(), order.end(), 0);
+          auto before = [&](int64_t a, int64_t c) {
+            const int r = Compare(Key(base[a * inner]), Key(base[c * inner]));
+            if (r != 0) return largest ? r > 0 : r < 0;
+            return a < c;
+          };
+          std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+          for (int64_t j = 0; j < k; ++j) {
+            const int64_t dst = (o * k + j) * inner + i;
+            vd[dst] = base[order[j] * inner];
+            id[dst] = order[j];
+          }
+        }
+      });
+    }
+  });
+  if (!ok) return UnsupportedType(node, x->dtype());
+  return st;
+}
+
+Status Unique(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
+  const bool sorted = node.GetInt("sorted", 1) != 0;
+  const bool has_axis = node.HasAttr("axis");
+  const int64_t rank = static_cast<int64_t>(x->rank());
+  int64_t axis = 0, outer = 1, inner = 1, dim = x->num_elements();
+  if (has_axis) {
+    ASSIGN_OR_RETURN(axis, NormalizeAxis(node.GetInt("axis", 0), rank, node));
+    dim = x->dim(axis);
+    for (int64_t a = 0; a < rank; ++a)
+      if (a != axis) (a < axis ? outer : inner) *= x->dim(a);
+  }
+  std::vector<int64_t> first, inverse(dim), counts;
+  std::vector<int64_t> order(dim);
+  std::iota(order.begin(), order.end(), 0);
+  bool ok = DispatchAny(x->dtype(), [&]<typename T>() {
+    const T* s = x->data<T>();
+    // Lexicographic comparison of slices a and c along the axis.
+    auto cmp = [&](int64_t a, int64_t c) {
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          const int r = Compare(Key(s[(o * dim + a) * inner + i]), Key(s[(o * dim + c) * inner + i]));
+          if (r != 0) return r;
+        }
+      return 0;
+    };
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return cmp(a, c) < 0; });
+    // Groups of equal slices; stable sort puts each group's first occurrence first.
+    std::vector<int64_t> group_of(dim);
+    for (int64_t j = 0; j < dim; ++j) {
+      if (j == 0 || cmp(order[j - 1], order[j]) != 0) {
+        first.push_back(order[j]);
+        counts.push_back(0);
+      }
+      group_of[order[j]] = static_cast<int64_t>(first.size()) - 1;
+      ++counts.back();
+    }
+    std::vector<int64_t> rank_of(first.size());
+    std::iota(rank_of.begin(), rank_of.end(), 0);
+    if (!sorted) {
+      std::vector<int64_t> g(first.size());
+      std::iota(g.begin(), g.end(), 0);
+      std::sort(g.begin(), g.end(), [&](int64_t a, int64_t c) { return first[a] < first[c]; });
+      std::vector<int64_t> f2, c2;
+      for (size_t j = 0; j < g.size(); ++j) {
+        rank_of[g[j]] = static_cast<int64_t>(j);
+        f2.push_back(first[g[j]]);
+        c2.push_back(counts[g[j]]);
+      }
+      first.swap(f2);
+      counts.swap(c2);
+    }
+    for (int64_t j = 0; j < dim; ++j) inverse[j] = rank_of[group_of[j]];
+  });
+  if (!ok) return UnsupportedType(node, x->dtype());
+  const int64_t u = static_cast<int64_t>(first.size());
+  Shape yshape{u};
+  if (has_axis) {
+    yshape = x->shape();
+    yshape[axis] = u;
+  }
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), yshape));
+  DispatchBySize(x->dtype(), [&]<typename T>() {
+    const T* s = x->data<T>();
+    T* d = y->mutable_data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < u; ++j) {
+        const T* from = s + (o * dim + first[j]) * inner;
+        std::copy(from, from + inner, d + (o * u + j) * inner);
+      }
+  });
+  auto put = [&](size_t i, const std::vector<int64_t>& v) -> Status {
+    if (!ctx.output_requested(i) || i >= ctx.num_outputs()) return Status::Ok();
+    ASSIGN_OR_RETURN(Tensor * t, ctx.AllocateOutput(i, DataType::kInt64, {static_cast<int64_t>(v.size())}));
+    std::copy(v.begin(), v.end(), t->mutable_data<int64_t>());
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(put(1, first));
+  RETURN_IF_ERROR(put(2, inverse));
+  return put(3, counts);
+}
+
+Status CumSum(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "x"));
+  ASSIGN_OR_RETURN(const Tensor* at, RequireInput(ctx, 1, "axis"));
+  ASSIGN_OR_RETURN(int64_t axis, ReadScalarInt(*at, node, "axis"));
+  const int64_t rank = static_cast<int64_t>(x->rank());
+  if (rank == 0) return InvalidArgument(node.Describe(), ": input must have rank >= 1");
+  ASSIGN_OR_RETURN(axis, NormalizeAxis(axis, rank, node));
+  const bool exclusive = node.GetInt("exclusive", 0) != 0, reverse = node.GetInt("reverse", 0) != 0;
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->shape()));
+  const int64_t dim = x->dim(axis);
+  int64_t outer = 1, inner = 1;
+  for (int64_t a = 0; a < rank; ++a)
+    if (a != axis) (a < axis ? outer : inner) *= x->dim(a);
+  Status st;
+  bool ok = DispatchNumeric(x->dtype(), [&]<typename T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      st = UnsupportedType(node, x->dtype());
+    } else {
+      using Acc = std::conditional_t<kIsHalf<T>, float, T>;
+      const T* s = x->data<T>();
+      T* d = y->mutable_data<T>();
+      ParallelRange(ctx.pool(), outer * inner, dim, [&](int64_t b, int64_t e) {
+        for (int64_t line = b; line < e; ++line) {
+          const int64_t o = line / inner, i = line % inner;
+          Acc acc{};
+          for (int64_t j = 0; j < dim; ++j) {
+            const int64_t jj = reverse ? dim - 1 - j : j;
+            const int64_t p = (o * dim + jj) * inner + i;
+            const Acc v = static_cast<Acc>(s[p]);
+            if (!exclusive) acc = static_cast<Acc>(acc + v);
+            d[p] = static_cast<T>(acc);
+            if (exclusive) acc = static_cast<Acc>(acc + v);
+          }
+        }
+      });
+    }
+  });
+  if (!ok) return UnsupportedType(node, x->dtype());
+  return st;
+}
+
+}  // namespace
+
+void RegisterSortKernels(KernelRegistry& r) {
+  RegisterVersions(r, "TopK", {1, 10, 11}, Stateless(TopK));
+  RegisterVersions(r, "Unique", {11}, Stateless(Unique));
+  RegisterVersions(r, "CumSum", {11, 14}, Stateless(CumSum));
+}
+
+}  // namespace strata::tensorops

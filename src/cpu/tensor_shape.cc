@@ -1,0 +1,280 @@
+// Shape-only kernels (Reshape, Flatten, Squeeze, Unsqueeze, Identity alias their input
+// buffer) and small generators (Shape, Size, ConstantOfShape, Range, EyeLike).
+#include <cmath>
+#include <limits>
+
+#include "cpu/tensor_kernels.h"
+
+namespace strata::tensorops {
+namespace {
+
+Status Reshape(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
+  std::vector<int64_t> req;
+  if (node.opset < 5) {
+    if (!node.HasAttr("shape")) return InvalidModel(node.Describe(), ": missing the 'shape' attribute");
+    req = node.GetInts("shape");
+  } else {
+    ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, 1, "shape"));
+    if (s->rank() != 1)
+      return InvalidArgument(node.Describe(), ": shape input must be 1-D, got ", ShapeToString(s->shape()));
+    ASSIGN_OR_RETURN(req, ReadInts(*s, node, "shape"));
+  }
+  const bool allowzero = node.opset >= 14 && node.GetInt("allowzero", 0) != 0;
+  Shape out(req.size());
+  int64_t infer = -1, known = 1;
+  bool has_zero = false;
+  for (size_t i = 0; i < req.size(); ++i) {
+    int64_t d = req[i];
+    if (d == 0 && !allowzero) {
+      if (i >= x->rank())
+        return InvalidArgument(node.Describe(), ": shape ", ShapeToString(req), " copies dimension ", i,
+                               " (0) but the input ", ShapeToString(x->shape()), " has rank ", x->rank());
+      d = x->dim(i);
+    }
+    if (d == -1) {
+      if (infer >= 0) return InvalidArgument(node.Describe(), ": shape ", ShapeToString(req), " has more than one -1");
+      infer = static_cast<int64_t>(i);
+      continue;
+    }
+    if (d < -1) return InvalidArgument(node.Describe(), ": invalid dimension ", d, " in shape ", ShapeToString(req));
+    if (d == 0) has_zero = true;
+    if (d != 0 && known > std::numeric_limits<int64_t>::max() / d)
+      return InvalidArgument(node.Describe(), ": shape ", ShapeToString(req), " overflows");
+    known *= d;
+    out[i] = d;
+  }
+  const int64_t n = x->num_elements();
+  if (infer >= 0) {
+    if (allowzero && has_zero)
+      return InvalidArgument(node.Describe(), ": allowzero shape ", ShapeToString(req), " cannot mix 0 and -1");
+    if (known == 0 || n % known != 0)
+      return InvalidArgument(node.Describe(), ": cannot reshape input ", ShapeToString(x->shape()), " to ",
+                             ShapeToString(req), " (the -1 dimension cannot be inferred)");
+    out[infer] = n / known;
+  } else if (known != n) {
+    return InvalidArgument(node.Describe(), ": cannot reshape input ", ShapeToString(x->shape()), " (", n,
+                           " elements) to ", ShapeToString(out), " (", known, " elements)");
+  }
+  ctx.SetOutput(0, Value(x->Reshaped(std::move(out))));
+  return Status::Ok();
+}
+
+Status Flatten(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
+  const int64_t rank = static_cast<int64_t>(x->rank());
+  int64_t axis = node.GetInt("axis", 1);
+  if (axis < -rank || axis > rank)
+    return InvalidArgument(node.Describe(), ": axis ", axis, " is out of range for rank ", rank);
+  if (axis < 0) axis += rank;
+  int64_t a = 1, b = 1;
+  for (int64_t i = 0; i < rank; ++i) (i < axis ? a : b) *= x->dim(i);
+  ctx.SetOutput(0, Value(x->Reshaped({a, b})));
+  return Status::Ok();
+}
+
+Result<std::vector<int64_t>> AxesFromAttrOrInput(KernelContext& ctx, int input_since, bool* given) {
+  const Node& node = ctx.node();
+  *given = false;
+  if (node.opset < input_since) {
+    if (!node.HasAttr("axes")) return std::vector<int64_t>{};
+    *given = true;
+    return node.GetInts("axes");
+  }
+  const Tensor* a = ctx.input(1);
+  if (!a || !a->valid()) return std::vector<int64_t>{};
+  if (a->rank() > 1) return InvalidArgument(node.Describe(), ": axes must be 1-D, got ", ShapeToString(a->shape()));
+  *given = true;
+  return ReadInts(*a, node, "axes");
+}
+
+Status Squeeze(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
+  bool given = false;
+  ASSIGN_OR_RETURN(auto axes, AxesFromAttrOrInput(ctx, 13, &given));
+  const int64_t rank = static_cast<int64_t>(x->rank());
+  std::vector<bool> drop(rank, false);
+  if (!given || axes.empty()) {  // no (or empty) axes: drop every unit dimension
+    for (int64_t i = 0; i < rank; ++i) drop[i] = x->dim(i) == 1;
+  } else {
+    ASSIGN_OR_RETURN(auto norm, NormalizeAxes(axes, rank, node));
+    for (int64_t a : norm) {
+      if (x->dim(a) != 1)
+        return InvalidArgument(node.Describe(), ": cannot squeeze axis ", a, " of size ", x->dim(a), " in shape ",
+                               ShapeToString(x->shape()));
+      drop[a] = true;
+    }
+  }
+  Shape out;
+  for (int64_t i = 0; i < rank; ++i)
+    if (!drop[i]) out.push_back(x->dim(i));
+  ctx.SetOutput(0, Value(x->Reshaped(std::move(out))));
+  return Status::Ok();
+}
+
+Status Unsqueeze(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
+  bool given = false;
+  ASSIGN_OR_RETURN(auto axes, AxesFromAttrOrInput(ctx, 13, &given));
+  if (!given || axes.empty()) return InvalidArgument(node.Describe(), ": axes are required");
+  const int64_t out_rank = static_cast<int64_t>(x->rank() + axes.size());
+  ASSIGN_OR_RETURN(auto norm, NormalizeAxes(axes, out_rank, node));
+  std::vector<bool> ins(out_rank, false);
+  for (int64_t a : norm) ins[a] = true;
+  Shape out;
+  size_t j = 0;
+  for (int64_t i = 0; i < out_rank; ++i) out.push_back(ins[i] ? 1 : x->dim(j++));
+  ctx.SetOutput(0, Value(x->Reshaped(std::move(out))));
+  return Status::Ok();
+}
+
+Status Identity(KernelContext& ctx) {
+  const Value& v = ctx.input_value(0);
+  if (v.empty()) return InvalidArgument(ctx.node().Describe(), ": missing required input 0 (input)");
+  ctx.SetOutput(0, v);  // tensors, sequences and optionals all pass through by reference
+  return Status::Ok();
+}
+
+Status ShapeOp(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
+  const int64_t rank = static_cast<int64_t>(x->rank());
+  int64_t start = 0, end = rank;
+  if (node.opset >= 15) {
+    start = node.GetInt("start", 0);
+    end = node.GetInt("end", rank);
+  }
+  // Out-of-range start/end are clamped, as the spec says.
+  auto clamp = [rank](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
+  start = clamp(start);
+  end = clamp(end);
+  int64_t n = std::max<int64_t>(0, end - start);
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kInt64, {n}));
+  for (int64_t i = 0; i < n; ++i) y->mutable_data<int64_t>()[i] = x->dim(start + i);
+  return Status::Ok();
+}
+
+Status SizeOp(KernelContext& ctx) {
+  ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kInt64, {}));
+  *y->mutable_data<int64_t>() = x->num_elements();
+  return Status::Ok();
+}
+
+Status ConstantOfShape(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, 0, "input"));
+  if (s->rank() != 1)
+    return InvalidArgument(node.Describe(), ": input must be a 1-D shape, got ", ShapeToString(s->shape()));
+  ASSIGN_OR_RETURN(auto shape, ReadInts(*s, node, "input"));
+  for (int64_t d : shape)
+    if (d < 0) return InvalidArgument(node.Describe(), ": negative dimension in shape ", ShapeToString(shape));
+  const Attribute* va = node.FindAttr("value");
+  Tensor value = Tensor::Scalar<float>(0.0f);
+  if (va) {
+    if (va->type != Attribute::Type::kTensor || va->t.num_elements() != 1)
+      return InvalidModel(node.Describe(), ": 'value' must be a one-element tensor");
+    value = va->t;
+  }
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, value.dtype(), shape));
+  bool ok = DispatchBySize(value.dtype(), [&]<typename T>() {
+    const T v = *value.data<T>();
+    T* p = y->mutable_data<T>();
+    std::fill(p, p + y->num_elements(), v);
+  });
+  return ok ? Status::Ok() : UnsupportedType(node, value.dtype());
+}
+
+Status RangeOp(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* start, RequireInput(ctx, 0, "start"));
+  ASSIGN_OR_RETURN(const Tensor* limit, RequireInput(ctx, 1, "limit"));
+  ASSIGN_OR_RETURN(const Tensor* delta, RequireInput(ctx, 2, "delta"));
+  for (const Tensor* t : {start, limit, delta}) {
+    if (t->num_elements() != 1)
+      return InvalidArgument(node.Describe(), ": start, limit and delta must be scalars, got ",
+                             ShapeToString(t->shape()));
+    if (t->dtype() != start->dtype())
+      return InvalidArgument(node.Describe(), ": start, limit and delta must share one type");
+  }
+  Status st;
+  bool ok = DispatchNumeric(start->dtype(), [&]<typename T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      st = UnsupportedType(node, start->dtype());
+    } else {
+      using Acc = std::conditional_t<std::is_integral_v<T> || std::is_same_v<T, double>, T, float>;
+      const Acc s0 = static_cast<Acc>(*start->data<T>()), l0 = static_cast<Acc>(*limit->data<T>()),
+                d0 = static_cast<Acc>(*delta->data<T>());
+      const double s = static_cast<double>(s0), l = static_cast<double>(l0), d = static_cast<double>(d0);
+      if (d == 0 || !std::isfinite(s) || !std::isfinite(l) || !std::isfinite(d)) {
+        st = InvalidArgument(node.Describe(), ": delta must be non-zero and start/limit/delta finite");
+        return;
+      }
+      const double count = std::ceil((l - s) / d);
+      if (count > static_cast<double>(int64_t{1} << 40)) {
+        st = InvalidArgument(node.Describe(), ": range of ", count, " elements is too large");
+        return;
+      }
+      int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
+      auto y = ctx.AllocateOutput(0, start->dtype(), {n});
+      if (!y.ok()) {
+        st = y.status();
+        return;
+      }
+      T* p = (*y)->mutable_data<T>();
+      // Repeated addition in the type's own arithmetic, like the ONNX reference.
+      Acc v = s0;
+      for (int64_t i = 0; i < n; ++i, v = static_cast<Acc>(v + d0)) p[i] = static_cast<T>(v);
+    }
+  });
+  if (!ok) return UnsupportedType(node, start->dtype());
+  return st;
+}
+
+Status EyeLike(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
+  if (x->rank() != 2) return InvalidArgument(node.Describe(), ": input must be 2-D, got ", ShapeToString(x->shape()));
+  DataType dt = x->dtype();
+  if (node.HasAttr("dtype")) dt = static_cast<DataType>(node.GetInt("dtype", 1));
+  if (dt == DataType::kString || DataTypeSize(dt) == 0 || dt == DataType::kComplex64 || dt == DataType::kComplex128)
+    return UnsupportedType(node, dt);
+  const int64_t k = node.GetInt("k", 0);
+  ASSIGN_OR_RETURN(Tensor * y, AllocateZeros(ctx, 0, dt, x->shape()));
+  const int64_t rows = x->dim(0), cols = x->dim(1);
+  DispatchNumeric(dt, [&]<typename T>() {
+    T* p = y->mutable_data<T>();
+    T one;
+    if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+      one = T(1.0f);
+    } else {
+      one = static_cast<T>(1);
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      int64_t j = i + k;
+      if (j >= 0 && j < cols) p[i * cols + j] = one;
+    }
+  });
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterShapeKernels(KernelRegistry& r) {
+  RegisterVersions(r, "Reshape", {1, 5, 13, 14}, Stateless(Reshape));
+  RegisterVersions(r, "Flatten", {1, 9, 11, 13}, Stateless(Flatten));
+  RegisterVersions(r, "Squeeze", {1, 11, 13}, Stateless(Squeeze));
+  RegisterVersions(r, "Unsqueeze", {1, 11, 13}, Stateless(Unsqueeze));
+  RegisterVersions(r, "Identity", {1, 13, 14, 16}, Stateless(Identity));
+  RegisterVersions(r, "Shape", {1, 13, 15}, Stateless(ShapeOp));
+  RegisterVersions(r, "Size", {1, 13}, Stateless(SizeOp));
+  RegisterVersions(r, "ConstantOfShape", {9}, Stateless(ConstantOfShape));
+  RegisterVersions(r, "Range", {11}, Stateless(RangeOp));
+  RegisterVersions(r, "EyeLike", {9}, Stateless(EyeLike));
+}
+
+}  // namespace strata::tensorops

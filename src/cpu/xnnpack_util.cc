@@ -1,0 +1,133 @@
+#include "cpu/xnnpack_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+
+namespace strata {
+
+Status EnsureXnnpackInitialized() {
+  static const xnn_status status = xnn_initialize(/*allocator=*/nullptr);
+  if (status != xnn_status_success)
+    return Unsupported("XNNPACK could not be initialized: ", XnnStatusName(status));
+  return Status::Ok();
+}
+
+const char* XnnStatusName(xnn_status s) {
+  switch (s) {
+    case xnn_status_success: return "success";
+    case xnn_status_uninitialized: return "uninitialized";
+    case xnn_status_invalid_parameter: return "invalid parameter";
+    case xnn_status_invalid_state: return "invalid state";
+    case xnn_status_unsupported_parameter: return "unsupported parameter";
+    case xnn_status_unsupported_hardware: return "unsupported hardware";
+    case xnn_status_out_of_memory: return "out of memory";
+  }
+  return "unknown status";
+}
+
+Result<FusedActivation> ParseFusedActivation(const Node& node) {
+  FusedActivation act;
+  if (!node.HasAttr("activation")) return act;
+  std::string kind = node.GetString("activation", "");
+  if (kind == "Relu") {
+    act.min = 0.0f;
+  } else if (kind == "Clip") {
+    act.min = node.GetFloat("activation_min", act.min);
+    act.max = node.GetFloat("activation_max", act.max);
+  } else {
+    return InvalidModel(node.Describe(), ": unsupported fused activation '", kind, "' (expected Relu or Clip)");
+  }
+  if (std::isnan(act.min) || std::isnan(act.max) || act.min > act.max)
+    return InvalidModel(node.Describe(), ": fused activation range [", act.min, ", ", act.max, "] is empty");
+  return act;
+}
+
+namespace {
+constexpr int64_t kBlock = 32;
+
+// out[j * rows + i] = in[i * cols + j] for one rows x cols matrix, restricted to column block [cb, ce).
+void TransposeCols(const float* in, float* out, int64_t rows, int64_t cols, int64_t cb, int64_t ce) {
+  for (int64_t i0 = 0; i0 < rows; i0 += kBlock) {
+    int64_t i1 = std::min(rows, i0 + kBlock);
+    for (int64_t j0 = cb; j0 < ce; j0 += kBlock) {
+      int64_t j1 = std::min(ce, j0 + kBlock);
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t i = i0; i < i1; ++i) out[j * rows + i] = in[i * cols + j];
+    }
+  }
+}
+
+void TransposeBatched(const float* in, float* out, int64_t n, int64_t rows, int64_t cols, ThreadPool* pool) {
+  // Work items are (batch, column block) pairs so that batch 1 still splits across threads.
+  int64_t col_blocks = (cols + kBlock - 1) / kBlock;
+  auto body = [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      int64_t bi = t / col_blocks, cb = (t % col_blocks) * kBlock;
+      TransposeCols(in + bi * rows * cols, out + bi * rows * cols, rows, cols, cb, std::min(cols, cb + kBlock));
+    }
+  };
+  int64_t items = n * col_blocks;
+  int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, rows * kBlock));
+  if (pool && items * rows * kBlock > 65536) {
+    pool->ParallelFor(items, grain, body);
+  } else {
+    body(0, items);
+  }
+}
+}  // namespace
+
+void TransposeNchwToNhwc(const float* in, float* out, int64_t n, int64_t c, int64_t hw, ThreadPool* pool) {
+  TransposeBatched(in, out, n, c, hw, pool);
+}
+void TransposeNhwcToNchw(const float* in, float* out, int64_t n, int64_t c, int64_t hw, ThreadPool* pool) {
+  TransposeBatched(in, out, n, hw, c, pool);
+}
+
+Result<Tensor> AllocateScratch(int64_t floats, Allocator* alloc, const Node& node) {
+  auto r = Tensor::Allocate(DataType::kFloat, {std::max<int64_t>(floats, 1)}, alloc);
+  if (!r.ok()) return MakeStatus(r.status().code(), node.Describe(), ": scratch buffer: ", r.status().message());
+  return std::move(r).value();
+}
+
+}  // namespace strata
+
+namespace strata {
+
+Status XnnOperatorCache::Prepare(const std::vector<int64_t>& key, const CreateFn& create, const Node& node,
+                                 const char* what) {
+  RETURN_IF_ERROR(EnsureXnnpackInitialized());
+  std::lock_guard<std::mutex> lock(mu_);
+  xnn_operator_t op = nullptr;
+  xnn_status s = create(&op);
+  if (s != xnn_status_success)
+    return Unsupported(node.Describe(), ": XNNPACK ", what, " rejected the parameters: ", XnnStatusName(s));
+  op_.reset(op);
+  key_ = key;
+  return Status::Ok();
+}
+
+Status XnnOperatorCache::Run(const std::vector<int64_t>& key, const CreateFn& create, const SetupFn& setup,
+                             pthreadpool_t tp, const Node& node, const char* what) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!op_ || key_ != key) {
+    if (has_rejected_ && rejected_key_ == key)
+      return Unsupported(node.Describe(), ": XNNPACK ", what, " rejected these parameters before");
+    RETURN_IF_ERROR(EnsureXnnpackInitialized());
+    xnn_operator_t op = nullptr;
+    xnn_status s = create(&op);
+    if (s != xnn_status_success) {
+      has_rejected_ = true;
+      rejected_key_ = key;
+      return Unsupported(node.Describe(), ": XNNPACK ", what, " rejected the parameters: ", XnnStatusName(s));
+    }
+    op_.reset(op);
+    key_ = key;
+  }
+  xnn_status s = setup(op_.get());
+  if (s == xnn_status_success) s = xnn_run_operator(op_.get(), tp);
+  if (s != xnn_status_success) return RuntimeError(node.Describe(), ": XNNPACK ", what, " failed: ", XnnStatusName(s));
+  return Status::Ok();
+}
+
+}  // namespace strata

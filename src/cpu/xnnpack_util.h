@@ -1,0 +1,137 @@
+// Helpers shared by the heavy CPU kernels (gemm*, conv*, pool*): XNNPACK
+// lifetime, fused-activation attributes, NCHW<->NHWC transposes and a small
+// numeric "compute type" mapping used by the reference kernels.
+#pragma once
+
+#include <xnnpack.h>
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/ir.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "core/threadpool.h"
+
+namespace strata {
+
+// Initializes XNNPACK once per process; later calls return the first result.
+Status EnsureXnnpackInitialized();
+const char* XnnStatusName(xnn_status s);
+
+struct XnnOperatorDeleter {
+  void operator()(xnn_operator_t op) const {
+    if (op) xnn_delete_operator(op);
+  }
+};
+using XnnOperatorPtr = std::unique_ptr<xnn_operator, XnnOperatorDeleter>;
+
+// Strata-internal fused activation on Conv/Gemm/MatMul nodes (set by the optimizer):
+//   activation = "Relu" | "Clip", activation_min / activation_max (floats).
+// Without the attribute the range is (-inf, +inf).
+struct FusedActivation {
+  float min = -std::numeric_limits<float>::infinity();
+  float max = std::numeric_limits<float>::infinity();
+  bool active() const { return min > -std::numeric_limits<float>::infinity() || max < std::numeric_limits<float>::infinity(); }
+};
+Result<FusedActivation> ParseFusedActivation(const Node& node);
+
+// Clamps data[0, n) to the activation range (no-op when inactive).
+template <typename T>
+void ApplyActivation(T* data, int64_t n, const FusedActivation& act) {
+  if (!act.active()) return;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = static_cast<float>(data[i]);
+    v = v < act.min ? act.min : (v > act.max ? act.max : v);
+    data[i] = static_cast<T>(v);
+  }
+}
+
+// [n, c, hw] -> [n, hw, c] and back, blocked for cache reuse and split across the pool.
+void TransposeNchwToNhwc(const float* in, float* out, int64_t n, int64_t c, int64_t hw, ThreadPool* pool);
+void TransposeNhwcToNchw(const float* in, float* out, int64_t n, int64_t c, int64_t hw, ThreadPool* pool);
+
+// Scratch memory for one Compute call (64-byte aligned, from the session allocator when given).
+Result<Tensor> AllocateScratch(int64_t floats, Allocator* alloc, const Node& node);
+
+// Type in which reference kernels accumulate: double for double, int64/uint64 for
+// integers, float otherwise (float16/bfloat16 are widened).
+template <typename T>
+struct AccType {
+  using type = float;
+};
+template <>
+struct AccType<double> {
+  using type = double;
+};
+template <>
+struct AccType<int32_t> {
+  using type = int64_t;
+};
+template <>
+struct AccType<int64_t> {
+  using type = int64_t;
+};
+template <>
+struct AccType<uint32_t> {
+  using type = uint64_t;
+};
+template <>
+struct AccType<uint64_t> {
+  using type = uint64_t;
+};
+template <>
+struct AccType<int8_t> {
+  using type = int64_t;
+};
+template <>
+struct AccType<uint8_t> {
+  using type = uint64_t;
+};
+
+// Converts an accumulator back to storage type (Float16/BFloat16 have explicit ctors).
+template <typename T, typename A>
+inline T FromAcc(A v) {
+  return T(static_cast<std::conditional_t<std::is_integral_v<T>, A, float>>(v));
+}
+template <>
+inline double FromAcc<double, double>(double v) {
+  return v;
+}
+
+}  // namespace strata
+
+namespace strata {
+
+// One XNNPACK operator that is re-created when its shape-dependent parameters (the
+// `key`, e.g. SAME pads computed from the input size) change. xnn_setup_* stores the
+// I/O pointers inside the operator, so setup+run must not interleave across threads:
+// Run holds a mutex for the whole setup+run. Concurrent runs of one node therefore
+// serialise on this node only (other nodes still run in parallel).
+class XnnOperatorCache {
+ public:
+  using CreateFn = std::function<xnn_status(xnn_operator_t*)>;
+  using SetupFn = std::function<xnn_status(xnn_operator_t)>;
+  // Creates eagerly (factory time) so that weight packing happens once, up front.
+  Status Prepare(const std::vector<int64_t>& key, const CreateFn& create, const Node& node, const char* what);
+  // A kUnsupported result means XNNPACK rejected the parameters for this key (the caller
+  // may fall back to a reference kernel); other errors are run-time failures.
+  Status Run(const std::vector<int64_t>& key, const CreateFn& create, const SetupFn& setup, pthreadpool_t tp,
+             const Node& node, const char* what) const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::vector<int64_t> key_;
+  mutable XnnOperatorPtr op_;
+  // Last key XNNPACK rejected: answered kUnsupported without retrying the create.
+  mutable std::vector<int64_t> rejected_key_;
+  mutable bool has_rejected_ = false;
+};
+
+}  // namespace strata
