@@ -24,8 +24,9 @@ int main(int argc, char** argv) {
     strata::SessionOptions opts;
     opts.SetThreads(1);
     strata::Session session(env, dir + "/digits.onnx", &opts);
-    auto input = strata::Tensor::Wrap(STRATA_DTYPE_FLOAT32, std::vector<int64_t>(samples.dims, samples.dims + samples.rank),
-                                      static_cast<float*>(samples.data), samples.count);
+    auto input =
+        strata::Tensor::Wrap(STRATA_DTYPE_FLOAT32, std::vector<int64_t>(samples.dims, samples.dims + samples.rank),
+                             static_cast<float*>(samples.data), samples.count);
     auto outputs = session.Run({{session.Inputs()[0].name, &input}});
     auto shape = outputs[0].shape();
     const float* scores = outputs[0].data<float>();

@@ -141,8 +141,7 @@ int Execute(const SelftestArgs& a) {
   auto prefix = BinaryPrefix();
   if (!prefix.ok()) return Fail(prefix.status().ToString());
   fs::path examples = a.examples_dir.empty() ? *prefix / "share" / "strata" / "examples" : fs::path(a.examples_dir);
-  fs::path provider_dir =
-      a.provider_dir.empty() ? *prefix / "lib" / "strata" / "providers" : fs::path(a.provider_dir);
+  fs::path provider_dir = a.provider_dir.empty() ? *prefix / "lib" / "strata" / "providers" : fs::path(a.provider_dir);
   j["version"] = STRATA_VERSION_STRING;
   j["prefix"] = prefix->string();
   j["examples"] = examples.string();
@@ -171,11 +170,11 @@ int Execute(const SelftestArgs& a) {
     }
     jc = {{"status", right == n ? "pass" : "fail"}, {"correct", right}, {"total", n}};
     if (right == n) {
-      say("cpu: pass (" + std::to_string(right) + "/" + std::to_string(n) + " predictions equal their labels: " +
-          preds + ")");
+      say("cpu: pass (" + std::to_string(right) + "/" + std::to_string(n) +
+          " predictions equal their labels: " + preds + ")");
     } else {
-      fail("cpu: " + std::to_string(right) + "/" + std::to_string(n) + " correct; predicted " + preds +
-           ", labels " + labels);
+      fail("cpu: " + std::to_string(right) + "/" + std::to_string(n) + " correct; predicted " + preds + ", labels " +
+           labels);
     }
   }
   j["cpu"] = jc;
