@@ -140,8 +140,12 @@ int Execute(const SelftestArgs& a) {
 
   auto prefix = BinaryPrefix();
   if (!prefix.ok()) return Fail(prefix.status().ToString());
-  fs::path examples = a.examples_dir.empty() ? *prefix / "share" / "strata" / "examples" : fs::path(a.examples_dir);
-  fs::path provider_dir = a.provider_dir.empty() ? *prefix / "lib" / "strata" / "providers" : fs::path(a.provider_dir);
+  // Absolute: provider discovery never searches relative paths (they depend on the cwd).
+  std::error_code ec;
+  fs::path examples =
+      fs::absolute(a.examples_dir.empty() ? *prefix / "share" / "strata" / "examples" : fs::path(a.examples_dir), ec);
+  fs::path provider_dir =
+      fs::absolute(a.provider_dir.empty() ? *prefix / "lib" / "strata" / "providers" : fs::path(a.provider_dir), ec);
   j["version"] = STRATA_VERSION_STRING;
   j["prefix"] = prefix->string();
   j["examples"] = examples.string();
