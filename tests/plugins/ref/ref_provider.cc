@@ -125,6 +125,9 @@ std::string WhyUnsupported(const strata_node_desc* n) {
     return true;
   };
   auto rank_is = [&](const strata_value_desc* v, int r) { return v && (v->rank < 0 || v->rank == r); };
+  // The optimizer may fuse an activation into Conv/Gemm ("activation" attribute); this
+  // provider does not implement fused activations, so it declines such nodes.
+  if (!std::string(strata_node_attr_string(n, "activation", "")).empty()) return "fused activation is not handled";
   if (op == "Relu" || op == "Add" || op == "MatMul" || op == "Softmax" || op == "Flatten") {
     if (!float_inputs(2)) return "only float32 is handled";
     if (op == "MatMul" && (!in(0) || !in(1) || in(0)->rank == 1 || in(1)->rank == 1 || in(1)->rank > 2))
