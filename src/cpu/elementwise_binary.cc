@@ -186,6 +186,12 @@ class BinaryKernel final : public OpKernel {
     if (legacy_) {
       ASSIGN_OR_RETURN(bshape, LegacyBroadcastShape(a->shape(), b->shape(), node));
     }
+    // PRelu before opset 7 applied a 1-D slope per channel (axis 1), not numpy-style.
+    if (op == BinOp::kPRelu && node.opset < 7 && b->rank() == 1 && a->rank() >= 2 && b->dim(0) == a->dim(1) &&
+        b->dim(0) != 1) {
+      bshape.assign(a->rank() - 1, 1);
+      bshape[0] = b->dim(0);
+    }
     ASSIGN_OR_RETURN(BroadcastPlan plan, MakeBroadcastPlan({a->shape(), bshape}, node));
     if (op == BinOp::kPRelu && plan.out_shape != a->shape())
       return InvalidArgument(node.Describe(), ": slope shape ", ShapeToString(b->shape()),
@@ -310,6 +316,12 @@ class PowKernel final : public OpKernel {
     Shape bshape = b->shape();
     if (legacy_) {
       ASSIGN_OR_RETURN(bshape, LegacyBroadcastShape(a->shape(), b->shape(), node));
+    }
+    // PRelu before opset 7 applied a 1-D slope per channel (axis 1), not numpy-style.
+    if (op == BinOp::kPRelu && node.opset < 7 && b->rank() == 1 && a->rank() >= 2 && b->dim(0) == a->dim(1) &&
+        b->dim(0) != 1) {
+      bshape.assign(a->rank() - 1, 1);
+      bshape[0] = b->dim(0);
     }
     ASSIGN_OR_RETURN(BroadcastPlan plan, MakeBroadcastPlan({a->shape(), bshape}, node));
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a->dtype(), plan.out_shape));

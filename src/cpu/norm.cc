@@ -69,12 +69,11 @@ Status UnsupportedDtype(const Node& node, DataType dt) {
 
 Status BatchNormCompute(KernelContext& ctx) {
   const Node& node = ctx.node();
-  if (node.opset >= 14 && node.GetInt("training_mode", 0) != 0)
-    return Unsupported(node.Describe(), ": training_mode=1 is not supported (inference runtime)");
+  const bool training = node.opset >= 14 && node.GetInt("training_mode", 0) != 0;
   for (size_t i = 1; i < ctx.num_outputs(); ++i)
-    if (ctx.output_requested(i))
+    if (ctx.output_requested(i) && !training)
       return Unsupported(node.Describe(), ": output ", i,
-                         " (running/saved statistics) is only produced in training mode, which is not supported");
+                         " (running/saved statistics) is only produced with training_mode=1");
   ASSIGN_OR_RETURN(const Tensor* x, RequiredInput(ctx, 0, "X"));
   if (x->rank() < 2)
     return InvalidArgument(node.Describe(), ": X must have rank >= 2 (N x C x ...), got ", ShapeToString(x->shape()));
@@ -94,6 +93,39 @@ Status BatchNormCompute(KernelContext& ctx) {
     ASSIGN_OR_RETURN(p[i], ReadAsDouble(*t, node, names[i]));
   }
   const double eps = node.GetFloat("epsilon", 1e-5f);
+  if (training) {
+    // Normalise with the batch statistics and report updated running statistics:
+    // running = input_running * momentum + batch * (1 - momentum).
+    if (!spatial) return Unsupported(node.Describe(), ": training_mode=1 with spatial=0");
+    ASSIGN_OR_RETURN(std::vector<double> xv, ReadAsDouble(*x, node, "X"));
+    std::vector<double> bm(c, 0.0), bv(c, 0.0);
+    const double count = static_cast<double>(n * inner);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t k = 0; k < inner; ++k) bm[ch] += xv[(i * c + ch) * inner + k];
+    for (int64_t ch = 0; ch < c; ++ch) bm[ch] /= count;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t k = 0; k < inner; ++k) {
+          double d = xv[(i * c + ch) * inner + k] - bm[ch];
+          bv[ch] += d * d;
+        }
+    for (int64_t ch = 0; ch < c; ++ch) bv[ch] /= count;
+    const double momentum = node.GetFloat("momentum", 0.9f);
+    for (size_t o = 1; o <= 2 && o < ctx.num_outputs(); ++o) {
+      if (!ctx.output_requested(o)) continue;
+      const Tensor* src = ctx.input(o == 1 ? 3 : 4);
+      ASSIGN_OR_RETURN(Tensor * t, ctx.AllocateOutput(o, src->dtype(), src->shape()));
+      const std::vector<double>& run = p[o == 1 ? 2 : 3];
+      const std::vector<double>& cur = o == 1 ? bm : bv;
+      bool okd = DispatchFloat(t->dtype(), [&]<typename T>() {
+        for (int64_t ch = 0; ch < c; ++ch) t->mutable_data<T>()[ch] = T(run[ch] * momentum + cur[ch] * (1 - momentum));
+      });
+      if (!okd) return UnsupportedDtype(node, t->dtype());
+    }
+    p[2] = bm;
+    p[3] = bv;
+  }
   // y = (x - mean) * a + B with a = scale / sqrt(var + eps). Folding the mean into the bias
   // would save one subtraction but cancels badly when var is tiny.
   std::vector<double> a(param_size);

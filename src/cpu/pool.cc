@@ -317,6 +317,9 @@ class RefMaxUnpoolKernel final : public OpKernel {
     Shape out = {x->dim(0), x->dim(1)};
     for (size_t i = 0; i < r; ++i)
       out.push_back((x->dim(i + 2) - 1) * strides[i] + kernel[i] - pads[i] - pads[i + r]);
+    // Indices address the default (inferred) output shape, as MaxPool produced them; an
+    // explicit output_shape only enlarges the canvas they are placed on.
+    const Shape def = out;
     if (oshape) {
       if (oshape->dtype() != DataType::kInt64 || oshape->rank() != 1 ||
           oshape->num_elements() != static_cast<int64_t>(x->rank()))
@@ -330,17 +333,28 @@ class RefMaxUnpoolKernel final : public OpKernel {
       if (d < 0) return InvalidArgument(node.Describe(), ": negative output dimension in ", ShapeToString(out));
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), out));
     std::memset(y->raw_mutable_data(), 0, y->byte_size());
-    const int64_t total = y->num_elements();
+    const int64_t total = NumElements(def);
     const int64_t* ip = ind->data<int64_t>();
-    // Indices address the whole tensor (as MaxPool produces them); check each one.
-    for (int64_t i = 0; i < x->num_elements(); ++i)
-      if (ip[i] < 0 || ip[i] >= total)
-        return InvalidArgument(node.Describe(), ": index ", ip[i], " at position ", i, " is outside the output of ",
-                               total, " elements");
     const size_t es = DataTypeSize(x->dtype());
     const char* xs = static_cast<const char*>(x->raw_data());
     char* ys = static_cast<char*>(y->raw_mutable_data());
-    for (int64_t i = 0; i < x->num_elements(); ++i) std::memcpy(ys + ip[i] * es, xs + i * es, es);
+    for (int64_t i = 0; i < x->num_elements(); ++i) {
+      if (ip[i] < 0 || ip[i] >= total)
+        return InvalidArgument(node.Describe(), ": index ", ip[i], " at position ", i, " is outside the output of ",
+                               total, " elements");
+      // Re-address the index from the default shape into the (possibly larger) output.
+      int64_t rem = ip[i], dst = 0, stride = 1;
+      for (size_t d = def.size(); d-- > 0;) {
+        int64_t coord = rem % def[d];
+        rem /= def[d];
+        if (coord >= out[d])
+          return InvalidArgument(node.Describe(), ": index ", ip[i], " falls outside output_shape ",
+                                 ShapeToString(out));
+        dst += coord * stride;
+        stride *= out[d];
+      }
+      std::memcpy(ys + dst * es, xs + i * es, es);
+    }
     return Status::Ok();
   }
 };
