@@ -16,6 +16,9 @@ MODELS="${STRATA_GPU_MODELS:-mlp resnet18 bert}"
 RUNS="${STRATA_GPU_RUNS:-5}"
 JOBS="$(nproc)"
 START=$(date +%s)
+# Debian's python3 carries torch/onnx/numpy (python3-torch, python3-onnx); a pyenv shim may not.
+PY=python3
+[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
 
 say() { printf '\n== %s (%ss)\n' "$*" "$(( $(date +%s) - START ))"; }
 die() { printf 'gpu-check: error: %s\n' "$*" >&2; exit 1; }
@@ -54,12 +57,12 @@ say "example model: CPU vs cuda outputs"
 
 say "benchmark models (bench/models/make_models.py)"
 MDIR="$BUILD/models"
-if command -v python3 >/dev/null && python3 -c 'import torch, onnx' 2>/dev/null; then
+if "$PY" -c 'import torch, onnx, numpy' 2>/dev/null; then
   # shellcheck disable=SC2086
-  timeout 120 python3 "$ROOT/bench/models/make_models.py" "$MDIR" --only "$(echo $MODELS | tr ' ' ',')" >/dev/null \
+  timeout 120 "$PY" "$ROOT/bench/models/make_models.py" "$MDIR" --only "$(echo $MODELS | tr ' ' ',')" >/dev/null \
     || echo "gpu-check: model generation failed or timed out; timing what exists"
 else
-  echo "gpu-check: python3 with torch+onnx not available; skipping model timings"
+  echo "gpu-check: $PY lacks torch/onnx/numpy; skipping model timings"
   MODELS=""
 fi
 
@@ -70,7 +73,7 @@ time_run() {
     [[ -e "$f" ]] || continue
     local idx=${f##*_input_}; idx=${idx%.npy}
     local name
-    name=$(python3 -c "import json,sys; m=json.load(open('$MDIR/manifest.json')); \
+    name=$("$PY" -c "import json,sys; m=json.load(open('$MDIR/manifest.json')); \
 e=[x for x in (m['models'] if isinstance(m,dict) and 'models' in m else m) if x['name']=='$model'][0]; \
 print(e['inputs'][$idx]['name'])" 2>/dev/null) || return 1
     inputs+=(-i "$name=$f")

@@ -226,9 +226,23 @@ int32_t Compile(void*, uint32_t device, const strata_partition_desc* p, strata_c
     cp->constants.resize(p->value_count);
     std::string error;
     bool oom = false;
+    // MatMulNBits weights and zero points are uploaded packed, not as plain constants.
+    std::vector<bool> packed_only(p->value_count, false);
+    for (size_t k = 0; k < p->node_count; ++k)
+      if (p->nodes[k].op_type && std::strcmp(p->nodes[k].op_type, "MatMulNBits") == 0)
+        for (size_t i : {1u, 3u})
+          if (i < p->nodes[k].input_count && p->nodes[k].inputs[i] >= 0 &&
+              static_cast<size_t>(p->nodes[k].inputs[i]) < p->value_count)
+            packed_only[p->nodes[k].inputs[i]] = true;
+    for (size_t k = 0; k < p->node_count; ++k) {
+      if (p->nodes[k].op_type && std::strcmp(p->nodes[k].op_type, "MatMulNBits") == 0) continue;
+      for (size_t i = 0; i < p->nodes[k].input_count; ++i)
+        if (p->nodes[k].inputs[i] >= 0 && static_cast<size_t>(p->nodes[k].inputs[i]) < p->value_count)
+          packed_only[p->nodes[k].inputs[i]] = false;  // also read as a plain tensor elsewhere
+    }
     for (size_t v = 0; v < p->value_count; ++v) {
       const strata_value_desc& vd = p->values[v];
-      if (!vd.const_data || DtypeSize(vd.dtype) == 0) continue;
+      if (!vd.const_data || DtypeSize(vd.dtype) == 0 || packed_only[v]) continue;
       DTensor t;
       t.dtype = vd.dtype;
       t.shape.assign(vd.dims, vd.dims + std::max(vd.rank, 0));

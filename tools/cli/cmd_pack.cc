@@ -54,7 +54,7 @@ int64_t IntAttr(const onnx::NodeProto& n, const char* name, int64_t def) {
   return def;
 }
 
-// Packs one node in place; returns false (with *skip set) when it is left as is.
+// Packs one node in place; sets *skip (and changes nothing) when it is left as is.
 Status PackNode(onnx::GraphProto* g, onnx::NodeProto* node, const std::string& target,
                 std::map<std::string, int>* init_index, std::string* skip, size_t* before, size_t* after) {
   for (const auto& a : node->attribute())
