@@ -230,6 +230,28 @@ TEST(CudaProviderBinary, ProbeReportsSonamesDriverAndArchitectures) {
   EXPECT_STREQ(info->needed_libraries, "libcudart.so.13,libcublas.so.13,libcublasLt.so.13,libcuda.so.1");
   EXPECT_STREQ(info->min_driver, "580");
   EXPECT_EQ(std::string(info->variant).rfind("cuda13-sm", 0), 0u) << info->variant;
+
+  // init, called directly (bypassing the host's static dependency check), still refuses
+  // cleanly here: no driver library or no device is NO_DEVICE with the reason.
+  auto init = reinterpret_cast<strata_provider_init_fn>(dlsym(h, STRATA_PROVIDER_INIT_SYMBOL));
+  ASSERT_NE(init, nullptr);
+  char msg[1024] = {0};
+  strata_provider_error err{sizeof(err), sizeof(msg), msg};
+  const strata_provider_api* api = nullptr;
+  const int32_t rc = init(plugin::HostApi(), &api, &err);
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!driver) {
+    EXPECT_EQ(rc, STRATA_PROVIDER_RESULT_NO_DEVICE);
+    EXPECT_NE(std::string(msg).find("libcuda.so.1 (the NVIDIA driver library) cannot be loaded"), std::string::npos)
+        << msg;
+  } else {
+    dlclose(driver);
+    if (rc != STRATA_PROVIDER_RESULT_OK) {
+      EXPECT_EQ(rc, STRATA_PROVIDER_RESULT_NO_DEVICE) << msg;
+      EXPECT_NE(std::string(msg).find("cuda"), std::string::npos) << msg;
+    }
+  }
+  if (rc == STRATA_PROVIDER_RESULT_OK) api->shutdown(api->self);
   dlclose(h);
 }
 
