@@ -339,6 +339,15 @@ typedef struct strata_provider_api {
    * ...), else 0. Since ABI 1.
    */
   int32_t (*has_capability)(void* self, const char* name);
+  /**
+   * Optional (may be NULL; read it only when struct_size covers it). The provider-specific
+   * extension function called `name` (e.g. "cuda.pack_weights.v1", see the provider's
+   * documentation for its signature), or NULL when the provider has none by that name.
+   * The pointer stays valid until shutdown. A name never changes signature: a new
+   * signature gets a new name, so callers cast the result to the documented type.
+   * Appended in ABI 1 (providers built before it have a smaller struct_size).
+   */
+  void* (*get_extension)(void* self, const char* name);
 } strata_provider_api;
 
 /** Signature of strata_provider_init. Since ABI 1. */

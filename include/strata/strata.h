@@ -99,6 +99,21 @@ STRATA_API void strata_env_destroy(strata_env* env);
  */
 STRATA_API int strata_has_capability(strata_env* env, const char* name);
 
+/**
+ * Packs the quantized weights of one com.microsoft MatMulNBits node into the device
+ * layout `target` ("cuda-sm80" or "cuda-sm90"; docs/cuda-weight-layout.md) on the CPU;
+ * needs no GPU and no CUDA library. b: uint8 [n, ceil(k/block_size), block_size*bits/8]
+ * (codes packed low bits first along K); scales: float [n * n_blocks]; zero_points: NULL
+ * (implicit 2^(bits-1)) or uint8 packed as in MatMulNBits. bits is 4 or 8, block_size a
+ * power of two >= 16. With out == NULL only *out_size is set (the packed size); otherwise
+ * out_capacity must be at least that size. INVALID_ARGUMENT names the problem (an
+ * unknown target lists the known ones). Since API 1.
+ */
+STRATA_API strata_status* strata_pack_weights(const char* target, int bits, int64_t n, int64_t k, int64_t block_size,
+                                              const uint8_t* b, size_t b_bytes, const float* scales,
+                                              size_t scale_count, const uint8_t* zero_points, size_t zp_bytes,
+                                              void* out, size_t out_capacity, size_t* out_size);
+
 /* ---------------------------------------------------------------- session options */
 
 /** Creates session options with defaults (all cores, full optimization, device "cpu"). Since API 1. */

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   strata::cli::AddDevicesCommand(app);
   strata::cli::AddAuditCommand(app);
   strata::cli::AddSelftestCommand(app);
+  strata::cli::AddPackCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

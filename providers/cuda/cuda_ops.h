@@ -1,0 +1,86 @@
+// The CUDA provider's op set: which nodes it accepts (WhyUnsupported) and how a compiled
+// node runs on a stream (RunNode). Tensors live in device memory owned by BlockRefs.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cuda_kernels.h"
+#include "cuda_runtime_state.h"
+#include "strata/provider.h"
+
+namespace strata_cuda {
+
+constexpr int32_t kFloat = 1;  // strata_dtype values
+constexpr int32_t kUint8 = 2;
+constexpr int32_t kInt32 = 6;
+constexpr int32_t kInt64 = 7;
+
+size_t DtypeSize(int32_t dtype);  // 0 for dtypes the provider does not handle
+
+struct DTensor {
+  int32_t dtype = 0;
+  std::vector<int64_t> shape;
+  BlockRef block;        // keeps the memory alive (views share it)
+  char* data = nullptr;  // device pointer (inside block, or an input's buffer)
+  std::shared_ptr<const std::vector<int64_t>> host_ints;  // constants: int64/int32 values on the host too
+  bool valid() const { return dtype != 0; }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  size_t bytes() const { return static_cast<size_t>(numel()) * DtypeSize(dtype); }
+};
+
+struct Attr {
+  int32_t type = 0;
+  int64_t i = 0;
+  float f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+};
+
+struct CNode {
+  std::string name, op, domain;
+  int opset = 0;
+  std::vector<int32_t> inputs, outputs;
+  std::map<std::string, Attr> attrs;
+  // MatMulNBits: the packed weight blob (device) and its parameters, prepared at compile.
+  BlockRef packed;
+  NBitsPackParams nbits;
+
+  bool Has(const char* n) const { return attrs.count(n) != 0; }
+  int64_t Int(const char* n, int64_t def) const;
+  float Float(const char* n, float def) const;
+  std::string Str(const char* n, const char* def) const;
+  std::vector<int64_t> Ints(const char* n) const;
+  std::string Who() const { return op + " '" + name + "'"; }
+};
+
+// Per-run context: the device, the run's stream and cuBLAS handle, and the error slot.
+struct RunContext {
+  DeviceState* dev = nullptr;
+  StreamSlot* slot = nullptr;
+  std::string error;
+  bool oom = false;
+  // Every block allocated during the run, released only after the stream is synchronized:
+  // the allocator is shared by concurrent runs on other streams.
+  std::vector<BlockRef> hold;
+  // A device tensor of `shape` (uninitialized); false with error set on failure.
+  bool Alloc(int32_t dtype, std::vector<int64_t> shape, DTensor* out);
+  bool Cuda(cudaError_t e, const CNode& n, const char* what);
+  bool Fail(const CNode& n, const std::string& msg);
+  // Reads a small int tensor (shape arguments) to the host, from host_ints when constant.
+  bool HostInts(const CNode& n, const DTensor& t, const char* what, std::vector<int64_t>* out);
+};
+
+// "" when the node is supported, else the reason (the capability query answers 0).
+std::string WhyUnsupported(const strata_node_desc* node);
+
+// Runs one node; `vals` is indexed by value id.
+bool RunNode(const CNode& n, std::vector<DTensor>& vals, RunContext* ctx);
+
+}  // namespace strata_cuda
