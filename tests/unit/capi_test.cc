@@ -8,7 +8,6 @@
 #include <thread>
 #include <vector>
 
-#include "core/npy.h"
 #include "strata/strata.h"
 #include "strata/strata.hpp"
 
@@ -17,6 +16,36 @@ namespace {
 const std::string kModel = std::string(STRATA_SOURCE_DIR) + "/examples/digits.onnx";
 const std::string kSamples = std::string(STRATA_SOURCE_DIR) + "/examples/digits_samples.npy";
 const std::string kLabels = std::string(STRATA_SOURCE_DIR) + "/examples/digits_labels.npy";
+
+// A minimal .npy (v1, C order) reader: this file only sees the public headers, as an
+// application would (the internal strata::Tensor would clash with the wrapper's).
+struct Npy {
+  std::vector<int64_t> shape;
+  std::vector<char> data;
+  bool ok = false;
+  int64_t dim(size_t i) const { return shape[i]; }
+};
+Npy LoadNpy(const std::string& path) {
+  Npy r;
+  std::ifstream f(path, std::ios::binary);
+  std::vector<char> b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0) return r;
+  size_t hlen = static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8);
+  std::string h(b.begin() + 10, b.begin() + 10 + hlen);
+  size_t p = h.find("'shape': (") + 10, e = h.find(')', p);
+  std::string dims = h.substr(p, e - p);
+  size_t pos = 0;
+  while (pos < dims.size()) {
+    size_t c = dims.find(',', pos);
+    std::string d = dims.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+    if (d.find_first_not_of(' ') != std::string::npos) r.shape.push_back(std::stoll(d));
+    if (c == std::string::npos) break;
+    pos = c + 1;
+  }
+  r.data.assign(b.begin() + 10 + hlen, b.end());
+  r.ok = true;
+  return r;
+}
 
 std::string Message(strata_status* st) {
   std::string m = strata_status_get_message(st);
@@ -54,12 +83,11 @@ TEST(CApi, RunsDigitsAndClassifiesSamples) {
   EXPECT_EQ(dims[0], -1);  // dynamic batch
   EXPECT_STREQ(strata_session_input_dim_name(s, 0, 0), "batch");
 
-  auto samples = strata::ReadNpy(kSamples);
-  auto labels = strata::ReadNpy(kLabels);
-  ASSERT_TRUE(samples.ok() && labels.ok());
+  Npy samples = LoadNpy(kSamples), labels = LoadNpy(kLabels);
+  ASSERT_TRUE(samples.ok && labels.ok);
   strata_tensor* in = nullptr;
-  ASSERT_EQ(strata_tensor_wrap(STRATA_DTYPE_FLOAT32, samples->shape().data(), samples->rank(),
-                               samples->raw_mutable_data(), samples->byte_size(), &in),
+  ASSERT_EQ(strata_tensor_wrap(STRATA_DTYPE_FLOAT32, samples.shape.data(), samples.shape.size(), samples.data.data(),
+                               samples.data.size(), &in),
             nullptr);
   const char* in_names[] = {"image"};
   const strata_tensor* ins[] = {in};
@@ -67,7 +95,7 @@ TEST(CApi, RunsDigitsAndClassifiesSamples) {
   ASSERT_EQ(strata_session_run(s, in_names, ins, 1, nullptr, &out, 1), nullptr);
   ASSERT_EQ(strata_tensor_rank(out), 2u);
   int64_t n = strata_tensor_dims(out)[0], c = strata_tensor_dims(out)[1];
-  EXPECT_EQ(n, samples->dim(0));
+  EXPECT_EQ(n, samples.dim(0));
   EXPECT_EQ(c, 10);
   const float* p = static_cast<const float*>(strata_tensor_data(out));
   for (int64_t i = 0; i < n; ++i) {
@@ -78,7 +106,7 @@ TEST(CApi, RunsDigitsAndClassifiesSamples) {
       if (p[i * c + j] > p[i * c + best]) best = j;
     }
     EXPECT_NEAR(sum, 1.0f, 1e-4f);
-    EXPECT_EQ(best, labels->data<int64_t>()[i]) << "sample " << i;
+    EXPECT_EQ(best, reinterpret_cast<const int64_t*>(labels.data.data())[i]) << "sample " << i;
   }
   EXPECT_GT(strata_session_node_count(s), 0u);
   const char *node = nullptr, *op = nullptr, *prov = nullptr;
@@ -216,10 +244,11 @@ TEST(CApi, ConcurrentRunsOnOneSessionAgree) {
   strata::SessionOptions opts;
   opts.SetThreads(2);
   strata::Session session(env, kModel, &opts);
-  auto samples = strata::ReadNpy(kSamples);
-  ASSERT_TRUE(samples.ok());
-  std::vector<float> data(samples->data<float>(), samples->data<float>() + samples->num_elements());
-  auto x = strata::Tensor::Wrap(STRATA_DTYPE_FLOAT32, samples->shape(), data.data(), data.size());
+  Npy samples = LoadNpy(kSamples);
+  ASSERT_TRUE(samples.ok);
+  std::vector<float> data(samples.data.size() / sizeof(float));
+  std::memcpy(data.data(), samples.data.data(), samples.data.size());
+  auto x = strata::Tensor::Wrap(STRATA_DTYPE_FLOAT32, samples.shape, data.data(), data.size());
   auto ref = session.Run({{"image", &x}});
   std::vector<float> expected(ref[0].data<float>(), ref[0].data<float>() + ref[0].size());
   std::vector<std::thread> threads;
