@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ALL_MODELS = ["mlp", "lstm", "mobilenet_v2", "resnet18", "resnet50", "bert", "gpt2"]
 QUICK_MODELS = ["mlp", "lstm", "resnet18"]
 # Timed runs per process: (quick, full). Small models get more runs.
+NOTES_MARKER = "<!-- notes: kept by compare.py -->"
 ITERS = {
     "mlp": (200, 1000), "lstm": (40, 200), "mobilenet_v2": (20, 100), "resnet18": (15, 60),
     "resnet50": (8, 30), "bert": (8, 30), "gpt2": (10, 40),
@@ -215,8 +216,15 @@ def write_markdown(args, results, profiles, peaks, procs):
             L.append("| %s | %d | %.3f | %.1f | %s |" % (o["op_type"], o["nodes"], o["ms_per_run"], o["percent"],
                                                        "%.1f" % o["gflops_per_s"] if "gflops_per_s" in o else "-"))
         L.append("")
+    # Hand-written analysis after NOTES_MARKER survives regeneration.
+    notes = ""
+    if os.path.exists(args.out_md):
+        with open(args.out_md) as f:
+            old = f.read()
+        if NOTES_MARKER in old:
+            notes = old[old.index(NOTES_MARKER):]
     with open(args.out_md, "w") as f:
-        f.write("\n".join(L) + "\n")
+        f.write("\n".join(L) + "\n" + notes)
 
 
 def write_chart(path, results):

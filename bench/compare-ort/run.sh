@@ -58,7 +58,7 @@ STRATA="${STRATA:-$ROOT/build/release/bin/strata}"
 if [[ ! -x "$STRATA" ]]; then
   echo "== building strata" >&2
   cmake --preset release >/dev/null
-  ninja -C build/release -j2 strata_cli strata_kernel_bench >&2
+  ninja -C build/release -j2 strata_cli >&2
 fi
 
 exec /usr/bin/python3 "$ROOT/bench/compare-ort/compare.py" --strata "$STRATA" --ort-bench "$ORT_BENCH" "$@"
