@@ -124,8 +124,8 @@ TEST(BenchRandom, SeededAndTyped) {
   EXPECT_EQ(FillRandom(&*s, 1).code(), StatusCode::kUnsupported);
 }
 
-// Graph: y = Relu(MatMul(x, w)) with w [8, 16] constant; x [4, 8].
-std::shared_ptr<Graph> MatMulReluGraph() {
+// Graph: y = Transpose(MatMul(x, w)) with w [8, 16] constant; x [4, 8].
+std::shared_ptr<Graph> MatMulTransposeGraph() {
   auto g = std::make_shared<Graph>();
   g->name = "g";
   int x = g->AddValue("x"), w = g->AddValue("w"), m = g->AddValue("m"), y = g->AddValue("y");
@@ -144,18 +144,20 @@ std::shared_ptr<Graph> MatMulReluGraph() {
   mm.opset = 17;
   mm.inputs = {x, w};
   mm.outputs = {m};
-  Node relu;
-  relu.name = "relu";
-  relu.op_type = "Relu";
-  relu.opset = 17;
-  relu.inputs = {m};
-  relu.outputs = {y};
-  g->nodes = {mm, relu};
+  Node tr;
+  tr.name = "tr";
+  tr.op_type = "Transpose";
+  tr.opset = 17;
+  tr.attrs["perm"].type = Attribute::Type::kInts;
+  tr.attrs["perm"].ints = {1, 0};
+  tr.inputs = {m};
+  tr.outputs = {y};
+  g->nodes = {mm, tr};
   return g;
 }
 
 TEST(BenchProfiler, HookTotalsMatchRuns) {
-  auto g = MatMulReluGraph();
+  auto g = MatMulTransposeGraph();
   ThreadPool pool(1);
   auto ex = Executor::Create(g, &pool, ExecOptions{});
   ASSERT_TRUE(ex.ok()) << ex.status().ToString();
@@ -173,6 +175,7 @@ TEST(BenchProfiler, HookTotalsMatchRuns) {
     for (int i = 0; i < 3; ++i) {
       auto out = (*ex)->Run({Value(x)});
       ASSERT_TRUE(out.ok()) << out.status().ToString();
+      EXPECT_EQ((*out)[0].tensor().shape(), (Shape{16, 4}));
       EXPECT_FLOAT_EQ((*out)[0].tensor().data<float>()[0], 4.0f);
     }
   }
@@ -184,7 +187,8 @@ TEST(BenchProfiler, HookTotalsMatchRuns) {
   ASSERT_EQ(nodes.size(), 2u);
   EXPECT_EQ(nodes[0].name, "mm");
   EXPECT_EQ(nodes[0].op_type, "MatMul");
-  EXPECT_EQ(nodes[1].name, "relu");
+  EXPECT_EQ(nodes[1].name, "tr");
+  EXPECT_EQ(nodes[1].op_type, "Transpose");
   double node_ns = 0;
   for (const auto& n : nodes) {
     EXPECT_EQ(n.calls, 3);
