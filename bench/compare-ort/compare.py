@@ -17,6 +17,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -62,6 +63,20 @@ def gemm_peak(threads):
     return float(r.stdout.strip())
 
 
+def copy_sample_inputs(models_dir, model, in_dir):
+    """Writes in_dir/inputs.txt for the sample inputs make_models.py stored with the model."""
+    with open(os.path.join(models_dir, "manifest.json")) as f:
+        manifest = json.load(f)
+    entry = next((e for e in manifest["models"] if e["name"] == model), None)
+    if entry is None:
+        raise RuntimeError("%s is not in %s/manifest.json" % (model, models_dir))
+    os.makedirs(in_dir, exist_ok=True)
+    with open(os.path.join(in_dir, "inputs.txt"), "w") as idx:
+        for i in entry["inputs"]:
+            shutil.copy(os.path.join(models_dir, i["file"]), in_dir)
+            idx.write("%s\t%s\n" % (i["name"], i["file"]))
+
+
 def fmt_ms(x):
     return "%.3f" % x if x < 10 else "%.1f" % x
 
@@ -104,10 +119,18 @@ def main():
         warmup = max(2, iters // 10)
         in_dir = os.path.join(tmp, m)
         # One profiled strata run writes the shared inputs and gives FLOPs and the op breakdown.
-        prof = run_json([args.strata, "bench", path, "--threads", "1", "--warmup", str(warmup), "--iters",
-                         str(iters), "--creations", "1", "--profile", "--top", "5", "--json", "--save-inputs",
-                         in_dir], 1800)
-        profiles[m] = prof
+        strata_error = None
+        try:
+            prof = run_json([args.strata, "bench", path, "--threads", "1", "--warmup", str(warmup), "--iters",
+                             str(iters), "--creations", "1", "--profile", "--top", "5", "--json", "--save-inputs",
+                             in_dir], 1800)
+            profiles[m] = prof
+        except RuntimeError as e:
+            # strata cannot run this model: still time ORT on the model's bundled sample inputs.
+            strata_error = str(e).rsplit("strata: error: ", 1)[-1].strip()
+            log("%s: strata failed: %s" % (m, strata_error))
+            prof = {}
+            copy_sample_inputs(args.models_dir, m, in_dir)
         flops = prof.get("profile", {}).get("flops_per_run", 0)
         for t in threads_list:
             runs = {"strata": [], "ort": []}
@@ -115,6 +138,8 @@ def main():
                 for rt in ("strata", "ort"):  # A/B/A/B
                     common = ["--threads", str(t), "--warmup", str(warmup), "--iters", str(iters), "--creations", "3"]
                     if rt == "strata":
+                        if strata_error:
+                            continue
                         # Same seed as the --save-inputs run: the same inputs ORT reads.
                         cmd = [args.strata, "bench", path, "--json", "--seed", "42"] + common
                     else:
@@ -123,8 +148,11 @@ def main():
                     runs[rt].append(j)
                     raw.append({"model": m, "threads": t, "runtime": rt, "result": j})
                     log("%-13s %d thr %-6s proc %d: median %s ms" % (m, t, rt, p, fmt_ms(j["latency_ms"]["median"])))
-            row = {"model": m, "threads": t, "flops": flops, "iters": iters}
+            row = {"model": m, "threads": t, "flops": flops, "iters": iters, "strata_error": strata_error}
             for rt, js in runs.items():
+                if not js:
+                    row[rt] = None
+                    continue
                 meds = [j["latency_ms"]["median"] for j in js]
                 row[rt] = {
                     "medians": meds,
@@ -184,6 +212,7 @@ def write_markdown(args, results, profiles, peaks, procs):
              "ORT GFLOP/s (% peak) | create ratio (strata/ORT ms) | peak RSS ratio (MiB) | strata per-process | "
              "ORT per-process |")
     L.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    failures = []
     for r in results:
         s, o = r["strata"], r["ort"]
         peak = peaks.get(r["threads"])
@@ -193,11 +222,23 @@ def write_markdown(args, results, profiles, peaks, procs):
                 return "-"
             g = r["flops"] / ms / 1e6
             return "%.1f (%.0f%%)" % (g, 100 * g / peak) if peak else "%.1f" % g
+        if s is None:
+            failures.append(r)
+            L.append("| %s | %d | fails (see below) | %s | - | - | - | - (- / %s) | - (- / %.0f) | - | %s |" % (
+                r["model"], r["threads"], fmt_ms(o["median"]), fmt_ms(o["create"]), o["rss_mib"],
+                " ".join(fmt_ms(x) for x in o["medians"])))
+            continue
         L.append("| %s | %d | %s | %s | **%.2f** | %s | %s | %.2f (%s / %s) | %.2f (%.0f / %.0f) | %s | %s |" % (
             r["model"], r["threads"], fmt_ms(s["median"]), fmt_ms(o["median"]), s["median"] / o["median"],
             gf(s["median"]), gf(o["median"]), s["create"] / o["create"], fmt_ms(s["create"]), fmt_ms(o["create"]),
             s["rss_mib"] / o["rss_mib"], s["rss_mib"], o["rss_mib"],
             " ".join(fmt_ms(x) for x in s["medians"]), " ".join(fmt_ms(x) for x in o["medians"])))
+    seen = set()
+    for r in failures:
+        if r["model"] not in seen:
+            seen.add(r["model"])
+            L.append("")
+            L.append("strata could not run **%s** in this build: `%s`" % (r["model"], r["strata_error"]))
     L.append("")
     L.append("![strata vs ONNX Runtime](benchmarks.png)")
     L.append("")
@@ -234,6 +275,9 @@ def write_chart(path, results):
         import matplotlib.pyplot as plt
     except ImportError:
         log("python3-matplotlib missing (apt-get install -y python3-matplotlib): no chart")
+        return
+    results = [r for r in results if r["strata"] and r["ort"]]
+    if not results:
         return
     labels = ["%s\n%d thr" % (r["model"], r["threads"]) for r in results]
     x = list(range(len(results)))
