@@ -89,7 +89,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="mlp, lstm, resnet18 with few iterations (< 5 min)")
     ap.add_argument("--models", help="comma-separated subset (default: all, or the quick set)")
     ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
-    ap.add_argument("--procs", type=int, default=None, help="processes per runtime and config (default 3, quick 2)")
+    ap.add_argument("--procs", type=int, default=None, help="processes per runtime and config (default 3)")
     ap.add_argument("--iters-scale", type=float, default=1.0, help="multiply the per-model timed runs")
     ap.add_argument("--out-md", default=os.path.join(ROOT, "docs/benchmarks.md"))
     ap.add_argument("--out-png", default=os.path.join(ROOT, "docs/benchmarks.png"))
@@ -101,7 +101,7 @@ def main():
         if m not in ITERS:
             sys.exit("compare.py: unknown model '%s' (known: %s)" % (m, ", ".join(ALL_MODELS)))
     threads_list = [int(t) for t in args.threads.split(",")]
-    procs = args.procs or (2 if args.quick else 3)
+    procs = args.procs or 3
     for exe in (args.strata, args.ort_bench):
         if not os.access(exe, os.X_OK):
             sys.exit("compare.py: %s is not an executable (run bench/compare-ort/run.sh)" % exe)
@@ -251,7 +251,7 @@ def write_markdown(args, results, profiles, peaks, procs):
         L.append("**%s** (median %s ms, %.3f GFLOP/run):" %
                  (m, fmt_ms(p["latency_ms"]["median"]), prof["flops_per_run"] / 1e9))
         L.append("")
-        L.append("| op type | nodes | ms/run | % | GFLOP/s |")
+        L.append("| op type | nodes | mean ms/run | % | GFLOP/s |")
         L.append("|---|---|---|---|---|")
         for o in prof["op_types"][:6]:
             L.append("| %s | %d | %.3f | %.1f | %s |" % (o["op_type"], o["nodes"], o["ms_per_run"], o["percent"],
