@@ -78,10 +78,10 @@ Npy ReadNpy(const std::string& path) {
     ONNXTensorElementDataType t;
     size_t size;
   } static const kTypes[] = {
-      {"<f4", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, 4},  {"<f8", ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE, 8},
+      {"<f4", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, 4},   {"<f8", ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE, 8},
       {"<f2", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, 2}, {"<i8", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, 8},
-      {"<i4", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, 4},  {"|i1", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8, 1},
-      {"|u1", ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8, 1},  {"|b1", ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL, 1},
+      {"<i4", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, 4},   {"|i1", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8, 1},
+      {"|u1", ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8, 1},   {"|b1", ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL, 1},
   };
   size_t elem = 0;
   Npy out;
@@ -123,7 +123,8 @@ std::string StatsJson(std::vector<double> v) {
                 "{\"count\": %zu, \"median\": %.6f, \"p10\": %.6f, \"p90\": %.6f, \"p99\": %.6f, \"mean\": %.6f, "
                 "\"min\": %.6f, \"max\": %.6f, \"stddev\": %.6f}",
                 v.size(), Percentile(v, 50), Percentile(v, 10), Percentile(v, 90), Percentile(v, 99), mean,
-                v.empty() ? 0 : v.front(), v.empty() ? 0 : v.back(), v.size() > 1 ? std::sqrt(var / (v.size() - 1)) : 0);
+                v.empty() ? 0 : v.front(), v.empty() ? 0 : v.back(),
+                v.size() > 1 ? std::sqrt(var / (v.size() - 1)) : 0);
   return buf;
 }
 
@@ -158,11 +159,16 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (i + 1 >= argc) Die("missing value for " + a);
     int v = std::atoi(argv[++i]);
-    if (a == "--threads") threads = v;
-    else if (a == "--warmup") warmup = v;
-    else if (a == "--iters") iters = v;
-    else if (a == "--creations") creations = std::max(1, v);
-    else Die("unknown option " + a);
+    if (a == "--threads")
+      threads = v;
+    else if (a == "--warmup")
+      warmup = v;
+    else if (a == "--iters")
+      iters = v;
+    else if (a == "--creations")
+      creations = std::max(1, v);
+    else
+      Die("unknown option " + a);
   }
   std::signal(SIGINT, OnSigint);
   g_ort = OrtGetApiBase()->GetApi(ORT_API_VERSION);

@@ -261,8 +261,10 @@ Result<std::vector<Value>> Executor::Run(const std::vector<Value>& inputs, const
     KernelContext ctx(node, in_ptrs, &outs, pool_, alloc, &runner);
     const Clock::time_point node_start = prof ? Clock::now() : Clock::time_point();
     Status st = kernels_[i]->Compute(ctx);
-    if (prof && st.ok())
-      prof->Record(node, in_ptrs, outs, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - node_start).count());
+    if (prof && st.ok()) {
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - node_start).count();
+      prof->Record(node, in_ptrs, outs, ns);
+    }
     if (!st.ok()) {
       // Make sure every error names the node that failed.
       if (st.message().find(node.name) == std::string::npos)

@@ -67,7 +67,7 @@ double NodeFlops(const Node& node, const std::vector<const Value*>& inputs, cons
     const Tensor* r = TensorAt(inputs, 2);
     if (!x || !w || !r || x->rank() != 3 || w->rank() != 3 || r->rank() != 3 || x->dim(2) == 0) return -1;
     double steps = static_cast<double>(x->dim(0)) * static_cast<double>(x->dim(1));  // seq * batch
-    double gh = static_cast<double>(w->dim(0)) * static_cast<double>(w->dim(1));      // dirs * G*H
+    double gh = static_cast<double>(w->dim(0)) * static_cast<double>(w->dim(1));     // dirs * G*H
     return 2.0 * steps * gh * static_cast<double>(w->dim(2) + r->dim(2));
   }
   return -1;

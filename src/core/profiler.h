@@ -37,18 +37,17 @@ struct NodeProfile {
 
 struct OpTypeProfile {
   std::string op_type;
-  int64_t nodes = 0;       // distinct nodes of this type
+  int64_t nodes = 0;  // distinct nodes of this type
   int64_t calls = 0;
   double total_ns = 0;
-  double flops = -1;       // summed over calls; -1 when unknown for every node
+  double flops = -1;  // summed over calls; -1 when unknown for every node
   double GflopsPerSecond() const { return flops > 0 && total_ns > 0 ? flops / total_ns : -1; }
 };
 
 class Profiler {
  public:
   // Called by the executor after a node ran; `ns` is its wall time.
-  void Record(const Node& node, const std::vector<const Value*>& inputs, const std::vector<Value>& outputs,
-              int64_t ns);
+  void Record(const Node& node, const std::vector<const Value*>& inputs, const std::vector<Value>& outputs, int64_t ns);
   // Counts one complete top-level run (used to report per-run means).
   void CountRun(int64_t ns);
 

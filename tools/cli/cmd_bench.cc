@@ -119,7 +119,7 @@ class Progress {
 };
 
 nlohmann::json StatsJson(const LatencyStats& s) {
-  return {{"count", s.count}, {"median", s.median}, {"p10", s.p10}, {"p90", s.p90}, {"p99", s.p99},
+  return {{"count", s.count}, {"median", s.median}, {"p10", s.p10}, {"p90", s.p90},      {"p99", s.p99},
           {"mean", s.mean},   {"min", s.min},       {"max", s.max}, {"stddev", s.stddev}};
 }
 
@@ -208,12 +208,13 @@ void PrintProfile(const Profiler& prof, int top, double run_ms_median, nlohmann:
 
   std::vector<size_t> order(nodes.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return nodes[a].total_ns > nodes[b].total_ns; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return nodes[a].total_ns > nodes[b].total_ns; });
   if (top < 0) top = 0;
   if (order.size() > static_cast<size_t>(top)) order.resize(top);
   nlohmann::json jn = nlohmann::json::array();
-  if (text && !order.empty()) std::printf("\ntop %zu nodes\n%-40s %-18s %12s %7s %10s\n", order.size(), "node", "op",
-                                          "ms/run", "%", "GFLOP/s");
+  if (text && !order.empty())
+    std::printf("\ntop %zu nodes\n%-40s %-18s %12s %7s %10s\n", order.size(), "node", "op", "ms/run", "%", "GFLOP/s");
   for (size_t i : order) {
     const NodeProfile& n = nodes[i];
     double ms = n.total_ns / 1e6 / static_cast<double>(runs);
@@ -231,8 +232,9 @@ void PrintProfile(const Profiler& prof, int top, double run_ms_median, nlohmann:
     if (gf > 0) e["gflops_per_s"] = gf;
     jn.push_back(e);
   }
-  (*j)["profile"] = {{"runs", prof.runs()},         {"node_ms_per_run", node_ms}, {"run_ms_per_run", run_ms},
-                     {"flops_per_run", total_flops}, {"op_types", jt},             {"top_nodes", jn}};
+  (*j)["profile"] = {{"runs", prof.runs()},      {"node_ms_per_run", node_ms},
+                     {"run_ms_per_run", run_ms}, {"flops_per_run", total_flops},
+                     {"op_types", jt},           {"top_nodes", jn}};
 }
 
 int Execute(const BenchArgs& a) {
