@@ -1,7 +1,10 @@
 #include "core/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <set>
+
+#include "core/profiler.h"
 
 namespace strata {
 
@@ -233,6 +236,11 @@ Result<std::vector<Value>> Executor::Run(const std::vector<Value>& inputs, const
   Allocator* alloc = opts_.allocator ? opts_.allocator : DefaultAllocator();
   FrameSubgraphRunner runner(*this, frame, [this](const Graph* sg) { return SubExecutor(sg); });
 
+  // Only top-level runs are profiled: subgraph time belongs to the control-flow node.
+  Profiler* prof = outer == nullptr ? ActiveProfiler() : nullptr;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point run_start = prof ? Clock::now() : Clock::time_point();
+
   std::vector<const Value*> in_ptrs;
   std::vector<Value> outs;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -251,7 +259,12 @@ Result<std::vector<Value>> Executor::Run(const std::vector<Value>& inputs, const
     }
     outs.assign(node.outputs.size(), Value());
     KernelContext ctx(node, in_ptrs, &outs, pool_, alloc, &runner);
+    const Clock::time_point node_start = prof ? Clock::now() : Clock::time_point();
     Status st = kernels_[i]->Compute(ctx);
+    if (prof && st.ok()) {
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - node_start).count();
+      prof->Record(node, in_ptrs, outs, ns);
+    }
     if (!st.ok()) {
       // Make sure every error names the node that failed.
       if (st.message().find(node.name) == std::string::npos)
@@ -280,6 +293,7 @@ Result<std::vector<Value>> Executor::Run(const std::vector<Value>& inputs, const
       return InvalidArgument("graph output '", g.ValueName(v), "' was not computed");
     }
   }
+  if (prof) prof->CountRun(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - run_start).count());
   return result;
 }
 

@@ -13,6 +13,7 @@ void AddDevicesCommand(CLI::App& app);   // cmd_devices.cc
 void AddAuditCommand(CLI::App& app);     // cmd_audit.cc
 void AddSelftestCommand(CLI::App& app);  // cmd_selftest.cc
 void AddPackCommand(CLI::App& app);      // cmd_pack.cc
+void AddBenchCommand(CLI::App& app);     // cmd_bench.cc
 
 // Ends the subcommand with `code` as the process exit status (CLI11 turns a
 // RuntimeError into that exit code without printing anything more).

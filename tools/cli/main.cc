@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   strata::cli::AddAuditCommand(app);
   strata::cli::AddSelftestCommand(app);
   strata::cli::AddPackCommand(app);
+  strata::cli::AddBenchCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
