@@ -15,6 +15,7 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterRnnKernels(r);
   RegisterControlFlowKernels(r);
   RegisterSequenceKernels(r);
+  RegisterQuantWeightKernels(r);
 }
 
 }  // namespace strata

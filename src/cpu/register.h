@@ -18,5 +18,6 @@ void RegisterReduceKernels(KernelRegistry& r);       // cpu/reduce.cc: Reduce*, 
 void RegisterRnnKernels(KernelRegistry& r);          // cpu/rnn.cc: LSTM, GRU, RNN
 void RegisterControlFlowKernels(KernelRegistry& r);  // cpu/control_flow.cc: If, Loop, Scan
 void RegisterSequenceKernels(KernelRegistry& r);     // cpu/sequence.cc: Sequence*, Optional*
+void RegisterQuantWeightKernels(KernelRegistry& r);  // cpu/matmul_nbits.cc: com.microsoft MatMulNBits
 
 }  // namespace strata
