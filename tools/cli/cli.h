@@ -11,6 +11,7 @@ void AddRunCommand(CLI::App& app);       // cmd_run.cc
 void AddInspectCommand(CLI::App& app);   // cmd_inspect.cc
 void AddDevicesCommand(CLI::App& app);   // cmd_devices.cc
 void AddAuditCommand(CLI::App& app);     // cmd_audit.cc
+void AddQuantizeCommand(CLI::App& app);  // cmd_quantize.cc
 
 // Ends the subcommand with `code` as the process exit status (CLI11 turns a
 // RuntimeError into that exit code without printing anything more).

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   strata::cli::AddInspectCommand(app);
   strata::cli::AddDevicesCommand(app);
   strata::cli::AddAuditCommand(app);
+  strata::cli::AddQuantizeCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
