@@ -2,6 +2,9 @@
 // streamed once, dequantized in registers), the panel dequantizer and the dot-product
 // tile of the GEMM. Each SIMD function carries its own target attribute; the file as a
 // whole is compiled for baseline x86-64 and matmul_nbits.cc picks a version at run time.
+// GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own _mm512_undefined_* temporaries.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -277,32 +280,42 @@ STRATA_AVX512 void Gemv512Cols(const Packed& w, const float* a, const float* asu
     tot[j] = _mm512_setzero_ps();
   }
   const int64_t bs = p.block_size, nb = w.k_pad / bs;
-  if (p.bits == 4 && bs == 16) {
-    for (int64_t c = 0; c < w.k_pad / 32; ++c) {
-      const __m512 a0 = _mm512_loadu_ps(a + 32 * c), a1 = _mm512_loadu_ps(a + 32 * c + 16);
-      for (int j = 0; j < NC; ++j) {
-        __m512 lo, hi;
-        Nibbles512(col[j] + 16 * c, &lo, &hi);
-        tot[j] = _mm512_fmadd_ps(_mm512_mul_ps(lo, a0), _mm512_set1_ps(sc[j][2 * c]), tot[j]);
-        tot[j] = _mm512_fmadd_ps(_mm512_mul_ps(hi, a1), _mm512_set1_ps(sc[j][2 * c + 1]), tot[j]);
-      }
-    }
-  } else if (p.bits == 4) {
-    for (int64_t b = 0; b < nb; ++b) {
-      __m512 acc0[NC], acc1[NC];
-      for (int j = 0; j < NC; ++j) acc0[j] = acc1[j] = _mm512_setzero_ps();
-      for (int64_t k = b * bs; k < (b + 1) * bs; k += 32) {
-        const __m512 a0 = _mm512_loadu_ps(a + k), a1 = _mm512_loadu_ps(a + k + 16);
+  if (p.bits == 4) {
+    // A 16-entry table of the block's dequantized values ((q - zp) * scale) per column;
+    // vpermps looks the codes up by their low 4 bits, so no masking, conversion or
+    // per-block rescaling is needed and the zero-point term is already included.
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const float* of[NC];
+    for (int j = 0; j < NC; ++j) of[j] = w.offset.data() + (n + j) * w.nb_stride;
+    __m512 acc0[NC], acc1[NC];
+    for (int j = 0; j < NC; ++j) acc0[j] = acc1[j] = _mm512_setzero_ps();
+    if (bs == 16) {
+      for (int64_t c = 0; c < w.k_pad / 32; ++c) {
+        const __m512 a0 = _mm512_loadu_ps(a + 32 * c), a1 = _mm512_loadu_ps(a + 32 * c + 16);
         for (int j = 0; j < NC; ++j) {
-          __m512 lo, hi;
-          Nibbles512(col[j] + k / 2, &lo, &hi);
-          acc0[j] = _mm512_fmadd_ps(lo, a0, acc0[j]);
-          acc1[j] = _mm512_fmadd_ps(hi, a1, acc1[j]);
+          const __m512 t0 = _mm512_fmadd_ps(iota, _mm512_set1_ps(sc[j][2 * c]), _mm512_set1_ps(of[j][2 * c]));
+          const __m512 t1 = _mm512_fmadd_ps(iota, _mm512_set1_ps(sc[j][2 * c + 1]), _mm512_set1_ps(of[j][2 * c + 1]));
+          const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col[j] + 16 * c)));
+          acc0[j] = _mm512_fmadd_ps(_mm512_permutexvar_ps(x, t0), a0, acc0[j]);
+          acc1[j] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(x, 4), t1), a1, acc1[j]);
         }
       }
-      for (int j = 0; j < NC; ++j)
-        tot[j] = _mm512_fmadd_ps(_mm512_add_ps(acc0[j], acc1[j]), _mm512_set1_ps(sc[j][b]), tot[j]);
+    } else {
+      for (int64_t b = 0; b < nb; ++b) {
+        __m512 t[NC];
+        for (int j = 0; j < NC; ++j) t[j] = _mm512_fmadd_ps(iota, _mm512_set1_ps(sc[j][b]), _mm512_set1_ps(of[j][b]));
+        for (int64_t k = b * bs; k < (b + 1) * bs; k += 32) {
+          const __m512 a0 = _mm512_loadu_ps(a + k), a1 = _mm512_loadu_ps(a + k + 16);
+          for (int j = 0; j < NC; ++j) {
+            const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col[j] + k / 2)));
+            acc0[j] = _mm512_fmadd_ps(_mm512_permutexvar_ps(x, t[j]), a0, acc0[j]);
+            acc1[j] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(x, 4), t[j]), a1, acc1[j]);
+          }
+        }
+      }
     }
+    for (int j = 0; j < NC; ++j) y[n + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[j], acc1[j]));
+    return;
   } else {
     for (int64_t b = 0; b < nb; ++b) {
       __m512 acc0[NC], acc1[NC];
