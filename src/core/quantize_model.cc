@@ -78,17 +78,20 @@ Result<BlockQuantized> QuantizeBlockwise(const float* w, int64_t K, int64_t N, b
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t blk = 0; blk < nb; ++blk) {
       const int64_t k0 = blk * block_size, k1 = std::min(K, k0 + block_size);
-      float lo = 0, hi = 0;
+      float lo = 0, hi = 0, extreme = 0;
       for (int64_t k = k0; k < k1; ++k) {
         const float v = at(k, n);
         if (!std::isfinite(v)) return InvalidArgument("weight holds a non-finite value at [", k, ", ", n, "]");
         lo = std::min(lo, v);
         hi = std::max(hi, v);
+        if (std::fabs(v) > std::fabs(extreme)) extreme = v;
       }
       float scale;
       int zp;
       if (symmetric) {
-        scale = std::max(-lo, hi) / static_cast<float>(mid - 1);
+        // As ONNX Runtime: the largest-magnitude value maps to code 0 (q - zp = -2^(bits-1)),
+        // using the full signed range; the scale is negative when that value is positive.
+        scale = extreme / static_cast<float>(-mid);
         zp = mid;
       } else {
         scale = (hi - lo) / static_cast<float>(qmax);
@@ -102,7 +105,7 @@ Result<BlockQuantized> QuantizeBlockwise(const float* w, int64_t K, int64_t N, b
       uint8_t* out = q.b.data() + (n * nb + blk) * blob;
       for (int64_t i = 0; i < block_size; ++i) {
         int code = zp;  // padding past K dequantizes to 0
-        if (k0 + i < k1 && scale > 0) {
+        if (k0 + i < k1 && scale != 0) {
           const long r = std::lround(at(k0 + i, n) / scale) + zp;
           code = static_cast<int>(std::clamp(r, 0L, static_cast<long>(qmax)));
         }

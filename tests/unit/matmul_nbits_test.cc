@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kernel.h"
 #include "core/quantize_model.h"
 #include "core/session.h"
 #include "cpu/matmul_nbits.h"
@@ -409,14 +410,18 @@ onnx::ModelProto MlpModel(int64_t batch, int64_t in, int64_t hidden, int64_t out
   n->add_input("X");
   n->add_input("W1");
   n->add_output("H");
-  n = g->add_node();
-  n->set_op_type("Relu");
-  n->add_input("H");
-  n->add_output("R");
+  // Relu between the layers when this build has it (the elementwise family may be absent).
+  const bool relu = CpuKernels().Supports("", "Relu", 17);
+  if (relu) {
+    n = g->add_node();
+    n->set_op_type("Relu");
+    n->add_input("H");
+    n->add_output("R");
+  }
   n = g->add_node();
   n->set_name("fc2");
   n->set_op_type("Gemm");
-  n->add_input("R");
+  n->add_input(relu ? "R" : "H");
   n->add_input("W2");
   n->add_input("C2");
   n->add_output("Y");
