@@ -346,21 +346,13 @@ Result<Params> CreateCheck(const KernelInit& init) {
   // Validate every constant now (session creation); run-time inputs are checked per run.
   if (init.has_input(4) && !in.g_idx)
     return Unsupported(init.node.Describe(), ": g_idx must be a constant (only the identity order is supported)");
-  Status st = Status::Ok();
-  if (in.b && in.b->dtype() == DataType::kUInt8 && in.scales) st = CheckInputs(init.node, p, in);
-  if (!st.ok()) return st;
-  // Check the pieces individually when some are run-time values.
-  if (in.b && !in.scales) {
-    Tensor dummy_s = Tensor::Wrap(DataType::kFloat, {p.N * p.n_blocks}, nullptr);
-    Inputs chk{in.b, &dummy_s};
-    RETURN_IF_ERROR(CheckInputs(init.node, p, chk));
-  }
-  if (in.scales && !in.b) {
-    Tensor dummy_b = Tensor::Wrap(DataType::kUInt8, {p.N, p.n_blocks, p.blob}, nullptr);
-    Inputs chk = in;
-    chk.b = &dummy_b;
-    RETURN_IF_ERROR(CheckInputs(init.node, p, chk));
-  }
+  // Inputs computed at run time are stood in for by shape-only placeholders here.
+  const Tensor dummy_b = Tensor::Wrap(DataType::kUInt8, {p.N, p.n_blocks, p.blob}, nullptr);
+  const Tensor dummy_s = Tensor::Wrap(DataType::kFloat, {p.N * p.n_blocks}, nullptr);
+  Inputs chk = in;
+  if (!chk.b) chk.b = &dummy_b;
+  if (!chk.scales) chk.scales = &dummy_s;
+  RETURN_IF_ERROR(CheckInputs(init.node, p, chk));
   return p;
 }
 
