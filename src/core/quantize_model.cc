@@ -152,7 +152,9 @@ Result<QuantizeReport> QuantizeModelProto(onnx::ModelProto* model, const Quantiz
     const bool onnx_domain = n.domain().empty() || n.domain() == "ai.onnx";
     if (!onnx_domain || (n.op_type() != "MatMul" && n.op_type() != "Gemm")) continue;
     const std::string label = n.name().empty() ? (n.output_size() ? n.output(0) : n.op_type()) : n.name();
-    auto skip = [&](const std::string& why) { report.skipped.push_back(n.op_type() + " node '" + label + "': " + why); };
+    auto skip = [&](const std::string& why) {
+      report.skipped.push_back(n.op_type() + " node '" + label + "': " + why);
+    };
     if (exclude.count(n.name()) || (n.output_size() && exclude.count(n.output(0)))) {
       skip("excluded");
       continue;
@@ -217,8 +219,8 @@ Result<QuantizeReport> QuantizeModelProto(onnx::ModelProto* model, const Quantiz
         for (int i = 0; i + 1 < ct.dims_size(); ++i) rows *= ct.dims(i);
         const int64_t last = ct.dims_size() ? ct.dims(ct.dims_size() - 1) : 1;
         if (!cv.ok() || rows != 1 || (last != N && last != 1)) {
-          report.skipped.push_back("Gemm node '" + label + "': C is not a float32 row vector of N=" +
-                                   std::to_string(N) + " values");
+          report.skipped.push_back("Gemm node '" + label +
+                                   "': C is not a float32 row vector of N=" + std::to_string(N) + " values");
           continue;
         }
         bias.resize(N);
@@ -226,21 +228,21 @@ Result<QuantizeReport> QuantizeModelProto(onnx::ModelProto* model, const Quantiz
       }
     }
     auto q = QuantizeBlockwise(vals->data(), K, N, trans_b, opts.bits, opts.block_size, opts.symmetric);
-    if (!q.ok())
-      return MakeStatus(q.status().code(), n.op_type(), " node '", label, "': ", q.status().message());
+    if (!q.ok()) return MakeStatus(q.status().code(), n.op_type(), " node '", label, "': ", q.status().message());
     const std::string base = n.input(1);
     const std::string b_name = unique(base + "_Q" + std::to_string(opts.bits));
     const std::string s_name = unique(base + "_scales");
     const std::string blob = std::to_string(opts.block_size * opts.bits / 8);
-    *g->add_initializer() = MakeTensor(b_name, onnx::TensorProto::UINT8, {N, q->n_blocks, opts.block_size * opts.bits / 8},
-                                       q->b.data(), q->b.size());
+    *g->add_initializer() = MakeTensor(b_name, onnx::TensorProto::UINT8,
+                                       {N, q->n_blocks, opts.block_size * opts.bits / 8}, q->b.data(), q->b.size());
     *g->add_initializer() =
         MakeTensor(s_name, onnx::TensorProto::FLOAT, {N * q->n_blocks}, q->scales.data(), q->scales.size() * 4);
     std::string zp_name, bias_name;
     if (!q->zero_points.empty()) {
       zp_name = unique(base + "_zero_points");
-      *g->add_initializer() = MakeTensor(zp_name, onnx::TensorProto::UINT8, {static_cast<int64_t>(q->zero_points.size())},
-                                         q->zero_points.data(), q->zero_points.size());
+      *g->add_initializer() =
+          MakeTensor(zp_name, onnx::TensorProto::UINT8, {static_cast<int64_t>(q->zero_points.size())},
+                     q->zero_points.data(), q->zero_points.size());
     }
     if (!bias.empty()) {
       bias_name = unique(base + "_bias");

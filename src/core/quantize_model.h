@@ -15,9 +15,9 @@
 namespace strata {
 
 struct QuantizeOptions {
-  int bits = 4;              // 4 or 8
-  int64_t block_size = 32;   // power of two >= 16
-  bool symmetric = false;    // true: no zero points (ORT's default 2^(bits-1))
+  int bits = 4;             // 4 or 8
+  int64_t block_size = 32;  // power of two >= 16
+  bool symmetric = false;   // true: no zero points (ORT's default 2^(bits-1))
   int64_t accuracy_level = 0;
   std::vector<std::string> exclude;  // node names (or first output names) left in fp32
   // Called after each quantized weight with (done, total).

@@ -102,8 +102,8 @@ Status CheckInputs(const Node& node, const Params& p, const Inputs& in) {
     return InvalidModel(node.Describe(), ": attributes 'K'=", p.K, " and 'block_size'=", p.block_size, " need ",
                         p.n_blocks, " blocks per column, but B has shape ", ShapeToString(b.shape()));
   if (b.dim(2) != p.blob)
-    return InvalidModel(node.Describe(), ": attribute 'block_size'=", p.block_size, " with 'bits'=", p.bits,
-                        " needs ", p.blob, " bytes per block, but B has shape ", ShapeToString(b.shape()));
+    return InvalidModel(node.Describe(), ": attribute 'block_size'=", p.block_size, " with 'bits'=", p.bits, " needs ",
+                        p.blob, " bytes per block, but B has shape ", ShapeToString(b.shape()));
   const Tensor& s = *in.scales;
   if (s.dtype() != DataType::kFloat)
     return Unsupported(node.Describe(), ": scales must be float32, got ", DataTypeName(s.dtype()));
@@ -134,8 +134,8 @@ Status CheckInputs(const Node& node, const Params& p, const Inputs& in) {
                           DataTypeName(g.dtype()), ShapeToString(g.shape()));
     for (int64_t k = 0; k < p.K; ++k)
       if (g.data<int32_t>()[k] != k / p.block_size)
-        return Unsupported(node.Describe(), ": g_idx reorders K (g_idx[", k, "]=", g.data<int32_t>()[k],
-                           ", expected ", k / p.block_size, "); only the identity order is supported");
+        return Unsupported(node.Describe(), ": g_idx reorders K (g_idx[", k, "]=", g.data<int32_t>()[k], ", expected ",
+                           k / p.block_size, "); only the identity order is supported");
   }
   if (in.bias) {
     if (in.bias->dtype() != DataType::kFloat || in.bias->num_elements() != p.N || in.bias->rank() != 1)
@@ -196,9 +196,12 @@ Packed Pack(const Params& p, const Inputs& in) {
 
 const char* IsaName(Isa isa) {
   switch (isa) {
-    case Isa::kAvx512: return "avx512";
-    case Isa::kAvx2: return "avx2";
-    default: return "scalar";
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx2:
+      return "avx2";
+    default:
+      return "scalar";
   }
 }
 
@@ -227,9 +230,12 @@ struct IsaFns {
 };
 IsaFns FnsFor(Isa isa) {
   switch (isa) {
-    case Isa::kAvx512: return {GemvAvx512, DequantPanelAvx512, DotTileAvx512};
-    case Isa::kAvx2: return {GemvAvx2, DequantPanelAvx2, DotTileAvx2};
-    default: return {GemvScalar, DequantPanelScalar, DotTileScalar};
+    case Isa::kAvx512:
+      return {GemvAvx512, DequantPanelAvx512, DotTileAvx512};
+    case Isa::kAvx2:
+      return {GemvAvx2, DequantPanelAvx2, DotTileAvx2};
+    default:
+      return {GemvScalar, DequantPanelScalar, DotTileScalar};
   }
 }
 
@@ -414,10 +420,19 @@ namespace strata {
 void RegisterQuantWeightKernels(KernelRegistry& r) {
   // type_input -1: A's type is often unknown (libonnx cannot infer com.microsoft ops), and
   // the factory must still run at session creation so bad weights fail early.
-  r.Register({.domain = "com.microsoft", .op_type = "MatMulNBits", .since_version = 1, .types = {}, .type_input = -1,
+  r.Register({.domain = "com.microsoft",
+              .op_type = "MatMulNBits",
+              .since_version = 1,
+              .types = {},
+              .type_input = -1,
               .factory = nbits::MakeRef});
-  r.Register({.domain = "com.microsoft", .op_type = "MatMulNBits", .since_version = 1, .types = {}, .type_input = -1,
-              .factory = nbits::MakeOptimized, .reference = false,
+  r.Register({.domain = "com.microsoft",
+              .op_type = "MatMulNBits",
+              .since_version = 1,
+              .types = {},
+              .type_input = -1,
+              .factory = nbits::MakeOptimized,
+              .reference = false,
               .impl = nbits::IsaName(nbits::ResolveIsa(std::getenv("STRATA_FORCE_ISA")))});
 }
 

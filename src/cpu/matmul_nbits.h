@@ -50,9 +50,9 @@ std::vector<float> Dequantize(const Params& p, const Inputs& in);
 //    (padded with zeros to a multiple of 16), so w = q * scale + offset.
 struct Packed {
   Params p;
-  int64_t k_pad = 0;        // K rounded up to whole blocks and to a multiple of 32
-  int64_t col_bytes = 0;    // k_pad * bits / 8
-  int64_t nb_stride = 0;    // per-column stride of scale/offset
+  int64_t k_pad = 0;      // K rounded up to whole blocks and to a multiple of 32
+  int64_t col_bytes = 0;  // k_pad * bits / 8
+  int64_t nb_stride = 0;  // per-column stride of scale/offset
   std::vector<uint8_t> codes;
   std::vector<float> scale, offset;
   std::vector<float> bias;  // N entries (zeros when absent)
@@ -80,11 +80,11 @@ void DequantPanelScalar(const Packed& w, int64_t n0, int64_t k0, int64_t kc, flo
 void DequantPanelAvx2(const Packed& w, int64_t n0, int64_t k0, int64_t kc, float* panel);
 void DequantPanelAvx512(const Packed& w, int64_t n0, int64_t k0, int64_t kc, float* panel);
 // y[m * ldy + j] += dot(a[m * lda .. + kc], panel[j * kc ..]) for m < rows, j < cols (<= 4).
-void DotTileScalar(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc, int64_t cols,
-                   float* y, int64_t ldy);
-void DotTileAvx2(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc, int64_t cols,
-                 float* y, int64_t ldy);
-void DotTileAvx512(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc, int64_t cols,
-                   float* y, int64_t ldy);
+void DotTileScalar(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc, int64_t cols, float* y,
+                   int64_t ldy);
+void DotTileAvx2(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc, int64_t cols, float* y,
+                 int64_t ldy);
+void DotTileAvx512(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc, int64_t cols, float* y,
+                   int64_t ldy);
 
 }  // namespace strata::nbits

@@ -64,8 +64,8 @@ void DequantPanelScalar(const Packed& w, int64_t n0, int64_t k0, int64_t kc, flo
   }
 }
 
-void DotTileScalar(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc, int64_t cols,
-                   float* y, int64_t ldy) {
+void DotTileScalar(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc, int64_t cols, float* y,
+                   int64_t ldy) {
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t j = 0; j < cols; ++j) {
       float acc = 0;
@@ -232,13 +232,21 @@ STRATA_AVX2 void DequantPanelAvx2(const Packed& w, int64_t n0, int64_t k0, int64
   }
 }
 
-STRATA_AVX2 void DotTileAvx2(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc,
-                             int64_t cols, float* y, int64_t ldy) {
+STRATA_AVX2 void DotTileAvx2(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc, int64_t cols,
+                             float* y, int64_t ldy) {
   switch (rows) {
-    case 4: Tile256<4>(a, lda, panel, kc, cols, y, ldy); break;
-    case 3: Tile256<3>(a, lda, panel, kc, cols, y, ldy); break;
-    case 2: Tile256<2>(a, lda, panel, kc, cols, y, ldy); break;
-    default: Tile256<1>(a, lda, panel, kc, cols, y, ldy); break;
+    case 4:
+      Tile256<4>(a, lda, panel, kc, cols, y, ldy);
+      break;
+    case 3:
+      Tile256<3>(a, lda, panel, kc, cols, y, ldy);
+      break;
+    case 2:
+      Tile256<2>(a, lda, panel, kc, cols, y, ldy);
+      break;
+    default:
+      Tile256<1>(a, lda, panel, kc, cols, y, ldy);
+      break;
   }
 }
 
@@ -360,8 +368,7 @@ STRATA_AVX512 void Tile512(const float* a, int64_t lda, const float* panel, int6
 
 }  // namespace
 
-STRATA_AVX512 void GemvAvx512(const Packed& w, const float* a, const float* asum, float* y, int64_t n0,
-                              int64_t n1) {
+STRATA_AVX512 void GemvAvx512(const Packed& w, const float* a, const float* asum, float* y, int64_t n0, int64_t n1) {
   int64_t n = n0;
   for (; n + 4 <= n1; n += 4) Gemv512Cols<4>(w, a, asum, y, n);
   for (; n < n1; ++n) Gemv512Cols<1>(w, a, asum, y, n);
@@ -398,10 +405,18 @@ STRATA_AVX512 void DequantPanelAvx512(const Packed& w, int64_t n0, int64_t k0, i
 STRATA_AVX512 void DotTileAvx512(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc,
                                  int64_t cols, float* y, int64_t ldy) {
   switch (rows) {
-    case 4: Tile512<4>(a, lda, panel, kc, cols, y, ldy); break;
-    case 3: Tile512<3>(a, lda, panel, kc, cols, y, ldy); break;
-    case 2: Tile512<2>(a, lda, panel, kc, cols, y, ldy); break;
-    default: Tile512<1>(a, lda, panel, kc, cols, y, ldy); break;
+    case 4:
+      Tile512<4>(a, lda, panel, kc, cols, y, ldy);
+      break;
+    case 3:
+      Tile512<3>(a, lda, panel, kc, cols, y, ldy);
+      break;
+    case 2:
+      Tile512<2>(a, lda, panel, kc, cols, y, ldy);
+      break;
+    default:
+      Tile512<1>(a, lda, panel, kc, cols, y, ldy);
+      break;
   }
 }
 

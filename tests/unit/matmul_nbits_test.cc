@@ -1,5 +1,7 @@
 // com.microsoft MatMulNBits: optimized kernels vs the reference on edge shapes, forced
 // ISAs, every rejected input, and a `strata quantize` round trip on a small MLP.
+#include "cpu/matmul_nbits.h"
+
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -12,7 +14,6 @@
 #include "core/kernel.h"
 #include "core/quantize_model.h"
 #include "core/session.h"
-#include "cpu/matmul_nbits.h"
 
 namespace strata {
 namespace {
@@ -125,8 +126,8 @@ TEST(MatmulNBitsKernel, OptimizedMatchesReferenceOnEdgeShapes) {
                 std::vector<float> y(M * N, -1.0f);
                 nbits::PackedMatMul(isa, packed, a.data(), M, y.data(), (seed % 3) ? &pool : nullptr);
                 ExpectClose(want, y, K,
-                            std::string(nbits::IsaName(isa)) + " bits=" + std::to_string(bits) + " bs=" +
-                                std::to_string(bs) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+                            std::string(nbits::IsaName(isa)) + " bits=" + std::to_string(bits) +
+                                " bs=" + std::to_string(bs) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
                                 " M=" + std::to_string(M) + " zp=" + std::to_string(zp));
                 if (HasFatalFailure()) return;
               }
@@ -138,8 +139,8 @@ TEST(MatmulNBitsKernel, ForcedIsaIsHonoured) {
   EXPECT_EQ(nbits::ResolveIsa("scalar"), nbits::Isa::kScalar);
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512vl");
+  const bool avx512 =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   // "avx2" caps the choice: never AVX-512, even on an AVX-512 CPU.
   EXPECT_EQ(nbits::ResolveIsa("avx2"), avx2 ? nbits::Isa::kAvx2 : nbits::Isa::kScalar);
   // Without a cap AVX-512 is chosen exactly when the CPU has it.
@@ -342,8 +343,9 @@ TEST(MatmulNBitsSession, RejectsBadAttributesAndInputs) {
     a->set_name("weight_prepacked");
     a->set_type(onnx::AttributeProto::STRING);
     a->set_s("cuda-sm80");
-    ExpectRejected(m, StatusCode::kUnsupported, {"'qmm'", "weight_prepacked", "prepacked for cuda-sm80",
-                                                 "the CPU kernel needs the standard layout"});
+    ExpectRejected(
+        m, StatusCode::kUnsupported,
+        {"'qmm'", "weight_prepacked", "prepacked for cuda-sm80", "the CPU kernel needs the standard layout"});
   }
   {
     onnx::ModelProto m = good;

@@ -151,7 +151,8 @@ int Execute(const QuantizeArgs& a) {
 
 void AddQuantizeCommand(CLI::App& app) {
   auto args = std::make_shared<QuantizeArgs>();
-  CLI::App* cmd = app.add_subcommand("quantize", "Weight-only 4/8-bit quantization of MatMul/Gemm weights (MatMulNBits)");
+  CLI::App* cmd =
+      app.add_subcommand("quantize", "Weight-only 4/8-bit quantization of MatMul/Gemm weights (MatMulNBits)");
   cmd->add_option("input", args->in, "fp32 ONNX model")->required()->check(CLI::ExistingFile);
   cmd->add_option("output", args->out, "quantized model to write")->required();
   cmd->add_option("--bits", args->bits, "4 or 8")->check(CLI::IsMember({4, 8}));
