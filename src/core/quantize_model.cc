@@ -232,7 +232,6 @@ Result<QuantizeReport> QuantizeModelProto(onnx::ModelProto* model, const Quantiz
     const std::string base = n.input(1);
     const std::string b_name = unique(base + "_Q" + std::to_string(opts.bits));
     const std::string s_name = unique(base + "_scales");
-    const std::string blob = std::to_string(opts.block_size * opts.bits / 8);
     *g->add_initializer() = MakeTensor(b_name, onnx::TensorProto::UINT8,
                                        {N, q->n_blocks, opts.block_size * opts.bits / 8}, q->b.data(), q->b.size());
     *g->add_initializer() =
