@@ -22,6 +22,7 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterSignalKernels(r);
   RegisterRandomKernels(r);
   RegisterMiscKernels(r);
+  RegisterQuantWeightKernels(r);
 }
 
 }  // namespace strata

@@ -25,5 +25,6 @@ void RegisterStringKernels(KernelRegistry& r);       // cpu/string_ops.cc: Strin
 void RegisterSignalKernels(KernelRegistry& r);       // cpu/signal.cc: DFT, STFT, windows, MelWeightMatrix
 void RegisterRandomKernels(KernelRegistry& r);       // cpu/random.cc: Random*, Bernoulli, Multinomial
 void RegisterMiscKernels(KernelRegistry& r);         // cpu/misc_ops.cc: Det, GridSample
+void RegisterQuantWeightKernels(KernelRegistry& r);  // cpu/matmul_nbits.cc: com.microsoft MatMulNBits
 
 }  // namespace strata

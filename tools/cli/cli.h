@@ -14,6 +14,7 @@ void AddAuditCommand(CLI::App& app);     // cmd_audit.cc
 void AddSelftestCommand(CLI::App& app);  // cmd_selftest.cc
 void AddPackCommand(CLI::App& app);      // cmd_pack.cc
 void AddBenchCommand(CLI::App& app);     // cmd_bench.cc
+void AddQuantizeCommand(CLI::App& app);  // cmd_quantize.cc
 
 // Ends the subcommand with `code` as the process exit status (CLI11 turns a
 // RuntimeError into that exit code without printing anything more).

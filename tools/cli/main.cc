@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   strata::cli::AddSelftestCommand(app);
   strata::cli::AddPackCommand(app);
   strata::cli::AddBenchCommand(app);
+  strata::cli::AddQuantizeCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -1,0 +1,439 @@
+// com.microsoft MatMulNBits on the CPU: attribute/input validation, the reference
+// kernel (dequantize, then a plain matmul: the test oracle), the one-time repacking and
+// the optimized kernel's GEMV/GEMM drivers. The ISA inner loops are in matmul_nbits_avx.cc.
+#include "cpu/matmul_nbits.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+
+#include "core/kernel.h"
+#include "core/threadpool.h"
+#include "cpu/register.h"
+
+namespace strata::nbits {
+
+namespace {
+
+bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+const Attribute* RequiredIntAttr(const Node& node, const char* name, Status* st) {
+  const Attribute* a = node.FindAttr(name);
+  if (!a) {
+    *st = InvalidModel(node.Describe(), ": required attribute '", name, "' is missing");
+  } else if (a->type != Attribute::Type::kInt) {
+    *st = InvalidModel(node.Describe(), ": attribute '", name, "' must be an int");
+    a = nullptr;
+  }
+  return a;
+}
+
+// Code i (0-based within the block) of block b of column n, from ORT's layout.
+inline int CodeAt(const uint8_t* b, const Params& p, int64_t n, int64_t blk, int64_t i) {
+  const uint8_t* blob = b + (n * p.n_blocks + blk) * p.blob;
+  if (p.bits == 8) return blob[i];
+  uint8_t byte = blob[i >> 1];
+  return (i & 1) ? byte >> 4 : byte & 0x0F;
+}
+
+// Zero point of block blk of column n as a float (default 2^(bits-1)).
+inline float ZeroPointAt(const Params& p, const Tensor* zp, int64_t n, int64_t blk) {
+  if (!zp) return static_cast<float>(1 << (p.bits - 1));
+  if (zp->dtype() == DataType::kFloat) return zp->data<float>()[n * p.n_blocks + blk];
+  const uint8_t* z = zp->data<uint8_t>();
+  if (p.bits == 8) return z[n * p.n_blocks + blk];
+  const int64_t row = (p.n_blocks + 1) / 2;
+  uint8_t byte = z[n * row + blk / 2];
+  return (blk & 1) ? byte >> 4 : byte & 0x0F;
+}
+
+}  // namespace
+
+Result<Params> ParseParams(const Node& node) {
+  Params p;
+  Status st;
+  const Attribute* k = RequiredIntAttr(node, "K", &st);
+  if (!k) return st;
+  const Attribute* n = RequiredIntAttr(node, "N", &st);
+  if (!n) return st;
+  const Attribute* bs = RequiredIntAttr(node, "block_size", &st);
+  if (!bs) return st;
+  if (const Attribute* wp = node.FindAttr("weight_prepacked")) {
+    std::string layout = wp->type == Attribute::Type::kString ? wp->s : std::to_string(wp->i);
+    if (layout.empty() || layout == "0") layout = "an accelerator";
+    return Unsupported(node.Describe(), ": attribute 'weight_prepacked': B is prepacked for ", layout,
+                       "; the CPU kernel needs the standard layout (quantize the original model again, "
+                       "or run it on that provider)");
+  }
+  p.K = k->i;
+  p.N = n->i;
+  p.block_size = bs->i;
+  p.bits = node.GetInt("bits", 4);
+  p.accuracy_level = node.GetInt("accuracy_level", 0);
+  if (p.K <= 0) return InvalidModel(node.Describe(), ": attribute 'K' must be positive, got ", p.K);
+  if (p.N <= 0) return InvalidModel(node.Describe(), ": attribute 'N' must be positive, got ", p.N);
+  if (p.bits != 4 && p.bits != 8)
+    return Unsupported(node.Describe(), ": attribute 'bits' must be 4 or 8, got ", p.bits);
+  if (p.block_size < 16 || !IsPowerOfTwo(p.block_size))
+    return InvalidModel(node.Describe(), ": attribute 'block_size' must be a power of two >= 16, got ", p.block_size);
+  if (p.accuracy_level < 0 || p.accuracy_level > 4)
+    return InvalidModel(node.Describe(), ": attribute 'accuracy_level' must be in [0, 4], got ", p.accuracy_level);
+  if (p.K > (int64_t{1} << 40) || p.N > (int64_t{1} << 40))
+    return InvalidModel(node.Describe(), ": attributes 'K'=", p.K, " and 'N'=", p.N, " are too large");
+  p.n_blocks = (p.K + p.block_size - 1) / p.block_size;
+  p.blob = p.block_size * p.bits / 8;
+  return p;
+}
+
+Status CheckInputs(const Node& node, const Params& p, const Inputs& in) {
+  if (!in.b) return InvalidModel(node.Describe(), ": input 1 (B) is required");
+  if (!in.scales) return InvalidModel(node.Describe(), ": input 2 (scales) is required");
+  const Tensor& b = *in.b;
+  if (b.dtype() != DataType::kUInt8)
+    return InvalidModel(node.Describe(), ": B must be uint8, got ", DataTypeName(b.dtype()));
+  if (b.rank() != 3)
+    return InvalidModel(node.Describe(), ": B must be 3-D [N, n_blocks, blob], got ", ShapeToString(b.shape()));
+  if (b.dim(0) != p.N)
+    return InvalidModel(node.Describe(), ": attribute 'N'=", p.N, " does not match B of shape ",
+                        ShapeToString(b.shape()));
+  if (b.dim(1) != p.n_blocks)
+    return InvalidModel(node.Describe(), ": attributes 'K'=", p.K, " and 'block_size'=", p.block_size, " need ",
+                        p.n_blocks, " blocks per column, but B has shape ", ShapeToString(b.shape()));
+  if (b.dim(2) != p.blob)
+    return InvalidModel(node.Describe(), ": attribute 'block_size'=", p.block_size, " with 'bits'=", p.bits, " needs ",
+                        p.blob, " bytes per block, but B has shape ", ShapeToString(b.shape()));
+  const Tensor& s = *in.scales;
+  if (s.dtype() != DataType::kFloat)
+    return Unsupported(node.Describe(), ": scales must be float32, got ", DataTypeName(s.dtype()));
+  const bool s_shape_ok = (s.rank() == 1) || (s.rank() == 2 && s.dim(0) == p.N);
+  if (!s_shape_ok || s.num_elements() != p.N * p.n_blocks)
+    return InvalidModel(node.Describe(), ": scales must have N*n_blocks = ", p.N, "*", p.n_blocks, " = ",
+                        p.N * p.n_blocks, " elements (attributes 'N', 'K', 'block_size'), got shape ",
+                        ShapeToString(s.shape()));
+  if (in.zero_points) {
+    const Tensor& z = *in.zero_points;
+    if (z.dtype() == DataType::kUInt8) {
+      const int64_t want = p.N * ((p.n_blocks * p.bits + 7) / 8);
+      if (z.num_elements() != want)
+        return InvalidModel(node.Describe(), ": packed uint8 zero_points must have N*ceil(n_blocks*bits/8) = ", want,
+                            " elements, got shape ", ShapeToString(z.shape()));
+    } else if (z.dtype() == DataType::kFloat) {
+      if (z.num_elements() != p.N * p.n_blocks)
+        return InvalidModel(node.Describe(), ": float zero_points must have N*n_blocks = ", p.N * p.n_blocks,
+                            " elements, got shape ", ShapeToString(z.shape()));
+    } else {
+      return InvalidModel(node.Describe(), ": zero_points must be uint8 or float32, got ", DataTypeName(z.dtype()));
+    }
+  }
+  if (in.g_idx) {
+    const Tensor& g = *in.g_idx;
+    if (g.dtype() != DataType::kInt32 || g.num_elements() != p.K)
+      return InvalidModel(node.Describe(), ": g_idx must be int32 with K=", p.K, " elements, got ",
+                          DataTypeName(g.dtype()), ShapeToString(g.shape()));
+    for (int64_t k = 0; k < p.K; ++k)
+      if (g.data<int32_t>()[k] != k / p.block_size)
+        return Unsupported(node.Describe(), ": g_idx reorders K (g_idx[", k, "]=", g.data<int32_t>()[k], ", expected ",
+                           k / p.block_size, "); only the identity order is supported");
+  }
+  if (in.bias) {
+    if (in.bias->dtype() != DataType::kFloat || in.bias->num_elements() != p.N || in.bias->rank() != 1)
+      return InvalidModel(node.Describe(), ": bias must be float32 [N] with N=", p.N, ", got ",
+                          DataTypeName(in.bias->dtype()), ShapeToString(in.bias->shape()));
+  }
+  return Status::Ok();
+}
+
+std::vector<float> Dequantize(const Params& p, const Inputs& in) {
+  std::vector<float> w(static_cast<size_t>(p.N * p.K));
+  const uint8_t* b = in.b->data<uint8_t>();
+  const float* s = in.scales->data<float>();
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int64_t k = 0; k < p.K; ++k) {
+      const int64_t blk = k / p.block_size;
+      const float zp = ZeroPointAt(p, in.zero_points, n, blk);
+      w[n * p.K + k] = (static_cast<float>(CodeAt(b, p, n, blk, k % p.block_size)) - zp) * s[n * p.n_blocks + blk];
+    }
+  return w;
+}
+
+Packed Pack(const Params& p, const Inputs& in) {
+  Packed w;
+  w.p = p;
+  int64_t nb_pad = p.n_blocks;
+  if (p.block_size == 16 && (nb_pad & 1)) ++nb_pad;  // 4-bit chunks cover 32 codes = two 16-blocks
+  w.k_pad = nb_pad * p.block_size;
+  w.col_bytes = w.k_pad * p.bits / 8;
+  w.nb_stride = (nb_pad + 15) / 16 * 16;
+  w.codes.assign(static_cast<size_t>(p.N * w.col_bytes), 0);
+  w.scale.assign(static_cast<size_t>(p.N * w.nb_stride), 0.0f);
+  w.offset.assign(static_cast<size_t>(p.N * w.nb_stride), 0.0f);
+  w.bias.assign(static_cast<size_t>(p.N), 0.0f);
+  const uint8_t* b = in.b->data<uint8_t>();
+  const float* s = in.scales->data<float>();
+  for (int64_t n = 0; n < p.N; ++n) {
+    uint8_t* col = w.codes.data() + n * w.col_bytes;
+    for (int64_t k = 0; k < p.K; ++k) {
+      const int code = CodeAt(b, p, n, k / p.block_size, k % p.block_size);
+      if (p.bits == 8) {
+        col[k] = static_cast<uint8_t>(code);
+      } else {
+        const int64_t chunk = k / 32, j = k % 32;
+        uint8_t& byte = col[chunk * 16 + (j & 15)];
+        byte |= static_cast<uint8_t>(j < 16 ? code : code << 4);
+      }
+    }
+    for (int64_t blk = 0; blk < p.n_blocks; ++blk) {
+      const float sc = s[n * p.n_blocks + blk];
+      w.scale[n * w.nb_stride + blk] = sc;
+      w.offset[n * w.nb_stride + blk] = -ZeroPointAt(p, in.zero_points, n, blk) * sc;
+    }
+    if (in.bias) w.bias[n] = in.bias->data<float>()[n];
+  }
+  return w;
+}
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx2:
+      return "avx2";
+    default:
+      return "scalar";
+  }
+}
+
+Isa ResolveIsa(const char* force) {
+  __builtin_cpu_init();
+  const std::string f = force ? force : "";
+  if (f != "avx2" && f != "scalar" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
+    return Isa::kAvx512;
+  if (f != "scalar" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+  return Isa::kScalar;
+}
+
+namespace {
+
+constexpr int64_t kKc = 512;  // K chunk of the GEMM: an A block of M x kc stays in L2
+
+using GemvFn = void (*)(const Packed&, const float*, const float*, float*, int64_t, int64_t);
+using PanelFn = void (*)(const Packed&, int64_t, int64_t, int64_t, float*);
+using TileFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t);
+
+struct IsaFns {
+  GemvFn gemv;
+  PanelFn panel;
+  TileFn tile;
+};
+IsaFns FnsFor(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return {GemvAvx512, DequantPanelAvx512, DotTileAvx512};
+    case Isa::kAvx2:
+      return {GemvAvx2, DequantPanelAvx2, DotTileAvx2};
+    default:
+      return {GemvScalar, DequantPanelScalar, DotTileScalar};
+  }
+}
+
+void Parallel(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool) {
+    pool->ParallelFor(n, grain, fn);
+  } else {
+    fn(0, n);
+  }
+}
+
+}  // namespace
+
+void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool) {
+  const Params& p = w.p;
+  const IsaFns fns = FnsFor(isa);
+  if (M <= 0) return;
+  // A rows zero-padded to k_pad: padded codes then multiply zeros.
+  std::vector<float> a_pad;
+  const float* ap = a;
+  if (w.k_pad != p.K) {
+    a_pad.assign(static_cast<size_t>(M * w.k_pad), 0.0f);
+    for (int64_t m = 0; m < M; ++m) std::memcpy(&a_pad[m * w.k_pad], a + m * p.K, p.K * sizeof(float));
+    ap = a_pad.data();
+  }
+  if (M < 4) {
+    // GEMV per row: stream the codes once per row, dequantize in registers.
+    std::vector<float> asum(static_cast<size_t>(w.nb_stride), 0.0f);
+    for (int64_t m = 0; m < M; ++m) {
+      const float* row = ap + m * w.k_pad;
+      for (int64_t blk = 0; blk < p.n_blocks; ++blk) {
+        float s = 0;
+        for (int64_t k = blk * p.block_size; k < std::min(p.K, (blk + 1) * p.block_size); ++k) s += row[k];
+        asum[blk] = s;
+      }
+      float* yr = y + m * p.N;
+      const int64_t groups = (p.N + 3) / 4;
+      Parallel(pool, groups, 8, [&](int64_t g0, int64_t g1) {
+        const int64_t n1 = std::min(p.N, g1 * 4);
+        fns.gemv(w, row, asum.data(), yr, g0 * 4, n1);
+        for (int64_t n = g0 * 4; n < n1; ++n) yr[n] += w.bias[n];
+      });
+    }
+    return;
+  }
+  // GEMM: per group of 4 columns and K chunk, dequantize a small fp32 panel and run
+  // register-blocked dot tiles over all rows; threads own disjoint column groups.
+  for (int64_t m = 0; m < M; ++m) std::memcpy(y + m * p.N, w.bias.data(), p.N * sizeof(float));
+  const int64_t groups = (p.N + 3) / 4;
+  Parallel(pool, groups, 4, [&](int64_t g0, int64_t g1) {
+    std::vector<float> panel(static_cast<size_t>(4 * kKc));
+    for (int64_t k0 = 0; k0 < w.k_pad; k0 += kKc) {
+      const int64_t kc = std::min(kKc, w.k_pad - k0);
+      for (int64_t g = g0; g < g1; ++g) {
+        const int64_t n0 = g * 4, cols = std::min<int64_t>(4, p.N - n0);
+        fns.panel(w, n0, k0, kc, panel.data());
+        for (int64_t m0 = 0; m0 < M; m0 += 4)
+          fns.tile(ap + m0 * w.k_pad + k0, w.k_pad, std::min<int64_t>(4, M - m0), panel.data(), kc, cols,
+                   y + m0 * p.N + n0, p.N);
+      }
+    }
+  });
+}
+
+namespace {
+
+Inputs GatherInputs(const std::function<const Tensor*(size_t)>& get) {
+  Inputs in;
+  in.b = get(1);
+  in.scales = get(2);
+  in.zero_points = get(3);
+  in.g_idx = get(4);
+  in.bias = get(5);
+  return in;
+}
+
+Result<Inputs> RunInputs(KernelContext& ctx, const Params& p, Shape* out, int64_t* M) {
+  const Node& node = ctx.node();
+  const Tensor* a = ctx.input(0);
+  if (!a) return InvalidArgument(node.Describe(), ": input 0 (A) is required");
+  if (a->dtype() != DataType::kFloat)
+    return Unsupported(node.Describe(), ": A must be float32, got ", DataTypeName(a->dtype()));
+  if (a->rank() < 1 || a->shape().back() != p.K)
+    return InvalidArgument(node.Describe(), ": A of shape ", ShapeToString(a->shape()),
+                           " does not end in attribute 'K'=", p.K);
+  *out = a->shape();
+  out->back() = p.N;
+  *M = a->num_elements() / p.K;
+  Inputs in = GatherInputs([&](size_t i) { return ctx.input(i); });
+  RETURN_IF_ERROR(CheckInputs(node, p, in));
+  return in;
+}
+
+Status ReferenceCompute(KernelContext& ctx, const Params& p) {
+  Shape out;
+  int64_t M = 0;
+  ASSIGN_OR_RETURN(Inputs in, RunInputs(ctx, p, &out, &M));
+  const std::vector<float> w = Dequantize(p, in);
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out));
+  const float* a = ctx.input(0)->data<float>();
+  float* yp = y->mutable_data<float>();
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < p.N; ++n) {
+      float acc = in.bias ? in.bias->data<float>()[n] : 0.0f;
+      for (int64_t k = 0; k < p.K; ++k) acc += a[m * p.K + k] * w[n * p.K + k];
+      yp[m * p.N + n] = acc;
+    }
+  return Status::Ok();
+}
+
+Result<Params> CreateCheck(const KernelInit& init) {
+  ASSIGN_OR_RETURN(Params p, ParseParams(init.node));
+  Inputs in = GatherInputs([&](size_t i) { return init.constant_input(i); });
+  // Validate every constant now (session creation); run-time inputs are checked per run.
+  if (init.has_input(4) && !in.g_idx)
+    return Unsupported(init.node.Describe(), ": g_idx must be a constant (only the identity order is supported)");
+  // Inputs computed at run time are stood in for by shape-only placeholders here.
+  const Tensor dummy_b = Tensor::Wrap(DataType::kUInt8, {p.N, p.n_blocks, p.blob}, nullptr);
+  const Tensor dummy_s = Tensor::Wrap(DataType::kFloat, {p.N * p.n_blocks}, nullptr);
+  Inputs chk = in;
+  if (!chk.b) chk.b = &dummy_b;
+  if (!chk.scales) chk.scales = &dummy_s;
+  RETURN_IF_ERROR(CheckInputs(init.node, p, chk));
+  return p;
+}
+
+class RefKernel final : public OpKernel {
+ public:
+  explicit RefKernel(Params p) : p_(p) {}
+  Status Compute(KernelContext& ctx) const override { return ReferenceCompute(ctx, p_); }
+
+ private:
+  Params p_;
+};
+
+class PackedKernel final : public OpKernel {
+ public:
+  PackedKernel(Packed w, Isa isa) : w_(std::move(w)), isa_(isa) {}
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* a = ctx.input(0);
+    if (!a) return InvalidArgument(node.Describe(), ": input 0 (A) is required");
+    if (a->dtype() != DataType::kFloat)
+      return Unsupported(node.Describe(), ": A must be float32, got ", DataTypeName(a->dtype()));
+    if (a->rank() < 1 || a->shape().back() != w_.p.K)
+      return InvalidArgument(node.Describe(), ": A of shape ", ShapeToString(a->shape()),
+                             " does not end in attribute 'K'=", w_.p.K);
+    Shape out = a->shape();
+    out.back() = w_.p.N;
+    const int64_t M = a->num_elements() / w_.p.K;
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out));
+    PackedMatMul(isa_, w_, a->data<float>(), M, y->mutable_data<float>(), ctx.pool());
+    return Status::Ok();
+  }
+
+ private:
+  Packed w_;
+  Isa isa_;
+};
+
+Result<std::unique_ptr<OpKernel>> MakeRef(const KernelInit& init) {
+  ASSIGN_OR_RETURN(Params p, CreateCheck(init));
+  return std::unique_ptr<OpKernel>(std::make_unique<RefKernel>(p));
+}
+
+Result<std::unique_ptr<OpKernel>> MakeOptimized(const KernelInit& init) {
+  ASSIGN_OR_RETURN(Params p, CreateCheck(init));
+  Inputs in = GatherInputs([&](size_t i) { return init.constant_input(i); });
+  const bool zp_ok = !init.has_input(3) || in.zero_points;
+  const bool bias_ok = !init.has_input(5) || in.bias;
+  // Weights computed at run time cannot be repacked once: dequantize per run instead.
+  if (!in.b || !in.scales || !zp_ok || !bias_ok) return std::unique_ptr<OpKernel>(std::make_unique<RefKernel>(p));
+  const Isa isa = ResolveIsa(std::getenv("STRATA_FORCE_ISA"));
+  return std::unique_ptr<OpKernel>(std::make_unique<PackedKernel>(Pack(p, in), isa));
+}
+
+}  // namespace
+}  // namespace strata::nbits
+
+namespace strata {
+
+void RegisterQuantWeightKernels(KernelRegistry& r) {
+  // type_input -1: A's type is often unknown (libonnx cannot infer com.microsoft ops), and
+  // the factory must still run at session creation so bad weights fail early.
+  r.Register({.domain = "com.microsoft",
+              .op_type = "MatMulNBits",
+              .since_version = 1,
+              .types = {},
+              .type_input = -1,
+              .factory = nbits::MakeRef});
+  r.Register({.domain = "com.microsoft",
+              .op_type = "MatMulNBits",
+              .since_version = 1,
+              .types = {},
+              .type_input = -1,
+              .factory = nbits::MakeOptimized,
+              .reference = false,
+              .impl = nbits::IsaName(nbits::ResolveIsa(std::getenv("STRATA_FORCE_ISA")))});
+}
+
+}  // namespace strata

@@ -1,0 +1,90 @@
+// com.microsoft MatMulNBits (weight-only 4/8-bit quantized MatMul): shared definitions
+// for the reference kernel, the repacked optimized kernels and their tests.
+//
+// Y[.., N] = A[.., K] . ((q - zp) * scale)^T + bias, with q the 4/8-bit codes of B
+// stored [N, n_blocks, block_size * bits / 8], low bits first along K.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/ir.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "core/threadpool.h"
+
+namespace strata::nbits {
+
+// The validated attributes of one MatMulNBits node.
+struct Params {
+  int64_t K = 0, N = 0, bits = 0, block_size = 0;
+  int64_t n_blocks = 0;  // ceil(K / block_size)
+  int64_t blob = 0;      // bytes per block of one column: block_size * bits / 8
+  int64_t accuracy_level = 0;
+};
+
+// Reads and checks the attributes; errors name the node and the attribute.
+Result<Params> ParseParams(const Node& node);
+
+// The inputs of one node (any of them may be null when absent).
+struct Inputs {
+  const Tensor* b = nullptr;
+  const Tensor* scales = nullptr;
+  const Tensor* zero_points = nullptr;
+  const Tensor* g_idx = nullptr;
+  const Tensor* bias = nullptr;
+};
+// Checks dtypes and sizes of B, scales, zero_points, g_idx and bias against Params.
+// A g_idx that is not the identity order (k / block_size) is UNSUPPORTED.
+Status CheckInputs(const Node& node, const Params& p, const Inputs& in);
+
+// Dequantizes column-major weights W[N][K] exactly as ONNX Runtime defines them.
+std::vector<float> Dequantize(const Params& p, const Inputs& in);
+
+// The weights repacked once at session creation:
+//  * codes, per column, K padded to k_pad (a multiple of 32) with zero codes. For 4 bits
+//    each 32-code chunk is 16 bytes; byte j holds code j (low nibble) and code j+16
+//    (high nibble), so one load and two nibble masks give two vectors of 16 codes in K order.
+//  * scale and offset (= -zero_point * scale) per block, nb_stride entries per column
+//    (padded with zeros to a multiple of 16), so w = q * scale + offset.
+struct Packed {
+  Params p;
+  int64_t k_pad = 0;      // K rounded up to whole blocks and to a multiple of 32
+  int64_t col_bytes = 0;  // k_pad * bits / 8
+  int64_t nb_stride = 0;  // per-column stride of scale/offset
+  std::vector<uint8_t> codes;
+  std::vector<float> scale, offset;
+  std::vector<float> bias;  // N entries (zeros when absent)
+  size_t bytes() const { return codes.size() + 4 * (scale.size() + offset.size()); }
+};
+Packed Pack(const Params& p, const Inputs& in);
+
+enum class Isa { kScalar, kAvx2, kAvx512 };
+const char* IsaName(Isa isa);
+// The best ISA this CPU supports, capped by `force` ("avx2", "scalar"; STRATA_FORCE_ISA).
+// AVX-512 is never chosen when the CPU lacks avx512f/bw/vl.
+Isa ResolveIsa(const char* force);
+
+// Y[M, N] = A[M, K] . W^T + bias with the packed weights (A rows are K floats apart).
+void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);
+
+// ISA kernels (matmul_nbits_avx.cc). `a` is one row zero-padded to k_pad, `asum` the
+// per-block sums of that row (nb_stride entries); writes y[n0..n1).
+void GemvScalar(const Packed& w, const float* a, const float* asum, float* y, int64_t n0, int64_t n1);
+void GemvAvx2(const Packed& w, const float* a, const float* asum, float* y, int64_t n0, int64_t n1);
+void GemvAvx512(const Packed& w, const float* a, const float* asum, float* y, int64_t n0, int64_t n1);
+// Dequantizes columns [n0, n0+4) (missing columns zero) for k in [k0, k0+kc) into
+// panel[j * kc + k - k0]. k0 and kc are multiples of 32.
+void DequantPanelScalar(const Packed& w, int64_t n0, int64_t k0, int64_t kc, float* panel);
+void DequantPanelAvx2(const Packed& w, int64_t n0, int64_t k0, int64_t kc, float* panel);
+void DequantPanelAvx512(const Packed& w, int64_t n0, int64_t k0, int64_t kc, float* panel);
+// y[m * ldy + j] += dot(a[m * lda .. + kc], panel[j * kc ..]) for m < rows, j < cols (<= 4).
+void DotTileScalar(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc, int64_t cols, float* y,
+                   int64_t ldy);
+void DotTileAvx2(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc, int64_t cols, float* y,
+                 int64_t ldy);
+void DotTileAvx512(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc, int64_t cols, float* y,
+                   int64_t ldy);
+
+}  // namespace strata::nbits

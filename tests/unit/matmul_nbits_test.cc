@@ -1,0 +1,494 @@
+// com.microsoft MatMulNBits: optimized kernels vs the reference on edge shapes, forced
+// ISAs, every rejected input, and a `strata quantize` round trip on a small MLP.
+#include "cpu/matmul_nbits.h"
+
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/kernel.h"
+#include "core/quantize_model.h"
+#include "core/session.h"
+
+namespace strata {
+namespace {
+
+// ---- direct kernel tests ----
+
+struct Case {
+  int64_t M, K, N, bits, block_size;
+  int zp;  // 0: none, 1: packed uint8, 2: float
+  bool bias;
+};
+
+struct CaseData {
+  nbits::Params p;
+  Tensor b, scales, zp, bias;
+  nbits::Inputs in() const {
+    nbits::Inputs i;
+    i.b = &b;
+    i.scales = &scales;
+    i.zero_points = zp.valid() ? &zp : nullptr;
+    i.bias = bias.valid() ? &bias : nullptr;
+    return i;
+  }
+};
+
+CaseData MakeCase(const Case& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  CaseData d;
+  d.p.K = c.K;
+  d.p.N = c.N;
+  d.p.bits = c.bits;
+  d.p.block_size = c.block_size;
+  d.p.n_blocks = (c.K + c.block_size - 1) / c.block_size;
+  d.p.blob = c.block_size * c.bits / 8;
+  std::vector<uint8_t> b(c.N * d.p.n_blocks * d.p.blob);
+  for (auto& v : b) v = static_cast<uint8_t>(rng());
+  d.b = Tensor::FromVector(b, {c.N, d.p.n_blocks, d.p.blob});
+  std::uniform_real_distribution<float> u(0.01f, 0.1f);
+  std::vector<float> s(c.N * d.p.n_blocks);
+  for (auto& v : s) v = u(rng);
+  d.scales = Tensor::FromVector(s, {c.N * d.p.n_blocks});
+  if (c.zp == 1) {
+    std::vector<uint8_t> z(c.N * ((d.p.n_blocks * c.bits + 7) / 8));
+    for (auto& v : z) v = static_cast<uint8_t>(rng());
+    d.zp = Tensor::FromVector(z, {static_cast<int64_t>(z.size())});
+  } else if (c.zp == 2) {
+    std::vector<float> z(c.N * d.p.n_blocks);
+    for (auto& v : z) v = static_cast<float>(rng() % (1 << c.bits)) + 0.25f;
+    d.zp = Tensor::FromVector(z, {static_cast<int64_t>(z.size())});
+  }
+  if (c.bias) {
+    std::vector<float> bv(c.N);
+    for (auto& v : bv) v = u(rng) * 10;
+    d.bias = Tensor::FromVector(bv, {c.N});
+  }
+  return d;
+}
+
+std::vector<float> RandomA(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> a(n);
+  for (auto& v : a) v = dist(rng);
+  return a;
+}
+
+// The oracle: dequantize, then a double-precision matmul.
+std::vector<float> Oracle(const CaseData& d, const std::vector<float>& a, int64_t M) {
+  const std::vector<float> w = nbits::Dequantize(d.p, d.in());
+  std::vector<float> y(M * d.p.N);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < d.p.N; ++n) {
+      double acc = d.bias.valid() ? d.bias.data<float>()[n] : 0.0;
+      for (int64_t k = 0; k < d.p.K; ++k) acc += static_cast<double>(a[m * d.p.K + k]) * w[n * d.p.K + k];
+      y[m * d.p.N + n] = static_cast<float>(acc);
+    }
+  return y;
+}
+
+std::vector<nbits::Isa> AvailableIsas() {
+  std::vector<nbits::Isa> v = {nbits::Isa::kScalar};
+  if (nbits::ResolveIsa("avx2") == nbits::Isa::kAvx2) v.push_back(nbits::Isa::kAvx2);
+  if (nbits::ResolveIsa(nullptr) == nbits::Isa::kAvx512) v.push_back(nbits::Isa::kAvx512);
+  return v;
+}
+
+void ExpectClose(const std::vector<float>& want, const std::vector<float>& got, int64_t K, const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(want[i], got[i], 1e-4 * std::sqrt(static_cast<double>(K)) * (1 + std::fabs(want[i])))
+        << what << " at " << i;
+}
+
+TEST(MatmulNBitsKernel, OptimizedMatchesReferenceOnEdgeShapes) {
+  ThreadPool pool(2);
+  uint32_t seed = 1;
+  for (int64_t bits : {4, 8})
+    for (int64_t bs : {16, 32, 128})
+      for (int64_t K : {16, 37, 200, 513})
+        for (int64_t N : {1, 7, 18})
+          for (int zp : {0, 1, 2}) {
+            const bool bias = (seed % 2) == 0;
+            Case c{0, K, N, bits, bs, zp, bias};
+            CaseData d = MakeCase(c, seed++);
+            const nbits::Packed packed = nbits::Pack(d.p, d.in());
+            for (int64_t M : {1, 3, 16, 17}) {
+              const std::vector<float> a = RandomA(M * K, seed);
+              const std::vector<float> want = Oracle(d, a, M);
+              for (nbits::Isa isa : AvailableIsas()) {
+                std::vector<float> y(M * N, -1.0f);
+                nbits::PackedMatMul(isa, packed, a.data(), M, y.data(), (seed % 3) ? &pool : nullptr);
+                ExpectClose(want, y, K,
+                            std::string(nbits::IsaName(isa)) + " bits=" + std::to_string(bits) +
+                                " bs=" + std::to_string(bs) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+                                " M=" + std::to_string(M) + " zp=" + std::to_string(zp));
+                if (HasFatalFailure()) return;
+              }
+            }
+          }
+}
+
+TEST(MatmulNBitsKernel, ForcedIsaIsHonoured) {
+  EXPECT_EQ(nbits::ResolveIsa("scalar"), nbits::Isa::kScalar);
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  // "avx2" caps the choice: never AVX-512, even on an AVX-512 CPU.
+  EXPECT_EQ(nbits::ResolveIsa("avx2"), avx2 ? nbits::Isa::kAvx2 : nbits::Isa::kScalar);
+  // Without a cap AVX-512 is chosen exactly when the CPU has it.
+  EXPECT_EQ(nbits::ResolveIsa(nullptr) == nbits::Isa::kAvx512, avx512);
+  EXPECT_EQ(nbits::ResolveIsa("") == nbits::Isa::kAvx512, avx512);
+}
+
+// ---- session-level tests: models built with the onnx protobuf API ----
+
+void SetType(onnx::ValueInfoProto* v, const std::string& name, std::vector<int64_t> dims) {
+  v->set_name(name);
+  auto* tt = v->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+template <typename T>
+void AddInit(onnx::GraphProto* g, const std::string& name, onnx::TensorProto::DataType dt, std::vector<int64_t> dims,
+             const T* data, size_t count) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(dt);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(data), count * sizeof(T)));
+}
+
+void SetAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  for (auto& a : *n->mutable_attribute())
+    if (a.name() == name) {
+      a.set_i(v);
+      return;
+    }
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+onnx::ModelProto NBitsModel(const Case& c, const CaseData& d) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_version(17);
+  op = m.add_opset_import();
+  op->set_domain("com.microsoft");
+  op->set_version(1);
+  auto* g = m.mutable_graph();
+  g->set_name("nbits");
+  SetType(g->add_input(), "A", {c.M, c.K});
+  SetType(g->add_output(), "Y", {c.M, c.N});
+  AddInit(g, "B", onnx::TensorProto::UINT8, d.b.shape(), d.b.data<uint8_t>(), d.b.num_elements());
+  AddInit(g, "S", onnx::TensorProto::FLOAT, d.scales.shape(), d.scales.data<float>(), d.scales.num_elements());
+  auto* n = g->add_node();
+  n->set_name("qmm");
+  n->set_op_type("MatMulNBits");
+  n->set_domain("com.microsoft");
+  n->add_input("A");
+  n->add_input("B");
+  n->add_input("S");
+  if (d.zp.valid()) {
+    if (d.zp.dtype() == DataType::kFloat) {
+      AddInit(g, "Z", onnx::TensorProto::FLOAT, d.zp.shape(), d.zp.data<float>(), d.zp.num_elements());
+    } else {
+      AddInit(g, "Z", onnx::TensorProto::UINT8, d.zp.shape(), d.zp.data<uint8_t>(), d.zp.num_elements());
+    }
+  }
+  if (d.zp.valid() || d.bias.valid()) n->add_input(d.zp.valid() ? "Z" : "");
+  if (d.bias.valid()) {
+    AddInit(g, "bias", onnx::TensorProto::FLOAT, d.bias.shape(), d.bias.data<float>(), d.bias.num_elements());
+    n->add_input("");
+    n->add_input("bias");
+  }
+  n->add_output("Y");
+  SetAttr(n, "K", c.K);
+  SetAttr(n, "N", c.N);
+  SetAttr(n, "bits", c.bits);
+  SetAttr(n, "block_size", c.block_size);
+  return m;
+}
+
+Result<std::unique_ptr<Session>> CreateSession(const onnx::ModelProto& m, bool reference = false) {
+  std::string bytes;
+  m.SerializeToString(&bytes);
+  SessionOptions so;
+  so.threads = 2;
+  so.kernel.prefer_reference = reference;
+  return Session::CreateFromBytes(bytes.data(), bytes.size(), so);
+}
+
+std::vector<float> RunModel(Session& s, const std::string& input, const std::vector<float>& a, Shape shape) {
+  Tensor t = Tensor::FromVector(a, std::move(shape));
+  auto r = s.Run({{input, Value(t)}});
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return {};
+  const Tensor& y = (*r)[0].tensor();
+  return std::vector<float>(y.data<float>(), y.data<float>() + y.num_elements());
+}
+
+TEST(MatmulNBitsSession, OptimizedAndReferenceAgree) {
+  for (const Case& c : {Case{1, 100, 9, 4, 32, 1, true}, Case{17, 64, 5, 8, 16, 2, false},
+                        Case{16, 96, 33, 4, 16, 0, true}, Case{3, 300, 4, 8, 128, 1, true}}) {
+    CaseData d = MakeCase(c, 7);
+    onnx::ModelProto m = NBitsModel(c, d);
+    auto fast = CreateSession(m);
+    ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+    auto ref = CreateSession(m, true);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    EXPECT_EQ((*fast)->assignments()[0].impl, nbits::IsaName(nbits::ResolveIsa(std::getenv("STRATA_FORCE_ISA"))));
+    EXPECT_EQ((*ref)->assignments()[0].impl, "ref");
+    const std::vector<float> a = RandomA(c.M * c.K, 3);
+    const std::vector<float> want = Oracle(d, a, c.M);
+    ExpectClose(want, RunModel(**fast, "A", a, {c.M, c.K}), c.K, "optimized");
+    ExpectClose(want, RunModel(**ref, "A", a, {c.M, c.K}), c.K, "reference");
+  }
+}
+
+TEST(MatmulNBitsSession, ForcedIsaEnvVariable) {
+  const char* old = std::getenv("STRATA_FORCE_ISA");
+  const std::string saved = old ? old : "";
+  Case c{5, 70, 6, 4, 32, 1, true};
+  CaseData d = MakeCase(c, 11);
+  const std::vector<float> a = RandomA(c.M * c.K, 5);
+  const std::vector<float> want = Oracle(d, a, c.M);
+  for (const char* isa : {"scalar", "avx2"}) {
+    setenv("STRATA_FORCE_ISA", isa, 1);
+    auto s = CreateSession(NBitsModel(c, d));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ExpectClose(want, RunModel(**s, "A", a, {c.M, c.K}), c.K, isa);
+  }
+  if (old) {
+    setenv("STRATA_FORCE_ISA", saved.c_str(), 1);
+  } else {
+    unsetenv("STRATA_FORCE_ISA");
+  }
+}
+
+void ExpectRejected(const onnx::ModelProto& m, StatusCode code, const std::vector<std::string>& needles) {
+  for (bool ref : {false, true}) {
+    auto s = CreateSession(m, ref);
+    ASSERT_FALSE(s.ok()) << "accepted a bad model";
+    EXPECT_EQ(s.status().code(), code) << s.status().ToString();
+    for (const auto& n : needles) EXPECT_NE(s.status().message().find(n), std::string::npos) << s.status().message();
+  }
+}
+
+TEST(MatmulNBitsSession, RejectsBadAttributesAndInputs) {
+  const Case c{2, 64, 8, 4, 32, 1, true};
+  const CaseData d = MakeCase(c, 13);
+  const onnx::ModelProto good = NBitsModel(c, d);
+  ASSERT_TRUE(CreateSession(good).ok());
+  auto node = [](onnx::ModelProto& m) { return m.mutable_graph()->mutable_node(0); };
+  {
+    onnx::ModelProto m = good;
+    SetAttr(node(m), "K", 96);  // K inconsistent with B's blocks
+    ExpectRejected(m, StatusCode::kInvalidModel, {"'qmm'", "'K'=96", "blocks"});
+  }
+  {
+    onnx::ModelProto m = good;
+    SetAttr(node(m), "N", 9);
+    ExpectRejected(m, StatusCode::kInvalidModel, {"'qmm'", "'N'=9"});
+  }
+  {
+    onnx::ModelProto m = good;
+    SetAttr(node(m), "block_size", 16);  // K=64 then needs 4 blocks, B has 2
+    ExpectRejected(m, StatusCode::kInvalidModel, {"'qmm'", "'block_size'=16"});
+  }
+  {
+    onnx::ModelProto m = good;
+    SetAttr(node(m), "block_size", 24);
+    ExpectRejected(m, StatusCode::kInvalidModel, {"'qmm'", "'block_size'", "power of two"});
+  }
+  {
+    onnx::ModelProto m = good;
+    SetAttr(node(m), "bits", 3);
+    ExpectRejected(m, StatusCode::kUnsupported, {"'qmm'", "'bits'", "4 or 8"});
+  }
+  {
+    onnx::ModelProto m = good;
+    SetAttr(node(m), "bits", 8);  // 8-bit needs 32 bytes per block, B has 16
+    ExpectRejected(m, StatusCode::kInvalidModel, {"'qmm'", "'block_size'=32", "'bits'=8"});
+  }
+  {
+    onnx::ModelProto m = good;
+    auto* s = m.mutable_graph()->mutable_initializer(1);
+    s->clear_dims();
+    s->add_dims(c.N * 2 - 1);
+    s->set_raw_data(s->raw_data().substr(0, (c.N * 2 - 1) * 4));
+    ExpectRejected(m, StatusCode::kInvalidModel, {"'qmm'", "scales", "16 elements"});
+  }
+  {
+    onnx::ModelProto m = good;
+    auto* z = m.mutable_graph()->mutable_initializer(2);
+    z->set_dims(0, 3);
+    z->set_raw_data(z->raw_data().substr(0, 3));
+    ExpectRejected(m, StatusCode::kInvalidModel, {"'qmm'", "zero_points"});
+  }
+  {
+    onnx::ModelProto m = good;
+    auto* a = node(m)->add_attribute();
+    a->set_name("weight_prepacked");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s("cuda-sm80");
+    ExpectRejected(
+        m, StatusCode::kUnsupported,
+        {"'qmm'", "weight_prepacked", "prepacked for cuda-sm80", "the CPU kernel needs the standard layout"});
+  }
+  {
+    onnx::ModelProto m = good;
+    std::vector<int32_t> gi(c.K);
+    for (int64_t k = 0; k < c.K; ++k) gi[k] = static_cast<int32_t>((c.K - 1 - k) / c.block_size);
+    AddInit(m.mutable_graph(), "gidx", onnx::TensorProto::INT32, {c.K}, gi.data(), gi.size());
+    node(m)->set_input(4, "gidx");
+    ExpectRejected(m, StatusCode::kUnsupported, {"'qmm'", "g_idx"});
+  }
+  {
+    onnx::ModelProto m = good;  // the identity g_idx is accepted
+    std::vector<int32_t> gi(c.K);
+    for (int64_t k = 0; k < c.K; ++k) gi[k] = static_cast<int32_t>(k / c.block_size);
+    AddInit(m.mutable_graph(), "gidx", onnx::TensorProto::INT32, {c.K}, gi.data(), gi.size());
+    node(m)->set_input(4, "gidx");
+    EXPECT_TRUE(CreateSession(m).ok());
+  }
+  {
+    onnx::ModelProto m = good;
+    auto* b = m.mutable_graph()->mutable_initializer(3);  // bias
+    b->set_dims(0, c.N - 1);
+    b->set_raw_data(b->raw_data().substr(0, (c.N - 1) * 4));
+    ExpectRejected(m, StatusCode::kInvalidModel, {"'qmm'", "bias"});
+  }
+  {
+    onnx::ModelProto m = good;
+    auto& attrs = *node(m)->mutable_attribute();
+    for (int i = 0; i < attrs.size(); ++i)
+      if (attrs[i].name() == "K") attrs.DeleteSubrange(i, 1);
+    ExpectRejected(m, StatusCode::kInvalidModel, {"'qmm'", "'K'", "missing"});
+  }
+  {
+    // A whose last dimension is not K fails at run time with the node named.
+    auto s = CreateSession(good);
+    ASSERT_TRUE(s.ok());
+    Tensor t = Tensor::FromVector(RandomA(2 * 60, 1), {2, 60});
+    auto r = (*s)->Run({{"A", Value(t)}});
+    EXPECT_FALSE(r.ok());
+  }
+}
+
+// ---- quantize round trip on a generated MLP ----
+
+onnx::ModelProto MlpModel(int64_t batch, int64_t in, int64_t hidden, int64_t out) {
+  std::mt19937 rng(99);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("mlp");
+  SetType(g->add_input(), "X", {batch, in});
+  SetType(g->add_output(), "Y", {batch, out});
+  std::vector<float> w1(in * hidden), w2(out * hidden), c2(out);
+  for (auto& v : w1) v = dist(rng) / std::sqrt(static_cast<float>(in));
+  for (auto& v : w2) v = dist(rng) / std::sqrt(static_cast<float>(hidden));
+  for (auto& v : c2) v = dist(rng) * 0.1f;
+  AddInit(g, "W1", onnx::TensorProto::FLOAT, {in, hidden}, w1.data(), w1.size());
+  AddInit(g, "W2", onnx::TensorProto::FLOAT, {out, hidden}, w2.data(), w2.size());
+  AddInit(g, "C2", onnx::TensorProto::FLOAT, {out}, c2.data(), c2.size());
+  auto* n = g->add_node();
+  n->set_name("fc1");
+  n->set_op_type("MatMul");
+  n->add_input("X");
+  n->add_input("W1");
+  n->add_output("H");
+  // Relu between the layers when this build has it (the elementwise family may be absent).
+  const bool relu = CpuKernels().Supports("", "Relu", 17);
+  if (relu) {
+    n = g->add_node();
+    n->set_op_type("Relu");
+    n->add_input("H");
+    n->add_output("R");
+  }
+  n = g->add_node();
+  n->set_name("fc2");
+  n->set_op_type("Gemm");
+  n->add_input(relu ? "R" : "H");
+  n->add_input("W2");
+  n->add_input("C2");
+  n->add_output("Y");
+  SetAttr(n, "transB", 1);
+  return m;
+}
+
+TEST(MatmulNBitsQuantize, MlpRoundTripIsClose) {
+  const int64_t batch = 4, in = 200, hidden = 96, out = 10;
+  const onnx::ModelProto fp32 = MlpModel(batch, in, hidden, out);
+  auto ref = CreateSession(fp32);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  const std::vector<float> x = RandomA(batch * in, 21);
+  const std::vector<float> want = RunModel(**ref, "X", x, {batch, in});
+  double ref_max = 0;
+  for (float v : want) ref_max = std::max(ref_max, std::fabs(static_cast<double>(v)));
+  for (int bits : {4, 8})
+    for (bool symmetric : {false, true}) {
+      std::string in_bytes, out_bytes;
+      fp32.SerializeToString(&in_bytes);
+      QuantizeOptions opts;
+      opts.bits = bits;
+      opts.block_size = 32;
+      opts.symmetric = symmetric;
+      auto rep = QuantizeModelBytes(in_bytes, &out_bytes, opts);
+      ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+      EXPECT_EQ(rep->quantized, 2);
+      EXPECT_LT(out_bytes.size(), in_bytes.size() / (bits == 4 ? 4 : 2));
+      onnx::ModelProto q;
+      ASSERT_TRUE(q.ParseFromString(out_bytes));
+      int nbits_nodes = 0;
+      for (const auto& n : q.graph().node()) nbits_nodes += n.op_type() == "MatMulNBits";
+      EXPECT_EQ(nbits_nodes, 2);
+      for (const auto& t : q.graph().initializer()) EXPECT_NE(t.name(), "W1");  // fp32 weight dropped
+      for (bool reference : {false, true}) {
+        auto s = CreateSession(q, reference);
+        ASSERT_TRUE(s.ok()) << s.status().ToString();
+        const std::vector<float> got = RunModel(**s, "X", x, {batch, in});
+        ASSERT_EQ(got.size(), want.size());
+        double max_err = 0;
+        for (size_t i = 0; i < got.size(); ++i) max_err = std::max(max_err, std::fabs(double(got[i]) - want[i]));
+        EXPECT_LT(max_err / ref_max, bits == 4 ? 0.15 : 0.02) << "bits=" << bits << " symmetric=" << symmetric;
+      }
+    }
+}
+
+TEST(MatmulNBitsQuantize, ExcludeAndBadOptions) {
+  const onnx::ModelProto fp32 = MlpModel(2, 64, 32, 8);
+  std::string in_bytes, out_bytes;
+  fp32.SerializeToString(&in_bytes);
+  QuantizeOptions opts;
+  opts.exclude = {"fc2"};
+  auto rep = QuantizeModelBytes(in_bytes, &out_bytes, opts);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_EQ(rep->quantized, 1);
+  ASSERT_EQ(rep->skipped.size(), 1u);
+  EXPECT_NE(rep->skipped[0].find("fc2"), std::string::npos);
+  opts.block_size = 48;
+  EXPECT_EQ(QuantizeModelBytes(in_bytes, &out_bytes, opts).status().code(), StatusCode::kInvalidArgument);
+  opts.block_size = 32;
+  opts.bits = 2;
+  EXPECT_EQ(QuantizeModelBytes(in_bytes, &out_bytes, opts).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(QuantizeModelBytes("not a model", &out_bytes, QuantizeOptions{}).status().code(),
+            StatusCode::kInvalidModel);
+}
+
+}  // namespace
+}  // namespace strata
