@@ -317,12 +317,6 @@ class PowKernel final : public OpKernel {
     if (legacy_) {
       ASSIGN_OR_RETURN(bshape, LegacyBroadcastShape(a->shape(), b->shape(), node));
     }
-    // PRelu before opset 7 applied a 1-D slope per channel (axis 1), not numpy-style.
-    if (op == BinOp::kPRelu && node.opset < 7 && b->rank() == 1 && a->rank() >= 2 && b->dim(0) == a->dim(1) &&
-        b->dim(0) != 1) {
-      bshape.assign(a->rank() - 1, 1);
-      bshape[0] = b->dim(0);
-    }
     ASSIGN_OR_RETURN(BroadcastPlan plan, MakeBroadcastPlan({a->shape(), bshape}, node));
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a->dtype(), plan.out_shape));
     if (plan.out_size == 0) return Status::Ok();
