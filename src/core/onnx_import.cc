@@ -376,6 +376,12 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
   OpsetMap opsets;
   for (const auto& imp : proto.opset_import()) {
     std::string d = import::NormalizeDomain(imp.domain());
+    // An opset newer than libonnx knows would silently run with older op semantics.
+    const auto& known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+    auto range = known.find(d);
+    if (range != known.end() && (imp.version() < range->second.first || imp.version() > range->second.second))
+      return Unsupported("model imports domain '", OnnxDomainName(d), "' at opset ", imp.version(),
+                         "; this build knows opsets ", range->second.first, " to ", range->second.second);
     auto [it, inserted] = opsets.emplace(d, static_cast<int>(imp.version()));
     if (!inserted && it->second != imp.version())
       return InvalidModel("model imports domain '", OnnxDomainName(d), "' twice, at opsets ", it->second, " and ",
