@@ -377,6 +377,32 @@ TEST(HostileGraph, OpsetImportsAbsentOrUnknown) {
   ExpectCleanError(Create(m3), "Frobnicate");
 }
 
+// libonnx's LayerNormalization shape inference indexes out of bounds for axis < -rank when
+// Mean/InvStdDev are requested (found by the model fuzzer); strata rejects such a node first.
+TEST(HostileGraph, LayerNormalizationAxisBelowMinusRank) {
+  for (int64_t axis : {int64_t{-3}, int64_t{-1025}, int64_t{INT64_MIN}}) {
+    for (bool via_relu : {false, true}) {
+      SCOPED_TRACE(axis);
+      auto m = MakeModel(17);
+      auto* g = m.mutable_graph();
+      AddInput(g, via_relu ? "x0" : "x", {3, 4});
+      AddInput(g, "w", {4});
+      AddInput(g, "b", {4});
+      if (via_relu) AddNode(g, "Relu", {"x0"}, {"x"});
+      auto* n = AddNode(g, "LayerNormalization", {"x", "w", "b"}, {"y", "mean", "inv"});
+      n->set_name("ln");
+      auto* a = n->add_attribute();
+      a->set_name("axis");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(axis);
+      AddOutput(g, "y", {3, 4});
+      AddOutput(g, "mean", {3, 1});
+      AddOutput(g, "inv", {3, 1});
+      ExpectCleanError(Create(m), "axis");
+    }
+  }
+}
+
 // ---- truncated files ----
 
 TEST(HostileFiles, EveryPrefixOfASmallModel) {
