@@ -365,16 +365,17 @@ void RunChecker(const onnx::ModelProto& model, const std::string& model_dir) {
   if (model.ir_version() >= 8) ck::check_model_local_functions(model, ctx, lex);
 }
 
-// libonnx 1.13's LayerNormalization shape inference writes Mean/InvStdDev dims at
-// axis + rank without a range check, so axis < -rank with more than one output reads and
-// writes out of bounds (found by fuzz/model_fuzzer.cc). Such nodes are rejected before
+// libonnx 1.13's LayerNormalization shape inference indexes Mean/InvStdDev dims with the
+// axis (narrowed to int, + rank if negative) without a range check, so an axis outside
+// [-rank, rank) with more than one output reads and writes out of bounds (found by
+// fuzz/model_fuzzer.cc: axis -1025 and INT64_MAX). Such nodes are rejected before
 // inference runs; ranks come from a first inference pass on a copy where those nodes keep
 // only Y (the single-output path is safe).
 void CollectRiskyLayerNorms(onnx::GraphProto* g, std::vector<onnx::NodeProto*>* out) {
   for (auto& n : *g->mutable_node()) {
     if (n.op_type() == "LayerNormalization" && import::NormalizeDomain(n.domain()).empty() && n.output_size() > 1) {
       for (const auto& a : n.attribute())
-        if (a.name() == "axis" && a.i() < 0) out->push_back(&n);
+        if (a.name() == "axis" && a.i() != -1) out->push_back(&n);
     }
     for (auto& a : *n.mutable_attribute()) {
       if (a.has_g()) CollectRiskyLayerNorms(a.mutable_g(), out);
@@ -425,7 +426,7 @@ Status CheckLayerNormAxes(onnx::ModelProto& proto, const onnx::ShapeInferenceOpt
       *safe = false;  // rank unknown: cannot prove the libonnx call safe, so skip it
       continue;
     }
-    if (axis < -static_cast<int64_t>(r->second))
+    if (axis < -static_cast<int64_t>(r->second) || axis >= r->second)
       return InvalidModel("LayerNormalization node '", n->name(), "': axis ", axis, " is out of range for input '",
                           n->input(0), "' of rank ", r->second);
   }
