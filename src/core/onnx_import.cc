@@ -368,15 +368,14 @@ void RunChecker(const onnx::ModelProto& model, const std::string& model_dir) {
 // libonnx 1.13's LayerNormalization shape inference indexes Mean/InvStdDev dims with the
 // axis (narrowed to int, + rank if negative) without a range check, so an axis outside
 // [-rank, rank) with more than one output reads and writes out of bounds (found by
-// fuzz/model_fuzzer.cc: axis -1025 and INT64_MAX). Such nodes are rejected before
+// fuzz/model_fuzzer.cc: axis -1025, INT64_MAX, and -1 on a scalar). Such nodes are rejected before
 // inference runs; ranks come from a first inference pass on a copy where those nodes keep
 // only Y (the single-output path is safe).
 void CollectRiskyLayerNorms(onnx::GraphProto* g, std::vector<onnx::NodeProto*>* out) {
   for (auto& n : *g->mutable_node()) {
-    if (n.op_type() == "LayerNormalization" && import::NormalizeDomain(n.domain()).empty() && n.output_size() > 1) {
-      for (const auto& a : n.attribute())
-        if (a.name() == "axis" && a.i() != -1) out->push_back(&n);
-    }
+    // Any axis, even the default -1 (a rank-0 input makes it out of range).
+    if (n.op_type() == "LayerNormalization" && import::NormalizeDomain(n.domain()).empty() && n.output_size() > 1)
+      out->push_back(&n);
     for (auto& a : *n.mutable_attribute()) {
       if (a.has_g()) CollectRiskyLayerNorms(a.mutable_g(), out);
       for (auto& sg : *a.mutable_graphs()) CollectRiskyLayerNorms(&sg, out);
@@ -418,7 +417,7 @@ Status CheckLayerNormAxes(onnx::ModelProto& proto, const onnx::ShapeInferenceOpt
   std::unordered_map<std::string, int> ranks;
   CollectRanks(probe.graph(), &ranks);
   for (const auto* n : risky) {
-    int64_t axis = 0;
+    int64_t axis = -1;
     for (const auto& a : n->attribute())
       if (a.name() == "axis") axis = a.i();
     auto r = n->input_size() > 0 ? ranks.find(n->input(0)) : ranks.end();
