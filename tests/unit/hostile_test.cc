@@ -408,6 +408,16 @@ TEST(HostileGraph, LayerNormalizationAxisBelowMinusRank) {
       }
     }
   }
+  // The default axis (-1) on a scalar input is out of range too.
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {});
+  AddInput(g, "w", {4});
+  AddInput(g, "b", {4});
+  AddNode(g, "LayerNormalization", {"x", "w", "b"}, {"y", "mean"});
+  AddOutput(g, "y", {});
+  AddOutput(g, "mean", {});
+  ExpectCleanError(Create(m), "axis");
 }
 
 // ---- truncated files ----
