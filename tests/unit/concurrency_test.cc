@@ -313,7 +313,8 @@ std::vector<Feeds> DigitsFeeds() {
 
 std::vector<Feeds> TransformerFeeds() {
   std::vector<Feeds> sets;
-  for (uint32_t seed : {1u, 2u, 3u}) sets.push_back({{"x", Tensor::FromVector<float>(Pseudo(2 * 16 * 32, seed), {2, 16, 32})}});
+  for (uint32_t seed : {1u, 2u, 3u})
+    sets.push_back({{"x", Tensor::FromVector<float>(Pseudo(2 * 16 * 32, seed), {2, 16, 32})}});
   return sets;
 }
 

@@ -380,8 +380,8 @@ TEST(HostileGraph, OpsetImportsAbsentOrUnknown) {
 // libonnx's LayerNormalization shape inference indexes out of bounds for axis outside [-rank, rank) when
 // Mean/InvStdDev are requested (found by the model fuzzer); strata rejects such a node first.
 TEST(HostileGraph, LayerNormalizationAxisBelowMinusRank) {
-  for (int64_t axis : {int64_t{-3}, int64_t{-1025}, int64_t{INT64_MIN}, int64_t{2}, int64_t{INT64_MAX},
-                        int64_t{1}, int64_t{-2}}) {
+  for (int64_t axis :
+       {int64_t{-3}, int64_t{-1025}, int64_t{INT64_MIN}, int64_t{2}, int64_t{INT64_MAX}, int64_t{1}, int64_t{-2}}) {
     for (bool via_relu : {false, true}) {
       SCOPED_TRACE(axis);
       auto m = MakeModel(17);
@@ -470,9 +470,9 @@ TEST(HostileRun, ReshapeToAHugeShape) {
   auto s = Create(m, /*cap=*/1 << 20);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   auto x = Tensor::FromVector<float>({1, 2, 3, 4}, {4});
-  for (std::vector<int64_t> shape : {std::vector<int64_t>{int64_t{1} << 40, int64_t{1} << 40},
-                                     std::vector<int64_t>{-1, 3}, std::vector<int64_t>{INT64_MAX, 2},
-                                     std::vector<int64_t>{-5, 2}}) {
+  for (std::vector<int64_t> shape :
+       {std::vector<int64_t>{int64_t{1} << 40, int64_t{1} << 40}, std::vector<int64_t>{-1, 3},
+        std::vector<int64_t>{INT64_MAX, 2}, std::vector<int64_t>{-5, 2}}) {
     auto r = (*s)->Run({{"x", x}, {"shape", Tensor::FromVector<int64_t>(shape, {2})}});
     ExpectCleanError(r, "Reshape");
   }
@@ -489,8 +489,8 @@ TEST(HostileRun, ExpandBeyondTheMemoryCap) {
   AddOutput(g, "y", {-1});
   auto s = Create(m, /*cap=*/1 << 16);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  auto r = (*s)->Run({{"x", Tensor::FromVector<float>({1}, {1})},
-                      {"shape", Tensor::FromVector<int64_t>({int64_t{1} << 30}, {1})}});
+  auto r = (*s)->Run(
+      {{"x", Tensor::FromVector<float>({1}, {1})}, {"shape", Tensor::FromVector<int64_t>({int64_t{1} << 30}, {1})}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kOutOfMemory) << r.status().ToString();
 }
