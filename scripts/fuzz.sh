@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Builds the `fuzz` preset (clang-14 + libFuzzer + ASan/UBSan) and runs every fuzz target
+# for SECONDS_PER_TARGET seconds (default 60) from the seed corpora. Any crash leaves its
+# input as build/fuzz/artifacts/<target>/crash-* and makes the script fail; minimise it,
+# fix the bug, and commit the input under tests/data/hostile/<target>/ (hostile_test.cc
+# replays those files through the same entry points in the normal test suite).
+#   Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (targets: model npy elf)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs="${1:-60}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(model npy elf)
+command -v clang++-14 >/dev/null || { echo "fuzz.sh: clang++-14 is required (apt-get install clang-14 libclang-rt-14-dev)" >&2; exit 2; }
+
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j "${STRATA_FUZZ_JOBS:-2}"
+
+root=build/fuzz
+seed_corpus() {  # $1: target, $2: folder to fill
+  local t="$1" dir="$2"
+  mkdir -p "$dir"
+  case "$t" in
+    model)
+      cp -f examples/*.onnx tests/data/*.onnx "$dir"/ 2>/dev/null || true
+      # A selection of the ONNX conformance models: small, many different ops.
+      local n=0
+      for f in /usr/share/libonnx-testdata/data/node/*/model.onnx; do
+        [ -f "$f" ] || continue
+        n=$((n + 1)); [ $((n % 8)) -eq 0 ] || continue
+        cp -f "$f" "$dir/$(basename "$(dirname "$f")").onnx"
+      done
+      for f in /usr/share/libonnx-testdata/data/simple/*/model.onnx; do
+        [ -f "$f" ] && cp -f "$f" "$dir/simple_$(basename "$(dirname "$f")").onnx"
+      done ;;
+    npy) cp -f tests/data/npy/*.npy tests/data/*.npy examples/*.npy "$dir"/ 2>/dev/null || true ;;
+    elf)
+      for f in /bin/true /usr/lib/x86_64-linux-gnu/libdl.so.2 "$root"/bin/strata; do
+        [ -f "$f" ] && cp -f "$f" "$dir/$(basename "$f")"
+      done ;;
+  esac
+  # Every input that once crashed stays in the corpus.
+  cp -f tests/data/hostile/"$t"/* "$dir"/ 2>/dev/null || true
+}
+
+fail=0
+for t in "${targets[@]}"; do
+  bin="$root/fuzz-targets/strata_fuzz_$t"
+  [ -x "$bin" ] || bin="$root/fuzz/strata_fuzz_$t"
+  corpus="$root/corpus/$t"
+  art="$root/artifacts/$t/"
+  seed_corpus "$t" "$corpus"
+  mkdir -p "$art"
+  echo "== fuzzing $t for ${secs}s ($(ls "$corpus" | wc -l) corpus files)"
+  # ELF and model seeds are large; -max_len caps mutated inputs so runs stay fast.
+  maxlen=65536
+  [ "$t" = npy ] && maxlen=8192
+  if ! ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:${ASAN_OPTIONS:-}" \
+      UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+      "$bin" "$corpus" -max_total_time="$secs" -max_len="$maxlen" -rss_limit_mb=2048 -timeout=25 \
+      -artifact_prefix="$art" -print_final_stats=1 2>"$root/$t.log"; then
+    echo "!! $t: crash, see $root/$t.log and $art" >&2
+    tail -40 "$root/$t.log" >&2
+    fail=1
+  else
+    grep -E "^stat::(number_of_executed_units|new_units_added)" "$root/$t.log" || true
+  fi
+done
+exit "$fail"

@@ -1,0 +1,400 @@
+// Session::Run is documented thread-safe: these tests call it from 8 threads at once on one
+// session and require every result to be bit-identical to a single-threaded run. The
+// ConcurrencyStress test is the one scripts/sanitizers.sh tsan runs under ThreadSanitizer.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/npy.h"
+#include "core/session.h"
+
+namespace strata {
+namespace {
+
+using Feeds = std::vector<std::pair<std::string, Value>>;
+
+// ---- model building helpers ----
+
+onnx::ModelProto MakeModel(int opset = 17) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.set_producer_name("concurrency_test");
+  auto* imp = m.add_opset_import();
+  imp->set_domain("");
+  imp->set_version(opset);
+  m.mutable_graph()->set_name("g");
+  return m;
+}
+
+void SetType(onnx::TypeProto* t, int elem, std::initializer_list<int64_t> dims) {
+  auto* tt = t->mutable_tensor_type();
+  tt->set_elem_type(elem);
+  auto* shape = tt->mutable_shape();
+  for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+}
+
+void AddInput(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims,
+              int elem = onnx::TensorProto::FLOAT) {
+  auto* v = g->add_input();
+  v->set_name(name);
+  SetType(v->mutable_type(), elem, dims);
+}
+
+void AddOutput(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims,
+               int elem = onnx::TensorProto::FLOAT) {
+  auto* v = g->add_output();
+  v->set_name(name);
+  SetType(v->mutable_type(), elem, dims);
+}
+
+onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, std::initializer_list<std::string> in,
+                         std::initializer_list<std::string> out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  for (const auto& s : in) n->add_input(s);
+  for (const auto& s : out) n->add_output(s);
+  return n;
+}
+
+// Deterministic pseudo-random values in [-1, 1).
+std::vector<float> Pseudo(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  uint32_t s = seed * 2654435761u + 1;
+  for (auto& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(s >> 8) / static_cast<float>(1 << 23) - 1.0f;
+  }
+  return v;
+}
+
+void AddInit(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims, uint32_t seed) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  size_t n = 1;
+  for (int64_t d : dims) {
+    t->add_dims(d);
+    n *= static_cast<size_t>(d);
+  }
+  for (float v : Pseudo(n, seed)) t->add_float_data(v);
+}
+
+void AddInt64Init(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> vals, bool scalar = false) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  if (!scalar) t->add_dims(static_cast<int64_t>(vals.size()));
+  for (int64_t v : vals) t->add_int64_data(v);
+}
+
+// One single-head attention block with a residual, LayerNormalization and a Gelu-like MLP
+// (Erf-based), on x[2, 16, 32]: MatMul, Transpose, Div, Softmax, Add, Mul, Erf, Reshape.
+onnx::ModelProto TransformerBlock() {
+  auto m = MakeModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 16, 32});
+  for (const char* w : {"wq", "wk", "wv", "wo"}) AddInit(g, w, {32, 32}, static_cast<uint32_t>(w[1]));
+  AddInit(g, "w1", {32, 64}, 11);
+  AddInit(g, "w2", {64, 32}, 12);
+  AddInit(g, "gamma", {32}, 13);
+  AddInit(g, "beta", {32}, 14);
+  auto* sc = g->add_initializer();
+  sc->set_name("scale");
+  sc->set_data_type(onnx::TensorProto::FLOAT);
+  sc->add_float_data(std::sqrt(32.0f));
+  auto* half = g->add_initializer();
+  half->set_name("half");
+  half->set_data_type(onnx::TensorProto::FLOAT);
+  half->add_float_data(0.5f);
+  auto* one = g->add_initializer();
+  one->set_name("one");
+  one->set_data_type(onnx::TensorProto::FLOAT);
+  one->add_float_data(1.0f);
+  auto* rs2 = g->add_initializer();
+  rs2->set_name("rsqrt2");
+  rs2->set_data_type(onnx::TensorProto::FLOAT);
+  rs2->add_float_data(0.70710678f);
+  AddInt64Init(g, "flat", {32, 32});
+  AddInt64Init(g, "unflat", {2, 16, 32});
+
+  AddNode(g, "MatMul", {"x", "wq"}, {"q"});
+  AddNode(g, "MatMul", {"x", "wk"}, {"k"});
+  AddNode(g, "MatMul", {"x", "wv"}, {"v"});
+  AddNode(g, "Transpose", {"k"}, {"kt"})->add_attribute()->CopyFrom([] {
+    onnx::AttributeProto a;
+    a.set_name("perm");
+    a.set_type(onnx::AttributeProto::INTS);
+    for (int64_t p : {0, 2, 1}) a.add_ints(p);
+    return a;
+  }());
+  AddNode(g, "MatMul", {"q", "kt"}, {"s"});
+  AddNode(g, "Div", {"s", "scale"}, {"s2"});
+  AddNode(g, "Softmax", {"s2"}, {"p"});
+  AddNode(g, "MatMul", {"p", "v"}, {"att"});
+  AddNode(g, "MatMul", {"att", "wo"}, {"o"});
+  AddNode(g, "Add", {"x", "o"}, {"r1"});
+  AddNode(g, "LayerNormalization", {"r1", "gamma", "beta"}, {"n1"});
+  AddNode(g, "Reshape", {"n1", "flat"}, {"n1f"});
+  AddNode(g, "MatMul", {"n1f", "w1"}, {"h"});
+  AddNode(g, "Mul", {"h", "rsqrt2"}, {"hs"});
+  AddNode(g, "Erf", {"hs"}, {"he"});
+  AddNode(g, "Add", {"he", "one"}, {"he1"});
+  AddNode(g, "Mul", {"h", "he1"}, {"hg"});
+  AddNode(g, "Mul", {"hg", "half"}, {"gelu"});
+  AddNode(g, "MatMul", {"gelu", "w2"}, {"m2"});
+  AddNode(g, "Reshape", {"m2", "unflat"}, {"m2u"});
+  AddNode(g, "Add", {"n1", "m2u"}, {"y"});
+  AddOutput(g, "y", {2, 16, 32});
+  return m;
+}
+
+// If(c) then x*2 else x+1, followed by a Loop that adds the If result M times
+// (y = M * if_out) and collects each partial sum as a scan output.
+onnx::ModelProto IfLoopModel() {
+  auto m = MakeModel(16);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {4, 8});
+  AddInput(g, "c", {}, onnx::TensorProto::BOOL);
+  AddInput(g, "M", {}, onnx::TensorProto::INT64);
+  auto* two = g->add_initializer();
+  two->set_name("two");
+  two->set_data_type(onnx::TensorProto::FLOAT);
+  two->add_float_data(2.0f);
+  auto* onef = g->add_initializer();
+  onef->set_name("onef");
+  onef->set_data_type(onnx::TensorProto::FLOAT);
+  onef->add_float_data(1.0f);
+  auto* ctrue = g->add_initializer();
+  ctrue->set_name("ctrue");
+  ctrue->set_data_type(onnx::TensorProto::BOOL);
+  ctrue->add_int32_data(1);
+  AddInit(g, "zeros_seed", {4, 8}, 99);
+
+  auto* iff = AddNode(g, "If", {"c"}, {"t"});
+  auto* then_a = iff->add_attribute();
+  then_a->set_name("then_branch");
+  then_a->set_type(onnx::AttributeProto::GRAPH);
+  auto* tb = then_a->mutable_g();
+  tb->set_name("then");
+  AddNode(tb, "Mul", {"x", "two"}, {"t_then"});
+  AddOutput(tb, "t_then", {4, 8});
+  auto* else_a = iff->add_attribute();
+  else_a->set_name("else_branch");
+  else_a->set_type(onnx::AttributeProto::GRAPH);
+  auto* eb = else_a->mutable_g();
+  eb->set_name("else");
+  AddNode(eb, "Add", {"x", "onef"}, {"t_else"});
+  AddOutput(eb, "t_else", {4, 8});
+
+  auto* loop = AddNode(g, "Loop", {"M", "ctrue", "zeros_seed"}, {"acc", "partials"});
+  auto* body_a = loop->add_attribute();
+  body_a->set_name("body");
+  body_a->set_type(onnx::AttributeProto::GRAPH);
+  auto* b = body_a->mutable_g();
+  b->set_name("body");
+  AddInput(b, "i", {}, onnx::TensorProto::INT64);
+  AddInput(b, "cin", {}, onnx::TensorProto::BOOL);
+  AddInput(b, "a", {4, 8});
+  AddNode(b, "Identity", {"cin"}, {"cout"});
+  AddNode(b, "Add", {"a", "t"}, {"a2"});
+  AddNode(b, "Tanh", {"a2"}, {"a3"});
+  AddNode(b, "Identity", {"a3"}, {"scan"});
+  AddOutput(b, "cout", {}, onnx::TensorProto::BOOL);
+  AddOutput(b, "a3", {4, 8});
+  AddOutput(b, "scan", {4, 8});
+  AddOutput(g, "acc", {4, 8});
+  auto* po = g->add_output();
+  po->set_name("partials");
+  po->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  auto* ps = po->mutable_type()->mutable_tensor_type()->mutable_shape();
+  ps->add_dim()->set_dim_param("m");
+  ps->add_dim()->set_dim_value(4);
+  ps->add_dim()->set_dim_value(8);
+  return m;
+}
+
+std::unique_ptr<Session> MustCreate(const onnx::ModelProto& m, int threads) {
+  std::string s;
+  m.SerializeToString(&s);
+  SessionOptions o;
+  o.threads = threads;
+  auto r = Session::CreateFromBytes(s.data(), s.size(), o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+bool SameBits(const std::vector<Value>& a, const std::vector<Value>& b, std::string* why) {
+  if (a.size() != b.size()) {
+    *why = "output count";
+    return false;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Tensor& x = a[i].tensor();
+    const Tensor& y = b[i].tensor();
+    if (x.dtype() != y.dtype() || x.shape() != y.shape() || x.byte_size() != y.byte_size()) {
+      *why = "output " + std::to_string(i) + " dtype/shape";
+      return false;
+    }
+    if (std::memcmp(x.raw_data(), y.raw_data(), x.byte_size()) != 0) {
+      *why = "output " + std::to_string(i) + " values";
+      return false;
+    }
+  }
+  return true;
+}
+
+// Runs every feed set once single-threaded for the reference, then `threads` threads each
+// run all feed sets `iters` times (in a thread-dependent order) and compare bit for bit.
+void RunConcurrently(const Session& s, const std::vector<Feeds>& feed_sets, int threads, int iters) {
+  std::vector<std::vector<Value>> expected;
+  for (const auto& f : feed_sets) {
+    auto r = s.Run(f);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    expected.push_back(std::move(*r));
+  }
+  std::atomic<int> failures{0};
+  std::atomic<bool> go{false};
+  std::vector<std::string> first_error(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      for (int it = 0; it < iters; ++it) {
+        for (size_t k = 0; k < feed_sets.size(); ++k) {
+          size_t j = (k + static_cast<size_t>(t + it)) % feed_sets.size();
+          auto r = s.Run(feed_sets[j]);
+          std::string why;
+          if (!r.ok()) {
+            why = r.status().ToString();
+          } else if (SameBits(*r, expected[j], &why)) {
+            continue;
+          }
+          if (failures.fetch_add(1) == 0 || first_error[t].empty()) first_error[t] = why;
+        }
+      }
+    });
+  }
+  go.store(true);
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < threads; ++t) EXPECT_TRUE(first_error[t].empty()) << "thread " << t << ": " << first_error[t];
+  EXPECT_EQ(failures.load(), 0);
+}
+
+int StressIterations(int fallback) {
+  const char* e = std::getenv("STRATA_STRESS_ITERS");
+  int n = e ? std::atoi(e) : 0;
+  return n > 0 ? n : fallback;
+}
+
+std::vector<Feeds> DigitsFeeds() {
+  auto samples = ReadNpy(std::string(STRATA_SOURCE_DIR) + "/examples/digits_samples.npy");
+  EXPECT_TRUE(samples.ok()) << samples.status().ToString();
+  if (!samples.ok()) return {};
+  const Tensor& all = *samples;  // [8, 1, 8, 8]
+  std::vector<Feeds> sets;
+  // Batches of 1, 3 and 8 images: different shapes exercise the planner's dynamic path.
+  for (int64_t n : {1, 3, 8}) {
+    auto t = Tensor::Allocate(DataType::kFloat, {n, 1, 8, 8});
+    EXPECT_TRUE(t.ok());
+    std::memcpy(t->raw_mutable_data(), all.raw_data(), static_cast<size_t>(n) * 64 * sizeof(float));
+    sets.push_back({{"image", *t}});
+  }
+  return sets;
+}
+
+std::vector<Feeds> TransformerFeeds() {
+  std::vector<Feeds> sets;
+  for (uint32_t seed : {1u, 2u, 3u})
+    sets.push_back({{"x", Tensor::FromVector<float>(Pseudo(2 * 16 * 32, seed), {2, 16, 32})}});
+  return sets;
+}
+
+std::vector<Feeds> IfLoopFeeds() {
+  std::vector<Feeds> sets;
+  for (int k = 0; k < 4; ++k) {
+    sets.push_back({{"x", Tensor::FromVector<float>(Pseudo(32, 40 + k), {4, 8})},
+                    {"c", Tensor::Scalar<bool>(k % 2 == 0)},
+                    {"M", Tensor::Scalar<int64_t>(3 + k)}});
+  }
+  return sets;
+}
+
+TEST(Concurrency, DigitsExampleEightThreads) {
+  SessionOptions o;
+  o.threads = 2;
+  auto s = Session::CreateFromFile(std::string(STRATA_SOURCE_DIR) + "/examples/digits.onnx", o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  RunConcurrently(**s, DigitsFeeds(), 8, 10);
+}
+
+TEST(Concurrency, TransformerBlockEightThreads) {
+  auto s = MustCreate(TransformerBlock(), 2);
+  ASSERT_NE(s, nullptr);
+  RunConcurrently(*s, TransformerFeeds(), 8, 5);
+}
+
+TEST(Concurrency, IfAndLoopEightThreads) {
+  auto s = MustCreate(IfLoopModel(), 2);
+  ASSERT_NE(s, nullptr);
+  // Sanity: the Loop's scan output stacks M partial sums.
+  auto r = s->Run(IfLoopFeeds()[1]);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[1].tensor().shape(), (Shape{4, 4, 8}));
+  RunConcurrently(*s, IfLoopFeeds(), 8, 10);
+}
+
+// More iterations, all three models at once, single-threaded kernels plus an intra-op pool.
+// STRATA_STRESS_ITERS scales it (scripts/sanitizers.sh tsan keeps the default).
+TEST(ConcurrencyStress, AllModelsManyIterations) {
+  const int iters = StressIterations(20);
+  SessionOptions o;
+  o.threads = 2;
+  auto digits = Session::CreateFromFile(std::string(STRATA_SOURCE_DIR) + "/examples/digits.onnx", o);
+  ASSERT_TRUE(digits.ok()) << digits.status().ToString();
+  auto tf = MustCreate(TransformerBlock(), 1);
+  auto il = MustCreate(IfLoopModel(), 2);
+  ASSERT_NE(tf, nullptr);
+  ASSERT_NE(il, nullptr);
+  // Three sessions, each hammered by its own 8 threads, all at the same time.
+  std::thread a([&] { RunConcurrently(**digits, DigitsFeeds(), 8, iters); });
+  std::thread b([&] { RunConcurrently(*tf, TransformerFeeds(), 8, std::max(1, iters / 4)); });
+  std::thread c([&] { RunConcurrently(*il, IfLoopFeeds(), 8, iters); });
+  a.join();
+  b.join();
+  c.join();
+}
+
+// Sessions created and destroyed while others run: creation must not race on shared state
+// (kernel registry, provider manager, thread pools).
+TEST(ConcurrencyStress, CreateAndDestroySessionsWhileRunning) {
+  std::vector<std::thread> pool;
+  std::atomic<int> errors{0};
+  for (int t = 0; t < 4; ++t) {
+    pool.emplace_back([&] {
+      for (int i = 0; i < 3; ++i) {
+        auto s = MustCreate(i % 2 ? IfLoopModel() : TransformerBlock(), 1 + i % 2);
+        if (!s) {
+          ++errors;
+          continue;
+        }
+        auto r = s->Run(i % 2 ? IfLoopFeeds()[0] : TransformerFeeds()[0]);
+        if (!r.ok()) ++errors;
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  EXPECT_EQ(errors.load(), 0);
+}
+
+}  // namespace
+}  // namespace strata
