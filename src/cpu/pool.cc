@@ -348,7 +348,7 @@ class RefMaxUnpoolKernel final : public OpKernel {
         int64_t coord = rem % def[d];
         rem /= def[d];
         if (coord >= out[d])
-          return InvalidArgument(node.Describe(), ": index ", ip[i], " falls outside output_shape ",
+          return InvalidArgument(node.Describe(), ": index ", ip[i], " is outside the output_shape ",
                                  ShapeToString(out));
         dst += coord * stride;
         stride *= out[d];
