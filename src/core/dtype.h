@@ -105,6 +105,19 @@ bool DispatchNumeric(DataType dt, Fn&& fn) {
   }
 }
 
+// Calls fn.template operator()<T>() for the floating types (float, double, Float16,
+// BFloat16). Returns false for any other dtype.
+template <typename Fn>
+bool DispatchFloat(DataType dt, Fn&& fn) {
+  switch (dt) {
+    case DataType::kFloat: fn.template operator()<float>(); return true;
+    case DataType::kDouble: fn.template operator()<double>(); return true;
+    case DataType::kFloat16: fn.template operator()<Float16>(); return true;
+    case DataType::kBFloat16: fn.template operator()<BFloat16>(); return true;
+    default: return false;
+  }
+}
+
 // Like DispatchNumeric but also covers std::string (for copy/gather-like ops).
 template <typename Fn>
 bool DispatchAny(DataType dt, Fn&& fn) {

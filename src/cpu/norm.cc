@@ -23,25 +23,6 @@ const std::vector<DataType> kFloatTypes = {DataType::kFloat, DataType::kDouble, 
 template <typename T>
 using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-template <typename Fn>
-bool DispatchFloat(DataType dt, Fn&& fn) {
-  switch (dt) {
-    case DataType::kFloat:
-      fn.template operator()<float>();
-      return true;
-    case DataType::kDouble:
-      fn.template operator()<double>();
-      return true;
-    case DataType::kFloat16:
-      fn.template operator()<Float16>();
-      return true;
-    case DataType::kBFloat16:
-      fn.template operator()<BFloat16>();
-      return true;
-    default:
-      return false;
-  }
-}
 
 Result<const Tensor*> RequiredInput(const KernelContext& ctx, size_t i, const char* what) {
   const Tensor* t = ctx.input(i);

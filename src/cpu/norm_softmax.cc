@@ -37,25 +37,6 @@ enum class Mode { kSoftmax, kLogSoftmax, kHardmax };
 template <typename T>
 using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-template <typename Fn>
-bool DispatchFloat(DataType dt, Fn&& fn) {
-  switch (dt) {
-    case DataType::kFloat:
-      fn.template operator()<float>();
-      return true;
-    case DataType::kDouble:
-      fn.template operator()<double>();
-      return true;
-    case DataType::kFloat16:
-      fn.template operator()<Float16>();
-      return true;
-    case DataType::kBFloat16:
-      fn.template operator()<BFloat16>();
-      return true;
-    default:
-      return false;
-  }
-}
 
 struct Geometry {
   int64_t outer = 1, n = 1, inner = 1;

@@ -25,25 +25,6 @@ bool NameIs(const std::string& a, const char* b) {
   return x == y;
 }
 
-template <typename Fn>
-bool DispatchFloat(DataType dt, Fn&& fn) {
-  switch (dt) {
-    case DataType::kFloat:
-      fn.template operator()<float>();
-      return true;
-    case DataType::kDouble:
-      fn.template operator()<double>();
-      return true;
-    case DataType::kFloat16:
-      fn.template operator()<Float16>();
-      return true;
-    case DataType::kBFloat16:
-      fn.template operator()<BFloat16>();
-      return true;
-    default:
-      return false;
-  }
-}
 
 template <typename T>
 double ToDouble(const T& v) {
