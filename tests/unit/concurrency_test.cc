@@ -17,54 +17,15 @@
 
 #include "core/npy.h"
 #include "core/session.h"
+#include "onnx_builder.h"
 
 namespace strata {
 namespace {
 
 using Feeds = std::vector<std::pair<std::string, Value>>;
 
-// ---- model building helpers ----
-
-onnx::ModelProto MakeModel(int opset = 17) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.set_producer_name("concurrency_test");
-  auto* imp = m.add_opset_import();
-  imp->set_domain("");
-  imp->set_version(opset);
-  m.mutable_graph()->set_name("g");
-  return m;
-}
-
-void SetType(onnx::TypeProto* t, int elem, std::initializer_list<int64_t> dims) {
-  auto* tt = t->mutable_tensor_type();
-  tt->set_elem_type(elem);
-  auto* shape = tt->mutable_shape();
-  for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
-}
-
-void AddInput(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims,
-              int elem = onnx::TensorProto::FLOAT) {
-  auto* v = g->add_input();
-  v->set_name(name);
-  SetType(v->mutable_type(), elem, dims);
-}
-
-void AddOutput(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims,
-               int elem = onnx::TensorProto::FLOAT) {
-  auto* v = g->add_output();
-  v->set_name(name);
-  SetType(v->mutable_type(), elem, dims);
-}
-
-onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, std::initializer_list<std::string> in,
-                         std::initializer_list<std::string> out) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  for (const auto& s : in) n->add_input(s);
-  for (const auto& s : out) n->add_output(s);
-  return n;
-}
+using namespace onnx_builder;  // AddInput, AddOutput, AddNode, Serialize
+onnx::ModelProto MakeModel(int opset = 17) { return onnx_builder::MakeModel(opset, "concurrency_test"); }
 
 // Deterministic pseudo-random values in [-1, 1).
 std::vector<float> Pseudo(size_t n, uint32_t seed) {

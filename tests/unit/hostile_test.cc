@@ -20,6 +20,7 @@
 #include "core/npy.h"
 #include "core/onnx_import.h"
 #include "core/session.h"
+#include "onnx_builder.h"
 
 namespace strata {
 namespace {
@@ -27,54 +28,8 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kHostileDir = std::string(STRATA_SOURCE_DIR) + "/tests/data/hostile";
 
-// ---- model building helpers (the same shape as import_test.cc's) ----
-
-onnx::ModelProto MakeModel(int opset = 13) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.set_producer_name("hostile_test");
-  auto* imp = m.add_opset_import();
-  imp->set_domain("");
-  imp->set_version(opset);
-  m.mutable_graph()->set_name("g");
-  return m;
-}
-
-void SetType(onnx::TypeProto* t, int elem, std::initializer_list<int64_t> dims) {
-  auto* tt = t->mutable_tensor_type();
-  tt->set_elem_type(elem);
-  auto* shape = tt->mutable_shape();
-  for (int64_t d : dims) {
-    if (d < 0) {
-      shape->add_dim()->set_dim_param("n");
-    } else {
-      shape->add_dim()->set_dim_value(d);
-    }
-  }
-}
-
-void AddInput(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims,
-              int elem = onnx::TensorProto::FLOAT) {
-  auto* v = g->add_input();
-  v->set_name(name);
-  SetType(v->mutable_type(), elem, dims);
-}
-
-void AddOutput(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims,
-               int elem = onnx::TensorProto::FLOAT) {
-  auto* v = g->add_output();
-  v->set_name(name);
-  SetType(v->mutable_type(), elem, dims);
-}
-
-onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, std::initializer_list<std::string> in,
-                         std::initializer_list<std::string> out) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  for (const auto& s : in) n->add_input(s);
-  for (const auto& s : out) n->add_output(s);
-  return n;
-}
+using namespace onnx_builder;  // MakeModel, AddInput, AddOutput, AddNode, Serialize
+onnx::ModelProto MakeModel(int opset = 13) { return onnx_builder::MakeModel(opset, "hostile_test"); }
 
 onnx::TensorProto* AddFloatInit(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims,
                                 std::initializer_list<float> vals) {
@@ -84,12 +39,6 @@ onnx::TensorProto* AddFloatInit(onnx::GraphProto* g, const std::string& name, st
   for (int64_t d : dims) t->add_dims(d);
   for (float v : vals) t->add_float_data(v);
   return t;
-}
-
-std::string Serialize(const onnx::ModelProto& m) {
-  std::string s;
-  m.SerializeToString(&s);
-  return s;
 }
 
 SessionOptions Opts(size_t cap = 0) {

@@ -1,0 +1,67 @@
+// Small helpers that build ONNX models with the protobuf API, shared by tests that
+// need hand-made (often deliberately broken) models.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <initializer_list>
+#include <string>
+
+namespace strata::onnx_builder {
+
+// An empty model importing ai.onnx at `opset`.
+inline onnx::ModelProto MakeModel(int opset, const std::string& producer = "strata_test") {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.set_producer_name(producer);
+  auto* imp = m.add_opset_import();
+  imp->set_domain("");
+  imp->set_version(opset);
+  m.mutable_graph()->set_name("g");
+  return m;
+}
+
+// A tensor type; a negative dim becomes the symbolic dim "n".
+inline void SetType(onnx::TypeProto* t, int elem, std::initializer_list<int64_t> dims) {
+  auto* tt = t->mutable_tensor_type();
+  tt->set_elem_type(elem);
+  auto* shape = tt->mutable_shape();
+  for (int64_t d : dims) {
+    if (d < 0) {
+      shape->add_dim()->set_dim_param("n");
+    } else {
+      shape->add_dim()->set_dim_value(d);
+    }
+  }
+}
+
+inline void AddInput(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims,
+                     int elem = onnx::TensorProto::FLOAT) {
+  auto* v = g->add_input();
+  v->set_name(name);
+  SetType(v->mutable_type(), elem, dims);
+}
+
+inline void AddOutput(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims,
+                      int elem = onnx::TensorProto::FLOAT) {
+  auto* v = g->add_output();
+  v->set_name(name);
+  SetType(v->mutable_type(), elem, dims);
+}
+
+inline onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, std::initializer_list<std::string> in,
+                                std::initializer_list<std::string> out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  for (const auto& s : in) n->add_input(s);
+  for (const auto& s : out) n->add_output(s);
+  return n;
+}
+
+inline std::string Serialize(const onnx::ModelProto& m) {
+  std::string s;
+  m.SerializeToString(&s);
+  return s;
+}
+
+}  // namespace strata::onnx_builder
