@@ -82,4 +82,23 @@ cudaError_t LaunchPackNBits(const uint8_t* b, const float* scales, const uint8_t
 // Dequantizes a packed blob into w[K, N] (row-major, float32) for cuBLAS.
 cudaError_t LaunchDequantNBits(const uint8_t* blob, const NBitsPackParams& p, float* w, cudaStream_t stream);
 
+// One LSTM time step of one direction (ONNX gate order i, o, f, c; activations
+// Sigmoid/Tanh/Tanh). gates_x/gates_h: [batch, 4H] input and recurrent projections
+// (without biases); bias: [8H] (Wb then Rb) or null; peephole: [3H] (i, o, f) or null.
+// h and c ([batch, H]) are read as the previous state and overwritten; y (optional)
+// receives h too.
+struct LstmCellArgs {
+  const float* gates_x = nullptr;
+  const float* gates_h = nullptr;
+  const float* bias = nullptr;
+  const float* peephole = nullptr;
+  float* h = nullptr;
+  float* c = nullptr;
+  float* y = nullptr;
+  int64_t batch = 0, hidden = 0;
+  float clip = 0.0f;  // <= 0: no clipping
+  int input_forget = 0;
+};
+cudaError_t LaunchLstmCell(const LstmCellArgs& args, cudaStream_t stream);
+
 }  // namespace strata_cuda

@@ -79,6 +79,8 @@ bool Cublas(RunContext* ctx, const CNode& n, cublasStatus_t s, const char* what)
   return ctx->Fail(n, std::string(what) + ": " + CublasErrorText(s));
 }
 
+}  // namespace
+
 // Row-major C[b] (m x n) = op(A[b]) (m x k) * op(B[b]) (k x n) + beta * C, in cuBLAS's
 // column-major terms: C^T = op(B)^T op(A)^T.
 bool Sgemm(RunContext* ctx, const CNode& n, bool ta, bool tb, int64_t m, int64_t nn, int64_t k, float alpha,
@@ -95,6 +97,8 @@ bool Sgemm(RunContext* ctx, const CNode& n, bool ta, bool tb, int64_t m, int64_t
       static_cast<int>(nn), stride_c, static_cast<int>(batch));
   return Cublas(ctx, n, s, "cublasSgemmStridedBatched");
 }
+
+namespace {
 
 void Activation(const CNode& n, float* lo, float* hi) {
   *lo = -std::numeric_limits<float>::infinity();
@@ -384,6 +388,7 @@ bool RunGlobalAvg(const CNode& n, const DTensor* x, DTensor* out, RunContext* ct
 
 bool RunTensorOp(const CNode& n, std::vector<DTensor>& vals, DTensor* out, RunContext* ctx);  // cuda_ops_tensor.cc
 bool RunMatMulNBits(const CNode& n, std::vector<DTensor>& vals, DTensor* out, RunContext* ctx);
+bool RunLstm(const CNode& n, std::vector<DTensor>& vals, RunContext* ctx);  // cuda_ops_rnn.cc
 
 int64_t CNode::Int(const char* n, int64_t def) const {
   auto it = attrs.find(n);
@@ -456,6 +461,12 @@ bool RunContext::HostInts(const CNode& n, const DTensor& t, const char* what, st
 }
 
 bool RunNode(const CNode& n, std::vector<DTensor>& vals, RunContext* ctx) {
+  // LSTM has three optional outputs (Y, Y_h, Y_c) and sets them itself.
+  if (n.op == "LSTM") {
+    if (RunLstm(n, vals, ctx)) return true;
+    if (ctx->error.rfind(n.Who(), 0) != 0) ctx->error = n.Who() + ": " + ctx->error;
+    return false;
+  }
   if (n.outputs.empty() || n.outputs[0] < 0) return true;
   DTensor out;
   bool ok;

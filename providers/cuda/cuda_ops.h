@@ -80,6 +80,13 @@ struct RunContext {
 // "" when the node is supported, else the reason (the capability query answers 0).
 std::string WhyUnsupported(const strata_node_desc* node);
 
+// Row-major C[b] (m x n) = alpha * op(A[b]) (m x k) * op(B[b]) (k x n) + beta * C[b] on the
+// run's stream and cuBLAS handle (strides in elements; batch 1 ignores them). Fails with
+// the node named when a dimension exceeds cuBLAS's 32-bit limits or cuBLAS fails.
+bool Sgemm(RunContext* ctx, const CNode& n, bool ta, bool tb, int64_t m, int64_t nn, int64_t k, float alpha,
+           const float* a, int64_t stride_a, const float* b, int64_t stride_b, float beta, float* c, int64_t stride_c,
+           int64_t batch);
+
 // Runs one node; `vals` is indexed by value id.
 bool RunNode(const CNode& n, std::vector<DTensor>& vals, RunContext* ctx);
 

@@ -148,6 +148,23 @@ std::string WhyUnsupported(const strata_node_desc* n) {
       return "only casts between float32, int32 and int64 are handled";
     return "";
   }
+  if (op == "LSTM") {
+    for (size_t k = 0; k < 8; ++k)
+      if (k != 4 && in(k) && !FloatOrUnknown(in(k))) return "only float32 is handled";
+    if (in(4)) return "sequence_lens is not handled";
+    if (strata_node_attr_int(n, "layout", 0) != 0) return "only layout=0 is handled";
+    const std::string dir = strata_node_attr_string(n, "direction", "forward");
+    if (dir != "forward" && dir != "reverse" && dir != "bidirectional") return "direction " + dir + " is not valid";
+    const strata_attribute* acts = strata_node_find_attr(n, "activations");
+    if (acts) {
+      static const char* kDefault[3] = {"Sigmoid", "Tanh", "Tanh"};
+      if (acts->type != STRATA_ATTR_STRINGS || acts->count % 3 != 0) return "activations must be a multiple of 3";
+      for (size_t k = 0; k < acts->count; ++k)
+        if (!acts->strings[k] || std::string(acts->strings[k]) != kDefault[k % 3])
+          return "only the default activations (Sigmoid, Tanh, Tanh) are handled";
+    }
+    return "";
+  }
   return "op " + op + " is not handled";
 }
 
