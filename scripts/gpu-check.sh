@@ -47,8 +47,9 @@ say "strata devices"
 "$STRATA" devices
 "$STRATA" devices --json | grep -q '"name": "cuda"' || die "cuda provider missing from the report"
 
-say "Cuda* unit tests (parity included; a skip here means no usable device)"
-timeout 120 "$BUILD/bin/strata_tests" --gtest_filter='Cuda*' --gtest_brief=1 | tee "$BUILD/cuda-tests.log"
+say "Cuda* unit tests and the provider parity harness on cuda (a skip here means no usable device)"
+timeout 180 "$BUILD/bin/strata_tests" --gtest_filter='Cuda*:Providers/ProviderParity.*/cuda' --gtest_brief=1 \
+  | tee "$BUILD/cuda-tests.log"
 grep -q 'SKIPPED' "$BUILD/cuda-tests.log" && die "a Cuda* test skipped on a GPU machine (see above)"
 
 say "example model: CPU vs cuda outputs"

@@ -121,11 +121,11 @@ bool HasOptimizedKernel(const OpSpec& spec, DataType dtype) {
   return def && !def->reference;
 }
 
-Result<std::vector<Value>> RunKernelValues(const OpSpec& spec, const std::vector<Value>& inputs,
-                                           const RunOptions& opts) {
-  Graph graph;
+Status BuildSingleNodeGraph(const OpSpec& spec, const std::vector<Value>& inputs, const RunOptions& opts, Graph* g,
+                            Node* n) {
+  Graph& graph = *g;
+  Node& node = *n;
   graph.name = "kernel_harness";
-  Node node;
   node.name = "test_" + spec.op_type;
   node.op_type = spec.op_type;
   node.domain = spec.domain;
@@ -150,6 +150,14 @@ Result<std::vector<Value>> RunKernelValues(const OpSpec& spec, const std::vector
     node.outputs.push_back(v);
     graph.outputs.push_back(v);
   }
+  return Status::Ok();
+}
+
+Result<std::vector<Value>> RunKernelValues(const OpSpec& spec, const std::vector<Value>& inputs,
+                                           const RunOptions& opts) {
+  Graph graph;
+  Node node;
+  RETURN_IF_ERROR(BuildSingleNodeGraph(spec, inputs, opts, &graph, &node));
 
   const KernelDef* def = opts.force_kernel ? opts.force_kernel : FindKernel(spec, inputs, opts.want_reference);
   if (!def) {

@@ -62,6 +62,11 @@ struct RunOptions {
   const KernelDef* force_kernel = nullptr;
 };
 
+// The one-node graph the harness runs: every present input is a graph input (constant
+// ones also initializers), every output a graph output. `node` is not yet added to `g`.
+Status BuildSingleNodeGraph(const OpSpec& spec, const std::vector<Value>& inputs, const RunOptions& opts, Graph* g,
+                            Node* node);
+
 // Runs the node on `inputs` (an empty Value marks an omitted optional input) and
 // returns all its outputs. Errors from kernel lookup, creation or Compute come back
 // unchanged so tests can check codes and messages.
