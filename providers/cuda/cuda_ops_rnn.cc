@@ -44,7 +44,8 @@ bool RunLstm(const CNode& n, std::vector<DTensor>& vals, RunContext* ctx) {
     return ctx->Fail(n, "X, W and R must be float32 tensors");
   if (Input(n, vals, 4)) return ctx->Fail(n, "sequence_lens is not handled by the CUDA provider");
   if (x->shape.size() != 3 || w->shape.size() != 3 || r->shape.size() != 3)
-    return ctx->Fail(n, "X, W and R must be 3-D, got " + Dims(x->shape) + ", " + Dims(w->shape) + ", " + Dims(r->shape));
+    return ctx->Fail(n,
+                     "X, W and R must be 3-D, got " + Dims(x->shape) + ", " + Dims(w->shape) + ", " + Dims(r->shape));
   const std::string dir = n.Str("direction", "forward");
   const int64_t dirs = dir == "bidirectional" ? 2 : 1;
   if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
@@ -84,8 +85,7 @@ bool RunLstm(const CNode& n, std::vector<DTensor>& vals, RunContext* ctx) {
   for (int64_t d = 0; d < dirs; ++d) {
     const bool reverse = dir == "reverse" || d == 1;
     // gates_x[S*B, 4H] = X[S*B, I] * W_d^T
-    if (!Sgemm(ctx, n, false, true, S * B, 4 * H, I, 1.0f, Ptr(*x), 0, Ptr(*w) + d * 4 * H * I, 0, 0.0f, Ptr(gx), 0,
-               1))
+    if (!Sgemm(ctx, n, false, true, S * B, 4 * H, I, 1.0f, Ptr(*x), 0, Ptr(*w) + d * 4 * H * I, 0, 0.0f, Ptr(gx), 0, 1))
       return false;
     LstmCellArgs a;
     a.bias = bias ? Ptr(*bias) + d * 8 * H : nullptr;

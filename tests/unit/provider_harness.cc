@@ -22,8 +22,8 @@ const ProviderUnderTest& LoadProviderForTest(const std::string& name) {
   // One manager per provider, kept for the whole process: devices and compiled
   // pipelines are reused by every case, and providers are never unloaded mid-run.
   static std::mutex mu;
-  static auto* loaded = new std::map<std::string, std::pair<std::unique_ptr<plugin::ProviderManager>,
-                                                            ProviderUnderTest>>();
+  static auto* loaded =
+      new std::map<std::string, std::pair<std::unique_ptr<plugin::ProviderManager>, ProviderUnderTest>>();
   std::lock_guard<std::mutex> lock(mu);
   auto it = loaded->find(name);
   if (it != loaded->end()) return it->second.second;

@@ -68,7 +68,10 @@ std::vector<Case> GemmCases() {
   uint64_t seed = 1;
   for (const auto& d : dims) {
     v.push_back({"MatMul " + std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]),
-                 OpSpec("MatMul", 13), {F({d[0], d[1]}, seed++), F({d[1], d[2]}, seed++)}, {}, kAll});
+                 OpSpec("MatMul", 13),
+                 {F({d[0], d[1]}, seed++), F({d[1], d[2]}, seed++)},
+                 {},
+                 kAll});
   }
   v.push_back({"MatMul batched, B broadcast", OpSpec("MatMul", 13), {F({2, 3, 7, 9}, 20), F({9, 4}, 21)}, {}, kAll});
   v.push_back({"MatMul batched both", OpSpec("MatMul", 13), {F({2, 5, 6}, 22), F({2, 6, 3}, 23)}, {}, kGpus});
@@ -76,37 +79,56 @@ std::vector<Case> GemmCases() {
   v.push_back({"MatMul empty M", OpSpec("MatMul", 13), {F({0, 4}, 26), F({4, 3}, 27)}, {}, {}});
   v.push_back({"Gemm transA transB alpha beta",
                OpSpec("Gemm", 13).Attr("transA", 1).Attr("transB", 1).Attr("alpha", 0.5f).Attr("beta", 2.0f),
-               {F({9, 7}, 30), F({5, 9}, 31), F({5}, 32)}, {}, kAll});
+               {F({9, 7}, 30), F({5, 9}, 31), F({5}, 32)},
+               {},
+               kAll});
   v.push_back({"Gemm C [M,N]", OpSpec("Gemm", 13), {F({4, 6}, 33), F({6, 3}, 34), F({4, 3}, 35)}, {}, kAll});
-  v.push_back({"Gemm C [1,N] constant weights", OpSpec("Gemm", 13).Attr("transB", 1),
-               {F({3, 17}, 36), F({33, 17}, 37), F({1, 33}, 38)}, {1, 2}, kAll});
+  v.push_back({"Gemm C [1,N] constant weights",
+               OpSpec("Gemm", 13).Attr("transB", 1),
+               {F({3, 17}, 36), F({33, 17}, 37), F({1, 33}, 38)},
+               {1, 2},
+               kAll});
   v.push_back({"Gemm no C", OpSpec("Gemm", 13), {F({1, 65}, 39), F({65, 2}, 40)}, {}, kAll});
   return v;
 }
 
 std::vector<Case> ConvCases() {
   std::vector<Case> v;
-  v.push_back({"Conv 3x3 pad 1", OpSpec("Conv", 11).Attr("pads", std::vector<int64_t>{1, 1, 1, 1}),
-               {F({1, 3, 9, 9}, 50), F({4, 3, 3, 3}, 51), F({4}, 52)}, {1, 2}, kAll});
-  v.push_back({"Conv stride 2 dilation 2 batch 2",
-               OpSpec("Conv", 11).Attr("strides", std::vector<int64_t>{2, 2}).Attr("dilations",
-                                                                                   std::vector<int64_t>{2, 2}),
-               {F({2, 2, 11, 10}, 53), F({3, 2, 3, 3}, 54)}, {1}, kAll});
+  v.push_back({"Conv 3x3 pad 1",
+               OpSpec("Conv", 11).Attr("pads", std::vector<int64_t>{1, 1, 1, 1}),
+               {F({1, 3, 9, 9}, 50), F({4, 3, 3, 3}, 51), F({4}, 52)},
+               {1, 2},
+               kAll});
+  v.push_back(
+      {"Conv stride 2 dilation 2 batch 2",
+       OpSpec("Conv", 11).Attr("strides", std::vector<int64_t>{2, 2}).Attr("dilations", std::vector<int64_t>{2, 2}),
+       {F({2, 2, 11, 10}, 53), F({3, 2, 3, 3}, 54)},
+       {1},
+       kAll});
   v.push_back({"Conv group 2 asymmetric pads",
                OpSpec("Conv", 11).Attr("group", 2).Attr("pads", std::vector<int64_t>{0, 1, 2, 1}),
-               {F({1, 4, 7, 7}, 55), F({6, 2, 3, 3}, 56), F({6}, 57)}, {1, 2}, kAll});
-  v.push_back({"Conv depthwise", OpSpec("Conv", 11).Attr("group", 6).Attr("pads", std::vector<int64_t>{1, 1, 1, 1}),
-               {F({1, 6, 8, 8}, 58), F({6, 1, 3, 3}, 59), F({6}, 60)}, {1, 2}, kAll});
+               {F({1, 4, 7, 7}, 55), F({6, 2, 3, 3}, 56), F({6}, 57)},
+               {1, 2},
+               kAll});
+  v.push_back({"Conv depthwise",
+               OpSpec("Conv", 11).Attr("group", 6).Attr("pads", std::vector<int64_t>{1, 1, 1, 1}),
+               {F({1, 6, 8, 8}, 58), F({6, 1, 3, 3}, 59), F({6}, 60)},
+               {1, 2},
+               kAll});
   v.push_back({"Conv 1x1 17 channels", OpSpec("Conv", 11), {F({1, 17, 5, 5}, 61), F({33, 17, 1, 1}, 62)}, {1}, kAll});
   v.push_back({"Conv fused Clip(0,6)",
                OpSpec("Conv", 11).Attr("activation", "Clip").Attr("activation_min", 0.0f).Attr("activation_max", 6.0f),
-               {F({1, 3, 6, 6}, 63, -4, 4), F({5, 3, 3, 3}, 64, -2, 2), F({5}, 65)}, {1, 2}, {"cuda", "vulkan"}});
+               {F({1, 3, 6, 6}, 63, -4, 4), F({5, 3, 3, 3}, 64, -2, 2), F({5}, 65)},
+               {1, 2},
+               {"cuda", "vulkan"}});
   v.push_back({"MaxPool 3x3 stride 2 pad 1",
                OpSpec("MaxPool", 12)
                    .Attr("kernel_shape", std::vector<int64_t>{3, 3})
                    .Attr("strides", std::vector<int64_t>{2, 2})
                    .Attr("pads", std::vector<int64_t>{1, 1, 1, 1}),
-               {F({1, 3, 9, 8}, 66)}, {}, kAll});
+               {F({1, 3, 9, 8}, 66)},
+               {},
+               kAll});
   v.push_back({"AveragePool ceil count_include_pad",
                OpSpec("AveragePool", 11)
                    .Attr("kernel_shape", std::vector<int64_t>{2, 2})
@@ -114,7 +136,9 @@ std::vector<Case> ConvCases() {
                    .Attr("pads", std::vector<int64_t>{1, 1, 0, 0})
                    .Attr("ceil_mode", 1)
                    .Attr("count_include_pad", 1),
-               {F({2, 2, 7, 7}, 67)}, {}, kGpus});
+               {F({2, 2, 7, 7}, 67)},
+               {},
+               kGpus});
   v.push_back({"GlobalAveragePool", OpSpec("GlobalAveragePool", 1), {F({2, 5, 7, 3}, 68)}, {}, kGpus});
   return v;
 }
@@ -131,9 +155,12 @@ std::vector<Case> ElementwiseCases() {
     v.push_back({op, OpSpec(op, 13), {F({3, 65}, 82, -4, 4)}, {}, std::string(op) == "Relu" ? kAll : kGpus});
   v.push_back({"Sqrt", OpSpec("Sqrt", 13), {F({5, 9}, 83, 0.0, 4.0)}, {}, kGpus});
   v.push_back({"LeakyRelu", OpSpec("LeakyRelu", 16).Attr("alpha", 0.2f), {F({4, 9}, 84)}, {}, kGpus});
-  v.push_back({"Clip constant bounds", OpSpec("Clip", 13),
-               {F({4, 9}, 85, -3, 3), MakeTensor(DataType::kFloat, {}, {-0.5}), MakeTensor(DataType::kFloat, {}, {1.5})},
-               {1, 2}, {"cuda"}});
+  v.push_back(
+      {"Clip constant bounds",
+       OpSpec("Clip", 13),
+       {F({4, 9}, 85, -3, 3), MakeTensor(DataType::kFloat, {}, {-0.5}), MakeTensor(DataType::kFloat, {}, {1.5})},
+       {1, 2},
+       {"cuda"}});
   return v;
 }
 
@@ -141,30 +168,47 @@ std::vector<Case> NormCases() {
   std::vector<Case> v;
   v.push_back({"Softmax last axis", OpSpec("Softmax", 13), {F({3, 17}, 90, -5, 5)}, {}, kAll});
   v.push_back({"LogSoftmax last axis", OpSpec("LogSoftmax", 13), {F({2, 4, 33}, 91, -5, 5)}, {}, {"cuda"}});
-  v.push_back({"LayerNormalization", OpSpec("LayerNormalization", 17).Attr("axis", -1).Attr("epsilon", 1e-5f),
-               {F({2, 5, 33}, 92, -2, 2), F({33}, 93), F({33}, 94)}, {1, 2}, kGpus});
-  v.push_back({"ReduceMean last axis", OpSpec("ReduceMean", 13).Attr("axes", std::vector<int64_t>{-1}),
-               {F({3, 4, 65}, 95)}, {}, kGpus});
-  v.push_back({"ReduceSum last axis keepdims 0", OpSpec("ReduceSum", 13).Attr("keepdims", 0),
-               {F({5, 31}, 96), I64({-1})}, {1}, kGpus});
+  v.push_back({"LayerNormalization",
+               OpSpec("LayerNormalization", 17).Attr("axis", -1).Attr("epsilon", 1e-5f),
+               {F({2, 5, 33}, 92, -2, 2), F({33}, 93), F({33}, 94)},
+               {1, 2},
+               kGpus});
+  v.push_back({"ReduceMean last axis",
+               OpSpec("ReduceMean", 13).Attr("axes", std::vector<int64_t>{-1}),
+               {F({3, 4, 65}, 95)},
+               {},
+               kGpus});
+  v.push_back({"ReduceSum last axis keepdims 0",
+               OpSpec("ReduceSum", 13).Attr("keepdims", 0),
+               {F({5, 31}, 96), I64({-1})},
+               {1},
+               kGpus});
   return v;
 }
 
 std::vector<Case> TensorCases() {
   std::vector<Case> v;
-  v.push_back({"Transpose", OpSpec("Transpose", 13).Attr("perm", std::vector<int64_t>{2, 0, 1}),
-               {F({3, 4, 5}, 100)}, {}, kGpus});
-  v.push_back({"Concat axis 1", OpSpec("Concat", 13).Attr("axis", 1), {F({2, 3}, 101), F({2, 5}, 102)}, {}, kGpus});
-  v.push_back({"Slice negative step", OpSpec("Slice", 13),
-               {F({6, 7}, 103), I64({5, 1}), I64({0, 6}), I64({0, 1}), I64({-2, 2})}, {1, 2, 3, 4}, kGpus});
-  v.push_back({"Gather axis 0", OpSpec("Gather", 13).Attr("axis", 0), {F({5, 4}, 104), I64({4, 0, 2, 2})}, {1},
+  v.push_back({"Transpose",
+               OpSpec("Transpose", 13).Attr("perm", std::vector<int64_t>{2, 0, 1}),
+               {F({3, 4, 5}, 100)},
+               {},
                kGpus});
+  v.push_back({"Concat axis 1", OpSpec("Concat", 13).Attr("axis", 1), {F({2, 3}, 101), F({2, 5}, 102)}, {}, kGpus});
+  v.push_back({"Slice negative step",
+               OpSpec("Slice", 13),
+               {F({6, 7}, 103), I64({5, 1}), I64({0, 6}), I64({0, 1}), I64({-2, 2})},
+               {1, 2, 3, 4},
+               kGpus});
+  v.push_back({"Gather axis 0", OpSpec("Gather", 13).Attr("axis", 0), {F({5, 4}, 104), I64({4, 0, 2, 2})}, {1}, kGpus});
   v.push_back({"Reshape", OpSpec("Reshape", 14), {F({2, 6}, 105), I64({3, -1})}, {1}, kAll});
   v.push_back({"Flatten", OpSpec("Flatten", 13).Attr("axis", 2), {F({2, 3, 4, 5}, 106)}, {}, kAll});
   v.push_back({"Unsqueeze", OpSpec("Unsqueeze", 13), {F({3, 4}, 107), I64({0, 3})}, {1}, kGpus});
   v.push_back({"Squeeze", OpSpec("Squeeze", 13), {F({3, 1, 4}, 108), I64({1})}, {1}, kGpus});
-  v.push_back({"Cast float to int64", OpSpec("Cast", 13).Attr("to", static_cast<int64_t>(7)), {F({4, 5}, 109, -9, 9)},
-               {}, {"cuda"}});
+  v.push_back({"Cast float to int64",
+               OpSpec("Cast", 13).Attr("to", static_cast<int64_t>(7)),
+               {F({4, 5}, 109, -9, 9)},
+               {},
+               {"cuda"}});
   return v;
 }
 
@@ -174,8 +218,10 @@ std::vector<Case> RnnCases() {
   auto lstm = [&](const std::string& dir) {
     return OpSpec("LSTM", 14).Attr("hidden_size", H).Attr("direction", dir).Outputs(3);
   };
-  v.push_back({"LSTM forward", lstm("forward"),
-               {F({S, B, I}, 120), F({1, 4 * H, I}, 121), F({1, 4 * H, H}, 122), F({1, 8 * H}, 123)}, {1, 2, 3},
+  v.push_back({"LSTM forward",
+               lstm("forward"),
+               {F({S, B, I}, 120), F({1, 4 * H, I}, 121), F({1, 4 * H, H}, 122), F({1, 8 * H}, 123)},
+               {1, 2, 3},
                {"cuda"}});
   v.push_back({"LSTM reverse with initial state",
                lstm("reverse"),
@@ -185,15 +231,19 @@ std::vector<Case> RnnCases() {
                {"cuda"}});
   OpSpec bi = lstm("bidirectional");
   bi.Attr("clip", 0.8f);
-  v.push_back({"LSTM bidirectional peepholes clip", bi,
+  v.push_back({"LSTM bidirectional peepholes clip",
+               bi,
                {F({S, B, I}, 130), F({2, 4 * H, I}, 131), F({2, 4 * H, H}, 132), F({2, 8 * H}, 133), Tensor(),
                 F({2, B, H}, 134), F({2, B, H}, 135), F({2, 3 * H}, 136)},
                {1, 2, 3, 7},
                {"cuda"}});
   OpSpec coupled = lstm("forward");
   coupled.Attr("input_forget", 1);
-  v.push_back({"LSTM input_forget", coupled,
-               {F({S, 1, I}, 137), F({1, 4 * H, I}, 138), F({1, 4 * H, H}, 139)}, {1, 2}, {"cuda"}});
+  v.push_back({"LSTM input_forget",
+               coupled,
+               {F({S, 1, I}, 137), F({1, 4 * H, I}, 138), F({1, 4 * H, H}, 139)},
+               {1, 2},
+               {"cuda"}});
   return v;
 }
 
@@ -204,8 +254,13 @@ std::vector<Case> QuantCases() {
     OpSpec spec("MatMulNBits", 1, "com.microsoft");
     spec.Attr("K", K).Attr("N", N).Attr("bits", static_cast<int64_t>(bits)).Attr("block_size", block);
     Tensor b = RandomTensor(DataType::kUInt8, {N, blocks, block * bits / 8}, 140 + bits, 0, 255);
-    v.push_back({"MatMulNBits " + std::to_string(bits) + "-bit", spec,
-                 {F({3, K}, 150 + bits), b, F({N * blocks}, 160 + bits, 0.01, 0.1)}, {1, 2}, {"cuda"}, 1e-4, 1e-4});
+    v.push_back({"MatMulNBits " + std::to_string(bits) + "-bit",
+                 spec,
+                 {F({3, K}, 150 + bits), b, F({N * blocks}, 160 + bits, 0.01, 0.1)},
+                 {1, 2},
+                 {"cuda"},
+                 1e-4,
+                 1e-4});
   }
   return v;
 }
