@@ -390,23 +390,6 @@ bool RunTensorOp(const CNode& n, std::vector<DTensor>& vals, DTensor* out, RunCo
 bool RunMatMulNBits(const CNode& n, std::vector<DTensor>& vals, DTensor* out, RunContext* ctx);
 bool RunLstm(const CNode& n, std::vector<DTensor>& vals, RunContext* ctx);  // cuda_ops_rnn.cc
 
-int64_t CNode::Int(const char* n, int64_t def) const {
-  auto it = attrs.find(n);
-  return it != attrs.end() && it->second.type == STRATA_ATTR_INT ? it->second.i : def;
-}
-float CNode::Float(const char* n, float def) const {
-  auto it = attrs.find(n);
-  return it != attrs.end() && it->second.type == STRATA_ATTR_FLOAT ? it->second.f : def;
-}
-std::string CNode::Str(const char* n, const char* def) const {
-  auto it = attrs.find(n);
-  return it != attrs.end() && it->second.type == STRATA_ATTR_STRING ? it->second.s : def;
-}
-std::vector<int64_t> CNode::Ints(const char* n) const {
-  auto it = attrs.find(n);
-  return it != attrs.end() && it->second.type == STRATA_ATTR_INTS ? it->second.ints : std::vector<int64_t>{};
-}
-
 bool RunContext::Alloc(int32_t dtype, std::vector<int64_t> shape, DTensor* out) {
   int64_t n = 1;
   for (int64_t d : shape) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/node_copy.h"
 #include "cuda_kernels.h"
 #include "cuda_runtime_state.h"
 #include "strata/provider.h"
@@ -34,30 +35,13 @@ struct DTensor {
   size_t bytes() const { return static_cast<size_t>(numel()) * DtypeSize(dtype); }
 };
 
-struct Attr {
-  int32_t type = 0;
-  int64_t i = 0;
-  float f = 0;
-  std::string s;
-  std::vector<int64_t> ints;
-  std::vector<float> floats;
-};
+using Attr = strata_provider_common::Attr;
 
-struct CNode {
-  std::string name, op, domain;
-  int opset = 0;
-  std::vector<int32_t> inputs, outputs;
-  std::map<std::string, Attr> attrs;
+// A compiled node: its description copy, plus what MatMulNBits prepared at compile.
+struct CNode : strata_provider_common::NodeCopy {
   // MatMulNBits: the packed weight blob (device) and its parameters, prepared at compile.
   BlockRef packed;
   NBitsPackParams nbits;
-
-  bool Has(const char* n) const { return attrs.count(n) != 0; }
-  int64_t Int(const char* n, int64_t def) const;
-  float Float(const char* n, float def) const;
-  std::string Str(const char* n, const char* def) const;
-  std::vector<int64_t> Ints(const char* n) const;
-  std::string Who() const { return op + " '" + name + "'"; }
 };
 
 // Per-run context: the device, the run's stream and cuBLAS handle, and the error slot.

@@ -268,29 +268,10 @@ int32_t Compile(void*, uint32_t device, const strata_partition_desc* p, strata_c
       CNode c;
       c.name = nd.name ? nd.name : "";
       c.op = nd.op_type ? nd.op_type : "";
-      c.domain = nd.domain ? nd.domain : "";
-      c.opset = nd.opset;
       const std::string why = WhyUnsupported(&nd);
       if (!why.empty()) return Fail(err, STRATA_PROVIDER_RESULT_UNSUPPORTED, c.Who() + ": " + why);
-      c.inputs.assign(nd.inputs, nd.inputs + nd.input_count);
-      c.outputs.assign(nd.outputs, nd.outputs + nd.output_count);
-      for (int32_t v : c.inputs)
-        if (v >= static_cast<int32_t>(p->value_count))
-          return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, c.Who() + ": input value index out of range");
-      for (int32_t v : c.outputs)
-        if (v >= static_cast<int32_t>(p->value_count))
-          return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, c.Who() + ": output value index out of range");
-      for (size_t a = 0; a < nd.attribute_count; ++a) {
-        const strata_attribute& sa = nd.attributes[a];
-        Attr at;
-        at.type = sa.type;
-        at.i = sa.i;
-        at.f = sa.f;
-        if (sa.type == STRATA_ATTR_STRING && sa.s) at.s = sa.s;
-        if (sa.type == STRATA_ATTR_INTS && sa.ints) at.ints.assign(sa.ints, sa.ints + sa.count);
-        if (sa.type == STRATA_ATTR_FLOATS && sa.floats) at.floats.assign(sa.floats, sa.floats + sa.count);
-        c.attrs[sa.name] = std::move(at);
-      }
+      const std::string bad = strata_provider_common::CopyNode(nd, p->value_count, &c);
+      if (!bad.empty()) return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, c.Who() + ": " + bad);
       if (c.op == "MatMulNBits" && !PrepareNBits(d, nd, &c, &error, &oom))
         return Fail(err, oom ? STRATA_PROVIDER_RESULT_OUT_OF_MEMORY : STRATA_PROVIDER_RESULT_ERROR,
                     c.Who() + ": " + error);

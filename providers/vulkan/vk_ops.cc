@@ -12,23 +12,6 @@
 
 namespace strata_vk {
 
-int64_t CNode::Int(const char* n, int64_t def) const {
-  auto it = attrs.find(n);
-  return it != attrs.end() && it->second.type == STRATA_ATTR_INT ? it->second.i : def;
-}
-float CNode::Float(const char* n, float def) const {
-  auto it = attrs.find(n);
-  return it != attrs.end() && it->second.type == STRATA_ATTR_FLOAT ? it->second.f : def;
-}
-std::string CNode::Str(const char* n, const char* def) const {
-  auto it = attrs.find(n);
-  return it != attrs.end() && it->second.type == STRATA_ATTR_STRING ? it->second.s : def;
-}
-std::vector<int64_t> CNode::Ints(const char* n) const {
-  auto it = attrs.find(n);
-  return it != attrs.end() && it->second.type == STRATA_ATTR_INTS ? it->second.ints : std::vector<int64_t>{};
-}
-
 namespace {
 
 constexpr int kMaxCopyRank = 6;
@@ -36,7 +19,10 @@ constexpr int64_t kMaxElems = int64_t{1} << 31;  // shaders index with 32-bit in
 
 std::string ShapeStr(const std::vector<int64_t>& s) {
   std::string r = "[";
-  for (size_t k = 0; k < s.size(); ++k) r += (k ? "," : "") + std::to_string(s[k]);
+  for (size_t k = 0; k < s.size(); ++k) {
+    if (k) r += ",";
+    r += std::to_string(s[k]);
+  }
   return r + "]";
 }
 
@@ -925,26 +911,8 @@ VkErr CompilePartition(Device* d, const strata_partition_desc* p, std::unique_pt
     std::string why = WhyUnsupported(&nd);
     if (!why.empty()) return MakeErr(STRATA_PROVIDER_RESULT_UNSUPPORTED, who + ": " + why);
     CNode c;
-    c.name = nd.name ? nd.name : "";
-    c.op = nd.op_type;
-    c.opset = nd.opset;
-    c.inputs.assign(nd.inputs, nd.inputs + nd.input_count);
-    c.outputs.assign(nd.outputs, nd.outputs + nd.output_count);
-    for (int32_t v : c.inputs)
-      if (!check_index(v)) return MakeErr(STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, who + ": bad input value index");
-    for (int32_t v : c.outputs)
-      if (!check_index(v)) return MakeErr(STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, who + ": bad output value index");
-    for (size_t a = 0; a < nd.attribute_count; ++a) {
-      const strata_attribute& sa = nd.attributes[a];
-      Attr at;
-      at.type = sa.type;
-      at.i = sa.i;
-      at.f = sa.f;
-      if (sa.type == STRATA_ATTR_STRING && sa.s) at.s = sa.s;
-      if (sa.type == STRATA_ATTR_INTS && sa.ints) at.ints.assign(sa.ints, sa.ints + sa.count);
-      if (sa.type == STRATA_ATTR_FLOATS && sa.floats) at.floats.assign(sa.floats, sa.floats + sa.count);
-      c.attrs[sa.name ? sa.name : ""] = std::move(at);
-    }
+    const std::string bad = strata_provider_common::CopyNode(nd, p->value_count, &c);
+    if (!bad.empty()) return MakeErr(STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, who + ": " + bad);
     for (Shader s : ShadersFor(c)) {
       const Pipeline* pl;
       VkErr e = d->GetPipeline(s, &pl);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/node_copy.h"
 #include "strata/provider.h"
 #include "vk_device.h"
 
@@ -19,28 +20,9 @@ constexpr int32_t kInt64 = 7;
 // supports_node and compile, so compile never accepts what the query declined.
 std::string WhyUnsupported(const strata_node_desc* node);
 
-struct Attr {
-  int32_t type = 0;
-  int64_t i = 0;
-  float f = 0;
-  std::string s;
-  std::vector<int64_t> ints;
-  std::vector<float> floats;
-};
-
 // A node copied out of its description (descriptions die when compile returns).
-struct CNode {
-  std::string name, op;
-  int opset = 0;
-  std::vector<int32_t> inputs, outputs;
-  std::map<std::string, Attr> attrs;
-  int64_t Int(const char* n, int64_t def) const;
-  float Float(const char* n, float def) const;
-  std::string Str(const char* n, const char* def) const;
-  bool Has(const char* n) const { return attrs.count(n) != 0; }
-  std::vector<int64_t> Ints(const char* n) const;
-  std::string Who() const { return op + " '" + name + "'"; }
-};
+using Attr = strata_provider_common::Attr;
+using CNode = strata_provider_common::NodeCopy;
 
 // A constant: host copy (for shapes, axes, starts...) plus a device copy.
 struct ConstValue {

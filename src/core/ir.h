@@ -50,6 +50,44 @@ struct Attribute {
   std::vector<std::string> strings;
   std::vector<Tensor> tensors;
   std::vector<std::shared_ptr<Graph>> graphs;
+
+  // One-line constructors for passes and tests that create attributes.
+  static Attribute Int(int64_t v) {
+    Attribute a;
+    a.type = Type::kInt;
+    a.i = v;
+    return a;
+  }
+  static Attribute Float(float v) {
+    Attribute a;
+    a.type = Type::kFloat;
+    a.f = v;
+    return a;
+  }
+  static Attribute String(std::string v) {
+    Attribute a;
+    a.type = Type::kString;
+    a.s = std::move(v);
+    return a;
+  }
+  static Attribute Ints(std::vector<int64_t> v) {
+    Attribute a;
+    a.type = Type::kInts;
+    a.ints = std::move(v);
+    return a;
+  }
+  static Attribute Floats(std::vector<float> v) {
+    Attribute a;
+    a.type = Type::kFloats;
+    a.floats = std::move(v);
+    return a;
+  }
+  static Attribute OfTensor(Tensor v) {
+    Attribute a;
+    a.type = Type::kTensor;
+    a.t = std::move(v);
+    return a;
+  }
 };
 
 struct Node {

@@ -18,30 +18,6 @@
 namespace strata {
 namespace {
 
-Attribute AInt(int64_t v) {
-  Attribute a;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-Attribute AInts(std::vector<int64_t> v) {
-  Attribute a;
-  a.type = Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute AFloat(float v) {
-  Attribute a;
-  a.type = Attribute::Type::kFloat;
-  a.f = v;
-  return a;
-}
-Attribute AStr(std::string v) {
-  Attribute a;
-  a.type = Attribute::Type::kString;
-  a.s = std::move(v);
-  return a;
-}
 
 Tensor Random(Shape shape, uint32_t seed) {
   Tensor t = Tensor::Allocate(DataType::kFloat, std::move(shape)).value();
@@ -172,7 +148,7 @@ TEST(HeavyMatMul, BroadcastBatchesAndVectors) {
 
 TEST(HeavyMatMul, ReferenceKnownValuesAndFusedRelu) {
   OpCase c{.op = "MatMul",
-           .attrs = {{"activation", AStr("Relu")}},
+           .attrs = {{"activation", Attribute::String("Relu")}},
            .inputs = {Tensor::FromVector<float>({1, 2, 3, 4}, {2, 2}), Tensor::FromVector<float>({1, -1, 1, -2}, {2, 2})},
            .constant = {false, true}};
   for (bool ref : {true, false}) {
@@ -211,17 +187,17 @@ TEST(HeavyGemm, TransposesAlphaBetaAndCBroadcast) {
           Tensor b = Random(tb ? Shape{N, K} : Shape{K, N}, seed++);
           Tensor c = ci < c_shapes.size() ? Random(c_shapes[ci], seed++) : Tensor();
           OpCase oc{.op = "Gemm",
-                    .attrs = {{"transA", AInt(ta)}, {"transB", AInt(tb)}, {"alpha", AFloat(0.5f)},
-                              {"beta", AFloat(-2.0f)}},
+                    .attrs = {{"transA", Attribute::Int(ta)}, {"transB", Attribute::Int(tb)}, {"alpha", Attribute::Float(0.5f)},
+                              {"beta", Attribute::Float(-2.0f)}},
                     .inputs = {a, b, c},
                     .constant = {false, b_const, c_const}};
           std::string what = "Gemm tA=" + std::to_string(ta) + " tB=" + std::to_string(tb) +
                              " C=" + (c.valid() ? ShapeToString(c.shape()) : "none") + (c_const ? " constC" : "") +
                              (b_const ? " constB" : "");
           ExpectOptMatchesRef(oc, what, &pool2);
-          oc.attrs["activation"] = AStr("Clip");
-          oc.attrs["activation_min"] = AFloat(-0.5f);
-          oc.attrs["activation_max"] = AFloat(0.25f);
+          oc.attrs["activation"] = Attribute::String("Clip");
+          oc.attrs["activation_min"] = Attribute::Float(-0.5f);
+          oc.attrs["activation_max"] = Attribute::Float(0.25f);
           ExpectOptMatchesRef(oc, what + " clip", &pool2);
         }
 }
@@ -229,7 +205,7 @@ TEST(HeavyGemm, TransposesAlphaBetaAndCBroadcast) {
 TEST(HeavyGemm, ReferenceKnownValues) {
   // Y = 2 * A^T B + 1 * C with C broadcast along rows.
   OpCase c{.op = "Gemm",
-           .attrs = {{"transA", AInt(1)}, {"alpha", AFloat(2.0f)}},
+           .attrs = {{"transA", Attribute::Int(1)}, {"alpha", Attribute::Float(2.0f)}},
            .inputs = {Tensor::FromVector<float>({1, 2, 3, 4}, {2, 2}), Tensor::FromVector<float>({1, 0, 0, 1}, {2, 2}),
                       Tensor::FromVector<float>({10, 20}, {2})},
            .constant = {false, true, true}};
@@ -260,7 +236,7 @@ TEST(HeavyGemm, BadShapesGiveClearErrors) {
   // Opset 6 without broadcast=1 needs C of exactly [M, N].
   OpCase legacy{.op = "Gemm", .opset = 6, .inputs = {Random({3, 5}, 1), Random({5, 4}, 2), Random({4}, 3)}};
   EXPECT_EQ(RunOp(legacy, true).status.code(), StatusCode::kInvalidArgument);
-  legacy.attrs["broadcast"] = AInt(1);
+  legacy.attrs["broadcast"] = Attribute::Int(1);
   EXPECT_TRUE(RunOp(legacy, true).status.ok());
 }
 
@@ -275,24 +251,24 @@ struct ConvSpec {
 TEST(HeavyConv, XnnpackMatchesReference) {
   ThreadPool pool2(2);
   std::vector<ConvSpec> specs = {
-      {{1, 3, 17, 17}, {8, 3, 3, 3}, {{"pads", AInts({1, 1, 1, 1})}}},
+      {{1, 3, 17, 17}, {8, 3, 3, 3}, {{"pads", Attribute::Ints({1, 1, 1, 1})}}},
       {{2, 16, 9, 11}, {17, 16, 1, 1}, {}},
-      {{1, 8, 15, 13}, {8, 1, 3, 3}, {{"group", AInt(8)}, {"pads", AInts({1, 1, 1, 1})}}},           // depthwise
-      {{1, 8, 15, 13}, {16, 1, 5, 5}, {{"group", AInt(8)}, {"strides", AInts({2, 2})}, {"pads", AInts({2, 1, 2, 0})}}},
-      {{1, 12, 10, 10}, {6, 4, 3, 3}, {{"group", AInt(3)}, {"dilations", AInts({2, 2})}}},
-      {{1, 4, 16, 16}, {5, 4, 3, 2}, {{"strides", AInts({2, 3})}, {"pads", AInts({0, 1, 2, 1})}}, false},
-      {{1, 5, 14, 14}, {7, 5, 3, 3}, {{"auto_pad", AStr("SAME_UPPER")}, {"strides", AInts({2, 2})}}},
-      {{1, 5, 13, 12}, {7, 5, 4, 4}, {{"auto_pad", AStr("SAME_LOWER")}}},
-      {{1, 5, 13, 12}, {7, 5, 3, 3}, {{"auto_pad", AStr("VALID")}, {"kernel_shape", AInts({3, 3})}}},
+      {{1, 8, 15, 13}, {8, 1, 3, 3}, {{"group", Attribute::Int(8)}, {"pads", Attribute::Ints({1, 1, 1, 1})}}},           // depthwise
+      {{1, 8, 15, 13}, {16, 1, 5, 5}, {{"group", Attribute::Int(8)}, {"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({2, 1, 2, 0})}}},
+      {{1, 12, 10, 10}, {6, 4, 3, 3}, {{"group", Attribute::Int(3)}, {"dilations", Attribute::Ints({2, 2})}}},
+      {{1, 4, 16, 16}, {5, 4, 3, 2}, {{"strides", Attribute::Ints({2, 3})}, {"pads", Attribute::Ints({0, 1, 2, 1})}}, false},
+      {{1, 5, 14, 14}, {7, 5, 3, 3}, {{"auto_pad", Attribute::String("SAME_UPPER")}, {"strides", Attribute::Ints({2, 2})}}},
+      {{1, 5, 13, 12}, {7, 5, 4, 4}, {{"auto_pad", Attribute::String("SAME_LOWER")}}},
+      {{1, 5, 13, 12}, {7, 5, 3, 3}, {{"auto_pad", Attribute::String("VALID")}, {"kernel_shape", Attribute::Ints({3, 3})}}},
       {{0, 3, 8, 8}, {4, 3, 3, 3}, {}},                                                       // empty batch
-      {{3, 6, 33}, {8, 3, 5}, {{"group", AInt(2)}, {"pads", AInts({2, 2})}, {"strides", AInts({2})}}},  // 1-D
-      {{1, 65, 7, 7}, {33, 65, 3, 3}, {{"pads", AInts({1, 1, 1, 1})}}},
+      {{3, 6, 33}, {8, 3, 5}, {{"group", Attribute::Int(2)}, {"pads", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2})}}},  // 1-D
+      {{1, 65, 7, 7}, {33, 65, 3, 3}, {{"pads", Attribute::Ints({1, 1, 1, 1})}}},
       // Depthwise (multiplier 1) on the NCHW kernel: strides, dilations, asymmetric pads, SAME, 1-D, odd widths.
-      {{2, 17, 33, 31}, {17, 1, 3, 3}, {{"group", AInt(17)}, {"strides", AInts({2, 2})}, {"pads", AInts({1, 1, 1, 1})}}},
-      {{1, 5, 12, 65}, {5, 1, 5, 3}, {{"group", AInt(5)}, {"dilations", AInts({2, 3})}, {"pads", AInts({0, 2, 3, 1})}}, false},
-      {{1, 6, 9, 10}, {6, 1, 4, 4}, {{"group", AInt(6)}, {"auto_pad", AStr("SAME_LOWER")}, {"strides", AInts({1, 3})}}},
-      {{2, 4, 40}, {4, 1, 7}, {{"group", AInt(4)}, {"pads", AInts({3, 3})}}},
-      {{1, 3, 2, 2}, {3, 1, 3, 3}, {{"group", AInt(3)}, {"pads", AInts({2, 2, 2, 2})}, {"strides", AInts({2, 2})}}},
+      {{2, 17, 33, 31}, {17, 1, 3, 3}, {{"group", Attribute::Int(17)}, {"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({1, 1, 1, 1})}}},
+      {{1, 5, 12, 65}, {5, 1, 5, 3}, {{"group", Attribute::Int(5)}, {"dilations", Attribute::Ints({2, 3})}, {"pads", Attribute::Ints({0, 2, 3, 1})}}, false},
+      {{1, 6, 9, 10}, {6, 1, 4, 4}, {{"group", Attribute::Int(6)}, {"auto_pad", Attribute::String("SAME_LOWER")}, {"strides", Attribute::Ints({1, 3})}}},
+      {{2, 4, 40}, {4, 1, 7}, {{"group", Attribute::Int(4)}, {"pads", Attribute::Ints({3, 3})}}},
+      {{1, 3, 2, 2}, {3, 1, 3, 3}, {{"group", Attribute::Int(3)}, {"pads", Attribute::Ints({2, 2, 2, 2})}, {"strides", Attribute::Ints({2, 2})}}},
   };
   uint32_t seed = 11;
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -304,7 +280,7 @@ TEST(HeavyConv, XnnpackMatchesReference) {
     std::string what = "Conv case " + std::to_string(i) + " X" + ShapeToString(s.x) + " W" + ShapeToString(s.w);
     ExpectOptMatchesRef(c, what);
     ExpectOptMatchesRef(c, what + " 2 threads", &pool2);
-    c.attrs["activation"] = AStr("Relu");
+    c.attrs["activation"] = Attribute::String("Relu");
     ExpectOptMatchesRef(c, what + " relu", &pool2);
   }
 }
@@ -314,7 +290,7 @@ TEST(HeavyConv, ReferenceKnownValues3dAndFallbacks) {
   std::vector<float> x(25);
   for (int i = 0; i < 25; ++i) x[i] = static_cast<float>(i);
   OpCase c{.op = "Conv",
-           .attrs = {{"pads", AInts({1, 1, 1, 1})}},
+           .attrs = {{"pads", Attribute::Ints({1, 1, 1, 1})}},
            .inputs = {Tensor::FromVector<float>(x, {1, 1, 5, 5}), Tensor::FromVector<float>(std::vector<float>(9, 1), {1, 1, 3, 3})},
            .constant = {false, true}};
   std::vector<float> want = {12, 21, 27, 33, 24, 33, 54, 63, 72, 51, 63, 99, 108, 117, 81,
@@ -326,7 +302,7 @@ TEST(HeavyConv, ReferenceKnownValues3dAndFallbacks) {
   }
   // 3-D conv and a run-time weight use the reference path inside the optimized factory.
   OpCase c3{.op = "Conv",
-            .attrs = {{"pads", AInts({1, 0, 1, 1, 0, 1})}, {"strides", AInts({1, 2, 1})}},
+            .attrs = {{"pads", Attribute::Ints({1, 0, 1, 1, 0, 1})}, {"strides", Attribute::Ints({1, 2, 1})}},
             .inputs = {Random({1, 2, 5, 6, 4}, 1), Random({3, 2, 3, 2, 3}, 2), Random({3}, 3)},
             .constant = {false, true, true}};
   RunResult r3 = RunOp(c3, false);
@@ -356,7 +332,7 @@ TEST(HeavyConv, BadInputsGiveClearErrors) {
     EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(r.status.message().find("same rank"), std::string::npos) << r.status.message();
 
-    OpCase ks{.op = "Conv", .attrs = {{"kernel_shape", AInts({5, 5})}},
+    OpCase ks{.op = "Conv", .attrs = {{"kernel_shape", Attribute::Ints({5, 5})}},
               .inputs = {Random({1, 3, 8, 8}, 1), Random({2, 3, 3, 3}, 2)}, .constant = {false, true}};
     r = RunOp(ks, ref);
     EXPECT_NE(r.status.message().find("kernel_shape"), std::string::npos) << r.status.message();
@@ -371,7 +347,7 @@ TEST(HeavyConv, BadInputsGiveClearErrors) {
     r = RunOp(bias, ref);
     EXPECT_NE(r.status.message().find("bias"), std::string::npos) << r.status.message();
 
-    OpCase pad{.op = "Conv", .attrs = {{"auto_pad", AStr("BOGUS")}},
+    OpCase pad{.op = "Conv", .attrs = {{"auto_pad", Attribute::String("BOGUS")}},
                .inputs = {Random({1, 3, 8, 8}, 1), Random({2, 3, 3, 3}, 2)}, .constant = {false, true}};
     r = RunOp(pad, ref);
     EXPECT_NE(r.status.message().find("auto_pad"), std::string::npos) << r.status.message();
@@ -394,19 +370,19 @@ TEST(HeavyConvTranspose, KnownValuesAndPadding) {
 
   // Strides 3x2 with output_padding and output_shape variants (ONNX convtranspose tests).
   OpCase op{.op = "ConvTranspose",
-            .attrs = {{"strides", AInts({3, 2})}, {"output_padding", AInts({1, 1})}},
+            .attrs = {{"strides", Attribute::Ints({3, 2})}, {"output_padding", Attribute::Ints({1, 1})}},
             .inputs = {xt, w}};
   r = RunOp(op, true);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(ShapeToString(r.outputs[0].tensor().shape()), "[1,2,10,8]");
   OpCase os{.op = "ConvTranspose",
-            .attrs = {{"strides", AInts({3, 2})}, {"output_shape", AInts({10, 8})}},
+            .attrs = {{"strides", Attribute::Ints({3, 2})}, {"output_shape", Attribute::Ints({10, 8})}},
             .inputs = {xt, w}};
   RunResult r2 = RunOp(os, true);
   ASSERT_TRUE(r2.status.ok());
   EXPECT_EQ(Values(r2.outputs[0].tensor()), Values(r.outputs[0].tensor()));
   OpCase same{.op = "ConvTranspose",
-              .attrs = {{"strides", AInts({2, 2})}, {"auto_pad", AStr("SAME_UPPER")}},
+              .attrs = {{"strides", Attribute::Ints({2, 2})}, {"auto_pad", Attribute::String("SAME_UPPER")}},
               .inputs = {xt, w}};
   r = RunOp(same, true);
   ASSERT_TRUE(r.status.ok());
@@ -417,7 +393,7 @@ TEST(HeavyConvTranspose, KnownValuesAndPadding) {
 
   // Group, dilation, pads and bias on a 1-D case checked against a direct scatter.
   OpCase g{.op = "ConvTranspose",
-           .attrs = {{"group", AInt(2)}, {"dilations", AInts({2})}, {"pads", AInts({1, 2})}},
+           .attrs = {{"group", Attribute::Int(2)}, {"dilations", Attribute::Ints({2})}, {"pads", Attribute::Ints({1, 2})}},
            .inputs = {Random({1, 4, 5}, 1), Random({4, 3, 3}, 2), Random({6}, 3)}};
   r = RunOp(g, true);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
@@ -448,15 +424,15 @@ TEST(HeavyConvTranspose, XnnpackMatchesReference) {
   ThreadPool pool2(2);
   std::vector<ConvSpec> specs = {
       {{1, 3, 5, 5}, {3, 2, 3, 3}, {}},
-      {{2, 8, 7, 6}, {8, 3, 4, 4}, {{"strides", AInts({2, 2})}, {"pads", AInts({1, 1, 1, 1})}}},
-      {{1, 6, 5, 4}, {6, 2, 3, 3}, {{"group", AInt(3)}, {"strides", AInts({3, 2})}, {"output_padding", AInts({1, 1})}}},
-      {{1, 4, 6, 6}, {4, 5, 3, 2}, {{"dilations", AInts({2, 2})}, {"pads", AInts({0, 1, 2, 0})}}, false},
-      {{1, 4, 5, 5}, {4, 3, 3, 3}, {{"strides", AInts({2, 2})}, {"auto_pad", AStr("SAME_UPPER")}}},
-      {{1, 4, 5, 5}, {4, 3, 3, 3}, {{"strides", AInts({2, 2})}, {"auto_pad", AStr("SAME_LOWER")}}},
-      {{1, 4, 3, 3}, {4, 2, 3, 3}, {{"strides", AInts({3, 2})}, {"output_shape", AInts({10, 8})}}},  // negative pad
-      {{1, 4, 3, 3}, {4, 2, 3, 3}, {{"strides", AInts({3, 2})}, {"output_shape", AInts({8, 6})}}},
+      {{2, 8, 7, 6}, {8, 3, 4, 4}, {{"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({1, 1, 1, 1})}}},
+      {{1, 6, 5, 4}, {6, 2, 3, 3}, {{"group", Attribute::Int(3)}, {"strides", Attribute::Ints({3, 2})}, {"output_padding", Attribute::Ints({1, 1})}}},
+      {{1, 4, 6, 6}, {4, 5, 3, 2}, {{"dilations", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({0, 1, 2, 0})}}, false},
+      {{1, 4, 5, 5}, {4, 3, 3, 3}, {{"strides", Attribute::Ints({2, 2})}, {"auto_pad", Attribute::String("SAME_UPPER")}}},
+      {{1, 4, 5, 5}, {4, 3, 3, 3}, {{"strides", Attribute::Ints({2, 2})}, {"auto_pad", Attribute::String("SAME_LOWER")}}},
+      {{1, 4, 3, 3}, {4, 2, 3, 3}, {{"strides", Attribute::Ints({3, 2})}, {"output_shape", Attribute::Ints({10, 8})}}},  // negative pad
+      {{1, 4, 3, 3}, {4, 2, 3, 3}, {{"strides", Attribute::Ints({3, 2})}, {"output_shape", Attribute::Ints({8, 6})}}},
       {{0, 4, 3, 3}, {4, 2, 3, 3}, {}},
-      {{1, 16, 8, 8}, {16, 1, 3, 3}, {{"group", AInt(16)}, {"strides", AInts({2, 2})}}},
+      {{1, 16, 8, 8}, {16, 1, 3, 3}, {{"group", Attribute::Int(16)}, {"strides", Attribute::Ints({2, 2})}}},
   };
   uint32_t seed = 51;
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -477,15 +453,15 @@ TEST(HeavyConvTranspose, XnnpackMatchesReference) {
 TEST(HeavyPool, XnnpackMaxAndAverageMatchReference) {
   ThreadPool pool2(2);
   std::vector<std::map<std::string, Attribute>> attrs = {
-      {{"kernel_shape", AInts({3, 3})}, {"strides", AInts({2, 2})}},
-      {{"kernel_shape", AInts({3, 3})}, {"strides", AInts({2, 2})}, {"pads", AInts({1, 1, 1, 1})}},
-      {{"kernel_shape", AInts({2, 3})}, {"strides", AInts({2, 1})}, {"ceil_mode", AInt(1)}},
-      {{"kernel_shape", AInts({3, 3})}, {"strides", AInts({2, 2})}, {"pads", AInts({1, 0, 1, 0})}, {"ceil_mode", AInt(1)}},
-      {{"kernel_shape", AInts({3, 3})}, {"pads", AInts({1, 1, 1, 1})}, {"count_include_pad", AInt(1)}},
-      {{"kernel_shape", AInts({2, 2})}, {"dilations", AInts({2, 2})}},
-      {{"kernel_shape", AInts({3, 3})}, {"auto_pad", AStr("SAME_UPPER")}, {"strides", AInts({2, 2})}},
-      {{"kernel_shape", AInts({4, 4})}, {"auto_pad", AStr("SAME_LOWER")}},
-      {{"kernel_shape", AInts({1, 1})}},
+      {{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})}},
+      {{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({1, 1, 1, 1})}},
+      {{"kernel_shape", Attribute::Ints({2, 3})}, {"strides", Attribute::Ints({2, 1})}, {"ceil_mode", Attribute::Int(1)}},
+      {{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({1, 0, 1, 0})}, {"ceil_mode", Attribute::Int(1)}},
+      {{"kernel_shape", Attribute::Ints({3, 3})}, {"pads", Attribute::Ints({1, 1, 1, 1})}, {"count_include_pad", Attribute::Int(1)}},
+      {{"kernel_shape", Attribute::Ints({2, 2})}, {"dilations", Attribute::Ints({2, 2})}},
+      {{"kernel_shape", Attribute::Ints({3, 3})}, {"auto_pad", Attribute::String("SAME_UPPER")}, {"strides", Attribute::Ints({2, 2})}},
+      {{"kernel_shape", Attribute::Ints({4, 4})}, {"auto_pad", Attribute::String("SAME_LOWER")}},
+      {{"kernel_shape", Attribute::Ints({1, 1})}},
   };
   std::vector<Shape> shapes = {{1, 1, 9, 9}, {2, 17, 16, 15}, {1, 65, 7, 8}, {0, 3, 8, 8}};
   uint32_t seed = 21;
@@ -505,7 +481,7 @@ TEST(HeavyPool, MaxPoolIndicesAndStorageOrder) {
   // ONNX test_maxpool_with_argmax_2d_precomputed_pads.
   OpCase c{.op = "MaxPool",
            .opset = 12,
-           .attrs = {{"kernel_shape", AInts({5, 5})}, {"pads", AInts({2, 2, 2, 2})}},
+           .attrs = {{"kernel_shape", Attribute::Ints({5, 5})}, {"pads", Attribute::Ints({2, 2, 2, 2})}},
            .inputs = {Tensor::FromVector<float>(x, {1, 1, 5, 5})},
            .num_outputs = 2};
   for (bool ref : {true, false}) {
@@ -523,7 +499,7 @@ TEST(HeavyPool, MaxPoolIndicesAndStorageOrder) {
   // ONNX test_maxpool_with_argmax_2d_precomputed_strides (storage_order=1).
   OpCase so{.op = "MaxPool",
             .opset = 12,
-            .attrs = {{"kernel_shape", AInts({2, 2})}, {"strides", AInts({2, 2})}, {"storage_order", AInt(1)}},
+            .attrs = {{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}, {"storage_order", Attribute::Int(1)}},
             .inputs = {Tensor::FromVector<float>(x, {1, 1, 5, 5})},
             .num_outputs = 2};
   RunResult r = RunOp(so, true);
@@ -539,7 +515,7 @@ TEST(HeavyPool, AverageCountIncludePadAndCeilKnownValues) {
   Tensor xt = Tensor::FromVector<float>(x, {1, 1, 5, 5});
   // ONNX test_averagepool_2d_precomputed_pads_count_include_pad, first row.
   OpCase inc{.op = "AveragePool",
-             .attrs = {{"kernel_shape", AInts({5, 5})}, {"pads", AInts({2, 2, 2, 2})}, {"count_include_pad", AInt(1)}},
+             .attrs = {{"kernel_shape", Attribute::Ints({5, 5})}, {"pads", Attribute::Ints({2, 2, 2, 2})}, {"count_include_pad", Attribute::Int(1)}},
              .inputs = {xt}};
   RunResult r = RunOp(inc, false);
   ASSERT_TRUE(r.status.ok());
@@ -547,14 +523,14 @@ TEST(HeavyPool, AverageCountIncludePadAndCeilKnownValues) {
   std::vector<float> row0 = {2.5200f, 3.6000f, 4.8000f, 4.0800f, 3.2400f};
   for (int i = 0; i < 5; ++i) EXPECT_NEAR(y[i], row0[i], 1e-4);
   // Excluding pads: top-left window covers rows/cols 0..2 -> mean of 1,2,3,6,7,8,11,12,13 = 7.
-  inc.attrs["count_include_pad"] = AInt(0);
+  inc.attrs["count_include_pad"] = Attribute::Int(0);
   r = RunOp(inc, false);
   EXPECT_NEAR(r.outputs[0].tensor().data<float>()[0], 7.0f, 1e-5);
   // ONNX test_averagepool_2d_ceil: 4x4 input, kernel 3, stride 2 -> 2x2.
   std::vector<float> x16(16);
   for (int i = 0; i < 16; ++i) x16[i] = static_cast<float>(i + 1);
   OpCase ceil{.op = "AveragePool",
-              .attrs = {{"kernel_shape", AInts({3, 3})}, {"strides", AInts({2, 2})}, {"ceil_mode", AInt(1)}},
+              .attrs = {{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})}, {"ceil_mode", Attribute::Int(1)}},
               .inputs = {Tensor::FromVector<float>(x16, {1, 1, 4, 4})}};
   r = RunOp(ceil, false);
   ASSERT_TRUE(r.status.ok());
@@ -571,20 +547,20 @@ TEST(HeavyPool, GlobalAndLpPools) {
   RunResult r = RunOp({.op = "GlobalMaxPool", .inputs = {x}}, true);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(Values(r.outputs[0].tensor()), std::vector<float>{3});
-  r = RunOp({.op = "GlobalLpPool", .attrs = {{"p", AInt(2)}}, .inputs = {x}}, true);
+  r = RunOp({.op = "GlobalLpPool", .attrs = {{"p", Attribute::Int(2)}}, .inputs = {x}}, true);
   EXPECT_NEAR(r.outputs[0].tensor().data<float>()[0], std::sqrt(30.0f), 1e-5);
-  r = RunOp({.op = "LpPool", .opset = 18, .attrs = {{"kernel_shape", AInts({1, 2})}, {"p", AInt(1)}}, .inputs = {x}}, true);
+  r = RunOp({.op = "LpPool", .opset = 18, .attrs = {{"kernel_shape", Attribute::Ints({1, 2})}, {"p", Attribute::Int(1)}}, .inputs = {x}}, true);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values(r.outputs[0].tensor()), (std::vector<float>{7, 3}));
 }
 
 TEST(HeavyPool, MaxUnpoolAndMaxRoiPool) {
   Tensor x = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, {1, 1, 4, 4});
-  OpCase mp{.op = "MaxPool", .opset = 12, .attrs = {{"kernel_shape", AInts({2, 2})}, {"strides", AInts({2, 2})}},
+  OpCase mp{.op = "MaxPool", .opset = 12, .attrs = {{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}},
             .inputs = {x}, .num_outputs = 2};
   RunResult p = RunOp(mp, true);
   ASSERT_TRUE(p.status.ok());
-  OpCase un{.op = "MaxUnpool", .opset = 11, .attrs = {{"kernel_shape", AInts({2, 2})}, {"strides", AInts({2, 2})}},
+  OpCase un{.op = "MaxUnpool", .opset = 11, .attrs = {{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}},
             .inputs = {p.outputs[0].tensor(), p.outputs[1].tensor()}};
   RunResult u = RunOp(un, true);
   ASSERT_TRUE(u.status.ok()) << u.status.ToString();
@@ -603,11 +579,11 @@ TEST(HeavyPool, MaxUnpoolAndMaxRoiPool) {
   EXPECT_NE(u.status.message().find("outside the output"), std::string::npos) << u.status.message();
 
   Tensor rois = Tensor::FromVector<float>({0, 0, 0, 3, 3, 0, 1, 1, 2, 2}, {2, 5});
-  RunResult rp = RunOp({.op = "MaxRoiPool", .attrs = {{"pooled_shape", AInts({2, 2})}}, .inputs = {x, rois}}, true);
+  RunResult rp = RunOp({.op = "MaxRoiPool", .attrs = {{"pooled_shape", Attribute::Ints({2, 2})}}, .inputs = {x, rois}}, true);
   ASSERT_TRUE(rp.status.ok()) << rp.status.ToString();
   EXPECT_EQ(Values(rp.outputs[0].tensor()), (std::vector<float>{6, 8, 14, 16, 6, 7, 10, 11}));
   Tensor bad_rois = Tensor::FromVector<float>({3, 0, 0, 3, 3}, {1, 5});
-  rp = RunOp({.op = "MaxRoiPool", .attrs = {{"pooled_shape", AInts({2, 2})}}, .inputs = {x, bad_rois}}, true);
+  rp = RunOp({.op = "MaxRoiPool", .attrs = {{"pooled_shape", Attribute::Ints({2, 2})}}, .inputs = {x, bad_rois}}, true);
   EXPECT_EQ(rp.status.code(), StatusCode::kInvalidArgument);
 }
 
@@ -615,15 +591,15 @@ TEST(HeavyPool, BadInputsGiveClearErrors) {
   for (bool ref : {true, false}) {
     RunResult r = RunOp({.op = "MaxPool", .inputs = {Random({1, 3, 8, 8}, 1)}}, ref);
     EXPECT_NE(r.status.message().find("kernel_shape"), std::string::npos) << r.status.message();
-    r = RunOp({.op = "AveragePool", .attrs = {{"kernel_shape", AInts({3})}}, .inputs = {Random({1, 3, 8, 8}, 1)}}, ref);
+    r = RunOp({.op = "AveragePool", .attrs = {{"kernel_shape", Attribute::Ints({3})}}, .inputs = {Random({1, 3, 8, 8}, 1)}}, ref);
     EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(r.status.message().find("AveragePool node 'n0'"), std::string::npos) << r.status.message();
-    r = RunOp({.op = "MaxPool", .attrs = {{"kernel_shape", AInts({9, 9})}}, .inputs = {Random({1, 3, 8, 8}, 1)}}, ref);
+    r = RunOp({.op = "MaxPool", .attrs = {{"kernel_shape", Attribute::Ints({9, 9})}}, .inputs = {Random({1, 3, 8, 8}, 1)}}, ref);
     EXPECT_NE(r.status.message().find("exceeds the padded input"), std::string::npos) << r.status.message();
-    r = RunOp({.op = "MaxPool", .attrs = {{"kernel_shape", AInts({2, 2})}, {"strides", AInts({0, 1})}},
+    r = RunOp({.op = "MaxPool", .attrs = {{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({0, 1})}},
              .inputs = {Random({1, 3, 8, 8}, 1)}}, ref);
     EXPECT_NE(r.status.message().find("stride"), std::string::npos) << r.status.message();
-    r = RunOp({.op = "MaxPool", .attrs = {{"kernel_shape", AInts({2, 2})}}, .inputs = {Random({8, 8}, 1)}}, ref);
+    r = RunOp({.op = "MaxPool", .attrs = {{"kernel_shape", Attribute::Ints({2, 2})}}, .inputs = {Random({8, 8}, 1)}}, ref);
     EXPECT_NE(r.status.message().find("rank >= 3"), std::string::npos) << r.status.message();
   }
 }
@@ -644,7 +620,7 @@ TEST(HeavyConcurrency, OneKernelManyThreads) {
     node.op_type = op;
     node.opset = 13;
     Tensor w = std::string(op) == "Conv" ? Random({8, 4, 3, 3}, 1) : Random({12, 8}, 1);
-    if (std::string(op) == "MaxPool") node.attrs["kernel_shape"] = AInts({3, 3});
+    if (std::string(op) == "MaxPool") node.attrs["kernel_shape"] = Attribute::Ints({3, 3});
     int xv = graph.AddValue("x");
     node.inputs.push_back(xv);
     if (std::string(op) != "MaxPool") {

@@ -15,6 +15,7 @@
 
 #include "capi/env.h"
 #include "core/kernel.h"
+#include "ir_builder.h"
 #include "plugin/cpu_features.h"
 #include "plugin/elf_info.h"
 #include "plugin/partition.h"
@@ -351,46 +352,9 @@ TEST(PluginCapi, ReportAndCapabilitiesNeverFail) {
 
 // ---------------------------------------------------------------- partitioning + execution
 
-class GraphBuilder {
- public:
-  int Value(const std::string& name, Shape shape, DataType dt = DataType::kFloat) {
-    int v = g.AddValue(name);
-    g.values[v].type.kind = TypeInfo::Kind::kTensor;
-    g.values[v].type.elem_type = dt;
-    g.values[v].type.has_shape = true;
-    for (int64_t d : shape) g.values[v].type.dims.push_back(Dim{d, ""});
-    return v;
-  }
-  int Const(const std::string& name, const Tensor& t) {
-    int v = Value(name, t.shape(), t.dtype());
-    g.initializers[v] = t;
-    return v;
-  }
-  Node& Add(const std::string& op, std::vector<int> ins, std::vector<int> outs, int opset = 13) {
-    Node n;
-    n.name = op + "_" + std::to_string(g.nodes.size());
-    n.op_type = op;
-    n.opset = opset;
-    n.inputs = std::move(ins);
-    n.outputs = std::move(outs);
-    g.nodes.push_back(std::move(n));
-    return g.nodes.back();
-  }
-  Graph g;
-};
-
-void SetInts(Node& n, const std::string& k, std::vector<int64_t> v) {
-  Attribute a;
-  a.type = Attribute::Type::kInts;
-  a.ints = std::move(v);
-  n.attrs[k] = a;
-}
-void SetInt(Node& n, const std::string& k, int64_t v) {
-  Attribute a;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  n.attrs[k] = a;
-}
+using GraphBuilder = strata::testing::IrBuilder;
+using strata::testing::SetInt;
+using strata::testing::SetInts;
 
 std::vector<float> Iota(size_t n, float scale, float shift) {
   std::vector<float> v(n);

@@ -18,42 +18,6 @@ namespace {
 
 using Attrs = std::map<std::string, Attribute>;
 
-Attribute AInt(int64_t v) {
-  Attribute a;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-Attribute AInts(std::vector<int64_t> v) {
-  Attribute a;
-  a.type = Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute AFloat(float v) {
-  Attribute a;
-  a.type = Attribute::Type::kFloat;
-  a.f = v;
-  return a;
-}
-Attribute AFloats(std::vector<float> v) {
-  Attribute a;
-  a.type = Attribute::Type::kFloats;
-  a.floats = std::move(v);
-  return a;
-}
-Attribute AStr(std::string v) {
-  Attribute a;
-  a.type = Attribute::Type::kString;
-  a.s = std::move(v);
-  return a;
-}
-Attribute ATensor(Tensor t) {
-  Attribute a;
-  a.type = Attribute::Type::kTensor;
-  a.t = std::move(t);
-  return a;
-}
 
 template <typename T>
 Tensor T1(std::vector<T> v, Shape s) {
@@ -144,10 +108,10 @@ TEST(TensorOps, ReshapeInfersAndAliases) {
   EXPECT_EQ(y.shape(), (Shape{2, 6, 2}));
   EXPECT_EQ(y.data<float>(), x.data<float>());  // no copy
   // Opset 1-4 takes the shape from the attribute.
-  EXPECT_EQ(RunOk("Reshape", 1, {x}, {{"shape", AInts({4, -1})}}).shape(), (Shape{4, 6}));
+  EXPECT_EQ(RunOk("Reshape", 1, {x}, {{"shape", Attribute::Ints({4, -1})}}).shape(), (Shape{4, 6}));
   // allowzero keeps a literal 0.
   Tensor e = F32({}, {0, 3});
-  EXPECT_EQ(RunOk("Reshape", 14, {e, I64({3, 0})}, {{"allowzero", AInt(1)}}).shape(), (Shape{3, 0}));
+  EXPECT_EQ(RunOk("Reshape", 14, {e, I64({3, 0})}, {{"allowzero", Attribute::Int(1)}}).shape(), (Shape{3, 0}));
   // Rank 0 <-> rank 1.
   EXPECT_EQ(RunOk("Reshape", 13, {F32({5}, {}), I64({1})}).shape(), (Shape{1}));
   EXPECT_EQ(RunOk("Reshape", 13, {F32({5}, {1}), I64({}, {0})}).shape(), (Shape{}));
@@ -159,21 +123,21 @@ TEST(TensorOps, ReshapeErrors) {
   ExpectError("Reshape", 13, {x, I64({5})}, {}, "cannot reshape input [2,3]");
   ExpectError("Reshape", 13, {x, I64({-1, -1})}, {}, "more than one -1");
   ExpectError("Reshape", 13, {x, I64({-2, 3})}, {}, "invalid dimension -2");
-  ExpectError("Reshape", 14, {x, I64({0, -1})}, {{"allowzero", AInt(1)}}, "cannot mix 0 and -1");
+  ExpectError("Reshape", 14, {x, I64({0, -1})}, {{"allowzero", Attribute::Int(1)}}, "cannot mix 0 and -1");
   ExpectError("Reshape", 13, {x}, {}, "missing required input 1");
 }
 
 TEST(TensorOps, FlattenSqueezeUnsqueeze) {
   Tensor x = F32(Iota(24), {2, 3, 4});
-  EXPECT_EQ(RunOk("Flatten", 13, {x}, {{"axis", AInt(-1)}}).shape(), (Shape{6, 4}));
-  EXPECT_EQ(RunOk("Flatten", 13, {x}, {{"axis", AInt(0)}}).shape(), (Shape{1, 24}));
-  EXPECT_EQ(RunOk("Flatten", 13, {x}, {{"axis", AInt(3)}}).shape(), (Shape{24, 1}));
-  ExpectError("Flatten", 13, {x}, {{"axis", AInt(4)}}, "out of range");
+  EXPECT_EQ(RunOk("Flatten", 13, {x}, {{"axis", Attribute::Int(-1)}}).shape(), (Shape{6, 4}));
+  EXPECT_EQ(RunOk("Flatten", 13, {x}, {{"axis", Attribute::Int(0)}}).shape(), (Shape{1, 24}));
+  EXPECT_EQ(RunOk("Flatten", 13, {x}, {{"axis", Attribute::Int(3)}}).shape(), (Shape{24, 1}));
+  ExpectError("Flatten", 13, {x}, {{"axis", Attribute::Int(4)}}, "out of range");
 
   Tensor s = F32(Iota(3), {1, 3, 1});
   EXPECT_EQ(RunOk("Squeeze", 13, {s}).shape(), (Shape{3}));
   EXPECT_EQ(RunOk("Squeeze", 13, {s, I64({-1})}).shape(), (Shape{1, 3}));
-  EXPECT_EQ(RunOk("Squeeze", 11, {s}, {{"axes", AInts({0})}}).shape(), (Shape{3, 1}));
+  EXPECT_EQ(RunOk("Squeeze", 11, {s}, {{"axes", Attribute::Ints({0})}}).shape(), (Shape{3, 1}));
   EXPECT_EQ(RunOk("Squeeze", 13, {s, I64({}, {0})}).shape(), (Shape{3}));
   ExpectError("Squeeze", 13, {s, I64({1})}, {}, "cannot squeeze axis 1 of size 3");
   ExpectError("Squeeze", 13, {s, I64({0, -3})}, {}, "repeated");
@@ -181,7 +145,7 @@ TEST(TensorOps, FlattenSqueezeUnsqueeze) {
   Tensor u = RunOk("Unsqueeze", 13, {F32(Iota(3), {3}), I64({0, -1})});
   EXPECT_EQ(u.shape(), (Shape{1, 3, 1}));
   EXPECT_EQ(RunOk("Unsqueeze", 13, {F32({7}, {}), I64({0})}).shape(), (Shape{1}));
-  EXPECT_EQ(RunOk("Unsqueeze", 1, {F32(Iota(3), {3})}, {{"axes", AInts({1})}}).shape(), (Shape{3, 1}));
+  EXPECT_EQ(RunOk("Unsqueeze", 1, {F32(Iota(3), {3})}, {{"axes", Attribute::Ints({1})}}).shape(), (Shape{3, 1}));
   ExpectError("Unsqueeze", 13, {F32(Iota(3), {3}), I64({3})}, {}, "out of range");
 }
 
@@ -201,10 +165,10 @@ TEST(TensorOps, IdentityPassesSequencesAndOptionals) {
 TEST(TensorOps, ShapeAndSize) {
   Tensor x = F32({}, {2, 0, 5, 7});
   EXPECT_EQ(Vec<int64_t>(RunOk("Shape", 13, {x})), (std::vector<int64_t>{2, 0, 5, 7}));
-  EXPECT_EQ(Vec<int64_t>(RunOk("Shape", 15, {x}, {{"start", AInt(1)}, {"end", AInt(-1)}})),
+  EXPECT_EQ(Vec<int64_t>(RunOk("Shape", 15, {x}, {{"start", Attribute::Int(1)}, {"end", Attribute::Int(-1)}})),
             (std::vector<int64_t>{0, 5}));
-  EXPECT_EQ(Vec<int64_t>(RunOk("Shape", 15, {x}, {{"start", AInt(-10)}, {"end", AInt(100)}})).size(), 4u);
-  EXPECT_EQ(RunOk("Shape", 15, {x}, {{"start", AInt(3)}, {"end", AInt(1)}}).shape(), (Shape{0}));
+  EXPECT_EQ(Vec<int64_t>(RunOk("Shape", 15, {x}, {{"start", Attribute::Int(-10)}, {"end", Attribute::Int(100)}})).size(), 4u);
+  EXPECT_EQ(RunOk("Shape", 15, {x}, {{"start", Attribute::Int(3)}, {"end", Attribute::Int(1)}}).shape(), (Shape{0}));
   Tensor sz = RunOk("Size", 13, {F32(Iota(6), {2, 3})});
   EXPECT_EQ(sz.shape(), Shape{});
   EXPECT_EQ(Vec<int64_t>(sz), std::vector<int64_t>{6});
@@ -212,7 +176,7 @@ TEST(TensorOps, ShapeAndSize) {
 }
 
 TEST(TensorOps, ConstantOfShapeRangeEyeLike) {
-  Tensor c = RunOk("ConstantOfShape", 9, {I64({2, 2})}, {{"value", ATensor(I64({7}, {1}))}});
+  Tensor c = RunOk("ConstantOfShape", 9, {I64({2, 2})}, {{"value", Attribute::OfTensor(I64({7}, {1}))}});
   EXPECT_EQ(c.dtype(), DataType::kInt64);
   EXPECT_EQ(Vec<int64_t>(c), (std::vector<int64_t>{7, 7, 7, 7}));
   Tensor z = RunOk("ConstantOfShape", 9, {I64({3})});
@@ -228,7 +192,7 @@ TEST(TensorOps, ConstantOfShapeRangeEyeLike) {
   EXPECT_EQ(RunOk("Range", 11, {Tensor::Scalar(3.0f), Tensor::Scalar(1.0f), Tensor::Scalar(1.0f)}).shape(), (Shape{0}));
   ExpectError("Range", 11, {Tensor::Scalar(1.0f), Tensor::Scalar(2.0f), Tensor::Scalar(0.0f)}, {}, "non-zero");
 
-  Tensor e = RunOk("EyeLike", 9, {F32({}, {2, 3})}, {{"k", AInt(1)}, {"dtype", AInt(7)}});
+  Tensor e = RunOk("EyeLike", 9, {F32({}, {2, 3})}, {{"k", Attribute::Int(1)}, {"dtype", Attribute::Int(7)}});
   EXPECT_EQ(e.dtype(), DataType::kInt64);
   EXPECT_EQ(Vec<int64_t>(e), (std::vector<int64_t>{0, 1, 0, 0, 0, 1}));
   ExpectError("EyeLike", 9, {F32(Iota(3), {3})}, {}, "must be 2-D");
@@ -242,15 +206,15 @@ TEST(TensorOps, TransposeSmall) {
   EXPECT_EQ(y.shape(), (Shape{3, 2}));
   EXPECT_EQ(Vec<float>(y), (std::vector<float>{0, 3, 1, 4, 2, 5}));
   Tensor x3 = F32(Iota(24), {2, 3, 4});
-  Tensor y3 = RunOk("Transpose", 13, {x3}, {{"perm", AInts({1, 0, 2})}});
+  Tensor y3 = RunOk("Transpose", 13, {x3}, {{"perm", Attribute::Ints({1, 0, 2})}});
   EXPECT_EQ(y3.shape(), (Shape{3, 2, 4}));
   EXPECT_EQ(Vec<float>(y3)[4], 12.0f);  // y[0,1,0] = x[1,0,0]
   Tensor s = RunOk("Transpose", 13, {Str({"a", "b", "c", "d"}, {2, 2})});
   EXPECT_EQ(Vec<std::string>(s), (std::vector<std::string>{"a", "c", "b", "d"}));
   EXPECT_EQ(RunOk("Transpose", 13, {F32({}, {0, 3})}).shape(), (Shape{3, 0}));
   EXPECT_EQ(Vec<float>(RunOk("Transpose", 13, {F32({4}, {})})), std::vector<float>{4});
-  ExpectError("Transpose", 13, {x}, {{"perm", AInts({0, 0})}}, "not a permutation");
-  ExpectError("Transpose", 13, {x}, {{"perm", AInts({0, 1, 2})}}, "does not match input rank 2");
+  ExpectError("Transpose", 13, {x}, {{"perm", Attribute::Ints({0, 0})}}, "not a permutation");
+  ExpectError("Transpose", 13, {x}, {{"perm", Attribute::Ints({0, 1, 2})}}, "does not match input rank 2");
 }
 
 // Large NCHW->NHWC and 2-D transposes hit the tiled and parallel paths; compare with a naive loop.
@@ -258,7 +222,7 @@ TEST(TensorOps, TransposeTiledMatchesNaive) {
   ThreadPool pool(2);
   const int64_t n = 2, c = 37, h = 29, w = 31;
   Tensor x = F32(Iota(n * c * h * w), {n, c, h, w});
-  Tensor y = RunOk("Transpose", 13, {x}, {{"perm", AInts({0, 2, 3, 1})}}, 1, 0, &pool);
+  Tensor y = RunOk("Transpose", 13, {x}, {{"perm", Attribute::Ints({0, 2, 3, 1})}}, 1, 0, &pool);
   ASSERT_EQ(y.shape(), (Shape{n, h, w, c}));
   const float* xp = x.data<float>();
   const float* yp = y.data<float>();
@@ -268,7 +232,7 @@ TEST(TensorOps, TransposeTiledMatchesNaive) {
       for (int64_t d = 0; d < w; ++d)
         for (int64_t e = 0; e < c; ++e) bad += yp[((a * h + b) * w + d) * c + e] != xp[((a * c + e) * h + b) * w + d];
   EXPECT_EQ(bad, 0);
-  Tensor back = RunOk("Transpose", 13, {y}, {{"perm", AInts({0, 3, 1, 2})}}, 1, 0, &pool);
+  Tensor back = RunOk("Transpose", 13, {y}, {{"perm", Attribute::Ints({0, 3, 1, 2})}}, 1, 0, &pool);
   EXPECT_EQ(Vec<float>(back), Vec<float>(x));
   Tensor m = F32(Iota(300 * 257), {300, 257});
   Tensor mt = RunOk("Transpose", 13, {m}, {}, 1, 0, &pool);
@@ -280,20 +244,20 @@ TEST(TensorOps, TransposeTiledMatchesNaive) {
 
 TEST(TensorOps, ConcatAndSplit) {
   Tensor a = F32({1, 2, 3, 4}, {2, 2}), b = F32({5, 6}, {2, 1}), e = F32({}, {2, 0});
-  Tensor y = RunOk("Concat", 13, {a, e, b}, {{"axis", AInt(-1)}});
+  Tensor y = RunOk("Concat", 13, {a, e, b}, {{"axis", Attribute::Int(-1)}});
   EXPECT_EQ(y.shape(), (Shape{2, 3}));
   EXPECT_EQ(Vec<float>(y), (std::vector<float>{1, 2, 5, 3, 4, 6}));
-  Tensor s = RunOk("Concat", 13, {Str({"x"}, {1}), Str({"y", "z"}, {2})}, {{"axis", AInt(0)}});
+  Tensor s = RunOk("Concat", 13, {Str({"x"}, {1}), Str({"y", "z"}, {2})}, {{"axis", Attribute::Int(0)}});
   EXPECT_EQ(Vec<std::string>(s), (std::vector<std::string>{"x", "y", "z"}));
-  ExpectError("Concat", 13, {a, F32({1, 2, 3}, {3, 1})}, {{"axis", AInt(1)}}, "does not match input 0");
-  ExpectError("Concat", 13, {a, I64({1, 2}, {2, 1})}, {{"axis", AInt(1)}}, "does not match input 0");
+  ExpectError("Concat", 13, {a, F32({1, 2, 3}, {3, 1})}, {{"axis", Attribute::Int(1)}}, "does not match input 0");
+  ExpectError("Concat", 13, {a, I64({1, 2}, {2, 1})}, {{"axis", Attribute::Int(1)}}, "does not match input 0");
 
   Tensor x = F32(Iota(6), {6});
   RunResult r = RunOp("Split", 13, {x, I64({2, 4})}, {}, 2);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Vec<float>(r.outputs[0].tensor()), (std::vector<float>{0, 1}));
   EXPECT_EQ(Vec<float>(r.outputs[1].tensor()), (std::vector<float>{2, 3, 4, 5}));
-  r = RunOp("Split", 11, {F32(Iota(6), {2, 3})}, {{"axis", AInt(-1)}, {"split", AInts({1, 2})}}, 2);
+  r = RunOp("Split", 11, {F32(Iota(6), {2, 3})}, {{"axis", Attribute::Int(-1)}, {"split", Attribute::Ints({1, 2})}}, 2);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(Vec<float>(r.outputs[1].tensor()), (std::vector<float>{1, 2, 4, 5}));
   r = RunOp("Split", 13, {x}, {}, 3);
@@ -321,7 +285,7 @@ TEST(TensorOps, Slice) {
   EXPECT_EQ(RunOk("Slice", 13, {F32({}, {0, 2}), I64({-1}), I64({INT64_MIN}), I64({0}), I64({-1})}).shape(),
             (Shape{0, 2}));
   // Opset 1 attributes.
-  Tensor a = RunOk("Slice", 1, {x}, {{"starts", AInts({1})}, {"ends", AInts({1000})}, {"axes", AInts({1})}});
+  Tensor a = RunOk("Slice", 1, {x}, {{"starts", Attribute::Ints({1})}, {"ends", Attribute::Ints({1000})}, {"axes", Attribute::Ints({1})}});
   EXPECT_EQ(a.shape(), (Shape{3, 3}));
   Tensor s = RunOk("Slice", 13, {Str({"a", "b", "c"}, {3}), I64({1}), I64({3})});
   EXPECT_EQ(Vec<std::string>(s), (std::vector<std::string>{"b", "c"}));
@@ -358,41 +322,41 @@ TEST(TensorOps, PadModes) {
   Tensor c = RunOk("Pad", 13, {x, I64({0, 1, 1, 0}), F32({9}, {})});
   EXPECT_EQ(c.shape(), (Shape{3, 3}));
   EXPECT_EQ(Vec<float>(c), (std::vector<float>{9, 1, 2, 9, 3, 4, 9, 9, 9}));
-  Tensor r = RunOk("Pad", 13, {F32({1, 2, 3}, {3}), I64({2, 2})}, {{"mode", AStr("reflect")}});
+  Tensor r = RunOk("Pad", 13, {F32({1, 2, 3}, {3}), I64({2, 2})}, {{"mode", Attribute::String("reflect")}});
   EXPECT_EQ(Vec<float>(r), (std::vector<float>{3, 2, 1, 2, 3, 2, 1}));
-  Tensor ed = RunOk("Pad", 13, {F32({1, 2, 3}, {3}), I64({2, 1})}, {{"mode", AStr("edge")}});
+  Tensor ed = RunOk("Pad", 13, {F32({1, 2, 3}, {3}), I64({2, 1})}, {{"mode", Attribute::String("edge")}});
   EXPECT_EQ(Vec<float>(ed), (std::vector<float>{1, 1, 1, 2, 3, 3}));
   // Negative pads crop.
   Tensor crop = RunOk("Pad", 13, {F32({1, 2, 3}, {3}), I64({-1, 1})});
   EXPECT_EQ(Vec<float>(crop), (std::vector<float>{2, 3, 0}));
   // Opset 2: pads and value attributes.
-  Tensor a = RunOk("Pad", 2, {F32({1}, {1})}, {{"pads", AInts({1, 1})}, {"value", AFloat(5)}});
+  Tensor a = RunOk("Pad", 2, {F32({1}, {1})}, {{"pads", Attribute::Ints({1, 1})}, {"value", Attribute::Float(5)}});
   EXPECT_EQ(Vec<float>(a), (std::vector<float>{5, 1, 5}));
   Tensor s = RunOk("Pad", 13, {Str({"a"}, {1}), I64({1, 0})});
   EXPECT_EQ(Vec<std::string>(s), (std::vector<std::string>{"", "a"}));
   ExpectError("Pad", 13, {x, I64({1, 1})}, {}, "expected 4");
-  ExpectError("Pad", 13, {x, I64({0, 0, 0, 0})}, {{"mode", AStr("mirror")}}, "unsupported pad mode");
-  ExpectError("Pad", 13, {F32({}, {0}), I64({1, 1})}, {{"mode", AStr("edge")}}, "of size 0");
+  ExpectError("Pad", 13, {x, I64({0, 0, 0, 0})}, {{"mode", Attribute::String("mirror")}}, "unsupported pad mode");
+  ExpectError("Pad", 13, {F32({}, {0}), I64({1, 1})}, {{"mode", Attribute::String("edge")}}, "of size 0");
 }
 
 TEST(TensorOps, DepthSpaceTriluReverse) {
   Tensor x = F32(Iota(8), {1, 8, 1, 1});
-  Tensor dcr = RunOk("DepthToSpace", 13, {x}, {{"blocksize", AInt(2)}});
+  Tensor dcr = RunOk("DepthToSpace", 13, {x}, {{"blocksize", Attribute::Int(2)}});
   EXPECT_EQ(dcr.shape(), (Shape{1, 2, 2, 2}));
   EXPECT_EQ(Vec<float>(dcr), (std::vector<float>{0, 2, 4, 6, 1, 3, 5, 7}));
-  Tensor crd = RunOk("DepthToSpace", 13, {x}, {{"blocksize", AInt(2)}, {"mode", AStr("CRD")}});
+  Tensor crd = RunOk("DepthToSpace", 13, {x}, {{"blocksize", Attribute::Int(2)}, {"mode", Attribute::String("CRD")}});
   EXPECT_EQ(Vec<float>(crd), Iota(8));
-  Tensor s2d = RunOk("SpaceToDepth", 13, {F32(Iota(8), {1, 2, 2, 2})}, {{"blocksize", AInt(2)}});
+  Tensor s2d = RunOk("SpaceToDepth", 13, {F32(Iota(8), {1, 2, 2, 2})}, {{"blocksize", Attribute::Int(2)}});
   EXPECT_EQ(s2d.shape(), (Shape{1, 8, 1, 1}));
   EXPECT_EQ(Vec<float>(s2d), (std::vector<float>{0, 4, 1, 5, 2, 6, 3, 7}));
   // SpaceToDepth inverts DCR DepthToSpace.
-  Tensor round = RunOk("SpaceToDepth", 13, {dcr}, {{"blocksize", AInt(2)}});
+  Tensor round = RunOk("SpaceToDepth", 13, {dcr}, {{"blocksize", Attribute::Int(2)}});
   EXPECT_EQ(Vec<float>(round), Iota(8));
-  ExpectError("DepthToSpace", 13, {F32(Iota(6), {1, 6, 1, 1})}, {{"blocksize", AInt(2)}}, "not divisible");
+  ExpectError("DepthToSpace", 13, {F32(Iota(6), {1, 6, 1, 1})}, {{"blocksize", Attribute::Int(2)}}, "not divisible");
 
   Tensor m = F32(Iota(9), {3, 3});
   EXPECT_EQ(Vec<float>(RunOk("Trilu", 14, {m})), (std::vector<float>{0, 1, 2, 0, 4, 5, 0, 0, 8}));
-  EXPECT_EQ(Vec<float>(RunOk("Trilu", 14, {m, Tensor::Scalar<int64_t>(-1)}, {{"upper", AInt(0)}})),
+  EXPECT_EQ(Vec<float>(RunOk("Trilu", 14, {m, Tensor::Scalar<int64_t>(-1)}, {{"upper", Attribute::Int(0)}})),
             (std::vector<float>{0, 0, 0, 3, 0, 0, 6, 7, 0}));
 
   Tensor seq = F32(Iota(8), {4, 2});  // time-major [time=4, batch=2]
@@ -408,7 +372,7 @@ TEST(TensorOps, Gather) {
   Tensor y = RunOk("Gather", 13, {x, I64({2, -3}, {2})});
   EXPECT_EQ(y.shape(), (Shape{2, 2}));
   EXPECT_EQ(Vec<float>(y), (std::vector<float>{4, 5, 0, 1}));
-  Tensor col = RunOk("Gather", 13, {x, T1<int32_t>({1}, {})}, {{"axis", AInt(-1)}});
+  Tensor col = RunOk("Gather", 13, {x, T1<int32_t>({1}, {})}, {{"axis", Attribute::Int(-1)}});
   EXPECT_EQ(col.shape(), (Shape{3}));
   EXPECT_EQ(Vec<float>(col), (std::vector<float>{1, 3, 5}));
   Tensor s = RunOk("Gather", 13, {Str({"a", "b", "c"}, {3}), I64({2, 2, 0}, {3})});
@@ -421,10 +385,10 @@ TEST(TensorOps, Gather) {
 
 TEST(TensorOps, GatherElementsAndND) {
   Tensor x = F32({1, 2, 3, 4}, {2, 2});
-  Tensor ge = RunOk("GatherElements", 13, {x, I64({0, 0, 1, 0}, {2, 2})}, {{"axis", AInt(1)}});
+  Tensor ge = RunOk("GatherElements", 13, {x, I64({0, 0, 1, 0}, {2, 2})}, {{"axis", Attribute::Int(1)}});
   EXPECT_EQ(Vec<float>(ge), (std::vector<float>{1, 1, 4, 3}));
-  ExpectError("GatherElements", 13, {x, I64({0, 2}, {1, 2})}, {{"axis", AInt(0)}}, "out of range");
-  ExpectError("GatherElements", 13, {x, I64({0, 0, 0}, {1, 3})}, {{"axis", AInt(0)}}, "exceeds data shape");
+  ExpectError("GatherElements", 13, {x, I64({0, 2}, {1, 2})}, {{"axis", Attribute::Int(0)}}, "out of range");
+  ExpectError("GatherElements", 13, {x, I64({0, 0, 0}, {1, 3})}, {{"axis", Attribute::Int(0)}}, "exceeds data shape");
 
   Tensor g = RunOk("GatherND", 13, {x, I64({1, 0, 0, 1}, {2, 2})});
   EXPECT_EQ(Vec<float>(g), (std::vector<float>{3, 2}));
@@ -433,7 +397,7 @@ TEST(TensorOps, GatherElementsAndND) {
   EXPECT_EQ(Vec<float>(rows), (std::vector<float>{3, 4, 1, 2}));
   // batch_dims = 1: data [2,2,2], indices [2,1] pick one row per batch.
   Tensor d3 = F32(Iota(8), {2, 2, 2});
-  Tensor b = RunOk("GatherND", 13, {d3, I64({1, 0}, {2, 1})}, {{"batch_dims", AInt(1)}});
+  Tensor b = RunOk("GatherND", 13, {d3, I64({1, 0}, {2, 1})}, {{"batch_dims", Attribute::Int(1)}});
   EXPECT_EQ(b.shape(), (Shape{2, 2}));
   EXPECT_EQ(Vec<float>(b), (std::vector<float>{2, 3, 4, 5}));
   ExpectError("GatherND", 13, {x, I64({2, 0}, {1, 2})}, {}, "index 2 is out of range");
@@ -444,32 +408,32 @@ TEST(TensorOps, ScatterNDAndElements) {
   Tensor x = F32({1, 2, 3, 4}, {4});
   Tensor s = RunOk("ScatterND", 13, {x, I64({1, 3}, {2, 1}), F32({10, 20}, {2})});
   EXPECT_EQ(Vec<float>(s), (std::vector<float>{1, 10, 3, 20}));
-  Tensor add = RunOk("ScatterND", 16, {x, I64({1, 1}, {2, 1}), F32({10, 20}, {2})}, {{"reduction", AStr("add")}});
+  Tensor add = RunOk("ScatterND", 16, {x, I64({1, 1}, {2, 1}), F32({10, 20}, {2})}, {{"reduction", Attribute::String("add")}});
   EXPECT_EQ(Vec<float>(add), (std::vector<float>{1, 32, 3, 4}));
-  Tensor mul = RunOk("ScatterND", 16, {x, I64({0}, {1, 1}), F32({5}, {1})}, {{"reduction", AStr("mul")}});
+  Tensor mul = RunOk("ScatterND", 16, {x, I64({0}, {1, 1}), F32({5}, {1})}, {{"reduction", Attribute::String("mul")}});
   EXPECT_EQ(Vec<float>(mul), (std::vector<float>{5, 2, 3, 4}));
   Tensor str = RunOk("ScatterND", 13, {Str({"a", "b"}, {2}), I64({1}, {1, 1}), Str({"z"}, {1})});
   EXPECT_EQ(Vec<std::string>(str), (std::vector<std::string>{"a", "z"}));
   ExpectError("ScatterND", 13, {x, I64({4}, {1, 1}), F32({1}, {1})}, {}, "out of range");
   ExpectError("ScatterND", 13, {x, I64({1}, {1, 1}), F32({1, 2}, {2})}, {}, "updates shape");
-  ExpectError("ScatterND", 16, {x, I64({1}, {1, 1}), F32({1}, {1})}, {{"reduction", AStr("max")}}, "reduction");
+  ExpectError("ScatterND", 16, {x, I64({1}, {1, 1}), F32({1}, {1})}, {{"reduction", Attribute::String("max")}}, "reduction");
 
   Tensor d = F32(Iota(6), {2, 3});
-  Tensor se = RunOk("ScatterElements", 13, {d, I64({-1, 0}, {1, 2}), F32({10, 20}, {1, 2})}, {{"axis", AInt(0)}});
+  Tensor se = RunOk("ScatterElements", 13, {d, I64({-1, 0}, {1, 2}), F32({10, 20}, {1, 2})}, {{"axis", Attribute::Int(0)}});
   EXPECT_EQ(Vec<float>(se), (std::vector<float>{0, 20, 2, 10, 4, 5}));
   Tensor sea = RunOk("ScatterElements", 18, {d, I64({2, 2}, {1, 2}), F32({10, -1}, {1, 2})},
-                     {{"axis", AInt(1)}, {"reduction", AStr("max")}});
+                     {{"axis", Attribute::Int(1)}, {"reduction", Attribute::String("max")}});
   EXPECT_EQ(Vec<float>(sea), (std::vector<float>{0, 1, 10, 3, 4, 5}));
-  Tensor legacy = RunOk("Scatter", 9, {d, I64({1}, {1, 1}), F32({7}, {1, 1})}, {{"axis", AInt(1)}});
+  Tensor legacy = RunOk("Scatter", 9, {d, I64({1}, {1, 1}), F32({7}, {1, 1})}, {{"axis", Attribute::Int(1)}});
   EXPECT_EQ(Vec<float>(legacy), (std::vector<float>{0, 7, 2, 3, 4, 5}));
-  ExpectError("ScatterElements", 13, {d, I64({3}, {1, 1}), F32({1}, {1, 1})}, {{"axis", AInt(1)}}, "out of range");
+  ExpectError("ScatterElements", 13, {d, I64({3}, {1, 1}), F32({1}, {1, 1})}, {{"axis", Attribute::Int(1)}}, "out of range");
 }
 
 TEST(TensorOps, OneHotNonZeroCompress) {
   Tensor oh = RunOk("OneHot", 11, {I64({0, 2, -1, 5}), Tensor::Scalar(3.0f), F32({0, 1}, {2})});
   EXPECT_EQ(oh.shape(), (Shape{4, 3}));
   EXPECT_EQ(Vec<float>(oh), (std::vector<float>{1, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0}));
-  Tensor oh0 = RunOk("OneHot", 11, {I64({1, 0}), Tensor::Scalar<int64_t>(2), I64({5, 9})}, {{"axis", AInt(0)}});
+  Tensor oh0 = RunOk("OneHot", 11, {I64({1, 0}), Tensor::Scalar<int64_t>(2), I64({5, 9})}, {{"axis", Attribute::Int(0)}});
   EXPECT_EQ(oh0.shape(), (Shape{2, 2}));
   EXPECT_EQ(Vec<int64_t>(oh0), (std::vector<int64_t>{5, 9, 9, 5}));
   ExpectError("OneHot", 11, {I64({0}), Tensor::Scalar(3.0f), F32({0, 1, 2}, {3})}, {}, "two elements");
@@ -481,12 +445,12 @@ TEST(TensorOps, OneHotNonZeroCompress) {
   EXPECT_EQ(RunOk("NonZero", 13, {F32({3}, {})}).shape(), (Shape{1, 1}));
 
   Tensor x = F32(Iota(6), {3, 2});
-  Tensor c0 = RunOk("Compress", 11, {x, T1<bool>({false, true, true}, {3})}, {{"axis", AInt(0)}});
+  Tensor c0 = RunOk("Compress", 11, {x, T1<bool>({false, true, true}, {3})}, {{"axis", Attribute::Int(0)}});
   EXPECT_EQ(Vec<float>(c0), (std::vector<float>{2, 3, 4, 5}));
   Tensor cf = RunOk("Compress", 11, {x, T1<bool>({false, true, false, true}, {4})});
   EXPECT_EQ(cf.shape(), (Shape{2}));
   EXPECT_EQ(Vec<float>(cf), (std::vector<float>{1, 3}));
-  ExpectError("Compress", 11, {x, T1<bool>({false, false, false, true}, {4})}, {{"axis", AInt(0)}}, "selects index 3");
+  ExpectError("Compress", 11, {x, T1<bool>({false, false, false, true}, {4})}, {{"axis", Attribute::Int(0)}}, "selects index 3");
 }
 
 // ---------------------------------------------------------------- ordering
@@ -497,11 +461,11 @@ TEST(TensorOps, TopK) {
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Vec<float>(r.outputs[0].tensor()), (std::vector<float>{3, 3, 5, 5}));
   EXPECT_EQ(Vec<int64_t>(r.outputs[1].tensor()), (std::vector<int64_t>{1, 2, 0, 1}));  // ties: lower index first
-  r = RunOp("TopK", 11, {x, I64({3})}, {{"largest", AInt(0)}, {"axis", AInt(1)}}, 2);
+  r = RunOp("TopK", 11, {x, I64({3})}, {{"largest", Attribute::Int(0)}, {"axis", Attribute::Int(1)}}, 2);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(Vec<float>(r.outputs[0].tensor()), (std::vector<float>{1, 2, 3, 0, 4, 5}));
   EXPECT_EQ(Vec<int64_t>(r.outputs[1].tensor()), (std::vector<int64_t>{0, 3, 1, 3, 2, 0}));
-  r = RunOp("TopK", 1, {I64({4, 9, 1}, {3})}, {{"k", AInt(1)}}, 2);
+  r = RunOp("TopK", 1, {I64({4, 9, 1}, {3})}, {{"k", Attribute::Int(1)}}, 2);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(Vec<int64_t>(r.outputs[0].tensor()), std::vector<int64_t>{9});
   // NaN counts as the largest value and never breaks the sort.
@@ -519,14 +483,14 @@ TEST(TensorOps, Unique) {
   EXPECT_EQ(Vec<int64_t>(r.outputs[1].tensor()), (std::vector<int64_t>{1, 0, 3, 4}));
   EXPECT_EQ(Vec<int64_t>(r.outputs[2].tensor()), (std::vector<int64_t>{1, 0, 0, 2, 3, 2}));
   EXPECT_EQ(Vec<int64_t>(r.outputs[3].tensor()), (std::vector<int64_t>{2, 1, 2, 1}));
-  r = RunOp("Unique", 11, {x}, {{"sorted", AInt(0)}}, 4);
+  r = RunOp("Unique", 11, {x}, {{"sorted", Attribute::Int(0)}}, 4);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(Vec<float>(r.outputs[0].tensor()), (std::vector<float>{2, 1, 3, 4}));
   EXPECT_EQ(Vec<int64_t>(r.outputs[1].tensor()), (std::vector<int64_t>{0, 1, 3, 4}));
   EXPECT_EQ(Vec<int64_t>(r.outputs[2].tensor()), (std::vector<int64_t>{0, 1, 1, 2, 3, 2}));
   EXPECT_EQ(Vec<int64_t>(r.outputs[3].tensor()), (std::vector<int64_t>{1, 2, 2, 1}));
   Tensor m = F32({1, 0, 0, 1, 0, 0, 2, 3, 4}, {3, 3});
-  r = RunOp("Unique", 11, {m}, {{"axis", AInt(0)}}, 4);
+  r = RunOp("Unique", 11, {m}, {{"axis", Attribute::Int(0)}}, 4);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.outputs[0].tensor().shape(), (Shape{2, 3}));
   EXPECT_EQ(Vec<float>(r.outputs[0].tensor()), (std::vector<float>{1, 0, 0, 2, 3, 4}));
@@ -540,7 +504,7 @@ TEST(TensorOps, CumSum) {
   Tensor x = F32({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_EQ(Vec<float>(RunOk("CumSum", 14, {x, Tensor::Scalar<int32_t>(1)})), (std::vector<float>{1, 3, 6, 4, 9, 15}));
   EXPECT_EQ(
-      Vec<float>(RunOk("CumSum", 14, {x, Tensor::Scalar<int64_t>(-1)}, {{"exclusive", AInt(1)}, {"reverse", AInt(1)}})),
+      Vec<float>(RunOk("CumSum", 14, {x, Tensor::Scalar<int64_t>(-1)}, {{"exclusive", Attribute::Int(1)}, {"reverse", Attribute::Int(1)}})),
       (std::vector<float>{5, 3, 0, 11, 6, 0}));
   EXPECT_EQ(Vec<int64_t>(RunOk("CumSum", 14, {I64({1, 2}, {2, 1}), Tensor::Scalar<int64_t>(0)})),
             (std::vector<int64_t>{1, 3}));
@@ -549,7 +513,7 @@ TEST(TensorOps, CumSum) {
 
 // ---------------------------------------------------------------- cast
 
-Attribute To(DataType t) { return AInt(static_cast<int64_t>(t)); }
+Attribute To(DataType t) { return Attribute::Int(static_cast<int64_t>(t)); }
 
 TEST(TensorOps, CastNumeric) {
   Tensor x = F32({1.7f, -1.7f, 0.0f, 300.0f}, {4});
@@ -572,12 +536,12 @@ TEST(TensorOps, CastNumeric) {
   EXPECT_EQ(Vec<uint8_t>(RunOk("Cast", 13, {I64({257, -1})}, {{"to", To(DataType::kUInt8)}})),
             (std::vector<uint8_t>{1, 255}));
   // Cast-1 names the target type with a string.
-  EXPECT_EQ(RunOk("Cast", 1, {x}, {{"to", AStr("DOUBLE")}}).dtype(), DataType::kDouble);
+  EXPECT_EQ(RunOk("Cast", 1, {x}, {{"to", Attribute::String("DOUBLE")}}).dtype(), DataType::kDouble);
   Tensor like = RunOk("CastLike", 15, {I64({3}), Tensor::Scalar(0.5f)});
   EXPECT_EQ(like.dtype(), DataType::kFloat);
   EXPECT_EQ(Vec<float>(like), std::vector<float>{3.0f});
   EXPECT_EQ(RunOk("Cast", 13, {F32({}, {0, 2})}, {{"to", To(DataType::kInt8)}}).shape(), (Shape{0, 2}));
-  ExpectError("Cast", 13, {x}, {{"to", AInt(99)}}, "to");
+  ExpectError("Cast", 13, {x}, {{"to", Attribute::Int(99)}}, "to");
 }
 
 TEST(TensorOps, CastStrings) {
@@ -608,9 +572,9 @@ TEST(TensorOps, Upsample) {
   Tensor n = RunOk("Upsample", 9, {x, F32({1, 1, 2, 2}, {4})});
   EXPECT_EQ(n.shape(), (Shape{1, 1, 4, 4}));
   EXPECT_EQ(Vec<float>(n), (std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
-  Tensor l = RunOk("Upsample", 7, {F32({1, 3}, {1, 2})}, {{"scales", AFloats({1, 2})}, {"mode", AStr("linear")}});
+  Tensor l = RunOk("Upsample", 7, {F32({1, 3}, {1, 2})}, {{"scales", Attribute::Floats({1, 2})}, {"mode", Attribute::String("linear")}});
   EXPECT_EQ(Vec<float>(l), (std::vector<float>{1, 2, 3, 3}));
-  Tensor bl = RunOk("Upsample", 9, {x, F32({1, 1, 2, 2}, {4})}, {{"mode", AStr("linear")}});
+  Tensor bl = RunOk("Upsample", 9, {x, F32({1, 1, 2, 2}, {4})}, {{"mode", Attribute::String("linear")}});
   EXPECT_EQ(Vec<float>(bl)[5], 2.5f);  // centre of the four inputs (1+2+3+4)/4
   ExpectError("Upsample", 9, {x, F32({1, 1, 0.5f, 2}, {4})}, {}, "must be finite and >= 1");
   EXPECT_EQ(RunOp("Upsample", 10, {x, F32({1, 1, 2, 2}, {4})}).status.code(), StatusCode::kNotFound);

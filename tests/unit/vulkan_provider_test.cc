@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "ir_builder.h"
 #include "plugin/elf_info.h"
 #include "plugin/partition.h"
 #include "plugin/provider_manager.h"
@@ -80,72 +81,11 @@ VulkanEnv& Env() {
 
 // ---------------------------------------------------------------- graph building
 
-class G {
- public:
-  int Value(const std::string& name, Shape shape, DataType dt = DataType::kFloat) {
-    int v = g.AddValue(name);
-    g.values[v].type.kind = TypeInfo::Kind::kTensor;
-    g.values[v].type.elem_type = dt;
-    g.values[v].type.has_shape = true;
-    for (int64_t d : shape) g.values[v].type.dims.push_back(Dim{d, ""});
-    return v;
-  }
-  int Input(const std::string& name, Tensor t) {
-    int v = Value(name, t.shape(), t.dtype());
-    g.inputs.push_back(v);
-    feeds[v] = std::move(t);
-    return v;
-  }
-  int Const(const std::string& name, const Tensor& t) {
-    int v = Value(name, t.shape(), t.dtype());
-    g.initializers[v] = t;
-    return v;
-  }
-  // A float output whose shape is left for the kernels to work out.
-  int Out(const std::string& name) {
-    int v = g.AddValue(name);
-    g.values[v].type.kind = TypeInfo::Kind::kTensor;
-    g.values[v].type.elem_type = DataType::kFloat;
-    return v;
-  }
-  Node& Add(const std::string& op, std::vector<int> ins, std::vector<int> outs, int opset = 13) {
-    Node n;
-    n.name = op + "_" + std::to_string(g.nodes.size());
-    n.op_type = op;
-    n.opset = opset;
-    n.inputs = std::move(ins);
-    n.outputs = std::move(outs);
-    g.nodes.push_back(std::move(n));
-    return g.nodes.back();
-  }
-  Graph g;
-  std::map<int, Tensor> feeds;
-};
-
-void SetInts(Node& n, const std::string& k, std::vector<int64_t> v) {
-  Attribute a;
-  a.type = Attribute::Type::kInts;
-  a.ints = std::move(v);
-  n.attrs[k] = a;
-}
-void SetInt(Node& n, const std::string& k, int64_t v) {
-  Attribute a;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  n.attrs[k] = a;
-}
-void SetFloat(Node& n, const std::string& k, float v) {
-  Attribute a;
-  a.type = Attribute::Type::kFloat;
-  a.f = v;
-  n.attrs[k] = a;
-}
-void SetString(Node& n, const std::string& k, const std::string& v) {
-  Attribute a;
-  a.type = Attribute::Type::kString;
-  a.s = v;
-  n.attrs[k] = a;
-}
+using G = strata::testing::IrBuilder;
+using strata::testing::SetFloat;
+using strata::testing::SetInt;
+using strata::testing::SetInts;
+using strata::testing::SetString;
 
 std::mt19937& Rng() {
   static std::mt19937 rng(1234);
