@@ -1,0 +1,158 @@
+// Model and external-data file access for the importer: the whole-file mapping the parser
+// reads, and per-tensor buffers that map or pread a byte range (see LoadFileRange).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/import_internal.h"
+
+namespace strata::import {
+
+namespace {
+
+// Mapping smaller ranges would cost a VMA and up to two partial pages per tensor.
+constexpr size_t kMapMinBytes = size_t{64} << 10;
+// Huge pages only pay off (and waste little) for tensors of several of them.
+constexpr size_t kHugeMinBytes = size_t{4} << 20;
+#ifdef MADV_POPULATE_READ
+constexpr int kMadvPopulateRead = MADV_POPULATE_READ;
+#else
+constexpr int kMadvPopulateRead = 22;
+#endif
+
+size_t PageSize() {
+  static const size_t page = [] {
+    long p = ::sysconf(_SC_PAGESIZE);
+    return p > 0 ? static_cast<size_t>(p) : size_t{4096};
+  }();
+  return page;
+}
+
+// A tensor's bytes inside a private file mapping; unmapped when the last tensor using it goes.
+class MappedBuffer final : public Buffer {
+ public:
+  MappedBuffer(void* map, size_t map_len, size_t skip, size_t size)
+      : map_(map), map_len_(map_len), data_(static_cast<char*>(map) + skip), size_(size) {}
+  ~MappedBuffer() override { ReleaseStorage(); }
+  void* data() override { return data_; }
+  size_t size() const override { return size_; }
+  bool ReleaseStorage() override {
+    if (map_) ::munmap(map_, map_len_);
+    map_ = data_ = nullptr;
+    map_len_ = size_ = 0;
+    return true;
+  }
+
+ private:
+  void* map_;
+  size_t map_len_;
+  void* data_;
+  size_t size_;
+};
+
+// Heap memory for a large tensor, backed by transparent huge pages where the system allows
+// (THP "madvise" mode): one fault per 2 MiB instead of per 4 KiB page while the weights are
+// read in, which is most of the load time on virtual machines where faults are expensive.
+class HugeHeapBuffer final : public Buffer {
+ public:
+  static std::shared_ptr<Buffer> Make(size_t size) {
+    constexpr size_t kHuge = size_t{2} << 20;
+    void* p = nullptr;
+    if (::posix_memalign(&p, kHuge, size) != 0) return nullptr;
+    // Only whole huge pages: a partial tail would be rounded up to 2 MiB of resident memory.
+    size_t whole = size / kHuge * kHuge;
+    if (whole) ::madvise(p, whole, MADV_HUGEPAGE);
+    return std::make_shared<HugeHeapBuffer>(p, size);
+  }
+  HugeHeapBuffer(void* p, size_t n) : p_(p), n_(n) {}
+  ~HugeHeapBuffer() override { std::free(p_); }
+  void* data() override { return p_; }
+  size_t size() const override { return n_; }
+  bool ReleaseStorage() override {
+    std::free(p_);
+    p_ = nullptr;
+    n_ = 0;
+    return true;
+  }
+
+ private:
+  void* p_;
+  size_t n_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t length, bool allow_map,
+                                              const std::string& path, const std::string& what) {
+  const size_t page = PageSize();
+  if (allow_map && length >= kMapMinBytes && offset % 64 == 0) {
+    uint64_t start = offset - offset % page;
+    size_t skip = static_cast<size_t>(offset - start);
+    // PROT_WRITE with MAP_PRIVATE: a kernel that writes into a constant gets its own page
+    // copy instead of a fault, and the file is never modified.
+    void* m = ::mmap(nullptr, length + skip, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, static_cast<off_t>(start));
+    if (m != MAP_FAILED) {
+      // Fault the pages in now, in one call, without breaking copy-on-write (Linux 5.14+;
+      // older kernels just fault them on first touch).
+      ::madvise(m, length + skip, kMadvPopulateRead);
+      return std::shared_ptr<Buffer>(std::make_shared<MappedBuffer>(m, length + skip, skip, length));
+    }
+    // Mapping can fail (no mmap on this file system, map count limit): read instead.
+  }
+  std::shared_ptr<Buffer> buf = length >= kHugeMinBytes ? HugeHeapBuffer::Make(length) : nullptr;
+  if (!buf) {
+    ASSIGN_OR_RETURN(buf, DefaultAllocator()->Allocate(length));
+  }
+  char* dst = static_cast<char*>(buf->data());
+  size_t done = 0;
+  while (done < length) {
+    ssize_t n = ::pread(fd, dst + done, length - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      return MakeStatus(StatusCode::kIOError, what, ": cannot read '", path, "': ", std::strerror(errno));
+    if (n == 0)
+      return MakeStatus(StatusCode::kIOError, what, ": short read from '", path, "' (file truncated while loading?)");
+    done += static_cast<size_t>(n);
+  }
+  return buf;
+}
+
+Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return NotFound("cannot open '", path, "': file does not exist");
+    return MakeStatus(StatusCode::kIOError, "cannot open '", path, "': ", std::strerror(errno));
+  }
+  std::unique_ptr<MappedFile> f(new MappedFile());
+  f->fd_ = fd;
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return MakeStatus(StatusCode::kIOError, "cannot read '", path, "': ", std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return MakeStatus(StatusCode::kIOError, "cannot read '", path, "': it is a directory");
+  // Devices and FIFOs could block or never end (/dev/zero).
+  if (!S_ISREG(st.st_mode)) return MakeStatus(StatusCode::kIOError, "cannot read '", path, "': not a regular file");
+  f->size_ = static_cast<size_t>(st.st_size);
+  if (f->size_ == 0) return f;
+  void* m = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (m == MAP_FAILED)
+    return MakeStatus(StatusCode::kIOError, "cannot map '", path, "': ", std::strerror(errno));
+  f->data_ = m;
+  return f;
+}
+
+void MappedFile::Unmap() {
+  if (data_) ::munmap(data_, size_);
+  data_ = nullptr;
+}
+
+MappedFile::~MappedFile() {
+  Unmap();
+  if (fd_ >= 0) ::close(fd_);
+}
+
+}  // namespace strata::import
