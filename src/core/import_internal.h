@@ -53,7 +53,7 @@ struct InlineRange {
 inline constexpr size_t kStripRawDataThreshold = 4096;
 
 // Re-serializes a ModelProto with every main-graph initializer's raw_data of at least
-// `threshold` bytes replaced by an empty raw_data; table[i] says where initializer i's
+// `threshold` bytes replaced by a one-byte raw_data; table[i] says where initializer i's
 // payload was (table is in initializer order). Returns false when nothing was stripped or the
 // bytes are not what it expects (the caller then parses `data` as is; see import_wire.cc).
 bool StripLargeRawData(const void* data, size_t size, size_t threshold, std::string* stripped,
@@ -76,12 +76,12 @@ struct TensorContext {
 };
 
 // Reads `length` bytes at `offset` of the open file `fd` into a buffer of its own. Ranges of
-// at least 64 KiB that start 64-byte aligned are mapped (MAP_PRIVATE: zero-copy, pages are
-// read on first touch, and writes stay private); the rest is read with pread into aligned
-// heap memory. A mapping keeps the file's data alive after `fd` is closed or the file is
-// deleted. `what` names the tensor in errors.
-Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t length, bool allow_map,
-                                              const std::string& path, const std::string& what);
+// at least 64 KiB whose offset is a multiple of `elem_align` (the element size, so typed
+// pointers stay naturally aligned) are mapped (MAP_PRIVATE: zero-copy, writes stay private);
+// the rest is read with pread into aligned heap memory. A mapping keeps the file's data
+// alive after `fd` is closed or the file is deleted. `what` names the tensor in errors.
+Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t length, size_t elem_align,
+                                              bool allow_map, const std::string& path, const std::string& what);
 
 // Resolves an external-data location against base_dir, rejecting absolute paths, ".."
 // components and symlinks that end up outside base_dir. Returns the resolved path.
@@ -93,7 +93,7 @@ Status ValidateExternalData(const onnx::GraphProto& g, const std::string& base_d
 
 // TensorProto -> Tensor (all storage forms and external data). Errors name the tensor.
 // `range`, when set, is where StripLargeRawData found this tensor's raw_data (read from
-// ctx.inline_source instead of the proto's emptied raw_data).
+// ctx.inline_source instead of the proto's placeholder raw_data).
 Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& ctx,
                              const InlineRange* range = nullptr);
 // TypeProto -> TypeInfo (kUnknown for maps and unset types).

@@ -175,10 +175,10 @@ namespace {
 
 // Validates the external range and loads it: mapped when large and aligned, else read.
 Result<std::shared_ptr<Buffer>> LoadExternal(const onnx::TensorProto& tp, const std::string& base_dir, size_t expected,
-                                             bool allow_map) {
+                                             size_t elem_align, bool allow_map) {
   ASSIGN_OR_RETURN(ExternalInfo info, ParseExternal(tp));
   ASSIGN_OR_RETURN(std::string path, ResolveExternalLocation(base_dir, info.location, tp.name()));
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT)
       return NotFound("initializer '", tp.name(), "': external data file '", path, "' does not exist");
@@ -206,13 +206,13 @@ Result<std::shared_ptr<Buffer>> LoadExternal(const onnx::TensorProto& tp, const 
   if (length != expected)
     return InvalidModel("initializer '", tp.name(), "': external data holds ", length,
                         " bytes but its shape and type need ", expected, " bytes");
-  return LoadFileRange(fd, info.offset, expected, allow_map, path, "initializer '" + tp.name() + "'");
+  return LoadFileRange(fd, info.offset, expected, elem_align, allow_map, path, "initializer '" + tp.name() + "'");
 }
 
 // Loads a payload that StripLargeRawData kept out of the proto.
 Result<std::shared_ptr<Buffer>> LoadInline(const InlineSource& src, const InlineRange& range, size_t bytes,
-                                           bool allow_map, const std::string& what) {
-  if (src.fd >= 0) return LoadFileRange(src.fd, range.offset, bytes, allow_map, src.path, what);
+                                           size_t elem_align, bool allow_map, const std::string& what) {
+  if (src.fd >= 0) return LoadFileRange(src.fd, range.offset, bytes, elem_align, allow_map, src.path, what);
   if (!src.bytes || range.offset > src.size || bytes > src.size - range.offset)
     return InternalError(what, ": stripped raw_data range is outside the model bytes");
   ASSIGN_OR_RETURN(auto buf, DefaultAllocator()->Allocate(bytes));
@@ -264,9 +264,11 @@ Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& c
   }
   // Bool bytes are normalised in place below, so they are never mapped.
   const bool allow_map = dt != DataType::kBool;
+  // Complex types are pairs of float/double: their component size is what loads assume.
+  const size_t elem_align = dt == DataType::kComplex64 ? 4 : dt == DataType::kComplex128 ? 8 : esize;
   if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
     if (dt == DataType::kString) return Unsupported(what, " stores strings as external data, which is not supported");
-    ASSIGN_OR_RETURN(auto buf, LoadExternal(tp, ctx.base_dir, bytes, allow_map));
+    ASSIGN_OR_RETURN(auto buf, LoadExternal(tp, ctx.base_dir, bytes, elem_align, allow_map));
     Tensor t(dt, std::move(shape), std::move(buf));
     if (dt == DataType::kBool) NormalizeBools(&t);
     return t;
@@ -277,7 +279,7 @@ Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& c
     if (range->length != bytes)
       return InvalidModel(what, " has ", range->length, " bytes of raw_data but its shape ", ShapeToString(shape),
                           " and type ", DataTypeName(dt), " need ", bytes, " bytes");
-    ASSIGN_OR_RETURN(auto buf, LoadInline(*ctx.inline_source, *range, bytes, allow_map, what));
+    ASSIGN_OR_RETURN(auto buf, LoadInline(*ctx.inline_source, *range, bytes, elem_align, allow_map, what));
     Tensor t(dt, std::move(shape), std::move(buf));
     if (dt == DataType::kBool) NormalizeBools(&t);
     return t;

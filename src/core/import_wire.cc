@@ -3,7 +3,7 @@
 // ModelProto::ParseFromArray copies every raw_data payload into a std::string, so a parsed
 // 400 MB model holds the weights twice (file bytes + protobuf strings) and the copy costs
 // a few hundred milliseconds. This pass walks the serialized model without parsing it and
-// re-emits it with each large main-graph initializer's raw_data replaced by an empty
+// re-emits it with each large main-graph initializer's raw_data replaced by a one-byte
 // placeholder, recording where the payload sits in the original bytes. The importer then
 // parses the small stripped model and reads each payload straight into its final tensor
 // (or maps it). The pass is an optimization only: anything it does not expect (groups,
@@ -119,8 +119,10 @@ bool StripTensor(const Scan& s, const uint8_t* p, size_t n, std::string* out) {
         range.offset = static_cast<uint64_t>(payload - s.base);
         range.length = len;
         range.stripped = true;
+        // One byte, not zero: onnx's checker counts an empty raw_data as no value field.
         PutVarint((kTensorRawDataField << 3) | kWireLen, out);
-        PutVarint(0, out);
+        PutVarint(1, out);
+        out->push_back('\0');
         continue;
       }
     }
