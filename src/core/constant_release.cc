@@ -61,8 +61,8 @@ ConstantReleaseStats ReleasePackedConstants(Graph& g, const std::function<const 
   }
 
   auto releasable = [&](int v, const Tensor& t) {
-    return read[v] && !needed[v] && !sub_names.count(g.ValueName(v)) && t.buffer() &&
-           !pinned.count(t.buffer().get()) && t.dtype() != DataType::kString;
+    return read[v] && !needed[v] && !sub_names.count(g.ValueName(v)) && t.buffer() && !pinned.count(t.buffer().get()) &&
+           t.dtype() != DataType::kString;
   };
   // A buffer may back several constants (aliasing folds): free it only if all of them go.
   std::unordered_map<const Buffer*, bool> buffer_ok;

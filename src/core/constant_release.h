@@ -28,8 +28,8 @@ class PacksConstantInputs {
 };
 
 struct ConstantReleaseStats {
-  int released = 0;   // constants whose storage was freed
-  size_t bytes = 0;   // their byte size
+  int released = 0;  // constants whose storage was freed
+  size_t bytes = 0;  // their byte size
 };
 
 // Frees the storage of every initializer of `g` (the main graph) for which all of these hold:

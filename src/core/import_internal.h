@@ -6,9 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -80,8 +80,8 @@ struct TensorContext {
 // pointers stay naturally aligned) are mapped (MAP_PRIVATE: zero-copy, writes stay private);
 // the rest is read with pread into aligned heap memory. A mapping keeps the file's data
 // alive after `fd` is closed or the file is deleted. `what` names the tensor in errors.
-Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t length, size_t elem_align,
-                                              bool allow_map, const std::string& path, const std::string& what);
+Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t length, size_t elem_align, bool allow_map,
+                                              const std::string& path, const std::string& what);
 
 // Resolves an external-data location against base_dir, rejecting absolute paths, ".."
 // components and symlinks that end up outside base_dir. Returns the resolved path.
@@ -94,8 +94,7 @@ Status ValidateExternalData(const onnx::GraphProto& g, const std::string& base_d
 // TensorProto -> Tensor (all storage forms and external data). Errors name the tensor.
 // `range`, when set, is where StripLargeRawData found this tensor's raw_data (read from
 // ctx.inline_source instead of the proto's placeholder raw_data).
-Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& ctx,
-                             const InlineRange* range = nullptr);
+Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& ctx, const InlineRange* range = nullptr);
 // TypeProto -> TypeInfo (kUnknown for maps and unset types).
 TypeInfo ConvertType(const onnx::TypeProto& tp);
 // TypeInfo of an initializer from its dtype and dims.

@@ -100,8 +100,8 @@ class HugeHeapBuffer final : public Buffer {
 
 }  // namespace
 
-Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t length, size_t elem_align,
-                                              bool allow_map, const std::string& path, const std::string& what) {
+Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t length, size_t elem_align, bool allow_map,
+                                              const std::string& path, const std::string& what) {
   const size_t page = PageSize();
   if (allow_map && length >= kMapMinBytes && elem_align > 0 && offset % elem_align == 0) {
     uint64_t start = offset - offset % page;
@@ -127,8 +127,7 @@ Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t le
   while (done < length) {
     ssize_t n = ::pread(fd, dst + done, length - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      return MakeStatus(StatusCode::kIOError, what, ": cannot read '", path, "': ", std::strerror(errno));
+    if (n < 0) return MakeStatus(StatusCode::kIOError, what, ": cannot read '", path, "': ", std::strerror(errno));
     if (n == 0)
       return MakeStatus(StatusCode::kIOError, what, ": short read from '", path, "' (file truncated while loading?)");
     done += static_cast<size_t>(n);
@@ -154,8 +153,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   f->size_ = static_cast<size_t>(st.st_size);
   if (f->size_ == 0) return f;
   void* m = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (m == MAP_FAILED)
-    return MakeStatus(StatusCode::kIOError, "cannot map '", path, "': ", std::strerror(errno));
+  if (m == MAP_FAILED) return MakeStatus(StatusCode::kIOError, "cannot map '", path, "': ", std::strerror(errno));
   f->data_ = m;
   return f;
 }

@@ -71,8 +71,7 @@ Status Session::Init(std::shared_ptr<Model> model, const SessionOptions& opts) {
   ASSIGN_OR_RETURN(exec_, Executor::Create(model_->graph, pool_.get(), eo));
   trace.Phase("kernels + plan");
   // Constants that every reader packed into its own layout are dead weight from here on.
-  ConstantReleaseStats released =
-      ReleasePackedConstants(g, [this](size_t node) { return exec_->kernel(node); });
+  ConstantReleaseStats released = ReleasePackedConstants(g, [this](size_t node) { return exec_->kernel(node); });
   if (trace.on() && released.released > 0)
     std::fprintf(stderr, "strata load [session] released %d packed constants (%.1f MiB)\n", released.released,
                  static_cast<double>(released.bytes) / (1 << 20));

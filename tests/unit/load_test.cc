@@ -107,8 +107,8 @@ std::vector<float> Expected() {
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() / ("strata_load_test_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter_++));
+    path_ = fs::temp_directory_path() /
+            ("strata_load_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -318,24 +318,24 @@ TEST(LoadRelease, FreesOnlyConstantsEveryReaderPacked) {
   Graph g;
   int x = g.AddValue("x");
   g.inputs = {x};
-  int w_packed = AddConst(&g, "w_packed", 1000);      // read by packers only: freed
-  int w_mixed = AddConst(&g, "w_mixed", 1000);        // also read by a plain kernel: kept
-  int w_out = AddConst(&g, "w_out", 1000);            // a graph output: kept
-  int w_other_slot = AddConst(&g, "w_other", 1000);   // packer lists a different slot: kept
-  int w_alias = g.AddValue("w_alias");                // shares w_packed2's buffer, read plainly: both kept
+  int w_packed = AddConst(&g, "w_packed", 1000);     // read by packers only: freed
+  int w_mixed = AddConst(&g, "w_mixed", 1000);       // also read by a plain kernel: kept
+  int w_out = AddConst(&g, "w_out", 1000);           // a graph output: kept
+  int w_other_slot = AddConst(&g, "w_other", 1000);  // packer lists a different slot: kept
+  int w_alias = g.AddValue("w_alias");               // shares w_packed2's buffer, read plainly: both kept
   int w_packed2 = AddConst(&g, "w_packed2", 1000);
   g.initializers[w_alias] = g.initializers[w_packed2].Reshaped({10, 100});
-  int w_default = AddConst(&g, "w_default", 1000);    // overridable graph input: kept
+  int w_default = AddConst(&g, "w_default", 1000);  // overridable graph input: kept
   g.inputs.push_back(w_default);
-  int w_sub = AddConst(&g, "w_sub", 1000);            // packed, but a subgraph reads it too: kept
-  int y1 = g.AddValue("y1"), y2 = g.AddValue("y2"), y3 = g.AddValue("y3"), y4 = g.AddValue("y4"),
-      y5 = g.AddValue("y5"), y6 = g.AddValue("y6");
-  g.nodes.push_back(MakeNode({x, w_packed, w_mixed}, {y1}));   // packer {1, 2}
-  g.nodes.push_back(MakeNode({y1, w_packed}, {y2}));           // packer {1}
-  g.nodes.push_back(MakeNode({y2, w_mixed}, {y3}));            // plain
-  g.nodes.push_back(MakeNode({y3, w_out, w_other_slot}, {y4}));  // packer {1}
+  int w_sub = AddConst(&g, "w_sub", 1000);  // packed, but a subgraph reads it too: kept
+  int y1 = g.AddValue("y1"), y2 = g.AddValue("y2"), y3 = g.AddValue("y3"), y4 = g.AddValue("y4"), y5 = g.AddValue("y5"),
+      y6 = g.AddValue("y6");
+  g.nodes.push_back(MakeNode({x, w_packed, w_mixed}, {y1}));               // packer {1, 2}
+  g.nodes.push_back(MakeNode({y1, w_packed}, {y2}));                       // packer {1}
+  g.nodes.push_back(MakeNode({y2, w_mixed}, {y3}));                        // plain
+  g.nodes.push_back(MakeNode({y3, w_out, w_other_slot}, {y4}));            // packer {1}
   g.nodes.push_back(MakeNode({y4, w_packed2, w_alias, w_default}, {y5}));  // packer {1, 3}
-  Node loop = MakeNode({y5, w_sub}, {y6});                      // packer {1}, with a body reading w_sub
+  Node loop = MakeNode({y5, w_sub}, {y6});                                 // packer {1}, with a body reading w_sub
   auto body = std::make_shared<Graph>();
   int inner = body->AddValue("w_sub");
   body->captures = {inner};
