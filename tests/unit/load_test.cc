@@ -2,8 +2,10 @@
 // weights mapped or read straight into tensors (import_source.cc), external data, deleting
 // the files after session creation, truncated files, and releasing packed constants
 // (core/constant_release.h).
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -284,6 +286,29 @@ TEST(LoadHostile, StrippedRawDataOfWrongSizeIsRejected) {
   }
 }
 
+TEST(LoadSource, LoadFileRangeMapsAlignedRangesAndReportsShortReads) {
+  TempDir dir;
+  std::vector<float> w = Weights(1 << 15, 4);  // 128 KiB
+  std::string path = dir.File("w.bin", "xyz" + std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4));
+  int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  for (uint64_t offset : {uint64_t{3}, uint64_t{4}}) {
+    auto buf = import::LoadFileRange(fd, offset, w.size() * 4 - 4, 4, true, path, "w");
+    ASSERT_TRUE(buf.ok()) << buf.status().ToString();
+    EXPECT_EQ(std::memcmp((*buf)->data(), reinterpret_cast<const char*>(w.data()) + (offset - 3), w.size() * 4 - 4), 0);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>((*buf)->data()) % 4, 0u);
+    EXPECT_EQ(FileIsMapped(path), offset == 4);  // only the element-aligned range is mapped
+    EXPECT_TRUE((*buf)->ReleaseStorage());
+    EXPECT_EQ((*buf)->data(), nullptr);
+    EXPECT_FALSE(FileIsMapped(path));
+  }
+  auto past_end = import::LoadFileRange(fd, 3, w.size() * 4 + 100, 4, false, path, "tensor 'w'");
+  ASSERT_FALSE(past_end.ok());
+  EXPECT_NE(past_end.status().message().find("tensor 'w': short read"), std::string::npos)
+      << past_end.status().ToString();
+  ::close(fd);
+}
+
 // ---- releasing packed constants ----
 
 class FakeKernel : public OpKernel {
@@ -366,6 +391,18 @@ TEST(LoadRelease, FreesOnlyConstantsEveryReaderPacked) {
     ASSERT_NE(g.initializers[v].raw_data(), nullptr) << g.ValueName(v);
     EXPECT_EQ(g.initializers[v].data<float>()[999], 1.f) << g.ValueName(v);
   }
+  // Called while kernels are still being created, a node without a kernel yet (nullptr)
+  // counts as needing its constants.
+  Graph g2;
+  int c = AddConst(&g2, "c", 100), y = g2.AddValue("y"), z = g2.AddValue("z");
+  g2.nodes.push_back(MakeNode({c}, {y}));
+  g2.nodes.push_back(MakeNode({c, y}, {z}));
+  g2.outputs = {z};
+  FakePacker p0({0});
+  EXPECT_EQ(ReleasePackedConstants(g2, [&](size_t i) -> const OpKernel* { return i == 0 ? &p0 : nullptr; }).released,
+            0);
+  EXPECT_EQ(ReleasePackedConstants(g2, [&](size_t) -> const OpKernel* { return &p0; }).released, 1);
+
   // A second pass finds nothing more to do.
   EXPECT_EQ(ReleasePackedConstants(g, [&](size_t i) { return kernels[i].get(); }).released, 0);
 }
