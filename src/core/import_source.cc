@@ -17,8 +17,6 @@ namespace {
 
 // Mapping smaller ranges would cost a VMA and up to two partial pages per tensor.
 constexpr size_t kMapMinBytes = size_t{64} << 10;
-// Huge pages only pay off (and waste little) for tensors of several of them.
-constexpr size_t kHugeMinBytes = size_t{4} << 20;
 #ifdef MADV_POPULATE_READ
 constexpr int kMadvPopulateRead = MADV_POPULATE_READ;
 constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
@@ -68,36 +66,6 @@ class MappedBuffer final : public Buffer {
   size_t size_;
 };
 
-// Heap memory for a large tensor, backed by transparent huge pages where the system allows
-// (THP "madvise" mode): one fault per 2 MiB instead of per 4 KiB page while the weights are
-// read in, which is most of the load time on virtual machines where faults are expensive.
-class HugeHeapBuffer final : public Buffer {
- public:
-  static std::shared_ptr<Buffer> Make(size_t size) {
-    constexpr size_t kHuge = size_t{2} << 20;
-    void* p = nullptr;
-    if (::posix_memalign(&p, kHuge, size) != 0) return nullptr;
-    // Only whole huge pages: a partial tail would be rounded up to 2 MiB of resident memory.
-    size_t whole = size / kHuge * kHuge;
-    if (whole) ::madvise(p, whole, MADV_HUGEPAGE);
-    return std::make_shared<HugeHeapBuffer>(p, size);
-  }
-  HugeHeapBuffer(void* p, size_t n) : p_(p), n_(n) {}
-  ~HugeHeapBuffer() override { std::free(p_); }
-  void* data() override { return p_; }
-  size_t size() const override { return n_; }
-  bool ReleaseStorage() override {
-    std::free(p_);
-    p_ = nullptr;
-    n_ = 0;
-    return true;
-  }
-
- private:
-  void* p_;
-  size_t n_;
-};
-
 }  // namespace
 
 Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t length, size_t elem_align, bool allow_map,
@@ -117,10 +85,9 @@ Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t le
     }
     // Mapping can fail (no mmap on this file system, map count limit): read instead.
   }
-  std::shared_ptr<Buffer> buf = length >= kHugeMinBytes ? HugeHeapBuffer::Make(length) : nullptr;
-  if (!buf) {
-    ASSIGN_OR_RETURN(buf, DefaultAllocator()->Allocate(length));
-  }
+  // The ordinary allocator, not a private mapping: malloc reuses memory freed by an earlier
+  // session, which is already faulted in.
+  ASSIGN_OR_RETURN(auto buf, DefaultAllocator()->Allocate(length));
   char* dst = static_cast<char*>(buf->data());
   PopulateForWrite(dst, length);
   size_t done = 0;
