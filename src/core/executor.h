@@ -40,6 +40,8 @@ class Executor {
   const Graph& graph() const { return *graph_; }
   // Implementation name of node i's kernel ("xnnpack", "ref", ...).
   const std::string& impl(size_t node) const { return impls_[node]; }
+  // Node i's kernel (for ReleasePackedConstants at session creation).
+  const OpKernel* kernel(size_t node) const { return kernels_[node].get(); }
   // Names the graph reads from enclosing scopes (its own and its subgraphs').
   const std::vector<std::string>& free_names() const { return free_names_; }
 

@@ -5,8 +5,10 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -38,11 +40,48 @@ struct MemoryBudget {
   Status Charge(size_t bytes, const std::string& what);
 };
 
+// Where a main-graph initializer's raw_data payload sits in the original model bytes, when
+// StripLargeRawData took it out of the bytes given to protobuf.
+struct InlineRange {
+  uint64_t offset = 0;
+  size_t length = 0;
+  bool stripped = false;
+};
+
+// Payloads of at least this many bytes are kept out of protobuf. Small tensors stay in the
+// proto because shape inference reads constant data (Reshape shapes, Slice starts...).
+inline constexpr size_t kStripRawDataThreshold = 4096;
+
+// Re-serializes a ModelProto with every main-graph initializer's raw_data of at least
+// `threshold` bytes replaced by a one-byte raw_data; table[i] says where initializer i's
+// payload was (table is in initializer order). Returns false when nothing was stripped or the
+// bytes are not what it expects (the caller then parses `data` as is; see import_wire.cc).
+bool StripLargeRawData(const void* data, size_t size, size_t threshold, std::string* stripped,
+                       std::vector<InlineRange>* table);
+
+// Where stripped payloads are read from: the model file (fd >= 0) or the caller's bytes.
+struct InlineSource {
+  const uint8_t* bytes = nullptr;
+  size_t size = 0;
+  int fd = -1;
+  std::string path;  // for messages; "" for memory
+  std::vector<InlineRange> table;
+};
+
 // Tensor conversion context: where external data lives and the memory budget.
 struct TensorContext {
   std::string base_dir;  // "" : external data is rejected
   MemoryBudget* budget = nullptr;
+  const InlineSource* inline_source = nullptr;  // main-graph initializers' stripped payloads
 };
+
+// Reads `length` bytes at `offset` of the open file `fd` into a buffer of its own. Ranges of
+// at least 64 KiB whose offset is a multiple of `elem_align` (the element size, so typed
+// pointers stay naturally aligned) are mapped (MAP_PRIVATE: zero-copy, writes stay private);
+// the rest is read with pread into aligned heap memory. A mapping keeps the file's data
+// alive after `fd` is closed or the file is deleted. `what` names the tensor in errors.
+Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t length, size_t elem_align, bool allow_map,
+                                              const std::string& path, const std::string& what);
 
 // Resolves an external-data location against base_dir, rejecting absolute paths, ".."
 // components and symlinks that end up outside base_dir. Returns the resolved path.
@@ -53,13 +92,36 @@ Result<std::string> ResolveExternalLocation(const std::string& base_dir, const s
 Status ValidateExternalData(const onnx::GraphProto& g, const std::string& base_dir);
 
 // TensorProto -> Tensor (all storage forms and external data). Errors name the tensor.
-Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& ctx);
+// `range`, when set, is where StripLargeRawData found this tensor's raw_data (read from
+// ctx.inline_source instead of the proto's placeholder raw_data).
+Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& ctx, const InlineRange* range = nullptr);
 // TypeProto -> TypeInfo (kUnknown for maps and unset types).
 TypeInfo ConvertType(const onnx::TypeProto& tp);
 // TypeInfo of an initializer from its dtype and dims.
 TypeInfo TensorTypeInfo(const onnx::TensorProto& tp);
 // Reads a whole file; errors name it.
 Result<std::string> ReadFileBytes(const std::string& path);
+
+// A read-only, private mapping of a whole model file, plus its open descriptor (for
+// LoadFileRange). Checks like ReadFileBytes: missing file, directory, not a regular file.
+class MappedFile {
+ public:
+  static Result<std::unique_ptr<MappedFile>> Open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const void* data() const { return data_; }
+  size_t size() const { return size_; }
+  int fd() const { return fd_; }
+  // Drops the whole-file mapping (tensors that mapped ranges keep their own mappings).
+  void Unmap();
+
+ private:
+  MappedFile() = default;
+  int fd_ = -1;
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 // Topologically sorts the nodes of `g` and of all its subgraphs in place (Kahn) and
 // validates SSA form: every node input is defined (locally or in `outer`), no value is

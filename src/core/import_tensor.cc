@@ -1,6 +1,8 @@
 // TensorProto / TypeProto conversion, external data, and the .pb loaders.
 #include <onnx/onnx-data_pb.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cerrno>
@@ -171,12 +173,26 @@ Status ValidateExternalData(const onnx::GraphProto& g, const std::string& base_d
 
 namespace {
 
-Status ReadExternal(const onnx::TensorProto& tp, const std::string& base_dir, size_t expected, void* dst) {
+// Validates the external range and loads it: mapped when large and aligned, else read.
+Result<std::shared_ptr<Buffer>> LoadExternal(const onnx::TensorProto& tp, const std::string& base_dir, size_t expected,
+                                             size_t elem_align, bool allow_map) {
   ASSIGN_OR_RETURN(ExternalInfo info, ParseExternal(tp));
   ASSIGN_OR_RETURN(std::string path, ResolveExternalLocation(base_dir, info.location, tp.name()));
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      return NotFound("initializer '", tp.name(), "': external data file '", path, "' does not exist");
+    return MakeStatus(StatusCode::kIOError, "initializer '", tp.name(), "': cannot open '", path,
+                      "': ", std::strerror(errno));
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    return NotFound("initializer '", tp.name(), "': external data file '", path, "' does not exist");
+  if (::fstat(fd, &st) != 0)
+    return MakeStatus(StatusCode::kIOError, "initializer '", tp.name(), "': cannot stat '", path,
+                      "': ", std::strerror(errno));
   if (!S_ISREG(st.st_mode))
     return InvalidModel("initializer '", tp.name(), "': external data '", path, "' is not a regular file");
   uint64_t fsize = static_cast<uint64_t>(st.st_size);
@@ -190,15 +206,18 @@ Status ReadExternal(const onnx::TensorProto& tp, const std::string& base_dir, si
   if (length != expected)
     return InvalidModel("initializer '", tp.name(), "': external data holds ", length,
                         " bytes but its shape and type need ", expected, " bytes");
-  if (expected == 0) return Status::Ok();
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return MakeStatus(StatusCode::kIOError, "initializer '", tp.name(), "': cannot open '", path,
-                      "': ", std::strerror(errno));
-  bool ok = ::fseeko(f, static_cast<off_t>(info.offset), SEEK_SET) == 0 && std::fread(dst, 1, expected, f) == expected;
-  std::fclose(f);
-  if (!ok) return MakeStatus(StatusCode::kIOError, "initializer '", tp.name(), "': short read from '", path, "'");
-  return Status::Ok();
+  return LoadFileRange(fd, info.offset, expected, elem_align, allow_map, path, "initializer '" + tp.name() + "'");
+}
+
+// Loads a payload that StripLargeRawData kept out of the proto.
+Result<std::shared_ptr<Buffer>> LoadInline(const InlineSource& src, const InlineRange& range, size_t bytes,
+                                           size_t elem_align, bool allow_map, const std::string& what) {
+  if (src.fd >= 0) return LoadFileRange(src.fd, range.offset, bytes, elem_align, allow_map, src.path, what);
+  if (!src.bytes || range.offset > src.size || bytes > src.size - range.offset)
+    return InternalError(what, ": stripped raw_data range is outside the model bytes");
+  ASSIGN_OR_RETURN(auto buf, DefaultAllocator()->Allocate(bytes));
+  std::memcpy(buf->data(), src.bytes + range.offset, bytes);
+  return buf;
 }
 
 // Copies `count` values of a repeated field into T storage, checking the count.
@@ -214,9 +233,15 @@ Status CopyField(const Field& field, int64_t count, const std::string& field_nam
 
 bool KnownDataType(int32_t t) { return t >= 1 && t <= 16; }
 
+// Any non-zero byte is true; a bool holding 2 would be UB.
+void NormalizeBools(Tensor* t) {
+  auto* p = static_cast<uint8_t*>(t->raw_mutable_data());
+  for (int64_t i = 0; i < t->num_elements(); ++i) p[i] = p[i] != 0;
+}
+
 }  // namespace
 
-Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& ctx) {
+Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& ctx, const InlineRange* range) {
   const std::string what = "initializer '" + tp.name() + "'";
   if (tp.has_segment()) return Unsupported(what, " uses segmented storage, which is not supported");
   if (!KnownDataType(tp.data_type())) return Unsupported(what, " has unsupported data type ", tp.data_type());
@@ -237,15 +262,31 @@ Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& c
       for (const auto& s : tp.string_data()) charge += s.size();
     RETURN_IF_ERROR(ctx.budget->Charge(charge, what));
   }
+  // Bool bytes are normalised in place below, so they are never mapped.
+  const bool allow_map = dt != DataType::kBool;
+  // Complex types are pairs of float/double: their component size is what loads assume.
+  const size_t elem_align = dt == DataType::kComplex64 ? 4 : dt == DataType::kComplex128 ? 8 : esize;
+  if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
+    if (dt == DataType::kString) return Unsupported(what, " stores strings as external data, which is not supported");
+    ASSIGN_OR_RETURN(auto buf, LoadExternal(tp, ctx.base_dir, bytes, elem_align, allow_map));
+    Tensor t(dt, std::move(shape), std::move(buf));
+    if (dt == DataType::kBool) NormalizeBools(&t);
+    return t;
+  }
+  if (range && range->stripped) {
+    if (!ctx.inline_source) return InternalError(what, ": raw_data was stripped but no source is known");
+    if (dt == DataType::kString) return InvalidModel(what, " is a string tensor but uses raw_data");
+    if (range->length != bytes)
+      return InvalidModel(what, " has ", range->length, " bytes of raw_data but its shape ", ShapeToString(shape),
+                          " and type ", DataTypeName(dt), " need ", bytes, " bytes");
+    ASSIGN_OR_RETURN(auto buf, LoadInline(*ctx.inline_source, *range, bytes, elem_align, allow_map, what));
+    Tensor t(dt, std::move(shape), std::move(buf));
+    if (dt == DataType::kBool) NormalizeBools(&t);
+    return t;
+  }
   auto alloc = Tensor::Allocate(dt, shape);
   if (!alloc.ok()) return MakeStatus(alloc.status().code(), what, ": ", alloc.status().message());
   Tensor t = std::move(alloc).value();
-
-  if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
-    if (dt == DataType::kString) return Unsupported(what, " stores strings as external data, which is not supported");
-    RETURN_IF_ERROR(ReadExternal(tp, ctx.base_dir, bytes, t.raw_mutable_data()));
-    return t;
-  }
   if (dt == DataType::kString) {
     if (tp.has_raw_data()) return InvalidModel(what, " is a string tensor but uses raw_data");
     RETURN_IF_ERROR(CopyField(tp.string_data(), n, "string_data", tp, t.mutable_data<std::string>()));
@@ -256,10 +297,7 @@ Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& c
       return InvalidModel(what, " has ", tp.raw_data().size(), " bytes of raw_data but its shape ",
                           ShapeToString(shape), " and type ", DataTypeName(dt), " need ", bytes, " bytes");
     if (bytes) std::memcpy(t.raw_mutable_data(), tp.raw_data().data(), bytes);
-    if (dt == DataType::kBool) {  // any non-zero byte is true; a bool holding 2 would be UB
-      auto* p = static_cast<uint8_t*>(t.raw_mutable_data());
-      for (int64_t i = 0; i < n; ++i) p[i] = p[i] != 0;
-    }
+    if (dt == DataType::kBool) NormalizeBools(&t);
     return t;
   }
   Status st;

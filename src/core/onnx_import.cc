@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "core/import_internal.h"
+#include "core/load_trace.h"
 
 namespace strata {
 
@@ -137,10 +138,15 @@ Status Converter::ConvertGraph(const onnx::GraphProto& g, const OpsetMap* opsets
     if (init_names.count(in.name()) && ir_version_ < 4) continue;
     graph->inputs.push_back(idx);
   }
-  for (const auto& t : g.initializer()) {
+  // Only the main graph's initializers can have payloads kept out of protobuf.
+  const auto* stripped = depth == 0 && tctx_.inline_source ? &tctx_.inline_source->table : nullptr;
+  for (int i = 0; i < g.initializer_size(); ++i) {
+    const onnx::TensorProto& t = g.initializer(i);
     int idx = graph->AddValue(t.name());
     define(idx);
-    ASSIGN_OR_RETURN(Tensor tensor, import::ConvertTensor(t, tctx_));
+    const import::InlineRange* range =
+        stripped && static_cast<size_t>(i) < stripped->size() ? &(*stripped)[static_cast<size_t>(i)] : nullptr;
+    ASSIGN_OR_RETURN(Tensor tensor, import::ConvertTensor(t, tctx_, range));
     graph->initializers[idx] = std::move(tensor);
     if (graph->values[idx].type.kind == TypeInfo::Kind::kUnknown) graph->values[idx].type = import::TensorTypeInfo(t);
   }
@@ -432,13 +438,26 @@ Status CheckLayerNormAxes(onnx::ModelProto& proto, const onnx::ShapeInferenceOpt
   return Status::Ok();
 }
 
-Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opts) {
-  if (size > static_cast<size_t>(INT_MAX))
-    return InvalidModel("model is ", size, " bytes; protobuf cannot parse more than 2 GiB (use external data)");
-  onnx::ModelProto proto;
+// `src` says where stripped payloads are re-read from (its table is filled here); the model
+// bytes must stay valid until this returns.
+Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opts, import::InlineSource* src) {
+  LoadTrace trace("import");
   if (size == 0) return InvalidModel("model is empty (0 bytes)");
-  if (!proto.ParseFromArray(data, static_cast<int>(size)))
-    return InvalidModel("not a valid ONNX model: protobuf parsing failed (truncated, corrupt or not an ONNX file)");
+  onnx::ModelProto proto;
+  {
+    // Large weights are read later straight into their tensors, not copied by protobuf.
+    std::string stripped;
+    bool use_stripped = import::StripLargeRawData(data, size, import::kStripRawDataThreshold, &stripped, &src->table);
+    if (!use_stripped) src->table.clear();
+    const void* parse_data = use_stripped ? stripped.data() : data;
+    size_t parse_size = use_stripped ? stripped.size() : size;
+    trace.Phase("strip raw_data");
+    if (parse_size > static_cast<size_t>(INT_MAX))
+      return InvalidModel("model is ", size, " bytes; protobuf cannot parse more than 2 GiB (use external data)");
+    if (!proto.ParseFromArray(parse_data, static_cast<int>(parse_size)))
+      return InvalidModel("not a valid ONNX model: protobuf parsing failed (truncated, corrupt or not an ONNX file)");
+    trace.Phase("protobuf parse");
+  }
   if (!proto.has_graph()) return InvalidModel("model has no graph (truncated or not an ONNX model?)");
   if (proto.opset_import_size() == 0) return InvalidModel("model has no opset_import; cannot tell which opset it uses");
   OpsetMap opsets;
@@ -460,6 +479,7 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
   RETURN_IF_ERROR(import::CheckLocalFunctions(proto));
   RETURN_IF_ERROR(import::ValidateExternalData(proto.graph(), opts.base_dir));
   RETURN_IF_ERROR(import::SortAndValidateGraph(proto.mutable_graph(), {}, opsets, 0, opts.max_subgraph_depth));
+  trace.Phase("validate/sort");
 
   if (opts.run_checker) {
     try {
@@ -471,6 +491,7 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
     } catch (...) {
       return InvalidModel("ONNX checker failed with an unknown error");
     }
+    trace.Phase("onnx checker");
   }
   if (opts.infer_shapes) {
     try {
@@ -481,11 +502,13 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
     } catch (...) {
       // Inference is best effort: a valid model keeps its declared types.
     }
+    trace.Phase("shape inference");
   }
 
   import::MemoryBudget budget{opts.memory_cap_bytes, 0};
   import::FunctionInliner inliner(proto, opsets, opts);
-  Converter conv(&inliner, import::TensorContext{opts.base_dir, &budget}, proto.ir_version(), opts.max_subgraph_depth);
+  Converter conv(&inliner, import::TensorContext{opts.base_dir, &budget, src}, proto.ir_version(),
+                 opts.max_subgraph_depth);
   Model model;
   model.ir_version = proto.ir_version();
   model.producer = proto.producer_name();
@@ -494,6 +517,7 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
   model.graph = std::make_shared<Graph>();
   std::vector<std::string> outer_reads;
   RETURN_IF_ERROR(conv.ConvertGraph(proto.graph(), &model.opsets, 0, model.graph.get(), &outer_reads));
+  trace.Phase("convert to IR");
   return model;
 }
 
@@ -501,8 +525,11 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
 
 Result<Model> ImportOnnxBytes(const void* data, size_t size, const ImportOptions& opts) {
   if (data == nullptr && size != 0) return InvalidArgument("model data is null");
+  import::InlineSource src;
+  src.bytes = static_cast<const uint8_t*>(data);
+  src.size = size;
   try {
-    return ImportImpl(data, size, opts);
+    return ImportImpl(data, size, opts, &src);
   } catch (const std::bad_alloc&) {
     return MakeStatus(StatusCode::kOutOfMemory, "out of memory while importing the model");
   } catch (const std::exception& e) {
@@ -511,12 +538,26 @@ Result<Model> ImportOnnxBytes(const void* data, size_t size, const ImportOptions
 }
 
 Result<Model> ImportOnnxFile(const std::string& path, ImportOptions opts) {
-  ASSIGN_OR_RETURN(std::string bytes, import::ReadFileBytes(path));
+  LoadTrace trace("file");
+  // Mapped, not read: the parser only touches the graph structure, and large weights are
+  // read (or mapped) from the file straight into their tensors.
+  ASSIGN_OR_RETURN(auto file, import::MappedFile::Open(path));
+  trace.Phase("map file");
   if (opts.base_dir.empty()) {
     std::filesystem::path p(path);
     opts.base_dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
   }
-  auto r = ImportOnnxBytes(bytes.data(), bytes.size(), opts);
+  import::InlineSource src;
+  src.fd = file->fd();
+  src.path = path;
+  Result<Model> r = InvalidModel("model is empty (0 bytes)");
+  try {
+    r = ImportImpl(file->data(), file->size(), opts, &src);
+  } catch (const std::bad_alloc&) {
+    r = MakeStatus(StatusCode::kOutOfMemory, "out of memory while importing the model");
+  } catch (const std::exception& e) {
+    r = InvalidModel("import failed: ", import::OneLine(e.what()));
+  }
   if (!r.ok()) return Status(r.status().code(), path + ": " + r.status().message());
   r->path = path;
   return r;

@@ -1,9 +1,12 @@
 #include "core/session.h"
 
+#include <cstdio>
 #include <filesystem>
 
 #include "core/caching_allocator.h"
+#include "core/constant_release.h"
 #include "core/executor.h"
+#include "core/load_trace.h"
 #include "core/onnx_import.h"
 #include "core/optimizer.h"
 
@@ -41,6 +44,7 @@ void Session::SetKernelPredicate(ImportOptions* io) {
 }
 
 Status Session::Init(std::shared_ptr<Model> model, const SessionOptions& opts) {
+  LoadTrace trace("session");
   opts_ = opts;
   model_ = std::move(model);
   Graph& g = *model_->graph;
@@ -57,14 +61,24 @@ Status Session::Init(std::shared_ptr<Model> model, const SessionOptions& opts) {
   oo.pool = pool_.get();
   oo.kernel = opts.kernel;
   RETURN_IF_ERROR(OptimizeGraph(g, oo));
+  trace.Phase("optimize");
 
   ExecOptions eo;
   eo.kernel = opts.kernel;
   eo.allocator = allocator_.get();
   RETURN_IF_ERROR(SetUpProviders(g, &eo));
+  trace.Phase("providers");
   ASSIGN_OR_RETURN(exec_, Executor::Create(model_->graph, pool_.get(), eo));
+  trace.Phase("kernels + plan");
+  // Constants that every reader packed into its own layout are dead weight from here on.
+  ConstantReleaseStats released = ReleasePackedConstants(g, [this](size_t node) { return exec_->kernel(node); });
+  if (trace.on() && released.released > 0)
+    std::fprintf(stderr, "strata load [session] released %d packed constants (%.1f MiB)\n", released.released,
+                 static_cast<double>(released.bytes) / (1 << 20));
+  trace.Phase("release constants");
   for (size_t i = 0; i < g.nodes.size(); ++i)
     assignments_.push_back({g.nodes[i].name, g.nodes[i].op_type, g.nodes[i].provider, exec_->impl(i)});
+  trace.Total();
   return Status::Ok();
 }
 

@@ -41,6 +41,12 @@ class HeapBuffer final : public Buffer {
   ~HeapBuffer() override { std::free(p_); }
   void* data() override { return p_; }
   size_t size() const override { return n_; }
+  bool ReleaseStorage() override {
+    std::free(p_);
+    p_ = nullptr;
+    n_ = 0;
+    return true;
+  }
 
  private:
   void* p_;

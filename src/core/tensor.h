@@ -28,6 +28,11 @@ class Buffer {
   virtual ~Buffer() = default;
   virtual void* data() = 0;
   virtual size_t size() const = 0;
+  // Frees the memory now, for every tensor sharing this buffer; afterwards data() is null and
+  // size() is 0. Returns false (and keeps the memory) when this kind of buffer cannot.
+  // Used at session creation to drop constants whose kernels keep a packed copy
+  // (core/constant_release.h); never call it while another thread may read the buffer.
+  virtual bool ReleaseStorage() { return false; }
 };
 
 class Allocator {

@@ -1,0 +1,420 @@
+// Model loading without extra copies: large raw_data kept out of protobuf (import_wire.cc),
+// weights mapped or read straight into tensors (import_source.cc), external data, deleting
+// the files after session creation, truncated files, and releasing packed constants
+// (core/constant_release.h).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/constant_release.h"
+#include "core/import_internal.h"
+#include "core/onnx_import.h"
+#include "core/session.h"
+#include "onnx_builder.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace onnx_builder;  // NOLINT: MakeModel, AddInput, AddOutput, AddNode, Serialize
+
+constexpr int64_t kK = 64, kN = 256;  // W is 64 KiB: stripped, and mapped when element-aligned
+
+std::vector<float> Weights(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> w(static_cast<size_t>(n));
+  for (auto& x : w) x = u(rng);
+  return w;
+}
+
+// y = x @ W + b; W and b in raw_data (float_data when `typed`), padded producer name to move
+// W's payload within the file.
+onnx::ModelProto MatMulModel(bool typed, size_t pad = 0) {
+  onnx::ModelProto m = MakeModel(13, "load_test" + std::string(pad, '_'));
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, kK});
+  AddOutput(g, "y", {2, kN});
+  AddNode(g, "MatMul", {"x", "W"}, {"xw"});
+  AddNode(g, "Add", {"xw", "b"}, {"y"});
+  auto add = [&](const std::string& name, std::vector<int64_t> dims, const std::vector<float>& v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    if (typed) {
+      for (float f : v) t->add_float_data(f);
+    } else {
+      t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+    }
+  };
+  add("W", {kK, kN}, Weights(kK * kN, 1));
+  add("b", {kN}, Weights(kN, 2));
+  return m;
+}
+
+// Offset of W's payload in the serialized model.
+size_t PayloadOffset(const std::string& bytes) {
+  std::vector<float> w = Weights(kK * kN, 1);
+  size_t pos = bytes.find(std::string(reinterpret_cast<const char*>(w.data()), 64));
+  EXPECT_NE(pos, std::string::npos);
+  return pos;
+}
+
+// Serialized MatMulModel whose W payload starts at offset % 64 == want.
+std::string SerializedWithAlignment(size_t want) {
+  for (size_t pad = 0; pad < 256; ++pad) {
+    std::string s = Serialize(MatMulModel(false, pad));
+    if (PayloadOffset(s) % 64 == want) return s;
+  }
+  ADD_FAILURE() << "no padding gives alignment " << want;
+  return {};
+}
+
+std::vector<std::pair<std::string, Value>> Feeds() {
+  std::vector<float> x = Weights(2 * kK, 3);
+  return {{"x", Value(Tensor::FromVector<float>(x, {2, kK}))}};
+}
+
+std::vector<float> RunOnce(const Session& s) {
+  auto out = s.Run(Feeds());
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  if (!out.ok()) return {};
+  const Tensor& y = (*out)[0].tensor();
+  return std::vector<float>(y.data<float>(), y.data<float>() + y.num_elements());
+}
+
+SessionOptions Opts() {
+  SessionOptions o;
+  o.threads = 1;
+  return o;
+}
+
+// The expected output: the same model with typed (never stripped) data, from memory.
+std::vector<float> Expected() {
+  std::string s = Serialize(MatMulModel(true));
+  auto sess = Session::CreateFromBytes(s.data(), s.size(), Opts());
+  EXPECT_TRUE(sess.ok()) << sess.status().ToString();
+  return sess.ok() ? RunOnce(**sess) : std::vector<float>{};
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() /
+            ("strata_load_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name, const std::string& bytes) const {
+    std::string p = (path_ / name).string();
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+bool FileIsMapped(const std::string& path) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  std::string canon = fs::weakly_canonical(path).string();
+  while (std::getline(maps, line))
+    if (line.find(canon) != std::string::npos) return true;
+  return false;
+}
+
+TEST(LoadStrip, StripsOnlyLargeMainGraphRawData) {
+  std::string bytes = Serialize(MatMulModel(false));
+  std::string stripped;
+  std::vector<import::InlineRange> table;
+  ASSERT_TRUE(import::StripLargeRawData(bytes.data(), bytes.size(), import::kStripRawDataThreshold, &stripped, &table));
+  ASSERT_EQ(table.size(), 2u);
+  EXPECT_TRUE(table[0].stripped);
+  EXPECT_EQ(table[0].length, static_cast<size_t>(kK * kN * 4));
+  EXPECT_EQ(table[0].offset, PayloadOffset(bytes));
+  EXPECT_FALSE(table[1].stripped);  // b is 1 KiB: kept for shape inference
+  EXPECT_LT(stripped.size(), 4096u);
+  onnx::ModelProto p;
+  ASSERT_TRUE(p.ParseFromString(stripped));
+  EXPECT_TRUE(p.graph().initializer(0).has_raw_data());
+  EXPECT_EQ(p.graph().initializer(0).raw_data().size(), 1u);  // placeholder
+  EXPECT_EQ(p.graph().initializer(1).raw_data().size(), static_cast<size_t>(kN * 4));
+  EXPECT_EQ(p.graph().node_size(), 2);
+
+  // Nothing large: the caller parses the original.
+  std::string small = Serialize(MatMulModel(true));
+  EXPECT_FALSE(import::StripLargeRawData(small.data(), small.size(), 4096, &stripped, &table));
+  // Malformed bytes: give up rather than guess (the parser then reports the error).
+  EXPECT_FALSE(import::StripLargeRawData(bytes.data(), bytes.size() - 100, 4096, &stripped, &table));
+  std::string group("\x0b\x0c", 2);  // field 1 as a group
+  EXPECT_FALSE(import::StripLargeRawData(group.data(), group.size(), 4096, &stripped, &table));
+}
+
+TEST(LoadStrip, ZeroCopyAndReadInitializersGiveIdenticalOutputs) {
+  const std::vector<float> want = Expected();
+  ASSERT_EQ(want.size(), static_cast<size_t>(2 * kN));
+  for (size_t align : {size_t{0}, size_t{4}, size_t{7}}) {
+    SCOPED_TRACE("payload offset % 64 == " + std::to_string(align));
+    std::string bytes = SerializedWithAlignment(align);
+    auto mem = Session::CreateFromBytes(bytes.data(), bytes.size(), Opts());
+    ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+    EXPECT_EQ(RunOnce(**mem), want);
+    TempDir dir;
+    std::string path = dir.File("m.onnx", bytes);
+    auto file = Session::CreateFromFile(path, Opts());
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    EXPECT_EQ(RunOnce(**file), want);
+    // Element-aligned payloads are mapped from the model file; others are read into the heap.
+    EXPECT_EQ(FileIsMapped(path), align % 4 == 0);
+  }
+}
+
+TEST(LoadStrip, ModelFileCanBeDeletedAfterCreation) {
+  const std::vector<float> want = Expected();
+  for (size_t align : {size_t{0}, size_t{13}}) {
+    TempDir dir;
+    std::string path = dir.File("m.onnx", SerializedWithAlignment(align));
+    auto s = Session::CreateFromFile(path, Opts());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    fs::remove(path);  // a mapping keeps the inode's data alive
+    EXPECT_EQ(RunOnce(**s), want);
+  }
+}
+
+// The same model with W in `data.bin` at `offset` (after `offset` junk bytes).
+std::string ExternalModel(const TempDir& dir, size_t offset, const std::string& location = "data.bin") {
+  std::vector<float> w = Weights(kK * kN, 1);
+  std::string junk(offset, 'j');
+  dir.File("data.bin", junk + std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4) + "tail");
+  onnx::ModelProto m = MatMulModel(false);
+  auto* t = m.mutable_graph()->mutable_initializer(0);
+  t->clear_raw_data();
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto kv = [&](const std::string& k, const std::string& v) {
+    auto* e = t->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  kv("location", location);
+  kv("offset", std::to_string(offset));
+  kv("length", std::to_string(w.size() * 4));
+  return dir.File("m.onnx", Serialize(m));
+}
+
+TEST(LoadExternal, ExternalDataLoadsRunsAndSurvivesDeletion) {
+  const std::vector<float> want = Expected();
+  for (size_t offset : {size_t{0}, size_t{4096}, size_t{101}}) {
+    SCOPED_TRACE("offset " + std::to_string(offset));
+    TempDir dir;
+    std::string path = ExternalModel(dir, offset);
+    auto s = Session::CreateFromFile(path, Opts());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ(FileIsMapped((dir.path() / "data.bin").string()), offset % 4 == 0);
+    fs::remove(dir.path() / "data.bin");
+    fs::remove(path);
+    EXPECT_EQ(RunOnce(**s), want);
+  }
+}
+
+TEST(LoadExternal, BadExternalRangesGiveClearErrors) {
+  TempDir dir;
+  std::string path = ExternalModel(dir, 64);
+  // Shrink the data file below offset + length.
+  fs::resize_file(dir.path() / "data.bin", 1000);
+  auto s = Session::CreateFromFile(path, Opts());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("exceeds the size"), std::string::npos) << s.status().ToString();
+  fs::remove(dir.path() / "data.bin");
+  s = Session::CreateFromFile(path, Opts());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("data.bin"), std::string::npos) << s.status().ToString();
+}
+
+TEST(LoadHostile, TruncatedFilesGiveClearErrors) {
+  std::string bytes = SerializedWithAlignment(0);
+  size_t payload = PayloadOffset(bytes);
+  TempDir dir;
+  for (size_t cut : {size_t{1}, size_t{10}, payload - 1, payload + 10, payload + 40000, bytes.size() - 1}) {
+    SCOPED_TRACE("cut at " + std::to_string(cut));
+    std::string path = dir.File("t.onnx", bytes.substr(0, cut));
+    auto s = Session::CreateFromFile(path, Opts());
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find("t.onnx"), std::string::npos) << s.status().ToString();
+    auto m = Session::CreateFromBytes(bytes.data(), cut, Opts());
+    EXPECT_FALSE(m.ok());
+  }
+  std::string empty = dir.File("empty.onnx", "");
+  auto s = Session::CreateFromFile(empty, Opts());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("empty"), std::string::npos) << s.status().ToString();
+  s = Session::CreateFromFile((dir.path() / "missing.onnx").string(), Opts());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kNotFound);
+  s = Session::CreateFromFile(dir.path().string(), Opts());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("directory"), std::string::npos) << s.status().ToString();
+}
+
+TEST(LoadHostile, StrippedRawDataOfWrongSizeIsRejected) {
+  onnx::ModelProto m = MatMulModel(false);
+  // 16 more bytes than [64,256] float needs: still large enough to be stripped.
+  m.mutable_graph()->mutable_initializer(0)->mutable_raw_data()->append(16, '\0');
+  std::string bytes = Serialize(m);
+  for (bool from_file : {false, true}) {
+    TempDir dir;
+    auto s = from_file ? Session::CreateFromFile(dir.File("m.onnx", bytes), Opts())
+                       : Session::CreateFromBytes(bytes.data(), bytes.size(), Opts());
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find("initializer 'W' has 65552 bytes of raw_data"), std::string::npos)
+        << s.status().ToString();
+  }
+}
+
+TEST(LoadSource, LoadFileRangeMapsAlignedRangesAndReportsShortReads) {
+  TempDir dir;
+  std::vector<float> w = Weights(1 << 15, 4);  // 128 KiB
+  std::string path = dir.File("w.bin", "xyz" + std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4));
+  int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  for (uint64_t offset : {uint64_t{3}, uint64_t{4}}) {
+    auto buf = import::LoadFileRange(fd, offset, w.size() * 4 - 4, 4, true, path, "w");
+    ASSERT_TRUE(buf.ok()) << buf.status().ToString();
+    EXPECT_EQ(std::memcmp((*buf)->data(), reinterpret_cast<const char*>(w.data()) + (offset - 3), w.size() * 4 - 4), 0);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>((*buf)->data()) % 4, 0u);
+    EXPECT_EQ(FileIsMapped(path), offset == 4);  // only the element-aligned range is mapped
+    EXPECT_TRUE((*buf)->ReleaseStorage());
+    EXPECT_EQ((*buf)->data(), nullptr);
+    EXPECT_FALSE(FileIsMapped(path));
+  }
+  auto past_end = import::LoadFileRange(fd, 3, w.size() * 4 + 100, 4, false, path, "tensor 'w'");
+  ASSERT_FALSE(past_end.ok());
+  EXPECT_NE(past_end.status().message().find("tensor 'w': short read"), std::string::npos)
+      << past_end.status().ToString();
+  ::close(fd);
+}
+
+// ---- releasing packed constants ----
+
+class FakeKernel : public OpKernel {
+ public:
+  Status Compute(KernelContext&) const override { return Status::Ok(); }
+};
+class FakePacker : public OpKernel, public PacksConstantInputs {
+ public:
+  explicit FakePacker(std::vector<size_t> slots) : slots_(std::move(slots)) {}
+  Status Compute(KernelContext&) const override { return Status::Ok(); }
+  std::vector<size_t> PackedConstantInputs() const override { return slots_; }
+
+ private:
+  std::vector<size_t> slots_;
+};
+
+int AddConst(Graph* g, const std::string& name, int64_t n) {
+  int v = g->AddValue(name);
+  g->initializers[v] = Tensor::FromVector<float>(std::vector<float>(static_cast<size_t>(n), 1.f), {n});
+  return v;
+}
+
+Node MakeNode(std::vector<int> in, std::vector<int> out) {
+  Node n;
+  n.op_type = "Fake";
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  return n;
+}
+
+TEST(LoadRelease, FreesOnlyConstantsEveryReaderPacked) {
+  Graph g;
+  int x = g.AddValue("x");
+  g.inputs = {x};
+  int w_packed = AddConst(&g, "w_packed", 1000);     // read by packers only: freed
+  int w_mixed = AddConst(&g, "w_mixed", 1000);       // also read by a plain kernel: kept
+  int w_out = AddConst(&g, "w_out", 1000);           // a graph output: kept
+  int w_other_slot = AddConst(&g, "w_other", 1000);  // packer lists a different slot: kept
+  int w_alias = g.AddValue("w_alias");               // shares w_packed2's buffer, read plainly: both kept
+  int w_packed2 = AddConst(&g, "w_packed2", 1000);
+  g.initializers[w_alias] = g.initializers[w_packed2].Reshaped({10, 100});
+  int w_default = AddConst(&g, "w_default", 1000);  // overridable graph input: kept
+  g.inputs.push_back(w_default);
+  int w_sub = AddConst(&g, "w_sub", 1000);  // packed, but a subgraph reads it too: kept
+  int y1 = g.AddValue("y1"), y2 = g.AddValue("y2"), y3 = g.AddValue("y3"), y4 = g.AddValue("y4"), y5 = g.AddValue("y5"),
+      y6 = g.AddValue("y6");
+  g.nodes.push_back(MakeNode({x, w_packed, w_mixed}, {y1}));               // packer {1, 2}
+  g.nodes.push_back(MakeNode({y1, w_packed}, {y2}));                       // packer {1}
+  g.nodes.push_back(MakeNode({y2, w_mixed}, {y3}));                        // plain
+  g.nodes.push_back(MakeNode({y3, w_out, w_other_slot}, {y4}));            // packer {1}
+  g.nodes.push_back(MakeNode({y4, w_packed2, w_alias, w_default}, {y5}));  // packer {1, 3}
+  Node loop = MakeNode({y5, w_sub}, {y6});                                 // packer {1}, with a body reading w_sub
+  auto body = std::make_shared<Graph>();
+  int inner = body->AddValue("w_sub");
+  body->captures = {inner};
+  body->outputs = {inner};
+  Attribute a;
+  a.type = Attribute::Type::kGraph;
+  a.g = body;
+  loop.attrs["body"] = a;
+  g.nodes.push_back(loop);
+  g.outputs = {y6, w_out};
+
+  std::vector<std::unique_ptr<OpKernel>> kernels;
+  kernels.push_back(std::make_unique<FakePacker>(std::vector<size_t>{1, 2}));
+  kernels.push_back(std::make_unique<FakePacker>(std::vector<size_t>{1}));
+  kernels.push_back(std::make_unique<FakeKernel>());
+  kernels.push_back(std::make_unique<FakePacker>(std::vector<size_t>{1}));
+  kernels.push_back(std::make_unique<FakePacker>(std::vector<size_t>{1, 3}));
+  kernels.push_back(std::make_unique<FakePacker>(std::vector<size_t>{1}));
+
+  Tensor keep_alive = g.initializers[w_packed];  // copies share the buffer: it is freed for all
+  ConstantReleaseStats st = ReleasePackedConstants(g, [&](size_t i) { return kernels[i].get(); });
+  EXPECT_EQ(st.released, 1);
+  EXPECT_EQ(st.bytes, 4000u);
+  EXPECT_EQ(g.initializers[w_packed].raw_data(), nullptr);
+  EXPECT_EQ(keep_alive.raw_data(), nullptr);
+  EXPECT_EQ(g.initializers[w_packed].shape(), Shape{1000});  // type and shape stay
+  for (int v : {w_mixed, w_out, w_other_slot, w_alias, w_packed2, w_default, w_sub}) {
+    ASSERT_NE(g.initializers[v].raw_data(), nullptr) << g.ValueName(v);
+    EXPECT_EQ(g.initializers[v].data<float>()[999], 1.f) << g.ValueName(v);
+  }
+  // Called while kernels are still being created, a node without a kernel yet (nullptr)
+  // counts as needing its constants.
+  Graph g2;
+  int c = AddConst(&g2, "c", 100), y = g2.AddValue("y"), z = g2.AddValue("z");
+  g2.nodes.push_back(MakeNode({c}, {y}));
+  g2.nodes.push_back(MakeNode({c, y}, {z}));
+  g2.outputs = {z};
+  FakePacker p0({0});
+  EXPECT_EQ(ReleasePackedConstants(g2, [&](size_t i) -> const OpKernel* { return i == 0 ? &p0 : nullptr; }).released,
+            0);
+  EXPECT_EQ(ReleasePackedConstants(g2, [&](size_t) -> const OpKernel* { return &p0; }).released, 1);
+
+  // A second pass finds nothing more to do.
+  EXPECT_EQ(ReleasePackedConstants(g, [&](size_t i) { return kernels[i].get(); }).released, 0);
+}
+
+TEST(LoadRelease, SessionWithoutPackingKernelsKeepsEverything) {
+  // No CPU kernel opts in yet: creating a session must leave every constant readable.
+  std::string bytes = Serialize(MatMulModel(false));
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), Opts());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (const auto& [v, t] : (*s)->model().graph->initializers) EXPECT_NE(t.raw_data(), nullptr);
+  EXPECT_EQ(RunOnce(**s), Expected());
+}
+
+}  // namespace
+}  // namespace strata
