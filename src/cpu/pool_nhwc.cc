@@ -53,7 +53,8 @@ class NhwcPool2dKernel final : public OpKernel {
       for (int a = 0; a < 2; ++a) {
         int64_t eff = (kernel[a] - 1) * g.dilations[a] + 1;
         key[2 + a] = std::max<int64_t>(0, (g.out[a] - 1) * g.strides[a] + eff - in[a] - g.pad_begin[a]);
-        if ((in[a] + key[a] + key[2 + a] - eff) / g.strides[a] + 1 != g.out[a]) exact = false;
+        if (in[a] + key[a] + key[2 + a] < eff || (in[a] + key[a] + key[2 + a] - eff) / g.strides[a] + 1 != g.out[a])
+          exact = false;
       }
     } else {
       bool any_pad = key[0] || key[1] || key[2] || key[3];
