@@ -305,7 +305,7 @@ class LayoutRewriter {
 }  // namespace
 
 Result<int> ConvertToNhwc(Graph& g, const OptimizerOptions& opts) {
-  if (opts.kernel.prefer_reference) return 0;
+  if (opts.kernel.prefer_reference || !opts.cpu_only) return 0;
   // Values keep their NCHW meaning; NHWC data lives in new "twin" values, so graph inputs,
   // outputs and anything outside a region are untouched.
   return LayoutRewriter(g).Run();

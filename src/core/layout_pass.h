@@ -18,7 +18,8 @@ inline constexpr char kInternalDomain[] = "strata.internal";
 inline constexpr char kOriginalOpsetAttr[] = "strata_onnx_opset";
 
 // Returns how many ONNX nodes were moved to NHWC. Skipped (0) when reference kernels are
-// requested: those are the test oracle and must see the model as written.
+// requested (the test oracle must see the model as written) and when accelerator providers
+// may partition the graph afterwards (opts.cpu_only false: they would not take the ops).
 Result<int> ConvertToNhwc(Graph& g, const OptimizerOptions& opts);
 
 }  // namespace strata

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "core/layout_pass.h"
+#include "core/onnx_import.h"
+#include "core/optimizer.h"
 #include "core/session.h"
 #include "onnx_builder.h"
 
@@ -264,6 +267,26 @@ TEST(Layout, SkippedForReferenceKernels) {
   auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(OpCounts((*s)->assignments())["NhwcConv"], 0);
+}
+
+// With accelerator providers possibly partitioning afterwards, Conv must stay an ONNX Conv
+// (providers do not know the internal ops); the CPU-only graph is rewritten.
+TEST(Layout, SkippedWhenProvidersMayPartition) {
+  std::string bytes = Serialize(SmallNet());
+  for (bool cpu_only : {false, true}) {
+    auto model = ImportOnnxBytes(bytes.data(), bytes.size(), ImportOptions{});
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    OptimizerOptions o;
+    o.cpu_only = cpu_only;
+    ASSERT_TRUE(OptimizeGraph(*model->graph, o).ok());
+    int internal = 0, conv = 0;
+    for (const Node& n : model->graph->nodes) {
+      internal += n.domain == kInternalDomain;
+      conv += n.op_type == "Conv";
+    }
+    EXPECT_EQ(internal > 0, cpu_only);
+    EXPECT_EQ(conv, cpu_only ? 0 : 5);
+  }
 }
 
 }  // namespace
