@@ -13,8 +13,9 @@ namespace {
 // any other inputs are scalars by the op's definition (Clip's min/max).
 const std::unordered_set<std::string>& UnaryOps() {
   static const std::unordered_set<std::string> kOps = {
-      "Relu", "Clip",  "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Tanh", "Elu", "Selu",
-      "Softplus", "Softsign", "Exp", "Abs", "Neg", "Sqrt", "Erf", "Gelu", "Mish", "Celu", "ThresholdedRelu"};
+      "Relu",     "Clip",           "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Tanh", "Elu",  "Selu",
+      "Softplus", "Softsign",       "Exp",     "Abs",         "Neg",       "Sqrt",      "Erf",  "Gelu", "Mish",
+      "Celu",     "ThresholdedRelu"};
   return kOps;
 }
 // Two-input broadcasting elementwise ops; permuting both operands alike commutes with them.
@@ -295,8 +296,8 @@ class LayoutRewriter {
   }
 
   Graph& g_;
-  std::vector<int> twin_;      // NCHW value -> its NHWC twin, -1 if none
-  std::vector<bool> pending_;  // produced only as its twin so far
+  std::vector<int> twin_;                  // NCHW value -> its NHWC twin, -1 if none
+  std::vector<bool> pending_;              // produced only as its twin so far
   std::unordered_map<int, int> permuted_;  // constant -> its NHWC-broadcastable copy
   std::vector<Node> out_;
   int converted_ = 0;

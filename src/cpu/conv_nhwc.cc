@@ -45,7 +45,8 @@ Status RunNchwFallback(KernelContext& ctx, const OpKernel& ref, const Node& nchw
   const Tensor& y = outs[0].tensor();
   const int64_t m = y.dim(1), oh = y.dim(2), ow = y.dim(3);
   ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DataType::kFloat, {n, oh, ow, m}));
-  if (out->num_elements() > 0) TransposeNchwToNhwc(y.data<float>(), out->mutable_data<float>(), n, m, oh * ow, ctx.pool());
+  if (out->num_elements() > 0)
+    TransposeNchwToNhwc(y.data<float>(), out->mutable_data<float>(), n, m, oh * ow, ctx.pool());
   return Status::Ok();
 }
 
@@ -112,8 +113,9 @@ class NhwcConvKernel final : public OpKernel {
     const float* in = x->data<float>();
     float* out = y->mutable_data<float>();
     Status st = cache_.Run(
-        key, Creator(key), [&](xnn_operator_t op) { return xnn_setup_convolution2d_nhwc_f32(op, n, h, w, in, out, tp); },
-        tp, node, "convolution");
+        key, Creator(key),
+        [&](xnn_operator_t op) { return xnn_setup_convolution2d_nhwc_f32(op, n, h, w, in, out, tp); }, tp, node,
+        "convolution");
     if (st.code() == StatusCode::kUnsupported) return RunNchwFallback(ctx, *ref_, nchw_node_);
     return st;
   }
@@ -190,18 +192,28 @@ Status LayoutChange(KernelContext& ctx) {
 }  // namespace
 
 void RegisterNhwcConvKernels(KernelRegistry& r) {
-  r.Register({.domain = kInternalDomain, .op_type = "NhwcConv", .types = {DataType::kFloat}, .factory = MakeNhwcConv,
-              .reference = false, .impl = "xnnpack-nhwc"});
-  r.Register({.domain = kInternalDomain, .op_type = "NchwToNhwc", .types = {DataType::kFloat},
+  r.Register({.domain = kInternalDomain,
+              .op_type = "NhwcConv",
+              .types = {DataType::kFloat},
+              .factory = MakeNhwcConv,
+              .reference = false,
+              .impl = "xnnpack-nhwc"});
+  r.Register({.domain = kInternalDomain,
+              .op_type = "NchwToNhwc",
+              .types = {DataType::kFloat},
               .factory = [](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> {
                 return MakeFnKernel(LayoutChange<true>);
               },
-              .reference = false, .impl = "nhwc"});
-  r.Register({.domain = kInternalDomain, .op_type = "NhwcToNchw", .types = {DataType::kFloat},
+              .reference = false,
+              .impl = "nhwc"});
+  r.Register({.domain = kInternalDomain,
+              .op_type = "NhwcToNchw",
+              .types = {DataType::kFloat},
               .factory = [](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> {
                 return MakeFnKernel(LayoutChange<false>);
               },
-              .reference = false, .impl = "nhwc"});
+              .reference = false,
+              .impl = "nhwc"});
 }
 
 }  // namespace strata

@@ -144,15 +144,26 @@ Status NhwcGlobalAveragePool(KernelContext& ctx) {
 }  // namespace
 
 void RegisterNhwcPoolKernels(KernelRegistry& r) {
-  r.Register({.domain = kInternalDomain, .op_type = "NhwcMaxPool", .types = {DataType::kFloat},
-              .factory = MakeNhwcPool<true>, .reference = false, .impl = "xnnpack-nhwc"});
-  r.Register({.domain = kInternalDomain, .op_type = "NhwcAveragePool", .types = {DataType::kFloat},
-              .factory = MakeNhwcPool<false>, .reference = false, .impl = "xnnpack-nhwc"});
-  r.Register({.domain = kInternalDomain, .op_type = "NhwcGlobalAveragePool", .types = {DataType::kFloat},
+  r.Register({.domain = kInternalDomain,
+              .op_type = "NhwcMaxPool",
+              .types = {DataType::kFloat},
+              .factory = MakeNhwcPool<true>,
+              .reference = false,
+              .impl = "xnnpack-nhwc"});
+  r.Register({.domain = kInternalDomain,
+              .op_type = "NhwcAveragePool",
+              .types = {DataType::kFloat},
+              .factory = MakeNhwcPool<false>,
+              .reference = false,
+              .impl = "xnnpack-nhwc"});
+  r.Register({.domain = kInternalDomain,
+              .op_type = "NhwcGlobalAveragePool",
+              .types = {DataType::kFloat},
               .factory = [](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> {
                 return MakeFnKernel(NhwcGlobalAveragePool);
               },
-              .reference = false, .impl = "nhwc"});
+              .reference = false,
+              .impl = "nhwc"});
 }
 
 }  // namespace strata

@@ -71,7 +71,8 @@ void AddConv(onnx::GraphProto* g, const std::string& in, const std::string& out,
              int64_t stride, int64_t pad, int64_t group, uint32_t seed, bool bias = true) {
   AddInit(g, out + "_w", {m, c / group, k, k}, seed, 1.0f / std::sqrt(static_cast<float>(c / group * k * k)));
   if (bias) AddInit(g, out + "_b", {m}, seed + 1000, 0.1f);
-  auto* n = bias ? AddNode(g, "Conv", {in, out + "_w", out + "_b"}, {out}) : AddNode(g, "Conv", {in, out + "_w"}, {out});
+  auto* n =
+      bias ? AddNode(g, "Conv", {in, out + "_w", out + "_b"}, {out}) : AddNode(g, "Conv", {in, out + "_w"}, {out});
   n->set_name(out);
   SetInts(n, "kernel_shape", {k, k});
   SetInts(n, "strides", {stride, stride});
