@@ -4,6 +4,8 @@
 #include <set>
 #include <unordered_set>
 
+#include "core/layout_pass.h"
+
 namespace strata {
 
 namespace {
@@ -339,6 +341,9 @@ Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
     ASSIGN_OR_RETURN(int c, FoldConvBatchNorm(g));
     (void)c;
     FuseActivations(g);
+    // Last: it renames Conv/pool nodes into the internal domain the passes above skip.
+    ASSIGN_OR_RETURN(int l, ConvertToNhwc(g, opts));
+    (void)l;
   }
   EliminateDeadNodes(g);
   return Status::Ok();

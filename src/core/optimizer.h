@@ -12,6 +12,10 @@ struct OptimizerOptions {
   int level = 99;  // 0 none, 1 basic (folding, dead code), 2+ fusions
   ThreadPool* pool = nullptr;
   KernelConfig kernel;
+  // False when accelerator providers may claim nodes after optimization: passes that move
+  // ops into strata's internal domain (the NHWC layout pass) are then skipped, since no
+  // provider supports those ops.
+  bool cpu_only = true;
 };
 
 Status OptimizeGraph(Graph& g, const OptimizerOptions& opts);

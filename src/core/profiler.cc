@@ -6,6 +6,8 @@
 #include <random>
 #include <set>
 
+#include "core/layout_pass.h"
+
 namespace strata {
 
 namespace {
@@ -31,9 +33,11 @@ double Prod(const Shape& s, size_t from) {
 }  // namespace
 
 double NodeFlops(const Node& node, const std::vector<const Value*>& inputs, const std::vector<Value>& outputs) {
-  if (!node.domain.empty()) return -1;
+  // NhwcConv (the layout pass's Conv) keeps the OIHW weight, so Conv's count applies as is.
+  bool nhwc_conv = node.domain == kInternalDomain && node.op_type == "NhwcConv";
+  if (!node.domain.empty() && !nhwc_conv) return -1;
   const std::string& op = node.op_type;
-  if (op == "Conv") {
+  if (op == "Conv" || nhwc_conv) {
     // Every output element is a dot product over (C/group) x kernel window.
     const Tensor* w = TensorAt(inputs, 1);
     const Tensor* y = OutTensor(outputs, 0);

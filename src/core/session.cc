@@ -60,6 +60,7 @@ Status Session::Init(std::shared_ptr<Model> model, const SessionOptions& opts) {
   oo.level = opts.optimization_level;
   oo.pool = pool_.get();
   oo.kernel = opts.kernel;
+  for (const auto& p : opts.providers) oo.cpu_only = oo.cpu_only && p == "cpu";
   RETURN_IF_ERROR(OptimizeGraph(g, oo));
   trace.Phase("optimize");
 

@@ -5,6 +5,7 @@
 
 #include "core/kernel.h"
 #include "cpu/conv_kernels.h"
+#include "cpu/nhwc_kernels.h"
 #include "cpu/register.h"
 #include "cpu/xnnpack_util.h"
 
@@ -267,6 +268,7 @@ void RegisterConvKernels(KernelRegistry& r) {
               .factory = MakeXnnConv, .reference = false, .impl = "xnnpack"});
   r.Register({.domain = "", .op_type = "ConvTranspose", .since_version = 1, .types = {DataType::kFloat},
               .factory = MakeXnnConvTranspose, .reference = false, .impl = "xnnpack"});
+  RegisterNhwcConvKernels(r);
 }
 
 }  // namespace strata

@@ -10,6 +10,7 @@
 
 #include "core/kernel.h"
 #include "cpu/conv_geometry.h"
+#include "cpu/nhwc_kernels.h"
 #include "cpu/pool_kernels.h"
 #include "cpu/register.h"
 #include "cpu/xnnpack_util.h"
@@ -458,6 +459,7 @@ void RegisterPoolKernels(KernelRegistry& r) {
               .reference = false, .impl = "xnnpack"});
   r.Register({.domain = "", .op_type = "GlobalAveragePool", .types = {DataType::kFloat},
               .factory = MakeFastGlobalAveragePool, .reference = false, .impl = "cpu-vec"});
+  RegisterNhwcPoolKernels(r);
 }
 
 }  // namespace strata

@@ -1,0 +1,315 @@
+#include "core/layout_pass.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <unordered_set>
+
+namespace strata {
+namespace {
+
+// Elementwise ops whose result does not depend on the layout: input 0 is the tensor,
+// any other inputs are scalars by the op's definition (Clip's min/max).
+const std::unordered_set<std::string>& UnaryOps() {
+  static const std::unordered_set<std::string> kOps = {
+      "Relu",     "Clip",           "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Tanh", "Elu",  "Selu",
+      "Softplus", "Softsign",       "Exp",     "Abs",         "Neg",       "Sqrt",      "Erf",  "Gelu", "Mish",
+      "Celu",     "ThresholdedRelu"};
+  return kOps;
+}
+// Two-input broadcasting elementwise ops; permuting both operands alike commutes with them.
+const std::unordered_set<std::string>& BinaryOps() {
+  static const std::unordered_set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "PRelu"};
+  return kOps;
+}
+
+TypeInfo PermutedType(const TypeInfo& t) {
+  TypeInfo r = t;
+  r.kind = TypeInfo::Kind::kTensor;
+  r.elem_type = DataType::kFloat;
+  if (t.has_shape && t.dims.size() == 4) {
+    r.dims = {t.dims[0], t.dims[2], t.dims[3], t.dims[1]};
+  } else {
+    r.has_shape = false;
+    r.dims.clear();
+  }
+  return r;
+}
+
+// A Conv XNNPACK's NHWC path (or the exact fallback behind it) can run: float 2-D, constant
+// weight and bias, well-formed attributes. Anything else stays an ordinary NCHW Conv.
+bool ConvertibleConv(const Graph& g, const Node& n) {
+  if (n.op_type != "Conv" || !n.domain.empty() || n.inputs.size() < 2 || n.inputs[0] < 0) return false;
+  if (n.outputs.size() != 1 || n.outputs[0] < 0) return false;
+  const Tensor* w = g.Constant(n.inputs[1]);
+  if (!w || w->dtype() != DataType::kFloat || w->rank() != 4 || w->num_elements() == 0) return false;
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+    const Tensor* b = g.Constant(n.inputs[2]);
+    if (!b || b->dtype() != DataType::kFloat || b->rank() != 1 || b->dim(0) != w->dim(0)) return false;
+  }
+  const TypeInfo& xt = g.values[n.inputs[0]].type;
+  if (xt.elem_type != DataType::kUndefined && xt.elem_type != DataType::kFloat) return false;
+  if (xt.has_shape && xt.dims.size() != 4) return false;
+  int64_t group = n.GetInt("group", 1);
+  if (group <= 0 || w->dim(0) % group != 0) return false;
+  if (xt.has_shape && xt.dims[1].known() && xt.dims[1].value != w->dim(1) * group) return false;
+  if (n.HasAttr("kernel_shape") && n.GetInts("kernel_shape") != Shape(w->shape().begin() + 2, w->shape().end()))
+    return false;
+  for (const char* a : {"strides", "dilations"}) {
+    if (!n.HasAttr(a)) continue;
+    auto v = n.GetInts(a);
+    if (v.size() != 2 || v[0] <= 0 || v[1] <= 0) return false;
+  }
+  std::string auto_pad = n.GetString("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") return false;
+  if (n.HasAttr("pads")) {
+    auto p = n.GetInts("pads");
+    if (p.size() != 4) return false;
+    for (int64_t x : p)
+      if (x < 0) return false;
+  }
+  if (n.HasAttr("activation")) {
+    std::string act = n.GetString("activation", "");
+    if (act != "Relu" && act != "Clip") return false;
+  }
+  return true;
+}
+
+bool ConvertiblePool(const Node& n) {
+  if ((n.op_type != "MaxPool" && n.op_type != "AveragePool") || !n.domain.empty()) return false;
+  if (n.inputs.empty() || n.inputs[0] < 0 || n.outputs.empty() || n.outputs[0] < 0) return false;
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (n.outputs[i] >= 0) return false;  // MaxPool's Indices are NCHW offsets
+  if (n.GetInts("kernel_shape").size() != 2) return false;
+  if (n.op_type == "MaxPool" && n.GetInt("storage_order", 0) != 0) return false;
+  return true;
+}
+
+// The constant `c` (rank <= 4) as seen by a rank-4 NHWC operand: left-padded to rank 4 as
+// numpy broadcasting would, then permuted NCHW -> NHWC.
+Tensor PermuteConstant(const Tensor& c) {
+  Shape s(4 - c.rank(), 1);
+  s.insert(s.end(), c.shape().begin(), c.shape().end());
+  Shape ps = {s[0], s[2], s[3], s[1]};
+  Tensor out = std::move(Tensor::Allocate(c.dtype(), ps)).value();
+  const float* src = c.data<float>();
+  float* dst = out.mutable_data<float>();
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t ch = 0; ch < s[1]; ++ch)
+      for (int64_t h = 0; h < s[2]; ++h)
+        for (int64_t w = 0; w < s[3]; ++w)
+          dst[((n * s[2] + h) * s[3] + w) * s[1] + ch] = src[((n * s[1] + ch) * s[2] + h) * s[3] + w];
+  return out;
+}
+
+// Names read by subgraphs (If/Loop/Scan bodies) from this scope: those values must exist
+// in NCHW form as soon as they are produced.
+std::set<std::string> CapturedNames(const Graph& g) {
+  std::set<std::string> names;
+  std::function<void(const Graph&)> collect = [&](const Graph& sg) {
+    for (const Node& n : sg.nodes) {
+      for (int i : n.inputs)
+        if (i >= 0) names.insert(sg.ValueName(i));
+      for (const auto& [k, a] : n.attrs) {
+        if (a.g) collect(*a.g);
+        for (const auto& s : a.graphs) collect(*s);
+      }
+    }
+    for (int o : sg.outputs) names.insert(sg.ValueName(o));
+  };
+  for (const Node& n : g.nodes)
+    for (const auto& [k, a] : n.attrs) {
+      if (a.g) collect(*a.g);
+      for (const auto& s : a.graphs) collect(*s);
+    }
+  return names;
+}
+
+class LayoutRewriter {
+ public:
+  explicit LayoutRewriter(Graph& g) : g_(g) {}
+
+  int Run() {
+    const size_t nvals = g_.values.size();
+    twin_.assign(nvals, -1);
+    pending_.assign(nvals, false);
+    std::set<std::string> captured = CapturedNames(g_);
+    std::vector<Node> old = std::move(g_.nodes);
+    g_.nodes.clear();
+    for (Node& n : old) {
+      if (!TryConvert(n)) {
+        for (int i : n.inputs)
+          if (i >= 0) Materialize(i);
+        out_.push_back(std::move(n));
+        continue;
+      }
+      for (int o : out_.back().outputs)
+        if (o >= 0 && o < static_cast<int>(nvals) && captured.count(g_.ValueName(o))) Materialize(o);
+    }
+    for (int o : g_.outputs) Materialize(o);
+    g_.nodes = std::move(out_);
+    return converted_;
+  }
+
+ private:
+  void Grow() {
+    twin_.resize(g_.values.size(), -1);
+    pending_.resize(g_.values.size(), false);
+  }
+
+  int NewValue(const std::string& name, const TypeInfo& type) {
+    std::string nm = name;
+    for (int k = 1; g_.FindValue(nm) >= 0; ++k) nm = name + "_" + std::to_string(k);
+    int v = g_.AddValue(nm);
+    g_.values[v].type = type;
+    Grow();
+    return v;
+  }
+
+  // NHWC twin of NCHW value v, adding an entry NchwToNhwc on first use.
+  int ToNhwc(int v, const std::string& at) {
+    if (twin_[v] >= 0) return twin_[v];
+    int t = NewValue(g_.ValueName(v) + "/nhwc", PermutedType(g_.values[v].type));
+    out_.push_back(LayoutNode("NchwToNhwc", at + "/to_nhwc", v, t));
+    twin_[v] = t;
+    return t;
+  }
+
+  // Produces NCHW value v from its NHWC twin if only the twin exists so far.
+  void Materialize(int v) {
+    if (v < 0 || v >= static_cast<int>(pending_.size()) || !pending_[v]) return;
+    out_.push_back(LayoutNode("NhwcToNchw", g_.ValueName(v) + "/to_nchw", twin_[v], v));
+    pending_[v] = false;
+  }
+
+  Node LayoutNode(const char* op, const std::string& name, int in, int out) {
+    Node n;
+    n.name = name;
+    n.op_type = op;
+    n.domain = kInternalDomain;
+    n.opset = 1;
+    n.inputs = {in};
+    n.outputs = {out};
+    return n;
+  }
+
+  // Marks node n's output k as NHWC-only: the node writes a new twin value instead.
+  void RedirectOutput(Node& n, size_t k) {
+    int o = n.outputs[k];
+    int t = NewValue(g_.ValueName(o) + "/nhwc", PermutedType(g_.values[o].type));
+    twin_[o] = t;
+    pending_[o] = true;
+    n.outputs[k] = t;
+  }
+
+  void MakeInternal(Node& n, const std::string& op) {
+    Attribute a;
+    a.type = Attribute::Type::kInt;
+    a.i = n.opset;
+    n.attrs[kOriginalOpsetAttr] = a;
+    n.op_type = op;
+    n.domain = kInternalDomain;
+    n.opset = 1;
+  }
+
+  bool HasTwin(int v) const { return v >= 0 && twin_[v] >= 0; }
+
+  bool TryConvert(Node& n) {
+    if (n.provider != "cpu" || !n.domain.empty()) return false;
+    if (ConvertibleConv(g_, n)) {
+      n.inputs[0] = ToNhwc(n.inputs[0], n.name);
+      RedirectOutput(n, 0);
+      MakeInternal(n, "NhwcConv");
+      return Converted(std::move(n));
+    }
+    // Pools and GlobalAveragePool join a region; alone they would only add transposes.
+    if (ConvertiblePool(n) && HasTwin(n.inputs[0])) {
+      n.inputs[0] = twin_[n.inputs[0]];
+      n.outputs.resize(1);
+      RedirectOutput(n, 0);
+      MakeInternal(n, "Nhwc" + n.op_type);
+      return Converted(std::move(n));
+    }
+    if (n.op_type == "GlobalAveragePool" && n.inputs.size() == 1 && HasTwin(n.inputs[0]) && n.outputs.size() == 1 &&
+        n.outputs[0] >= 0) {
+      // Writes the NCHW value itself: [N,C,1,1] and NHWC [N,1,1,C] share one byte order.
+      n.inputs[0] = twin_[n.inputs[0]];
+      MakeInternal(n, "NhwcGlobalAveragePool");
+      return Converted(std::move(n));
+    }
+    if (UnaryOps().count(n.op_type) && !n.inputs.empty() && HasTwin(n.inputs[0]) && n.outputs.size() == 1 &&
+        n.outputs[0] >= 0) {
+      for (size_t i = 1; i < n.inputs.size(); ++i)
+        if (n.inputs[i] >= 0 && g_.values[n.inputs[i]].type.has_shape && !g_.values[n.inputs[i]].type.dims.empty())
+          return false;  // only scalar extra operands are layout-free
+      n.inputs[0] = twin_[n.inputs[0]];
+      RedirectOutput(n, 0);
+      return Converted(std::move(n));
+    }
+    if (BinaryOps().count(n.op_type) && n.inputs.size() == 2 && n.outputs.size() == 1 && n.outputs[0] >= 0 &&
+        (HasTwin(n.inputs[0]) || HasTwin(n.inputs[1]))) {
+      std::vector<int> ins(2);
+      for (int k = 0; k < 2; ++k) {
+        int v = n.inputs[k];
+        if (v < 0) return false;
+        if (HasTwin(v)) {
+          ins[k] = twin_[v];
+          continue;
+        }
+        const Tensor* c = g_.Constant(v);
+        if (!c || c->dtype() != DataType::kFloat || c->rank() > 4) return false;
+        // PRelu's slope broadcasts one way only: it must not widen the output.
+        if (c->num_elements() <= 1) {
+          ins[k] = v;
+        } else {
+          ins[k] = PermutedConstant(v, *c);
+        }
+      }
+      // A rank-4 NCHW value twinned in NHWC must meet a twin or a constant of rank <= 4.
+      n.inputs = ins;
+      RedirectOutput(n, 0);
+      return Converted(std::move(n));
+    }
+    return false;
+  }
+
+  int PermutedConstant(int v, const Tensor& c) {
+    auto it = permuted_.find(v);
+    if (it != permuted_.end()) return it->second;
+    Tensor p = PermuteConstant(c);
+    TypeInfo t;
+    t.kind = TypeInfo::Kind::kTensor;
+    t.elem_type = DataType::kFloat;
+    t.has_shape = true;
+    for (int64_t d : p.shape()) t.dims.push_back(Dim{d, ""});
+    int nv = NewValue(g_.ValueName(v) + "/nhwc", t);
+    g_.initializers[nv] = std::move(p);
+    permuted_[v] = nv;
+    return nv;
+  }
+
+  bool Converted(Node n) {
+    out_.push_back(std::move(n));
+    ++converted_;
+    return true;
+  }
+
+  Graph& g_;
+  std::vector<int> twin_;                  // NCHW value -> its NHWC twin, -1 if none
+  std::vector<bool> pending_;              // produced only as its twin so far
+  std::unordered_map<int, int> permuted_;  // constant -> its NHWC-broadcastable copy
+  std::vector<Node> out_;
+  int converted_ = 0;
+};
+
+}  // namespace
+
+Result<int> ConvertToNhwc(Graph& g, const OptimizerOptions& opts) {
+  if (opts.kernel.prefer_reference || !opts.cpu_only) return 0;
+  // Values keep their NCHW meaning; NHWC data lives in new "twin" values, so graph inputs,
+  // outputs and anything outside a region are untouched.
+  return LayoutRewriter(g).Run();
+}
+
+}  // namespace strata

@@ -1,0 +1,25 @@
+// NHWC layout pass (optimization level >= 2). Rewrites runs of fp32 2-D Conv, the 2-D
+// pools and layout-agnostic elementwise ops between them into internal NHWC nodes
+// (domain kInternalDomain, kernels in src/cpu/*nhwc*), with one NchwToNhwc at each region
+// entry and one NhwcToNchw per value that leaves it (graph outputs, NCHW consumers).
+// XNNPACK's convolutions are NHWC-native, so this removes the two transposes every NCHW
+// Conv would otherwise pay.
+#pragma once
+
+#include "core/ir.h"
+#include "core/optimizer.h"
+#include "core/status.h"
+
+namespace strata {
+
+// Domain of strata's internal operators; never appears in imported models.
+inline constexpr char kInternalDomain[] = "strata.internal";
+// The ONNX opset of the rewritten node, kept as an attribute so fallbacks can rebuild it.
+inline constexpr char kOriginalOpsetAttr[] = "strata_onnx_opset";
+
+// Returns how many ONNX nodes were moved to NHWC. Skipped (0) when reference kernels are
+// requested (the test oracle must see the model as written) and when accelerator providers
+// may partition the graph afterwards (opts.cpu_only false: they would not take the ops).
+Result<int> ConvertToNhwc(Graph& g, const OptimizerOptions& opts);
+
+}  // namespace strata

@@ -1,0 +1,219 @@
+// NhwcConv: fp32 2-D Conv on NHWC activations through XNNPACK's NHWC convolution
+// (XNNPACK picks GEMM for 1x1, depthwise microkernels for group == C, IGEMM otherwise).
+// The operator (with its packed weights) is created once, at session creation; each run
+// only re-runs setup, which XNNPACK keeps cheap while the input shape is unchanged. With
+// auto_pad=SAME the pads depend on the input size, so the operator is re-created whenever
+// they change. Parameters XNNPACK rejects run exactly on the reference Conv through
+// RunNchwFallback. Also here: the NchwToNhwc / NhwcToNchw layout changes.
+#include <algorithm>
+#include <cstring>
+
+#include "core/layout_pass.h"
+#include "cpu/conv_kernels.h"
+#include "cpu/nhwc_kernels.h"
+#include "cpu/xnnpack_util.h"
+
+namespace strata {
+
+Node OriginalNode(const Node& nhwc_node, const char* onnx_op) {
+  Node n = nhwc_node;
+  n.op_type = onnx_op;
+  n.domain = "";
+  n.opset = static_cast<int>(nhwc_node.GetInt(kOriginalOpsetAttr, 1));
+  n.attrs.erase(kOriginalOpsetAttr);
+  return n;
+}
+
+Status RunNchwFallback(KernelContext& ctx, const OpKernel& ref, const Node& nchw_node) {
+  const Node& node = ctx.node();
+  const Tensor* x = ctx.input(0);
+  if (!x || x->dtype() != DataType::kFloat || x->rank() != 4)
+    return InvalidArgument(node.Describe(), ": input X must be a float32 NHWC tensor of rank 4");
+  const int64_t n = x->dim(0), h = x->dim(1), w = x->dim(2), c = x->dim(3);
+  ASSIGN_OR_RETURN(Tensor xs, AllocateScratch(n * c * h * w, ctx.allocator(), node));
+  TransposeNhwcToNchw(x->data<float>(), xs.mutable_data<float>(), n, c, h * w, ctx.pool());
+  std::vector<Value> in_vals(ctx.num_inputs());
+  in_vals[0] = Value(xs.Reshaped({n, c, h, w}));
+  for (size_t i = 1; i < in_vals.size(); ++i) in_vals[i] = ctx.input_value(i);
+  std::vector<const Value*> in_ptrs;
+  for (size_t i = 0; i < in_vals.size(); ++i) in_ptrs.push_back(in_vals[i].empty() ? nullptr : &in_vals[i]);
+  std::vector<Value> outs(nchw_node.outputs.size());
+  KernelContext sub(nchw_node, in_ptrs, &outs, ctx.pool(), ctx.allocator(), ctx.subgraphs());
+  RETURN_IF_ERROR(ref.Compute(sub));
+  if (outs.empty() || !outs[0].is_tensor() || outs[0].tensor().rank() != 4)
+    return InternalError(node.Describe(), ": NCHW fallback produced no rank-4 output");
+  const Tensor& y = outs[0].tensor();
+  const int64_t m = y.dim(1), oh = y.dim(2), ow = y.dim(3);
+  ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DataType::kFloat, {n, oh, ow, m}));
+  if (out->num_elements() > 0)
+    TransposeNchwToNhwc(y.data<float>(), out->mutable_data<float>(), n, m, oh * ow, ctx.pool());
+  return Status::Ok();
+}
+
+namespace {
+
+class NhwcConvKernel final : public OpKernel {
+ public:
+  NhwcConvKernel(const KernelInit& init, const Tensor& w, const Tensor* b, FusedActivation act)
+      : nchw_node_(OriginalNode(init.node, "Conv")), w_shape_(w.shape()), act_(act) {
+    group_ = init.node.GetInt("group", 1);
+    m_ = w_shape_[0];
+    cig_ = w_shape_[1];
+    kh_ = w_shape_[2];
+    kw_ = w_shape_[3];
+    // OIHW -> OHWI, XNNPACK's [groups, group_out, kh, kw, group_in] layout.
+    const float* src = w.data<float>();
+    weights_.resize(static_cast<size_t>(m_ * kh_ * kw_ * cig_));
+    for (int64_t o = 0; o < m_; ++o)
+      for (int64_t i = 0; i < cig_; ++i)
+        for (int64_t k = 0; k < kh_ * kw_; ++k)
+          weights_[(o * kh_ * kw_ + k) * cig_ + i] = src[(o * cig_ + i) * kh_ * kw_ + k];
+    if (b) bias_.assign(b->data<float>(), b->data<float>() + m_);
+  }
+
+  // Validates the attributes and, for static pads, creates the XNNPACK operator now.
+  Status Init(const KernelInit& init) {
+    const Node& node = nchw_node_;
+    ASSIGN_OR_RETURN(strides_, SpatialInts(node, "strides", 2, 1));
+    ASSIGN_OR_RETURN(dilations_, SpatialInts(node, "dilations", 2, 1));
+    for (int64_t v : strides_)
+      if (v <= 0 || v > UINT32_MAX) return InvalidModel(init.node.Describe(), ": bad stride ", v);
+    for (int64_t v : dilations_)
+      if (v <= 0 || v > UINT32_MAX) return InvalidModel(init.node.Describe(), ": bad dilation ", v);
+    ASSIGN_OR_RETURN(ref_, MakeRefConv(KernelInit{nchw_node_, init.graph, init.pool, init.config}));
+    std::string auto_pad = node.GetString("auto_pad", "NOTSET");
+    if (auto_pad == "NOTSET" || auto_pad == "VALID") {
+      std::vector<int64_t> pads(4, 0);
+      if (auto_pad == "NOTSET" && node.HasAttr("pads")) pads = node.GetInts("pads");
+      if (pads.size() != 4) return InvalidModel(init.node.Describe(), ": attribute 'pads' needs 4 values");
+      for (int64_t p : pads)
+        if (p < 0 || p > UINT32_MAX) return InvalidModel(init.node.Describe(), ": bad pad ", p);
+      // A rejection here is not an error: Compute then takes the exact fallback.
+      if (cache_.Prepare(pads, Creator(pads), init.node, "convolution").ok()) weights_ = {};
+    }
+    return Status::Ok();
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.input(0);
+    if (!x) return InvalidArgument(node.Describe(), ": Conv needs input X");
+    if (x->dtype() != DataType::kFloat)
+      return InvalidArgument(node.Describe(), ": X dtype ", DataTypeName(x->dtype()), " differs from W's float32");
+    if (x->rank() != 4)
+      return InvalidArgument(node.Describe(), ": NHWC input X must have rank 4, got ", ShapeToString(x->shape()));
+    const int64_t n = x->dim(0), h = x->dim(1), w = x->dim(2), c = x->dim(3);
+    // Validate as the NCHW Conv would, so errors read the same as without the pass.
+    ASSIGN_OR_RETURN(ConvShapes s, CheckConvShapes(nchw_node_, {n, c, h, w}, w_shape_, nullptr));
+    const SpatialGeometry& g = s.geo;
+    std::vector<int64_t> key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, g.out[0], g.out[1], m_}));
+    if (y->num_elements() == 0) return Status::Ok();
+    pthreadpool_t tp = ctx.pool() ? ctx.pool()->handle() : nullptr;
+    const float* in = x->data<float>();
+    float* out = y->mutable_data<float>();
+    Status st = cache_.Run(
+        key, Creator(key),
+        [&](xnn_operator_t op) { return xnn_setup_convolution2d_nhwc_f32(op, n, h, w, in, out, tp); }, tp, node,
+        "convolution");
+    if (st.code() == StatusCode::kUnsupported) return RunNchwFallback(ctx, *ref_, nchw_node_);
+    return st;
+  }
+
+ private:
+  // key = {top, left, bottom, right}.
+  XnnOperatorCache::CreateFn Creator(const std::vector<int64_t>& key) const {
+    return [this, key](xnn_operator_t* op) {
+      if (weights_.empty()) return xnn_status_invalid_state;
+      return xnn_create_convolution2d_nhwc_f32(key[0], key[3], key[2], key[1], kh_, kw_, strides_[0], strides_[1],
+                                               dilations_[0], dilations_[1], group_, cig_, m_ / group_, cig_ * group_,
+                                               m_, weights_.data(), bias_.empty() ? nullptr : bias_.data(), act_.min,
+                                               act_.max, 0, op);
+    };
+  }
+
+  Node nchw_node_;
+  Shape w_shape_;
+  FusedActivation act_;
+  int64_t group_ = 1, m_ = 0, cig_ = 0, kh_ = 1, kw_ = 1;
+  std::vector<int64_t> strides_, dilations_;
+  std::vector<float> weights_, bias_;
+  std::unique_ptr<OpKernel> ref_;
+  XnnOperatorCache cache_;
+};
+
+Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
+  const Node& node = init.node;
+  const Tensor* w = init.constant_input(1);
+  const Tensor* b = init.constant_input(2);
+  // The layout pass only emits NhwcConv for these; anything else is a malformed graph.
+  if (!w || w->dtype() != DataType::kFloat || w->rank() != 4 || w->num_elements() == 0)
+    return InvalidModel(node.Describe(), ": NhwcConv needs a constant non-empty float32 OIHW weight");
+  if (init.has_input(2) && (!b || b->dtype() != DataType::kFloat || b->rank() != 1 || b->dim(0) != w->dim(0)))
+    return InvalidModel(node.Describe(), ": NhwcConv bias must be a constant float32 [", w->dim(0), "]");
+  int64_t group = node.GetInt("group", 1);
+  if (group <= 0 || group > UINT32_MAX || w->dim(0) % group != 0)
+    return InvalidModel(node.Describe(), ": group ", group, " does not divide the ", w->dim(0), " output channels");
+  if (node.HasAttr("kernel_shape") && node.GetInts("kernel_shape") != Shape(w->shape().begin() + 2, w->shape().end()))
+    return InvalidModel(node.Describe(), ": kernel_shape does not match W ", ShapeToString(w->shape()));
+  ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
+  RETURN_IF_ERROR(EnsureXnnpackInitialized());
+  auto k = std::make_unique<NhwcConvKernel>(init, *w, b, act);
+  RETURN_IF_ERROR(k->Init(init));
+  return std::unique_ptr<OpKernel>(std::move(k));
+}
+
+// NCHW <-> NHWC for rank-4 float tensors (the pass only inserts them on such values).
+template <bool kToNhwc>
+Status LayoutChange(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor* x = ctx.input(0);
+  if (!x || x->dtype() != DataType::kFloat || x->rank() != 4)
+    return InvalidArgument(node.Describe(), ": expected a rank-4 float32 tensor, got ",
+                           x ? DataTypeName(x->dtype()) : "nothing", x ? ShapeToString(x->shape()) : "");
+  const Shape& s = x->shape();
+  Shape out = kToNhwc ? Shape{s[0], s[2], s[3], s[1]} : Shape{s[0], s[3], s[1], s[2]};
+  const int64_t n = s[0], c = kToNhwc ? s[1] : s[3], hw = kToNhwc ? s[2] * s[3] : s[1] * s[2];
+  // One channel or one pixel: both layouts hold the same bytes, so alias.
+  if (c == 1 || hw == 1) {
+    ctx.SetOutput(0, Value(x->Reshaped(out)));
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out));
+  if (y->num_elements() == 0) return Status::Ok();
+  if (kToNhwc) {
+    TransposeNchwToNhwc(x->data<float>(), y->mutable_data<float>(), n, c, hw, ctx.pool());
+  } else {
+    TransposeNhwcToNchw(x->data<float>(), y->mutable_data<float>(), n, c, hw, ctx.pool());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterNhwcConvKernels(KernelRegistry& r) {
+  r.Register({.domain = kInternalDomain,
+              .op_type = "NhwcConv",
+              .types = {DataType::kFloat},
+              .factory = MakeNhwcConv,
+              .reference = false,
+              .impl = "xnnpack-nhwc"});
+  r.Register({.domain = kInternalDomain,
+              .op_type = "NchwToNhwc",
+              .types = {DataType::kFloat},
+              .factory = [](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> {
+                return MakeFnKernel(LayoutChange<true>);
+              },
+              .reference = false,
+              .impl = "nhwc"});
+  r.Register({.domain = kInternalDomain,
+              .op_type = "NhwcToNchw",
+              .types = {DataType::kFloat},
+              .factory = [](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> {
+                return MakeFnKernel(LayoutChange<false>);
+              },
+              .reference = false,
+              .impl = "nhwc"});
+}
+
+}  // namespace strata

@@ -1,0 +1,294 @@
+// The NHWC layout pass (core/layout_pass.cc) and its internal kernels: optimized sessions
+// must match the unoptimized reference within 1e-4 relative on small conv nets covering
+// residual Add, ReLU/Clip, pools, GlobalAveragePool+Flatten+Gemm, odd channel counts,
+// stride, padding, depthwise groups, graph-output convs, run-time weights and batch 2.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/layout_pass.h"
+#include "core/onnx_import.h"
+#include "core/optimizer.h"
+#include "core/session.h"
+#include "onnx_builder.h"
+
+namespace strata {
+namespace {
+
+using namespace onnx_builder;  // AddInput, AddOutput, AddNode, Serialize
+using Feeds = std::vector<std::pair<std::string, Value>>;
+
+std::vector<float> Pseudo(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  uint32_t s = seed * 2654435761u + 7;
+  for (auto& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(s >> 8) / static_cast<float>(1 << 23) - 1.0f;
+  }
+  return v;
+}
+
+void AddInit(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, uint32_t seed,
+             float scale = 0.5f) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  size_t n = 1;
+  for (int64_t d : dims) {
+    t->add_dims(d);
+    n *= static_cast<size_t>(d);
+  }
+  for (float v : Pseudo(n, seed)) t->add_float_data(v * scale);
+}
+
+void SetInts(onnx::NodeProto* n, const std::string& name, std::initializer_list<int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+void SetInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+void SetString(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
+// Conv `out` = Conv(in, W[m, c/group, k, k], B[m]) with the given stride/pad/group.
+void AddConv(onnx::GraphProto* g, const std::string& in, const std::string& out, int64_t c, int64_t m, int64_t k,
+             int64_t stride, int64_t pad, int64_t group, uint32_t seed, bool bias = true) {
+  AddInit(g, out + "_w", {m, c / group, k, k}, seed, 1.0f / std::sqrt(static_cast<float>(c / group * k * k)));
+  if (bias) AddInit(g, out + "_b", {m}, seed + 1000, 0.1f);
+  auto* n =
+      bias ? AddNode(g, "Conv", {in, out + "_w", out + "_b"}, {out}) : AddNode(g, "Conv", {in, out + "_w"}, {out});
+  n->set_name(out);
+  SetInts(n, "kernel_shape", {k, k});
+  SetInts(n, "strides", {stride, stride});
+  SetInts(n, "pads", {pad, pad, pad, pad});
+  if (group != 1) SetInt(n, "group", group);
+}
+
+Tensor Input(Shape shape, uint32_t seed) {
+  return Tensor::FromVector<float>(Pseudo(static_cast<size_t>(NumElements(shape)), seed), shape);
+}
+
+struct Runs {
+  std::vector<Value> opt, ref;
+  std::vector<NodeAssignment> assignments;
+};
+
+// Runs the model optimized (level 99, threads) and as the reference (level 0, reference kernels).
+Runs RunBoth(const onnx::ModelProto& m, const Feeds& feeds, int threads = 1) {
+  std::string bytes = Serialize(m);
+  Runs r;
+  SessionOptions fast;
+  fast.threads = threads;
+  SessionOptions ref;
+  ref.threads = 1;
+  ref.optimization_level = 0;
+  ref.kernel.prefer_reference = true;
+  auto sf = Session::CreateFromBytes(bytes.data(), bytes.size(), fast);
+  auto sr = Session::CreateFromBytes(bytes.data(), bytes.size(), ref);
+  EXPECT_TRUE(sf.ok()) << sf.status().ToString();
+  EXPECT_TRUE(sr.ok()) << sr.status().ToString();
+  if (!sf.ok() || !sr.ok()) return r;
+  auto of = (*sf)->Run(feeds);
+  auto orf = (*sr)->Run(feeds);
+  EXPECT_TRUE(of.ok()) << of.status().ToString();
+  EXPECT_TRUE(orf.ok()) << orf.status().ToString();
+  if (of.ok()) r.opt = *of;
+  if (orf.ok()) r.ref = *orf;
+  r.assignments = (*sf)->assignments();
+  return r;
+}
+
+// max |a-b| / max |b|, per output; shapes must agree exactly.
+void ExpectClose(const Runs& r, double tol = 1e-4) {
+  ASSERT_EQ(r.opt.size(), r.ref.size());
+  for (size_t i = 0; i < r.opt.size(); ++i) {
+    const Tensor& a = r.opt[i].tensor();
+    const Tensor& b = r.ref[i].tensor();
+    ASSERT_EQ(a.shape(), b.shape()) << "output " << i;
+    double scale = 0, worst = 0;
+    for (int64_t k = 0; k < b.num_elements(); ++k) {
+      scale = std::max(scale, std::fabs(static_cast<double>(b.data<float>()[k])));
+      worst = std::max(worst, std::fabs(static_cast<double>(a.data<float>()[k]) - b.data<float>()[k]));
+    }
+    EXPECT_GT(scale, 0.0) << "output " << i << " is all zeros: the test would prove nothing";
+    EXPECT_LE(worst / std::max(scale, 1e-30), tol) << "output " << i;
+  }
+}
+
+std::map<std::string, int> OpCounts(const std::vector<NodeAssignment>& as) {
+  std::map<std::string, int> c;
+  for (const auto& a : as) ++c[a.op_type];
+  return c;
+}
+
+// x[2,3,16,16] -> Conv+Relu(17) -> MaxPool s2 -> Conv+Clip -> depthwise Conv -> 1x1 Conv
+// -> Add(residual from the pool) -> Relu -> Mul(per-channel constant) -> AveragePool
+// -> Conv s2 (also a graph output) -> GlobalAveragePool -> Flatten -> Gemm.
+onnx::ModelProto SmallNet() {
+  onnx::ModelProto m = MakeModel(13, "layout_test");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 3, 16, 16});
+  AddConv(g, "x", "c1", 3, 17, 3, 1, 1, 1, 1);
+  AddNode(g, "Relu", {"c1"}, {"r1"});
+  auto* mp = AddNode(g, "MaxPool", {"r1"}, {"mp"});
+  SetInts(mp, "kernel_shape", {3, 3});
+  SetInts(mp, "strides", {2, 2});
+  SetInts(mp, "pads", {1, 1, 1, 1});
+  AddConv(g, "mp", "c2", 17, 17, 3, 1, 1, 1, 2);
+  AddInit(g, "lo", {}, 3, 0.0f);
+  auto* hi = g->add_initializer();
+  hi->set_name("hi");
+  hi->set_data_type(onnx::TensorProto::FLOAT);
+  hi->add_float_data(0.5f);
+  AddNode(g, "Clip", {"c2", "lo", "hi"}, {"cl"});
+  AddConv(g, "cl", "dw", 17, 17, 3, 1, 1, 17, 4);
+  AddConv(g, "dw", "pw", 17, 17, 1, 1, 0, 1, 5);
+  AddNode(g, "Add", {"pw", "mp"}, {"add"});
+  AddNode(g, "Relu", {"add"}, {"r2"});
+  AddInit(g, "scale", {17, 1, 1}, 6, 2.0f);
+  AddNode(g, "Mul", {"r2", "scale"}, {"mul"});
+  auto* ap = AddNode(g, "AveragePool", {"mul"}, {"ap"});
+  SetInts(ap, "kernel_shape", {2, 2});
+  SetInts(ap, "strides", {2, 2});
+  AddConv(g, "ap", "feat", 17, 8, 3, 2, 1, 1, 7);
+  AddNode(g, "GlobalAveragePool", {"feat"}, {"gap"});
+  AddNode(g, "Flatten", {"gap"}, {"flat"});
+  AddInit(g, "fc_w", {8, 5}, 8);
+  AddInit(g, "fc_b", {5}, 9);
+  AddNode(g, "Gemm", {"flat", "fc_w", "fc_b"}, {"out"});
+  AddOutput(g, "out", {2, 5});
+  AddOutput(g, "feat", {2, 8, 2, 2});
+  return m;
+}
+
+TEST(Layout, SmallNetMatchesReference) {
+  for (int threads : {1, 2}) {
+    Runs r = RunBoth(SmallNet(), {{"x", Value(Input({2, 3, 16, 16}, 11))}}, threads);
+    ExpectClose(r);
+    auto ops = OpCounts(r.assignments);
+    EXPECT_EQ(ops["NhwcConv"], 5);
+    EXPECT_EQ(ops["NhwcMaxPool"], 1);
+    EXPECT_EQ(ops["NhwcAveragePool"], 1);
+    EXPECT_EQ(ops["NhwcGlobalAveragePool"], 1);
+    EXPECT_EQ(ops["Conv"], 0);
+    // One transpose in (x), one out (the 'feat' graph output); GlobalAveragePool ->
+    // Flatten needs none.
+    EXPECT_EQ(ops["NchwToNhwc"], 1);
+    EXPECT_EQ(ops["NhwcToNchw"], 1);
+    EXPECT_EQ(ops["Relu"], 1);  // the first Relu is fused into its Conv; the residual one stays
+  }
+}
+
+// Odd channel counts 1 -> 3 -> 1, a 1-channel conv as graph output, SAME padding with
+// stride 2 on an odd size, a 7x7 stride-2 stem.
+TEST(Layout, OddChannelsAndStemMatchReference) {
+  onnx::ModelProto m = MakeModel(13, "layout_test");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {1, 1, 23, 19});
+  AddConv(g, "x", "stem", 1, 3, 7, 2, 3, 1, 21);
+  AddInit(g, "same_w", {3, 3, 3, 3}, 22, 0.3f);
+  auto* same = AddNode(g, "Conv", {"stem", "same_w"}, {"same"});
+  SetString(same, "auto_pad", "SAME_UPPER");
+  SetInts(same, "strides", {2, 2});
+  AddNode(g, "Sigmoid", {"same"}, {"sig"});
+  AddConv(g, "sig", "y", 3, 1, 3, 1, 1, 1, 23, /*bias=*/false);
+  AddOutput(g, "y", {1, 1, 6, 5});
+  Runs r = RunBoth(m, {{"x", Value(Input({1, 1, 23, 19}, 12))}});
+  ExpectClose(r);
+  EXPECT_EQ(OpCounts(r.assignments)["NhwcConv"], 3);
+}
+
+// A Conv whose weight is a graph input must stay NCHW; constant-weight Convs around it
+// still go NHWC with transposes at the boundaries.
+TEST(Layout, RuntimeWeightConvStaysNchw) {
+  onnx::ModelProto m = MakeModel(13, "layout_test");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 4, 10, 10});
+  AddInput(g, "w", {4, 4, 3, 3});
+  AddConv(g, "x", "a", 4, 4, 3, 1, 1, 1, 31);
+  auto* rt = AddNode(g, "Conv", {"a", "w"}, {"b"});
+  SetInts(rt, "pads", {1, 1, 1, 1});
+  AddConv(g, "b", "c", 4, 4, 3, 1, 1, 1, 32);
+  AddNode(g, "Relu", {"c"}, {"y"});
+  AddOutput(g, "y", {2, 4, 10, 10});
+  Runs r = RunBoth(m, {{"x", Value(Input({2, 4, 10, 10}, 13))}, {"w", Value(Input({4, 4, 3, 3}, 14))}});
+  ExpectClose(r);
+  auto ops = OpCounts(r.assignments);
+  EXPECT_EQ(ops["Conv"], 1);
+  EXPECT_EQ(ops["NhwcConv"], 2);
+  EXPECT_EQ(ops["NchwToNhwc"], 2);
+  EXPECT_EQ(ops["NhwcToNchw"], 2);
+}
+
+// Bad input at run time: a clear error naming the node, never a crash.
+TEST(Layout, ChannelMismatchIsAnError) {
+  onnx::ModelProto m = MakeModel(13, "layout_test");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {-1, -1, -1, -1});
+  AddConv(g, "x", "c", 3, 8, 3, 1, 1, 1, 41);
+  AddNode(g, "Relu", {"c"}, {"y"});
+  AddOutput(g, "y", {-1, 8, -1, -1});
+  std::string bytes = Serialize(m);
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(OpCounts((*s)->assignments())["NhwcConv"], 1);
+  auto out = (*s)->Run({{"x", Value(Input({1, 5, 6, 6}, 15))}});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("'c'"), std::string::npos) << out.status().message();
+  EXPECT_NE(out.status().message().find("channel"), std::string::npos) << out.status().message();
+  // The right shape still works afterwards, at another spatial size (operator re-setup).
+  for (int64_t hw : {6, 9}) {
+    auto ok = (*s)->Run({{"x", Value(Input({2, 3, hw, hw}, 16))}});
+    ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+    EXPECT_EQ((*ok)[0].tensor().shape(), (Shape{2, 8, hw, hw}));
+  }
+}
+
+// Reference kernels requested: the pass must leave the graph as written.
+TEST(Layout, SkippedForReferenceKernels) {
+  std::string bytes = Serialize(SmallNet());
+  SessionOptions o;
+  o.kernel.prefer_reference = true;
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(OpCounts((*s)->assignments())["NhwcConv"], 0);
+}
+
+// With accelerator providers possibly partitioning afterwards, Conv must stay an ONNX Conv
+// (providers do not know the internal ops); the CPU-only graph is rewritten.
+TEST(Layout, SkippedWhenProvidersMayPartition) {
+  std::string bytes = Serialize(SmallNet());
+  for (bool cpu_only : {false, true}) {
+    auto model = ImportOnnxBytes(bytes.data(), bytes.size(), ImportOptions{});
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    OptimizerOptions o;
+    o.cpu_only = cpu_only;
+    ASSERT_TRUE(OptimizeGraph(*model->graph, o).ok());
+    int internal = 0, conv = 0;
+    for (const Node& n : model->graph->nodes) {
+      internal += n.domain == kInternalDomain;
+      conv += n.op_type == "Conv";
+    }
+    EXPECT_EQ(internal > 0, cpu_only);
+    EXPECT_EQ(conv, cpu_only ? 0 : 5);
+  }
+}
+
+}  // namespace
+}  // namespace strata
