@@ -70,10 +70,22 @@ bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const float* a, 
   if (!abuf) return false;
   const int64_t K = b.k(), N = b.n();
   const bool clamp = ep.min > -INFINITY || ep.max < INFINITY;
+  // Row tiles of the block. Tiles of 1-3 rows are FMA-latency bound, so a 13-15 row
+  // tail is split into two tiles of 6-8 rows instead of 12 + 1-3.
+  int64_t tile_start[kMc / 4 + 2];
+  int ntiles = 0;
+  for (int64_t ir = 0; ir < mrows;) {
+    const int64_t left = mrows - ir;
+    tile_start[ntiles++] = ir;
+    ir += left > kMr && left < kMr + 4 ? left / 2 : std::min<int64_t>(kMr, left);
+  }
+  tile_start[ntiles] = mrows;
   for (int64_t pc = 0; pc < K; pc += kKc) {
     const int64_t kc = std::min(kKc, K - pc);
     const bool last = pc + kc == K;
-    internal::PackAAvx512(a + i0 * lda + pc, lda, mrows, kc, abuf);
+    for (int t = 0; t < ntiles; ++t)
+      internal::PackAAvx512(a + (i0 + tile_start[t]) * lda + pc, lda, tile_start[t + 1] - tile_start[t], kc,
+                            abuf + t * kc * kMr);
     internal::TileEpilogue te;
     te.alpha = ep.alpha;
     te.load_c = pc > 0 || ep.accumulate;
@@ -84,10 +96,10 @@ bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const float* a, 
       const int cols = static_cast<int>(std::min(kPanelWidth, N - p * kPanelWidth));
       const float* bp = b.panel(p) + pc * kPanelWidth;
       te.bias = last && ep.bias ? ep.bias + p * kPanelWidth : nullptr;
-      for (int64_t ir = 0; ir < mrows; ir += kMr) {
-        const int rows = static_cast<int>(std::min<int64_t>(kMr, mrows - ir));
-        internal::TileAvx512(rows, cols, kc, abuf + (ir / kMr) * kc * kMr, bp, c + (i0 + ir) * ldc + p * kPanelWidth,
-                             ldc, te);
+      for (int t = 0; t < ntiles; ++t) {
+        const int64_t ir = tile_start[t];
+        internal::TileAvx512(static_cast<int>(tile_start[t + 1] - ir), cols, kc, abuf + t * kc * kMr, bp,
+                             c + (i0 + ir) * ldc + p * kPanelWidth, ldc, te);
       }
     }
   }
