@@ -174,8 +174,9 @@ Result<std::unique_ptr<OpKernel>> MakeSgemmMatMul(const KernelInit& init) {
   if (!sgemm::Available()) return std::unique_ptr<OpKernel>();
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(init.node));
   const Tensor* b = init.constant_input(1);
-  if (b) {
-    if (b->dtype() != DataType::kFloat || b->rank() != 2) return std::unique_ptr<OpKernel>();
+  if (b && b->dtype() != DataType::kFloat) return std::unique_ptr<OpKernel>();
+  // A constant batched B is packed per call like a run-time one.
+  if (b && b->rank() == 2) {
     auto packed = sgemm::PackB(b->data<float>(), b->dim(0), b->dim(1), false);
     if (!packed.ok()) return WithNode(init.node, packed.status());
     return std::unique_ptr<OpKernel>(std::make_unique<SgemmConstMatMul>(std::move(packed).value(), act));
