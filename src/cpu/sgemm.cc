@@ -64,8 +64,8 @@ void EpilogueOnly(int64_t m, int64_t n, float* c, int64_t ldc, const Epilogue& e
 
 // Rows [i0, i0 + mrows) x panels [p0, p1), all of K. Returns false when the A buffer
 // could not be allocated.
-bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const float* a, int64_t lda, const PackedB& b,
-             float* c, int64_t ldc, const Epilogue& ep) {
+bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const float* a, int64_t lda, const PackedB& b, float* c,
+             int64_t ldc, const Epilogue& ep) {
   float* abuf = ThreadABuffer();
   if (!abuf) return false;
   const int64_t K = b.k(), N = b.n();

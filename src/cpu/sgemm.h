@@ -55,7 +55,7 @@ Result<PackedB> PackB(const float* b, int64_t k, int64_t n, bool trans_b, int64_
 Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out);
 
 struct Epilogue {
-  const float* bias = nullptr;  // per-N bias, added after the product (nullptr: none)
+  const float* bias = nullptr;                          // per-N bias, added after the product (nullptr: none)
   float min = -std::numeric_limits<float>::infinity();  // clamp (Relu: min = 0; Clip)
   float max = std::numeric_limits<float>::infinity();
   bool accumulate = false;  // C += product (C is read); otherwise C is overwritten

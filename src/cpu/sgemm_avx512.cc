@@ -49,7 +49,7 @@ STRATA_AVX512 void Tile(int cols, int64_t kc, const float* ap, const float* bp, 
   }
 
   const __mmask16 m0 = cols >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1);
-  const __mmask16 m1 = cols >= 32   ? static_cast<__mmask16>(0xFFFF)
+  const __mmask16 m1 = cols >= 32  ? static_cast<__mmask16>(0xFFFF)
                        : cols > 16 ? static_cast<__mmask16>((1u << (cols - 16)) - 1)
                                    : static_cast<__mmask16>(0);
   const __m512 alpha = _mm512_set1_ps(e.alpha);
@@ -88,19 +88,32 @@ STRATA_AVX512 void Tile(int cols, int64_t kc, const float* ap, const float* bp, 
 void TileAvx512(int rows, int cols, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
                 const TileEpilogue& e) {
   switch (rows) {
-    case 12: return Tile<12>(cols, kc, ap, bp, c, ldc, e);
-    case 11: return Tile<11>(cols, kc, ap, bp, c, ldc, e);
-    case 10: return Tile<10>(cols, kc, ap, bp, c, ldc, e);
-    case 9: return Tile<9>(cols, kc, ap, bp, c, ldc, e);
-    case 8: return Tile<8>(cols, kc, ap, bp, c, ldc, e);
-    case 7: return Tile<7>(cols, kc, ap, bp, c, ldc, e);
-    case 6: return Tile<6>(cols, kc, ap, bp, c, ldc, e);
-    case 5: return Tile<5>(cols, kc, ap, bp, c, ldc, e);
-    case 4: return Tile<4>(cols, kc, ap, bp, c, ldc, e);
-    case 3: return Tile<3>(cols, kc, ap, bp, c, ldc, e);
-    case 2: return Tile<2>(cols, kc, ap, bp, c, ldc, e);
-    case 1: return Tile<1>(cols, kc, ap, bp, c, ldc, e);
-    default: return;  // the driver never asks for other row counts
+    case 12:
+      return Tile<12>(cols, kc, ap, bp, c, ldc, e);
+    case 11:
+      return Tile<11>(cols, kc, ap, bp, c, ldc, e);
+    case 10:
+      return Tile<10>(cols, kc, ap, bp, c, ldc, e);
+    case 9:
+      return Tile<9>(cols, kc, ap, bp, c, ldc, e);
+    case 8:
+      return Tile<8>(cols, kc, ap, bp, c, ldc, e);
+    case 7:
+      return Tile<7>(cols, kc, ap, bp, c, ldc, e);
+    case 6:
+      return Tile<6>(cols, kc, ap, bp, c, ldc, e);
+    case 5:
+      return Tile<5>(cols, kc, ap, bp, c, ldc, e);
+    case 4:
+      return Tile<4>(cols, kc, ap, bp, c, ldc, e);
+    case 3:
+      return Tile<3>(cols, kc, ap, bp, c, ldc, e);
+    case 2:
+      return Tile<2>(cols, kc, ap, bp, c, ldc, e);
+    case 1:
+      return Tile<1>(cols, kc, ap, bp, c, ldc, e);
+    default:
+      return;  // the driver never asks for other row counts
   }
 }
 

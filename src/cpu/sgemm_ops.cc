@@ -85,9 +85,9 @@ class SgemmMatMul final : public OpKernel {
       return Status::Ok();
     }
     for (int64_t t = 0; t < d.batch; ++t)
-      RETURN_IF_ERROR(WithNode(node, sgemm::GemmUnpacked(M, N, K, ap + d.a_index[t] * M * K, K,
-                                                         bp + d.b_index[t] * K * N, N, false, yp + t * M * N, N, ep,
-                                                         pool)));
+      RETURN_IF_ERROR(
+          WithNode(node, sgemm::GemmUnpacked(M, N, K, ap + d.a_index[t] * M * K, K, bp + d.b_index[t] * K * N, N, false,
+                                             yp + t * M * N, N, ep, pool)));
     return Status::Ok();
   }
 

@@ -29,8 +29,8 @@ std::vector<float> Rand(int64_t n, uint32_t seed) {
 }
 
 // C = alpha*A*B (+C) + bias, clamped; B is [K,N] (or [N,K] when trans_b) with stride ldb.
-void Reference(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-               bool trans_b, float* c, int64_t ldc, const sgemm::Epilogue& ep) {
+void Reference(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, bool trans_b,
+               float* c, int64_t ldc, const sgemm::Epilogue& ep) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double s = 0;
@@ -64,8 +64,8 @@ void Check(const Case& cs, uint32_t seed) {
   Reference(cs.m, cs.n, cs.k, a.data(), lda, b.data(), ldb, cs.trans_b, expect.data(), ldc, cs.ep);
   ThreadPool pool(cs.threads);
   if (cs.unpacked) {
-    Status st = sgemm::GemmUnpacked(cs.m, cs.n, cs.k, a.data(), lda, b.data(), ldb, cs.trans_b, c.data(), ldc, cs.ep,
-                                    &pool);
+    Status st =
+        sgemm::GemmUnpacked(cs.m, cs.n, cs.k, a.data(), lda, b.data(), ldb, cs.trans_b, c.data(), ldc, cs.ep, &pool);
     ASSERT_TRUE(st.ok()) << st.ToString();
   } else {
     auto packed = sgemm::PackB(b.data(), cs.k, cs.n, cs.trans_b, ldb);
@@ -240,8 +240,8 @@ TEST_F(SgemmTest, MatMulNodesMatchReference) {
     Shape a, b;
   };
   const Shapes cases[] = {
-      {{128, 96}, {96, 200}},        {{2, 65, 33}, {33, 70}},     {{3, 2, 13, 31}, {3, 2, 31, 40}},
-      {{2, 1, 13, 31}, {3, 31, 40}}, {{13, 31}, {4, 31, 7}},     {{300, 7}, {7}},
+      {{128, 96}, {96, 200}},        {{2, 65, 33}, {33, 70}}, {{3, 2, 13, 31}, {3, 2, 31, 40}},
+      {{2, 1, 13, 31}, {3, 31, 40}}, {{13, 31}, {4, 31, 7}},  {{300, 7}, {7}},
       {{1, 40, 0}, {0, 9}},          {{5, 64}, {64, 64}},
   };
   for (const Shapes& s : cases)
@@ -269,8 +269,8 @@ TEST_F(SgemmTest, GemmNodesMatchReference) {
                                     RandomTensor(DataType::kFloat, tb ? Shape{N, K} : Shape{K, N}, seed + 1)};
           if (!cshape.empty()) in.push_back(RandomTensor(DataType::kFloat, cshape, seed + 2));
           seed += 3;
-          SCOPED_TRACE(::testing::Message() << "tA=" << ta << " tB=" << tb << " const=" << constant
-                                            << " C=" << ShapeToString(cshape));
+          SCOPED_TRACE(::testing::Message()
+                       << "tA=" << ta << " tB=" << tb << " const=" << constant << " C=" << ShapeToString(cshape));
           std::vector<size_t> consts;
           if (constant) consts = {1, 2};
           NodeMatches(g, in, consts, 2);
