@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "cpu/gemm_kernels.h"
+#include "cpu/sgemm_ops.h"
 #include "cpu/xnnpack_util.h"
 
 namespace strata {
@@ -271,6 +272,9 @@ void EnsureBlasSingleThreaded() {
 }
 
 Result<std::unique_ptr<OpKernel>> MakeFastMatMul(const KernelInit& init) {
+  // strata's AVX-512 SGEMM when the CPU has it (nullptr: not applicable).
+  ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> sgemm_kernel, MakeSgemmMatMul(init));
+  if (sgemm_kernel) return sgemm_kernel;
   const Node& node = init.node;
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
   const Tensor* b = init.constant_input(1);
@@ -289,6 +293,8 @@ Result<std::unique_ptr<OpKernel>> MakeFastMatMul(const KernelInit& init) {
 }
 
 Result<std::unique_ptr<OpKernel>> MakeFastGemm(const KernelInit& init) {
+  ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> sgemm_kernel, MakeSgemmGemm(init));
+  if (sgemm_kernel) return sgemm_kernel;
   const Node& node = init.node;
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
   const Tensor* b = init.constant_input(1);

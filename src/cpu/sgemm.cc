@@ -1,0 +1,233 @@
+// SGEMM driver: B packing, argument checks, cache blocking and the split over the pool.
+// Loop nest per task (rows [i0, i0+mc) x panels [p0, p1)):
+//   for each K block (kKc):  pack A block -> for each B panel -> for each 12-row tile: micro-kernel
+// The B panel slice (32 KiB) stays in L1 across the tiles of the M block; the packed A
+// block stays in L2 across panels. Each C element is computed by the same sequence of
+// FMAs whatever the split, so results do not depend on the thread count.
+#include "cpu/sgemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "cpu/sgemm_internal.h"
+#include "plugin/cpu_features.h"
+
+namespace strata::sgemm {
+
+using internal::kKc;
+using internal::kMc;
+using internal::kMr;
+
+namespace {
+
+// 64-byte aligned float storage; nullptr when the allocation fails.
+float* AllocFloats(int64_t n) {
+  const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
+  return static_cast<float*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes));
+}
+
+// Products below this many FLOPs stay on the calling thread: waking the pool costs more.
+constexpr double kMinParallelFlops = 4.0e6;
+// Keeps a thread's scratch packed B from pinning more than this after a huge product.
+constexpr int64_t kMaxRetainedScratchFloats = int64_t{16} << 20;
+
+bool MulOverflows(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) || r > (int64_t{1} << 60);
+}
+
+// The per-thread A block buffer (kMc x kKc), allocated on first use.
+float* ThreadABuffer() {
+  struct Buf {
+    float* p = nullptr;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf buf;
+  if (!buf.p) buf.p = AllocFloats(kMc * kKc);
+  return buf.p;
+}
+
+// C = (accumulate ? C : 0) + bias, clamped: the whole product when K == 0.
+void EpilogueOnly(int64_t m, int64_t n, float* c, int64_t ldc, const Epilogue& ep) {
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = c + i * ldc;
+    for (int64_t j = 0; j < n; ++j) {
+      float v = (ep.accumulate ? row[j] : 0.0f) + (ep.bias ? ep.bias[j] : 0.0f);
+      row[j] = std::min(std::max(v, ep.min), ep.max);
+    }
+  }
+}
+
+// Rows [i0, i0 + mrows) x panels [p0, p1), all of K. Returns false when the A buffer
+// could not be allocated.
+bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const float* a, int64_t lda, const PackedB& b, float* c,
+             int64_t ldc, const Epilogue& ep) {
+  float* abuf = ThreadABuffer();
+  if (!abuf) return false;
+  const int64_t K = b.k(), N = b.n();
+  const bool clamp = ep.min > -INFINITY || ep.max < INFINITY;
+  // Row tiles of the block. Tiles of 1-3 rows are FMA-latency bound, so a 13-15 row
+  // tail is split into two tiles of 6-8 rows instead of 12 + 1-3.
+  int64_t tile_start[kMc / 4 + 2];
+  int ntiles = 0;
+  for (int64_t ir = 0; ir < mrows;) {
+    const int64_t left = mrows - ir;
+    tile_start[ntiles++] = ir;
+    ir += left > kMr && left < kMr + 4 ? left / 2 : std::min<int64_t>(kMr, left);
+  }
+  tile_start[ntiles] = mrows;
+  for (int64_t pc = 0; pc < K; pc += kKc) {
+    const int64_t kc = std::min(kKc, K - pc);
+    const bool last = pc + kc == K;
+    for (int t = 0; t < ntiles; ++t)
+      internal::PackAAvx512(a + (i0 + tile_start[t]) * lda + pc, lda, tile_start[t + 1] - tile_start[t], kc,
+                            abuf + t * kc * kMr);
+    internal::TileEpilogue te;
+    te.alpha = ep.alpha;
+    te.load_c = pc > 0 || ep.accumulate;
+    te.clamp = last && clamp;
+    te.min = ep.min;
+    te.max = ep.max;
+    for (int64_t p = p0; p < p1; ++p) {
+      const int cols = static_cast<int>(std::min(kPanelWidth, N - p * kPanelWidth));
+      const float* bp = b.panel(p) + pc * kPanelWidth;
+      te.bias = last && ep.bias ? ep.bias + p * kPanelWidth : nullptr;
+      for (int t = 0; t < ntiles; ++t) {
+        const int64_t ir = tile_start[t];
+        internal::TileAvx512(static_cast<int>(tile_start[t + 1] - ir), cols, kc, abuf + t * kc * kMr, bp,
+                             c + (i0 + ir) * ldc + p * kPanelWidth, ldc, te);
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void PackedB::Free::operator()(float* p) const { std::free(p); }
+
+Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out) {
+  if (!out) return InvalidArgument("sgemm::PackB: no output PackedB");
+  if (k < 0 || n < 0) return InvalidArgument("sgemm::PackB: negative size K=", k, " N=", n);
+  const int64_t width = trans_b ? k : n;
+  if (ldb == 0) ldb = width;
+  if (ldb < width)
+    return InvalidArgument("sgemm::PackB: row stride ", ldb, " is below the row width ", width,
+                           trans_b ? " (B^T is [N,K])" : " (B is [K,N])");
+  const int64_t panels = (n + kPanelWidth - 1) / kPanelWidth;
+  if (MulOverflows(panels * kPanelWidth, std::max<int64_t>(k, 1)))
+    return InvalidArgument("sgemm::PackB: K=", k, " x N=", n, " is too large");
+  const int64_t floats = panels * kPanelWidth * k;
+  if (floats > 0 && !b) return InvalidArgument("sgemm::PackB: B is null for a ", k, "x", n, " matrix");
+  if (floats > out->capacity_) {
+    out->data_.reset(AllocFloats(floats));
+    out->capacity_ = out->data_ ? floats : 0;
+    if (!out->data_) {
+      out->k_ = out->n_ = 0;
+      return MakeStatus(StatusCode::kOutOfMemory, "sgemm::PackB: cannot allocate ", floats * 4, " bytes");
+    }
+  }
+  out->k_ = k;
+  out->n_ = n;
+  float* dst = out->data_.get();
+  for (int64_t p = 0; p < panels; ++p) {
+    float* panel = dst + p * k * kPanelWidth;
+    const int64_t n0 = p * kPanelWidth, cols = std::min(kPanelWidth, n - n0);
+    if (!trans_b) {
+      for (int64_t kk = 0; kk < k; ++kk) {
+        float* row = panel + kk * kPanelWidth;
+        std::memcpy(row, b + kk * ldb + n0, static_cast<size_t>(cols) * sizeof(float));
+        std::fill(row + cols, row + kPanelWidth, 0.0f);
+      }
+    } else {
+      if (cols < kPanelWidth) std::fill(panel, panel + k * kPanelWidth, 0.0f);
+      for (int64_t j = 0; j < cols; ++j) {
+        const float* src = b + (n0 + j) * ldb;
+        for (int64_t kk = 0; kk < k; ++kk) panel[kk * kPanelWidth + j] = src[kk];
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Result<PackedB> PackB(const float* b, int64_t k, int64_t n, bool trans_b, int64_t ldb) {
+  PackedB out;
+  RETURN_IF_ERROR(PackBInto(b, k, n, ldb, trans_b, &out));
+  return out;
+}
+
+bool Available() {
+  static const bool available = [] {
+    const char* env = std::getenv("STRATA_SGEMM");
+    if (env && std::strcmp(env, "0") == 0) return false;
+    return plugin::CpuSupports("avx512f");
+  }();
+  return available;
+}
+
+Status Gemm(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
+            ThreadPool* pool) {
+  const int64_t N = b.n(), K = b.k();
+  if (m < 0) return InvalidArgument("sgemm::Gemm: negative M=", m);
+  if (m == 0 || N == 0) return Status::Ok();
+  if (ldc < N) return InvalidArgument("sgemm::Gemm: C row stride ", ldc, " is below N=", N);
+  if (!c) return InvalidArgument("sgemm::Gemm: C is null for a ", m, "x", N, " product");
+  if (std::isnan(ep.min) || std::isnan(ep.max) || ep.min > ep.max)
+    return InvalidArgument("sgemm::Gemm: clamp range [", ep.min, ", ", ep.max, "] is empty");
+  if (K == 0) {
+    EpilogueOnly(m, N, c, ldc, ep);
+    return Status::Ok();
+  }
+  if (lda < K) return InvalidArgument("sgemm::Gemm: A row stride ", lda, " is below K=", K);
+  if (!a) return InvalidArgument("sgemm::Gemm: A is null for a ", m, "x", K, " operand");
+  if (!Available()) return Unsupported("sgemm::Gemm: this CPU lacks AVX-512F");
+
+  const int64_t panels = b.panels();
+  const int64_t threads = pool ? pool->num_threads() : 1;
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(N) * static_cast<double>(K);
+  std::atomic<bool> oom{false};
+  if (threads <= 1 || flops < kMinParallelFlops) {
+    for (int64_t i0 = 0; i0 < m && !oom; i0 += kMc)
+      if (!RunTask(i0, std::min(kMc, m - i0), 0, panels, a, lda, b, c, ldc, ep)) oom = true;
+  } else {
+    // M blocks first (no repacking of A); when there are too few of them for the
+    // threads, N is cut into panel chunks too, ~2 tasks per thread for balance.
+    const int64_t m_blocks = (m + kMc - 1) / kMc;
+    int64_t n_chunks = 1;
+    if (m_blocks < 2 * threads) n_chunks = std::min(panels, (2 * threads + m_blocks - 1) / m_blocks);
+    const int64_t per_chunk = (panels + n_chunks - 1) / n_chunks;
+    n_chunks = (panels + per_chunk - 1) / per_chunk;
+    pool->ParallelFor(m_blocks * n_chunks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t i0 = (t / n_chunks) * kMc, p0 = (t % n_chunks) * per_chunk;
+        if (!RunTask(i0, std::min(kMc, m - i0), p0, std::min(panels, p0 + per_chunk), a, lda, b, c, ldc, ep))
+          oom = true;
+      }
+    });
+  }
+  if (oom) return MakeStatus(StatusCode::kOutOfMemory, "sgemm::Gemm: cannot allocate the A packing buffer");
+  return Status::Ok();
+}
+
+Status GemmUnpacked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                    bool trans_b, float* c, int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
+  if (m < 0 || n < 0 || k < 0) return InvalidArgument("sgemm::GemmUnpacked: negative size M=", m, " N=", n, " K=", k);
+  if (m == 0 || n == 0) return Status::Ok();
+  if (k == 0) {
+    // No B to pack: Gemm with an empty K x N operand checks C and applies the epilogue.
+    PackedB empty;
+    RETURN_IF_ERROR(PackBInto(nullptr, 0, n, 0, false, &empty));
+    return Gemm(m, a, lda, empty, c, ldc, ep, pool);
+  }
+  thread_local PackedB scratch;
+  Status st = PackBInto(b, k, n, ldb, trans_b, &scratch);
+  if (st.ok()) st = Gemm(m, a, lda, scratch, c, ldc, ep, pool);
+  if (scratch.bytes() > kMaxRetainedScratchFloats * 4) scratch = PackedB();
+  return st;
+}
+
+}  // namespace strata::sgemm

@@ -1,0 +1,82 @@
+// strata's own fp32 SGEMM for AVX-512F (Zen 4/5, Skylake-SP and later): the kernel
+// behind MatMul, Gemm and the NHWC convolutions.
+//
+//   C[M,N] = alpha * A[M,K] x B[K,N]  (+ C if accumulate)  (+ bias[N])  then clamp
+//
+// B is packed once (constant weights at session creation) into the micro-kernel's
+// 32-column panel layout; A is read row-major with any row stride and packed per cache
+// block internally. Work is split over M blocks x N panels on the session pool.
+//
+// Everything here needs AVX-512F at run time: callers must check Available() and keep
+// their existing path otherwise. The file set compiles for baseline x86-64; only the
+// micro-kernels carry target attributes.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+
+#include "core/status.h"
+#include "core/threadpool.h"
+
+namespace strata::sgemm {
+
+// Column-panel width of the micro-kernel (two zmm registers of fp32).
+inline constexpr int64_t kPanelWidth = 32;
+
+// B[K,N] (or B^T when trans_b: the source is [N,K]) packed into ceil(N/32) panels, each
+// [K][32] floats contiguous (the last panel zero-padded), 64-byte aligned.
+class PackedB {
+ public:
+  PackedB() = default;
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+  int64_t panels() const { return (n_ + kPanelWidth - 1) / kPanelWidth; }
+  // Panel p: K rows of 32 floats.
+  const float* panel(int64_t p) const { return data_.get() + p * k_ * kPanelWidth; }
+  // Bytes held (for memory accounting).
+  int64_t bytes() const { return capacity_ * static_cast<int64_t>(sizeof(float)); }
+
+ private:
+  friend Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out);
+  struct Free {
+    void operator()(float* p) const;
+  };
+  std::unique_ptr<float, Free> data_;
+  int64_t capacity_ = 0;  // floats allocated (reused by PackBInto when large enough)
+  int64_t k_ = 0, n_ = 0;
+};
+
+// Packs B (row stride ldb: N for [K,N], K for trans_b's [N,K]; ldb = 0 means dense).
+// Errors: negative sizes, a null pointer with a non-empty matrix, a stride below the
+// row width, or a size that overflows; kOutOfMemory when the allocation fails.
+Result<PackedB> PackB(const float* b, int64_t k, int64_t n, bool trans_b, int64_t ldb = 0);
+// Same, reusing out's storage when it is large enough (scratch packing of run-time B).
+Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out);
+
+struct Epilogue {
+  const float* bias = nullptr;                          // per-N bias, added after the product (nullptr: none)
+  float min = -std::numeric_limits<float>::infinity();  // clamp (Relu: min = 0; Clip)
+  float max = std::numeric_limits<float>::infinity();
+  bool accumulate = false;  // C += product (C is read); otherwise C is overwritten
+  float alpha = 1.0f;       // scales the product only (not C, not bias): Gemm's alpha
+};
+
+// C[M,N] = alpha * A[M,K] (row stride lda >= K) x B + epilogue; C row stride ldc >= N.
+// K and N come from b. Parallel over the pool (nullptr or 1 thread: caller thread);
+// tiny products stay on one thread. Results are bit-identical for any thread count.
+// K == 0 gives C = bias (or C + bias when accumulating), clamped.
+// Errors (InvalidArgument) for negative m, strides too small, null pointers with work to do.
+Status Gemm(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
+            ThreadPool* pool);
+
+// Run-time B (e.g. attention Q*K^T): packs B into a per-thread scratch buffer, then Gemm.
+// ldb is B's row stride: >= N for [K,N], >= K for trans_b's [N,K].
+Status GemmUnpacked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                    bool trans_b, float* c, int64_t ldc, const Epilogue& ep, ThreadPool* pool);
+
+// True when the CPU and OS support AVX-512F (checked once). STRATA_SGEMM=0 in the
+// environment turns the kernel off (A/B comparisons, bisecting).
+bool Available();
+
+}  // namespace strata::sgemm

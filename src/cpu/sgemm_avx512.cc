@@ -1,0 +1,165 @@
+// AVX-512F micro-kernels of the SGEMM (see sgemm.h). Compiled for baseline x86-64 like
+// the rest of the core: every function here carries target("avx512f") and is reached
+// only after sgemm::Available() said yes.
+// GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own _mm512_undefined_* temporaries.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include "cpu/sgemm_internal.h"
+
+namespace strata::sgemm::internal {
+namespace {
+
+#define STRATA_AVX512 __attribute__((target("avx512f")))
+
+// How many k steps ahead the B panel is prefetched (one step = 128 bytes).
+constexpr int64_t kPrefetchK = 24;
+
+// One MR x 32 tile: 2*MR accumulators, B from the packed panel (two aligned loads per
+// k), A broadcast from the packed tile (folded into the FMA as an embedded broadcast).
+template <int MR>
+STRATA_AVX512 void Tile(int cols, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
+                        const TileEpilogue& e) {
+  __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    acc0[i] = _mm512_setzero_ps();
+    acc1[i] = _mm512_setzero_ps();
+  }
+  // Prefetch the C tile so the stores at the end do not stall on misses.
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(bp);
+    const __m512 b1 = _mm512_load_ps(bp + 16);
+    // The B panel streams from L3/DRAM on the first tile of a block: fetch ahead.
+    _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32 + 16), _MM_HINT_T0);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      const __m512 av = _mm512_set1_ps(ap[i]);
+      acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
+      acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
+    }
+    ap += kMr;
+    bp += 32;
+  }
+
+  const __mmask16 m0 = cols >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1);
+  const __mmask16 m1 = cols >= 32  ? static_cast<__mmask16>(0xFFFF)
+                       : cols > 16 ? static_cast<__mmask16>((1u << (cols - 16)) - 1)
+                                   : static_cast<__mmask16>(0);
+  const __m512 alpha = _mm512_set1_ps(e.alpha);
+  __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
+  if (e.bias) {
+    bias0 = _mm512_maskz_loadu_ps(m0, e.bias);
+    bias1 = _mm512_maskz_loadu_ps(m1, e.bias + 16);
+  }
+  const __m512 lo = _mm512_set1_ps(e.min), hi = _mm512_set1_ps(e.max);
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    float* cr = c + i * ldc;
+    __m512 v0, v1;
+    if (e.load_c) {
+      v0 = _mm512_fmadd_ps(acc0[i], alpha, _mm512_maskz_loadu_ps(m0, cr));
+      v1 = _mm512_fmadd_ps(acc1[i], alpha, _mm512_maskz_loadu_ps(m1, cr + 16));
+    } else {
+      v0 = _mm512_mul_ps(acc0[i], alpha);
+      v1 = _mm512_mul_ps(acc1[i], alpha);
+    }
+    if (e.bias) {
+      v0 = _mm512_add_ps(v0, bias0);
+      v1 = _mm512_add_ps(v1, bias1);
+    }
+    if (e.clamp) {
+      v0 = _mm512_min_ps(_mm512_max_ps(v0, lo), hi);
+      v1 = _mm512_min_ps(_mm512_max_ps(v1, lo), hi);
+    }
+    _mm512_mask_storeu_ps(cr, m0, v0);
+    _mm512_mask_storeu_ps(cr + 16, m1, v1);
+  }
+}
+
+}  // namespace
+
+void TileAvx512(int rows, int cols, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
+                const TileEpilogue& e) {
+  switch (rows) {
+    case 12:
+      return Tile<12>(cols, kc, ap, bp, c, ldc, e);
+    case 11:
+      return Tile<11>(cols, kc, ap, bp, c, ldc, e);
+    case 10:
+      return Tile<10>(cols, kc, ap, bp, c, ldc, e);
+    case 9:
+      return Tile<9>(cols, kc, ap, bp, c, ldc, e);
+    case 8:
+      return Tile<8>(cols, kc, ap, bp, c, ldc, e);
+    case 7:
+      return Tile<7>(cols, kc, ap, bp, c, ldc, e);
+    case 6:
+      return Tile<6>(cols, kc, ap, bp, c, ldc, e);
+    case 5:
+      return Tile<5>(cols, kc, ap, bp, c, ldc, e);
+    case 4:
+      return Tile<4>(cols, kc, ap, bp, c, ldc, e);
+    case 3:
+      return Tile<3>(cols, kc, ap, bp, c, ldc, e);
+    case 2:
+      return Tile<2>(cols, kc, ap, bp, c, ldc, e);
+    case 1:
+      return Tile<1>(cols, kc, ap, bp, c, ldc, e);
+    default:
+      return;  // the driver never asks for other row counts
+  }
+}
+
+// In-register transpose of 16 rows of 16 floats: afterwards r[j] holds column j.
+STRATA_AVX512 inline void Transpose16x16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int h = 0; h < 16; h += 8)
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_shuffle_f32x4(u[h + i], u[h + 4 + i], 0x88);
+      t[h + 4 + i] = _mm512_shuffle_f32x4(u[h + i], u[h + 4 + i], 0xDD);
+    }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+    r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
+  }
+}
+
+STRATA_AVX512 void PackAAvx512(const float* a, int64_t lda, int64_t rows, int64_t kc, float* dst) {
+  static_assert(kMr <= 16, "one transpose covers a tile");
+  const __mmask16 tile_mask = static_cast<__mmask16>((1u << kMr) - 1);
+  for (int64_t r0 = 0; r0 < rows; r0 += kMr, dst += kc * kMr) {
+    const int64_t nr = rows - r0 < kMr ? rows - r0 : kMr;
+    const float* src = a + r0 * lda;
+    // 16 k at a time: load up to 12 rows (missing rows are zero), transpose, and store
+    // each k's 12 values contiguously.
+    for (int64_t k = 0; k < kc; k += 16) {
+      const int64_t nk = kc - k < 16 ? kc - k : 16;
+      const __mmask16 kmask = nk == 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << nk) - 1);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        r[i] = i < nr ? _mm512_maskz_loadu_ps(kmask, src + i * lda + k) : _mm512_setzero_ps();
+      Transpose16x16(r);
+      for (int64_t j = 0; j < nk; ++j) _mm512_mask_storeu_ps(dst + (k + j) * kMr, tile_mask, r[j]);
+    }
+  }
+}
+
+}  // namespace strata::sgemm::internal

@@ -1,0 +1,37 @@
+// Internals shared by the SGEMM driver (sgemm.cc) and its AVX-512 micro-kernels
+// (sgemm_avx512.cc): blocking constants and the tile entry points.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::sgemm::internal {
+
+// Micro-tile: kMr rows x 32 columns = 24 zmm accumulators, leaving 8 registers for the
+// two B vectors and the A broadcasts.
+inline constexpr int kMr = 12;
+// K block: a 32-column B micro-panel slice (kKc x 32 floats = 32 KiB) stays in L1 while
+// the M block's A tiles stream past it from L2.
+inline constexpr int64_t kKc = 256;
+// M block (multiple of kMr): the packed A block (kMc x kKc floats = 192 KiB) stays in L2.
+inline constexpr int64_t kMc = 192;
+
+// What one tile store does. Intermediate K blocks only accumulate; the last one adds the
+// bias and clamps.
+struct TileEpilogue {
+  float alpha = 1.0f;
+  bool load_c = false;          // add the tile's current C (accumulating or a later K block)
+  const float* bias = nullptr;  // at the tile's first column; nullptr: none
+  bool clamp = false;
+  float min = 0.0f, max = 0.0f;
+};
+
+// C[rows, cols] (= or +=) alpha * Apack x Bpanel for rows in [1, kMr], cols in [1, 32].
+// ap: [kc][kMr] packed A tile; bp: [kc][32] B panel slice (64-byte aligned).
+void TileAvx512(int rows, int cols, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
+                const TileEpilogue& e);
+
+// Packs A[rows, kc] (row stride lda) into ceil(rows/kMr) tiles of [kc][kMr]; rows past
+// the end of the last tile are zero.
+void PackAAvx512(const float* a, int64_t lda, int64_t rows, int64_t kc, float* dst);
+
+}  // namespace strata::sgemm::internal

@@ -1,0 +1,281 @@
+// The AVX-512 SGEMM (src/cpu/sgemm.h) against a plain double-accumulating loop: edge
+// sizes, strides, epilogues, trans_b, thread-count independence, bad arguments; and
+// MatMul/Gemm nodes (which use it for M > 4) against the reference kernels.
+#include "cpu/sgemm.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernel_harness.h"
+
+// Case literals name only the fields each case needs.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace strata {
+namespace {
+
+std::vector<float> Rand(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// C = alpha*A*B (+C) + bias, clamped; B is [K,N] (or [N,K] when trans_b) with stride ldb.
+void Reference(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, bool trans_b,
+               float* c, int64_t ldc, const sgemm::Epilogue& ep) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) s += double(a[i * lda + p]) * (trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+      double v = ep.alpha * s + (ep.accumulate ? c[i * ldc + j] : 0.0) + (ep.bias ? ep.bias[j] : 0.0);
+      c[i * ldc + j] = std::min(std::max(float(v), ep.min), ep.max);
+    }
+}
+
+struct Case {
+  int64_t m, n, k;
+  bool trans_b = false;
+  int64_t pad = 0;  // extra row stride of A, B and C
+  sgemm::Epilogue ep;
+  int threads = 1;
+  bool unpacked = false;
+};
+
+// Runs one case both ways and compares every element of C, padding included (it must
+// be untouched).
+void Check(const Case& cs, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "M=" << cs.m << " N=" << cs.n << " K=" << cs.k << " trans_b=" << cs.trans_b
+                                    << " pad=" << cs.pad << " acc=" << cs.ep.accumulate << " threads=" << cs.threads
+                                    << " unpacked=" << cs.unpacked);
+  const int64_t lda = cs.k + cs.pad, ldc = cs.n + cs.pad;
+  const int64_t ldb = (cs.trans_b ? cs.k : cs.n) + cs.pad;
+  std::vector<float> a = Rand(std::max<int64_t>(1, cs.m * lda), seed);
+  std::vector<float> b = Rand(std::max<int64_t>(1, (cs.trans_b ? cs.n : cs.k) * ldb), seed + 1);
+  std::vector<float> c = Rand(std::max<int64_t>(1, cs.m * ldc), seed + 2);
+  std::vector<float> expect = c;
+  Reference(cs.m, cs.n, cs.k, a.data(), lda, b.data(), ldb, cs.trans_b, expect.data(), ldc, cs.ep);
+  ThreadPool pool(cs.threads);
+  if (cs.unpacked) {
+    Status st =
+        sgemm::GemmUnpacked(cs.m, cs.n, cs.k, a.data(), lda, b.data(), ldb, cs.trans_b, c.data(), ldc, cs.ep, &pool);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  } else {
+    auto packed = sgemm::PackB(b.data(), cs.k, cs.n, cs.trans_b, ldb);
+    ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+    EXPECT_EQ(packed->k(), cs.k);
+    EXPECT_EQ(packed->n(), cs.n);
+    Status st = sgemm::Gemm(cs.m, a.data(), lda, *packed, c.data(), ldc, cs.ep, &pool);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  const double tol = 1e-5 * (cs.k + 1);
+  int bad = 0;
+  for (int64_t i = 0; i < cs.m * ldc && bad < 5; ++i)
+    if (!(std::fabs(c[i] - expect[i]) <= tol)) {
+      ADD_FAILURE() << "C[" << i / ldc << "," << i % ldc << "] = " << c[i] << ", expected " << expect[i];
+      ++bad;
+    }
+}
+
+class SgemmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!sgemm::Available()) GTEST_SKIP() << "no AVX-512F on this CPU";
+  }
+};
+
+TEST_F(SgemmTest, EdgeSizesMatchReference) {
+  const int64_t sizes[] = {1, 2, 7, 13, 31, 32, 33, 65, 300};
+  uint32_t seed = 1;
+  for (int64_t m : sizes)
+    for (int64_t n : sizes)
+      for (int64_t k : sizes) {
+        // The full cube at 300 is slow for the reference; sample the big corner.
+        if (m * n * k > 300 * 300 * 33 && (m + n + k) % 2 == 0) continue;
+        Check({.m = m, .n = n, .k = k}, seed++);
+        if (HasFatalFailure() || HasFailure()) return;
+      }
+}
+
+TEST_F(SgemmTest, LongKCrossesBlocks) {
+  // K spans several K blocks, M several M blocks.
+  Check({.m = 400, .n = 70, .k = 1000}, 3);
+  Check({.m = 200, .n = 33, .k = 513, .pad = 3}, 4);
+}
+
+TEST_F(SgemmTest, StridesLargerThanWidthLeavePaddingUntouched) {
+  Check({.m = 13, .n = 33, .k = 31, .pad = 5}, 5);
+  Check({.m = 65, .n = 7, .k = 300, .pad = 17}, 6);
+  Check({.m = 13, .n = 33, .k = 31, .trans_b = true, .pad = 9}, 7);
+}
+
+TEST_F(SgemmTest, AccumulateBiasClampAlpha) {
+  std::vector<float> bias = Rand(300, 99);
+  sgemm::Epilogue ep;
+  ep.accumulate = true;
+  Check({.m = 31, .n = 65, .k = 33, .ep = ep}, 8);
+  ep.bias = bias.data();
+  ep.min = 0.0f;  // Relu
+  Check({.m = 31, .n = 65, .k = 300, .ep = ep}, 9);
+  ep.accumulate = false;
+  ep.min = -0.25f;
+  ep.max = 0.5f;  // Clip
+  Check({.m = 300, .n = 300, .k = 7, .ep = ep}, 10);
+  ep.alpha = -0.75f;
+  ep.accumulate = true;
+  Check({.m = 13, .n = 33, .k = 600, .pad = 2, .ep = ep}, 11);
+}
+
+TEST_F(SgemmTest, EmptyDimensions) {
+  std::vector<float> bias = Rand(40, 12);
+  sgemm::Epilogue ep;
+  Check({.m = 0, .n = 13, .k = 7}, 13);
+  Check({.m = 13, .n = 0, .k = 7}, 14);
+  Check({.m = 13, .n = 33, .k = 0}, 15);  // K = 0: C = 0
+  ep.bias = bias.data();
+  Check({.m = 13, .n = 33, .k = 0, .ep = ep}, 16);  // C = bias
+  ep.accumulate = true;
+  ep.max = 0.1f;
+  Check({.m = 13, .n = 33, .k = 0, .ep = ep, .unpacked = true}, 17);  // C += bias, clamped
+}
+
+TEST_F(SgemmTest, TransBAndUnpacked) {
+  for (bool tb : {false, true}) {
+    Check({.m = 33, .n = 65, .k = 31, .trans_b = tb}, 20);
+    Check({.m = 128, .n = 128, .k = 64, .trans_b = tb, .unpacked = true}, 21);
+    Check({.m = 7, .n = 300, .k = 65, .trans_b = tb, .pad = 3, .unpacked = true}, 22);
+  }
+}
+
+TEST_F(SgemmTest, ThreadCountDoesNotChangeResults) {
+  const int64_t m = 397, n = 1000, k = 531;
+  std::vector<float> a = Rand(m * k, 30), b = Rand(k * n, 31), bias = Rand(n, 32);
+  auto packed = sgemm::PackB(b.data(), k, n, false);
+  ASSERT_TRUE(packed.ok());
+  sgemm::Epilogue ep;
+  ep.bias = bias.data();
+  ep.min = -1.0f;
+  std::vector<float> c1(m * n), c3(m * n);
+  ThreadPool one(1), three(3);
+  ASSERT_TRUE(sgemm::Gemm(m, a.data(), k, *packed, c1.data(), n, ep, &one).ok());
+  ASSERT_TRUE(sgemm::Gemm(m, a.data(), k, *packed, c3.data(), n, ep, &three).ok());
+  EXPECT_EQ(0, std::memcmp(c1.data(), c3.data(), c1.size() * sizeof(float)));
+  // Small M: the split is over N panels.
+  std::vector<float> d1(20 * n), d3(20 * n);
+  ASSERT_TRUE(sgemm::Gemm(20, a.data(), k, *packed, d1.data(), n, ep, nullptr).ok());
+  ASSERT_TRUE(sgemm::Gemm(20, a.data(), k, *packed, d3.data(), n, ep, &three).ok());
+  EXPECT_EQ(0, std::memcmp(d1.data(), d3.data(), d1.size() * sizeof(float)));
+  Check({.m = 150, .n = 700, .k = 300, .threads = 2}, 33);
+}
+
+TEST_F(SgemmTest, BadArgumentsGiveClearErrors) {
+  std::vector<float> a(64), b(64), c(64);
+  auto neg = sgemm::PackB(b.data(), -1, 4, false);
+  ASSERT_FALSE(neg.ok());
+  EXPECT_NE(neg.status().message().find("negative size"), std::string::npos) << neg.status().message();
+  auto null_b = sgemm::PackB(nullptr, 4, 4, false);
+  ASSERT_FALSE(null_b.ok());
+  EXPECT_NE(null_b.status().message().find("B is null"), std::string::npos);
+  auto stride = sgemm::PackB(b.data(), 4, 8, false, 5);
+  ASSERT_FALSE(stride.ok());
+  EXPECT_NE(stride.status().message().find("row stride 5"), std::string::npos) << stride.status().message();
+  auto huge = sgemm::PackB(b.data(), int64_t{1} << 40, int64_t{1} << 40, false);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("too large"), std::string::npos) << huge.status().message();
+
+  auto packed = sgemm::PackB(b.data(), 8, 8, false);
+  ASSERT_TRUE(packed.ok());
+  sgemm::Epilogue ep;
+  Status st = sgemm::Gemm(-1, a.data(), 8, *packed, c.data(), 8, ep, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("negative M"), std::string::npos) << st.message();
+  st = sgemm::Gemm(2, a.data(), 7, *packed, c.data(), 8, ep, nullptr);
+  EXPECT_NE(st.message().find("A row stride 7"), std::string::npos) << st.message();
+  st = sgemm::Gemm(2, a.data(), 8, *packed, c.data(), 3, ep, nullptr);
+  EXPECT_NE(st.message().find("C row stride 3"), std::string::npos) << st.message();
+  st = sgemm::Gemm(2, nullptr, 8, *packed, c.data(), 8, ep, nullptr);
+  EXPECT_NE(st.message().find("A is null"), std::string::npos) << st.message();
+  st = sgemm::Gemm(2, a.data(), 8, *packed, nullptr, 8, ep, nullptr);
+  EXPECT_NE(st.message().find("C is null"), std::string::npos) << st.message();
+  ep.min = 1.0f;
+  ep.max = 0.0f;
+  st = sgemm::Gemm(2, a.data(), 8, *packed, c.data(), 8, ep, nullptr);
+  EXPECT_NE(st.message().find("clamp range"), std::string::npos) << st.message();
+  st = sgemm::GemmUnpacked(2, -3, 8, a.data(), 8, b.data(), 8, false, c.data(), 8, {}, nullptr);
+  EXPECT_NE(st.message().find("negative size"), std::string::npos) << st.message();
+}
+
+// ---------------------------------------------------------------- MatMul / Gemm nodes
+
+using testing::OpSpec;
+using testing::RandomTensor;
+using testing::RunKernel;
+using testing::RunOptions;
+using testing::TensorsNear;
+
+void NodeMatches(const OpSpec& spec, const std::vector<Tensor>& inputs, std::vector<size_t> constants, int threads) {
+  RunOptions ref;
+  ref.want_reference = true;
+  RunOptions fast;
+  fast.constant_inputs = std::move(constants);
+  fast.threads = threads;
+  auto want = RunKernel(spec, inputs, ref);
+  auto got = RunKernel(spec, inputs, fast);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(TensorsNear(want->at(0), got->at(0), 1e-4, 1e-4));
+}
+
+TEST_F(SgemmTest, MatMulNodesMatchReference) {
+  OpSpec mm("MatMul", 13);
+  uint64_t seed = 100;
+  struct Shapes {
+    Shape a, b;
+  };
+  const Shapes cases[] = {
+      {{128, 96}, {96, 200}},        {{2, 65, 33}, {33, 70}}, {{3, 2, 13, 31}, {3, 2, 31, 40}},
+      {{2, 1, 13, 31}, {3, 31, 40}}, {{13, 31}, {4, 31, 7}},  {{300, 7}, {7}},
+      {{1, 40, 0}, {0, 9}},          {{5, 64}, {64, 64}},
+  };
+  for (const Shapes& s : cases)
+    for (bool constant : {false, true})
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(ShapeToString(s.a) + " x " + ShapeToString(s.b) + (constant ? " const" : " runtime"));
+        std::vector<size_t> consts;
+        if (constant) consts.push_back(1);
+        NodeMatches(mm, {RandomTensor(DataType::kFloat, s.a, seed), RandomTensor(DataType::kFloat, s.b, seed + 1)},
+                    consts, threads);
+        seed += 2;
+      }
+}
+
+TEST_F(SgemmTest, GemmNodesMatchReference) {
+  uint64_t seed = 200;
+  for (int ta : {0, 1})
+    for (int tb : {0, 1})
+      for (bool constant : {false, true})
+        for (Shape cshape : {Shape{}, Shape{50}, Shape{1, 50}, Shape{37, 1}, Shape{37, 50}}) {
+          OpSpec g("Gemm", 13);
+          g.Attr("transA", ta).Attr("transB", tb).Attr("alpha", 0.5f).Attr("beta", cshape.empty() ? 1.0f : -1.5f);
+          const int64_t M = 37, N = 50, K = 70;
+          std::vector<Tensor> in = {RandomTensor(DataType::kFloat, ta ? Shape{K, M} : Shape{M, K}, seed),
+                                    RandomTensor(DataType::kFloat, tb ? Shape{N, K} : Shape{K, N}, seed + 1)};
+          if (!cshape.empty()) in.push_back(RandomTensor(DataType::kFloat, cshape, seed + 2));
+          seed += 3;
+          SCOPED_TRACE(::testing::Message()
+                       << "tA=" << ta << " tB=" << tb << " const=" << constant << " C=" << ShapeToString(cshape));
+          std::vector<size_t> consts;
+          if (constant) consts = {1, 2};
+          NodeMatches(g, in, consts, 2);
+        }
+}
+
+}  // namespace
+}  // namespace strata
