@@ -2,10 +2,13 @@
 
 #include <immintrin.h>
 #include <pthreadpool.h>
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 
 namespace strata {
@@ -25,6 +28,15 @@ uint64_t ClaimNext(uint64_t c) { return c & kChunkMask; }
 
 inline void CpuRelax() { _mm_pause(); }
 
+// Raw futex on the wake counter (libstdc++ 12's std::atomic::wait can miss a notify_all
+// from another thread's destructor path; the futex protocol here is explicit instead).
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+void FutexWakeAll(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+
 // How long an idle worker keeps polling for the next region before it sleeps: long
 // enough to bridge the gap between the kernels of one run, short enough not to burn a
 // shared core between runs.
@@ -43,14 +55,17 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   stop_.store(true, std::memory_order_seq_cst);
   wake_.fetch_add(1, std::memory_order_seq_cst);
-  wake_.notify_all();
+  FutexWakeAll(&wake_);
   for (std::thread& t : workers_) t.join();
   if (pool_) pthreadpool_destroy(pool_);
 }
 
 void ThreadPool::WorkerLoop() {
-  uint32_t seen = wake_.load(std::memory_order_acquire);
+  // Start from 0, not from the current count: regions (or the destructor) may already
+  // have bumped it before this thread first runs.
+  uint32_t seen = 0;
   for (;;) {
+    if (stop_.load(std::memory_order_acquire)) return;
     // Poll briefly, then sleep until the next region bumps wake_.
     auto spin_start = std::chrono::steady_clock::now();
     int polls = 0;
@@ -60,7 +75,7 @@ void ThreadPool::WorkerLoop() {
       if (++polls % 256 == 0 && std::chrono::steady_clock::now() - spin_start > kIdleSpin) {
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
         // Re-check after registering as a sleeper: the caller reads sleepers_ after bumping wake_.
-        if (wake_.load(std::memory_order_seq_cst) == seen) wake_.wait(seen, std::memory_order_seq_cst);
+        if (wake_.load(std::memory_order_seq_cst) == seen) FutexWait(&wake_, seen);
         sleepers_.fetch_sub(1, std::memory_order_seq_cst);
         spin_start = std::chrono::steady_clock::now();
       }
@@ -96,7 +111,7 @@ bool ThreadPool::RunRegion(int64_t n, int64_t chunk, int64_t nchunks, RangeFn fn
   const uint32_t gen = ++gen_;
   claim_.store(PackClaim(gen, static_cast<uint64_t>(nchunks), 0), std::memory_order_seq_cst);
   wake_.fetch_add(1, std::memory_order_seq_cst);
-  if (sleepers_.load(std::memory_order_seq_cst) > 0) wake_.notify_all();
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) FutexWakeAll(&wake_);
   Drain(gen);
   // Every chunk is claimed; wait only for chunks other threads are still running.
   int polls = 0;
