@@ -1,15 +1,15 @@
 #include "core/threadpool.h"
 
 #include <immintrin.h>
-#include <pthreadpool.h>
 #include <linux/futex.h>
+#include <pthreadpool.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <chrono>
+#include <climits>
 
 namespace strata {
 
@@ -151,7 +151,8 @@ void ThreadPool::RunParticipants(int64_t n, RangeFn fn, void* ctx) {
 
 void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   ParallelForRaw(
-      n, grain, [](void* c, int64_t b, int64_t e) { (*static_cast<const std::function<void(int64_t, int64_t)>*>(c))(b, e); },
+      n, grain,
+      [](void* c, int64_t b, int64_t e) { (*static_cast<const std::function<void(int64_t, int64_t)>*>(c))(b, e); },
       const_cast<void*>(static_cast<const void*>(&fn)));
 }
 

@@ -51,8 +51,8 @@ class GemvWeights {
 void Gemv(const float* a, int64_t lda, int64_t m, const GemvWeights& w, float* y, int64_t ldy, float lo, float hi,
           ThreadPool* pool);
 // Panels [p0, p1) only, on the calling thread.
-void GemvPanels(const float* a, int64_t lda, int64_t m, const GemvWeights& w, float* y, int64_t ldy, float lo,
-                float hi, int64_t p0, int64_t p1);
+void GemvPanels(const float* a, int64_t lda, int64_t m, const GemvWeights& w, float* y, int64_t ldy, float lo, float hi,
+                int64_t p0, int64_t p1);
 
 // "avx512", "avx2" or "portable": the variant Gemv runs on this CPU (STRATA_FORCE_ISA caps it).
 const char* GemvIsaName();

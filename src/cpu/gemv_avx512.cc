@@ -51,8 +51,7 @@ void PanelsPortable(const float* a, int64_t lda, int64_t m, const GemvWeights& w
   PanelsPortableBody(a, lda, m, w, y, ldy, lo, hi, p0, p1);
 }
 __attribute__((target("avx2,fma"))) void PanelsAvx2(const float* a, int64_t lda, int64_t m, const GemvWeights& w,
-                                                    float* y, int64_t ldy, float lo, float hi, int64_t p0,
-                                                    int64_t p1) {
+                                                    float* y, int64_t ldy, float lo, float hi, int64_t p0, int64_t p1) {
   PanelsPortableBody(a, lda, m, w, y, ldy, lo, hi, p0, p1);
 }
 
@@ -185,7 +184,8 @@ Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool
   w.panels_ = panels;
   w.data_.reset(AllocFloats(panels * k * P));
   w.bias_.reset(AllocFloats(panels * P));
-  if (!w.data_ || !w.bias_) return MakeStatus(StatusCode::kOutOfMemory, "GEMV weights: cannot allocate K=", k, " N=", n);
+  if (!w.data_ || !w.bias_)
+    return MakeStatus(StatusCode::kOutOfMemory, "GEMV weights: cannot allocate K=", k, " N=", n);
   std::fill(w.bias_.get(), w.bias_.get() + panels * P, 0.0f);
   if (bias) std::copy(bias, bias + n, w.bias_.get());
   for (int64_t p = 0; p < panels; ++p) {
@@ -199,8 +199,8 @@ Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool
   return w;
 }
 
-void GemvPanels(const float* a, int64_t lda, int64_t m, const GemvWeights& w, float* y, int64_t ldy, float lo,
-                float hi, int64_t p0, int64_t p1) {
+void GemvPanels(const float* a, int64_t lda, int64_t m, const GemvWeights& w, float* y, int64_t ldy, float lo, float hi,
+                int64_t p0, int64_t p1) {
   SelectIsa().fn(a, lda, m, w, y, ldy, lo, hi, p0, p1);
 }
 
@@ -214,8 +214,7 @@ void Gemv(const float* a, int64_t lda, int64_t m, const GemvWeights& w, float* y
     return;
   }
   const int64_t grain = std::max<int64_t>(1, kChunkMacs / panel_macs);
-  pool->Run(w.panels(), grain,
-            [&](int64_t p0, int64_t p1) { fn(a, lda, m, w, y, ldy, lo, hi, p0, p1); });
+  pool->Run(w.panels(), grain, [&](int64_t p0, int64_t p1) { fn(a, lda, m, w, y, ldy, lo, hi, p0, p1); });
 }
 
 const char* GemvIsaName() { return SelectIsa().name; }

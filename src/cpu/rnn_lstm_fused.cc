@@ -44,8 +44,8 @@ struct GateArgs {
 // One panel of one batch row for one step: gates = xw + h_prev . R_panel, then the cell
 // update for the panel's units. c is updated in place; h_next and y (if any) get h.
 __attribute__((target("avx512f"))) void StepPanel(const float* h_prev, const float* rp, int64_t H, const float* xw,
-                                                  float* c, float* h_next, float* y, int64_t units,
-                                                  const GateArgs& ga, int64_t u0) {
+                                                  float* c, float* h_next, float* y, int64_t units, const GateArgs& ga,
+                                                  int64_t u0) {
   __m512 e[4], o[4];
   for (int j = 0; j < 4; ++j) {
     e[j] = _mm512_load_ps(xw + 16 * j);
@@ -119,8 +119,7 @@ void RunPanel(const Loop& L, int64_t s, int64_t p) {
     }
     const float* xw = L.xw + rnn::XRow(t, b, in, L.layout) * L.panels * P + p * P;
     float* y = L.y ? L.y + rnn::YOffset(t, L.d, b, in, L.layout) + u0 : nullptr;
-    StepPanel(hprev + b * L.hp, L.r->panel(p), H, xw, L.c + b * L.hp + u0, hnext + b * L.hp + u0, y, units, L.ga,
-              u0);
+    StepPanel(hprev + b * L.hp, L.r->panel(p), H, xw, L.c + b * L.hp + u0, hnext + b * L.hp + u0, y, units, L.ga, u0);
   }
 }
 
@@ -189,8 +188,8 @@ Result<DirWeights> Pack(const float* w, const float* r, const float* b, int64_t 
   return d;
 }
 
-Status RunDirection(const Node& node, const rnn::Inputs& in, const rnn::Attrs& attrs, int64_t d,
-                    const DirWeights& wts, float* y, float* yh, float* yc, ThreadPool* pool, Allocator* alloc) {
+Status RunDirection(const Node& node, const rnn::Inputs& in, const rnn::Attrs& attrs, int64_t d, const DirWeights& wts,
+                    float* y, float* yh, float* yc, ThreadPool* pool, Allocator* alloc) {
   const int64_t T = in.seq, B = in.batch, I = in.input, H = in.hidden;
   const int64_t panels = wts.r.panels(), hp = panels * kUnits, cols = panels * P;
   if (wts.r.k() != H || wts.w.k() != I || wts.r.n() != cols)
@@ -245,13 +244,15 @@ Status RunDirection(const Node& node, const rnn::Inputs& in, const rnn::Attrs& a
   L.steps = L.reverse ? T : max_len;
   L.claim.store(PackClaim(0, 0, static_cast<uint64_t>(panels)), std::memory_order_relaxed);
   if (L.steps > 0 && panels > 0) {
-    const bool parallel =
-        pool && pool->num_threads() > 1 && panels > 1 && B * 4 * H * H >= kParallelStepMacs;
+    const bool parallel = pool && pool->num_threads() > 1 && panels > 1 && B * 4 * H * H >= kParallelStepMacs;
     if (parallel) {
       const int64_t parts = std::min<int64_t>(pool->num_threads(), panels);
-      pool->RunParticipants(parts, [](void* ctx, int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) Participate(*static_cast<Loop*>(ctx), i == 0);
-      }, &L);
+      pool->RunParticipants(
+          parts,
+          [](void* ctx, int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) Participate(*static_cast<Loop*>(ctx), i == 0);
+          },
+          &L);
     } else {
       Participate(L, true);
     }

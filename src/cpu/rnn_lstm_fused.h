@@ -34,8 +34,8 @@ Result<DirWeights> Pack(const float* w, const float* r, const float* b, int64_t 
 
 // Runs direction d of an LSTM with the default activations. y / yh / yc may be null
 // (output not requested); y must be zero-filled beforehand where sequence_lens pads.
-Status RunDirection(const Node& node, const rnn::Inputs& in, const rnn::Attrs& attrs, int64_t d,
-                    const DirWeights& wts, float* y, float* yh, float* yc, ThreadPool* pool, Allocator* alloc);
+Status RunDirection(const Node& node, const rnn::Inputs& in, const rnn::Attrs& attrs, int64_t d, const DirWeights& wts,
+                    float* y, float* yh, float* yc, ThreadPool* pool, Allocator* alloc);
 
 }  // namespace lstm_fused
 }  // namespace strata

@@ -105,8 +105,8 @@ TEST(GemmPerfPaths, MatMulConstantBSmallAndLargeM) {
     for (int64_t k : {1, 33, 300})
       for (int64_t n : {1, 65, 700})
         for (const Shape& lead : std::vector<Shape>{{}, {1}, {3}, {2, 2}, {5}, {2, 3}}) {
-          SCOPED_TRACE(::testing::Message() << "threads=" << threads << " k=" << k << " n=" << n << " lead="
-                                            << ShapeToString(lead));
+          SCOPED_TRACE(::testing::Message()
+                       << "threads=" << threads << " k=" << k << " n=" << n << " lead=" << ShapeToString(lead));
           Shape as = lead;
           as.push_back(k);
           ExpectFastMatchesRef(OpSpec("MatMul", 13),
@@ -172,8 +172,8 @@ TEST(GemmPerfPaths, GemmBadShapeNamesNode) {
   OpSpec spec("Gemm", 13);
   RunOptions fast;
   fast.constant_inputs = {1};
-  auto y = RunKernel(spec, {RandomTensor(DataType::kFloat, {1, 5}, 1), RandomTensor(DataType::kFloat, {6, 3}, 2)},
-                     fast);
+  auto y =
+      RunKernel(spec, {RandomTensor(DataType::kFloat, {1, 5}, 1), RandomTensor(DataType::kFloat, {6, 3}, 2)}, fast);
   ASSERT_FALSE(y.ok());
   EXPECT_NE(y.status().message().find("Gemm"), std::string::npos) << y.status().message();
 }
@@ -190,9 +190,8 @@ struct LstmCase {
 
 void CheckLstm(const LstmCase& c, int threads) {
   SCOPED_TRACE(::testing::Message() << "T=" << c.T << " B=" << c.B << " I=" << c.I << " H=" << c.H << " dir="
-                                    << c.direction << " peep=" << c.peep << " lens=" << c.seq_lens << " init="
-                                    << c.init << " clip=" << c.clip << " layout=" << c.layout << " threads="
-                                    << threads);
+                                    << c.direction << " peep=" << c.peep << " lens=" << c.seq_lens << " init=" << c.init
+                                    << " clip=" << c.clip << " layout=" << c.layout << " threads=" << threads);
   const int64_t D = c.direction == "bidirectional" ? 2 : 1;
   OpSpec spec("LSTM", 14);
   spec.Attr("hidden_size", c.H).Attr("direction", c.direction).Attr("layout", c.layout).Outputs(3);
@@ -219,8 +218,13 @@ void CheckLstm(const LstmCase& c, int threads) {
 
 TEST(GemmPerfPaths, LstmFusedMatchesReference) {
   std::vector<LstmCase> cases = {
-      {1, 1, 1, 1},     {7, 1, 5, 16},     {7, 3, 5, 17},    {4, 2, 3, 40},   {0, 1, 3, 8},
-      {5, 2, 4, 33, "reverse"}, {5, 2, 4, 20, "bidirectional"},
+      {1, 1, 1, 1},
+      {7, 1, 5, 16},
+      {7, 3, 5, 17},
+      {4, 2, 3, 40},
+      {0, 1, 3, 8},
+      {5, 2, 4, 33, "reverse"},
+      {5, 2, 4, 20, "bidirectional"},
   };
   LstmCase p{6, 3, 4, 18};
   p.peep = p.seq_lens = p.init = true;
@@ -271,8 +275,7 @@ TEST(GemmPerfPaths, ThreadPoolNestedAndConcurrentRegions) {
   std::atomic<int64_t> sum{0};
   // Nested regions run inline (also on the thread that owns the outer region).
   pool.Run(8, 1, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
-      pool.Run(10, 1, [&](int64_t b2, int64_t e2) { sum.fetch_add(e2 - b2); });
+    for (int64_t i = b; i < e; ++i) pool.Run(10, 1, [&](int64_t b2, int64_t e2) { sum.fetch_add(e2 - b2); });
   });
   EXPECT_EQ(sum.load(), 80);
   // Several threads sharing one pool (concurrent session runs): every item still runs once.
@@ -280,8 +283,7 @@ TEST(GemmPerfPaths, ThreadPoolNestedAndConcurrentRegions) {
   std::vector<std::thread> callers;
   for (int t = 0; t < 3; ++t)
     callers.emplace_back([&] {
-      for (int rep = 0; rep < 200; ++rep)
-        pool.ParallelFor(100, 1, [&](int64_t b, int64_t e) { sum.fetch_add(e - b); });
+      for (int rep = 0; rep < 200; ++rep) pool.ParallelFor(100, 1, [&](int64_t b, int64_t e) { sum.fetch_add(e - b); });
     });
   for (auto& th : callers) th.join();
   EXPECT_EQ(sum.load(), 3 * 200 * 100);
@@ -294,9 +296,12 @@ TEST(GemmPerfPaths, ThreadPoolParticipantsRunOnce) {
     struct Ctx {
       std::atomic<int>* mask;
     } ctx{&mask};
-    pool.RunParticipants(3, [](void* c, int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) static_cast<Ctx*>(c)->mask->fetch_add(1 << (4 * i));
-    }, &ctx);
+    pool.RunParticipants(
+        3,
+        [](void* c, int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) static_cast<Ctx*>(c)->mask->fetch_add(1 << (4 * i));
+        },
+        &ctx);
     ASSERT_EQ(mask.load(), 0x111);
   }
 }
