@@ -1,50 +1,159 @@
 #include "core/threadpool.h"
 
+#include <immintrin.h>
+#include <linux/futex.h>
 #include <pthreadpool.h>
+#include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <climits>
 
 namespace strata {
+
+namespace {
+
+constexpr uint64_t kChunkBits = 20;
+constexpr uint64_t kChunkMask = (uint64_t{1} << kChunkBits) - 1;
+constexpr int64_t kMaxChunks = static_cast<int64_t>(kChunkMask);
+
+uint64_t PackClaim(uint32_t gen, uint64_t nchunks, uint64_t next) {
+  return (static_cast<uint64_t>(gen & 0xFFFFFF) << (2 * kChunkBits)) | (nchunks << kChunkBits) | next;
+}
+uint32_t ClaimGen(uint64_t c) { return static_cast<uint32_t>(c >> (2 * kChunkBits)); }
+uint64_t ClaimChunks(uint64_t c) { return (c >> kChunkBits) & kChunkMask; }
+uint64_t ClaimNext(uint64_t c) { return c & kChunkMask; }
+
+inline void CpuRelax() { _mm_pause(); }
+
+// Raw futex on the wake counter (libstdc++ 12's std::atomic::wait can miss a notify_all
+// from another thread's destructor path; the futex protocol here is explicit instead).
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+void FutexWakeAll(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+// How long an idle worker keeps polling for the next region before it sleeps: long
+// enough to bridge the gap between the kernels of one run, short enough not to burn a
+// shared core between runs.
+constexpr auto kIdleSpin = std::chrono::microseconds(200);
+
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN)));
   threads_ = threads;
   if (threads_ > 1) pool_ = pthreadpool_create(static_cast<size_t>(threads_));
   if (!pool_) threads_ = 1;
+  for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
+  stop_.store(true, std::memory_order_seq_cst);
+  wake_.fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll(&wake_);
+  for (std::thread& t : workers_) t.join();
   if (pool_) pthreadpool_destroy(pool_);
 }
 
-namespace {
-struct ForCtx {
-  const std::function<void(int64_t, int64_t)>* fn;
-  int64_t n;
-  int64_t chunk;
-};
-void ForTask(void* p, size_t i) {
-  auto* c = static_cast<ForCtx*>(p);
-  int64_t b = static_cast<int64_t>(i) * c->chunk;
-  int64_t e = std::min(c->n, b + c->chunk);
-  (*c->fn)(b, e);
+void ThreadPool::WorkerLoop() {
+  // Start from 0, not from the current count: regions (or the destructor) may already
+  // have bumped it before this thread first runs.
+  uint32_t seen = 0;
+  for (;;) {
+    if (stop_.load(std::memory_order_acquire)) return;
+    // Poll briefly, then sleep until the next region bumps wake_.
+    auto spin_start = std::chrono::steady_clock::now();
+    int polls = 0;
+    uint32_t w;
+    while ((w = wake_.load(std::memory_order_acquire)) == seen) {
+      CpuRelax();
+      if (++polls % 256 == 0 && std::chrono::steady_clock::now() - spin_start > kIdleSpin) {
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        // Re-check after registering as a sleeper: the caller reads sleepers_ after bumping wake_.
+        if (wake_.load(std::memory_order_seq_cst) == seen) FutexWait(&wake_, seen);
+        sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+        spin_start = std::chrono::steady_clock::now();
+      }
+    }
+    seen = w;
+    if (stop_.load(std::memory_order_acquire)) return;
+    Drain(ClaimGen(claim_.load(std::memory_order_acquire)));
+  }
 }
-}  // namespace
 
-void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::Drain(uint32_t gen) {
+  uint64_t c = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    if (ClaimGen(c) != (gen & 0xFFFFFF) || ClaimNext(c) >= ClaimChunks(c)) return;
+    if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    // The claimed chunk keeps the region open, so its fields are stable until done_ counts it.
+    const int64_t b = static_cast<int64_t>(ClaimNext(c)) * chunk_;
+    fn_(ctx_, b, std::min(n_, b + chunk_));
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    c = claim_.load(std::memory_order_acquire);
+  }
+}
+
+bool ThreadPool::RunRegion(int64_t n, int64_t chunk, int64_t nchunks, RangeFn fn, void* ctx) {
+  // One region at a time; a concurrent run (another session thread) or a nested region
+  // (called from inside a chunk, even on this thread) gets false and runs inline.
+  if (busy_.exchange(true, std::memory_order_acquire)) return false;
+  fn_ = fn;
+  ctx_ = ctx;
+  n_ = n;
+  chunk_ = chunk;
+  done_.store(0, std::memory_order_relaxed);
+  const uint32_t gen = ++gen_;
+  claim_.store(PackClaim(gen, static_cast<uint64_t>(nchunks), 0), std::memory_order_seq_cst);
+  wake_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) FutexWakeAll(&wake_);
+  Drain(gen);
+  // Every chunk is claimed; wait only for chunks other threads are still running.
+  int polls = 0;
+  while (done_.load(std::memory_order_acquire) != static_cast<uint32_t>(nchunks)) {
+    CpuRelax();
+    if (++polls % 4096 == 0) sched_yield();  // the holder was preempted: let it run
+  }
+  // Close the region so no stale worker can match its generation any more.
+  claim_.store(PackClaim(gen, 0, 0), std::memory_order_release);
+  busy_.store(false, std::memory_order_release);
+  return true;
+}
+
+void ThreadPool::ParallelForRaw(int64_t n, int64_t grain, RangeFn fn, void* ctx) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
-  if (!pool_ || n <= grain) {
-    fn(0, n);
+  if (threads_ <= 1 || n <= grain) {
+    fn(ctx, 0, n);
     return;
   }
   // A few chunks per thread balances load without much scheduling overhead.
   int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, static_cast<int64_t>(threads_) * 4);
   int64_t chunk = (n + chunks - 1) / chunks;
   chunks = (n + chunk - 1) / chunk;
-  ForCtx ctx{&fn, n, chunk};
-  pthreadpool_parallelize_1d(pool_, &ForTask, &ctx, static_cast<size_t>(chunks), 0);
+  if (!RunRegion(n, chunk, chunks, fn, ctx)) fn(ctx, 0, n);
+}
+
+void ThreadPool::RunParticipants(int64_t n, RangeFn fn, void* ctx) {
+  if (n <= 0) return;
+  if (threads_ <= 1 || n == 1 || n > kMaxChunks) {
+    for (int64_t i = 0; i < n; ++i) fn(ctx, i, i + 1);
+    return;
+  }
+  if (!RunRegion(n, 1, n, fn, ctx))
+    for (int64_t i = 0; i < n; ++i) fn(ctx, i, i + 1);
+}
+
+void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  ParallelForRaw(
+      n, grain,
+      [](void* c, int64_t b, int64_t e) { (*static_cast<const std::function<void(int64_t, int64_t)>*>(c))(b, e); },
+      const_cast<void*>(static_cast<const void*>(&fn)));
 }
 
 }  // namespace strata

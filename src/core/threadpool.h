@@ -1,9 +1,20 @@
-// The one intra-op thread pool of a session. Backed by pthreadpool so that
-// XNNPACK operators share the same workers.
+// The one intra-op thread pool of a session.
+//
+// Two sets of workers live here:
+//  * strata's own workers run ParallelFor regions. A region publishes its chunks
+//    through one atomic claim word; the caller claims chunks too, so a worker that is
+//    preempted (or still asleep) when the region starts finds nothing left to do and
+//    never delays the caller beyond the one chunk it may already hold. Concurrent or
+//    nested regions on the same pool run inline instead of queueing.
+//  * a pthreadpool, created only for XNNPACK operators (handle()).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <thread>
+#include <type_traits>
+#include <vector>
 
 struct pthreadpool;
 
@@ -21,12 +32,49 @@ class ThreadPool {
   // Splits [0, n) into chunks of at least `grain` items and calls fn(begin, end) on
   // them, possibly in parallel. Runs inline when the pool has one thread or n <= grain.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // Same, without a std::function: fn(ctx, begin, end). Hot paths use this (or Run).
+  using RangeFn = void (*)(void* ctx, int64_t begin, int64_t end);
+  void ParallelForRaw(int64_t n, int64_t grain, RangeFn fn, void* ctx);
+  // Lambda form of ParallelForRaw: no heap allocation, one indirect call per chunk.
+  template <typename F>
+  void Run(int64_t n, int64_t grain, F&& f) {
+    using Fn = std::remove_reference_t<F>;
+    ParallelForRaw(
+        n, grain, [](void* c, int64_t b, int64_t e) { (*static_cast<Fn*>(c))(b, e); },
+        const_cast<void*>(static_cast<const void*>(&f)));
+  }
+  // Exactly `n` chunks of one item each (n <= 4 * num_threads()): for callers that run
+  // their own cooperative protocol per participant (e.g. the LSTM's recurrent steps).
+  // Every chunk runs exactly once, on whichever thread claims it first.
+  void RunParticipants(int64_t n, RangeFn fn, void* ctx);
+
   // The underlying pthreadpool (nullptr when single-threaded), for XNNPACK.
   pthreadpool* handle() const { return pool_; }
 
  private:
+  void WorkerLoop();
+  // Claims and runs chunks of the current region (generation `gen`) until none is left.
+  void Drain(uint32_t gen);
+  // False (nothing run) when another region is active on this pool.
+  bool RunRegion(int64_t n, int64_t chunk, int64_t nchunks, RangeFn fn, void* ctx);
+
   int threads_ = 1;
   pthreadpool* pool_ = nullptr;
+  std::vector<std::thread> workers_;
+
+  // Region state. claim_ packs (generation:24 | nchunks:20 | next chunk:20); a chunk is
+  // claimed by a CAS on the whole word, so a stale worker can never claim a chunk of a
+  // region it did not wake for. fn_/ctx_/n_/chunk_ are read only after a successful claim.
+  std::atomic<bool> busy_{false};
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<uint32_t> done_{0};
+  std::atomic<uint32_t> wake_{0};  // bumped per region; sleeping workers wait on it
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
+  RangeFn fn_ = nullptr;
+  void* ctx_ = nullptr;
+  int64_t n_ = 0, chunk_ = 0;
+  uint32_t gen_ = 0;  // written only by the thread that holds busy_
 };
 
 }  // namespace strata

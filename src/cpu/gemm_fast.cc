@@ -1,7 +1,10 @@
 // Optimized fp32 MatMul/Gemm.
-//  * Constant B (weights): XNNPACK fully-connected operator. Weights are packed ONCE
-//    in the factory (scaled by alpha, laid out [N, K]); Gemm's C becomes the bias when
-//    it is a constant row vector, otherwise beta*C is added after the product.
+//  * Constant B (weights): packed ONCE in the factory (scaled by alpha) into GEMV column
+//    panels (cpu/gemv.h); Gemm's C becomes the bias when it is a constant row vector,
+//    otherwise beta*C is added after the product. Products with at most kGemvMaxRows
+//    rows (batch-1 fully-connected layers) run on the GEMV kernel; larger ones on an
+//    XNNPACK fully-connected operator built from the panels on first use, so models
+//    that only ever run batch 1 keep a single copy of the weights.
 //  * Run-time B (attention-style batched products, Gemm on computed B): OpenBLAS sgemm, single-threaded
 //    inside each call, parallelised over matrices/row blocks by our own pool so it never
 //    competes with pthreadpool for cores.
@@ -12,32 +15,39 @@
 #include <mutex>
 
 #include "cpu/gemm_kernels.h"
+#include "cpu/gemv.h"
 #include "cpu/sgemm_ops.h"
 #include "cpu/xnnpack_util.h"
 
 namespace strata {
 namespace {
 
-// Runs rows [0, m) of an XNNPACK fully-connected operator. An xnn_operator stores the
-// pointers given to setup, so setup+run of one operator must not interleave between
-// threads: the mutex serialises concurrent runs of the same node (Compute is const and
-// may be called from several sessions' runs at once).
-class XnnFullyConnected {
+// Constant-B product: GEMV panels for small M, an XNNPACK fully-connected operator
+// (created lazily from the panels) otherwise. An xnn_operator stores the pointers given
+// to setup, so setup+run of one operator must not interleave between threads: the mutex
+// serialises concurrent large-M runs of the same node (Compute is const and may be
+// called from several sessions' runs at once). The GEMV path takes no lock.
+class ConstantBProduct {
  public:
-  Status Create(const Node& node, int64_t k, int64_t n, const float* weights_nk, const float* bias,
-                const FusedActivation& act) {
-    RETURN_IF_ERROR(EnsureXnnpackInitialized());
-    xnn_operator_t op = nullptr;
-    xnn_status s = xnn_create_fully_connected_nc_f32(k, n, k, n, weights_nk, bias, act.min, act.max, 0, &op);
-    if (s != xnn_status_success)
-      return Unsupported(node.Describe(), ": XNNPACK fully_connected rejected K=", k, " N=", n, ": ",
-                         XnnStatusName(s));
-    op_.reset(op);
+  // bias: N floats or null; the clamp [act.min, act.max] is applied after the bias.
+  Status Init(const Node& node, const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha, const float* bias,
+              const FusedActivation& act) {
+    auto w = GemvWeights::Pack(b, k, n, b_is_nk, alpha, bias);
+    if (!w.ok()) return MakeStatus(w.status().code(), node.Describe(), ": ", w.status().message());
+    w_ = std::move(w).value();
+    has_bias_ = bias != nullptr;
+    act_ = act;
     return Status::Ok();
   }
+  // Y[m, N] = act(A[m, K] . B + bias), A and Y contiguous.
   Status Run(const Node& node, int64_t m, const float* a, float* y, ThreadPool* pool) const {
-    if (m == 0) return Status::Ok();
+    if (m == 0 || w_.n() == 0) return Status::Ok();
+    if (m <= kGemvMaxRows) {
+      Gemv(a, w_.k(), m, w_, y, w_.n(), act_.min, act_.max, pool);
+      return Status::Ok();
+    }
     std::lock_guard<std::mutex> lock(mu_);
+    if (!op_) RETURN_IF_ERROR(CreateXnn(node));
     pthreadpool_t tp = pool ? pool->handle() : nullptr;
     xnn_status s = xnn_setup_fully_connected_nc_f32(op_.get(), m, a, y, tp);
     if (s == xnn_status_success) s = xnn_run_operator(op_.get(), tp);
@@ -46,24 +56,35 @@ class XnnFullyConnected {
   }
 
  private:
-  XnnOperatorPtr op_;
+  Status CreateXnn(const Node& node) const {
+    RETURN_IF_ERROR(EnsureXnnpackInitialized());
+    const int64_t k = w_.k(), n = w_.n();
+    // XNNPACK takes [N, K] weights; they come back out of the panels (already alpha-scaled).
+    std::vector<float> w_nk(static_cast<size_t>(k * n));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < k; ++j) w_nk[i * k + j] = w_.at(j, i);
+    xnn_operator_t op = nullptr;
+    xnn_status s = xnn_create_fully_connected_nc_f32(k, n, k, n, w_nk.data(), has_bias_ ? w_.bias() : nullptr,
+                                                     act_.min, act_.max, 0, &op);
+    if (s != xnn_status_success)
+      return Unsupported(node.Describe(), ": XNNPACK fully_connected rejected K=", k, " N=", n, ": ",
+                         XnnStatusName(s));
+    op_.reset(op);
+    return Status::Ok();
+  }
+
+  GemvWeights w_;
+  bool has_bias_ = false;
+  FusedActivation act_;
+  mutable XnnOperatorPtr op_;
   mutable std::mutex mu_;
 };
-
-// Packs B into XNNPACK's [N, K] layout, scaled by alpha.
-std::vector<float> PackWeights(const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha) {
-  std::vector<float> w(static_cast<size_t>(k * n));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < k; ++j) w[i * k + j] = alpha * (b_is_nk ? b[i * k + j] : b[j * n + i]);
-  return w;
-}
 
 class FcMatMulKernel final : public OpKernel {
  public:
   FcMatMulKernel(int64_t k, int64_t n) : k_(k), n_(n) {}
   Status Init(const Node& node, const float* b, const FusedActivation& act) {
-    std::vector<float> w = PackWeights(b, k_, n_, /*b_is_nk=*/false, 1.0f);
-    return fc_.Create(node, k_, n_, w.data(), nullptr, act);
+    return fc_.Init(node, b, k_, n_, /*b_is_nk=*/false, 1.0f, nullptr, act);
   }
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
@@ -78,7 +99,7 @@ class FcMatMulKernel final : public OpKernel {
 
  private:
   int64_t k_, n_;
-  XnnFullyConnected fc_;
+  ConstantBProduct fc_;
 };
 
 class FcGemmKernel final : public OpKernel {
@@ -86,7 +107,6 @@ class FcGemmKernel final : public OpKernel {
   FcGemmKernel(GemmDims d, FusedActivation act) : d_(d), act_(act) {}
   // A constant row-vector C is folded into the bias; any other C is added (times beta) at run time.
   Status Init(const Node& node, const float* b, bool has_c, const Tensor* c_const) {
-    std::vector<float> w = PackWeights(b, d_.K, d_.N, d_.trans_b, d_.alpha);
     std::vector<float> bias;
     bool row_c = false;
     if (c_const) {
@@ -103,7 +123,7 @@ class FcGemmKernel final : public OpKernel {
     }
     // With a run-time C the clamp must come after adding it, so XNNPACK does not clamp.
     FusedActivation op_act = bias_folded_ ? act_ : FusedActivation{};
-    return fc_.Create(node, d_.K, d_.N, w.data(), bias.empty() ? nullptr : bias.data(), op_act);
+    return fc_.Init(node, b, d_.K, d_.N, d_.trans_b, d_.alpha, bias.empty() ? nullptr : bias.data(), op_act);
   }
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
@@ -142,7 +162,7 @@ class FcGemmKernel final : public OpKernel {
   GemmDims d_;
   FusedActivation act_;
   bool bias_folded_ = true;
-  XnnFullyConnected fc_;
+  ConstantBProduct fc_;
 };
 
 
@@ -271,10 +291,30 @@ void EnsureBlasSingleThreaded() {
   std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
+// True when B is a constant and A's declared shape says the product has at most
+// kGemvMaxRows rows (batch-1 fully-connected layers): the GEMV path. Unknown shapes
+// (dynamic batch) go to the SGEMM, which handles every M.
+static bool KnownSmallProduct(const KernelInit& init, bool trans_a) {
+  if (!init.constant_input(1)) return false;
+  const TypeInfo& ta = init.input_type(0);
+  if (!ta.has_shape || ta.dims.size() < 2) return false;
+  int64_t rows = 1;
+  const size_t row_dims_end = trans_a ? ta.dims.size() : ta.dims.size() - 1;
+  for (size_t d = 0; d < row_dims_end; ++d) {
+    if (trans_a && d == 0) continue;  // Gemm with transA: A is [K, M], rows = dims[1]
+    if (ta.dims[d].value <= 0) return false;
+    rows *= ta.dims[d].value;
+  }
+  return rows <= kGemvMaxRows;
+}
+
 Result<std::unique_ptr<OpKernel>> MakeFastMatMul(const KernelInit& init) {
-  // strata's AVX-512 SGEMM when the CPU has it (nullptr: not applicable).
-  ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> sgemm_kernel, MakeSgemmMatMul(init));
-  if (sgemm_kernel) return sgemm_kernel;
+  // strata's AVX-512 SGEMM when the CPU has it (nullptr: not applicable), except for
+  // products known to have at most kGemvMaxRows rows, which the GEMV panels serve better.
+  if (!KnownSmallProduct(init, /*trans_a=*/false)) {
+    ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> sgemm_kernel, MakeSgemmMatMul(init));
+    if (sgemm_kernel) return sgemm_kernel;
+  }
   const Node& node = init.node;
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
   const Tensor* b = init.constant_input(1);
@@ -293,8 +333,10 @@ Result<std::unique_ptr<OpKernel>> MakeFastMatMul(const KernelInit& init) {
 }
 
 Result<std::unique_ptr<OpKernel>> MakeFastGemm(const KernelInit& init) {
-  ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> sgemm_kernel, MakeSgemmGemm(init));
-  if (sgemm_kernel) return sgemm_kernel;
+  if (!KnownSmallProduct(init, init.node.GetInt("transA", 0) != 0)) {
+    ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> sgemm_kernel, MakeSgemmGemm(init));
+    if (sgemm_kernel) return sgemm_kernel;
+  }
   const Node& node = init.node;
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
   const Tensor* b = init.constant_input(1);

@@ -26,6 +26,8 @@
 
 #include "core/kernel.h"
 #include "cpu/rnn_common.h"
+#include "cpu/rnn_lstm_fused.h"
+#include "cpu/rnn_simd_avx512.h"
 
 // GCC 12's AVX-512 headers use deliberately undefined vectors as pass-through operands
 // and warn about them once inlined; the values are never read.
@@ -195,31 +197,8 @@ void GatesGeneric(float* gates, const GateParams& gp, float* c, float* h) {
   }
 }
 
-// exp with inputs clamped to the finite float range; ~2 ulp (Cephes polynomial).
-__attribute__((target("avx512f"))) inline __m512 Exp512(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
-  __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(1.3981999507E-3f));
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(8.3334519073E-3f));
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(4.1665795894E-2f));
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(1.6666665459E-1f));
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(5.0000001201E-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, fx);
-}
-__attribute__((target("avx512f"))) inline __m512 Sigmoid512(__m512 x) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  return _mm512_div_ps(one, _mm512_add_ps(one, Exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
-}
-// tanh(x) = 2 sigmoid(2x) - 1; absolute error ~1e-7 (relative error grows only near 0).
-__attribute__((target("avx512f"))) inline __m512 Tanh512(__m512 x) {
-  const __m512 two = _mm512_set1_ps(2.0f);
-  return _mm512_fmsub_ps(two, Sigmoid512(_mm512_mul_ps(two, x)), _mm512_set1_ps(1.0f));
-}
+using rnn_simd::Sigmoid512;
+using rnn_simd::Tanh512;
 
 // Default activations (Sigmoid, Tanh, Tanh), 16 hidden units at a time.
 __attribute__((target("avx512f"))) void GatesAvx512(float* gates, const GateParams& gp, float* c, float* h) {
@@ -282,14 +261,15 @@ bool IsDefaultActs(const Activation* a) {
 
 class FastLstmKernel final : public OpKernel {
  public:
-  FastLstmKernel(Attrs attrs, std::vector<Packed> w, std::vector<Packed> r)
-      : attrs_(std::move(attrs)), w_(std::move(w)), r_(std::move(r)) {}
+  FastLstmKernel(Attrs attrs, std::vector<Packed> w, std::vector<Packed> r, std::vector<lstm_fused::DirWeights> fused)
+      : attrs_(std::move(attrs)), w_(std::move(w)), r_(std::move(r)), fused_(std::move(fused)) {}
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     ASSIGN_OR_RETURN(Inputs in, rnn::GetInputs(ctx, attrs_));
     if (in.x->dtype() != DataType::kFloat) return rnn::ReferenceCompute(ctx, Cell::kLstm);
     const int64_t T = in.seq, B = in.batch, I = in.input, H = in.hidden, D = in.dirs;
+    if (!fused_.empty() && fused_[0].r.k() == H && fused_[0].w.k() == I) return ComputeFused(ctx, in);
     // Weights that are not constants are packed per run.
     std::vector<Packed> wl, rl;
     const std::vector<Packed>* w = &w_;
@@ -386,8 +366,39 @@ class FastLstmKernel final : public OpKernel {
   }
 
  private:
+  // Constant weights with the default activations on AVX-512: the fused path.
+  Status ComputeFused(KernelContext& ctx, const Inputs& in) const {
+    float* out[3] = {nullptr, nullptr, nullptr};
+    for (size_t i = 0; i < 3; ++i) {
+      if (i >= ctx.num_outputs() || !ctx.output_requested(i)) continue;
+      Shape shape = i == 0 ? rnn::YShape(in, attrs_.layout) : rnn::StateShape(in, attrs_.layout);
+      ASSIGN_OR_RETURN(Tensor * t, ctx.AllocateOutput(i, DataType::kFloat, std::move(shape)));
+      out[i] = t->mutable_data<float>();
+      // Y entries of padded timesteps are never written.
+      bool padded = false;
+      for (int64_t l : in.lens) padded = padded || l < in.seq;
+      if (i == 0 && padded && t->byte_size()) std::memset(t->raw_mutable_data(), 0, t->byte_size());
+    }
+    if (in.hidden == 0) return Status::Ok();
+    const int64_t D = in.dirs;
+    std::vector<Status> errors(static_cast<size_t>(D));
+    auto run = [&](int64_t b, int64_t e) {
+      for (int64_t d = b; d < e; ++d)
+        errors[d] = lstm_fused::RunDirection(ctx.node(), in, attrs_, d, fused_[d], out[0], out[1], out[2],
+                                             ctx.pool(), ctx.allocator());
+    };
+    // Two directions are independent: one per thread (each then runs single-threaded).
+    if (ctx.pool() && D > 1)
+      ctx.pool()->Run(D, 1, run);
+    else
+      run(0, D);
+    for (const Status& st : errors) RETURN_IF_ERROR(st);
+    return Status::Ok();
+  }
+
   Attrs attrs_;
   std::vector<Packed> w_, r_;  // prepacked per direction when W/R are constants
+  std::vector<lstm_fused::DirWeights> fused_;  // per direction, when the fused path applies
 };
 
 Result<std::unique_ptr<OpKernel>> MakeFastLstm(const KernelInit& init) {
@@ -401,12 +412,29 @@ Result<std::unique_ptr<OpKernel>> MakeFastLstm(const KernelInit& init) {
       rc->dim(1) == 4 * rc->dim(2) && wc->dim(1) == rc->dim(1) &&
       (attrs.hidden_size < 0 || attrs.hidden_size == rc->dim(2))) {
     const int64_t H = rc->dim(2), I = wc->dim(2);
+    const Tensor* bc = init.constant_input(3);
+    const bool bias_ok = !init.has_input(3) || (bc && bc->dtype() == DataType::kFloat && bc->rank() == 2 &&
+                                                bc->dim(0) == attrs.num_directions && bc->dim(1) == 8 * H);
+    bool default_acts = true;
+    for (int64_t d = 0; d < attrs.num_directions; ++d) default_acts = default_acts && IsDefaultActs(&attrs.acts[d * 3]);
+    if (bias_ok && default_acts && lstm_fused::Available()) {
+      std::vector<lstm_fused::DirWeights> fused;
+      for (int64_t d = 0; d < attrs.num_directions; ++d) {
+        auto fw = lstm_fused::Pack(wc->data<float>() + d * 4 * H * I, rc->data<float>() + d * 4 * H * H,
+                                   bc ? bc->data<float>() + d * 8 * H : nullptr, H, I);
+        if (!fw.ok()) return MakeStatus(fw.status().code(), init.node.Describe(), ": ", fw.status().message());
+        fused.push_back(std::move(fw).value());
+      }
+      return std::unique_ptr<OpKernel>(
+          std::make_unique<FastLstmKernel>(std::move(attrs), std::move(w), std::move(r), std::move(fused)));
+    }
     for (int64_t d = 0; d < attrs.num_directions; ++d) {
       w.push_back(Pack(wc->data<float>() + d * 4 * H * I, 4 * H, I));
       r.push_back(Pack(rc->data<float>() + d * 4 * H * H, 4 * H, H));
     }
   }
-  return std::unique_ptr<OpKernel>(std::make_unique<FastLstmKernel>(std::move(attrs), std::move(w), std::move(r)));
+  return std::unique_ptr<OpKernel>(
+      std::make_unique<FastLstmKernel>(std::move(attrs), std::move(w), std::move(r), std::vector<lstm_fused::DirWeights>{}));
 }
 
 }  // namespace

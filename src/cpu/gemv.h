@@ -1,0 +1,60 @@
+// Small-M fp32 matrix products against constant weights: Y[m, N] = clamp(A[m, K] . B + bias)
+// for m <= kGemvMaxRows (batch-1 fully-connected layers, recurrent steps).
+//
+// B is prepacked once (at session creation) into column panels of kGemvPanel outputs,
+// each stored [K][kGemvPanel] and zero-padded, so the inner loop streams contiguous
+// memory with several independent accumulators. The panels are split across the pool.
+// ISA (AVX-512F, AVX2+FMA, or baseline) is chosen at run time from the CPU's features.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+#include "core/status.h"
+#include "core/threadpool.h"
+
+namespace strata {
+
+constexpr int64_t kGemvPanel = 64;
+constexpr int64_t kGemvMaxRows = 4;
+
+class GemvWeights {
+ public:
+  GemvWeights() = default;
+  // `b` is [K, N] row-major, or [N, K] when b_is_nk; every weight is multiplied by alpha.
+  // `bias` (N floats, may be null) is added to each output row. kInvalidArgument for
+  // negative or overflowing dimensions, kOutOfMemory when memory runs out.
+  static Result<GemvWeights> Pack(const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha, const float* bias);
+
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+  int64_t panels() const { return panels_; }
+  bool empty() const { return n_ == 0; }
+  const float* panel(int64_t p) const { return data_.get() + p * k_ * kGemvPanel; }
+  const float* bias() const { return bias_.get(); }  // panels * kGemvPanel floats, zero-padded
+  // Element (kk, j) of the packed (alpha-scaled) B.
+  float at(int64_t kk, int64_t j) const { return panel(j / kGemvPanel)[kk * kGemvPanel + j % kGemvPanel]; }
+
+ private:
+  struct FreeDeleter {
+    void operator()(float* p) const { std::free(p); }
+  };
+  int64_t k_ = 0, n_ = 0, panels_ = 0;
+  std::unique_ptr<float[], FreeDeleter> data_;
+  std::unique_ptr<float[], FreeDeleter> bias_;
+};
+
+// Y rows r < m (row stride ldy) = clamp(A row r (stride lda) . B + bias, lo, hi).
+// Requires 1 <= m <= kGemvMaxRows. Splits the panels across `pool` (may be null) when the
+// product is big enough to pay for a parallel region.
+void Gemv(const float* a, int64_t lda, int64_t m, const GemvWeights& w, float* y, int64_t ldy, float lo, float hi,
+          ThreadPool* pool);
+// Panels [p0, p1) only, on the calling thread.
+void GemvPanels(const float* a, int64_t lda, int64_t m, const GemvWeights& w, float* y, int64_t ldy, float lo, float hi,
+                int64_t p0, int64_t p1);
+
+// "avx512", "avx2" or "portable": the variant Gemv runs on this CPU (STRATA_FORCE_ISA caps it).
+const char* GemvIsaName();
+
+}  // namespace strata

@@ -1,0 +1,222 @@
+// Small-M GEMV/GEMM over column-panel prepacked weights (see gemv.h).
+//
+// AVX-512: one panel of 64 outputs is 4 zmm per row. One row keeps 8 independent
+// accumulators by splitting K into even and odd halves (FMA latency x 2 ports); 2-4 rows
+// reuse each weight load for every row. Bias and clamp are applied before the store.
+// The AVX2+FMA and baseline variants compile one portable body under target attributes,
+// so nothing here needs the whole file built with -mavx512f.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "cpu/gemv.h"
+
+// GCC 12's AVX-512 headers pass deliberately undefined vectors through; never read.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace strata {
+namespace {
+
+constexpr int64_t P = kGemvPanel;
+
+// ------------------------------------------------------------------ portable / AVX2
+
+__attribute__((always_inline)) inline void PanelsPortableBody(const float* a, int64_t lda, int64_t m,
+                                                              const GemvWeights& w, float* y, int64_t ldy, float lo,
+                                                              float hi, int64_t p0, int64_t p1) {
+  const int64_t K = w.k();
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* pb = w.panel(p);
+    const int64_t cols = std::min(P, w.n() - p * P);
+    for (int64_t r = 0; r < m; ++r) {
+      float acc[P];
+      std::memcpy(acc, w.bias() + p * P, sizeof(acc));
+      const float* ar = a + r * lda;
+      for (int64_t kk = 0; kk < K; ++kk) {
+        const float av = ar[kk];
+        const float* pk = pb + kk * P;
+        for (int64_t j = 0; j < P; ++j) acc[j] += av * pk[j];
+      }
+      float* yr = y + r * ldy + p * P;
+      for (int64_t j = 0; j < cols; ++j) yr[j] = std::min(hi, std::max(lo, acc[j]));
+    }
+  }
+}
+
+void PanelsPortable(const float* a, int64_t lda, int64_t m, const GemvWeights& w, float* y, int64_t ldy, float lo,
+                    float hi, int64_t p0, int64_t p1) {
+  PanelsPortableBody(a, lda, m, w, y, ldy, lo, hi, p0, p1);
+}
+__attribute__((target("avx2,fma"))) void PanelsAvx2(const float* a, int64_t lda, int64_t m, const GemvWeights& w,
+                                                    float* y, int64_t ldy, float lo, float hi, int64_t p0, int64_t p1) {
+  PanelsPortableBody(a, lda, m, w, y, ldy, lo, hi, p0, p1);
+}
+
+// ------------------------------------------------------------------ AVX-512
+
+__attribute__((target("avx512f"))) inline void StorePanelRow(float* yr, const float* bias, __m512 acc[4], float lo,
+                                                             float hi, int64_t cols) {
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  for (int j = 0; j < 4; ++j) {
+    __m512 v = _mm512_add_ps(acc[j], _mm512_loadu_ps(bias + 16 * j));
+    v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+    const int64_t left = cols - 16 * j;
+    if (left >= 16) {
+      _mm512_storeu_ps(yr + 16 * j, v);
+    } else if (left > 0) {
+      _mm512_mask_storeu_ps(yr + 16 * j, static_cast<__mmask16>((1u << left) - 1), v);
+    }
+  }
+}
+
+// One row: even and odd k feed separate accumulator sets (8 independent chains).
+__attribute__((target("avx512f"))) inline void Panel1(const float* a, const float* pb, int64_t K, const float* bias,
+                                                      float* y, float lo, float hi, int64_t cols) {
+  __m512 e[4], o[4];
+  for (int j = 0; j < 4; ++j) e[j] = o[j] = _mm512_setzero_ps();
+  int64_t kk = 0;
+  for (; kk + 2 <= K; kk += 2) {
+    const __m512 a0 = _mm512_set1_ps(a[kk]), a1 = _mm512_set1_ps(a[kk + 1]);
+    const float* pk = pb + kk * P;
+    for (int j = 0; j < 4; ++j) e[j] = _mm512_fmadd_ps(a0, _mm512_load_ps(pk + 16 * j), e[j]);
+    for (int j = 0; j < 4; ++j) o[j] = _mm512_fmadd_ps(a1, _mm512_load_ps(pk + P + 16 * j), o[j]);
+  }
+  if (kk < K) {
+    const __m512 a0 = _mm512_set1_ps(a[kk]);
+    for (int j = 0; j < 4; ++j) e[j] = _mm512_fmadd_ps(a0, _mm512_load_ps(pb + kk * P + 16 * j), e[j]);
+  }
+  for (int j = 0; j < 4; ++j) e[j] = _mm512_add_ps(e[j], o[j]);
+  StorePanelRow(y, bias, e, lo, hi, cols);
+}
+
+// MR rows: every weight vector loaded once feeds MR FMAs.
+template <int MR>
+__attribute__((target("avx512f"))) inline void PanelN(const float* a, int64_t lda, const float* pb, int64_t K,
+                                                      const float* bias, float* y, int64_t ldy, float lo, float hi,
+                                                      int64_t cols) {
+  __m512 acc[MR][4];
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (int64_t kk = 0; kk < K; ++kk) {
+    const float* pk = pb + kk * P;
+    __m512 bv[4];
+    for (int j = 0; j < 4; ++j) bv[j] = _mm512_load_ps(pk + 16 * j);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * lda + kk]);
+      for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) StorePanelRow(y + r * ldy, bias, acc[r], lo, hi, cols);
+}
+
+__attribute__((target("avx512f"))) void PanelsAvx512(const float* a, int64_t lda, int64_t m, const GemvWeights& w,
+                                                     float* y, int64_t ldy, float lo, float hi, int64_t p0,
+                                                     int64_t p1) {
+  const int64_t K = w.k();
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* pb = w.panel(p);
+    const float* bias = w.bias() + p * P;
+    const int64_t cols = std::min(P, w.n() - p * P);
+    float* yp = y + p * P;
+    switch (m) {
+      case 1:
+        Panel1(a, pb, K, bias, yp, lo, hi, cols);
+        break;
+      case 2:
+        PanelN<2>(a, lda, pb, K, bias, yp, ldy, lo, hi, cols);
+        break;
+      case 3:
+        PanelN<3>(a, lda, pb, K, bias, yp, ldy, lo, hi, cols);
+        break;
+      default:
+        PanelN<4>(a, lda, pb, K, bias, yp, ldy, lo, hi, cols);
+        break;
+    }
+  }
+}
+
+using PanelsFn = void (*)(const float*, int64_t, int64_t, const GemvWeights&, float*, int64_t, float, float, int64_t,
+                          int64_t);
+struct Isa {
+  PanelsFn fn;
+  const char* name;
+};
+
+const Isa& SelectIsa() {
+  static const Isa isa = [] {
+    __builtin_cpu_init();
+    // STRATA_FORCE_ISA=avx2|scalar caps the choice (to test the fallbacks on AVX-512 hosts).
+    const char* env = std::getenv("STRATA_FORCE_ISA");
+    const std::string force = env ? env : "";
+    if (force != "avx2" && force != "scalar" && __builtin_cpu_supports("avx512f")) return Isa{PanelsAvx512, "avx512"};
+    if (force != "scalar" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      return Isa{PanelsAvx2, "avx2"};
+    return Isa{PanelsPortable, "portable"};
+  }();
+  return isa;
+}
+
+float* AllocFloats(int64_t n) {
+  // 64-byte alignment: every panel row is one cache line pair, loaded with aligned loads.
+  const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
+  return static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64)));
+}
+
+// Work below which a product stays on the calling thread: waking a worker and joining
+// costs about a microsecond, which ~32K multiply-adds take on one core.
+constexpr int64_t kParallelMacs = int64_t{1} << 16;
+constexpr int64_t kChunkMacs = int64_t{1} << 15;
+
+}  // namespace
+
+Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha,
+                                      const float* bias) {
+  if (k < 0 || n < 0) return InvalidArgument("GEMV weights: negative dimensions K=", k, " N=", n);
+  const int64_t panels = (n + P - 1) / P;
+  if (k > 0 && panels > (int64_t{1} << 40) / (k * P))
+    return InvalidArgument("GEMV weights: K=", k, " N=", n, " is too large to pack");
+  GemvWeights w;
+  w.k_ = k;
+  w.n_ = n;
+  w.panels_ = panels;
+  w.data_.reset(AllocFloats(panels * k * P));
+  w.bias_.reset(AllocFloats(panels * P));
+  if (!w.data_ || !w.bias_)
+    return MakeStatus(StatusCode::kOutOfMemory, "GEMV weights: cannot allocate K=", k, " N=", n);
+  std::fill(w.bias_.get(), w.bias_.get() + panels * P, 0.0f);
+  if (bias) std::copy(bias, bias + n, w.bias_.get());
+  for (int64_t p = 0; p < panels; ++p) {
+    float* dst = w.data_.get() + p * k * P;
+    for (int64_t kk = 0; kk < k; ++kk)
+      for (int64_t j = 0; j < P; ++j) {
+        const int64_t col = p * P + j;
+        dst[kk * P + j] = col < n ? alpha * (b_is_nk ? b[col * k + kk] : b[kk * n + col]) : 0.0f;
+      }
+  }
+  return w;
+}
+
+void GemvPanels(const float* a, int64_t lda, int64_t m, const GemvWeights& w, float* y, int64_t ldy, float lo, float hi,
+                int64_t p0, int64_t p1) {
+  SelectIsa().fn(a, lda, m, w, y, ldy, lo, hi, p0, p1);
+}
+
+void Gemv(const float* a, int64_t lda, int64_t m, const GemvWeights& w, float* y, int64_t ldy, float lo, float hi,
+          ThreadPool* pool) {
+  if (m <= 0 || w.panels() == 0) return;
+  const PanelsFn fn = SelectIsa().fn;
+  const int64_t panel_macs = std::max<int64_t>(1, m * w.k() * P);
+  if (!pool || pool->num_threads() <= 1 || panel_macs * w.panels() < kParallelMacs) {
+    fn(a, lda, m, w, y, ldy, lo, hi, 0, w.panels());
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(1, kChunkMacs / panel_macs);
+  pool->Run(w.panels(), grain, [&](int64_t p0, int64_t p1) { fn(a, lda, m, w, y, ldy, lo, hi, p0, p1); });
+}
+
+const char* GemvIsaName() { return SelectIsa().name; }
+
+}  // namespace strata

@@ -1,0 +1,270 @@
+// Fused AVX-512 LSTM direction; see rnn_lstm_fused.h for the weight layout.
+//
+// Threading of the recurrent steps: every participant (the caller plus any pool worker
+// that joins) claims panels of the current step from one atomic word; the caller's
+// participant takes panels from the front and the others from the back, so each thread
+// tends to keep the same part of R hot in its own L2 from step to step. Whoever
+// completes the last panel of a step publishes the next step. No participant waits for a
+// particular thread: one that joins late or is preempted simply finds the work done by
+// the others, and the caller alone can always finish the sequence.
+#include "cpu/rnn_lstm_fused.h"
+
+#include <immintrin.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cpu/rnn_simd_avx512.h"
+#include "cpu/xnnpack_util.h"
+
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace strata {
+namespace lstm_fused {
+namespace {
+
+using rnn_simd::Sigmoid512;
+using rnn_simd::Tanh512;
+constexpr int64_t P = kGemvPanel;
+
+struct GateArgs {
+  const float* peep = nullptr;  // [Pi, Po, Pf] of this direction, or null
+  int64_t hidden = 0;
+  float clip = 0;
+  bool input_forget = false;
+};
+
+// One panel of one batch row for one step: gates = xw + h_prev . R_panel, then the cell
+// update for the panel's units. c is updated in place; h_next and y (if any) get h.
+__attribute__((target("avx512f"))) void StepPanel(const float* h_prev, const float* rp, int64_t H, const float* xw,
+                                                  float* c, float* h_next, float* y, int64_t units, const GateArgs& ga,
+                                                  int64_t u0) {
+  __m512 e[4], o[4];
+  for (int j = 0; j < 4; ++j) {
+    e[j] = _mm512_load_ps(xw + 16 * j);
+    o[j] = _mm512_setzero_ps();
+  }
+  int64_t k = 0;
+  for (; k + 2 <= H; k += 2) {
+    const __m512 a0 = _mm512_set1_ps(h_prev[k]), a1 = _mm512_set1_ps(h_prev[k + 1]);
+    const float* pk = rp + k * P;
+    for (int j = 0; j < 4; ++j) e[j] = _mm512_fmadd_ps(a0, _mm512_load_ps(pk + 16 * j), e[j]);
+    for (int j = 0; j < 4; ++j) o[j] = _mm512_fmadd_ps(a1, _mm512_load_ps(pk + P + 16 * j), o[j]);
+  }
+  if (k < H) {
+    const __m512 a0 = _mm512_set1_ps(h_prev[k]);
+    for (int j = 0; j < 4; ++j) e[j] = _mm512_fmadd_ps(a0, _mm512_load_ps(rp + k * P + 16 * j), e[j]);
+  }
+  const __mmask16 m = units >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << units) - 1);
+  __m512 gi = _mm512_add_ps(e[0], o[0]), go = _mm512_add_ps(e[1], o[1]);
+  __m512 gf = _mm512_add_ps(e[2], o[2]);
+  const __m512 gc = _mm512_add_ps(e[3], o[3]);
+  const __m512 cp = _mm512_maskz_loadu_ps(m, c);
+  if (ga.peep) {
+    gi = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, ga.peep + u0), cp, gi);
+    gf = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, ga.peep + 2 * ga.hidden + u0), cp, gf);
+  }
+  const bool clip = ga.clip > 0;
+  const __m512 hi = _mm512_set1_ps(ga.clip), lo = _mm512_set1_ps(-ga.clip);
+  auto clipv = [&](__m512 v) __attribute__((target("avx512f"))) {
+    return clip ? _mm512_min_ps(hi, _mm512_max_ps(lo, v)) : v;
+  };
+  const __m512 ig = Sigmoid512(clipv(gi));
+  const __m512 fg = ga.input_forget ? _mm512_sub_ps(_mm512_set1_ps(1.0f), ig) : Sigmoid512(clipv(gf));
+  const __m512 cg = Tanh512(clipv(gc));
+  const __m512 cn = _mm512_fmadd_ps(fg, cp, _mm512_mul_ps(ig, cg));
+  if (ga.peep) go = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, ga.peep + ga.hidden + u0), cn, go);
+  const __m512 hn = _mm512_mul_ps(Sigmoid512(clipv(go)), Tanh512(cn));
+  _mm512_mask_storeu_ps(c, m, cn);
+  _mm512_mask_storeu_ps(h_next, m, hn);
+  if (y) _mm512_mask_storeu_ps(y, m, hn);
+}
+
+// Shared state of one direction's recurrent loop.
+struct Loop {
+  const rnn::Inputs* in = nullptr;
+  int64_t layout = 0, d = 0, steps = 0, panels = 0, hp = 0;  // hp: padded hidden (row stride of h/c)
+  bool reverse = false;
+  const GemvWeights* r = nullptr;
+  const float* xw = nullptr;  // [T*B rows in X order][panels * P]
+  float* h = nullptr;         // [2][B][hp], double-buffered by step parity
+  float* c = nullptr;         // [B][hp]
+  float* y = nullptr;
+  GateArgs ga;
+  // claim: step (32 bits) | front (16) | back (16); panels [front, back) are unclaimed.
+  alignas(64) std::atomic<uint64_t> claim{0};
+  alignas(64) std::atomic<int64_t> done{0};
+};
+
+uint64_t PackClaim(uint64_t step, uint64_t front, uint64_t back) { return (step << 32) | (front << 16) | back; }
+
+void RunPanel(const Loop& L, int64_t s, int64_t p) {
+  const rnn::Inputs& in = *L.in;
+  const int64_t t = L.reverse ? in.seq - 1 - s : s;
+  const int64_t H = in.hidden, B = in.batch;
+  const float* hprev = L.h + (s & 1) * B * L.hp;
+  float* hnext = L.h + ((s + 1) & 1) * B * L.hp;
+  const int64_t u0 = p * kUnits, units = std::min(kUnits, H - u0);
+  for (int64_t b = 0; b < B; ++b) {
+    if (t >= in.lens[b]) {  // padding: the state carries over, Y stays zero
+      std::memcpy(hnext + b * L.hp + u0, hprev + b * L.hp + u0, units * sizeof(float));
+      continue;
+    }
+    const float* xw = L.xw + rnn::XRow(t, b, in, L.layout) * L.panels * P + p * P;
+    float* y = L.y ? L.y + rnn::YOffset(t, L.d, b, in, L.layout) + u0 : nullptr;
+    StepPanel(hprev + b * L.hp, L.r->panel(p), H, xw, L.c + b * L.hp + u0, hnext + b * L.hp + u0, y, units, L.ga, u0);
+  }
+}
+
+// One participant; `front` says which end of the panel range it claims from.
+void Participate(Loop& L, bool front) {
+  int spins = 0;
+  for (;;) {
+    uint64_t c = L.claim.load(std::memory_order_acquire);
+    const int64_t s = static_cast<int64_t>(c >> 32);
+    if (s >= L.steps) return;
+    const uint64_t f = (c >> 16) & 0xFFFF, b = c & 0xFFFF;
+    if (f >= b) {  // every panel of this step is taken: wait for the step to complete
+      _mm_pause();
+      if (++spins % 2048 == 0) sched_yield();  // a panel holder was preempted
+      continue;
+    }
+    const uint64_t next = front ? PackClaim(s, f + 1, b) : PackClaim(s, f, b - 1);
+    if (!L.claim.compare_exchange_weak(c, next, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    spins = 0;
+    RunPanel(L, s, static_cast<int64_t>(front ? f : b - 1));
+    if (L.done.fetch_add(1, std::memory_order_acq_rel) + 1 == L.panels) {
+      // Last panel of step s: every h of the step is written, so the next may start.
+      L.done.store(0, std::memory_order_relaxed);
+      L.claim.store(PackClaim(static_cast<uint64_t>(s + 1), 0, static_cast<uint64_t>(L.panels)),
+                    std::memory_order_release);
+    }
+  }
+}
+
+// Work per step below which the recurrent loop stays on one thread: the hand-over of h
+// between cores costs about as much as ~64K multiply-adds.
+constexpr int64_t kParallelStepMacs = int64_t{1} << 16;
+// Row tile of the input projection (GEMV kernel handles up to kGemvMaxRows rows).
+constexpr int64_t kRowTile = kGemvMaxRows;
+
+}  // namespace
+
+bool Available() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    const char* env = std::getenv("STRATA_FORCE_ISA");
+    const std::string force = env ? env : "";
+    return force != "avx2" && force != "scalar" && __builtin_cpu_supports("avx512f");
+  }();
+  return ok;
+}
+
+Result<DirWeights> Pack(const float* w, const float* r, const float* b, int64_t H, int64_t I) {
+  const int64_t panels = (H + kUnits - 1) / kUnits, cols = panels * P;
+  // Column (p, g, u) of the packed matrices is row g*H + p*kUnits + u of W/R (zero past H).
+  std::vector<float> wp(static_cast<size_t>(cols * I), 0.0f), rp(static_cast<size_t>(cols * H), 0.0f),
+      bias(static_cast<size_t>(cols), 0.0f);
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t g = 0; g < 4; ++g)
+      for (int64_t u = 0; u < kUnits; ++u) {
+        const int64_t unit = p * kUnits + u, col = p * P + g * kUnits + u;
+        if (unit >= H) continue;
+        const int64_t row = g * H + unit;
+        std::memcpy(&wp[col * I], w + row * I, I * sizeof(float));
+        std::memcpy(&rp[col * H], r + row * H, H * sizeof(float));
+        if (b) bias[col] = b[row] + b[4 * H + row];
+      }
+  DirWeights d;
+  ASSIGN_OR_RETURN(d.w, GemvWeights::Pack(wp.data(), I, cols, /*b_is_nk=*/true, 1.0f, bias.data()));
+  ASSIGN_OR_RETURN(d.r, GemvWeights::Pack(rp.data(), H, cols, /*b_is_nk=*/true, 1.0f, nullptr));
+  return d;
+}
+
+Status RunDirection(const Node& node, const rnn::Inputs& in, const rnn::Attrs& attrs, int64_t d, const DirWeights& wts,
+                    float* y, float* yh, float* yc, ThreadPool* pool, Allocator* alloc) {
+  const int64_t T = in.seq, B = in.batch, I = in.input, H = in.hidden;
+  const int64_t panels = wts.r.panels(), hp = panels * kUnits, cols = panels * P;
+  if (wts.r.k() != H || wts.w.k() != I || wts.r.n() != cols)
+    return InternalError(node.Describe(), ": packed LSTM weights do not match H=", H, " I=", I);
+  if (panels > 0xFFFF) return Unsupported(node.Describe(), ": hidden_size ", H, " is too large for the fused LSTM");
+  const int64_t rows = T * B;
+  // Scratch: xw [rows][cols], h [2][B][hp], c [B][hp].
+  ASSIGN_OR_RETURN(Tensor scratch, AllocateScratch(rows * cols + 3 * B * hp, alloc, node));
+  float* xw = scratch.mutable_data<float>();
+  float* h = xw + rows * cols;
+  float* c = h + 2 * B * hp;
+  std::fill(h, h + 3 * B * hp, 0.0f);
+  // Input projection for every timestep at once: XW = X . W + (Wb + Rb).
+  const float* x = in.x->data<float>();
+  const float inf = std::numeric_limits<float>::infinity();
+  auto project = [&](int64_t t0, int64_t t1) {
+    for (int64_t tile = t0; tile < t1; ++tile) {
+      const int64_t r0 = tile * kRowTile, m = std::min(kRowTile, rows - r0);
+      GemvPanels(x + r0 * I, I, m, wts.w, xw + r0 * cols, cols, -inf, inf, 0, panels);
+    }
+  };
+  const int64_t tiles = (rows + kRowTile - 1) / kRowTile;
+  if (pool && pool->num_threads() > 1 && rows * I * cols >= (int64_t{1} << 17))
+    pool->Run(tiles, 1, project);
+  else
+    project(0, tiles);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t so = rnn::StateOffset(d, b, in, attrs.layout);
+    if (in.init_h) std::memcpy(h + b * hp, in.init_h->data<float>() + so, H * sizeof(float));
+    if (in.init_c) std::memcpy(c + b * hp, in.init_c->data<float>() + so, H * sizeof(float));
+  }
+  int64_t max_len = 0;
+  for (int64_t b = 0; b < B; ++b) max_len = std::max(max_len, in.lens[b]);
+  Loop L;
+  L.in = &in;
+  L.layout = attrs.layout;
+  L.d = d;
+  L.reverse = in.dirs == 2 ? d == 1 : attrs.reverse;
+  L.panels = panels;
+  L.hp = hp;
+  L.r = &wts.r;
+  L.xw = xw;
+  L.h = h;
+  L.c = c;
+  L.y = y;
+  L.ga.peep = in.p ? in.p->data<float>() + d * 3 * H : nullptr;
+  L.ga.hidden = H;
+  L.ga.clip = attrs.clip;
+  L.ga.input_forget = attrs.input_forget;
+  // Steps past every sequence's end only carry the state over; a reverse direction
+  // starts at t = T-1, so there all T steps run (inactive ones copy h).
+  L.steps = L.reverse ? T : max_len;
+  L.claim.store(PackClaim(0, 0, static_cast<uint64_t>(panels)), std::memory_order_relaxed);
+  if (L.steps > 0 && panels > 0) {
+    const bool parallel = pool && pool->num_threads() > 1 && panels > 1 && B * 4 * H * H >= kParallelStepMacs;
+    if (parallel) {
+      const int64_t parts = std::min<int64_t>(pool->num_threads(), panels);
+      pool->RunParticipants(
+          parts,
+          [](void* ctx, int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) Participate(*static_cast<Loop*>(ctx), i == 0);
+          },
+          &L);
+    } else {
+      Participate(L, true);
+    }
+  }
+  const float* hfinal = h + (L.steps & 1) * B * hp;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t so = rnn::StateOffset(d, b, in, attrs.layout);
+    if (yh) std::memcpy(yh + so, hfinal + b * hp, H * sizeof(float));
+    if (yc) std::memcpy(yc + so, c + b * hp, H * sizeof(float));
+  }
+  return Status::Ok();
+}
+
+}  // namespace lstm_fused
+}  // namespace strata

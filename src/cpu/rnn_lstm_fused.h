@@ -1,0 +1,41 @@
+// Fused AVX-512 LSTM direction (cpu/rnn_lstm_fused.cc), used by the fast LSTM kernel for
+// constant weights with the default activations.
+//
+// Weights are packed into GEMV panels (cpu/gemv.h) with the gates interleaved per block
+// of 16 hidden units: panel p holds the i, o, f, c columns of units [16p, 16p + 16). One
+// panel of the recurrent product therefore yields every gate of its units, and the gate
+// math runs on the accumulators before anything is stored. The input projection for the
+// whole sequence is one product over all timesteps; the recurrent steps are shared
+// between threads panel by panel, with a lock-free step counter instead of a fork-join
+// per step (see RunDirection).
+#pragma once
+
+#include <cstdint>
+
+#include "core/kernel.h"
+#include "cpu/gemv.h"
+#include "cpu/rnn_common.h"
+
+namespace strata {
+namespace lstm_fused {
+
+constexpr int64_t kUnits = kGemvPanel / 4;  // hidden units per panel
+
+struct DirWeights {
+  GemvWeights w;  // X -> gates, bias = Wb + Rb
+  GemvWeights r;  // h -> gates, no bias
+};
+
+// True when the CPU has AVX-512F (and STRATA_FORCE_ISA does not cap it).
+bool Available();
+
+// w: [4H, I], r: [4H, H], b: [8H] or null (one direction, ONNX gate order i, o, f, c).
+Result<DirWeights> Pack(const float* w, const float* r, const float* b, int64_t hidden, int64_t input);
+
+// Runs direction d of an LSTM with the default activations. y / yh / yc may be null
+// (output not requested); y must be zero-filled beforehand where sequence_lens pads.
+Status RunDirection(const Node& node, const rnn::Inputs& in, const rnn::Attrs& attrs, int64_t d, const DirWeights& wts,
+                    float* y, float* yh, float* yc, ThreadPool* pool, Allocator* alloc);
+
+}  // namespace lstm_fused
+}  // namespace strata
