@@ -32,8 +32,7 @@ strata_status* strata_io_binding_create(strata_session* session, strata_io_bindi
 
 void strata_io_binding_destroy(strata_io_binding* binding) { delete binding; }
 
-strata_status* strata_io_binding_bind_input(strata_io_binding* binding, const char* name,
-                                            const strata_tensor* tensor) {
+strata_status* strata_io_binding_bind_input(strata_io_binding* binding, const char* name, const strata_tensor* tensor) {
   return Guard([&]() -> strata_status* {
     STRATA_CHECK_ARG(binding, "binding is NULL");
     STRATA_CHECK_ARG(name, "input name is NULL");

@@ -96,7 +96,8 @@ struct NodeAlloc {
 
 class CachedBuffer final : public Buffer {
  public:
-  CachedBuffer(CachingAllocator::State* s, void* p, size_t cls, size_t size) : state_(s), p_(p), cls_(cls), size_(size) {}
+  CachedBuffer(CachingAllocator::State* s, void* p, size_t cls, size_t size)
+      : state_(s), p_(p), cls_(cls), size_(size) {}
   ~CachedBuffer() override {
     // The control block (and its NodeAlloc) keeps the State alive while this runs.
     std::lock_guard<std::mutex> lock(state_->mu);

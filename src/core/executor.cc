@@ -27,8 +27,7 @@ class LateDispatchKernel final : public OpKernel {
       auto it = cache_.find(dt);
       if (it == cache_.end()) {
         const KernelDef* def = CpuKernels().Find(node_.domain, node_.op_type, node_.opset, dt, cfg_.prefer_reference);
-        if (!def)
-          return Unsupported(node_.Describe(), ": no kernel for input type ", DataTypeName(dt));
+        if (!def) return Unsupported(node_.Describe(), ": no kernel for input type ", DataTypeName(dt));
         KernelInit init{node_, graph_, pool_, cfg_};
         auto r = def->factory(init);
         if (!r.ok()) return r.status();
@@ -88,6 +87,11 @@ std::vector<const Graph*> Subgraphs(const Node& n) {
 
 }  // namespace
 
+uint64_t& OfferedOutputs() {
+  static thread_local uint64_t offered = 0;
+  return offered;
+}
+
 Executor::~Executor() = default;
 
 Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> graph, ThreadPool* pool,
@@ -117,8 +121,7 @@ Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> 
     }
     if (!kernel) {
       const KernelRegistry& reg = CpuKernels();
-      if (!reg.Supports(node.domain, node.op_type, node.opset))
-        return Unsupported("unsupported op: ", node.Describe());
+      if (!reg.Supports(node.domain, node.op_type, node.opset)) return Unsupported("unsupported op: ", node.Describe());
       // Find the dispatch dtype from the declared type of the kernel's type input.
       auto defs = reg.FindAll(node.domain, node.op_type);
       int type_input = 0;
@@ -135,8 +138,7 @@ Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> 
         impl = "late";
       } else {
         const KernelDef* def = reg.Find(node.domain, node.op_type, node.opset, dt, opts.kernel.prefer_reference);
-        if (!def)
-          return Unsupported("unsupported op: ", node.Describe(), " has no kernel for type ", DataTypeName(dt));
+        if (!def) return Unsupported("unsupported op: ", node.Describe(), " has no kernel for type ", DataTypeName(dt));
         ASSIGN_OR_RETURN(kernel, def->factory(init));
         impl = def->impl;
       }
@@ -210,8 +212,7 @@ const Value* Frame::Lookup(const std::string& name) const {
 namespace {
 class FrameSubgraphRunner final : public SubgraphRunner {
  public:
-  FrameSubgraphRunner(const Executor& parent, const Frame& frame,
-                      std::function<const Executor*(const Graph*)> find)
+  FrameSubgraphRunner(const Executor& parent, const Frame& frame, std::function<const Executor*(const Graph*)> find)
       : parent_(parent), frame_(frame), find_(std::move(find)) {}
   Result<std::vector<Value>> Run(const Graph& g, const std::vector<Value>& inputs) override {
     const Executor* sub = find_(&g);
@@ -286,20 +287,34 @@ Status Executor::RunImpl(RunState* st, const std::vector<Value>& inputs, const F
       }
     }
     outs.resize(node.outputs.size());
+    uint64_t offered = 0;
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       int v = node.outputs[k];
-      int pos = v >= 0 && bound ? output_pos_[v] : -1;
+      int pos = v >= 0 && bound && k < 64 ? output_pos_[v] : -1;
       // A bound output is offered to the kernel: KernelContext::AllocateOutput writes
       // into it when the kernel asks for exactly its dtype and shape.
       if (pos >= 0 && static_cast<size_t>(pos) < bound->size() && (*bound)[pos].valid()) {
         outs[k] = (*bound)[pos];
+        offered |= uint64_t{1} << k;
       } else if (!outs[k].empty()) {
         outs[k] = Value();
       }
     }
     KernelContext ctx(node, in_ptrs, &outs, pool_, alloc, &runner);
     const Clock::time_point node_start = prof ? Clock::now() : Clock::time_point();
+    uint64_t& tls_offered = OfferedOutputs();
+    const uint64_t saved_offered = tls_offered;  // nested (subgraph) runs restore the outer node's
+    tls_offered = offered;
     Status st_node = kernels_[i]->Compute(ctx);
+    const uint64_t untaken = tls_offered;
+    tls_offered = saved_offered;
+    // An offer the kernel did not take, in a slot it did not set, still holds the
+    // caller's tensor: that is not a result.
+    for (size_t k = 0; untaken && k < node.outputs.size(); ++k) {
+      if (!((untaken >> k) & 1)) continue;
+      const Tensor& offer = (*bound)[output_pos_[node.outputs[k]]];
+      if (outs[k].is_tensor() && outs[k].tensor().buffer() == offer.buffer()) outs[k] = Value();
+    }
     if (prof && st_node.ok()) {
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - node_start).count();
       prof->Record(node, in_ptrs, outs, ns);

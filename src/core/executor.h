@@ -4,6 +4,8 @@
 // caching allocator hands the same buffers to values whose lifetimes do not overlap.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,13 +27,19 @@ struct ExecOptions {
 
 class Frame;
 
+// Bit i set: output slot i of the node now being computed on this thread holds a
+// caller-bound tensor offered for writing (RunState::bound_outputs). Read and cleared by
+// KernelContext::AllocateOutput, which uses the offer only once and only when the dtype
+// and shape match; every other allocation is unaffected.
+uint64_t& OfferedOutputs();
+
 // Reusable storage of one graph execution: value slots and the kernel I/O scratch.
 // A caller that runs the same executor again and again (an IoBinding) keeps one, so
 // the executor's own bookkeeping is allocated once instead of on every run.
 struct RunState {
-  std::vector<Value> values;            // by value index
-  std::vector<const Value*> in_ptrs;    // inputs of the node being run
-  std::vector<Value> outs;              // outputs of the node being run
+  std::vector<Value> values;          // by value index
+  std::vector<const Value*> in_ptrs;  // inputs of the node being run
+  std::vector<Value> outs;            // outputs of the node being run
   // Optional, by graph output position: a caller tensor that output should be written
   // into directly (an invalid Tensor: none). Kernels that allocate their output with
   // the same dtype and shape write there; others are copied by the caller afterwards.
@@ -71,12 +79,12 @@ class Executor {
   ExecOptions opts_;
   std::vector<std::unique_ptr<OpKernel>> kernels_;
   std::vector<std::string> impls_;
-  std::vector<Value> constants_;               // by value index; empty when not constant
+  std::vector<Value> constants_;                 // by value index; empty when not constant
   std::vector<std::vector<int>> release_after_;  // values freed right after node i
   std::vector<std::string> free_names_;
-  std::vector<int> free_slots_;                // value index for each free name
-  std::vector<int> output_pos_;                // by value index: position in graph.outputs, or -1
-  std::vector<bool> input_slot_;               // by value index: a graph input
+  std::vector<int> free_slots_;   // value index for each free name
+  std::vector<int> output_pos_;   // by value index: position in graph.outputs, or -1
+  std::vector<bool> input_slot_;  // by value index: a graph input
   std::unordered_map<const Graph*, std::unique_ptr<Executor>> subexecs_;
 };
 

@@ -82,8 +82,9 @@ void IoBinding::Clear() {
 Status IoBinding::Run() {
   bool expected = false;
   if (!busy_.compare_exchange_strong(expected, true, std::memory_order_acq_rel))
-    return InvalidArgument("io binding is already running on another thread; a binding is single-threaded "
-                           "(use one binding per thread)");
+    return InvalidArgument(
+        "io binding is already running on another thread; a binding is single-threaded "
+        "(use one binding per thread)");
   Status st = RunLocked();
   busy_.store(false, std::memory_order_release);
   return st;

@@ -55,7 +55,7 @@ class IoBinding {
 
   const Session& session_;
   const Executor& exec_;
-  std::vector<Value> inputs_;   // by graph input position; empty: unbound
+  std::vector<Value> inputs_;    // by graph input position; empty: unbound
   std::vector<Tensor> outputs_;  // by graph output position; invalid: unbound
   RunState state_;
   std::vector<Value> results_;

@@ -4,10 +4,10 @@
 // plain global atomic, not thread-local, so pool threads are counted too.
 #include "alloc_hook.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <new>
-#include <atomic>
 
 extern "C" {
 void* __libc_malloc(size_t);

@@ -7,8 +7,8 @@
 
 namespace alloc_hook {
 
-void Arm();     // resets the counters and starts counting
-void Disarm();  // stops counting
+void Arm();            // resets the counters and starts counting
+void Disarm();         // stops counting
 size_t Allocations();  // malloc/calloc/realloc/memalign/operator new calls while armed
 size_t Frees();        // free/operator delete calls (of non-null pointers) while armed
 

@@ -25,14 +25,14 @@ std::string Message(strata_status* st) {
   return m;
 }
 
-#define ASSERT_NO_STATUS(expr)                              \
-  do {                                                      \
-    strata_status* st_ = (expr);                            \
+#define ASSERT_NO_STATUS(expr)                                \
+  do {                                                        \
+    strata_status* st_ = (expr);                              \
     ASSERT_EQ(st_, nullptr) << #expr << ": " << Message(st_); \
   } while (0)
 
-void AddFloatInit(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, uint32_t seed,
-                  float scale, float offset = 0.0f) {
+void AddFloatInit(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, uint32_t seed, float scale,
+                  float offset = 0.0f) {
   auto* t = g->add_initializer();
   t->set_name(name);
   t->set_data_type(onnx::TensorProto::FLOAT);
@@ -141,7 +141,7 @@ struct Case {
 };
 
 Case Digits() {
-  return {"digits", "", std::string(STRATA_SOURCE_DIR) + "/examples/digits.onnx", "image", {2, 1, 8, 8},
+  return {"digits",        "",     std::string(STRATA_SOURCE_DIR) + "/examples/digits.onnx", "image", {2, 1, 8, 8},
           "probabilities", {2, 10}};
 }
 Case Encoder() { return {"encoder", EncoderModel(), "", "x", {1, kSeq, kModel}, "y", {1, kSeq, kModel}}; }
@@ -157,8 +157,9 @@ strata_session* MakeSession(const Case& c, int threads) {
   EXPECT_EQ(strata_session_options_create(&o), nullptr);
   EXPECT_EQ(strata_session_options_set_threads(o, threads), nullptr);
   strata_session* s = nullptr;
-  strata_status* st = c.bytes.empty() ? strata_session_create(nullptr, c.path.c_str(), o, &s)
-                                      : strata_session_create_from_memory(nullptr, c.bytes.data(), c.bytes.size(), o, &s);
+  strata_status* st = c.bytes.empty()
+                          ? strata_session_create(nullptr, c.path.c_str(), o, &s)
+                          : strata_session_create_from_memory(nullptr, c.bytes.data(), c.bytes.size(), o, &s);
   strata_session_options_destroy(o);
   EXPECT_EQ(st, nullptr) << c.label << ": " << (st ? Message(st) : "");
   return s;
@@ -229,7 +230,7 @@ void CheckSteadyState(const Case& c, int threads) {
   ASSERT_NO_STATUS(strata_io_binding_create(s, &b));
   ASSERT_NO_STATUS(strata_io_binding_bind_input(b, c.input, in));
   ASSERT_NO_STATUS(strata_io_binding_bind_output(b, c.output, out));
-  strata_tensor_destroy(in);  // the binding keeps the view; the memory is ours
+  strata_tensor_destroy(in);                           // the binding keeps the view; the memory is ours
   ASSERT_NO_STATUS(strata_session_run_binding(s, b));  // warm-up
 
   // Per-run counts, gathered with no allocation of our own while armed.
