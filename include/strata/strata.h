@@ -242,7 +242,7 @@ STRATA_API strata_status* strata_io_binding_bind_input(strata_io_binding* bindin
  */
 STRATA_API strata_status* strata_io_binding_bind_output(strata_io_binding* binding, const char* name,
                                                         strata_tensor* tensor);
-/** Removes all input and output bindings. Since API 1. */
+/** Removes all input and output bindings (a no-op while the binding is running). Since API 1. */
 STRATA_API void strata_io_binding_clear(strata_io_binding* binding);
 /**
  * Runs `session` with the inputs and outputs of `binding` (which must have been created
