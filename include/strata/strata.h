@@ -67,6 +67,7 @@ typedef struct strata_env strata_env;
 typedef struct strata_session_options strata_session_options;
 typedef struct strata_session strata_session;
 typedef struct strata_tensor strata_tensor;
+typedef struct strata_io_binding strata_io_binding;
 
 /* ---------------------------------------------------------------- version */
 
@@ -209,6 +210,54 @@ STRATA_API const char* strata_tensor_string_at(const strata_tensor* tensor, size
 STRATA_API size_t strata_dtype_size(strata_dtype dtype);
 /** "float32", "int64", ... Since API 1. */
 STRATA_API const char* strata_dtype_name(strata_dtype dtype);
+
+/* ---------------------------------------------------------------- io binding (real-time runs) */
+
+/**
+ * Creates an io binding for `session`: a reusable set of caller-owned input and output
+ * buffers plus the session's per-run state, for repeated runs without per-run setup
+ * (docs/hardening.md, "Real-time use"). The session must outlive the binding. A binding
+ * is used by one thread at a time; make one per thread to run a session concurrently.
+ * Since API 1.
+ */
+STRATA_API strata_status* strata_io_binding_create(strata_session* session, strata_io_binding** out);
+/** Destroys a binding. Accepts NULL. The bound tensors' memory is the caller's and is not freed. Since API 1. */
+STRATA_API void strata_io_binding_destroy(strata_io_binding* binding);
+/**
+ * Binds `tensor` to the model input `name`. The tensor's memory (typically made with
+ * strata_tensor_wrap) is read in place on every run, never copied: the caller keeps it
+ * alive while bound and may change its contents between runs. The tensor object itself
+ * may be destroyed after this call. dtype and shape are checked against the model now;
+ * INVALID_ARGUMENT names the input. Binding a name again replaces the earlier tensor.
+ * Since API 1.
+ */
+STRATA_API strata_status* strata_io_binding_bind_input(strata_io_binding* binding, const char* name,
+                                                       const strata_tensor* tensor);
+/**
+ * Binds a caller-owned buffer (`tensor`, e.g. from strata_tensor_wrap) that receives the
+ * model output `name` on every run. Its dtype and the model's known dims are checked now,
+ * and its exact shape after each run; a mismatch is INVALID_ARGUMENT naming the output.
+ * The buffer must not overlap a bound input. Unbound outputs are computed and discarded.
+ * Since API 1.
+ */
+STRATA_API strata_status* strata_io_binding_bind_output(strata_io_binding* binding, const char* name,
+                                                        strata_tensor* tensor);
+/** Removes all input and output bindings (a no-op while the binding is running). Since API 1. */
+STRATA_API void strata_io_binding_clear(strata_io_binding* binding);
+/**
+ * Runs `session` with the inputs and outputs of `binding` (which must have been created
+ * for this session). Every input without an initializer must be bound. After one warm-up
+ * run with the same shapes, the runtime's own per-run state is reused rather than
+ * reallocated and the only locks taken belong to this session; see docs/hardening.md for
+ * what exactly is allocation-free. A second thread running the same binding at the same
+ * time gets INVALID_ARGUMENT; the running call is unaffected. Since API 1.
+ */
+STRATA_API strata_status* strata_session_run_binding(strata_session* session, strata_io_binding* binding);
+/**
+ * 1 if the last successful run of `binding` wrote every bound output directly into its
+ * buffer (no copy), 0 otherwise or before the first run. Since API 1.
+ */
+STRATA_API int strata_io_binding_outputs_in_place(const strata_io_binding* binding);
 
 /* ---------------------------------------------------------------- providers */
 

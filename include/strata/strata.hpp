@@ -187,6 +187,39 @@ class Session {
   std::unique_ptr<strata_session, detail::Deleter<strata_session, strata_session_destroy>> p_;
 };
 
+/// Caller-owned input and output buffers bound to a session, for repeated runs that
+/// reuse all per-run state (see docs/hardening.md, "Real-time use"). Used by one
+/// thread at a time; the session and the bound memory must outlive it. Run() does not
+/// allocate on the caller's side: errors are the only path that builds a string.
+class IoBinding {
+ public:
+  explicit IoBinding(Session& session) : session_(session.get()) {
+    strata_io_binding* b = nullptr;
+    detail::Check(strata_io_binding_create(session_, &b));
+    p_.reset(b);
+  }
+  /// Binds `tensor`'s memory (read in place on every run) to the input `name`.
+  IoBinding& BindInput(const std::string& name, const Tensor& tensor) {
+    detail::Check(strata_io_binding_bind_input(p_.get(), name.c_str(), tensor.get()));
+    return *this;
+  }
+  /// Binds a caller-owned buffer that receives the output `name` on every run.
+  IoBinding& BindOutput(const std::string& name, Tensor& tensor) {
+    detail::Check(strata_io_binding_bind_output(p_.get(), name.c_str(), tensor.get()));
+    return *this;
+  }
+  void Clear() { strata_io_binding_clear(p_.get()); }
+  /// Runs the session with the bound buffers; outputs land in the bound tensors.
+  void Run() { detail::Check(strata_session_run_binding(session_, p_.get())); }
+  /// True if the last run wrote every bound output in place (no copy).
+  bool OutputsInPlace() const { return strata_io_binding_outputs_in_place(p_.get()) != 0; }
+  strata_io_binding* get() const { return p_.get(); }
+
+ private:
+  strata_session* session_;
+  std::unique_ptr<strata_io_binding, detail::Deleter<strata_io_binding, strata_io_binding_destroy>> p_;
+};
+
 }  // namespace strata
 
 #endif  // STRATA_STRATA_HPP_

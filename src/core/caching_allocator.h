@@ -1,13 +1,16 @@
 // A thread-safe caching allocator: freed buffers go back to per-size free lists
 // and are handed out again, so after the first run a session reuses the same
 // memory for values whose lifetimes do not overlap instead of calling malloc.
+//
+// Steady state is heap-free: free blocks are kept in intrusive lists (the link
+// lives in the free block itself) and the shared_ptr control blocks of returned
+// buffers are recycled from a pool, so once a size class has been seen neither
+// Allocate nor a buffer release calls malloc/free. The lock is per allocator
+// (per session), never process-wide.
 #pragma once
 
 #include <cstddef>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <vector>
 
 #include "core/tensor.h"
 
@@ -20,6 +23,7 @@ class CachingAllocator final : public Allocator {
   ~CachingAllocator() override;
   Result<std::shared_ptr<Buffer>> Allocate(size_t bytes) override;
 
+  size_t memory_cap() const;
   size_t cached_bytes() const;
   size_t allocation_count() const;  // heap allocations made so far (for tests)
 
@@ -28,5 +32,8 @@ class CachingAllocator final : public Allocator {
  private:
   std::shared_ptr<State> state_;
 };
+
+// The memory cap of the session that owns `alloc` (0: none, or not a session allocator).
+size_t MemoryCapOf(const Allocator* alloc);
 
 }  // namespace strata

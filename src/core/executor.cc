@@ -27,8 +27,7 @@ class LateDispatchKernel final : public OpKernel {
       auto it = cache_.find(dt);
       if (it == cache_.end()) {
         const KernelDef* def = CpuKernels().Find(node_.domain, node_.op_type, node_.opset, dt, cfg_.prefer_reference);
-        if (!def)
-          return Unsupported(node_.Describe(), ": no kernel for input type ", DataTypeName(dt));
+        if (!def) return Unsupported(node_.Describe(), ": no kernel for input type ", DataTypeName(dt));
         KernelInit init{node_, graph_, pool_, cfg_};
         auto r = def->factory(init);
         if (!r.ok()) return r.status();
@@ -88,6 +87,11 @@ std::vector<const Graph*> Subgraphs(const Node& n) {
 
 }  // namespace
 
+uint64_t& OfferedOutputs() {
+  static thread_local uint64_t offered = 0;
+  return offered;
+}
+
 Executor::~Executor() = default;
 
 Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> graph, ThreadPool* pool,
@@ -117,8 +121,7 @@ Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> 
     }
     if (!kernel) {
       const KernelRegistry& reg = CpuKernels();
-      if (!reg.Supports(node.domain, node.op_type, node.opset))
-        return Unsupported("unsupported op: ", node.Describe());
+      if (!reg.Supports(node.domain, node.op_type, node.opset)) return Unsupported("unsupported op: ", node.Describe());
       // Find the dispatch dtype from the declared type of the kernel's type input.
       auto defs = reg.FindAll(node.domain, node.op_type);
       int type_input = 0;
@@ -135,8 +138,7 @@ Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> 
         impl = "late";
       } else {
         const KernelDef* def = reg.Find(node.domain, node.op_type, node.opset, dt, opts.kernel.prefer_reference);
-        if (!def)
-          return Unsupported("unsupported op: ", node.Describe(), " has no kernel for type ", DataTypeName(dt));
+        if (!def) return Unsupported("unsupported op: ", node.Describe(), " has no kernel for type ", DataTypeName(dt));
         ASSIGN_OR_RETURN(kernel, def->factory(init));
         impl = def->impl;
       }
@@ -177,6 +179,11 @@ Status Executor::Plan() {
   std::vector<bool> keep(g.values.size(), false);
   for (int v : g.outputs) keep[v] = true;
   for (const auto& [v, t] : g.initializers) keep[v] = true;
+  output_pos_.assign(g.values.size(), -1);
+  for (size_t j = 0; j < g.outputs.size(); ++j)
+    if (output_pos_[g.outputs[j]] < 0) output_pos_[g.outputs[j]] = static_cast<int>(j);
+  input_slot_.assign(g.values.size(), false);
+  for (int v : g.inputs) input_slot_[v] = true;
   release_after_.assign(g.nodes.size(), {});
   for (size_t v = 0; v < g.values.size(); ++v)
     if (!keep[v] && last_use[v] >= 0) release_after_[last_use[v]].push_back(static_cast<int>(v));
@@ -188,7 +195,8 @@ const Executor* Executor::SubExecutor(const Graph* g) const {
   return it == subexecs_.end() ? nullptr : it->second.get();
 }
 
-Frame::Frame(const Executor& exec, const Frame* outer) : exec_(exec), outer_(outer) {
+Frame::Frame(const Executor& exec, const Frame* outer, std::vector<Value>* values)
+    : exec_(exec), outer_(outer), values_(*values) {
   values_.resize(exec.graph().values.size());
 }
 
@@ -204,8 +212,7 @@ const Value* Frame::Lookup(const std::string& name) const {
 namespace {
 class FrameSubgraphRunner final : public SubgraphRunner {
  public:
-  FrameSubgraphRunner(const Executor& parent, const Frame& frame,
-                      std::function<const Executor*(const Graph*)> find)
+  FrameSubgraphRunner(const Executor& parent, const Frame& frame, std::function<const Executor*(const Graph*)> find)
       : parent_(parent), frame_(frame), find_(std::move(find)) {}
   Result<std::vector<Value>> Run(const Graph& g, const std::vector<Value>& inputs) override {
     const Executor* sub = find_(&g);
@@ -221,11 +228,31 @@ class FrameSubgraphRunner final : public SubgraphRunner {
 }  // namespace
 
 Result<std::vector<Value>> Executor::Run(const std::vector<Value>& inputs, const Frame* outer) const {
+  RunState st;
+  std::vector<Value> result;
+  RETURN_IF_ERROR(RunImpl(&st, inputs, outer, &result));
+  return result;
+}
+
+Status Executor::RunWith(RunState* state, const std::vector<Value>& inputs, std::vector<Value>* results) const {
+  return RunImpl(state, inputs, nullptr, results);
+}
+
+// Written so that, with a reused RunState, the executor itself does not allocate once
+// the slots have been sized: values are overwritten in place (a Tensor copy-assigned
+// over a slot reuses the slot's shape storage) and scratch vectors keep their capacity.
+Status Executor::RunImpl(RunState* st, const std::vector<Value>& inputs, const Frame* outer,
+                         std::vector<Value>* results) const {
   const Graph& g = *graph_;
-  Frame frame(*this, outer);
   if (inputs.size() > g.inputs.size())
     return InvalidArgument("graph '", g.name, "' takes ", g.inputs.size(), " inputs, got ", inputs.size());
+  // Slots left over from a previous run (graph outputs, captures) are dropped, except
+  // input slots, which are overwritten below and so keep their storage.
+  Frame frame(*this, outer, &st->values);
+  for (size_t v = 0; v < frame.values_.size(); ++v)
+    if (!frame.values_[v].empty() && !input_slot_[v]) frame.values_[v] = Value();
   for (size_t i = 0; i < inputs.size(); ++i) frame.values_[g.inputs[i]] = inputs[i];
+  for (size_t i = inputs.size(); i < g.inputs.size(); ++i) frame.values_[g.inputs[i]] = Value();
   // Bring captured outer-scope values into this frame (handles share buffers; no copy).
   for (size_t i = 0; i < free_names_.size(); ++i) {
     if (free_slots_[i] < 0) continue;
@@ -241,12 +268,14 @@ Result<std::vector<Value>> Executor::Run(const std::vector<Value>& inputs, const
   using Clock = std::chrono::steady_clock;
   const Clock::time_point run_start = prof ? Clock::now() : Clock::time_point();
 
-  std::vector<const Value*> in_ptrs;
-  std::vector<Value> outs;
+  std::vector<const Value*>& in_ptrs = st->in_ptrs;
+  std::vector<Value>& outs = st->outs;
+  const std::vector<Tensor>* bound = st->bound_outputs;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& node = g.nodes[i];
-    in_ptrs.assign(node.inputs.size(), nullptr);
+    in_ptrs.resize(node.inputs.size());
     for (size_t k = 0; k < node.inputs.size(); ++k) {
+      in_ptrs[k] = nullptr;
       int v = node.inputs[k];
       if (v < 0) continue;
       if (!frame.values_[v].empty()) {
@@ -257,19 +286,44 @@ Result<std::vector<Value>> Executor::Run(const std::vector<Value>& inputs, const
         return InvalidArgument(node.Describe(), ": input '", g.ValueName(v), "' has no value");
       }
     }
-    outs.assign(node.outputs.size(), Value());
+    outs.resize(node.outputs.size());
+    uint64_t offered = 0;
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      int v = node.outputs[k];
+      int pos = v >= 0 && bound && k < 64 ? output_pos_[v] : -1;
+      // A bound output is offered to the kernel: KernelContext::AllocateOutput writes
+      // into it when the kernel asks for exactly its dtype and shape.
+      if (pos >= 0 && static_cast<size_t>(pos) < bound->size() && (*bound)[pos].valid()) {
+        outs[k] = (*bound)[pos];
+        offered |= uint64_t{1} << k;
+      } else if (!outs[k].empty()) {
+        outs[k] = Value();
+      }
+    }
     KernelContext ctx(node, in_ptrs, &outs, pool_, alloc, &runner);
     const Clock::time_point node_start = prof ? Clock::now() : Clock::time_point();
-    Status st = kernels_[i]->Compute(ctx);
-    if (prof && st.ok()) {
+    uint64_t& tls_offered = OfferedOutputs();
+    const uint64_t saved_offered = tls_offered;  // nested (subgraph) runs restore the outer node's
+    tls_offered = offered;
+    Status st_node = kernels_[i]->Compute(ctx);
+    const uint64_t untaken = tls_offered;
+    tls_offered = saved_offered;
+    // An offer the kernel did not take, in a slot it did not set, still holds the
+    // caller's tensor: that is not a result.
+    for (size_t k = 0; untaken && k < node.outputs.size(); ++k) {
+      if (!((untaken >> k) & 1)) continue;
+      const Tensor& offer = (*bound)[output_pos_[node.outputs[k]]];
+      if (outs[k].is_tensor() && outs[k].tensor().buffer() == offer.buffer()) outs[k] = Value();
+    }
+    if (prof && st_node.ok()) {
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - node_start).count();
       prof->Record(node, in_ptrs, outs, ns);
     }
-    if (!st.ok()) {
+    if (!st_node.ok()) {
       // Make sure every error names the node that failed.
-      if (st.message().find(node.name) == std::string::npos)
-        return MakeStatus(st.code(), node.Describe(), ": ", st.message());
-      return st;
+      if (st_node.message().find(node.name) == std::string::npos)
+        return MakeStatus(st_node.code(), node.Describe(), ": ", st_node.message());
+      return st_node;
     }
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       int v = node.outputs[k];
@@ -280,21 +334,22 @@ Result<std::vector<Value>> Executor::Run(const std::vector<Value>& inputs, const
     }
     for (int v : release_after_[i]) frame.values_[v] = Value();
   }
-  std::vector<Value> result;
-  result.reserve(g.outputs.size());
-  for (int v : g.outputs) {
+  std::vector<Value>& result = *results;
+  result.resize(g.outputs.size());
+  for (size_t j = 0; j < g.outputs.size(); ++j) {
+    int v = g.outputs[j];
     if (!frame.values_[v].empty()) {
-      result.push_back(frame.values_[v]);
+      result[j] = frame.values_[v];
     } else if (!constants_[v].empty()) {
-      result.push_back(constants_[v]);
+      result[j] = constants_[v];
     } else if (const Value* ov = outer ? outer->Lookup(g.ValueName(v)) : nullptr) {
-      result.push_back(*ov);
+      result[j] = *ov;
     } else {
       return InvalidArgument("graph output '", g.ValueName(v), "' was not computed");
     }
   }
   if (prof) prof->CountRun(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - run_start).count());
-  return result;
+  return Status::Ok();
 }
 
 }  // namespace strata

@@ -4,6 +4,8 @@
 // caching allocator hands the same buffers to values whose lifetimes do not overlap.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +27,25 @@ struct ExecOptions {
 
 class Frame;
 
+// Bit i set: output slot i of the node now being computed on this thread holds a
+// caller-bound tensor offered for writing (RunState::bound_outputs). Read and cleared by
+// KernelContext::AllocateOutput, which uses the offer only once and only when the dtype
+// and shape match; every other allocation is unaffected.
+uint64_t& OfferedOutputs();
+
+// Reusable storage of one graph execution: value slots and the kernel I/O scratch.
+// A caller that runs the same executor again and again (an IoBinding) keeps one, so
+// the executor's own bookkeeping is allocated once instead of on every run.
+struct RunState {
+  std::vector<Value> values;          // by value index
+  std::vector<const Value*> in_ptrs;  // inputs of the node being run
+  std::vector<Value> outs;            // outputs of the node being run
+  // Optional, by graph output position: a caller tensor that output should be written
+  // into directly (an invalid Tensor: none). Kernels that allocate their output with
+  // the same dtype and shape write there; others are copied by the caller afterwards.
+  const std::vector<Tensor>* bound_outputs = nullptr;
+};
+
 // Holds one kernel per node of one graph (and executors for its subgraphs).
 class Executor {
  public:
@@ -36,6 +57,9 @@ class Executor {
   // has an initializer default). Returns graph.outputs in order. `outer` resolves
   // names captured from an enclosing graph (nullptr at top level).
   Result<std::vector<Value>> Run(const std::vector<Value>& inputs, const Frame* outer = nullptr) const;
+  // Top-level run reusing `state` from previous runs; graph outputs go to *results
+  // (resized to graph.outputs.size()). Not for subgraphs.
+  Status RunWith(RunState* state, const std::vector<Value>& inputs, std::vector<Value>* results) const;
 
   const Graph& graph() const { return *graph_; }
   // Implementation name of node i's kernel ("xnnpack", "ref", ...).
@@ -49,6 +73,7 @@ class Executor {
   friend class Frame;
   Executor() = default;
   Status Plan();
+  Status RunImpl(RunState* st, const std::vector<Value>& inputs, const Frame* outer, std::vector<Value>* results) const;
   const Executor* SubExecutor(const Graph* g) const;
 
   std::shared_ptr<const Graph> graph_;
@@ -56,17 +81,20 @@ class Executor {
   ExecOptions opts_;
   std::vector<std::unique_ptr<OpKernel>> kernels_;
   std::vector<std::string> impls_;
-  std::vector<Value> constants_;               // by value index; empty when not constant
+  std::vector<Value> constants_;                 // by value index; empty when not constant
   std::vector<std::vector<int>> release_after_;  // values freed right after node i
   std::vector<std::string> free_names_;
-  std::vector<int> free_slots_;                // value index for each free name
+  std::vector<int> free_slots_;   // value index for each free name
+  std::vector<int> output_pos_;   // by value index: position in graph.outputs, or -1
+  std::vector<bool> input_slot_;  // by value index: a graph input
   std::unordered_map<const Graph*, std::unique_ptr<Executor>> subexecs_;
 };
 
 // Per-run value storage of one graph execution.
 class Frame {
  public:
-  Frame(const Executor& exec, const Frame* outer);
+  // `values` is the slot storage (sized here); it outlives the frame.
+  Frame(const Executor& exec, const Frame* outer, std::vector<Value>* values);
   // Looks a value up by name here, then in enclosing frames. nullptr if absent.
   const Value* Lookup(const std::string& name) const;
 
@@ -74,7 +102,7 @@ class Frame {
   friend class Executor;
   const Executor& exec_;
   const Frame* outer_;
-  std::vector<Value> values_;
+  std::vector<Value>& values_;
 };
 
 }  // namespace strata

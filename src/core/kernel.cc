@@ -1,5 +1,6 @@
 #include "core/kernel.h"
 
+#include "core/executor.h"
 #include "cpu/register.h"
 
 namespace strata {
@@ -36,6 +37,16 @@ Result<Tensor*> KernelContext::AllocateOutput(size_t i, DataType dtype, Shape sh
   if (i >= outputs_->size()) return InternalError(node_.Describe(), ": output index ", i, " out of range");
   for (int64_t d : shape)
     if (d < 0) return RuntimeError(node_.Describe(), ": negative output dimension in ", ShapeToString(shape));
+  // The executor may offer a caller-bound buffer in the slot (IoBinding); it is used
+  // only when it has exactly the dtype and shape asked for, otherwise replaced.
+  Value& slot = (*outputs_)[i];
+  uint64_t& offered = OfferedOutputs();
+  if (i < 64 && ((offered >> i) & 1)) {
+    offered &= ~(uint64_t{1} << i);  // an offer is good for one allocation only
+    if (slot.is_tensor() && slot.tensor().dtype() == dtype && slot.tensor().shape() == shape &&
+        dtype != DataType::kString)
+      return &slot.tensor();
+  }
   auto r = Tensor::Allocate(dtype, std::move(shape), alloc_);
   if (!r.ok()) return MakeStatus(r.status().code(), node_.Describe(), ": output ", i, ": ", r.status().message());
   (*outputs_)[i] = Value(std::move(r).value());

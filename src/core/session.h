@@ -66,6 +66,7 @@ class Session {
   const std::vector<std::string>& provider_notes() const { return provider_notes_; }
 
  private:
+  friend class IoBinding;  // core/io_binding.h: runs the executor with reused state
   Session() = default;
   Status Init(std::shared_ptr<Model> model, const SessionOptions& opts);
   // Loads and partitions for the requested providers (session_providers.cc).

@@ -2,6 +2,7 @@
 // them the calling frame as their outer scope: captured values are shared, not copied.
 #include <cstring>
 
+#include "core/caching_allocator.h"
 #include "core/kernel.h"
 #include "cpu/register.h"
 
@@ -15,6 +16,29 @@ Result<bool> ScalarBool(const Tensor* t, const Node& node, const char* what) {
   if (t->dtype() == DataType::kBool) return t->data<bool>()[0];
   return InvalidArgument(node.Describe(), ": ", what, " must be bool, got ", DataTypeName(t->dtype()));
 }
+
+// Scan outputs pile up across iterations before they are stacked; counting them against
+// the session memory cap stops a huge trip count before it exhausts memory.
+class ScanBudget {
+ public:
+  ScanBudget(const Node& node, const Allocator* alloc) : node_(node), cap_(MemoryCapOf(alloc)) {}
+  Status Add(const Tensor& t) {
+    if (!cap_) return Status::Ok();
+    size_t b = t.dtype() == DataType::kString ? t.num_elements() * sizeof(std::string) : t.byte_size();
+    held_ += b;
+    if (held_ > cap_)
+      return MakeStatus(StatusCode::kOutOfMemory, node_.Describe(), ": scan outputs accumulated over ", iterations_ + 1,
+                        " iterations reach ", held_, " bytes, above the session memory cap of ", cap_, " bytes");
+    return Status::Ok();
+  }
+  void NextIteration() { ++iterations_; }
+
+ private:
+  const Node& node_;
+  size_t cap_;
+  size_t held_ = 0;
+  int64_t iterations_ = 0;
+};
 
 const Graph* GraphAttr(const Node& n, const char* name) {
   const Attribute* a = n.FindAttr(name);
@@ -121,6 +145,7 @@ Status LoopKernel(KernelContext& ctx) {
   std::vector<Value> carried;
   for (size_t i = 0; i < n_carried; ++i) carried.push_back(ctx.input_value(2 + i));
   std::vector<std::vector<Tensor>> scans(n_scan);
+  ScanBudget budget(node, ctx.allocator());
   int64_t it = 0;
   for (; it < max_trip && cond; ++it) {
     std::vector<Value> in;
@@ -135,8 +160,10 @@ Status LoopKernel(KernelContext& ctx) {
     for (size_t i = 0; i < n_scan; ++i) {
       const Value& v = out[1 + n_carried + i];
       if (!v.is_tensor()) return Unsupported(node.Describe(), ": non-tensor scan outputs are not supported");
+      RETURN_IF_ERROR(budget.Add(v.tensor()));
       scans[i].push_back(v.tensor());
     }
+    budget.NextIteration();
   }
   for (size_t i = 0; i < n_carried && i < ctx.num_outputs(); ++i) ctx.SetOutput(i, carried[i]);
   for (size_t i = 0; i < n_scan && n_carried + i < ctx.num_outputs(); ++i) {
@@ -219,6 +246,7 @@ Status ScanKernel(KernelContext& ctx) {
     steps = len;
   }
   std::vector<std::vector<Tensor>> outs(n_scan_out);
+  ScanBudget budget(node, ctx.allocator());
   for (int64_t t = 0; t < steps; ++t) {
     std::vector<Value> in = state;
     for (int64_t k = 0; k < n_scan_in; ++k) {
@@ -230,8 +258,10 @@ Status ScanKernel(KernelContext& ctx) {
     for (size_t i = 0; i < n_state; ++i) state[i] = out[i];
     for (size_t i = 0; i < n_scan_out; ++i) {
       if (!out[n_state + i].is_tensor()) return Unsupported(node.Describe(), ": non-tensor scan output");
+      RETURN_IF_ERROR(budget.Add(out[n_state + i].tensor()));
       outs[i].push_back(out[n_state + i].tensor());
     }
+    budget.NextIteration();
   }
   for (size_t i = 0; i < n_state && i < ctx.num_outputs(); ++i) ctx.SetOutput(i, state[i]);
   for (size_t i = 0; i < n_scan_out && n_state + i < ctx.num_outputs(); ++i) {

@@ -1,0 +1,114 @@
+// Replaces the allocation functions of the process (the executable's definitions
+// interpose on glibc's for every shared object, libstrata.so included) and forwards
+// them to glibc's internal entry points, counting calls while armed. The flag is a
+// plain global atomic, not thread-local, so pool threads are counted too.
+#include "alloc_hook.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <new>
+
+extern "C" {
+void* __libc_malloc(size_t);
+void __libc_free(void*);
+void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t);
+void* __libc_memalign(size_t, size_t);
+}
+
+namespace {
+std::atomic<bool> g_armed{false};
+std::atomic<size_t> g_allocs{0};
+std::atomic<size_t> g_frees{0};
+
+inline void CountAlloc() {
+  if (g_armed.load(std::memory_order_relaxed)) g_allocs.fetch_add(1, std::memory_order_relaxed);
+}
+inline void CountFree(void* p) {
+  if (p && g_armed.load(std::memory_order_relaxed)) g_frees.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+namespace alloc_hook {
+void Arm() {
+  g_allocs = 0;
+  g_frees = 0;
+  g_armed = true;
+}
+void Disarm() { g_armed = false; }
+size_t Allocations() { return g_allocs.load(); }
+size_t Frees() { return g_frees.load(); }
+}  // namespace alloc_hook
+
+extern "C" {
+void* malloc(size_t n) {
+  CountAlloc();
+  return __libc_malloc(n);
+}
+void free(void* p) {
+  CountFree(p);
+  __libc_free(p);
+}
+void* calloc(size_t n, size_t m) {
+  CountAlloc();
+  return __libc_calloc(n, m);
+}
+void* realloc(void* p, size_t n) {
+  CountAlloc();
+  return __libc_realloc(p, n);
+}
+void* memalign(size_t a, size_t n) {
+  CountAlloc();
+  return __libc_memalign(a, n);
+}
+void* aligned_alloc(size_t a, size_t n) {
+  CountAlloc();
+  return __libc_memalign(a, n);
+}
+int posix_memalign(void** out, size_t a, size_t n) {
+  CountAlloc();
+  if (a < sizeof(void*) || (a & (a - 1)) != 0) return EINVAL;
+  void* p = __libc_memalign(a, n);
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+}  // extern "C"
+
+// operator new/delete go straight to glibc so each call counts once.
+namespace {
+void* NewImpl(size_t n) {
+  CountAlloc();
+  void* p = __libc_malloc(n ? n : 1);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+void* NewAligned(size_t n, std::align_val_t a) {
+  CountAlloc();
+  void* p = __libc_memalign(static_cast<size_t>(a), n ? n : 1);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(size_t n) { return NewImpl(n); }
+void* operator new[](size_t n) { return NewImpl(n); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  CountAlloc();
+  return __libc_malloc(n ? n : 1);
+}
+void* operator new[](size_t n, const std::nothrow_t&) noexcept {
+  CountAlloc();
+  return __libc_malloc(n ? n : 1);
+}
+void* operator new(size_t n, std::align_val_t a) { return NewAligned(n, a); }
+void* operator new[](size_t n, std::align_val_t a) { return NewAligned(n, a); }
+void operator delete(void* p) noexcept { free(p); }
+void operator delete[](void* p) noexcept { free(p); }
+void operator delete(void* p, size_t) noexcept { free(p); }
+void operator delete[](void* p, size_t) noexcept { free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { free(p); }

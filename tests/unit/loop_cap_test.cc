@@ -1,0 +1,92 @@
+// Loop and Scan outputs accumulated across iterations count against
+// SessionOptions::memory_cap_bytes: a huge trip count fails with a clear error naming
+// the node once the accumulated bytes pass the cap, instead of exhausting memory.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <string>
+#include <vector>
+
+#include "core/session.h"
+#include "onnx_builder.h"
+
+namespace strata {
+namespace {
+
+namespace ob = onnx_builder;
+constexpr int64_t kRow = 256;  // floats per scan item: 1 KiB
+
+// Loop(M=trip, cond=true) whose body emits the outer-scope `row` as a scan output each
+// iteration; the model output stacks them to [trip, 256].
+std::string LoopModel(int64_t trip) {
+  onnx::ModelProto m = ob::MakeModel(13, "loop_cap_test");
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::AddOutput(g, "rows", {-1, kRow});
+  auto* row = g->add_initializer();
+  row->set_name("row");
+  row->set_data_type(onnx::TensorProto::FLOAT);
+  row->add_dims(kRow);
+  for (int64_t i = 0; i < kRow; ++i) row->add_float_data(static_cast<float>(i));
+  auto* m_init = g->add_initializer();
+  m_init->set_name("M");
+  m_init->set_data_type(onnx::TensorProto::INT64);
+  m_init->add_int64_data(trip);
+  auto* c_init = g->add_initializer();
+  c_init->set_name("cond");
+  c_init->set_data_type(onnx::TensorProto::BOOL);
+  c_init->add_int32_data(1);
+
+  onnx::NodeProto* loop = ob::AddNode(g, "Loop", {"M", "cond"}, {"rows"});
+  loop->set_name("big_loop");
+  auto* attr = loop->add_attribute();
+  attr->set_name("body");
+  attr->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* body = attr->mutable_g();
+  body->set_name("body");
+  ob::AddInput(body, "i", {}, onnx::TensorProto::INT64);
+  ob::AddInput(body, "c_in", {}, onnx::TensorProto::BOOL);
+  ob::AddOutput(body, "c_out", {}, onnx::TensorProto::BOOL);
+  ob::AddOutput(body, "item", {kRow});
+  ob::AddNode(body, "Identity", {"c_in"}, {"c_out"});
+  ob::AddNode(body, "Identity", {"row"}, {"item"});
+  return ob::Serialize(m);
+}
+
+Result<std::vector<Value>> RunLoop(int64_t trip, size_t cap) {
+  std::string bytes = LoopModel(trip);
+  SessionOptions o;
+  o.threads = 1;
+  o.memory_cap_bytes = cap;
+  ASSIGN_OR_RETURN(auto s, Session::CreateFromBytes(bytes.data(), bytes.size(), o));
+  return s->Run({});
+}
+
+TEST(LoopCap, HugeTripCountStopsAtTheCap) {
+  // 10^12 iterations would never finish; the cap (1 MiB = 1024 items) stops it early.
+  auto r = RunLoop(1000000000000LL, 1 << 20);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfMemory) << r.status().ToString();
+  const std::string& msg = r.status().message();
+  EXPECT_NE(msg.find("big_loop"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("memory cap of 1048576 bytes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1025 iterations"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+TEST(LoopCap, WithinTheCapRuns) {
+  auto r = RunLoop(16, 1 << 20);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 1u);
+  const Tensor& t = (*r)[0].tensor();
+  EXPECT_EQ(t.shape(), (Shape{16, kRow}));
+  EXPECT_EQ(t.data<float>()[15 * kRow + 7], 7.0f);
+}
+
+TEST(LoopCap, NoCapMeansNoLimit) {
+  auto r = RunLoop(2048, 0);  // 2 MiB of scan output, no cap set
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[0].tensor().shape(), (Shape{2048, kRow}));
+}
+
+}  // namespace
+}  // namespace strata
