@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FULL_CASES = [  # (K, N, M list)
@@ -51,8 +51,8 @@ def make_model(path, K, N, bits, level):
     graph = helper.make_graph(
         [node], "nbits", [helper.make_tensor_value_info("A", TensorProto.FLOAT, ["M", K])],
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["M", N])],
-        [onnx.numpy_helper.from_array(b, "B"), onnx.numpy_helper.from_array(scales, "scales"),
-         onnx.numpy_helper.from_array(zp, "zp")])
+        [numpy_helper.from_array(b, "B"), numpy_helper.from_array(scales, "scales"),
+         numpy_helper.from_array(zp, "zp")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                     helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 8

@@ -161,7 +161,7 @@ std::vector<double> Int8Bound(const CaseData& d, const std::vector<float>& a, in
   for (int64_t m = 0; m < M; ++m)
     for (int64_t b = 0; b * bs < K; ++b) {
       double amax = 0;
-      for (int64_t k = b * bs; k < std::min(K, (b + 1) * bs); ++k) amax = std::max(amax, std::fabs(a[m * K + k]));
+      for (int64_t k = b * bs; k < std::min(K, (b + 1) * bs); ++k) amax = std::max(amax, std::fabs(static_cast<double>(a[m * K + k])));
       const double half_step = amax / 127.0 / 2.0;
       for (int64_t n = 0; n < d.p.N; ++n) {
         double wsum = 0;
@@ -184,8 +184,9 @@ void ExpectWithinInt8Bound(const std::vector<float>& want, const std::vector<flo
     err_sum += err;
     bound_sum += bound[i];
   }
-  // The bound is a worst case (all rounding errors aligned); typical errors are far smaller.
-  EXPECT_LE(err_sum, 0.5 * bound_sum + 1e-3 * static_cast<double>(want.size())) << what;
+  // The bound is a worst case (all rounding errors aligned); over many outputs the typical
+  // error is far smaller (a single output may come close to it).
+  if (want.size() >= 64) EXPECT_LE(err_sum, 0.5 * bound_sum + 1e-3 * static_cast<double>(want.size())) << what;
 }
 
 TEST(MatmulNBitsInt8, VnniPathWithinActivationQuantizationBound) {
