@@ -310,9 +310,8 @@ void PackedMatMulInt8(const Packed& w, const float* a, int64_t M, float* y, Thre
   // Threads own disjoint groups of 4 columns; each group runs over all rows with the
   // group's codes in L1 and A's int8 rows (M x k_pad bytes) in L2.
   const int64_t groups = (p.N + 3) / 4;
-  Parallel(pool, groups, M < 4 ? 8 : 2, [&](int64_t g0, int64_t g1) {
-    MatMulInt8Vnni(w, qa, g0 * 4, std::min(p.N, g1 * 4), y);
-  });
+  Parallel(pool, groups, M < 4 ? 8 : 2,
+           [&](int64_t g0, int64_t g1) { MatMulInt8Vnni(w, qa, g0 * 4, std::min(p.N, g1 * 4), y); });
 }
 
 namespace {

@@ -95,10 +95,10 @@ bool HasAvx512Vnni();
 // Rows of A quantized to int8 per K block (symmetric: scale = max|a| / 127 per block).
 struct QuantA {
   int64_t M = 0;
-  int64_t lane_stride = 0;       // floats of lane_scale per row
-  std::vector<int8_t> q;         // M x k_pad, each 64-code span in the lane order of the 4/8-bit codes
+  int64_t lane_stride = 0;        // floats of lane_scale per row
+  std::vector<int8_t> q;          // M x k_pad, each 64-code span in the lane order of the 4/8-bit codes
   std::vector<float> lane_scale;  // per row: the A scale of each int32 lane of each span (16 per span, 8 for a tail)
-  std::vector<float> bsum;       // per row: scale * sum of the block's int8 values (nb_stride entries)
+  std::vector<float> bsum;        // per row: scale * sum of the block's int8 values (nb_stride entries)
 };
 // `a` holds M rows of k_pad floats (zero-padded past K).
 void QuantizeA(const Packed& w, const float* a, int64_t M, QuantA* qa);

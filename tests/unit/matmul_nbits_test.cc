@@ -161,7 +161,8 @@ std::vector<double> Int8Bound(const CaseData& d, const std::vector<float>& a, in
   for (int64_t m = 0; m < M; ++m)
     for (int64_t b = 0; b * bs < K; ++b) {
       double amax = 0;
-      for (int64_t k = b * bs; k < std::min(K, (b + 1) * bs); ++k) amax = std::max(amax, std::fabs(static_cast<double>(a[m * K + k])));
+      for (int64_t k = b * bs; k < std::min(K, (b + 1) * bs); ++k)
+        amax = std::max(amax, std::fabs(static_cast<double>(a[m * K + k])));
       const double half_step = amax / 127.0 / 2.0;
       for (int64_t n = 0; n < d.p.N; ++n) {
         double wsum = 0;
