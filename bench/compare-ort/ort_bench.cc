@@ -2,7 +2,10 @@
 // --save-inputs DIR` wrote, and prints the same JSON statistics as `strata bench --json`.
 //
 //   ort_bench MODEL INPUT_DIR [--threads N] [--warmup W] [--iters K] [--creations C]
+//             [--save-outputs DIR]
 //
+// --save-outputs writes each float32 output of one more run as DIR/<name>.npy (the names
+// `strata run -o DIR` uses), for parity checks (bench/compare-ort/nbits_parity.py).
 // Built by run.sh against the ORT headers from npm; not part of the CMake build.
 #include <sys/resource.h>
 
@@ -104,6 +107,38 @@ Npy ReadNpy(const std::string& path) {
   return out;
 }
 
+// Writes a float32 tensor as a C-order .npy (version 1.0).
+void SaveNpy(const std::string& path, OrtValue* v) {
+  OrtTensorTypeAndShapeInfo* info = nullptr;
+  Check(g_ort->GetTensorTypeAndShape(v, &info), "GetTensorTypeAndShape");
+  ONNXTensorElementDataType type;
+  Check(g_ort->GetTensorElementType(info, &type), "GetTensorElementType");
+  size_t rank = 0, count = 0;
+  Check(g_ort->GetDimensionsCount(info, &rank), "GetDimensionsCount");
+  std::vector<int64_t> dims(rank);
+  Check(g_ort->GetDimensions(info, dims.data(), rank), "GetDimensions");
+  Check(g_ort->GetTensorShapeElementCount(info, &count), "GetTensorShapeElementCount");
+  g_ort->ReleaseTensorTypeAndShapeInfo(info);
+  if (type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) Die(path + ": only float32 outputs can be saved");
+  void* data = nullptr;
+  Check(g_ort->GetTensorMutableData(v, &data), "GetTensorMutableData");
+  std::string shape = "(";
+  for (size_t i = 0; i < rank; ++i) shape += std::to_string(dims[i]) + (rank == 1 || i + 1 < rank ? "," : "");
+  shape += ")";
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64) header += ' ';
+  header += '\n';
+  std::ofstream f(path, std::ios::binary);
+  if (!f) Die("cannot write " + path);
+  const unsigned char len[2] = {static_cast<unsigned char>(header.size() & 0xFF),
+                                static_cast<unsigned char>(header.size() >> 8)};
+  f.write("\x93NUMPY\x01\x00", 8);
+  f.write(reinterpret_cast<const char*>(len), 2);
+  f << header;
+  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(float)));
+  if (!f) Die("cannot write " + path);
+}
+
 double Percentile(const std::vector<double>& s, double q) {
   if (s.empty()) return 0;
   double pos = q / 100.0 * (s.size() - 1);
@@ -152,12 +187,18 @@ double MsSince(Clock::time_point t0) { return std::chrono::duration<double, std:
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) Die("usage: ort_bench MODEL INPUT_DIR [--threads N] [--warmup W] [--iters K] [--creations C]");
-  std::string model = argv[1], dir = argv[2];
+  if (argc < 3)
+    Die("usage: ort_bench MODEL INPUT_DIR [--threads N] [--warmup W] [--iters K] [--creations C] "
+        "[--save-outputs DIR]");
+  std::string model = argv[1], dir = argv[2], save_dir;
   int threads = 0, warmup = 5, iters = 50, creations = 3;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
     if (i + 1 >= argc) Die("missing value for " + a);
+    if (a == "--save-outputs") {
+      save_dir = argv[++i];
+      continue;
+    }
     int v = std::atoi(argv[++i]);
     if (a == "--threads")
       threads = v;
@@ -233,13 +274,15 @@ int main(int argc, char** argv) {
   std::vector<const char*> out_names;
   for (const auto& s : out_name_store) out_names.push_back(s.c_str());
 
-  auto run_once = [&]() {
+  auto run_once = [&](bool save = false) {
     std::vector<OrtValue*> outs(nout, nullptr);
     Check(g_ort->Run(session, nullptr, in_names.data(), inputs.data(), inputs.size(), out_names.data(), nout,
                      outs.data()),
           "Run");
+    for (size_t i = 0; save && i < nout; ++i) SaveNpy(save_dir + "/" + out_name_store[i] + ".npy", outs[i]);
     for (OrtValue* o : outs) g_ort->ReleaseValue(o);
   };
+  if (!save_dir.empty()) run_once(true);
   for (int i = 0; i < warmup && !g_interrupted; ++i) run_once();
   std::vector<double> samples;
   for (int i = 0; i < iters && !g_interrupted; ++i) {

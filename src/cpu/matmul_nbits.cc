@@ -300,6 +300,20 @@ void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y,
   });
 }
 
+void PackedMatMulInt8(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool) {
+  const Params& p = w.p;
+  if (M <= 0) return;
+  std::vector<float> a_pad(static_cast<size_t>(M * w.k_pad), 0.0f);
+  for (int64_t m = 0; m < M; ++m) std::memcpy(&a_pad[m * w.k_pad], a + m * p.K, p.K * sizeof(float));
+  QuantA qa;
+  QuantizeA(w, a_pad.data(), M, &qa);
+  // Threads own disjoint groups of 4 columns; each group runs over all rows with the
+  // group's codes in L1 and A's int8 rows (M x k_pad bytes) in L2.
+  const int64_t groups = (p.N + 3) / 4;
+  Parallel(pool, groups, M < 4 ? 8 : 2,
+           [&](int64_t g0, int64_t g1) { MatMulInt8Vnni(w, qa, g0 * 4, std::min(p.N, g1 * 4), y); });
+}
+
 namespace {
 
 Inputs GatherInputs(const std::function<const Tensor*(size_t)>& get) {
@@ -373,7 +387,12 @@ class RefKernel final : public OpKernel {
 
 class PackedKernel final : public OpKernel {
  public:
-  PackedKernel(Packed w, Isa isa) : w_(std::move(w)), isa_(isa) {}
+  PackedKernel(Packed w, Isa isa)
+      : w_(std::move(w)),
+        isa_(isa),
+        // accuracy_level 4 allows int8 activations; only AVX-512 VNNI has the int8 path
+        // (otherwise, or when STRATA_FORCE_ISA caps the ISA, level 4 computes in fp32).
+        int8_(w_.p.accuracy_level == 4 && isa == Isa::kAvx512 && HasAvx512Vnni()) {}
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* a = ctx.input(0);
@@ -387,13 +406,18 @@ class PackedKernel final : public OpKernel {
     out.back() = w_.p.N;
     const int64_t M = a->num_elements() / w_.p.K;
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out));
-    PackedMatMul(isa_, w_, a->data<float>(), M, y->mutable_data<float>(), ctx.pool());
+    if (int8_) {
+      PackedMatMulInt8(w_, a->data<float>(), M, y->mutable_data<float>(), ctx.pool());
+    } else {
+      PackedMatMul(isa_, w_, a->data<float>(), M, y->mutable_data<float>(), ctx.pool());
+    }
     return Status::Ok();
   }
 
  private:
   Packed w_;
   Isa isa_;
+  bool int8_;
 };
 
 Result<std::unique_ptr<OpKernel>> MakeRef(const KernelInit& init) {

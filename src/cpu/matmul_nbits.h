@@ -87,4 +87,24 @@ void DotTileAvx2(const float* a, int64_t lda, int64_t rows, const float* panel, 
 void DotTileAvx512(const float* a, int64_t lda, int64_t rows, const float* panel, int64_t kc, int64_t cols, float* y,
                    int64_t ldy);
 
+// ---- accuracy_level 4: int8 activations, AVX512-VNNI (matmul_nbits_vnni.cc) ----
+
+// True when the CPU has avx512f/bw/vl and avx512_vnni (vpdpbusd on 512-bit vectors).
+bool HasAvx512Vnni();
+
+// Rows of A quantized to int8 per K block (symmetric: scale = max|a| / 127 per block).
+struct QuantA {
+  int64_t M = 0;
+  int64_t lane_stride = 0;        // floats of lane_scale per row
+  std::vector<int8_t> q;          // M x k_pad, each 64-code span in the lane order of the 4/8-bit codes
+  std::vector<float> lane_scale;  // per row: the A scale of each int32 lane of each span (16 per span, 8 for a tail)
+  std::vector<float> bsum;        // per row: scale * sum of the block's int8 values (nb_stride entries)
+};
+// `a` holds M rows of k_pad floats (zero-padded past K).
+void QuantizeA(const Packed& w, const float* a, int64_t M, QuantA* qa);
+// y[m * N + n] for all rows and columns [n0, n1), bias included. Needs HasAvx512Vnni().
+void MatMulInt8Vnni(const Packed& w, const QuantA& qa, int64_t n0, int64_t n1, float* y);
+// Y = A . W^T + bias through the int8 path (quantizes A, then MatMulInt8Vnni in parallel).
+void PackedMatMulInt8(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);
+
 }  // namespace strata::nbits

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -148,6 +149,90 @@ TEST(MatmulNBitsKernel, ForcedIsaIsHonoured) {
   EXPECT_EQ(nbits::ResolveIsa("") == nbits::Isa::kAvx512, avx512);
 }
 
+// ---- accuracy_level 4: int8 activations (AVX512-VNNI) ----
+
+// The int8 path computes exactly (up to fp32 rounding) sum_k a^_k w_k with a^ the int8
+// round trip of A: |a - a^| <= s_b / 2 with s_b = max|a in block| / 127. So each output
+// may differ from the fp32 oracle by at most sum_b s_b / 2 * sum_{k in b} |w_k|.
+std::vector<double> Int8Bound(const CaseData& d, const std::vector<float>& a, int64_t M) {
+  const std::vector<float> w = nbits::Dequantize(d.p, d.in());
+  const int64_t K = d.p.K, bs = d.p.block_size;
+  std::vector<double> bound(M * d.p.N, 0.0);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t b = 0; b * bs < K; ++b) {
+      double amax = 0;
+      for (int64_t k = b * bs; k < std::min(K, (b + 1) * bs); ++k)
+        amax = std::max(amax, std::fabs(static_cast<double>(a[m * K + k])));
+      const double half_step = amax / 127.0 / 2.0;
+      for (int64_t n = 0; n < d.p.N; ++n) {
+        double wsum = 0;
+        for (int64_t k = b * bs; k < std::min(K, (b + 1) * bs); ++k) wsum += std::fabs(w[n * K + k]);
+        bound[m * d.p.N + n] += half_step * wsum;
+      }
+    }
+  return bound;
+}
+
+void ExpectWithinInt8Bound(const std::vector<float>& want, const std::vector<float>& got,
+                           const std::vector<double>& bound, int64_t K, const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  double err_sum = 0, bound_sum = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(want[i]) - got[i]);
+    // 1e-4 sqrt(K) (1 + |y|): fp32 accumulation, as for the fp32 kernels.
+    ASSERT_LE(err, bound[i] * 1.001 + 1e-4 * std::sqrt(static_cast<double>(K)) * (1 + std::fabs(want[i])))
+        << what << " at " << i << ": want " << want[i] << " got " << got[i];
+    err_sum += err;
+    bound_sum += bound[i];
+  }
+  // The bound is a worst case (all rounding errors aligned); over many outputs the typical
+  // error is far smaller (a single output may come close to it).
+  if (want.size() >= 64) EXPECT_LE(err_sum, 0.5 * bound_sum + 1e-3 * static_cast<double>(want.size())) << what;
+}
+
+TEST(MatmulNBitsInt8, VnniPathWithinActivationQuantizationBound) {
+  if (!nbits::HasAvx512Vnni()) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
+  ThreadPool pool(2);
+  uint32_t seed = 100;
+  for (int64_t bits : {4, 8})
+    for (int64_t bs : {16, 32, 64, 128})
+      for (int64_t K : {16, 37, 96, 200, 513})  // K not a multiple of the block; 64-code spans + 32-code tails
+        for (int64_t N : {1, 7, 18})
+          for (int zp : {0, 1, 2}) {
+            const bool bias = (seed % 2) == 0;
+            CaseData d = MakeCase(Case{0, K, N, bits, bs, zp, bias}, seed++);
+            d.p.accuracy_level = 4;
+            const nbits::Packed packed = nbits::Pack(d.p, d.in());
+            for (int64_t M : {1, 2, 3, 16, 17}) {
+              const std::vector<float> a = RandomA(M * K, seed);
+              std::vector<float> y(M * N, -1.0f);
+              nbits::PackedMatMulInt8(packed, a.data(), M, y.data(), (seed % 3) ? &pool : nullptr);
+              ExpectWithinInt8Bound(Oracle(d, a, M), y, Int8Bound(d, a, M), K,
+                                    "bits=" + std::to_string(bits) + " bs=" + std::to_string(bs) +
+                                        " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+                                        " M=" + std::to_string(M) + " zp=" + std::to_string(zp));
+              if (HasFatalFailure()) return;
+            }
+          }
+}
+
+TEST(MatmulNBitsInt8, ZeroAndExactRowsAreExact) {
+  if (!nbits::HasAvx512Vnni()) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
+  // A zero row gives exactly the bias; a row of small integers (exact in int8 when the
+  // block max is 127) gives exactly the fp32 result up to rounding.
+  CaseData d = MakeCase(Case{0, 128, 5, 4, 32, 1, true}, 9);
+  const nbits::Packed packed = nbits::Pack(d.p, d.in());
+  std::vector<float> a(2 * 128, 0.0f);
+  for (int64_t k = 0; k < 128; ++k) a[128 + k] = static_cast<float>(k % 32 == 0 ? 127 : (k * 7) % 41 - 20);
+  std::vector<float> y(2 * 5);
+  nbits::PackedMatMulInt8(packed, a.data(), 2, y.data(), nullptr);
+  const std::vector<float> want = Oracle(d, a, 2);
+  for (int64_t n = 0; n < 5; ++n) {
+    EXPECT_EQ(y[n], d.bias.data<float>()[n]);
+    EXPECT_NEAR(y[5 + n], want[5 + n], 1e-5 * (1 + std::fabs(want[5 + n])) * 128);
+  }
+}
+
 // ---- session-level tests: models built with the onnx protobuf API ----
 
 void SetType(onnx::ValueInfoProto* v, const std::string& name, std::vector<int64_t> dims) {
@@ -275,6 +360,38 @@ TEST(MatmulNBitsSession, ForcedIsaEnvVariable) {
   } else {
     unsetenv("STRATA_FORCE_ISA");
   }
+}
+
+TEST(MatmulNBitsSession, AccuracyLevel4UsesInt8OnlyWithVnni) {
+  const char* old = std::getenv("STRATA_FORCE_ISA");
+  const std::string saved = old ? old : "";
+  unsetenv("STRATA_FORCE_ISA");
+  for (const Case& c : {Case{1, 300, 9, 4, 32, 1, true}, Case{17, 96, 7, 8, 16, 0, false}}) {
+    CaseData d = MakeCase(c, 21);
+    onnx::ModelProto m = NBitsModel(c, d);
+    SetAttr(m.mutable_graph()->mutable_node(0), "accuracy_level", 4);
+    const std::vector<float> a = RandomA(c.M * c.K, 8);
+    const std::vector<float> want = Oracle(d, a, c.M);
+    auto s = CreateSession(m);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    const std::vector<float> got = RunModel(**s, "A", a, {c.M, c.K});
+    if (nbits::HasAvx512Vnni()) {
+      ExpectWithinInt8Bound(want, got, Int8Bound(d, a, c.M), c.K, "level 4");
+      // The int8 path really ran: its rounding is visible against the fp32 oracle.
+      double diff = 0;
+      for (size_t i = 0; i < want.size(); ++i) diff = std::max(diff, std::fabs(static_cast<double>(want[i]) - got[i]));
+      EXPECT_GT(diff, 1e-6);
+    } else {
+      ExpectClose(want, got, c.K, "level 4 without VNNI computes in fp32");
+    }
+    // A capped ISA has no int8 path: level 4 then computes in fp32.
+    setenv("STRATA_FORCE_ISA", "avx2", 1);
+    auto capped = CreateSession(m);
+    ASSERT_TRUE(capped.ok()) << capped.status().ToString();
+    ExpectClose(want, RunModel(**capped, "A", a, {c.M, c.K}), c.K, "level 4, avx2");
+    unsetenv("STRATA_FORCE_ISA");
+  }
+  if (old) setenv("STRATA_FORCE_ISA", saved.c_str(), 1);
 }
 
 void ExpectRejected(const onnx::ModelProto& m, StatusCode code, const std::vector<std::string>& needles) {
