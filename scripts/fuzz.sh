@@ -35,7 +35,8 @@ seed_corpus() {  # $1: target, $2: folder to fill
       done ;;
     npy) cp -f tests/data/npy/*.npy tests/data/*.npy examples/*.npy "$dir"/ 2>/dev/null || true ;;
     elf)
-      for f in /bin/true /usr/lib/x86_64-linux-gnu/libdl.so.2 "$root"/bin/strata; do
+      # Small system ELF files plus, when the release tree exists, strata's own library.
+      for f in /bin/true /usr/lib/x86_64-linux-gnu/libdl.so.2 build/release/lib/libstrata.so.*.*.*; do
         [ -f "$f" ] && cp -f "$f" "$dir/$(basename "$f")"
       done ;;
   esac
