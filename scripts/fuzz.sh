@@ -58,6 +58,7 @@ for t in "${targets[@]}"; do
   [ "$t" = npy ] && maxlen=8192
   if ! ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:${ASAN_OPTIONS:-}" \
       UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+      LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}" \
       "$bin" "$corpus" -max_total_time="$secs" -max_len="$maxlen" -rss_limit_mb=2048 -timeout=25 \
       -artifact_prefix="$art" -print_final_stats=1 2>"$root/$t.log"; then
     echo "!! $t: crash, see $root/$t.log and $art" >&2
