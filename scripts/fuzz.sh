@@ -35,7 +35,8 @@ seed_corpus() {  # $1: target, $2: folder to fill
       done ;;
     npy) cp -f tests/data/npy/*.npy tests/data/*.npy examples/*.npy "$dir"/ 2>/dev/null || true ;;
     elf)
-      for f in /bin/true /usr/lib/x86_64-linux-gnu/libdl.so.2 "$root"/bin/strata; do
+      # Small system ELF files plus, when the release tree exists, strata's own library.
+      for f in /bin/true /usr/lib/x86_64-linux-gnu/libdl.so.2 build/release/lib/libstrata.so.*.*.*; do
         [ -f "$f" ] && cp -f "$f" "$dir/$(basename "$f")"
       done ;;
   esac
@@ -57,6 +58,7 @@ for t in "${targets[@]}"; do
   [ "$t" = npy ] && maxlen=8192
   if ! ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:${ASAN_OPTIONS:-}" \
       UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+      LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}" \
       "$bin" "$corpus" -max_total_time="$secs" -max_len="$maxlen" -rss_limit_mb=2048 -timeout=25 \
       -artifact_prefix="$art" -print_final_stats=1 2>"$root/$t.log"; then
     echo "!! $t: crash, see $root/$t.log and $art" >&2

@@ -1,8 +1,10 @@
 # Fuzzing hooks (see docs/hardening.md).
 #  * STRATA_BUILD_FUZZ=ON (the `fuzz` preset) builds the libFuzzer targets in fuzz/.
-#  * The `fuzz` CTest test runs scripts/fuzz.sh briefly. Building the fuzz preset takes a
-#    long time on a small machine, so it only does work when STRATA_CI_FUZZ=1 is set in the
-#    environment (and clang-14 is installed); otherwise it reports itself skipped.
+#  * CI fuzzes through scripts/test.sh, which runs scripts/fuzz.sh after the release ctest.
+#  * The `fuzz.short` CTest test is the opt-in way to fuzz from ctest (`ctest -L fuzz`). It
+#    only does work when STRATA_CI_FUZZ=1 is set (and clang-14 is installed), so that the
+#    release ctest run in scripts/test.sh does not build and fuzz twice; otherwise it
+#    reports itself skipped.
 option(STRATA_BUILD_FUZZ "Build the libFuzzer targets (needs clang; use the fuzz preset)" OFF)
 if(STRATA_BUILD_FUZZ)
   add_subdirectory(${CMAKE_SOURCE_DIR}/fuzz ${CMAKE_BINARY_DIR}/fuzz-targets)

@@ -405,6 +405,46 @@ void CollectRanks(const onnx::GraphProto& g, std::unordered_map<std::string, int
     }
 }
 
+// libonnx 1.13's Conv/pool shape inference divides by each stride unchecked: a stride of 0
+// is SIGFPE (found by fuzz/model_fuzzer.cc on Conv). ONNX requires positive strides on every
+// op that has them, so a value below 1 is rejected before inference.
+Status CheckStrides(const onnx::GraphProto& g) {
+  for (const auto& n : g.node()) {
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "strides" && import::NormalizeDomain(n.domain()).empty())
+        for (int64_t v : a.ints())
+          if (v < 1) return InvalidModel(n.op_type(), " node '", n.name(), "': strides must be positive, got ", v);
+      if (a.has_g()) RETURN_IF_ERROR(CheckStrides(a.g()));
+      for (const auto& sg : a.graphs()) RETURN_IF_ERROR(CheckStrides(sg));
+    }
+  }
+  return Status::Ok();
+}
+
+// libonnx 1.13's ConvTranspose shape inference reads dim 1 of W without checking W's rank
+// (SEGV found by fuzz/model_fuzzer.cc: W declared with rank 1). W is (C, M/group, k1, ...),
+// so a declared rank below 2 is rejected here; when W's rank is not declared (it comes from
+// another node), inference could see such a W, so *safe is cleared and inference skipped.
+Status CheckConvTransposeWeights(const onnx::GraphProto& g, const std::unordered_map<std::string, int>& ranks,
+                                 bool* safe) {
+  for (const auto& n : g.node()) {
+    if (n.op_type() == "ConvTranspose" && import::NormalizeDomain(n.domain()).empty() && n.input_size() > 1) {
+      auto r = ranks.find(n.input(1));
+      if (r == ranks.end()) {
+        *safe = false;
+      } else if (r->second < 2) {
+        return InvalidModel("ConvTranspose node '", n.name(), "': weight '", n.input(1), "' has rank ", r->second,
+                            "; it must be (C, M/group, kernel...) with rank >= 2");
+      }
+    }
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) RETURN_IF_ERROR(CheckConvTransposeWeights(a.g(), ranks, safe));
+      for (const auto& sg : a.graphs()) RETURN_IF_ERROR(CheckConvTransposeWeights(sg, ranks, safe));
+    }
+  }
+  return Status::Ok();
+}
+
 // Returns an error for a LayerNormalization axis out of range, or sets *safe to whether
 // running libonnx inference on `proto` is safe.
 Status CheckLayerNormAxes(onnx::ModelProto& proto, const onnx::ShapeInferenceOptions& so, bool* safe) {
@@ -497,7 +537,11 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
     try {
       onnx::ShapeInferenceOptions so(/*check_type=*/false, /*strict_mode=*/0, /*data_prop=*/false);
       bool safe = true;
-      RETURN_IF_ERROR(CheckLayerNormAxes(proto, so, &safe));
+      std::unordered_map<std::string, int> declared_ranks;
+      CollectRanks(proto.graph(), &declared_ranks);
+      RETURN_IF_ERROR(CheckStrides(proto.graph()));
+      RETURN_IF_ERROR(CheckConvTransposeWeights(proto.graph(), declared_ranks, &safe));
+      if (safe) RETURN_IF_ERROR(CheckLayerNormAxes(proto, so, &safe));
       if (safe) onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), so);
     } catch (...) {
       // Inference is best effort: a valid model keeps its declared types.
