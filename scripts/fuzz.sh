@@ -53,6 +53,11 @@ for t in "${targets[@]}"; do
   seed_corpus "$t" "$corpus"
   mkdir -p "$art"
   echo "== fuzzing $t for ${secs}s ($(ls "$corpus" | wc -l) corpus files)"
+  # Reproducible runs (CI): a fixed seed and a cap on executions make a run a prefix of
+  # the same input sequence every time, so what passed here passes there.
+  extra=()
+  [ -n "${STRATA_FUZZ_SEED:-}" ] && extra+=("-seed=$STRATA_FUZZ_SEED")
+  [ -n "${STRATA_FUZZ_RUNS:-}" ] && extra+=("-runs=$STRATA_FUZZ_RUNS")
   # ELF and model seeds are large; -max_len caps mutated inputs so runs stay fast.
   maxlen=65536
   [ "$t" = npy ] && maxlen=8192
@@ -60,7 +65,7 @@ for t in "${targets[@]}"; do
       UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
       LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}" \
       "$bin" "$corpus" -max_total_time="$secs" -max_len="$maxlen" -rss_limit_mb=2048 -timeout=25 \
-      -artifact_prefix="$art" -print_final_stats=1 2>"$root/$t.log"; then
+      -artifact_prefix="$art" -print_final_stats=1 "${extra[@]}" 2>"$root/$t.log"; then
     echo "!! $t: crash, see $root/$t.log and $art" >&2
     tail -40 "$root/$t.log" >&2
     fail=1
