@@ -279,8 +279,9 @@ TEST_F(Bf16Test, ConvMatchesReference) {
       worst = std::max<double>(worst, std::fabs(got.data<float>()[i] - want.data<float>()[i]));
     EXPECT_LT(worst, bound) << "conv case cin=" << c.cin << " k=" << c.kh << " stride=" << c.stride;
     // Clip bounds the output scale but not the sum's, so the scale-relative check skips it.
-    if (!c.activation || std::string(c.activation) != "Clip")
+    if (!c.activation || std::string(c.activation) != "Clip") {
       EXPECT_LT(MaxRelError(got, want), 1e-2) << "conv case cin=" << c.cin << " k=" << c.kh;
+    }
     // Tight: the reference on bf16-rounded X and W differs only by fp32 summation order.
     Tensor xr = x.Clone().value(), wr = w.Clone().value();
     for (Tensor* t : {&xr, &wr})
