@@ -253,6 +253,9 @@ TEST_F(Bf16Test, ConvMatchesReference) {
       {1, 5, 14, 14, 9, 3, 3, 1, 2, 2, "Clip"},     // dilation 2
       {1, 64, 20, 20, 40, 3, 3, 1, 1, 1, nullptr},  // K = 576: two K chunks, 400 columns
       {1, 4, 6, 6, 8, 1, 1, 2, 0, 1, nullptr},      // strided 1x1 (ResNet downsample)
+      {1, 1024, 7, 7, 24, 1, 1, 1, 0, 1, "Relu"},   // ResNet-50 bottleneck 1x1: three K chunks
+      {1, 256, 14, 14, 16, 1, 1, 2, 0, 1, nullptr}, // strided 1x1 over two K chunks
+      {1, 128, 15, 15, 16, 3, 3, 2, 1, 1, nullptr}, // 3x3 stride 2, K = 1152
   };
   uint32_t seed = 100;
   for (const ConvCase& c : cases) {
