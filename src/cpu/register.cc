@@ -1,12 +1,15 @@
 #include "cpu/register.h"
 
 #include "core/kernel.h"
+#include "cpu/gemm_bf16.h"
 
 namespace strata {
 
 void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterElementwiseKernels(r);
   RegisterTensorKernels(r);
+  // Before the fp32 Gemm/Conv kernels: equal-priority ties go to the first registered.
+  RegisterBf16Kernels(r);
   RegisterGemmKernels(r);
   RegisterConvKernels(r);
   RegisterPoolKernels(r);

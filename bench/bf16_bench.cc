@@ -1,0 +1,97 @@
+// bf16 fast math vs fp32: the same MatMul/Conv nodes built with bf16_fast_math off and
+// on, registered next to each other so a filtered run alternates A/B on a noisy machine.
+//   strata_kernel_bench --benchmark_filter=Bf16 --benchmark_min_time=0.2
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/kernel.h"
+#include "core/threadpool.h"
+
+namespace strata {
+namespace {
+
+Tensor RandomInput(Shape shape) {
+  Tensor t = Tensor::Allocate(DataType::kFloat, std::move(shape)).value();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<float>()[i] = d(rng);
+  return t;
+}
+
+Attribute IntsAttr(std::vector<int64_t> v) {
+  Attribute a;
+  a.type = Attribute::Type::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
+// state.range(0): threads; state.range(1): 1 = bf16 fast math.
+void RunBf16Node(benchmark::State& state, const std::string& op, std::map<std::string, Attribute> attrs,
+                 std::vector<Tensor> inputs, double flops) {
+  ThreadPool pool(static_cast<int>(state.range(0)));
+  Graph graph;
+  Node node;
+  node.name = "bench";
+  node.op_type = op;
+  node.opset = 13;
+  node.attrs = std::move(attrs);
+  std::vector<Value> values;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    int v = graph.AddValue("in" + std::to_string(i));
+    node.inputs.push_back(v);
+    if (i > 0) graph.initializers[v] = inputs[i];
+    values.emplace_back(inputs[i]);
+  }
+  node.outputs.push_back(graph.AddValue("out"));
+  const KernelDef* def = CpuKernels().Find("", op, 13, DataType::kFloat);
+  KernelConfig cfg;
+  cfg.bf16_fast_math = state.range(1) != 0;
+  KernelInit init{node, graph, &pool, cfg};
+  auto kernel = def->factory(init);
+  if (!kernel.ok()) {
+    state.SkipWithError(kernel.status().ToString().c_str());
+    return;
+  }
+  std::vector<const Value*> ptrs;
+  for (auto& v : values) ptrs.push_back(&v);
+  std::vector<Value> outputs(1);
+  for (auto _ : state) {
+    KernelContext ctx(node, ptrs, &outputs, &pool, DefaultAllocator(), nullptr);
+    Status st = (*kernel)->Compute(ctx);
+    if (!st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(outputs[0].tensor().raw_data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(state.range(1) ? "bf16" : "fp32");
+}
+
+void BM_Bf16MatMul(benchmark::State& state, int64_t m, int64_t n, int64_t k) {
+  RunBf16Node(state, "MatMul", {}, {RandomInput({m, k}), RandomInput({k, n})}, 2.0 * m * n * k);
+}
+void BM_Bf16Conv(benchmark::State& state, int64_t hw, int64_t cin, int64_t cout, int64_t ksize, int64_t stride) {
+  const int64_t pad = ksize / 2, out = (hw + 2 * pad - ksize) / stride + 1;
+  RunBf16Node(state, "Conv", {{"pads", IntsAttr({pad, pad, pad, pad})}, {"strides", IntsAttr({stride, stride})}},
+              {RandomInput({1, cin, hw, hw}), RandomInput({cout, cin, ksize, ksize}), RandomInput({cout})},
+              2.0 * out * out * cout * cin * ksize * ksize);
+}
+
+#define AB ->Args({1, 0})->Args({1, 1})->Unit(benchmark::kMillisecond)
+BENCHMARK_CAPTURE(BM_Bf16MatMul, 128x768x768, 128, 768, 768) AB;
+BENCHMARK_CAPTURE(BM_Bf16MatMul, 128x3072x768, 128, 3072, 768) AB;
+BENCHMARK_CAPTURE(BM_Bf16MatMul, 128x768x3072, 128, 768, 3072) AB;
+BENCHMARK_CAPTURE(BM_Bf16MatMul, 512x512x512, 512, 512, 512) AB;
+BENCHMARK_CAPTURE(BM_Bf16Conv, 3x3_56x64to64, 56, 64, 64, 3, 1) AB;
+BENCHMARK_CAPTURE(BM_Bf16Conv, 3x3_28x128to128, 28, 128, 128, 3, 1) AB;
+BENCHMARK_CAPTURE(BM_Bf16Conv, 3x3_7x512to512, 7, 512, 512, 3, 1) AB;
+BENCHMARK_CAPTURE(BM_Bf16Conv, 1x1_56x256to64, 56, 256, 64, 1, 1) AB;
+BENCHMARK_CAPTURE(BM_Bf16Conv, 7x7s2_224x3to64, 224, 3, 64, 7, 2) AB;
+
+}  // namespace
+}  // namespace strata

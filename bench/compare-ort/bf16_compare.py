@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""bf16 fast math vs fp32 vs ONNX Runtime fp32, one thread, on the same saved inputs.
+
+For each model: saves seeded random inputs once (strata bench --save-inputs), checks the
+bf16 outputs against fp32 (max |bf16 - fp32| / max |fp32| per output), then alternates
+strata fp32 / strata bf16 / ORT processes `--rounds` times and prints the median of the
+per-process medians. Keep rounds and iters small on the shared machine.
+
+  bench/compare-ort/bf16_compare.py --models bert,resnet18 --rounds 2 --iters 5
+"""
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(cmd, timeout=300):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), r.returncode, r.stderr.strip()[-2000:]))
+    return r.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--strata", default=os.path.join(ROOT, "build/release/bin/strata"))
+    ap.add_argument("--ort-bench", default=os.path.join(ROOT, "bench/ort/ort_bench"))
+    ap.add_argument("--models-dir", default=os.path.join(ROOT, "bench/models/out"))
+    ap.add_argument("--models", default="bert,gpt2,resnet18,resnet50")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--no-ort", action="store_true")
+    args = ap.parse_args()
+    rows = []
+    for m in args.models.split(","):
+        path = os.path.join(args.models_dir, m + ".onnx")
+        tmp = tempfile.mkdtemp(prefix="bf16_" + m + "_")
+        in_dir = os.path.join(tmp, "in")
+        run([args.strata, "bench", path, "--threads", "1", "--warmup", "0", "--iters", "1", "--creations", "1",
+             "--json", "--seed", "42", "--save-inputs", in_dir])
+        feeds = []
+        for f in sorted(glob.glob(os.path.join(in_dir, "input_*.npy"))):
+            name = os.path.basename(f)[len("input_"):-len(".npy")].split("_", 1)[1]
+            feeds += ["-i", "%s=%s" % (name, f)]
+        outs = {}
+        for prec in ("fp32", "bf16"):
+            d = os.path.join(tmp, prec)
+            run([args.strata, "run", path, "--threads", "1", "--precision", prec, "-o", d] + feeds)
+            outs[prec] = {os.path.basename(f): np.load(f) for f in glob.glob(os.path.join(d, "*.npy"))}
+        err = 0.0
+        for name, ref in outs["fp32"].items():
+            got = outs["bf16"][name].astype(np.float64)
+            ref = ref.astype(np.float64)
+            scale = max(np.abs(ref).max(), 1e-30)
+            err = max(err, float(np.abs(got - ref).max() / scale))
+        times = {"fp32": [], "bf16": [], "ort": []}
+        common = ["--threads", "1", "--warmup", "2", "--iters", str(args.iters), "--creations", "1"]
+        for _ in range(args.rounds):
+            for prec in ("fp32", "bf16"):
+                j = json.loads(run([args.strata, "bench", path, "--json", "--seed", "42", "--precision", prec] + common))
+                times[prec].append(j["latency_ms"]["median"])
+            if not args.no_ort:
+                j = json.loads(run([args.ort_bench, path, in_dir] + common))
+                times["ort"].append(j["latency_ms"]["median"])
+        med = {k: statistics.median(v) if v else float("nan") for k, v in times.items()}
+        rows.append((m, med, err, times))
+        print("%-9s fp32 %8.2f ms  bf16 %8.2f ms  ORT %8.2f ms  bf16 vs fp32 %.2fx  bf16 vs ORT %.2fx  max rel err %.2e"
+              % (m, med["fp32"], med["bf16"], med["ort"], med["fp32"] / med["bf16"], med["ort"] / med["bf16"], err),
+              flush=True)
+        print("          per-process medians: %s" % json.dumps(times), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

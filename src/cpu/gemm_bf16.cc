@@ -1,0 +1,311 @@
+// bf16 GEMM: CPU checks, packing, the AVX512_BF16 micro-kernel and the blocked,
+// threaded driver for a run-time fp32 A times a prepacked B (see gemm_bf16.h).
+// The file is compiled for baseline x86-64; only the functions inside the target
+// pragma use AVX-512, and they are reached only after Bf16GemmAvailable().
+// GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own _mm512_undefined_* temporaries.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "cpu/gemm_bf16.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "plugin/cpu_features.h"
+
+namespace strata {
+
+namespace {
+
+std::atomic<bool> g_disabled_for_testing{false};
+
+// Cache blocking. A K chunk of 192 pairs keeps one B panel chunk (24 KiB) plus one A
+// tile chunk (9 KiB) in L1; blocks of 96 rows x 128 columns give 2-core machines
+// enough independent items even for the M = 128 products of transformers.
+constexpr int64_t kKcPairs = 192;
+constexpr int64_t kMc = 96;
+constexpr int64_t kNc = 128;
+
+Result<std::shared_ptr<Buffer>> AllocWords(int64_t words, const char* what) {
+  if (words < 0 || words > (int64_t{1} << 40)) return InvalidArgument("bf16 pack: ", what, " is too large");
+  auto r = DefaultAllocator()->Allocate(static_cast<size_t>(std::max<int64_t>(words, 1)) * sizeof(uint32_t));
+  if (!r.ok()) return r.status();
+  std::memset(r.value()->data(), 0, static_cast<size_t>(std::max<int64_t>(words, 1)) * sizeof(uint32_t));
+  return std::move(r).value();
+}
+
+inline uint32_t Pair(float lo, float hi) {
+  return static_cast<uint32_t>(FloatToBf16(lo)) | (static_cast<uint32_t>(FloatToBf16(hi)) << 16);
+}
+
+}  // namespace
+
+bool Bf16GemmAvailable() {
+  if (g_disabled_for_testing.load(std::memory_order_relaxed)) return false;
+  if (const char* force = std::getenv("STRATA_FORCE_ISA")) {
+    std::string f = force;
+    if (f == "avx2" || f == "scalar") return false;
+  }
+  if (const char* off = std::getenv("STRATA_CPU_DISABLE")) {
+    for (const std::string& item : plugin::SplitList(off))
+      if (item == "avx512_bf16") return false;
+  }
+  static const bool cpu = plugin::CpuSupports("avx512f") && plugin::CpuSupports("avx512bw") &&
+                          plugin::CpuSupports("avx512vl") && plugin::CpuSupports("avx512_bf16");
+  return cpu;
+}
+
+void SetBf16DisabledForTesting(bool disabled) { g_disabled_for_testing.store(disabled); }
+
+uint16_t FloatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even; overflow rounds to inf
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float Bf16ToFloat(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+Result<PackedBf16B> PackBf16(const float* b, int64_t K, int64_t N, bool trans, float scale) {
+  if (K < 0 || N < 0) return InvalidArgument("bf16 pack: negative B dimensions K=", K, " N=", N);
+  PackedBf16B p;
+  p.K = K;
+  p.N = N;
+  p.kp = (K + 1) / 2;
+  p.panels = (N + kBf16NR - 1) / kBf16NR;
+  ASSIGN_OR_RETURN(p.buf, AllocWords(p.panels * p.kp * kBf16NR, "B"));
+  uint32_t* dst = static_cast<uint32_t*>(p.buf->data());
+  auto at = [&](int64_t k, int64_t n) -> float {
+    if (k >= K) return 0.0f;
+    return scale * (trans ? b[n * K + k] : b[k * N + n]);
+  };
+  for (int64_t pn = 0; pn < p.panels; ++pn)
+    for (int64_t kp = 0; kp < p.kp; ++kp)
+      for (int64_t j = 0; j < kBf16NR; ++j) {
+        int64_t n = pn * kBf16NR + j;
+        if (n < N) dst[(pn * p.kp + kp) * kBf16NR + j] = Pair(at(2 * kp, n), at(2 * kp + 1, n));
+      }
+  return p;
+}
+
+Result<PackedBf16A> PackBf16A(const float* a, int64_t M, int64_t K) {
+  if (M < 0 || K < 0) return InvalidArgument("bf16 pack: negative A dimensions M=", M, " K=", K);
+  PackedBf16A p;
+  p.M = M;
+  p.K = K;
+  p.kp = (K + 1) / 2;
+  p.tiles = (M + kBf16MR - 1) / kBf16MR;
+  ASSIGN_OR_RETURN(p.buf, AllocWords(p.tiles * p.kp * kBf16MR, "A"));
+  uint32_t* dst = static_cast<uint32_t*>(p.buf->data());
+  for (int64_t m = 0; m < M; ++m) {
+    const float* row = a + m * K;
+    uint32_t* tile = dst + (m / kBf16MR) * p.kp * kBf16MR + m % kBf16MR;
+    for (int64_t kp = 0; kp < p.kp; ++kp) {
+      float lo = row[2 * kp], hi = 2 * kp + 1 < K ? row[2 * kp + 1] : 0.0f;
+      tile[kp * kBf16MR] = Pair(lo, hi);
+    }
+  }
+  return p;
+}
+
+// ---------------------------------------------------------------------------- AVX-512
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
+
+namespace {
+
+inline __m512i PairsFrom(__m512 lo, __m512 hi) {
+  __m256i blo = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(lo));
+  __m256i bhi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(hi));
+  return _mm512_or_si512(_mm512_cvtepu16_epi32(blo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(bhi), 16));
+}
+
+inline __mmask16 LaneMask(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// C tile of R rows x up to 32 columns: the K loop keeps 2R zmm accumulators in registers.
+template <int R>
+void Micro(const uint32_t* a, const uint32_t* b, int64_t kpc, float* c, int64_t ldc, int64_t ncols, bool accumulate,
+           const Bf16Epilogue* ep, const float* row_bias, const float* col_bias) {
+  __m512 acc0[R], acc1[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kpc; ++k) {
+    const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + k * kBf16NR));
+    const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + k * kBf16NR + 16));
+    const uint32_t* ak = a + k * kBf16MR;
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512bh av = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(ak[r])));
+      acc0[r] = _mm512_dpbf16_ps(acc0[r], av, b0);
+      acc1[r] = _mm512_dpbf16_ps(acc1[r], av, b1);
+    }
+  }
+  const __mmask16 m0 = LaneMask(ncols), m1 = LaneMask(ncols - 16);
+  __m512 cb0 = _mm512_setzero_ps(), cb1 = _mm512_setzero_ps();
+  __m512 lo = _mm512_set1_ps(ep ? ep->min : 0.0f), hi = _mm512_set1_ps(ep ? ep->max : 0.0f);
+  if (col_bias) {
+    cb0 = _mm512_maskz_loadu_ps(m0, col_bias);
+    cb1 = _mm512_maskz_loadu_ps(m1, col_bias + 16);
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    float* cr = c + r * ldc;
+    __m512 v0 = acc0[r], v1 = acc1[r];
+    if (accumulate) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, cr));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, cr + 16));
+    }
+    if (ep) {
+      __m512 bias0 = cb0, bias1 = cb1;
+      if (row_bias) bias0 = bias1 = _mm512_set1_ps(row_bias[r]);
+      v0 = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v0, bias0), lo), hi);
+      v1 = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v1, bias1), lo), hi);
+    }
+    _mm512_mask_storeu_ps(cr, m0, v0);
+    _mm512_mask_storeu_ps(cr + 16, m1, v1);
+  }
+}
+
+using MicroFn = void (*)(const uint32_t*, const uint32_t*, int64_t, float*, int64_t, int64_t, bool,
+                         const Bf16Epilogue*, const float*, const float*);
+constexpr MicroFn kMicro[kBf16MR + 1] = {nullptr,   Micro<1>, Micro<2>, Micro<3>,  Micro<4>,  Micro<5>, Micro<6>,
+                                         Micro<7>,  Micro<8>, Micro<9>, Micro<10>, Micro<11>, Micro<12>};
+
+// Packs rows [m0, m0 + rows) and K pairs [kp0, kp0 + kpc) of fp32 A into 12-row tiles
+// ([kpc][12] each, tiles kpc*12 apart); missing rows and the odd-K tail are zero.
+void PackATiles(const float* a, int64_t lda, bool trans_a, int64_t K, int64_t m0, int64_t rows, int64_t kp0,
+                int64_t kpc, uint32_t* dst) {
+  const int64_t tiles = (rows + kBf16MR - 1) / kBf16MR;
+  std::memset(dst, 0, static_cast<size_t>(tiles * kpc * kBf16MR) * sizeof(uint32_t));
+  if (trans_a) {
+    // A is [K, M]: 12 consecutive rows of one K pair are contiguous in memory.
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t mt = m0 + t * kBf16MR, r = std::min<int64_t>(kBf16MR, rows - t * kBf16MR);
+      const __mmask16 mask = LaneMask(r);
+      uint32_t* tile = dst + t * kpc * kBf16MR;
+      for (int64_t kp = 0; kp < kpc; ++kp) {
+        const int64_t k = 2 * (kp0 + kp);
+        __m512 lo = _mm512_maskz_loadu_ps(mask, a + k * lda + mt);
+        __m512 hi = k + 1 < K ? _mm512_maskz_loadu_ps(mask, a + (k + 1) * lda + mt) : _mm512_setzero_ps();
+        // Tiles are 12 wide: store 12 lanes (the next pair's slots are written after).
+        _mm512_mask_storeu_epi32(tile + kp * kBf16MR, static_cast<__mmask16>(0x0FFF), PairsFrom(lo, hi));
+      }
+    }
+    return;
+  }
+  // A is [M, K]: a row's consecutive floats are already (k, k+1) pairs.
+  const int64_t kvalid = std::min<int64_t>(K - 2 * kp0, 2 * kpc);
+  alignas(64) uint32_t row_pairs[kKcPairs + 16];
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* src = a + (m0 + i) * lda + 2 * kp0;
+    for (int64_t f = 0; f < kvalid; f += 32) {
+      __m512 v0 = _mm512_maskz_loadu_ps(LaneMask(kvalid - f), src + f);
+      __m512 v1 = _mm512_maskz_loadu_ps(LaneMask(kvalid - f - 16), src + f + 16);
+      __m512i bf = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));  // 32 bf16 = 16 pairs, in order
+      _mm512_storeu_si512(row_pairs + f / 2, bf);
+    }
+    uint32_t* tile = dst + (i / kBf16MR) * kpc * kBf16MR + i % kBf16MR;
+    for (int64_t kp = 0; kp < kpc; ++kp) tile[kp * kBf16MR] = row_pairs[kp];
+  }
+}
+
+}  // namespace
+
+namespace bf16_internal {
+
+void Block(const uint32_t* a, int64_t a_stride, int64_t m_rows, const uint32_t* b, int64_t b_stride, int64_t n_cols,
+           int64_t kpc, float* c, int64_t ldc, bool accumulate, const Bf16Epilogue* ep, int64_t m0, int64_t n0) {
+  const int64_t panels = (n_cols + kBf16NR - 1) / kBf16NR, tiles = (m_rows + kBf16MR - 1) / kBf16MR;
+  // Panel-outer: one B panel chunk stays in L1 while every A tile streams past it.
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t cols = std::min<int64_t>(kBf16NR, n_cols - p * kBf16NR);
+    const float* col_bias = ep && ep->bias && !ep->bias_per_row ? ep->bias + n0 + p * kBf16NR : nullptr;
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t rows = std::min<int64_t>(kBf16MR, m_rows - t * kBf16MR);
+      const float* row_bias = ep && ep->bias && ep->bias_per_row ? ep->bias + m0 + t * kBf16MR : nullptr;
+      kMicro[rows](a + t * a_stride, b + p * b_stride, kpc, c + t * kBf16MR * ldc + p * kBf16NR, ldc, cols, accumulate,
+                   ep, row_bias, col_bias);
+    }
+  }
+}
+
+void PackPairs32(const float* lo, const float* hi, int n, uint32_t* dst) {
+  for (int h = 0; h < 2; ++h) {
+    const __mmask16 mask = LaneMask(n - 16 * h);
+    __m512 vlo = _mm512_maskz_loadu_ps(mask, lo + 16 * h);
+    __m512 vhi = hi ? _mm512_maskz_loadu_ps(mask, hi + 16 * h) : _mm512_setzero_ps();
+    _mm512_storeu_si512(dst + 16 * h, PairsFrom(vlo, vhi));
+  }
+}
+
+}  // namespace bf16_internal
+
+namespace {
+
+void GemmBlockItem(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, bool trans_a, const PackedBf16B& b,
+                   float* c, int64_t ldc, const Bf16Epilogue& ep, int64_t m0, int64_t n0) {
+  const int64_t rows = std::min(kMc, M - m0), cols = std::min(kNc, N - n0);
+  const int64_t tiles = (rows + kBf16MR - 1) / kBf16MR;
+  thread_local std::vector<uint32_t> apack;
+  apack.resize(static_cast<size_t>(tiles * kKcPairs * kBf16MR));
+  for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
+    const int64_t kpc = std::min(kKcPairs, b.kp - kp0);
+    PackATiles(a, lda, trans_a, K, m0, rows, kp0, kpc, apack.data());
+    const bool last = kp0 + kpc == b.kp;
+    bf16_internal::Block(apack.data(), kpc * kBf16MR, rows, b.panel(n0 / kBf16NR) + kp0 * kBf16NR, b.kp * kBf16NR,
+                         cols, kpc, c + m0 * ldc + n0, ldc, kp0 > 0, last ? &ep : nullptr, m0, n0);
+  }
+}
+
+}  // namespace
+
+#pragma GCC pop_options
+// ---------------------------------------------------------------------------- driver
+
+Status GemmBf16(const Node& node, int64_t M, const float* a, int64_t lda, bool trans_a, const PackedBf16B& b,
+                float* c, int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool) {
+  const int64_t N = b.N, K = b.K;
+  if (!Bf16GemmAvailable())
+    return Unsupported(node.Describe(), ": bf16 GEMM needs a CPU with avx512_bf16 (or it was disabled)");
+  if (M < 0) return InvalidArgument(node.Describe(), ": bf16 GEMM: negative M=", M);
+  if (ldc < N || lda < (trans_a ? M : K))
+    return InvalidArgument(node.Describe(), ": bf16 GEMM: row strides lda=", lda, " ldc=", ldc, " too small for M=", M,
+                           " N=", N, " K=", K);
+  if (M == 0 || N == 0) return Status::Ok();
+  if (K == 0) {
+    // Empty sum: the output is the epilogue applied to zero.
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        float v = ep.bias ? ep.bias[ep.bias_per_row ? m : n] : 0.0f;
+        c[m * ldc + n] = std::min(std::max(v, ep.min), ep.max);
+      }
+    return Status::Ok();
+  }
+  const int64_t mb = (M + kMc - 1) / kMc, nb = (N + kNc - 1) / kNc;
+  auto body = [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item)
+      GemmBlockItem(M, N, K, a, lda, trans_a, b, c, ldc, ep, (item / nb) * kMc, (item % nb) * kNc);
+  };
+  const int64_t items = mb * nb;
+  if (pool && pool->num_threads() > 1 && items > 1 && M * N * K > (int64_t{1} << 17)) {
+    pool->ParallelFor(items, 1, body);
+  } else {
+    body(0, items);
+  }
+  return Status::Ok();
+}
+
+}  // namespace strata

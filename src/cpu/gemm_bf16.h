@@ -1,0 +1,99 @@
+// bf16 fast-math GEMM (session option precision=bf16): operands rounded to bf16
+// (round-to-nearest-even), products summed in fp32 by AVX512_BF16's vdpbf16ps, bias
+// and Relu/Clip fused into the store. Constant operands are packed once at session
+// creation; run-time operands are converted per cache block.
+//
+// Packed layouts (uint32 = one bf16 pair, element k in the low half, k+1 in the high):
+//   B panels: [panel of 32 columns][K pair][32 columns]   (what vdpbf16ps multiplies)
+//   A tiles:  [tile of 12 rows][K pair][12 rows]          (broadcast one pair per row)
+// An odd K is padded with a zero element, a partial panel/tile with zero columns/rows.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+
+#include "core/kernel.h"
+
+namespace strata {
+
+inline constexpr int kBf16MR = 12;  // rows of the register tile (24 zmm accumulators)
+inline constexpr int kBf16NR = 32;  // columns of the register tile (two zmm)
+
+// True when the CPU (and OS) support avx512f/bw/vl + avx512_bf16 and neither
+// STRATA_CPU_DISABLE (comma list containing "avx512_bf16") nor STRATA_FORCE_ISA
+// ("avx2"/"scalar") nor SetBf16DisabledForTesting(true) turned the kernels off.
+bool Bf16GemmAvailable();
+void SetBf16DisabledForTesting(bool disabled);
+
+// Converts one float to bf16 bits with round-to-nearest-even (NaN stays NaN).
+uint16_t FloatToBf16(float f);
+float Bf16ToFloat(uint16_t h);
+
+// B [K, N] (row-major; [N, K] when trans) times `scale`, packed into 32-column panels.
+struct PackedBf16B {
+  int64_t K = 0, N = 0;
+  int64_t kp = 0;      // K pairs: ceil(K / 2)
+  int64_t panels = 0;  // ceil(N / 32)
+  std::shared_ptr<Buffer> buf;
+  const uint32_t* panel(int64_t p) const { return static_cast<const uint32_t*>(buf->data()) + p * kp * kBf16NR; }
+};
+Result<PackedBf16B> PackBf16(const float* b, int64_t K, int64_t N, bool trans, float scale = 1.0f);
+
+// A [M, K] (row-major, row stride K) packed into 12-row tiles: constant left operands
+// (Conv weights, where C = W x im2col(X)).
+struct PackedBf16A {
+  int64_t M = 0, K = 0;
+  int64_t kp = 0;     // ceil(K / 2)
+  int64_t tiles = 0;  // ceil(M / 12)
+  std::shared_ptr<Buffer> buf;
+  const uint32_t* tile(int64_t t) const { return static_cast<const uint32_t*>(buf->data()) + t * kp * kBf16MR; }
+};
+Result<PackedBf16A> PackBf16A(const float* a, int64_t M, int64_t K);
+
+// Applied once per output element after the last K block: + bias, then clamp.
+struct Bf16Epilogue {
+  const float* bias = nullptr;  // [N] (per column) or [M] when bias_per_row
+  bool bias_per_row = false;
+  float min = -std::numeric_limits<float>::infinity();
+  float max = std::numeric_limits<float>::infinity();
+};
+
+// C[M, N] (row stride ldc) = A x B + epilogue, where A is fp32 [M, K] with row stride lda
+// (or, with trans_a, [K, M] with row stride lda) and B was packed by PackBf16. Parallel
+// over M x N blocks on `pool` (may be null). Errors (unavailable CPU, bad strides) start
+// with node.Describe().
+Status GemmBf16(const Node& node, int64_t M, const float* a, int64_t lda, bool trans_a, const PackedBf16B& b,
+                float* c, int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool);
+
+// MatMul/Gemm with a constant float B when bf16 fast math applies; otherwise (option off,
+// CPU without avx512_bf16, shapes it does not cover) the fp32 MakeFast* kernel.
+Result<std::unique_ptr<OpKernel>> MakeBf16MatMul(const KernelInit& init);
+Result<std::unique_ptr<OpKernel>> MakeBf16Gemm(const KernelInit& init);
+// 2-D group-1 Conv with constant weights when bf16 fast math applies; otherwise MakeXnnConv.
+Result<std::unique_ptr<OpKernel>> MakeBf16Conv(const KernelInit& init);
+// True if `k` is one of the bf16 kernels (tests: which implementation a factory chose).
+bool IsBf16Kernel(const OpKernel& k);
+
+// Registers the bf16 MatMul/Gemm/Conv kernels (impl "avx512_bf16"); they take precedence
+// over the fp32 "xnnpack" kernels and delegate to them unless bf16 fast math applies.
+void RegisterBf16Kernels(KernelRegistry& r);
+
+namespace bf16_internal {
+
+// Marker base of the bf16 kernels (IsBf16Kernel).
+class Bf16KernelBase : public OpKernel {};
+
+// One K chunk (kpc pairs) of an m_rows x n_cols block of C. `a` points at the chunk of
+// tile 0 ([kpc][12] per tile, tiles a_stride uint32 apart); `b` at the chunk of panel 0
+// ([kpc][32] per panel, panels b_stride apart). accumulate: add C's current values;
+// ep (non-null on the last chunk): bias and clamp, with the bias offset by (m0, n0).
+void Block(const uint32_t* a, int64_t a_stride, int64_t m_rows, const uint32_t* b, int64_t b_stride, int64_t n_cols,
+           int64_t kpc, float* c, int64_t ldc, bool accumulate, const Bf16Epilogue* ep, int64_t m0, int64_t n0);
+
+// Converts 32 floats of row k (lo) and row k+1 (hi; nullptr = zeros) into 32 bf16 pairs.
+void PackPairs32(const float* lo, const float* hi, int n, uint32_t* dst);
+
+}  // namespace bf16_internal
+
+}  // namespace strata

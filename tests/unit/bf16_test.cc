@@ -1,0 +1,359 @@
+// bf16 fast-math kernels (precision=bf16): the GEMM library function, MatMul/Gemm/Conv
+// through the kernel registry, kernel selection and the CPU fallback.
+//
+// Tolerance: bf16 keeps 8 significant bits, so rounding one operand costs at most 2^-9
+// relative and a product of two rounded operands at most ~2^-8 = 3.9e-3. Summed in fp32,
+// |bf16 result - exact| <= 3.9e-3 * sum_k |a_k b_k| (+ fp32 rounding), so every element is
+// checked against 1e-2 * sum_k |a_k b_k|: an error bound, not a fudge factor. Since that
+// bound is loose enough to hide a dropped term, the GEMM is also checked against an exact
+// (double) product of the bf16-rounded operands with 1e-5 of the same scale.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/session.h"
+#include "core/threadpool.h"
+#include "cpu/gemm_bf16.h"
+#include "kernel_harness.h"
+#include "onnx_builder.h"
+
+namespace strata {
+namespace {
+
+using testing::OpSpec;
+using testing::RunKernel;
+using testing::RunOptions;
+
+std::vector<float> Random(int64_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+float RoundBf16(float x) { return Bf16ToFloat(FloatToBf16(x)); }
+
+Node DummyNode() {
+  Node n;
+  n.op_type = "MatMul";
+  n.name = "bf16_test";
+  return n;
+}
+
+// Checks C against A x B (+bias, clamp): within 1e-2 of sum|ab| for the fp32 operands and
+// within 1e-5 of sum|ab| for the bf16-rounded ones.
+void CheckGemm(int64_t M, int64_t N, int64_t K, const std::vector<float>& a, bool trans_a,
+               const std::vector<float>& b, bool trans_b, float scale, const Bf16Epilogue& ep,
+               const std::vector<float>& c) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double exact = 0, rounded = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        float av = trans_a ? a[k * M + m] : a[m * K + k];
+        float bv = scale * (trans_b ? b[n * K + k] : b[k * N + n]);
+        exact += static_cast<double>(av) * bv;
+        rounded += static_cast<double>(RoundBf16(av)) * RoundBf16(bv);
+        mag += std::fabs(static_cast<double>(av) * bv);
+      }
+      double bias = ep.bias ? ep.bias[ep.bias_per_row ? m : n] : 0.0;
+      auto clamp = [&](double v) { return std::min<double>(std::max<double>(v + bias, ep.min), ep.max); };
+      const double got = c[m * N + n];
+      ASSERT_NEAR(got, clamp(exact), 1e-2 * mag + 1e-6) << "M=" << M << " N=" << N << " K=" << K << " at " << m << ","
+                                                        << n;
+      ASSERT_NEAR(got, clamp(rounded), 1e-5 * mag + 1e-6) << "M=" << M << " N=" << N << " K=" << K << " at " << m
+                                                          << "," << n;
+    }
+}
+
+class Bf16Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!Bf16GemmAvailable()) GTEST_SKIP() << "CPU without avx512_bf16 (or disabled): bf16 kernels not usable";
+  }
+};
+
+TEST(Bf16ConvertTest, RoundsToNearestEven) {
+  EXPECT_EQ(FloatToBf16(1.0f), 0x3F80);
+  EXPECT_EQ(FloatToBf16(-2.0f), 0xC000);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1.0).
+  EXPECT_EQ(FloatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);
+  // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6 (even): rounds up.
+  EXPECT_EQ(FloatToBf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3F82);
+  EXPECT_EQ(FloatToBf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)), 0x3F81);
+  EXPECT_EQ(FloatToBf16(std::numeric_limits<float>::infinity()), 0x7F80);
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(std::numeric_limits<float>::quiet_NaN()))));
+  // The largest float rounds to infinity, as RNE demands.
+  EXPECT_EQ(FloatToBf16(std::numeric_limits<float>::max()), 0x7F80);
+}
+
+TEST_F(Bf16Test, GemmEdgeSizesMatchReference) {
+  ThreadPool pool(2);
+  const Node node = DummyNode();
+  // 1s, odd K (pair padding), a tile + 1 in every direction, two K chunks (K > 384).
+  const int64_t sizes[][3] = {{1, 1, 1},   {1, 33, 7},  {13, 31, 3},   {12, 32, 2},   {25, 65, 385},
+                              {97, 129, 64}, {2, 17, 769}, {128, 96, 768}, {37, 1, 5},    {5, 300, 1}};
+  uint32_t seed = 1;
+  for (const auto& s : sizes) {
+    const int64_t M = s[0], N = s[1], K = s[2];
+    for (bool trans_a : {false, true})
+      for (bool trans_b : {false, true}) {
+        auto a = Random(M * K, seed++), b = Random(K * N, seed++), bias = Random(N, seed++);
+        auto packed = PackBf16(b.data(), K, N, trans_b, 0.5f);
+        ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+        Bf16Epilogue ep;
+        ep.bias = bias.data();
+        std::vector<float> c(static_cast<size_t>(M * N), -7.0f);
+        Status st = GemmBf16(node, M, a.data(), trans_a ? M : K, trans_a, *packed, c.data(), N, ep,
+                             (seed & 1) ? &pool : nullptr);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        CheckGemm(M, N, K, a, trans_a, b, trans_b, 0.5f, ep, c);
+      }
+  }
+}
+
+TEST_F(Bf16Test, GemmFusedClampAndRowBias) {
+  const Node node = DummyNode();
+  const int64_t M = 30, N = 70, K = 41;
+  auto a = Random(M * K, 11), b = Random(K * N, 12), bias = Random(M, 13, -0.5f, 0.5f);
+  auto packed = PackBf16(b.data(), K, N, false);
+  ASSERT_TRUE(packed.ok());
+  Bf16Epilogue ep;
+  ep.bias = bias.data();
+  ep.bias_per_row = true;
+  ep.min = -0.25f;
+  ep.max = 0.5f;
+  std::vector<float> c(static_cast<size_t>(M * N));
+  ASSERT_TRUE(GemmBf16(node, M, a.data(), K, false, *packed, c.data(), N, ep, nullptr).ok());
+  CheckGemm(M, N, K, a, false, b, false, 1.0f, ep, c);
+  int clamped = 0;
+  for (float v : c) clamped += v == -0.25f || v == 0.5f;
+  EXPECT_GT(clamped, 0) << "the test data must exercise the clamp";
+}
+
+TEST_F(Bf16Test, GemmEmptyAndBadStrides) {
+  const Node node = DummyNode();
+  std::vector<float> b = {1, 2, 3, 4};
+  auto packed = PackBf16(b.data(), 2, 2, false);
+  ASSERT_TRUE(packed.ok());
+  std::vector<float> c(4, 9.0f);
+  EXPECT_TRUE(GemmBf16(node, 0, nullptr, 2, false, *packed, c.data(), 2, {}, nullptr).ok());
+  EXPECT_EQ(c[0], 9.0f);
+  Status st = GemmBf16(node, 2, b.data(), 1, false, *packed, c.data(), 2, {}, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("bf16_test"), std::string::npos) << st.message();
+  // K = 0: the empty sum, plus bias, clamped.
+  auto empty_k = PackBf16(nullptr, 0, 2, false);
+  ASSERT_TRUE(empty_k.ok());
+  std::vector<float> bias = {-3.0f, 4.0f};
+  Bf16Epilogue ep;
+  ep.bias = bias.data();
+  ep.min = 0.0f;
+  ASSERT_TRUE(GemmBf16(node, 2, nullptr, 0, false, *empty_k, c.data(), 2, ep, nullptr).ok());
+  EXPECT_EQ(c, (std::vector<float>{0.0f, 4.0f, 0.0f, 4.0f}));
+}
+
+RunOptions RefOptions() {
+  RunOptions o;
+  o.want_reference = true;
+  return o;
+}
+
+RunOptions Bf16Options(bool on, int threads = 1) {
+  RunOptions o;
+  o.constant_inputs = {1, 2};
+  o.config.bf16_fast_math = on;
+  o.threads = threads;
+  return o;
+}
+
+// Elementwise |got - want| <= tol * scale where scale is the largest |want| (used where
+// the per-element sum|ab| is not at hand: whole kernels with many terms).
+double MaxRelError(const Tensor& got, const Tensor& want) {
+  double scale = 0, err = 0;
+  for (int64_t i = 0; i < want.num_elements(); ++i) scale = std::max<double>(scale, std::fabs(want.data<float>()[i]));
+  for (int64_t i = 0; i < want.num_elements(); ++i)
+    err = std::max<double>(err, std::fabs(got.data<float>()[i] - want.data<float>()[i]));
+  return scale > 0 ? err / scale : err;
+}
+
+bool SameBits(const Tensor& x, const Tensor& y) {
+  return x.shape() == y.shape() && std::memcmp(x.raw_data(), y.raw_data(), x.byte_size()) == 0;
+}
+
+TEST_F(Bf16Test, MatMulAndGemmKernelsFollowTheOption) {
+  Tensor a = Tensor::FromVector(Random(2 * 70 * 100, 21), {2, 70, 100});
+  Tensor b = Tensor::FromVector(Random(100 * 90, 22), {100, 90});
+  OpSpec mm("MatMul", 13);
+  auto fp32 = RunKernel(mm, {a, b}, Bf16Options(false));
+  auto bf16 = RunKernel(mm, {a, b}, Bf16Options(true, 2));
+  auto ref = RunKernel(mm, {a, b}, RefOptions());
+  ASSERT_TRUE(fp32.ok() && bf16.ok() && ref.ok()) << bf16.status().ToString();
+  // Option off: the fp32 kernel, bit for bit; on: bf16 rounding shows, within tolerance.
+  EXPECT_LT(MaxRelError((*fp32)[0], (*ref)[0]), 1e-5);
+  EXPECT_FALSE(SameBits((*bf16)[0], (*fp32)[0]));
+  EXPECT_LT(MaxRelError((*bf16)[0], (*ref)[0]), 1e-2);
+
+  // No avx512_bf16 (simulated): the option is on but the fp32 kernel runs.
+  SetBf16DisabledForTesting(true);
+  auto off_cpu = RunKernel(mm, {a, b}, Bf16Options(true));
+  SetBf16DisabledForTesting(false);
+  ASSERT_TRUE(off_cpu.ok());
+  EXPECT_TRUE(SameBits((*off_cpu)[0], (*fp32)[0]));
+
+  // Gemm: transA, transB, alpha, beta * row C, fused Relu.
+  Tensor ga = Tensor::FromVector(Random(45 * 33, 23), {45, 33});  // [K, M] (transA)
+  Tensor gb = Tensor::FromVector(Random(50 * 45, 24), {50, 45});  // [N, K] (transB)
+  Tensor gc = Tensor::FromVector(Random(50, 25), {1, 50});
+  OpSpec gemm("Gemm", 13);
+  gemm.Attr("transA", 1).Attr("transB", 1).Attr("alpha", 0.75f).Attr("beta", 2.0f).Attr("activation", "Relu");
+  auto g16 = RunKernel(gemm, {ga, gb, gc}, Bf16Options(true));
+  auto g32 = RunKernel(gemm, {ga, gb, gc}, Bf16Options(false));
+  ASSERT_TRUE(g16.ok() && g32.ok()) << g16.status().ToString();
+  EXPECT_FALSE(SameBits((*g16)[0], (*g32)[0]));
+  EXPECT_LT(MaxRelError((*g16)[0], (*g32)[0]), 1e-2);
+  for (int64_t i = 0; i < (*g16)[0].num_elements(); ++i) ASSERT_GE((*g16)[0].data<float>()[i], 0.0f);
+}
+
+TEST_F(Bf16Test, GemmWithFullMatrixCFallsBackToFp32) {
+  Tensor a = Tensor::FromVector(Random(8 * 16, 31), {8, 16});
+  Tensor b = Tensor::FromVector(Random(16 * 24, 32), {16, 24});
+  Tensor c = Tensor::FromVector(Random(8 * 24, 33), {8, 24});
+  OpSpec gemm("Gemm", 13);
+  auto on = RunKernel(gemm, {a, b, c}, Bf16Options(true));
+  auto off = RunKernel(gemm, {a, b, c}, Bf16Options(false));
+  ASSERT_TRUE(on.ok() && off.ok());
+  EXPECT_TRUE(SameBits((*on)[0], (*off)[0]));
+}
+
+TEST_F(Bf16Test, MatMulRejectsBadInputWithNodeName) {
+  Tensor a = Tensor::FromVector(Random(3 * 5, 41), {3, 5});
+  Tensor b = Tensor::FromVector(Random(4 * 6, 42), {4, 6});
+  OpSpec mm("MatMul", 13);
+  auto r = RunKernel(mm, {a, b}, Bf16Options(true));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("MatMul"), std::string::npos) << r.status().message();
+}
+
+struct ConvCase {
+  int64_t n, cin, h, w, cout, kh, kw, stride, pad, dilation;
+  const char* activation;
+};
+
+TEST_F(Bf16Test, ConvMatchesReference) {
+  const ConvCase cases[] = {
+      {1, 16, 9, 11, 13, 1, 1, 1, 0, 1, nullptr},   // pointwise, odd sizes, Cout = tile + 1
+      {2, 7, 12, 12, 24, 3, 3, 1, 1, 1, "Relu"},    // 3x3 pad 1, odd Cin*9 = 63 (pair padding)
+      {1, 8, 15, 17, 12, 3, 3, 2, 1, 1, nullptr},   // stride 2
+      {1, 3, 23, 23, 20, 7, 7, 2, 3, 1, "Relu"},    // the ResNet stem shape, scaled down
+      {1, 5, 14, 14, 9, 3, 3, 1, 2, 2, "Clip"},     // dilation 2
+      {1, 64, 20, 20, 40, 3, 3, 1, 1, 1, nullptr},  // K = 576: two K chunks, 400 columns
+      {1, 4, 6, 6, 8, 1, 1, 2, 0, 1, nullptr},      // strided 1x1 (ResNet downsample)
+      {1, 1024, 7, 7, 24, 1, 1, 1, 0, 1, "Relu"},   // ResNet-50 bottleneck 1x1: three K chunks
+      {1, 256, 14, 14, 16, 1, 1, 2, 0, 1, nullptr}, // strided 1x1 over two K chunks
+      {1, 128, 15, 15, 16, 3, 3, 2, 1, 1, nullptr}, // 3x3 stride 2, K = 1152
+  };
+  uint32_t seed = 100;
+  for (const ConvCase& c : cases) {
+    Tensor x = Tensor::FromVector(Random(c.n * c.cin * c.h * c.w, seed++), {c.n, c.cin, c.h, c.w});
+    Tensor w = Tensor::FromVector(Random(c.cout * c.cin * c.kh * c.kw, seed++), {c.cout, c.cin, c.kh, c.kw});
+    Tensor b = Tensor::FromVector(Random(c.cout, seed++), {c.cout});
+    OpSpec conv("Conv", 11);
+    conv.Attr("strides", std::vector<int64_t>{c.stride, c.stride})
+        .Attr("pads", std::vector<int64_t>{c.pad, c.pad, c.pad, c.pad})
+        .Attr("dilations", std::vector<int64_t>{c.dilation, c.dilation});
+    if (c.activation) conv.Attr("activation", c.activation);
+    if (c.activation && std::string(c.activation) == "Clip") conv.Attr("activation_min", -0.5f).Attr("activation_max", 0.5f);
+    auto on = RunKernel(conv, {x, w, b}, Bf16Options(true, 2));
+    auto ref = RunKernel(conv, {x, w, b}, RefOptions());
+    ASSERT_TRUE(on.ok()) << on.status().ToString();
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    const Tensor& got = (*on)[0];
+    const Tensor& want = (*ref)[0];
+    ASSERT_EQ(got.shape(), want.shape());
+    // Per-element bound: 1e-2 * sum|x w| <= 1e-2 * (Cin*KH*KW) * max|x| * max|w| (both <= 1).
+    const double bound = 1e-2 * static_cast<double>(c.cin * c.kh * c.kw) * 0.25 + 1e-5;
+    double worst = 0;
+    for (int64_t i = 0; i < want.num_elements(); ++i)
+      worst = std::max<double>(worst, std::fabs(got.data<float>()[i] - want.data<float>()[i]));
+    EXPECT_LT(worst, bound) << "conv case cin=" << c.cin << " k=" << c.kh << " stride=" << c.stride;
+    // Clip bounds the output scale but not the sum's, so the scale-relative check skips it.
+    if (!c.activation || std::string(c.activation) != "Clip") {
+      EXPECT_LT(MaxRelError(got, want), 1e-2) << "conv case cin=" << c.cin << " k=" << c.kh;
+    }
+    // Tight: the reference on bf16-rounded X and W differs only by fp32 summation order.
+    Tensor xr = x.Clone().value(), wr = w.Clone().value();
+    for (Tensor* t : {&xr, &wr})
+      for (int64_t i = 0; i < t->num_elements(); ++i) t->mutable_data<float>()[i] = RoundBf16(t->data<float>()[i]);
+    auto ref16 = RunKernel(conv, {xr, wr, b}, RefOptions());
+    ASSERT_TRUE(ref16.ok());
+    double tight = 0;
+    for (int64_t i = 0; i < want.num_elements(); ++i)
+      tight = std::max<double>(tight, std::fabs(got.data<float>()[i] - (*ref16)[0].data<float>()[i]));
+    EXPECT_LT(tight, 1e-5 * c.cin * c.kh * c.kw + 1e-6) << "conv case cin=" << c.cin << " k=" << c.kh;
+    EXPECT_FALSE(SameBits(got, want)) << "bf16 rounding should be visible";
+  }
+}
+
+TEST_F(Bf16Test, DepthwiseConvStaysFp32) {
+  Tensor x = Tensor::FromVector(Random(1 * 8 * 10 * 10, 51), {1, 8, 10, 10});
+  Tensor w = Tensor::FromVector(Random(8 * 1 * 3 * 3, 52), {8, 1, 3, 3});
+  OpSpec conv("Conv", 11);
+  conv.Attr("group", 8).Attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  RunOptions on = Bf16Options(true), off = Bf16Options(false);
+  on.constant_inputs = off.constant_inputs = {1};
+  auto a = RunKernel(conv, {x, w}, on);
+  auto b = RunKernel(conv, {x, w}, off);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(SameBits((*a)[0], (*b)[0]));
+}
+
+// Session level: the precision option reaches the kernels through SessionOptions.
+std::string MatMulReluModel() {
+  auto m = onnx_builder::MakeModel(13);
+  auto* g = m.mutable_graph();
+  onnx_builder::AddInput(g, "x", {4, 64});
+  onnx_builder::AddOutput(g, "y", {4, 48});
+  auto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(64);
+  w->add_dims(48);
+  for (float v : Random(64 * 48, 61)) w->add_float_data(v);
+  onnx_builder::AddNode(g, "MatMul", {"x", "w"}, {"h"});
+  onnx_builder::AddNode(g, "Relu", {"h"}, {"y"});
+  return m.SerializeAsString();
+}
+
+TEST_F(Bf16Test, SessionPrecisionOption) {
+  const std::string bytes = MatMulReluModel();
+  Tensor x = Tensor::FromVector(Random(4 * 64, 62), {4, 64});
+  std::vector<Tensor> outs;
+  for (bool bf16 : {false, true}) {
+    SessionOptions so;
+    so.threads = 1;
+    so.kernel.bf16_fast_math = bf16;
+    auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), so);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    bool found = false;
+    for (const NodeAssignment& na : (*s)->assignments())
+      if (na.op_type == "MatMul" || na.op_type == "Gemm") {
+        found = true;
+        EXPECT_EQ(na.impl, "avx512_bf16");  // the registered entry (it delegates when the option is off)
+      }
+    EXPECT_TRUE(found);
+    auto r = (*s)->Run({{"x", Value(x)}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    outs.push_back((*r)[0].tensor());
+  }
+  EXPECT_FALSE(SameBits(outs[0], outs[1]));
+  EXPECT_LT(MaxRelError(outs[1], outs[0]), 1e-2);
+  for (int64_t i = 0; i < outs[1].num_elements(); ++i) ASSERT_GE(outs[1].data<float>()[i], 0.0f);
+}
+
+}  // namespace
+}  // namespace strata
