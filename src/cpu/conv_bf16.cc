@@ -30,8 +30,14 @@ struct ConvGeo {
   bool pointwise;  // 1x1, stride 1, no padding: im2col(X) is X itself
 };
 
+// GCC takes a target pragma; clang (the fuzz and sanitizer builds) an attribute push.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))), \
+                             apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
+#endif
 
 inline __m512i PairsFrom(__m512 lo, __m512 hi) {
   __m256i blo = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(lo));
@@ -137,7 +143,11 @@ void PackIm2col(const float* x, const ConvGeo& g, int64_t K, int64_t j0, int64_t
   }
 }
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 class Bf16ConvKernel final : public bf16_internal::Bf16KernelBase {
  public:

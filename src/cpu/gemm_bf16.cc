@@ -120,8 +120,14 @@ Result<PackedBf16A> PackBf16A(const float* a, int64_t M, int64_t K) {
 }
 
 // ---------------------------------------------------------------------------- AVX-512
+// GCC takes a target pragma; clang (the fuzz and sanitizer builds) an attribute push.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))), \
+                             apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
+#endif
 
 namespace {
 
@@ -272,7 +278,11 @@ void GemmBlockItem(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
 
 }  // namespace
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 // ---------------------------------------------------------------------------- driver
 
 Status GemmBf16(const Node& node, int64_t M, const float* a, int64_t lda, bool trans_a, const PackedBf16B& b,
