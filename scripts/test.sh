@@ -2,7 +2,7 @@
 # Builds the release preset and runs the whole test suite (the README's test command), then
 # fuzzes every libFuzzer target for a bounded time (docs/hardening.md).
 #   STRATA_FUZZ_SECONDS  seconds per fuzz target (default 40; 3 targets). 0 skips fuzzing.
-#   STRATA_FUZZ_SEED / STRATA_FUZZ_RUNS  libFuzzer -seed / -runs (defaults 1 / 200000): a
+#   STRATA_FUZZ_SEED / STRATA_FUZZ_RUNS  libFuzzer -seed / -runs (defaults 1 / 800000): a
 #                        fixed seed and execution cap make the run reproducible, so a test
 #                        command that passed once keeps passing; scripts/fuzz.sh alone
 #                        explores with random seeds.
@@ -22,7 +22,7 @@ elif ! command -v clang++-14 >/dev/null || ! compgen -G "/usr/lib/llvm-14/lib/cl
   echo "test.sh: clang-14 / libclang-rt-14-dev not installed: fuzzing skipped"
 else
   start=$SECONDS
-  STRATA_FUZZ_SEED="${STRATA_FUZZ_SEED:-1}" STRATA_FUZZ_RUNS="${STRATA_FUZZ_RUNS:-200000}" \
+  STRATA_FUZZ_SEED="${STRATA_FUZZ_SEED:-1}" STRATA_FUZZ_RUNS="${STRATA_FUZZ_RUNS:-800000}" \
     bash scripts/fuzz.sh "$fuzz_secs"
   echo "test.sh: fuzz build + runs took $((SECONDS - start)) s"
 fi
