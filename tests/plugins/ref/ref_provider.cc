@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../providers/common/node_copy.h"
 #include "strata/provider.h"
 
 namespace {
@@ -69,39 +70,8 @@ RTensor NewFloat(std::vector<int64_t> shape) {
 }
 
 // ---- compiled form ----
-struct Attr {
-  int32_t type = 0;
-  int64_t i = 0;
-  float f = 0;
-  std::string s;
-  std::vector<int64_t> ints;
-};
-struct CNode {
-  std::string name, op;
-  std::vector<int32_t> inputs, outputs;
-  std::vector<std::pair<std::string, Attr>> attrs;
-  int64_t Int(const char* n, int64_t def) const {
-    for (auto& [k, a] : attrs)
-      if (k == n && a.type == STRATA_ATTR_INT) return a.i;
-    return def;
-  }
-  float Float(const char* n, float def) const {
-    for (auto& [k, a] : attrs)
-      if (k == n && a.type == STRATA_ATTR_FLOAT) return a.f;
-    return def;
-  }
-  std::string Str(const char* n, const char* def) const {
-    for (auto& [k, a] : attrs)
-      if (k == n && a.type == STRATA_ATTR_STRING) return a.s;
-    return def;
-  }
-  std::vector<int64_t> Ints(const char* n) const {
-    for (auto& [k, a] : attrs)
-      if (k == n && a.type == STRATA_ATTR_INTS) return a.ints;
-    return {};
-  }
-  std::string Who() const { return op + " '" + name + "'"; }
-};
+// The node copy every strata provider uses (providers/common/node_copy.h).
+using CNode = strata_provider_common::NodeCopy;
 
 }  // namespace
 struct strata_compiled_partition {
@@ -548,31 +518,8 @@ int32_t Compile(void*, uint32_t, const strata_partition_desc* p, strata_compiled
       if (!why.empty())
         return Fail(err, STRATA_PROVIDER_RESULT_UNSUPPORTED, std::string(nd.op_type) + " '" + nd.name + "': " + why);
       CNode c;
-      c.name = nd.name;
-      c.op = nd.op_type;
-      c.inputs.assign(nd.inputs, nd.inputs + nd.input_count);
-      c.outputs.assign(nd.outputs, nd.outputs + nd.output_count);
-      for (int32_t v : c.inputs)
-        if (v >= static_cast<int32_t>(p->value_count))
-          return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, "bad value index");
-      for (int32_t v : c.outputs)
-        if (v >= static_cast<int32_t>(p->value_count))
-          return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, "bad value index");
-      for (size_t a = 0; a < nd.attribute_count; ++a) {
-        const strata_attribute& sa = nd.attributes[a];
-        Attr at;
-        at.type = sa.type;
-        at.i = sa.i;
-        at.f = sa.f;
-        if (sa.type == STRATA_ATTR_STRING && sa.s) at.s = sa.s;
-        if (sa.type == STRATA_ATTR_INTS) at.ints.assign(sa.ints, sa.ints + sa.count);
-        c.attrs.emplace_back(sa.name, std::move(at));
-      }
-      // Softmax semantics changed at opset 13; remember the node's opset.
-      Attr op;
-      op.type = STRATA_ATTR_INT;
-      op.i = nd.opset;
-      c.attrs.emplace_back("__opset", op);
+      const std::string bad = strata_provider_common::CopyNode(nd, p->value_count, &c);
+      if (!bad.empty()) return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, c.Who() + ": " + bad);
       cp->nodes.push_back(std::move(c));
     }
     cp->inputs.assign(p->inputs, p->inputs + p->input_count);
@@ -657,7 +604,7 @@ int32_t Execute(void* self, strata_compiled_partition* p, const strata_device_te
     }
     Error e;
     for (const CNode& n : p->nodes)
-      if (!RunNode(n, static_cast<int>(n.Int("__opset", 13)), vals, &e))
+      if (!RunNode(n, static_cast<int>(n.opset), vals, &e))
         return Fail(err, STRATA_PROVIDER_RESULT_ERROR, e.msg);
     for (size_t k = 0; k < output_count; ++k) {
       const RTensor& t = vals[p->outputs[k]];
@@ -703,7 +650,8 @@ const strata_provider_api kApi = {sizeof(strata_provider_api),
                                   Execute,
                                   Synchronize,
                                   Shutdown,
-                                  HasCapability};
+                                  HasCapability,
+                                  /*get_extension=*/nullptr};
 
 const strata_provider_probe_info kProbe = {
     sizeof(strata_provider_probe_info), STRATA_PROVIDER_ABI_VERSION, "ref", "reference-cpu", "1.0.0", "", "", ""};
