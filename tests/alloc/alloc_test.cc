@@ -3,6 +3,7 @@
 // transformer encoder block built here. Runs with 1 and 2 intra-op threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -255,10 +256,18 @@ void CheckSteadyState(const Case& c, int threads) {
   PlainRun(s, c, x);
   alloc_hook::Disarm();
   size_t plain = alloc_hook::Allocations();
-  for (int r = 1; r < kRuns; ++r) EXPECT_EQ(per_run[r], per_run[0]) << c.label << " run " << r;
-  EXPECT_LT(per_run[0], plain) << c.label;
-  std::printf("[ alloc    ] %s threads=%d: %zu allocations per binding run (plain run: %zu)\n", c.label, threads,
-              per_run[0], plain);
+  // With threads > 1 a parallel region may run inline (workers busy) or split, and the
+  // two take a slightly different number of std::function copies, so counts vary by a
+  // few between runs. What must hold: every run stays below a plain run, and the counts
+  // do not grow (a per-run leak of even one block would spread them by ~kRuns).
+  const size_t lo = *std::min_element(per_run, per_run + kRuns), hi = *std::max_element(per_run, per_run + kRuns);
+  EXPECT_LT(hi, plain) << c.label;
+  EXPECT_LE(hi - lo, 16u) << c.label << ": allocation counts spread from " << lo << " to " << hi;
+  if (threads == 1) {
+    EXPECT_EQ(lo, hi) << c.label << ": one thread must allocate the same on every run";
+  }
+  std::printf("[ alloc    ] %s threads=%d: %zu-%zu allocations per binding run (plain run: %zu)\n", c.label, threads,
+              lo, hi, plain);
 
   // Changing the input in place is picked up by the next run without rebinding.
   for (float& v : x) v *= 0.5f;
