@@ -96,6 +96,23 @@ Result<GemmDims> ComputeGemmDims(const Node& node, const Shape& a, const Shape& 
   return d;
 }
 
+Result<Fp32MatMulCall> BeginFp32MatMul(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(1);
+  if (!a || !b) return InvalidArgument(node.Describe(), ": MatMul needs inputs A and B");
+  if (a->dtype() != DataType::kFloat || b->dtype() != DataType::kFloat)
+    return InvalidArgument(node.Describe(), ": MatMul dtypes differ: A ", DataTypeName(a->dtype()), ", B ",
+                           DataTypeName(b->dtype()));
+  Fp32MatMulCall c;
+  ASSIGN_OR_RETURN(c.d, ComputeMatMulDims(a->shape(), b->shape(), node));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, c.d.out));
+  c.a = a->data<float>();
+  c.b = b->data<float>();
+  c.y = y->mutable_data<float>();
+  return c;
+}
+
 namespace {
 
 template <typename T>

@@ -170,18 +170,11 @@ class BlasMatMulKernel final : public OpKernel {
  public:
   explicit BlasMatMulKernel(FusedActivation act) : act_(act) { EnsureBlasSingleThreaded(); }
   Status Compute(KernelContext& ctx) const override {
-    const Node& node = ctx.node();
-    const Tensor* a = ctx.input(0);
-    const Tensor* b = ctx.input(1);
-    if (!a || !b) return InvalidArgument(node.Describe(), ": MatMul needs inputs A and B");
-    if (a->dtype() != DataType::kFloat || b->dtype() != DataType::kFloat)
-      return InvalidArgument(node.Describe(), ": MatMul dtypes differ: A ", DataTypeName(a->dtype()), ", B ",
-                             DataTypeName(b->dtype()));
-    ASSIGN_OR_RETURN(MatMulDims d, ComputeMatMulDims(a->shape(), b->shape(), node));
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, d.out));
-    const float* ap = a->data<float>();
-    const float* bp = b->data<float>();
-    float* yp = y->mutable_data<float>();
+    ASSIGN_OR_RETURN(Fp32MatMulCall call, BeginFp32MatMul(ctx));
+    const MatMulDims& d = call.d;
+    const float* ap = call.a;
+    const float* bp = call.b;
+    float* yp = call.y;
     const int64_t M = d.M, N = d.N, K = d.K;
     if (d.batch == 0 || M == 0 || N == 0) return Status::Ok();
     if (K == 0) {

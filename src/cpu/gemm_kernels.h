@@ -19,6 +19,16 @@ struct MatMulDims {
 };
 Result<MatMulDims> ComputeMatMulDims(const Shape& a, const Shape& b, const Node& node);
 
+// The common start of every optimized fp32 MatMul kernel: inputs present and float32,
+// geometry checked, output allocated. Errors name the node.
+struct Fp32MatMulCall {
+  MatMulDims d;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  float* y = nullptr;
+};
+Result<Fp32MatMulCall> BeginFp32MatMul(KernelContext& ctx);
+
 // Gemm geometry after transA/transB, with C validated against [M, N].
 struct GemmDims {
   int64_t M = 0, N = 0, K = 0;
