@@ -562,6 +562,10 @@ void ProviderManager::LoadEntryIsolatedLocked(size_t i) {
   if (pid == 0) {
     // Child: load, report one field per line, and leave without running exit handlers.
     ::close(fds[0]);
+    // A crash must end the child by its signal so the parent can name it: a crash handler
+    // inherited from the host (a crash reporter, or ASan's, which reports and exits 1)
+    // would turn it into a plain exit status.
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);
     LoadReportEntry c = e;
     auto p = LoaderAccess::Load(&c, earlier);
     std::string msg = std::to_string(static_cast<int>(c.status)) + "\n" + OneLine(c.detail) + "\n" + OneLine(c.name) +
