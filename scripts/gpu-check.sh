@@ -2,18 +2,19 @@
 # One-shot check of the CUDA provider on a machine with an NVIDIA GPU and driver >= r580
 # (e.g. an H200): configure for the local GPU (CMAKE_CUDA_ARCHITECTURES=native), build,
 # run the Cuda* unit tests (the CPU-vs-GPU packer parity included), then run the
-# benchmark models through `strata` on the CPU and on cuda and print the latencies.
+# benchmark models through `strata bench` on the CPU, on cuda and on cuda with fp16
+# compute, check the outputs against the CPU's, and print the latencies.
 # Budget: under 8 minutes on a 16-core machine (the build dominates).
 #
 # Usage: scripts/gpu-check.sh [BUILD_DIR]      (default: build/gpu-check)
-# Env:   STRATA_GPU_MODELS="mlp resnet18 ..."  models to time (default: mlp resnet18 bert)
-#        STRATA_GPU_RUNS=5                     timed runs per model and device
+# Env:   STRATA_GPU_MODELS="mlp resnet18 ..."  models to time (default: all seven benchmark models)
+#        STRATA_GPU_ITERS=20                   timed runs per model and device (strata bench --iters)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-$ROOT/build/gpu-check}"
-MODELS="${STRATA_GPU_MODELS:-mlp resnet18 bert}"
-RUNS="${STRATA_GPU_RUNS:-5}"
+MODELS="${STRATA_GPU_MODELS:-mlp lstm mobilenet_v2 resnet18 resnet50 bert gpt2}"
+ITERS="${STRATA_GPU_ITERS:-20}"
 JOBS="$(nproc)"
 START=$(date +%s)
 # Debian's python3 carries torch/onnx/numpy (python3-torch, python3-onnx); a pyenv shim may not.
@@ -60,42 +61,78 @@ say "benchmark models (bench/models/make_models.py)"
 MDIR="$BUILD/models"
 if "$PY" -c 'import torch, onnx, numpy' 2>/dev/null; then
   # shellcheck disable=SC2086
-  timeout 120 "$PY" "$ROOT/bench/models/make_models.py" "$MDIR" --only "$(echo $MODELS | tr ' ' ',')" >/dev/null \
+  timeout 240 "$PY" "$ROOT/bench/models/make_models.py" "$MDIR" --only "$(echo $MODELS | tr ' ' ',')" >/dev/null \
     || echo "gpu-check: model generation failed or timed out; timing what exists"
 else
   echo "gpu-check: $PY lacks torch/onnx/numpy; skipping model timings"
   MODELS=""
 fi
 
-# Median wall time of RUNS runs (process start, model load and session creation included).
-time_run() {
-  local model=$1 device=$2 inputs=() t0 t1 times=()
+# Each model: `strata bench` latency (median of ITERS runs after warm-up; session creation
+# reported separately) on the CPU, on cuda (fp32) and on cuda with --precision fp16, plus
+# the largest output difference of each cuda run against the CPU run on the model's
+# reference inputs. The table also goes to $BUILD/gpu-check.md for docs/cuda.md.
+bench_ms() {  # model device [extra flags...] -> "median create" in ms
+  local model=$1 device=$2; shift 2
+  timeout 180 "$STRATA" bench "$MDIR/$model.onnx" --device "$device" --iters "$ITERS" --warmup 5 --creations 1 \
+    --json "$@" 2>/dev/null |
+    "$PY" -c 'import json,sys; j=json.load(sys.stdin); print("%.3f %.1f" % (j["latency_ms"]["median"], j["session_create_ms"]["median"]))'
+}
+run_outputs() {  # model device outdir [extra flags...]
+  local model=$1 device=$2 out=$3; shift 3
+  local inputs=()
   for f in "$MDIR/${model}"_input_*.npy; do
     [[ -e "$f" ]] || continue
     local idx=${f##*_input_}; idx=${idx%.npy}
     local name
-    name=$("$PY" -c "import json,sys; m=json.load(open('$MDIR/manifest.json')); \
+    name=$("$PY" -c "import json; m=json.load(open('$MDIR/manifest.json')); \
 e=[x for x in (m['models'] if isinstance(m,dict) and 'models' in m else m) if x['name']=='$model'][0]; \
 print(e['inputs'][$idx]['name'])" 2>/dev/null) || return 1
     inputs+=(-i "$name=$f")
   done
-  for _ in $(seq "$RUNS"); do
-    t0=$(date +%s%N)
-    timeout 60 "$STRATA" run "$MDIR/$model.onnx" "${inputs[@]}" --device "$device" >/dev/null 2>&1 || return 1
-    t1=$(date +%s%N)
-    times+=($(( (t1 - t0) / 1000000 )))
-  done
-  printf '%s\n' "${times[@]}" | sort -n | sed -n "$(( (RUNS + 1) / 2 ))p"
+  rm -rf "$out" && mkdir -p "$out"
+  timeout 120 "$STRATA" run "$MDIR/$model.onnx" "${inputs[@]}" --device "$device" -o "$out" "$@" >/dev/null 2>&1
+}
+max_rel() {  # dirA dirB -> max |a-b| / max |a| over all outputs
+  "$PY" - "$1" "$2" <<'PYEOF'
+import glob, os, sys
+import numpy as np
+worst = 0.0
+files = sorted(glob.glob(os.path.join(sys.argv[1], "*.npy")))
+if not files: print("n/a"); sys.exit()
+for f in files:
+    a = np.load(f).astype(np.float64); b = np.load(os.path.join(sys.argv[2], os.path.basename(f))).astype(np.float64)
+    worst = max(worst, float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(a))), 1e-30)))
+print("%.1e" % worst)
+PYEOF
 }
 
+FAIL=0
 if [[ -n "$MODELS" ]]; then
-  printf '%-14s %12s %12s\n' model "cpu ms" "cuda ms"
+  REPORT="$BUILD/gpu-check.md"
+  {
+    echo "| model | CPU ms | cuda fp32 ms | speed-up | cuda fp16 ms | speed-up | create CPU / cuda ms | max rel diff fp32 | max rel diff fp16 |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  } > "$REPORT"
   for m in $MODELS; do
-    [[ -e "$MDIR/$m.onnx" ]] || { printf '%-14s %12s %12s\n' "$m" missing missing; continue; }
-    cpu=$(time_run "$m" cpu || echo FAIL)
-    gpu=$(time_run "$m" cuda || echo FAIL)
-    printf '%-14s %12s %12s\n' "$m" "$cpu" "$gpu"
+    if [[ ! -e "$MDIR/$m.onnx" ]]; then echo "| $m | missing | | | | | | | |" >> "$REPORT"; continue; fi
+    read -r cpu cpu_c <<<"$(bench_ms "$m" cpu || echo "FAIL FAIL")"
+    read -r gpu gpu_c <<<"$(bench_ms "$m" cuda || echo "FAIL FAIL")"
+    read -r h16 _ <<<"$(bench_ms "$m" cuda --precision fp16 || echo "FAIL FAIL")"
+    up() { "$PY" -c "import sys; a,b=sys.argv[1:]; print('%.2fx' % (float(a)/float(b)))" "$1" "$2" 2>/dev/null || echo "-"; }
+    d32="-"; d16="-"
+    if run_outputs "$m" cpu "$BUILD/o-$m-cpu"; then
+      run_outputs "$m" cuda "$BUILD/o-$m-cuda" && d32=$(max_rel "$BUILD/o-$m-cpu" "$BUILD/o-$m-cuda")
+      run_outputs "$m" cuda "$BUILD/o-$m-fp16" --precision fp16 && d16=$(max_rel "$BUILD/o-$m-cpu" "$BUILD/o-$m-fp16")
+    fi
+    [[ "$gpu" == FAIL ]] && FAIL=1
+    # fp32 on the GPU must match the CPU closely; fp16 within 1e-2 of the output scale.
+    "$PY" -c "import sys; sys.exit(0 if sys.argv[1] in '-n/a' or float(sys.argv[1]) <= 1e-3 else 1)" "$d32" || FAIL=1
+    "$PY" -c "import sys; sys.exit(0 if sys.argv[1] in '-n/a' or float(sys.argv[1]) <= 1e-2 else 1)" "$d16" || FAIL=1
+    echo "| $m | $cpu | $gpu | $(up "$cpu" "$gpu") | $h16 | $(up "$cpu" "$h16") | $cpu_c / $gpu_c | $d32 | $d16 |" >> "$REPORT"
   done
+  cat "$REPORT"
 fi
+[[ $FAIL == 0 ]] || die "a cuda run failed or its outputs differ from the CPU's beyond tolerance (table above)"
 
 say "done"

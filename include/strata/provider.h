@@ -259,7 +259,35 @@ typedef struct strata_partition_desc {
   size_t input_count;
   const int32_t* outputs;
   size_t output_count;
+  /**
+   * Session options addressed to this provider, with the "<provider>." prefix removed
+   * (the session option "cuda.precision"="fp16" arrives as key "precision", value "fp16").
+   * Parallel arrays of option_count NUL-terminated strings. A provider must refuse a key
+   * it does not know, or a value it cannot honour, with INVALID_ARGUMENT naming both:
+   * an option is never ignored silently. Read through strata_partition_option.
+   * Appended in ABI 1 (hosts built before it have a smaller struct_size).
+   */
+  const char* const* option_keys;
+  const char* const* option_values;
+  size_t option_count;
 } strata_partition_desc;
+
+/**
+ * Number of provider options the host passed (0 when its struct predates them).
+ * Since ABI 1.
+ */
+static inline size_t strata_partition_option_count(const strata_partition_desc* p) {
+  if (!p || p->struct_size < offsetof(strata_partition_desc, option_count) + sizeof(size_t)) return 0;
+  return p->option_count;
+}
+
+/** Value of provider option `key`, or NULL when it was not set. Since ABI 1. */
+static inline const char* strata_partition_option(const strata_partition_desc* p, const char* key) {
+  size_t n = strata_partition_option_count(p);
+  for (size_t i = 0; i < n; ++i)
+    if (p->option_keys[i] && strcmp(p->option_keys[i], key) == 0) return p->option_values[i];
+  return NULL;
+}
 
 /* ------------------------------------------------------------------ execution objects */
 

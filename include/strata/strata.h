@@ -133,7 +133,16 @@ STRATA_API strata_status* strata_session_options_set_optimization_level(strata_s
 STRATA_API strata_status* strata_session_options_set_providers(strata_session_options* opts, const char* list);
 /** Adds an explicit provider library path, searched before STRATA_PROVIDER_PATH. Since API 1. */
 STRATA_API strata_status* strata_session_options_add_provider_path(strata_session_options* opts, const char* path);
-/** Generic key/value option ("precision"="fp32"|"bf16", "memory_cap_bytes"=N, ...). Since API 1. */
+/**
+ * Generic key/value option. Keys: "precision" = "fp32" | "bf16" (CPU fast math);
+ * "memory_cap_bytes" = N; "reference_kernels" = "0" | "1"; and provider options
+ * "<provider>.<key>" (e.g. "cuda.precision" = "fp32" | "fp16"), forwarded to that provider
+ * only. A provider refuses keys and values it does not know at session creation
+ * (STRATA_INVALID_ARGUMENT naming them), and an option for a provider the session does
+ * not use is refused too (under "auto" it applies only if that provider is picked).
+ * Setting a key again replaces its value. Unknown plain keys: STRATA_INVALID_ARGUMENT.
+ * Since API 1 (provider options appended in API 1).
+ */
 STRATA_API strata_status* strata_session_options_set(strata_session_options* opts, const char* key,
                                                      const char* value);
 

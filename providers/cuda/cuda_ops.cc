@@ -91,6 +91,19 @@ bool Sgemm(RunContext* ctx, const CNode& n, bool ta, bool tb, int64_t m, int64_t
     return ctx->Fail(n, "matrix dimensions exceed cuBLAS's 32-bit limits");
   if (m == 0 || nn == 0 || batch == 0) return true;
   const int lda = static_cast<int>(ta ? m : k), ldb = static_cast<int>(tb ? k : nn);
+  if (ctx->precision == GemmPrecision::kFp16) {
+    // Tensor cores with fp16 inputs and fp32 accumulation; the handle's pedantic mode
+    // would forbid the down-conversion, so lift it for this call only (the slot, and so
+    // the handle, belongs to this run alone).
+    cublasSetMathMode(ctx->slot->cublas, CUBLAS_DEFAULT_MATH);
+    cublasStatus_t s = cublasGemmStridedBatchedEx(
+        ctx->slot->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(nn),
+        static_cast<int>(m), static_cast<int>(k), &alpha, b, CUDA_R_32F, ldb, stride_b, a, CUDA_R_32F, lda, stride_a,
+        &beta, c, CUDA_R_32F, static_cast<int>(nn), stride_c, static_cast<int>(batch), CUBLAS_COMPUTE_32F_FAST_16F,
+        CUBLAS_GEMM_DEFAULT);
+    cublasSetMathMode(ctx->slot->cublas, CUBLAS_PEDANTIC_MATH);
+    return Cublas(ctx, n, s, "cublasGemmStridedBatchedEx (fp16 compute)");
+  }
   cublasStatus_t s = cublasSgemmStridedBatched(
       ctx->slot->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(nn),
       static_cast<int>(m), static_cast<int>(k), &alpha, b, ldb, stride_b, a, lda, stride_a, &beta, c,
@@ -482,6 +495,27 @@ bool RunNode(const CNode& n, std::vector<DTensor>& vals, RunContext* ctx) {
   }
   vals[n.outputs[0]] = std::move(out);
   return true;
+}
+
+std::string ParseCudaOptions(const strata_partition_desc* p, GemmPrecision* precision) {
+  *precision = GemmPrecision::kFp32;
+  const size_t count = strata_partition_option_count(p);
+  for (size_t i = 0; i < count; ++i) {
+    const std::string key = p->option_keys[i] ? p->option_keys[i] : "";
+    const std::string value = p->option_values[i] ? p->option_values[i] : "";
+    if (key == "precision") {
+      if (value == "fp32") {
+        *precision = GemmPrecision::kFp32;
+      } else if (value == "fp16") {
+        *precision = GemmPrecision::kFp16;
+      } else {
+        return "option cuda.precision must be 'fp32' or 'fp16', got '" + value + "'";
+      }
+      continue;
+    }
+    return "unknown option cuda." + key + " (known: cuda.precision=fp32|fp16)";
+  }
+  return "";
 }
 
 }  // namespace strata_cuda

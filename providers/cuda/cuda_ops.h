@@ -45,9 +45,20 @@ struct CNode : strata_provider_common::NodeCopy {
 };
 
 // Per-run context: the device, the run's stream and cuBLAS handle, and the error slot.
+// How GEMMs (MatMul, Gemm, Conv's im2col products, LSTM projections) compute, from the
+// session option "cuda.precision". Tensors stay fp32 in memory either way.
+enum class GemmPrecision {
+  kFp32,  // "fp32" (default): pedantic fp32 math, no TF32, no tensor-core down-conversion
+  kFp16,  // "fp16": inputs rounded to fp16 on tensor cores, fp32 accumulation and output
+};
+
+// Parses a partition's provider options; "" when valid, else the error (names the key).
+std::string ParseCudaOptions(const strata_partition_desc* p, GemmPrecision* precision);
+
 struct RunContext {
   DeviceState* dev = nullptr;
   StreamSlot* slot = nullptr;
+  GemmPrecision precision = GemmPrecision::kFp32;
   std::string error;
   bool oom = false;
   // Every block allocated during the run, released only after the stream is synchronized:

@@ -28,6 +28,7 @@ struct strata_device_buffer {
 
 struct strata_compiled_partition {
   uint32_t device = 0;
+  GemmPrecision precision = GemmPrecision::kFp32;  // session option cuda.precision
   std::vector<DTensor> constants;  // by value index
   std::vector<CNode> nodes;
   std::vector<int32_t> inputs, outputs;
@@ -223,6 +224,8 @@ int32_t Compile(void*, uint32_t device, const strata_partition_desc* p, strata_c
   try {
     auto cp = std::make_unique<strata_compiled_partition>();
     cp->device = device;
+    const std::string bad_option = ParseCudaOptions(p, &cp->precision);
+    if (!bad_option.empty()) return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, bad_option);
     cp->constants.resize(p->value_count);
     std::string error;
     bool oom = false;
@@ -339,6 +342,7 @@ int32_t Execute(void*, strata_compiled_partition* p, const strata_device_tensor*
   if (!d) return Fail(err, STRATA_PROVIDER_RESULT_ERROR, "the partition's device is gone");
   RunContext ctx;
   ctx.dev = d;
+  ctx.precision = p->precision;
   std::string error;
   ctx.slot = d->AcquireStream(&error);
   if (!ctx.slot) return Fail(err, STRATA_PROVIDER_RESULT_ERROR, error);

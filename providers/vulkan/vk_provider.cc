@@ -94,6 +94,11 @@ int32_t Compile(void* self, uint32_t device, const strata_partition_desc* p, str
                 strata_provider_error* err) {
   return Guard(err, [&] {
     if (!p || !out) return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, "partition or out is NULL");
+    // The Vulkan provider has no options yet: refuse any, never ignore one silently.
+    if (strata_partition_option_count(p) > 0)
+      return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT,
+                  std::string("unknown option vulkan.") + (p->option_keys[0] ? p->option_keys[0] : "") +
+                      " (the vulkan provider has no options)");
     int32_t rc = STRATA_PROVIDER_RESULT_OK;
     Device* d = DeviceAt(self, device, err, &rc);
     if (!d) return rc;

@@ -150,6 +150,20 @@ strata_status* strata_session_options_set(strata_session_options* o, const char*
       o->opts.kernel.prefer_reference = (v == "1" || v == "true");
       return nullptr;
     }
+    if (k.find('.') != std::string::npos) {
+      // "<provider>.<key>": forwarded to that provider's compile, which refuses keys it
+      // does not know. The name is checked here; the provider is checked at session creation.
+      std::string provider, pkey;
+      strata::Status st = strata::SplitProviderOption(k, &provider, &pkey);
+      if (!st.ok()) return MakeError(STRATA_INVALID_ARGUMENT, st.message());
+      for (auto& [ok, ov] : o->opts.provider_options)
+        if (ok == k) {
+          ov = v;
+          return nullptr;
+        }
+      o->opts.provider_options.emplace_back(k, v);
+      return nullptr;
+    }
     return MakeError(STRATA_INVALID_ARGUMENT, "unknown session option '" + k + "'");
   });
 }

@@ -27,6 +27,11 @@ struct SessionOptions {
   std::vector<std::string> provider_paths;  // explicit provider library paths/folders
   KernelConfig kernel;
   size_t memory_cap_bytes = 0;  // 0: no cap on a single tensor
+  // Options for accelerator providers, "<provider>.<key>" -> value ("cuda.precision" ->
+  // "fp16"). Each reaches only the named provider's compile, prefix removed; a provider
+  // refuses keys it does not know. Naming a provider the session cannot use is an error,
+  // except under "auto", where it applies only if that provider is picked.
+  std::vector<std::pair<std::string, std::string>> provider_options;
   // Where providers are discovered and loaded; nullptr: the process-wide manager.
   plugin::ProviderManager* provider_manager = nullptr;
 };
@@ -42,6 +47,10 @@ class Executor;          // core/executor.h
 class CachingAllocator;  // core/caching_allocator.h
 struct ImportOptions;    // core/onnx_import.h
 struct ExecOptions;
+
+// Splits a provider option name "cuda.precision" into ("cuda", "precision"); an error
+// names the option when it is not "<provider>.<key>" with a provider name of [a-z0-9_].
+Status SplitProviderOption(const std::string& full, std::string* provider, std::string* key);
 
 class Session {
  public:

@@ -18,9 +18,54 @@ plugin::ProviderManager& GlobalProviders() {
 }
 }  // namespace
 
+// Splits "cuda.precision" into ("cuda", "precision"); both parts must be non-empty and
+// the provider part a provider name ([a-z0-9_]+).
+Status SplitProviderOption(const std::string& full, std::string* provider, std::string* key) {
+  const size_t dot = full.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == full.size())
+    return InvalidArgument("provider option '", full, "' must be '<provider>.<key>' (e.g. cuda.precision)");
+  for (size_t i = 0; i < dot; ++i) {
+    const char c = full[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+      return InvalidArgument("provider option '", full, "': '", full.substr(0, dot), "' is not a provider name");
+  }
+  *provider = full.substr(0, dot);
+  *key = full.substr(dot + 1);
+  return Status::Ok();
+}
+
+namespace {
+// The options addressed to `provider`, prefix removed, in the order they were set.
+std::vector<std::pair<std::string, std::string>> OptionsFor(const SessionOptions& o, const std::string& provider) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [full, value] : o.provider_options) {
+    std::string p, k;
+    if (SplitProviderOption(full, &p, &k).ok() && p == provider) out.emplace_back(k, value);
+  }
+  return out;
+}
+}  // namespace
+
 Status Session::SetUpProviders(Graph& g, ExecOptions* eo) {
-  bool only_cpu = true;
-  for (const auto& p : opts_.providers) only_cpu = only_cpu && p == "cpu";
+  bool only_cpu = true, has_auto = false;
+  for (const auto& p : opts_.providers) {
+    only_cpu = only_cpu && p == "cpu";
+    has_auto = has_auto || p == "auto";
+  }
+  // An option for a provider the session never uses would be silently ignored: refuse it
+  // (under "auto" the provider is not known yet, so it applies only if picked).
+  for (const auto& [full, value] : opts_.provider_options) {
+    std::string p, k;
+    RETURN_IF_ERROR(SplitProviderOption(full, &p, &k));
+    bool named = false;
+    for (const auto& d : opts_.providers) {
+      if (d == "cpu") break;  // providers after "cpu" are never used
+      named = named || d == p;
+    }
+    if (!named && !has_auto)
+      return InvalidArgument("provider option '", full, "' is for provider '", p,
+                             "', which this session does not use (pass --device ", p, " or auto)");
+  }
   if (only_cpu) return Status::Ok();
 
   plugin::ProviderManager& pm = opts_.provider_manager ? *opts_.provider_manager : GlobalProviders();
@@ -54,10 +99,23 @@ Status Session::SetUpProviders(Graph& g, ExecOptions* eo) {
     chosen.push_back(std::move(p).value());
   }
 
+  // Under "auto", say which options did not apply because their provider was not picked.
+  for (const auto& [full, value] : opts_.provider_options) {
+    std::string p, k;
+    RETURN_IF_ERROR(SplitProviderOption(full, &p, &k));
+    bool used = false;
+    for (const auto& c : chosen) used = used || c->name() == p;
+    if (!used) provider_notes_.push_back("option " + full + "=" + value + " not applied: " + p + " is not in use");
+  }
+
   std::map<std::string, std::shared_ptr<plugin::LoadedProvider>> by_name;
   for (auto& p : chosen) {
     std::vector<plugin::PartitionInfo> infos;
-    RETURN_IF_ERROR(plugin::PartitionForProvider(g, *p, plugin::PartitionOptions{}, &infos));
+    plugin::PartitionOptions po;
+    po.provider_options = OptionsFor(opts_, p->name());
+    if (!po.provider_options.empty())
+      provider_notes_.push_back(p->name() + ": " + std::to_string(po.provider_options.size()) + " option(s)");
+    RETURN_IF_ERROR(plugin::PartitionForProvider(g, *p, po, &infos));
     provider_notes_.push_back(p->name() + ": " + std::to_string(infos.size()) + " partition(s)");
     by_name[p->name()] = p;
     provider_handles_.push_back(p);

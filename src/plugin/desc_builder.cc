@@ -139,7 +139,19 @@ const strata_partition_desc& DescBuilder::Finish(const std::string& name, const 
   part_.input_count = part_inputs_.size();
   part_.outputs = part_outputs_.data();
   part_.output_count = part_outputs_.size();
+  part_.option_keys = option_keys_.empty() ? nullptr : option_keys_.data();
+  part_.option_values = option_values_.empty() ? nullptr : option_values_.data();
+  part_.option_count = option_keys_.size();
   return part_;
+}
+
+void DescBuilder::SetOptions(const std::vector<std::pair<std::string, std::string>>& options) {
+  option_keys_.clear();
+  option_values_.clear();
+  for (const auto& [k, v] : options) {
+    option_keys_.push_back(Keep(k));
+    option_values_.push_back(Keep(v));
+  }
 }
 
 bool Describable(const Node& n, const Graph& g) {

@@ -20,6 +20,10 @@ class DescBuilder {
   void AddNode(const Node& n);
   // Index of graph value v in the value table, adding it if new.
   int32_t ValueIndex(int v);
+  // Provider options ("key=value" strings, the provider prefix already removed) passed
+  // in the partition description. Malformed entries (no '=') are an error in Finish's
+  // caller, not here: see ParseProviderOption.
+  void SetOptions(const std::vector<std::pair<std::string, std::string>>& options);
   // Builds the descriptions. Pointers into earlier results are invalidated.
   const strata_partition_desc& Finish(const std::string& name, const std::vector<int>& inputs,
                                       const std::vector<int>& outputs);
@@ -42,6 +46,7 @@ class DescBuilder {
   std::vector<PendingNode> nodes_;
   std::vector<strata_node_desc> node_descs_;
   std::vector<int32_t> part_inputs_, part_outputs_;
+  std::vector<const char*> option_keys_, option_values_;
   strata_partition_desc part_{};
 };
 

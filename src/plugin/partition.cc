@@ -255,6 +255,12 @@ Status PartitionForProvider(Graph& g, const LoadedProvider& p, const PartitionOp
     ad.type = Attribute::Type::kInt;
     ad.i = opts.device;
     part.attrs["device"] = std::move(ad);
+    if (!opts.provider_options.empty()) {
+      Attribute ao;
+      ao.type = Attribute::Type::kStrings;
+      for (const auto& [k, v] : opts.provider_options) ao.strings.push_back(k + "=" + v);
+      part.attrs["options"] = std::move(ao);
+    }
     rewritten.push_back(std::move(part));
     if (out) out->push_back(std::move(info));
     ++count;
@@ -280,6 +286,18 @@ Result<std::unique_ptr<OpKernel>> CreateProviderPartitionKernel(const KernelInit
     return InvalidArgument(node.Describe(), ": provider '", provider->name(), "' has no device ", device);
   DescBuilder b(body);
   for (const Node& n : body.nodes) b.AddNode(n);
+  if (const Attribute* ao = node.FindAttr("options")) {
+    if (ao->type != Attribute::Type::kStrings)
+      return InvalidModel(node.Describe(), ": attribute 'options' must be a list of strings");
+    std::vector<std::pair<std::string, std::string>> options;
+    for (const std::string& kv : ao->strings) {
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0)
+        return InvalidModel(node.Describe(), ": provider option '", kv, "' is not of the form key=value");
+      options.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    b.SetOptions(options);
+  }
   const strata_partition_desc& desc = b.Finish(node.name, body.inputs, body.outputs);
   const strata_provider_api& api = provider->api();
   strata_compiled_partition* handle = nullptr;

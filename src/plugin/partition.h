@@ -8,7 +8,8 @@
 // whose inputs are the run's non-constant external inputs, whose outputs are the run's
 // values used after it (or graph outputs), and whose attributes are
 //   "body"     (graph): the original nodes, their values and the constants they use,
-//   "provider" (string), "device" (int).
+//   "provider" (string), "device" (int),
+//   "options"  (strings, optional): "key=value" session options for this provider.
 // CreateProviderPartitionKernel compiles "body" once through the provider; Compute
 // copies inputs host->device, executes, and copies outputs device->host. Intermediate
 // values never leave the device.
@@ -30,6 +31,9 @@ inline constexpr const char* kPartitionOp = "Partition";
 struct PartitionOptions {
   uint32_t device = 0;
   size_t min_nodes = 1;  // runs shorter than this stay on the CPU
+  // Session options for this provider, prefix removed ({"precision", "fp16"}); they reach
+  // the provider's compile in strata_partition_desc::option_keys/option_values.
+  std::vector<std::pair<std::string, std::string>> provider_options;
 };
 
 struct PartitionInfo {

@@ -21,6 +21,32 @@ Result<std::vector<std::string>> ParseDeviceList(const std::string& device) {
   return out;
 }
 
+Status ApplyPrecisionFlags(const std::string& precision, const std::vector<std::string>& provider_options,
+                           SessionOptions* so) {
+  for (const std::string& kv : provider_options) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) return InvalidArgument("--provider-option '", kv, "' must be KEY=VALUE");
+    std::string provider, key;
+    RETURN_IF_ERROR(SplitProviderOption(kv.substr(0, eq), &provider, &key));
+    so->provider_options.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  if (precision == "fp32") return Status::Ok();
+  if (precision == "bf16") {
+    so->kernel.bf16_fast_math = true;
+    return Status::Ok();
+  }
+  if (precision == "fp16") {
+    bool cuda = false;
+    for (const auto& p : so->providers) cuda = cuda || p == "cuda" || p == "auto";
+    if (!cuda)
+      return InvalidArgument("--precision fp16 is CUDA's tensor-core mode and needs --device cuda (or auto); ",
+                             "on the CPU use fp32 or bf16");
+    so->provider_options.emplace_back("cuda.precision", "fp16");
+    return Status::Ok();
+  }
+  return InvalidArgument("--precision must be fp32, bf16 or fp16, got '", precision, "'");
+}
+
 bool IsClassifierOutput(const Tensor& t) {
   if (t.dtype() != DataType::kFloat) return false;
   if (t.rank() == 2) return t.dim(1) >= 2 && t.dim(1) <= 100000 && t.dim(0) >= 1;

@@ -5,10 +5,18 @@
 #include <utility>
 #include <vector>
 
+#include "core/session.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
 namespace strata::cli {
+
+// Applies `--precision` and `--provider-option KEY=VALUE` (shared by run and bench) to so,
+// whose providers are already set. fp32 and bf16 (CPU fast math) apply to the CPU; fp16 is
+// CUDA's tensor-core GEMM (the provider option cuda.precision=fp16) and so needs cuda (or
+// auto) in --device. Errors name the flag and the value.
+Status ApplyPrecisionFlags(const std::string& precision, const std::vector<std::string>& provider_options,
+                           SessionOptions* so);
 
 // "cpu" | "auto" | "name[,name...]" -> provider preference list.
 Result<std::vector<std::string>> ParseDeviceList(const std::string& device);

@@ -1,5 +1,5 @@
 // `strata bench MODEL [--threads N] [--warmup W] [--iters K] [--shape NAME=D1xD2...]
-//  [--device D] [--precision fp32|bf16] [--profile] [--json] [--save-inputs DIR]`
+//  [--device D] [--precision fp32|bf16|fp16] [--provider-option P.K=V] [--profile] [--json] [--save-inputs DIR]`
 //
 // Times Session::Run on seeded random inputs and reports latency percentiles,
 // session-creation time and peak RSS; --profile adds per-op-type and per-node tables
@@ -41,6 +41,7 @@ struct BenchArgs {
   std::string device = "cpu";
   std::vector<std::string> provider_paths;
   std::string precision = "fp32";
+  std::vector<std::string> provider_options;  // --provider-option cuda.precision=fp16
   int opt_level = 99;
   bool profile = false;
   bool json = false;
@@ -244,14 +245,10 @@ int Execute(const BenchArgs& a) {
   so.threads = a.threads;
   so.optimization_level = a.opt_level;
   so.provider_paths = a.provider_paths;
-  if (a.precision == "bf16") {
-    so.kernel.bf16_fast_math = true;
-  } else if (a.precision != "fp32") {
-    return Fail("--precision must be fp32 or bf16, got '" + a.precision + "'");
-  }
   auto prov = ParseDeviceList(a.device);
   if (!prov.ok()) return Fail(prov.status().message());
   so.providers = *prov;
+  if (Status st = ApplyPrecisionFlags(a.precision, a.provider_options, &so); !st.ok()) return Fail(st.message());
 
   // Creation time: each session is destroyed before the next so peak RSS reflects one.
   std::vector<double> create_ms;
@@ -362,7 +359,9 @@ void AddBenchCommand(CLI::App& app) {
   sub->add_option("--shape", args->shapes, "Input shape as NAME=D1xD2x... (repeatable; unknown dims default to 1)");
   sub->add_option("-d,--device", args->device, "cpu (default), auto, or a provider name");
   sub->add_option("--provider-path", args->provider_paths, "Extra provider library or folder (repeatable)");
-  sub->add_option("--precision", args->precision, "fp32 (default) or bf16 (fast math)");
+  sub->add_option("--precision", args->precision, "fp32 (default), bf16 (CPU fast math) or fp16 (CUDA tensor cores)");
+  sub->add_option("--provider-option", args->provider_options,
+                  "Provider option PROVIDER.KEY=VALUE, e.g. cuda.precision=fp16 (repeatable)");
   sub->add_option("--opt-level", args->opt_level, "Graph optimization level: 0, 1, 2 or 99")->check(CLI::Range(0, 99));
   sub->add_flag("--profile", args->profile, "Per-op-type and per-node time tables");
   sub->add_option("--top", args->top, "Nodes in the --profile table (default 15)")->check(CLI::Range(0, 1000000));

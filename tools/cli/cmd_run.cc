@@ -24,6 +24,7 @@ struct RunArgs {
   std::string device = "cpu";
   std::vector<std::string> provider_paths;
   std::string precision = "fp32";
+  std::vector<std::string> provider_options;  // --provider-option cuda.precision=fp16
   bool json = false;
   bool verbose = false;
   bool random_inputs = false;
@@ -60,14 +61,10 @@ int Execute(const RunArgs& a) {
   so.threads = a.threads;
   so.optimization_level = a.opt_level;
   so.provider_paths = a.provider_paths;
-  if (a.precision == "bf16") {
-    so.kernel.bf16_fast_math = true;
-  } else if (a.precision != "fp32") {
-    return Fail("--precision must be fp32 or bf16, got '" + a.precision + "'");
-  }
   auto prov = ParseDeviceList(a.device);
   if (!prov.ok()) return Fail(prov.status().message());
   so.providers = *prov;
+  if (Status st = ApplyPrecisionFlags(a.precision, a.provider_options, &so); !st.ok()) return Fail(st.message());
 
   auto created = Session::CreateFromFile(a.model, so);
   if (!created.ok()) return Fail(created.status().ToString());
@@ -197,7 +194,9 @@ void AddRunCommand(CLI::App& app) {
   sub->add_option("-t,--threads", args->threads, "Intra-op threads (0 = all cores)")->check(CLI::Range(0, 1024));
   sub->add_option("-d,--device", args->device, "cpu (default), auto, or a provider name (e.g. cuda, vulkan)");
   sub->add_option("--provider-path", args->provider_paths, "Extra provider library or folder (repeatable)");
-  sub->add_option("--precision", args->precision, "fp32 (default) or bf16 (fast math)");
+  sub->add_option("--precision", args->precision, "fp32 (default), bf16 (CPU fast math) or fp16 (CUDA tensor cores)");
+  sub->add_option("--provider-option", args->provider_options,
+                  "Provider option PROVIDER.KEY=VALUE, e.g. cuda.precision=fp16 (repeatable)");
   sub->add_option("--opt-level", args->opt_level, "Graph optimization level: 0, 1, 2 or 99")->check(CLI::Range(0, 99));
   sub->add_flag("--random", args->random_inputs, "Feed random inputs when none are given");
   sub->add_flag("-v,--verbose", args->verbose, "Show which provider and kernel ran each node");

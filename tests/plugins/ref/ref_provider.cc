@@ -490,6 +490,16 @@ int32_t SupportsNode(void*, uint32_t, const strata_node_desc* node, int32_t* sup
 int32_t Compile(void*, uint32_t, const strata_partition_desc* p, strata_compiled_partition** out,
                 strata_provider_error* err) {
   try {
+    // Options: only "precision" = "fp32" (this reference provider computes in fp32 and
+    // refuses anything it cannot honour, as the ABI asks).
+    for (size_t i = 0; i < strata_partition_option_count(p); ++i) {
+      const std::string key = p->option_keys[i], value = p->option_values[i];
+      if (key != "precision")
+        return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, "unknown option ref." + key);
+      if (value != "fp32")
+        return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT,
+                    "option ref.precision must be 'fp32' (the ref provider has no other), got '" + value + "'");
+    }
     auto cp = std::make_unique<strata_compiled_partition>();
     cp->value_count = p->value_count;
     cp->constants.resize(p->value_count);
