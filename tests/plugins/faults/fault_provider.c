@@ -135,11 +135,19 @@ __attribute__((unused)) static strata_provider_api g_api = {sizeof(strata_provid
 static const strata_provider_probe_info g_probe = {
     sizeof(strata_provider_probe_info), FAULT_ABI, FAULT_NAME, "fault", "0.0.1", FAULT_CPU_FEATURES, "", ""};
 
-__attribute__((visibility("default"))) const strata_provider_probe_info* strata_provider_probe(void) {
 #if defined(FAULT_CRASH_IN_PROBE)
-  /* A broken probe: dereferences NULL. Only ever loaded in an isolated child process. */
+/* A broken probe: dereferences NULL. Only ever loaded in an isolated child process. Exempt
+   from UBSan, which would otherwise report the store and exit instead of letting it fault
+   (the test wants the real SIGSEGV, also in the asan build). */
+__attribute__((noinline, no_sanitize("undefined"))) static void CrashOnNull(void) {
   volatile int* volatile p = NULL;
   *p = 1;
+}
+#endif
+
+__attribute__((visibility("default"))) const strata_provider_probe_info* strata_provider_probe(void) {
+#if defined(FAULT_CRASH_IN_PROBE)
+  CrashOnNull();
 #endif
   return &g_probe;
 }
