@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/constant_release.h"
 #include "core/layout_pass.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/nhwc_kernels.h"
@@ -52,8 +53,14 @@ Status RunNchwFallback(KernelContext& ctx, const OpKernel& ref, const Node& nchw
 
 namespace {
 
-class NhwcConvKernel final : public OpKernel {
+class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
  public:
+  // Once XNNPACK packed W and B at creation, the originals are only needed by the NCHW
+  // fallback, which then reports that they were released (see Compute).
+  std::vector<size_t> PackedConstantInputs() const override {
+    if (!weights_.empty()) return {};
+    return {1, 2};
+  }
   NhwcConvKernel(const KernelInit& init, const Tensor& w, const Tensor* b, FusedActivation act)
       : nchw_node_(OriginalNode(init.node, "Conv")), w_shape_(w.shape()), act_(act) {
     group_ = init.node.GetInt("group", 1);
@@ -116,7 +123,13 @@ class NhwcConvKernel final : public OpKernel {
         key, Creator(key),
         [&](xnn_operator_t op) { return xnn_setup_convolution2d_nhwc_f32(op, n, h, w, in, out, tp); }, tp, node,
         "convolution");
-    if (st.code() == StatusCode::kUnsupported) return RunNchwFallback(ctx, *ref_, nchw_node_);
+    if (st.code() == StatusCode::kUnsupported) {
+      const Tensor* wt = ctx.input(1);
+      if (!wt || !wt->raw_data())
+        return Unsupported(node.Describe(), ": XNNPACK rejected this input (", st.message(),
+                           ") and the NCHW fallback needs W, which was released after packing");
+      return RunNchwFallback(ctx, *ref_, nchw_node_);
+    }
     return st;
   }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/constant_release.h"
 #include "cpu/gemm_kernels.h"
 #include "cpu/sgemm.h"
 #include "cpu/xnnpack_util.h"
@@ -25,8 +26,9 @@ Status WithNode(const Node& node, Status st) {
   return Status(st.code(), node.Describe() + ": " + st.message());
 }
 
-class SgemmConstMatMul final : public OpKernel {
+class SgemmConstMatMul final : public OpKernel, public PacksConstantInputs {
  public:
+  std::vector<size_t> PackedConstantInputs() const override { return {1}; }
   SgemmConstMatMul(sgemm::PackedB b, FusedActivation act) : b_(std::move(b)), act_(act) {}
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
@@ -92,9 +94,16 @@ class SgemmMatMul final : public OpKernel {
 // Gemm: Y = clamp(alpha * op(A) op(B) + beta * C). B is either packed at creation
 // (constant) or per call. A constant C that is a row vector becomes the bias; any
 // other C is written into Y first (times beta) and the product accumulated onto it.
-class SgemmGemm final : public OpKernel {
+class SgemmGemm final : public OpKernel, public PacksConstantInputs {
  public:
   SgemmGemm(GemmDims d, FusedActivation act) : d_(d), act_(act) {}
+  // Compute reads C's data only when it was not folded into bias_ (its shape always).
+  std::vector<size_t> PackedConstantInputs() const override {
+    std::vector<size_t> slots;
+    if (packed_) slots.push_back(1);
+    if (!bias_.empty()) slots.push_back(2);
+    return slots;
+  }
   Status Init(const Node& node, const float* b, const Tensor* c_const) {
     if (b) {
       ASSIGN_OR_RETURN(b_, sgemm::PackB(b, d_.K, d_.N, d_.trans_b));
