@@ -59,7 +59,7 @@ STRATA_AVX512 inline __m512 Dequant16(const Packed& w, int64_t n, int64_t k) {
     v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + (k / 32) * 16)));
     v = (k & 16) ? _mm512_srli_epi32(v, 4) : _mm512_and_si512(v, _mm512_set1_epi32(0x0F));
   }
-  const int64_t blk = n * w.nb_stride + k / w.p.block_size;
+  const int64_t blk = n * w.nb_stride + (k >> __builtin_ctzll(static_cast<uint64_t>(w.p.block_size)));  // no division
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(w.scale[blk]), _mm512_set1_ps(w.offset[blk]));
 }
 

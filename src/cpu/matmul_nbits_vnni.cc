@@ -143,8 +143,11 @@ STRATA_VNNI void TileInt8(const Packed& w, const QuantA& qa, int64_t m0, int64_t
   __m512 acc[MR][4];
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
+  // bs is a power of two: the step's first block by a shift (a division here costs more
+  // than the rest of the step).
+  const int log2_bs = __builtin_ctzll(static_cast<uint64_t>(bs));
   for (int64_t s = 0; s < steps; ++s) {
-    const int64_t blk0 = s * kInt8Step / bs;
+    const int64_t blk0 = (s * kInt8Step) >> log2_bs;
     __m512i a0[MR], a1[MR];
     for (int r = 0; r < MR; ++r) {
       a0[r] = _mm512_loadu_si512(arow[r] + s * kInt8Step);
@@ -176,9 +179,13 @@ STRATA_VNNI void TileInt8(const Packed& w, const QuantA& qa, int64_t m0, int64_t
       }
     }
   }
+#pragma GCC unroll 4
   for (int r = 0; r < MR; ++r) {
     const float* bsum = qa.bsum.data() + (m0 + r) * w.nb_stride;
-    for (int j = 0; j < cols; ++j) {
+    // Constant indices after unrolling: the accumulators stay in registers in the loop above.
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      if (j >= cols) break;
       const int64_t n = n0 + j;
       y[(m0 + r) * p.N + n] = _mm512_reduce_add_ps(acc[r][j]) +
                               OffsetDotVnni(w.offset.data() + n * w.nb_stride, bsum, w.nb_stride) + w.bias[n];
