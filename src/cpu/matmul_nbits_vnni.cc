@@ -54,6 +54,7 @@ STRATA_VNNI void QuantizeA(const Packed& w, const float* a, int64_t M, QuantA* q
   qa->bsum.assign(static_cast<size_t>(M * w.nb_stride), 0.0f);
   qa->sa.resize(static_cast<size_t>(nb));
   float* sa = qa->sa.data();
+  const int log2_bs = __builtin_ctzll(static_cast<uint64_t>(bs));  // bs is a power of two; no division per lane
   for (int64_t m = 0; m < M; ++m) {
     const float* row = a + m * w.k_pad;
     int8_t* q = qa->q.data() + m * w.k_pad;
@@ -84,7 +85,7 @@ STRATA_VNNI void QuantizeA(const Packed& w, const float* a, int64_t M, QuantA* q
     float* lanes = qa->lane_scale.data() + m * qa->lane_stride;
     for (int64_t s = 0; s < steps; ++s)
       for (int h = 0; h < (split ? 2 : 1); ++h)
-        for (int l = 0; l < 16; ++l) *lanes++ = sa[(s * kInt8Step + LaneK(h, l / 4)) / bs];
+        for (int l = 0; l < 16; ++l) *lanes++ = sa[(s * kInt8Step + LaneK(h, l / 4)) >> log2_bs];
   }
 }
 
