@@ -12,6 +12,7 @@
 // so B needs no shuffles and, for blocks of 32 or more, both vectors' lanes belong to the
 // same block: two vpdpbusd into one int32 accumulator, then one convert and one fma per step.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 AVX-512 intrinsic temporaries
+#pragma GCC diagnostic ignored "-Wuninitialized"        // (_mm512_reduce_add_ps on an array of vectors)
 
 #include <immintrin.h>
 
@@ -180,16 +181,17 @@ STRATA_VNNI void TileInt8(const Packed& w, const QuantA& qa, int64_t m0, int64_t
       }
     }
   }
-#pragma GCC unroll 4
+  // Reduce with constant indices only: an accumulator indexed by a run-time bound would be
+  // kept in memory and stored on every step of the loop above.
+  float sums[MR][4];
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < 4; ++j) sums[r][j] = _mm512_reduce_add_ps(acc[r][j]);
   for (int r = 0; r < MR; ++r) {
     const float* bsum = qa.bsum.data() + (m0 + r) * w.nb_stride;
-    // Constant indices after unrolling: the accumulators stay in registers in the loop above.
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      if (j >= cols) break;
+    for (int j = 0; j < cols; ++j) {
       const int64_t n = n0 + j;
-      y[(m0 + r) * p.N + n] = _mm512_reduce_add_ps(acc[r][j]) +
-                              OffsetDotVnni(w.offset.data() + n * w.nb_stride, bsum, w.nb_stride) + w.bias[n];
+      y[(m0 + r) * p.N + n] =
+          sums[r][j] + OffsetDotVnni(w.offset.data() + n * w.nb_stride, bsum, w.nb_stride) + w.bias[n];
     }
   }
 }
