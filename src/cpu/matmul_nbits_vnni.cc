@@ -201,7 +201,10 @@ STRATA_VNNI void MatMulInt8Cols(const Packed& w, const QuantA& qa, int64_t n0, i
   for (int64_t n = n0; n < n1; n += 4) {
     const int64_t cols = std::min<int64_t>(4, n1 - n);
     int64_t m = 0;
-    for (; m + 4 <= qa.M; m += 4) TileInt8<kBits, kSplit, 4>(w, qa, m, n, cols, y);
+    // Rows per tile: 4-bit codes need two more registers to unpack, and at 4 rows the tile
+    // spills accumulators (measured: 3 rows are 10-15% faster for 4 bits, 4 rows for 8 bits).
+    constexpr int kRows = kBits == 4 ? 3 : 4;
+    for (; m + kRows <= qa.M; m += kRows) TileInt8<kBits, kSplit, kRows>(w, qa, m, n, cols, y);
     switch (qa.M - m) {
       case 3:
         TileInt8<kBits, kSplit, 3>(w, qa, m, n, cols, y);
