@@ -1,7 +1,7 @@
 // MatMulNBits kernels: int4/int8 GEMV (M=1) and GEMM (M=16, 128) at K, N in {2048, 4096,
 // 8192}, reporting the packed-weight traffic as bytes/s, plus memcpy and a read-only
 // stream in the same binary so the GEMV can be put against the machine's bandwidth.
-//   strata_kernel_bench --benchmark_filter='NBits|Memory' --benchmark_min_time=0.1s
+//   strata_kernel_bench --benchmark_filter='NBits|Memory' --benchmark_min_time=0.1
 #include <benchmark/benchmark.h>
 
 #include <cstring>
