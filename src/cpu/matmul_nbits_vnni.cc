@@ -73,8 +73,8 @@ STRATA_VNNI void QuantizeA(const Packed& w, const float* a, int64_t M, QuantA* q
       for (int64_t i = 0; i < bs; i += 16) {
         // Round to nearest even (the MXCSR default), as lrintf; |v| <= 127 by construction
         // and the saturating narrow keeps it there even after rounding.
-        const __m512i v = _mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(ab + i), vinv)),
-                                           _mm512_set1_epi32(-127));
+        const __m512i v =
+            _mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(ab + i), vinv)), _mm512_set1_epi32(-127));
         isum = _mm512_add_epi32(isum, v);
         const int64_t k = b * bs + i, s = k / kInt8Step, r = k % kInt8Step;
         _mm_storeu_si128(reinterpret_cast<__m128i*>(q + s * kInt8Step + 64 * ((r % 32) / 16) + 16 * (r / 32)),
