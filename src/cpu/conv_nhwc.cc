@@ -1,5 +1,5 @@
-// NhwcConv: fp32 2-D Conv on NHWC activations through XNNPACK's NHWC convolution
-// (XNNPACK picks GEMM for 1x1, depthwise microkernels for group == C, IGEMM otherwise).
+// NhwcConv: fp32 2-D Conv on NHWC activations. Ungrouped convs run on strata's SGEMM
+// (conv_nhwc_gemm.cc); grouped and depthwise ones go through XNNPACK's NHWC convolution.
 // The operator (with its packed weights) is created once, at session creation; each run
 // only re-runs setup, which XNNPACK keeps cheap while the input shape is unchanged. With
 // auto_pad=SAME the pads depend on the input size, so the operator is re-created whenever
@@ -10,6 +10,7 @@
 
 #include "core/layout_pass.h"
 #include "cpu/conv_kernels.h"
+#include "cpu/conv_nhwc_gemm.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/xnnpack_util.h"
 
@@ -157,6 +158,12 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   if (node.HasAttr("kernel_shape") && node.GetInts("kernel_shape") != Shape(w->shape().begin() + 2, w->shape().end()))
     return InvalidModel(node.Describe(), ": kernel_shape does not match W ", ShapeToString(w->shape()));
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
+  // Ungrouped convs run on strata's SGEMM (faster than XNNPACK's IGEMM here, and on the
+  // session pool instead of a second one); grouped/depthwise ones stay on XNNPACK.
+  auto gemm = MakeNhwcGemmConv(init, *w, b, act);
+  if (gemm.ok() || gemm.status().code() != StatusCode::kUnsupported) return gemm;
+  if (init.has_input(3))
+    return InvalidModel(node.Describe(), ": a fused residual input needs the SGEMM conv (group 1, AVX-512F)");
   RETURN_IF_ERROR(EnsureXnnpackInitialized());
   auto k = std::make_unique<NhwcConvKernel>(init, *w, b, act);
   RETURN_IF_ERROR(k->Init(init));
@@ -197,7 +204,7 @@ void RegisterNhwcConvKernels(KernelRegistry& r) {
               .types = {DataType::kFloat},
               .factory = MakeNhwcConv,
               .reference = false,
-              .impl = "xnnpack-nhwc"});
+              .impl = "nhwc-sgemm|xnnpack"});
   r.Register({.domain = kInternalDomain,
               .op_type = "NchwToNhwc",
               .types = {DataType::kFloat},
