@@ -1,5 +1,6 @@
 // NhwcConv: fp32 2-D Conv on NHWC activations. Ungrouped convs run on strata's SGEMM
-// (conv_nhwc_gemm.cc); grouped and depthwise ones go through XNNPACK's NHWC convolution.
+// (conv_nhwc_gemm.cc), depthwise ones on conv_nhwc_depthwise.cc; other grouped convs
+// (and CPUs without AVX-512F) go through XNNPACK's NHWC convolution.
 // The operator (with its packed weights) is created once, at session creation; each run
 // only re-runs setup, which XNNPACK keeps cheap while the input shape is unchanged. With
 // auto_pad=SAME the pads depend on the input size, so the operator is re-created whenever
@@ -164,6 +165,8 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   if (gemm.ok() || gemm.status().code() != StatusCode::kUnsupported) return gemm;
   if (init.has_input(3))
     return InvalidModel(node.Describe(), ": a fused residual input needs the SGEMM conv (group 1, AVX-512F)");
+  auto dw = MakeNhwcDepthwiseConv(init, *w, b, act);
+  if (dw.ok() || dw.status().code() != StatusCode::kUnsupported) return dw;
   RETURN_IF_ERROR(EnsureXnnpackInitialized());
   auto k = std::make_unique<NhwcConvKernel>(init, *w, b, act);
   RETURN_IF_ERROR(k->Init(init));

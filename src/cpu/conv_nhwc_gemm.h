@@ -19,6 +19,11 @@ namespace strata {
 Result<std::unique_ptr<OpKernel>> MakeNhwcGemmConv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                    const FusedActivation& act);
 
+// Depthwise 2-D NhwcConv (group == C == M) with AVX-512F on the session pool
+// (conv_nhwc_depthwise.cc). kUnsupported otherwise, or when STRATA_NHWC_DW=0.
+Result<std::unique_ptr<OpKernel>> MakeNhwcDepthwiseConv(const KernelInit& init, const Tensor& w, const Tensor* b,
+                                                        const FusedActivation& act);
+
 // True when MakeNhwcGemmConv would take a Conv with this weight and attributes (the fusion
 // pass only gives residual inputs to convs that can consume them).
 bool NhwcGemmConvApplies(const Node& node, const Tensor& w);

@@ -66,13 +66,14 @@ Tensor NaiveConv(const ConvCase& cc, const Tensor& x, const Tensor& w, const Ten
       for (int64_t ox = 0; ox < ow; ++ox)
         for (int64_t o = 0; o < cc.m; ++o) {
           double acc = b ? b->data<float>()[o] : 0.0;
-          for (int64_t i = 0; i < cc.c; ++i)
+          const int64_t cg = cc.c / cc.group, gi = o / (cc.m / cc.group);
+          for (int64_t i = 0; i < cg; ++i)
             for (int64_t ky = 0; ky < cc.kh; ++ky)
               for (int64_t kx = 0; kx < cc.kw; ++kx) {
                 const int64_t iy = oy * cc.sh - cc.pads[0] + ky * cc.dh, ix = ox * cc.sw - cc.pads[1] + kx * cc.dw;
                 if (iy < 0 || iy >= cc.h || ix < 0 || ix >= cc.w) continue;
-                acc += static_cast<double>(wp[((o * cc.c + i) * cc.kh + ky) * cc.kw + kx]) *
-                       xp[((n * cc.h + iy) * cc.w + ix) * cc.c + i];
+                acc += static_cast<double>(wp[((o * cg + i) * cc.kh + ky) * cc.kw + kx]) *
+                       xp[((n * cc.h + iy) * cc.w + ix) * cc.c + gi * cg + i];
               }
           const int64_t at = ((n * oh + oy) * ow + ox) * cc.m + o;
           if (r) acc += r->data<float>()[at];
@@ -292,25 +293,34 @@ TEST(NhwcGemmConv, GroupedConvStaysOnXnnpackAndMatches) {
   const Tensor x = Random({2, 6, 7, 8}, 1), w = Random({12, 4, 3, 3}, 2), b = Random({12}, 3);
   KernelRun r = RunNhwcConv(cc, x, w, &b, nullptr, nullptr);
   ASSERT_TRUE(r.create.ok() && r.compute.ok()) << r.create.ToString() << r.compute.ToString();
-  // Naive grouped reference: each group is an ungrouped conv over its channel slices.
-  Tensor want = Tensor::Allocate(DataType::kFloat, {2, 6, 7, 12}).value();
-  for (int64_t gi = 0; gi < 2; ++gi) {
-    ConvCase sub = cc;
-    sub.c = 4;
-    sub.m = 6;
-    sub.group = 1;
-    Tensor xs = Tensor::Allocate(DataType::kFloat, {2, 6, 7, 4}).value();
-    for (int64_t p = 0; p < 2 * 6 * 7; ++p)
-      for (int64_t i = 0; i < 4; ++i) xs.mutable_data<float>()[p * 4 + i] = x.data<float>()[p * 8 + gi * 4 + i];
-    Tensor ws = Tensor::Allocate(DataType::kFloat, {6, 4, 3, 3}).value();
-    std::memcpy(ws.mutable_data<float>(), w.data<float>() + gi * 6 * 36, 6 * 36 * sizeof(float));
-    Tensor bs = Tensor::FromVector<float>(std::vector<float>(b.data<float>() + gi * 6, b.data<float>() + gi * 6 + 6),
-                                          {6});
-    Tensor ys = NaiveConv(sub, xs, ws, &bs, nullptr);
-    for (int64_t p = 0; p < 2 * 6 * 7; ++p)
-      for (int64_t o = 0; o < 6; ++o) want.mutable_data<float>()[p * 12 + gi * 6 + o] = ys.data<float>()[p * 6 + o];
-  }
+  const Tensor want = NaiveConv(cc, x, w, &b, nullptr);
   ExpectNear(r.y, want, "grouped");
+}
+
+TEST(NhwcDepthwiseConv, MatchesNaiveConvAtEdgeShapes) {
+  ThreadPool pool2(2);
+  std::vector<ConvCase> cases = {
+      {.n = 2, .h = 9, .w = 8, .c = 37, .m = 37, .pads = {1, 1, 1, 1}, .relu = true},  // C not a multiple of 16
+      {.h = 11, .w = 10, .c = 32, .m = 32, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}},
+      {.h = 12, .w = 13, .c = 16, .m = 16, .kh = 5, .kw = 5, .sh = 2, .sw = 1, .pads = {2, 1, 2, 2}},
+      {.h = 9, .w = 9, .c = 5, .m = 5, .dh = 2, .dw = 3, .pads = {2, 3, 2, 3}, .bias = false},
+      {.h = 1, .w = 1, .c = 48, .m = 48, .pads = {1, 1, 1, 1}},  // one pixel: only the centre tap
+      {.h = 3, .w = 2, .c = 3, .m = 3, .kh = 5, .kw = 5, .pads = {0, 0, 0, 0}, .auto_pad = "SAME_UPPER"},
+  };
+  uint32_t seed = 100;
+  for (ConvCase cc : cases) {
+    cc.group = cc.c;
+    if (!cc.auto_pad.empty()) cc.pads = {2, 2, 2, 2};  // SAME_UPPER, stride 1, 5x5: 2 each side
+    const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
+    const Tensor w = Random({cc.m, 1, cc.kh, cc.kw}, seed++, 0.5f);
+    const Tensor b = Random({cc.m}, seed++, 0.5f);
+    const Tensor want = NaiveConv(cc, x, w, cc.bias ? &b : nullptr, nullptr);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+      KernelRun r = RunNhwcConv(cc, x, w, cc.bias ? &b : nullptr, nullptr, pool);
+      ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
+      ExpectNear(r.y, want, "depthwise " + Name(cc));
+    }
+  }
 }
 
 // --- the SGEMM entry points -------------------------------------------------------------
