@@ -113,8 +113,7 @@ void BM_NhwcConv(benchmark::State& state, int64_t hw, int64_t cin, int64_t cout,
 }
 void BM_MaxPool(benchmark::State& state, int64_t hw, int64_t c) {
   int64_t out = (hw + 2 - 3) / 2 + 1;
-  RunNode(state, "MaxPool",
-          {{"kernel_shape", Ints({3, 3})}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}},
+  RunNode(state, "MaxPool", {{"kernel_shape", Ints({3, 3})}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}},
           {RandomTensor({1, c, hw, hw})}, false, 9.0 * out * out * c);
 }
 

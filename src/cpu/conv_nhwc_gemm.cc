@@ -114,8 +114,19 @@ class NhwcGemmConvKernel final : public OpKernel {
       // 1x1, stride 1, no padding: X itself is the [N*H*W, C] A matrix.
       st = sgemm::Gemm(rows, x->data<float>(), c, packed_, out, m, ep, ctx.pool());
     } else {
-      const Im2col geo{x->data<float>(), h,           w,           c,           oh,          ow,          g.kernel[0],
-                       g.kernel[1],      g.strides[0], g.strides[1], g.dilations[0], g.dilations[1], g.pad_begin[0],
+      const Im2col geo{x->data<float>(),
+                       h,
+                       w,
+                       c,
+                       oh,
+                       ow,
+                       g.kernel[0],
+                       g.kernel[1],
+                       g.strides[0],
+                       g.strides[1],
+                       g.dilations[0],
+                       g.dilations[1],
+                       g.pad_begin[0],
                        g.pad_begin[1]};
       st = sgemm::GemmGathered(rows, sgemm::ASource{FillIm2col, &geo}, packed_, out, m, ep, ctx.pool());
     }
@@ -142,8 +153,7 @@ bool NhwcGemmConvApplies(const Node& node, const Tensor& w) {
 Result<std::unique_ptr<OpKernel>> MakeNhwcGemmConv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                    const FusedActivation& act) {
   const Node& node = init.node;
-  if (!NhwcGemmConvApplies(node, w))
-    return Unsupported(node.Describe(), ": the SGEMM conv needs group 1 and AVX-512F");
+  if (!NhwcGemmConvApplies(node, w)) return Unsupported(node.Describe(), ": the SGEMM conv needs group 1 and AVX-512F");
   const int64_t m = w.dim(0), c = w.dim(1), taps = w.dim(2) * w.dim(3), k = taps * c;
   // OIHW -> [M][KH*KW][C], i.e. B^T with K in im2col order.
   std::vector<float> ohwi(static_cast<size_t>(m * k));
@@ -153,8 +163,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcGemmConv(const KernelInit& init, const
       for (int64_t t = 0; t < taps; ++t) ohwi[(o * taps + t) * c + i] = src[(o * c + i) * taps + t];
   auto packed = sgemm::PackB(ohwi.data(), k, m, /*trans_b=*/true);
   if (!packed.ok()) return MakeStatus(packed.status().code(), node.Describe(), ": ", packed.status().message());
-  return std::unique_ptr<OpKernel>(
-      std::make_unique<NhwcGemmConvKernel>(node, w, b, act, std::move(packed).value()));
+  return std::unique_ptr<OpKernel>(std::make_unique<NhwcGemmConvKernel>(node, w, b, act, std::move(packed).value()));
 }
 
 }  // namespace strata

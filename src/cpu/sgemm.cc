@@ -86,8 +86,8 @@ struct GatheredA {
 // Rows [i0, i0 + mrows) x panels [p0, p1), all of K. Returns false when the A buffer
 // could not be allocated.
 template <typename ASrc>
-bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const ASrc& a, const PackedB& b, float* c,
-             int64_t ldc, const Epilogue& ep) {
+bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const ASrc& a, const PackedB& b, float* c, int64_t ldc,
+             const Epilogue& ep) {
   float* abuf = ThreadABuffer();
   if (!abuf) return false;
   const int64_t K = b.k(), N = b.n();

@@ -81,8 +81,7 @@ Status Gemm(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, 
 // before they are packed: an implicit-GEMM convolution gathers its im2col rows this way
 // without materialising the [M, K] matrix. fill may run concurrently on pool threads.
 struct ASource {
-  using FillFn = void (*)(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst,
-                          int64_t ld);
+  using FillFn = void (*)(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld);
   FillFn fill = nullptr;
   const void* ctx = nullptr;
 };

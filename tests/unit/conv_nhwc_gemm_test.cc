@@ -5,10 +5,13 @@
 //    C/M not multiples of 12/32, more rows than one M block), 1 and 2 threads;
 //  * sessions with the layout pass against the reference kernels (grouped -> XNNPACK);
 //  * the fusion rewrite and the fused residual epilogue; clear errors for bad inputs.
+#include "cpu/conv_nhwc_gemm.h"
+
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <map>
@@ -23,7 +26,6 @@
 #include "core/optimizer.h"
 #include "core/session.h"
 #include "core/threadpool.h"
-#include "cpu/conv_nhwc_gemm.h"
 #include "cpu/sgemm.h"
 #include "onnx_builder.h"
 
@@ -170,18 +172,18 @@ std::string Name(const ConvCase& c) {
 std::vector<ConvCase> EdgeCases() {
   std::vector<ConvCase> v;
   auto add = [&](ConvCase c) { v.push_back(c); };
-  add({.n = 2, .h = 5, .w = 7, .c = 37, .m = 45, .kh = 1, .kw = 1});                          // 1x1 direct
-  add({.h = 9, .w = 9, .c = 16, .m = 33, .kh = 1, .kw = 1, .sh = 2, .sw = 2});                // 1x1 strided
-  add({.h = 7, .w = 6, .c = 13, .m = 70, .pads = {1, 1, 1, 1}, .relu = true});                // 3x3 s1 p1
-  add({.h = 14, .w = 14, .c = 64, .m = 64, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}});          // K = 576 > 256
+  add({.n = 2, .h = 5, .w = 7, .c = 37, .m = 45, .kh = 1, .kw = 1});                                   // 1x1 direct
+  add({.h = 9, .w = 9, .c = 16, .m = 33, .kh = 1, .kw = 1, .sh = 2, .sw = 2});                         // 1x1 strided
+  add({.h = 7, .w = 6, .c = 13, .m = 70, .pads = {1, 1, 1, 1}, .relu = true});                         // 3x3 s1 p1
+  add({.h = 14, .w = 14, .c = 64, .m = 64, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}});                   // K = 576 > 256
   add({.h = 23, .w = 19, .c = 3, .m = 64, .kh = 7, .kw = 7, .sh = 2, .sw = 2, .pads = {3, 3, 3, 3}});  // stem
-  add({.h = 9, .w = 8, .c = 5, .m = 7, .dh = 2, .dw = 2, .pads = {2, 2, 2, 2}});              // dilation 2
-  add({.h = 8, .w = 9, .c = 6, .m = 9, .dh = 1, .dw = 3, .pads = {0, 3, 1, 2}});              // mixed dilation
-  add({.h = 1, .w = 1, .c = 11, .m = 5, .pads = {1, 1, 1, 1}});                               // one pixel
-  add({.h = 1, .w = 1, .c = 300, .m = 1, .kh = 1, .kw = 1, .bias = false});                   // M = 1, K > 256
-  add({.h = 6, .w = 5, .c = 4, .m = 3, .kh = 2, .kw = 3, .sh = 1, .sw = 2, .pads = {0, 1, 2, 0}});  // asymmetric
-  add({.n = 2, .h = 20, .w = 21, .c = 24, .m = 40, .pads = {1, 1, 1, 1}, .relu = true});      // > 1 M block
-  add({.h = 4, .w = 4, .c = 2, .m = 3, .kh = 5, .kw = 5, .pads = {2, 2, 2, 2}});              // kernel > input
+  add({.h = 9, .w = 8, .c = 5, .m = 7, .dh = 2, .dw = 2, .pads = {2, 2, 2, 2}});                       // dilation 2
+  add({.h = 8, .w = 9, .c = 6, .m = 9, .dh = 1, .dw = 3, .pads = {0, 3, 1, 2}});                       // mixed dilation
+  add({.h = 1, .w = 1, .c = 11, .m = 5, .pads = {1, 1, 1, 1}});                                        // one pixel
+  add({.h = 1, .w = 1, .c = 300, .m = 1, .kh = 1, .kw = 1, .bias = false});                            // M = 1, K > 256
+  add({.h = 6, .w = 5, .c = 4, .m = 3, .kh = 2, .kw = 3, .sh = 1, .sw = 2, .pads = {0, 1, 2, 0}});     // asymmetric
+  add({.n = 2, .h = 20, .w = 21, .c = 24, .m = 40, .pads = {1, 1, 1, 1}, .relu = true});               // > 1 M block
+  add({.h = 4, .w = 4, .c = 2, .m = 3, .kh = 5, .kw = 5, .pads = {2, 2, 2, 2}});                       // kernel > input
   return v;
 }
 
@@ -298,29 +300,34 @@ TEST(NhwcGemmConv, GroupedConvStaysOnXnnpackAndMatches) {
 }
 
 TEST(NhwcDepthwiseConv, MatchesNaiveConvAtEdgeShapes) {
-  ThreadPool pool2(2);
-  std::vector<ConvCase> cases = {
-      {.n = 2, .h = 9, .w = 8, .c = 37, .m = 37, .pads = {1, 1, 1, 1}, .relu = true},  // C not a multiple of 16
-      {.h = 11, .w = 10, .c = 32, .m = 32, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}},
-      {.h = 12, .w = 13, .c = 16, .m = 16, .kh = 5, .kw = 5, .sh = 2, .sw = 1, .pads = {2, 1, 2, 2}},
-      {.h = 9, .w = 9, .c = 5, .m = 5, .dh = 2, .dw = 3, .pads = {2, 3, 2, 3}, .bias = false},
-      {.h = 1, .w = 1, .c = 48, .m = 48, .pads = {1, 1, 1, 1}},  // one pixel: only the centre tap
-      {.h = 3, .w = 2, .c = 3, .m = 3, .kh = 5, .kw = 5, .pads = {0, 0, 0, 0}, .auto_pad = "SAME_UPPER"},
-  };
-  uint32_t seed = 100;
-  for (ConvCase cc : cases) {
-    cc.group = cc.c;
-    if (!cc.auto_pad.empty()) cc.pads = {2, 2, 2, 2};  // SAME_UPPER, stride 1, 5x5: 2 each side
-    const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
-    const Tensor w = Random({cc.m, 1, cc.kh, cc.kw}, seed++, 0.5f);
-    const Tensor b = Random({cc.m}, seed++, 0.5f);
-    const Tensor want = NaiveConv(cc, x, w, cc.bias ? &b : nullptr, nullptr);
-    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
-      KernelRun r = RunNhwcConv(cc, x, w, cc.bias ? &b : nullptr, nullptr, pool);
-      ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
-      ExpectNear(r.y, want, "depthwise " + Name(cc));
+  // Both the opt-in AVX-512 kernel and XNNPACK's default path.
+  for (const char* dw : {"1", "0"}) {
+    setenv("STRATA_NHWC_DW", dw, 1);
+    ThreadPool pool2(2);
+    std::vector<ConvCase> cases = {
+        {.n = 2, .h = 9, .w = 8, .c = 37, .m = 37, .pads = {1, 1, 1, 1}, .relu = true},  // C not a multiple of 16
+        {.h = 11, .w = 10, .c = 32, .m = 32, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}},
+        {.h = 12, .w = 13, .c = 16, .m = 16, .kh = 5, .kw = 5, .sh = 2, .sw = 1, .pads = {2, 1, 2, 2}},
+        {.h = 9, .w = 9, .c = 5, .m = 5, .dh = 2, .dw = 3, .pads = {2, 3, 2, 3}, .bias = false},
+        {.h = 1, .w = 1, .c = 48, .m = 48, .pads = {1, 1, 1, 1}},  // one pixel: only the centre tap
+        {.h = 3, .w = 2, .c = 3, .m = 3, .kh = 5, .kw = 5, .pads = {0, 0, 0, 0}, .auto_pad = "SAME_UPPER"},
+    };
+    uint32_t seed = 100;
+    for (ConvCase cc : cases) {
+      cc.group = cc.c;
+      if (!cc.auto_pad.empty()) cc.pads = {2, 2, 2, 2};  // SAME_UPPER, stride 1, 5x5: 2 each side
+      const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
+      const Tensor w = Random({cc.m, 1, cc.kh, cc.kw}, seed++, 0.5f);
+      const Tensor b = Random({cc.m}, seed++, 0.5f);
+      const Tensor want = NaiveConv(cc, x, w, cc.bias ? &b : nullptr, nullptr);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+        KernelRun r = RunNhwcConv(cc, x, w, cc.bias ? &b : nullptr, nullptr, pool);
+        ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
+        ExpectNear(r.y, want, std::string("depthwise (STRATA_NHWC_DW=") + dw + ") " + Name(cc));
+      }
     }
   }
+  unsetenv("STRATA_NHWC_DW");
 }
 
 // --- the SGEMM entry points -------------------------------------------------------------
