@@ -144,6 +144,13 @@ class NhwcConvKernel final : public OpKernel {
   XnnOperatorCache cache_;
 };
 
+// True when the graph has an NhwcConv with group != 1 (one that XNNPACK runs).
+bool HasGroupedNhwcConv(const Graph& g) {
+  for (const Node& n : g.nodes)
+    if (n.op_type == "NhwcConv" && n.domain == kInternalDomain && n.GetInt("group", 1) != 1) return true;
+  return false;
+}
+
 Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   const Node& node = init.node;
   const Tensor* w = init.constant_input(1);
@@ -160,9 +167,15 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
     return InvalidModel(node.Describe(), ": kernel_shape does not match W ", ShapeToString(w->shape()));
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
   // Ungrouped convs run on strata's SGEMM (faster than XNNPACK's IGEMM here, and on the
-  // session pool instead of a second one); grouped/depthwise ones stay on XNNPACK.
-  auto gemm = MakeNhwcGemmConv(init, *w, b, act);
-  if (gemm.ok() || gemm.status().code() != StatusCode::kUnsupported) return gemm;
+  // session pool); grouped/depthwise ones stay on XNNPACK, whose ops run on a second pool
+  // (pthreadpool). With several threads, a graph that mixes the two makes the pools fight
+  // over the cores (each one's idle workers spin while the other works: mobilenet_v2 at 2
+  // threads ran 5x slower on a loaded machine), so such a graph keeps all convs on XNNPACK.
+  // A fused residual input needs the SGEMM conv, whatever the graph.
+  if (init.has_input(3) || !(init.pool && init.pool->num_threads() > 1 && HasGroupedNhwcConv(init.graph))) {
+    auto gemm = MakeNhwcGemmConv(init, *w, b, act);
+    if (gemm.ok() || gemm.status().code() != StatusCode::kUnsupported) return gemm;
+  }
   if (init.has_input(3))
     return InvalidModel(node.Describe(), ": a fused residual input needs the SGEMM conv (group 1, AVX-512F)");
   auto dw = MakeNhwcDepthwiseConv(init, *w, b, act);
