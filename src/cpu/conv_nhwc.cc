@@ -1,5 +1,6 @@
-// NhwcConv: fp32 2-D Conv on NHWC activations through XNNPACK's NHWC convolution
-// (XNNPACK picks GEMM for 1x1, depthwise microkernels for group == C, IGEMM otherwise).
+// NhwcConv: fp32 2-D Conv on NHWC activations. Ungrouped convs run on strata's SGEMM
+// (conv_nhwc_gemm.cc), depthwise ones on conv_nhwc_depthwise.cc; other grouped convs
+// (and CPUs without AVX-512F) go through XNNPACK's NHWC convolution.
 // The operator (with its packed weights) is created once, at session creation; each run
 // only re-runs setup, which XNNPACK keeps cheap while the input shape is unchanged. With
 // auto_pad=SAME the pads depend on the input size, so the operator is re-created whenever
@@ -11,6 +12,7 @@
 #include "core/constant_release.h"
 #include "core/layout_pass.h"
 #include "cpu/conv_kernels.h"
+#include "cpu/conv_nhwc_gemm.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/xnnpack_util.h"
 
@@ -155,6 +157,13 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
   XnnOperatorCache cache_;
 };
 
+// True when the graph has an NhwcConv with group != 1 (one that XNNPACK runs).
+bool HasGroupedNhwcConv(const Graph& g) {
+  for (const Node& n : g.nodes)
+    if (n.op_type == "NhwcConv" && n.domain == kInternalDomain && n.GetInt("group", 1) != 1) return true;
+  return false;
+}
+
 Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   const Node& node = init.node;
   const Tensor* w = init.constant_input(1);
@@ -170,6 +179,20 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   if (node.HasAttr("kernel_shape") && node.GetInts("kernel_shape") != Shape(w->shape().begin() + 2, w->shape().end()))
     return InvalidModel(node.Describe(), ": kernel_shape does not match W ", ShapeToString(w->shape()));
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
+  // Ungrouped convs run on strata's SGEMM (faster than XNNPACK's IGEMM here, and on the
+  // session pool); grouped/depthwise ones stay on XNNPACK, whose ops run on a second pool
+  // (pthreadpool). With several threads, a graph that mixes the two makes the pools fight
+  // over the cores (each one's idle workers spin while the other works: mobilenet_v2 at 2
+  // threads ran 5x slower on a loaded machine), so such a graph keeps all convs on XNNPACK.
+  // A fused residual input needs the SGEMM conv, whatever the graph.
+  if (init.has_input(3) || !(init.pool && init.pool->num_threads() > 1 && HasGroupedNhwcConv(init.graph))) {
+    auto gemm = MakeNhwcGemmConv(init, *w, b, act);
+    if (gemm.ok() || gemm.status().code() != StatusCode::kUnsupported) return gemm;
+  }
+  if (init.has_input(3))
+    return InvalidModel(node.Describe(), ": a fused residual input needs the SGEMM conv (group 1, AVX-512F)");
+  auto dw = MakeNhwcDepthwiseConv(init, *w, b, act);
+  if (dw.ok() || dw.status().code() != StatusCode::kUnsupported) return dw;
   RETURN_IF_ERROR(EnsureXnnpackInitialized());
   auto k = std::make_unique<NhwcConvKernel>(init, *w, b, act);
   RETURN_IF_ERROR(k->Init(init));
@@ -210,7 +233,7 @@ void RegisterNhwcConvKernels(KernelRegistry& r) {
               .types = {DataType::kFloat},
               .factory = MakeNhwcConv,
               .reference = false,
-              .impl = "xnnpack-nhwc"});
+              .impl = "nhwc-sgemm|xnnpack"});
   r.Register({.domain = kInternalDomain,
               .op_type = "NchwToNhwc",
               .types = {DataType::kFloat},
