@@ -4,6 +4,7 @@
 #include "cpu/sgemm_ops.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "cpu/gemm_kernels.h"
@@ -69,13 +70,23 @@ class SgemmMatMul final : public OpKernel {
     // Enough matrices for every thread: one whole product per task, each on its own
     // thread (attention heads). Otherwise each product uses the pool itself.
     if (threads > 1 && d.batch >= threads) {
-      std::vector<Status> errors(static_cast<size_t>(d.batch));
+      // Only the first failing product is remembered (no per-call Status table); it is
+      // re-run alone afterwards to report its error. Success is the only hot path.
+      std::atomic<int64_t> failed{d.batch};
       pool->ParallelFor(d.batch, 1, [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t)
-          errors[t] = sgemm::GemmUnpacked(M, N, K, ap + d.a_index[t] * M * K, K, bp + d.b_index[t] * K * N, N, false,
-                                          yp + t * M * N, N, ep, nullptr);
+          if (!sgemm::GemmUnpacked(M, N, K, ap + d.a_index[t] * M * K, K, bp + d.b_index[t] * K * N, N, false,
+                                   yp + t * M * N, N, ep, nullptr)
+                   .ok()) {
+            int64_t cur = failed.load();
+            while (t < cur && !failed.compare_exchange_weak(cur, t)) {
+            }
+          }
       });
-      for (const Status& st : errors) RETURN_IF_ERROR(WithNode(node, st));
+      const int64_t t = failed.load();
+      if (t < d.batch)
+        return WithNode(node, sgemm::GemmUnpacked(M, N, K, ap + d.a_index[t] * M * K, K, bp + d.b_index[t] * K * N, N,
+                                                  false, yp + t * M * N, N, ep, nullptr));
       return Status::Ok();
     }
     for (int64_t t = 0; t < d.batch; ++t)
