@@ -82,8 +82,9 @@ class SmallVector {
   }
   void resize(size_t n) { resize(n, T()); }
   void resize(size_t n, const T& v) {
+    const T copy = v;  // v may alias an element that reserve() moves
     reserve(n);
-    for (size_t i = size_; i < n; ++i) data_[i] = v;
+    for (size_t i = size_; i < n; ++i) data_[i] = copy;
     size_ = n;
   }
   void clear() noexcept { size_ = 0; }
