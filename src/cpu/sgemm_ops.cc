@@ -47,6 +47,8 @@ class SgemmConstMatMul final : public OpKernel {
   FusedActivation act_;
 };
 
+constexpr double kMinBatchParallelFlops = 4.0e6;
+
 class SgemmMatMul final : public OpKernel {
  public:
   explicit SgemmMatMul(FusedActivation act) : act_(act) {}
@@ -68,8 +70,12 @@ class SgemmMatMul final : public OpKernel {
     ThreadPool* pool = ctx.pool();
     const int64_t threads = pool ? pool->num_threads() : 1;
     // Enough matrices for every thread: one whole product per task, each on its own
-    // thread (attention heads). Otherwise each product uses the pool itself.
-    if (threads > 1 && d.batch >= threads) {
+    // thread (attention heads). Otherwise each product uses the pool itself. Products
+    // too small to repay a thread hand-off (the same bound sgemm::Gemm uses) stay on
+    // this thread, which also keeps the pool threads' lazily created SGEMM scratch out
+    // of small models' runs (docs/hardening.md "Real-time use").
+    const double flops = 2.0 * static_cast<double>(M) * N * K * d.batch;
+    if (threads > 1 && d.batch >= threads && flops >= kMinBatchParallelFlops) {
       // Only the first failing product is remembered (no per-call Status table); it is
       // re-run alone afterwards to report its error. Success is the only hot path.
       std::atomic<int64_t> failed{d.batch};
