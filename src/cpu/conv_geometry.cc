@@ -21,8 +21,7 @@ Result<Shape> SpatialInts(const Node& node, const char* name, size_t rank, int64
 }
 
 namespace {
-Status ReadCommon(const Node& node, size_t r, const Shape& kernel, bool allow_dilations,
-                  SpatialGeometry* g) {
+Status ReadCommon(const Node& node, size_t r, const Shape& kernel, bool allow_dilations, SpatialGeometry* g) {
   g->kernel = kernel;
   for (size_t i = 0; i < r; ++i)
     if (kernel[i] <= 0) return InvalidModel(node.Describe(), ": kernel size ", kernel[i], " on axis ", i, " is not positive");

@@ -127,8 +127,8 @@ class NhwcConvKernel final : public OpKernel {
   xnn_status CreateOp(const Shape& key, xnn_operator_t* op) const {
     if (weights_.empty()) return xnn_status_invalid_state;
     return xnn_create_convolution2d_nhwc_f32(key[0], key[3], key[2], key[1], kh_, kw_, strides_[0], strides_[1],
-                                             dilations_[0], dilations_[1], group_, cig_, m_ / group_, cig_ * group_,
-                                             m_, weights_.data(), bias_.empty() ? nullptr : bias_.data(), act_.min,
+                                             dilations_[0], dilations_[1], group_, cig_, m_ / group_, cig_ * group_, m_,
+                                             weights_.data(), bias_.empty() ? nullptr : bias_.data(), act_.min,
                                              act_.max, 0, op);
   }
 

@@ -47,7 +47,8 @@ class XnnConvKernel final : public OpKernel {
       for (int64_t p : pads)
         if (p < 0 || p > UINT32_MAX) return InvalidModel(node.Describe(), ": bad pad ", p);
       Shape key = one_d_ ? Shape{0, pads[0], 0, pads[1]} : Shape{pads[0], pads[1], pads[2], pads[3]};
-      RETURN_IF_ERROR(cache_.Prepare(key, [&](xnn_operator_t* op) { return CreateOp(key, op); }, node, "convolution"));
+      RETURN_IF_ERROR(cache_.Prepare(
+          key, [&](xnn_operator_t* op) { return CreateOp(key, op); }, node, "convolution"));
       // Static pads never change the key, so the operator is never re-created.
       weights_ = {};
     }

@@ -16,7 +16,8 @@ Status Transpose(KernelContext& ctx) {
   // Read in place into inline storage: Transpose runs on every step of attention models.
   const Attribute* perm_attr = node.FindAttr("perm");
   Shape perm;
-  if (perm_attr && perm_attr->type == Attribute::Type::kInts) perm.assign(perm_attr->ints.begin(), perm_attr->ints.end());
+  if (perm_attr && perm_attr->type == Attribute::Type::kInts)
+    perm.assign(perm_attr->ints.begin(), perm_attr->ints.end());
   if (!perm_attr) {
     for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
   }

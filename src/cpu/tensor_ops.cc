@@ -92,8 +92,7 @@ Status UnsupportedType(const Node& node, DataType dt) {
   return Unsupported(node.Describe(), ": element type ", DataTypeName(dt), " is not supported");
 }
 
-void ParallelRange(ThreadPool* pool, int64_t n, int64_t cost_per_item,
-                   ThreadPool::RangeRef fn) {
+void ParallelRange(ThreadPool* pool, int64_t n, int64_t cost_per_item, ThreadPool::RangeRef fn) {
   if (n <= 0) return;
   constexpr int64_t kMinWork = 1 << 15;  // below this, thread hand-off costs more than it saves
   cost_per_item = std::max<int64_t>(1, cost_per_item);

@@ -265,14 +265,15 @@ void CheckSteadyState(const Case& c, int threads) {
   const size_t max_allocs = *std::max_element(allocs, allocs + kRuns);
   const size_t max_frees = *std::max_element(frees, frees + kRuns);
   for (int r = 0; r < kRuns; ++r) {
-    EXPECT_EQ(allocs[r], 0u) << c.label << " threads=" << threads << ": binding run " << r << " allocated "
-                             << allocs[r] << " times (STRATA_ALLOC_TRACE=N prints where)";
+    EXPECT_EQ(allocs[r], 0u) << c.label << " threads=" << threads << ": binding run " << r << " allocated " << allocs[r]
+                             << " times (STRATA_ALLOC_TRACE=N prints where)";
     EXPECT_EQ(frees[r], 0u) << c.label << " threads=" << threads << ": binding run " << r << " freed " << frees[r]
                             << " times";
   }
-  std::printf("[ alloc    ] %s threads=%d: at most %zu allocations and %zu frees per binding run over %d runs (plain "
-              "run: %zu allocations)\n",
-              c.label, threads, max_allocs, max_frees, kRuns, plain);
+  std::printf(
+      "[ alloc    ] %s threads=%d: at most %zu allocations and %zu frees per binding run over %d runs (plain "
+      "run: %zu allocations)\n",
+      c.label, threads, max_allocs, max_frees, kRuns, plain);
 
   // Changing the input in place is picked up by the next run without rebinding.
   for (float& v : x) v *= 0.5f;
