@@ -92,13 +92,14 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
     ASSIGN_OR_RETURN(ref_, MakeRefConv(KernelInit{nchw_node_, init.graph, init.pool, init.config}));
     std::string auto_pad = node.GetString("auto_pad", "NOTSET");
     if (auto_pad == "NOTSET" || auto_pad == "VALID") {
-      std::vector<int64_t> pads(4, 0);
+      Shape pads(4, 0);
       if (auto_pad == "NOTSET" && node.HasAttr("pads")) pads = node.GetInts("pads");
       if (pads.size() != 4) return InvalidModel(init.node.Describe(), ": attribute 'pads' needs 4 values");
       for (int64_t p : pads)
         if (p < 0 || p > UINT32_MAX) return InvalidModel(init.node.Describe(), ": bad pad ", p);
       // A rejection here is not an error: Compute then takes the exact fallback.
-      if (cache_.Prepare(pads, Creator(pads), init.node, "convolution").ok()) weights_ = {};
+      auto create = [&](xnn_operator_t* op) { return CreateOp(pads, op); };
+      if (cache_.Prepare(pads, create, init.node, "convolution").ok()) weights_ = {};
     }
     return Status::Ok();
   }
@@ -115,14 +116,14 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
     // Validate as the NCHW Conv would, so errors read the same as without the pass.
     ASSIGN_OR_RETURN(ConvShapes s, CheckConvShapes(nchw_node_, {n, c, h, w}, w_shape_, nullptr));
     const SpatialGeometry& g = s.geo;
-    std::vector<int64_t> key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
+    const Shape key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, g.out[0], g.out[1], m_}));
     if (y->num_elements() == 0) return Status::Ok();
     pthreadpool_t tp = ctx.pool() ? ctx.pool()->handle() : nullptr;
     const float* in = x->data<float>();
     float* out = y->mutable_data<float>();
     Status st = cache_.Run(
-        key, Creator(key),
+        key, [&](xnn_operator_t* op) { return CreateOp(key, op); },
         [&](xnn_operator_t op) { return xnn_setup_convolution2d_nhwc_f32(op, n, h, w, in, out, tp); }, tp, node,
         "convolution");
     if (st.code() == StatusCode::kUnsupported) {
@@ -136,22 +137,21 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
   }
 
  private:
-  // key = {top, left, bottom, right}.
-  XnnOperatorCache::CreateFn Creator(const std::vector<int64_t>& key) const {
-    return [this, key](xnn_operator_t* op) {
-      if (weights_.empty()) return xnn_status_invalid_state;
-      return xnn_create_convolution2d_nhwc_f32(key[0], key[3], key[2], key[1], kh_, kw_, strides_[0], strides_[1],
-                                               dilations_[0], dilations_[1], group_, cig_, m_ / group_, cig_ * group_,
-                                               m_, weights_.data(), bias_.empty() ? nullptr : bias_.data(), act_.min,
-                                               act_.max, 0, op);
-    };
+  // Creates the XNNPACK operator for key = {top, left, bottom, right}; call sites wrap it in
+  // a lambda that a CreateFn refers to (no std::function, so no allocation per run).
+  xnn_status CreateOp(const Shape& key, xnn_operator_t* op) const {
+    if (weights_.empty()) return xnn_status_invalid_state;
+    return xnn_create_convolution2d_nhwc_f32(key[0], key[3], key[2], key[1], kh_, kw_, strides_[0], strides_[1],
+                                             dilations_[0], dilations_[1], group_, cig_, m_ / group_, cig_ * group_, m_,
+                                             weights_.data(), bias_.empty() ? nullptr : bias_.data(), act_.min,
+                                             act_.max, 0, op);
   }
 
   Node nchw_node_;
   Shape w_shape_;
   FusedActivation act_;
   int64_t group_ = 1, m_ = 0, cig_ = 0, kh_ = 1, kw_ = 1;
-  std::vector<int64_t> strides_, dilations_;
+  Shape strides_, dilations_;
   std::vector<float> weights_, bias_;
   std::unique_ptr<OpKernel> ref_;
   XnnOperatorCache cache_;

@@ -243,7 +243,7 @@ IsaFns FnsFor(Isa isa) {
   }
 }
 
-void Parallel(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void Parallel(ThreadPool* pool, int64_t n, int64_t grain, ThreadPool::RangeRef fn) {
   if (pool) {
     pool->ParallelFor(n, grain, fn);
   } else {

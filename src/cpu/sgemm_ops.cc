@@ -4,6 +4,7 @@
 #include "cpu/sgemm_ops.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "core/constant_release.h"
@@ -48,6 +49,8 @@ class SgemmConstMatMul final : public OpKernel, public PacksConstantInputs {
   FusedActivation act_;
 };
 
+constexpr double kMinBatchParallelFlops = 4.0e6;
+
 class SgemmMatMul final : public OpKernel {
  public:
   explicit SgemmMatMul(FusedActivation act) : act_(act) {}
@@ -69,15 +72,29 @@ class SgemmMatMul final : public OpKernel {
     ThreadPool* pool = ctx.pool();
     const int64_t threads = pool ? pool->num_threads() : 1;
     // Enough matrices for every thread: one whole product per task, each on its own
-    // thread (attention heads). Otherwise each product uses the pool itself.
-    if (threads > 1 && d.batch >= threads) {
-      std::vector<Status> errors(static_cast<size_t>(d.batch));
+    // thread (attention heads). Otherwise each product uses the pool itself. Products
+    // too small to repay a thread hand-off (the same bound sgemm::Gemm uses) stay on
+    // this thread, which also keeps the pool threads' lazily created SGEMM scratch out
+    // of small models' runs (docs/hardening.md "Real-time use").
+    const double flops = 2.0 * static_cast<double>(M) * N * K * d.batch;
+    if (threads > 1 && d.batch >= threads && flops >= kMinBatchParallelFlops) {
+      // Only the first failing product is remembered (no per-call Status table); it is
+      // re-run alone afterwards to report its error. Success is the only hot path.
+      std::atomic<int64_t> failed{d.batch};
       pool->ParallelFor(d.batch, 1, [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t)
-          errors[t] = sgemm::GemmUnpacked(M, N, K, ap + d.a_index[t] * M * K, K, bp + d.b_index[t] * K * N, N, false,
-                                          yp + t * M * N, N, ep, nullptr);
+          if (!sgemm::GemmUnpacked(M, N, K, ap + d.a_index[t] * M * K, K, bp + d.b_index[t] * K * N, N, false,
+                                   yp + t * M * N, N, ep, nullptr)
+                   .ok()) {
+            int64_t cur = failed.load();
+            while (t < cur && !failed.compare_exchange_weak(cur, t)) {
+            }
+          }
       });
-      for (const Status& st : errors) RETURN_IF_ERROR(WithNode(node, st));
+      const int64_t t = failed.load();
+      if (t < d.batch)
+        return WithNode(node, sgemm::GemmUnpacked(M, N, K, ap + d.a_index[t] * M * K, K, bp + d.b_index[t] * K * N, N,
+                                                  false, yp + t * M * N, N, ep, nullptr));
       return Status::Ok();
     }
     for (int64_t t = 0; t < d.batch; ++t)

@@ -344,7 +344,7 @@ void SetType(onnx::ValueInfoProto* v, const std::string& name, std::vector<int64
 }
 
 template <typename T>
-void AddInit(onnx::GraphProto* g, const std::string& name, onnx::TensorProto::DataType dt, std::vector<int64_t> dims,
+void AddInit(onnx::GraphProto* g, const std::string& name, onnx::TensorProto::DataType dt, const Shape& dims,
              const T* data, size_t count) {
   auto* t = g->add_initializer();
   t->set_name(name);
