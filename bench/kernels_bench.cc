@@ -41,13 +41,14 @@ Attribute Int(int64_t v) {
 // Builds one node whose inputs 1.. are constants (weights) when `const_weights`, creates
 // the preferred (optimized) kernel and times Compute.
 void RunNode(benchmark::State& state, const std::string& op, std::map<std::string, Attribute> attrs,
-             std::vector<Tensor> inputs, bool const_weights, double flops) {
+             std::vector<Tensor> inputs, bool const_weights, double flops, const std::string& domain = "") {
   ThreadPool pool(static_cast<int>(state.range(0)));
   Graph graph;
   Node node;
   node.name = "bench";
   node.op_type = op;
-  node.opset = 13;
+  node.domain = domain;
+  node.opset = domain.empty() ? 13 : 1;
   node.attrs = std::move(attrs);
   std::vector<Value> values;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -57,7 +58,11 @@ void RunNode(benchmark::State& state, const std::string& op, std::map<std::strin
     values.emplace_back(inputs[i]);
   }
   node.outputs.push_back(graph.AddValue("out"));
-  const KernelDef* def = CpuKernels().Find("", op, 13, DataType::kFloat);
+  const KernelDef* def = CpuKernels().Find(domain, op, node.opset, DataType::kFloat);
+  if (!def) {
+    state.SkipWithError(("no kernel for " + op).c_str());
+    return;
+  }
   KernelInit init{node, graph, &pool, {}};
   auto kernel = def->factory(init);
   if (!kernel.ok()) {
@@ -93,10 +98,22 @@ void BM_Conv(benchmark::State& state, int64_t hw, int64_t cin, int64_t cout, int
           {RandomTensor({1, cin, hw, hw}), RandomTensor({cout, cin / group, ksize, ksize}), RandomTensor({cout})}, true,
           2.0 * hw * hw * cout * (cin / group) * ksize * ksize);
 }
+// The NHWC conv the layout pass emits (SGEMM for group 1, XNNPACK otherwise): what the CNN
+// models run after optimization. stride 2 when `stride` says so; the 7x7 stem has 3 inputs.
+void BM_NhwcConv(benchmark::State& state, int64_t hw, int64_t cin, int64_t cout, int64_t ksize, int64_t stride,
+                 int64_t group) {
+  const int64_t pad = ksize / 2, out = (hw + 2 * pad - ksize) / stride + 1;
+  RunNode(state, "NhwcConv",
+          {{"pads", Ints({pad, pad, pad, pad})},
+           {"strides", Ints({stride, stride})},
+           {"group", Int(group)},
+           {"strata_onnx_opset", Int(13)}},
+          {RandomTensor({1, hw, hw, cin}), RandomTensor({cout, cin / group, ksize, ksize}), RandomTensor({cout})}, true,
+          2.0 * out * out * cout * (cin / group) * ksize * ksize, "strata.internal");
+}
 void BM_MaxPool(benchmark::State& state, int64_t hw, int64_t c) {
   int64_t out = (hw + 2 - 3) / 2 + 1;
-  RunNode(state, "MaxPool",
-          {{"kernel_shape", Ints({3, 3})}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}},
+  RunNode(state, "MaxPool", {{"kernel_shape", Ints({3, 3})}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}},
           {RandomTensor({1, c, hw, hw})}, false, 9.0 * out * out * c);
 }
 
@@ -115,6 +132,15 @@ BENCHMARK_CAPTURE(BM_Conv, 3x3_14x256to256, 14, 256, 256, 3, 1) THREADS;
 BENCHMARK_CAPTURE(BM_Conv, 3x3_7x512to512, 7, 512, 512, 3, 1) THREADS;
 BENCHMARK_CAPTURE(BM_Conv, 1x1_56x256to64, 56, 256, 64, 1, 1) THREADS;
 BENCHMARK_CAPTURE(BM_Conv, dw3x3_112x32, 112, 32, 32, 3, 32) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, stem7x7s2_224x3to64, 224, 3, 64, 7, 2, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 3x3_56x64to64, 56, 64, 64, 3, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 3x3s2_56x128to128, 56, 128, 128, 3, 2, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 3x3_14x256to256, 14, 256, 256, 3, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 3x3_7x512to512, 7, 512, 512, 3, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_56x256to64, 56, 256, 64, 1, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_56x64to256, 56, 64, 256, 1, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_7x512to2048, 7, 512, 2048, 1, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, dw3x3_112x32, 112, 32, 32, 3, 1, 32) THREADS;
 BENCHMARK_CAPTURE(BM_MaxPool, 3x3s2_112x64, 112, 64) THREADS;
 
 }  // namespace

@@ -1,7 +1,7 @@
 // MatMulNBits kernels: int4/int8 GEMV (M=1) and GEMM (M=16, 128) at K, N in {2048, 4096,
 // 8192}, reporting the packed-weight traffic as bytes/s, plus memcpy and a read-only
 // stream in the same binary so the GEMV can be put against the machine's bandwidth.
-//   strata_kernel_bench --benchmark_filter='NBits|Memory' --benchmark_min_time=0.1s
+//   strata_kernel_bench --benchmark_filter='NBits|Memory' --benchmark_min_time=0.1
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -16,9 +16,10 @@
 namespace strata {
 namespace {
 
-const nbits::Packed& PackedWeights(int64_t bits, int64_t K, int64_t N) {
-  static std::map<std::tuple<int64_t, int64_t, int64_t>, std::unique_ptr<nbits::Packed>> cache;
-  auto& slot = cache[{bits, K, N}];
+// int8_order: packed for the accuracy_level 4 (VNNI) kernel.
+const nbits::Packed& PackedWeights(int64_t bits, int64_t K, int64_t N, bool int8_order = false) {
+  static std::map<std::tuple<int64_t, int64_t, int64_t, bool>, std::unique_ptr<nbits::Packed>> cache;
+  auto& slot = cache[{bits, K, N, int8_order}];
   if (!slot) {
     nbits::Params p;
     p.K = K;
@@ -36,7 +37,7 @@ const nbits::Packed& PackedWeights(int64_t bits, int64_t K, int64_t N) {
     nbits::Inputs in;
     in.b = &bt;
     in.scales = &st;
-    slot = std::make_unique<nbits::Packed>(nbits::Pack(p, in));
+    slot = std::make_unique<nbits::Packed>(nbits::Pack(p, in, int8_order));
   }
   return *slot;
 }
@@ -66,6 +67,31 @@ BENCHMARK(BM_NBitsMatMul)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+// The same through accuracy_level 4's int8 activations (AVX512-VNNI only).
+void BM_NBitsMatMulInt8(benchmark::State& state) {
+  if (!nbits::HasAvx512Vnni()) {
+    state.SkipWithError("no AVX512-VNNI on this CPU");
+    return;
+  }
+  const int64_t bits = state.range(0), K = state.range(1), N = state.range(2), M = state.range(3);
+  const nbits::Packed& w = PackedWeights(bits, K, N, /*int8_order=*/true);
+  std::vector<float> a(M * K, 0.5f), y(M * N);
+  for (auto _ : state) {
+    nbits::PackedMatMulInt8(w, a.data(), M, y.data(), Pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.bytes()));
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * M * N * K * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_NBitsMatMulInt8)
+    ->ArgsProduct({{4, 8}, {2048, 4096, 8192}, {2048, 4096, 8192}, {1, 16, 128}})
+    ->ArgNames({"bits", "K", "N", "M"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// Buffers of 256 MiB, at least 4x the L3 of current server parts (32 MiB per CCD on Zen
+// 4/5), so these measure memory, not cache; GEMV weights of K=N=8192 (int8: 64 MiB) are
+// the shapes to put against them.
 // Bytes copied per second (each byte is read once and written once).
 void BM_MemoryCopy(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0)) << 20;
@@ -76,7 +102,7 @@ void BM_MemoryCopy(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
 }
-BENCHMARK(BM_MemoryCopy)->Arg(64)->ArgName("MiB")->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MemoryCopy)->Arg(256)->ArgName("MiB")->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // Bytes read per second by one thread (what a GEMV needs: weights are only read).
 void BM_MemoryRead(benchmark::State& state) {
@@ -94,7 +120,7 @@ void BM_MemoryRead(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
 }
-BENCHMARK(BM_MemoryRead)->Arg(64)->ArgName("MiB")->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MemoryRead)->Arg(256)->ArgName("MiB")->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace strata

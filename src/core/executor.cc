@@ -100,17 +100,20 @@ Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> 
   ex->graph_ = std::move(graph);
   ex->pool_ = pool;
   ex->opts_ = opts;
+  ex->opts_.on_kernel_created = nullptr;  // the callback's target lives only as long as Create
   const Graph& g = *ex->graph_;
   ex->constants_.resize(g.values.size());
   for (const auto& [v, t] : g.initializers) ex->constants_[v] = Value(t);
 
+  ExecOptions sub_opts = opts;
+  sub_opts.on_kernel_created = nullptr;  // node indices of a subgraph mean nothing to the caller
   for (const Node& node : g.nodes) {
     // A provider partition's body is run by the provider, not by strata.
     bool own_subgraphs = node.domain != "strata.provider";
     for (const Graph* sg : own_subgraphs ? Subgraphs(node) : std::vector<const Graph*>{}) {
       // The subgraph is owned by the node's attribute, which the parent graph owns.
       std::shared_ptr<const Graph> alias(ex->graph_, sg);
-      ASSIGN_OR_RETURN(auto sub, Create(alias, pool, opts));
+      ASSIGN_OR_RETURN(auto sub, Create(alias, pool, sub_opts));
       ex->subexecs_.emplace(sg, std::move(sub));
     }
     std::string impl;
@@ -145,6 +148,7 @@ Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> 
     }
     ex->kernels_.push_back(std::move(kernel));
     ex->impls_.push_back(impl);
+    if (opts.on_kernel_created) opts.on_kernel_created(ex->kernels_.size() - 1, ex->kernels_.back().get());
   }
   RETURN_IF_ERROR(ex->Plan());
   return ex;

@@ -23,6 +23,10 @@ struct ExecOptions {
   Allocator* allocator = nullptr;  // nullptr: DefaultAllocator()
   // Optional kernel factory consulted before the CPU registry (provider partitions).
   std::function<Result<std::unique_ptr<OpKernel>>(const KernelInit&, std::string* impl)> custom_factory;
+  // Optional: told after each top-level node's kernel is created (node index, kernel), so
+  // the session can drop constants already packed before the next kernel packs its own
+  // (core/constant_release.h). Not called for subgraph nodes.
+  std::function<void(size_t node, const OpKernel* kernel)> on_kernel_created;
 };
 
 class Frame;

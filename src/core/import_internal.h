@@ -78,8 +78,13 @@ struct TensorContext {
 // Reads `length` bytes at `offset` of the open file `fd` into a buffer of its own. Ranges of
 // at least 64 KiB whose offset is a multiple of `elem_align` (the element size, so typed
 // pointers stay naturally aligned) are mapped (MAP_PRIVATE: zero-copy, writes stay private);
-// the rest is read with pread into aligned heap memory. A mapping keeps the file's data
+// the rest is read with pread into AllocatePayload memory. A mapping keeps the file's data
 // alive after `fd` is closed or the file is deleted. `what` names the tensor in errors.
+// Memory for a weight payload copied at import: anonymous pages for 64 KiB and more (freeing
+// them, e.g. when a kernel packed the constant, always returns them to the system),
+// DefaultAllocator below that. 64-byte aligned.
+Result<std::shared_ptr<Buffer>> AllocatePayload(size_t bytes);
+
 Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t length, size_t elem_align, bool allow_map,
                                               const std::string& path, const std::string& what);
 

@@ -66,7 +66,41 @@ class MappedBuffer final : public Buffer {
   size_t size_;
 };
 
+// Anonymous pages for a large payload that is read, not mapped. Not malloc: once earlier
+// frees have raised glibc's dynamic mmap threshold, malloc serves multi-MiB blocks from
+// the heap, and freeing one there (a constant released after packing, see
+// core/constant_release.h) keeps its pages resident. munmap always gives them back.
+class AnonBuffer final : public Buffer {
+ public:
+  AnonBuffer(void* p, size_t len, size_t size) : p_(p), len_(len), size_(size) {}
+  ~AnonBuffer() override { ReleaseStorage(); }
+  void* data() override { return p_; }
+  size_t size() const override { return size_; }
+  bool ReleaseStorage() override {
+    if (p_) ::munmap(p_, len_);
+    p_ = nullptr;
+    len_ = size_ = 0;
+    return true;
+  }
+
+ private:
+  void* p_;
+  size_t len_;
+  size_t size_;
+};
+
 }  // namespace
+
+Result<std::shared_ptr<Buffer>> AllocatePayload(size_t length) {
+  if (length >= kMapMinBytes) {
+    const size_t page = PageSize();
+    const size_t len = (length + page - 1) / page * page;
+    void* m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m != MAP_FAILED) return std::shared_ptr<Buffer>(std::make_shared<AnonBuffer>(m, len, length));
+    // Out of mappings: the ordinary allocator below reports a real shortage.
+  }
+  return DefaultAllocator()->Allocate(length);
+}
 
 Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t length, size_t elem_align, bool allow_map,
                                               const std::string& path, const std::string& what) {
@@ -85,9 +119,7 @@ Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t le
     }
     // Mapping can fail (no mmap on this file system, map count limit): read instead.
   }
-  // The ordinary allocator, not a private mapping: malloc reuses memory freed by an earlier
-  // session, which is already faulted in.
-  ASSIGN_OR_RETURN(auto buf, DefaultAllocator()->Allocate(length));
+  ASSIGN_OR_RETURN(auto buf, AllocatePayload(length));
   char* dst = static_cast<char*>(buf->data());
   PopulateForWrite(dst, length);
   size_t done = 0;

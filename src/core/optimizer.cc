@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "core/layout_pass.h"
+#include "cpu/conv_nhwc_gemm.h"  // FuseNhwcConvResidual: needs to know which convs the SGEMM runs
 
 namespace strata {
 
@@ -343,7 +344,8 @@ Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
     FuseActivations(g);
     // Last: it renames Conv/pool nodes into the internal domain the passes above skip.
     ASSIGN_OR_RETURN(int l, ConvertToNhwc(g, opts));
-    (void)l;
+    // ResNet's conv -> Add(skip) [-> Relu] into the conv's SGEMM epilogue (NHWC only).
+    if (l > 0) FuseNhwcConvResidual(g);
   }
   EliminateDeadNodes(g);
   return Status::Ok();

@@ -1,5 +1,7 @@
 #include "core/session.h"
 
+#include <malloc.h>
+
 #include <cstdio>
 #include <filesystem>
 
@@ -12,7 +14,18 @@
 
 namespace strata {
 
-Session::~Session() = default;
+Session::~Session() {
+  // Free the kernels' packed weights and the model now, then hand the freed heap back:
+  // glibc keeps multi-MiB blocks freed into its heap resident, so the next session created
+  // in this process would otherwise grow the peak RSS by this one's size.
+  // Same order as the implicit member destruction.
+  exec_.reset();
+  provider_handles_.clear();
+  allocator_.reset();
+  pool_.reset();
+  model_.reset();
+  malloc_trim(0);
+}
 
 Result<std::unique_ptr<Session>> Session::CreateFromFile(const std::string& path, const SessionOptions& opts) {
   ImportOptions io;
@@ -69,14 +82,17 @@ Status Session::Init(std::shared_ptr<Model> model, const SessionOptions& opts) {
   eo.allocator = allocator_.get();
   RETURN_IF_ERROR(SetUpProviders(g, &eo));
   trace.Phase("providers");
+  // Constants that every reader packed into its own layout are dead weight: each goes as
+  // soon as its last reader's kernel exists, so the originals and the packed copies of all
+  // weights are never resident together.
+  ConstantReleaser releaser(g);
+  eo.on_kernel_created = [&releaser](size_t node, const OpKernel* k) { releaser.OnKernel(node, k); };
   ASSIGN_OR_RETURN(exec_, Executor::Create(model_->graph, pool_.get(), eo));
   trace.Phase("kernels + plan");
-  // Constants that every reader packed into its own layout are dead weight from here on.
-  ConstantReleaseStats released = ReleasePackedConstants(g, [this](size_t node) { return exec_->kernel(node); });
+  const ConstantReleaseStats& released = releaser.stats();
   if (trace.on() && released.released > 0)
     std::fprintf(stderr, "strata load [session] released %d packed constants (%.1f MiB)\n", released.released,
                  static_cast<double>(released.bytes) / (1 << 20));
-  trace.Phase("release constants");
   for (size_t i = 0; i < g.nodes.size(); ++i)
     assignments_.push_back({g.nodes[i].name, g.nodes[i].op_type, g.nodes[i].provider, exec_->impl(i)});
   trace.Total();

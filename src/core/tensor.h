@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/small_vector.h"
 #include "core/status.h"
 
 namespace strata {
 
-using Shape = std::vector<int64_t>;
+// Up to 8 dims inline: shapes are built and copied on every run, and must not allocate.
+using Shape = SmallVector<int64_t, 8>;
 
 // Product of dims, with overflow and negative-dim checks. Errors name `what`.
 Result<int64_t> CheckedNumElements(const Shape& shape, const std::string& what = "tensor");

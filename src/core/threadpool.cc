@@ -149,11 +149,4 @@ void ThreadPool::RunParticipants(int64_t n, RangeFn fn, void* ctx) {
     for (int64_t i = 0; i < n; ++i) fn(ctx, i, i + 1);
 }
 
-void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-  ParallelForRaw(
-      n, grain,
-      [](void* c, int64_t b, int64_t e) { (*static_cast<const std::function<void(int64_t, int64_t)>*>(c))(b, e); },
-      const_cast<void*>(static_cast<const void*>(&fn)));
-}
-
 }  // namespace strata

@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -29,9 +28,25 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return threads_; }
+  // A non-owning reference to a callable `void(int64_t begin, int64_t end)`: binding a
+  // lambda never allocates (a std::function does once the captures outgrow its small
+  // buffer). The callable must outlive the call, which a ParallelFor argument always does.
+  class RangeRef {
+   public:
+    template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, RangeRef>>>
+    RangeRef(F&& f) noexcept  // NOLINT(google-explicit-constructor): binds lambdas implicitly
+        : obj_(const_cast<void*>(static_cast<const void*>(&f))),
+          call_([](void* o, int64_t b, int64_t e) { (*static_cast<std::remove_reference_t<F>*>(o))(b, e); }) {}
+    void operator()(int64_t b, int64_t e) const { call_(obj_, b, e); }
+
+   private:
+    friend class ThreadPool;
+    void* obj_;
+    void (*call_)(void*, int64_t, int64_t);
+  };
   // Splits [0, n) into chunks of at least `grain` items and calls fn(begin, end) on
   // them, possibly in parallel. Runs inline when the pool has one thread or n <= grain.
-  void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  void ParallelFor(int64_t n, int64_t grain, RangeRef fn) { ParallelForRaw(n, grain, fn.call_, fn.obj_); }
   // Same, without a std::function: fn(ctx, begin, end). Hot paths use this (or Run).
   using RangeFn = void (*)(void* ctx, int64_t begin, int64_t end);
   void ParallelForRaw(int64_t n, int64_t grain, RangeFn fn, void* ctx);

@@ -40,21 +40,46 @@ constexpr bool kIsInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 // A broadcast of N input shapes onto one output shape, with adjacent dimensions that
 // broadcast the same way for every input merged. The innermost merged dimension is a
 // "row": within a row every input is either contiguous (stride 1) or constant (stride 0).
+// [input][merged dim] strides in one inline buffer (heap only past 16 entries), so that a
+// plan built on every run of a binary op allocates nothing.
+class StrideTable {
+ public:
+  void Reset(size_t inputs, size_t dims) {
+    inputs_ = inputs;
+    dims_ = dims;
+    v_.assign(inputs * dims, 0);
+  }
+  size_t size() const { return inputs_; }  // number of inputs
+  int64_t* operator[](size_t input) { return v_.data() + input * dims_; }
+  const int64_t* operator[](size_t input) const { return v_.data() + input * dims_; }
+
+ private:
+  size_t inputs_ = 0, dims_ = 0;
+  SmallVector<int64_t, 16> v_;
+};
+
 struct BroadcastPlan {
   Shape out_shape;
   int64_t out_size = 0;
-  std::vector<int64_t> dims;                  // merged dims, never empty
-  std::vector<std::vector<int64_t>> strides;  // [input][merged dim], in elements; 0 = broadcast
+  Shape dims;           // merged dims, never empty
+  StrideTable strides;  // [input][merged dim], in elements; 0 = broadcast
 
   int64_t inner() const { return dims.back(); }
   int64_t rows() const { return dims.back() == 0 ? 0 : out_size / dims.back(); }
-  int64_t inner_stride(size_t input) const { return strides[input].back(); }
+  int64_t inner_stride(size_t input) const { return strides[input][dims.size() - 1]; }
   // Element offset of each input at the start of row `row`.
   void RowOffsets(int64_t row, int64_t* offsets) const;
 };
 
 // Builds the plan for numpy (multidirectional) broadcasting. Errors name the node.
-Result<BroadcastPlan> MakeBroadcastPlan(const std::vector<Shape>& shapes, const Node& node);
+Result<BroadcastPlan> MakeBroadcastPlan(const Shape* shapes, size_t n, const Node& node);
+inline Result<BroadcastPlan> MakeBroadcastPlan(const std::vector<Shape>& shapes, const Node& node) {
+  return MakeBroadcastPlan(shapes.data(), shapes.size(), node);
+}
+// For a braced list of shapes (binary ops on every run): no vector is built.
+inline Result<BroadcastPlan> MakeBroadcastPlan(std::initializer_list<Shape> shapes, const Node& node) {
+  return MakeBroadcastPlan(shapes.begin(), shapes.size(), node);
+}
 
 // Legacy opset < 7 broadcasting of B onto A (attributes `broadcast` and `axis`).
 // Returns the shape B must be viewed as so that numpy broadcasting gives the legacy
@@ -68,7 +93,7 @@ void ForEachRow(const BroadcastPlan& p, int64_t begin, int64_t end, Fn&& fn) {
   if (begin >= end) return;
   const size_t n_in = p.strides.size();
   const size_t outer_rank = p.dims.size() - 1;
-  std::vector<int64_t> offs(n_in), idx(outer_rank, 0);
+  SmallVector<int64_t, 8> offs(n_in), idx(outer_rank, 0);  // inline: no allocation per call
   int64_t r = begin;
   for (size_t d = outer_rank; d-- > 0;) {
     idx[d] = r % p.dims[d];

@@ -30,13 +30,14 @@ Result<ConvShapes> CheckConvShapes(const Node& node, const Shape& x, const Shape
   if (s.out_channels % s.group != 0)
     return InvalidArgument(node.Describe(), ": W has ", s.out_channels, " output channels, not divisible by group ",
                            s.group);
-  std::vector<int64_t> kernel(w.begin() + 2, w.end());
-  if (node.HasAttr("kernel_shape") && node.GetInts("kernel_shape") != kernel)
+  Shape kernel(w.begin() + 2, w.end());
+  const std::vector<int64_t>* ks = FindInts(node, "kernel_shape");  // in place: this runs per Compute
+  if (node.HasAttr("kernel_shape") && (!ks || Shape(*ks) != kernel))
     return InvalidArgument(node.Describe(), ": kernel_shape attribute ", ShapeToString(node.GetInts("kernel_shape")),
                            " does not match W's spatial dims ", ShapeToString(kernel));
   if (b && (b->rank() != 1 || b->dim(0) != s.out_channels))
     return InvalidArgument(node.Describe(), ": bias B ", ShapeToString(b->shape()), " must be [", s.out_channels, "]");
-  std::vector<int64_t> in(x.begin() + 2, x.end());
+  Shape in(x.begin() + 2, x.end());
   ASSIGN_OR_RETURN(s.geo, ComputeWindowGeometry(node, in, kernel, /*ceil_mode=*/false));
   return s;
 }

@@ -10,18 +10,18 @@ int64_t SpatialGeometry::InSize() const { return NumElements(in); }
 int64_t SpatialGeometry::OutSize() const { return NumElements(out); }
 int64_t SpatialGeometry::KernelSize() const { return NumElements(kernel); }
 
-Result<std::vector<int64_t>> SpatialInts(const Node& node, const char* name, size_t rank, int64_t def) {
-  if (!node.HasAttr(name)) return std::vector<int64_t>(rank, def);
-  std::vector<int64_t> v = node.GetInts(name);
-  if (v.size() != rank)
-    return InvalidModel(node.Describe(), ": attribute '", name, "' has ", v.size(), " values, expected ", rank,
+Result<Shape> SpatialInts(const Node& node, const char* name, size_t rank, int64_t def) {
+  if (!node.HasAttr(name)) return Shape(rank, def);
+  const std::vector<int64_t>* v = FindInts(node, name);
+  const size_t n = v ? v->size() : 0;
+  if (n != rank)
+    return InvalidModel(node.Describe(), ": attribute '", name, "' has ", n, " values, expected ", rank,
                         " (one per spatial axis)");
-  return v;
+  return Shape(v->begin(), v->end());
 }
 
 namespace {
-Status ReadCommon(const Node& node, size_t r, const std::vector<int64_t>& kernel, bool allow_dilations,
-                  SpatialGeometry* g) {
+Status ReadCommon(const Node& node, size_t r, const Shape& kernel, bool allow_dilations, SpatialGeometry* g) {
   g->kernel = kernel;
   for (size_t i = 0; i < r; ++i)
     if (kernel[i] <= 0) return InvalidModel(node.Describe(), ": kernel size ", kernel[i], " on axis ", i, " is not positive");
@@ -40,7 +40,9 @@ Status ReadPads(const Node& node, size_t r, SpatialGeometry* g) {
   g->pad_begin.assign(r, 0);
   g->pad_end.assign(r, 0);
   if (!node.HasAttr("pads")) return Status::Ok();
-  std::vector<int64_t> pads = node.GetInts("pads");
+  static const std::vector<int64_t> kNone;
+  const std::vector<int64_t>* found = FindInts(node, "pads");
+  const std::vector<int64_t>& pads = found ? *found : kNone;  // read in place: no copy per run
   if (pads.size() != 2 * r)
     return InvalidModel(node.Describe(), ": attribute 'pads' has ", pads.size(), " values, expected ", 2 * r);
   for (size_t i = 0; i < r; ++i) {
@@ -51,8 +53,7 @@ Status ReadPads(const Node& node, size_t r, SpatialGeometry* g) {
 }
 }  // namespace
 
-Result<SpatialGeometry> ComputeWindowGeometry(const Node& node, const std::vector<int64_t>& in,
-                                              const std::vector<int64_t>& kernel, bool ceil_mode,
+Result<SpatialGeometry> ComputeWindowGeometry(const Node& node, const Shape& in, const Shape& kernel, bool ceil_mode,
                                               bool allow_dilations) {
   size_t r = in.size();
   SpatialGeometry g;
@@ -102,22 +103,21 @@ Result<SpatialGeometry> ComputeWindowGeometry(const Node& node, const std::vecto
   return g;
 }
 
-Result<SpatialGeometry> ComputeTransposeGeometry(const Node& node, const std::vector<int64_t>& in,
-                                                 const std::vector<int64_t>& kernel) {
+Result<SpatialGeometry> ComputeTransposeGeometry(const Node& node, const Shape& in, const Shape& kernel) {
   size_t r = in.size();
   SpatialGeometry g;
   g.in = in;
   if (kernel.size() != r)
     return InvalidModel(node.Describe(), ": kernel has ", kernel.size(), " spatial dims but the input has ", r);
   RETURN_IF_ERROR(ReadCommon(node, r, kernel, true, &g));
-  ASSIGN_OR_RETURN(std::vector<int64_t> out_pad, SpatialInts(node, "output_padding", r, 0));
+  ASSIGN_OR_RETURN(Shape out_pad, SpatialInts(node, "output_padding", r, 0));
   for (size_t i = 0; i < r; ++i)
     if (out_pad[i] < 0) return InvalidModel(node.Describe(), ": output_padding must be non-negative");
   std::string auto_pad = node.GetString("auto_pad", "NOTSET");
   if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER" &&
       !auto_pad.empty())
     return InvalidModel(node.Describe(), ": unknown auto_pad '", auto_pad, "'");
-  std::vector<int64_t> out_shape;
+  Shape out_shape;
   if (node.HasAttr("output_shape")) {
     out_shape = node.GetInts("output_shape");
     // Accept the full [N, C, spatial...] form as well as the spatial-only one.

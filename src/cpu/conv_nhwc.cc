@@ -1,5 +1,6 @@
-// NhwcConv: fp32 2-D Conv on NHWC activations through XNNPACK's NHWC convolution
-// (XNNPACK picks GEMM for 1x1, depthwise microkernels for group == C, IGEMM otherwise).
+// NhwcConv: fp32 2-D Conv on NHWC activations. Ungrouped convs run on strata's SGEMM
+// (conv_nhwc_gemm.cc), depthwise ones on conv_nhwc_depthwise.cc; other grouped convs
+// (and CPUs without AVX-512F) go through XNNPACK's NHWC convolution.
 // The operator (with its packed weights) is created once, at session creation; each run
 // only re-runs setup, which XNNPACK keeps cheap while the input shape is unchanged. With
 // auto_pad=SAME the pads depend on the input size, so the operator is re-created whenever
@@ -8,8 +9,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/constant_release.h"
 #include "core/layout_pass.h"
 #include "cpu/conv_kernels.h"
+#include "cpu/conv_nhwc_gemm.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/xnnpack_util.h"
 
@@ -52,8 +55,14 @@ Status RunNchwFallback(KernelContext& ctx, const OpKernel& ref, const Node& nchw
 
 namespace {
 
-class NhwcConvKernel final : public OpKernel {
+class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
  public:
+  // Once XNNPACK packed W and B at creation, the originals are only needed by the NCHW
+  // fallback, which then reports that they were released (see Compute).
+  std::vector<size_t> PackedConstantInputs() const override {
+    if (!weights_.empty()) return {};
+    return {1, 2};
+  }
   NhwcConvKernel(const KernelInit& init, const Tensor& w, const Tensor* b, FusedActivation act)
       : nchw_node_(OriginalNode(init.node, "Conv")), w_shape_(w.shape()), act_(act) {
     group_ = init.node.GetInt("group", 1);
@@ -83,13 +92,14 @@ class NhwcConvKernel final : public OpKernel {
     ASSIGN_OR_RETURN(ref_, MakeRefConv(KernelInit{nchw_node_, init.graph, init.pool, init.config}));
     std::string auto_pad = node.GetString("auto_pad", "NOTSET");
     if (auto_pad == "NOTSET" || auto_pad == "VALID") {
-      std::vector<int64_t> pads(4, 0);
+      Shape pads(4, 0);
       if (auto_pad == "NOTSET" && node.HasAttr("pads")) pads = node.GetInts("pads");
       if (pads.size() != 4) return InvalidModel(init.node.Describe(), ": attribute 'pads' needs 4 values");
       for (int64_t p : pads)
         if (p < 0 || p > UINT32_MAX) return InvalidModel(init.node.Describe(), ": bad pad ", p);
       // A rejection here is not an error: Compute then takes the exact fallback.
-      if (cache_.Prepare(pads, Creator(pads), init.node, "convolution").ok()) weights_ = {};
+      auto create = [&](xnn_operator_t* op) { return CreateOp(pads, op); };
+      if (cache_.Prepare(pads, create, init.node, "convolution").ok()) weights_ = {};
     }
     return Status::Ok();
   }
@@ -106,41 +116,53 @@ class NhwcConvKernel final : public OpKernel {
     // Validate as the NCHW Conv would, so errors read the same as without the pass.
     ASSIGN_OR_RETURN(ConvShapes s, CheckConvShapes(nchw_node_, {n, c, h, w}, w_shape_, nullptr));
     const SpatialGeometry& g = s.geo;
-    std::vector<int64_t> key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
+    const Shape key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, g.out[0], g.out[1], m_}));
     if (y->num_elements() == 0) return Status::Ok();
     pthreadpool_t tp = ctx.pool() ? ctx.pool()->handle() : nullptr;
     const float* in = x->data<float>();
     float* out = y->mutable_data<float>();
     Status st = cache_.Run(
-        key, Creator(key),
+        key, [&](xnn_operator_t* op) { return CreateOp(key, op); },
         [&](xnn_operator_t op) { return xnn_setup_convolution2d_nhwc_f32(op, n, h, w, in, out, tp); }, tp, node,
         "convolution");
-    if (st.code() == StatusCode::kUnsupported) return RunNchwFallback(ctx, *ref_, nchw_node_);
+    if (st.code() == StatusCode::kUnsupported) {
+      const Tensor* wt = ctx.input(1);
+      if (!wt || !wt->raw_data())
+        return Unsupported(node.Describe(), ": XNNPACK rejected this input (", st.message(),
+                           ") and the NCHW fallback needs W, which was released after packing");
+      return RunNchwFallback(ctx, *ref_, nchw_node_);
+    }
     return st;
   }
 
  private:
-  // key = {top, left, bottom, right}.
-  XnnOperatorCache::CreateFn Creator(const std::vector<int64_t>& key) const {
-    return [this, key](xnn_operator_t* op) {
-      if (weights_.empty()) return xnn_status_invalid_state;
-      return xnn_create_convolution2d_nhwc_f32(key[0], key[3], key[2], key[1], kh_, kw_, strides_[0], strides_[1],
-                                               dilations_[0], dilations_[1], group_, cig_, m_ / group_, cig_ * group_,
-                                               m_, weights_.data(), bias_.empty() ? nullptr : bias_.data(), act_.min,
-                                               act_.max, 0, op);
-    };
+  // Creates the XNNPACK operator for key = {top, left, bottom, right}; call sites wrap it in
+  // a lambda that a CreateFn refers to (no std::function, so no allocation per run).
+  xnn_status CreateOp(const Shape& key, xnn_operator_t* op) const {
+    if (weights_.empty()) return xnn_status_invalid_state;
+    return xnn_create_convolution2d_nhwc_f32(key[0], key[3], key[2], key[1], kh_, kw_, strides_[0], strides_[1],
+                                             dilations_[0], dilations_[1], group_, cig_, m_ / group_, cig_ * group_, m_,
+                                             weights_.data(), bias_.empty() ? nullptr : bias_.data(), act_.min,
+                                             act_.max, 0, op);
   }
 
   Node nchw_node_;
   Shape w_shape_;
   FusedActivation act_;
   int64_t group_ = 1, m_ = 0, cig_ = 0, kh_ = 1, kw_ = 1;
-  std::vector<int64_t> strides_, dilations_;
+  Shape strides_, dilations_;
   std::vector<float> weights_, bias_;
   std::unique_ptr<OpKernel> ref_;
   XnnOperatorCache cache_;
 };
+
+// True when the graph has an NhwcConv with group != 1 (one that XNNPACK runs).
+bool HasGroupedNhwcConv(const Graph& g) {
+  for (const Node& n : g.nodes)
+    if (n.op_type == "NhwcConv" && n.domain == kInternalDomain && n.GetInt("group", 1) != 1) return true;
+  return false;
+}
 
 Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   const Node& node = init.node;
@@ -157,6 +179,20 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   if (node.HasAttr("kernel_shape") && node.GetInts("kernel_shape") != Shape(w->shape().begin() + 2, w->shape().end()))
     return InvalidModel(node.Describe(), ": kernel_shape does not match W ", ShapeToString(w->shape()));
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
+  // Ungrouped convs run on strata's SGEMM (faster than XNNPACK's IGEMM here, and on the
+  // session pool); grouped/depthwise ones stay on XNNPACK, whose ops run on a second pool
+  // (pthreadpool). With several threads, a graph that mixes the two makes the pools fight
+  // over the cores (each one's idle workers spin while the other works: mobilenet_v2 at 2
+  // threads ran 5x slower on a loaded machine), so such a graph keeps all convs on XNNPACK.
+  // A fused residual input needs the SGEMM conv, whatever the graph.
+  if (init.has_input(3) || !(init.pool && init.pool->num_threads() > 1 && HasGroupedNhwcConv(init.graph))) {
+    auto gemm = MakeNhwcGemmConv(init, *w, b, act);
+    if (gemm.ok() || gemm.status().code() != StatusCode::kUnsupported) return gemm;
+  }
+  if (init.has_input(3))
+    return InvalidModel(node.Describe(), ": a fused residual input needs the SGEMM conv (group 1, AVX-512F)");
+  auto dw = MakeNhwcDepthwiseConv(init, *w, b, act);
+  if (dw.ok() || dw.status().code() != StatusCode::kUnsupported) return dw;
   RETURN_IF_ERROR(EnsureXnnpackInitialized());
   auto k = std::make_unique<NhwcConvKernel>(init, *w, b, act);
   RETURN_IF_ERROR(k->Init(init));
@@ -197,7 +233,7 @@ void RegisterNhwcConvKernels(KernelRegistry& r) {
               .types = {DataType::kFloat},
               .factory = MakeNhwcConv,
               .reference = false,
-              .impl = "xnnpack-nhwc"});
+              .impl = "nhwc-sgemm|xnnpack"});
   r.Register({.domain = kInternalDomain,
               .op_type = "NchwToNhwc",
               .types = {DataType::kFloat},

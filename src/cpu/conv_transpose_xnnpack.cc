@@ -45,11 +45,11 @@ class XnnConvTransposeKernel final : public OpKernel {
     const Node& node = ctx.node();
     const Tensor* x = ctx.input(0);
     if (!x || x->dtype() != DataType::kFloat || x->rank() != 4 || x->dim(1) != cin_) return ref_->Compute(ctx);
-    std::vector<int64_t> in = {x->dim(2), x->dim(3)};
+    const Shape in = {x->dim(2), x->dim(3)};
     auto geo_or = ComputeTransposeGeometry(node, in, {kh_, kw_});
     if (!geo_or.ok()) return ref_->Compute(ctx);  // precise error from the reference path
     const SpatialGeometry& g = *geo_or;
-    std::vector<int64_t> key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
+    const Shape key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
     for (int64_t v : key)
       if (v < 0 || v > UINT32_MAX) return ref_->Compute(ctx);
     for (int a = 0; a < 2; ++a)
@@ -92,7 +92,7 @@ class XnnConvTransposeKernel final : public OpKernel {
   int64_t group_;
   std::unique_ptr<OpKernel> ref_;
   int64_t cin_ = 0, cog_ = 0, kh_ = 1, kw_ = 1;
-  std::vector<int64_t> strides_, dilations_, out_pad_;
+  Shape strides_, dilations_, out_pad_;
   std::vector<float> weights_, bias_;
   XnnOperatorCache cache_;
 };

@@ -32,7 +32,7 @@ class XnnConvKernel final : public OpKernel {
       for (int64_t i = 0; i < cig_; ++i)
         for (int64_t k = 0; k < kh_ * kw_; ++k) weights_[(o * kh_ * kw_ + k) * cig_ + i] = src[(o * cig_ + i) * kh_ * kw_ + k];
     if (b) bias_.assign(b->data<float>(), b->data<float>() + m_);
-    std::vector<int64_t> kernel(w_shape_.begin() + 2, w_shape_.end());
+    Shape kernel(w_shape_.begin() + 2, w_shape_.end());
     ASSIGN_OR_RETURN(strides_, SpatialInts(node, "strides", kernel.size(), 1));
     ASSIGN_OR_RETURN(dilations_, SpatialInts(node, "dilations", kernel.size(), 1));
     for (int64_t v : strides_)
@@ -41,14 +41,14 @@ class XnnConvKernel final : public OpKernel {
       if (v <= 0 || v > UINT32_MAX) return InvalidModel(node.Describe(), ": bad dilation ", v);
     std::string auto_pad = node.GetString("auto_pad", "NOTSET");
     if (auto_pad == "NOTSET" || auto_pad == "VALID") {
-      std::vector<int64_t> pads(2 * kernel.size(), 0);
+      Shape pads(2 * kernel.size(), 0);
       if (auto_pad == "NOTSET" && node.HasAttr("pads")) pads = node.GetInts("pads");
       if (pads.size() != 2 * kernel.size()) return InvalidModel(node.Describe(), ": bad pads");
       for (int64_t p : pads)
         if (p < 0 || p > UINT32_MAX) return InvalidModel(node.Describe(), ": bad pad ", p);
-      std::vector<int64_t> key = one_d_ ? std::vector<int64_t>{0, pads[0], 0, pads[1]}
-                                        : std::vector<int64_t>{pads[0], pads[1], pads[2], pads[3]};
-      RETURN_IF_ERROR(cache_.Prepare(key, Creator(key), node, "convolution"));
+      Shape key = one_d_ ? Shape{0, pads[0], 0, pads[1]} : Shape{pads[0], pads[1], pads[2], pads[3]};
+      RETURN_IF_ERROR(cache_.Prepare(
+          key, [&](xnn_operator_t* op) { return CreateOp(key, op); }, node, "convolution"));
       // Static pads never change the key, so the operator is never re-created.
       weights_ = {};
     }
@@ -70,8 +70,8 @@ class XnnConvKernel final : public OpKernel {
     const int64_t n = s.batch, c = s.in_channels;
     const int64_t h = one_d_ ? 1 : g.in[0], w = g.in.back();
     const int64_t ohw = g.OutSize(), hw = g.InSize();
-    std::vector<int64_t> key = one_d_ ? std::vector<int64_t>{0, g.pad_begin[0], 0, g.pad_end[0]}
-                                      : std::vector<int64_t>{g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
+    const Shape key = one_d_ ? Shape{0, g.pad_begin[0], 0, g.pad_end[0]}
+                             : Shape{g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
     // With one channel or one pixel NCHW and NHWC coincide: skip that transpose.
     bool direct_in = c == 1 || hw == 1, direct_out = m_ == 1 || ohw == 1;
     Tensor in_scratch, out_scratch;
@@ -88,7 +88,7 @@ class XnnConvKernel final : public OpKernel {
     }
     pthreadpool_t tp = ctx.pool() ? ctx.pool()->handle() : nullptr;
     Status st = cache_.Run(
-        key, Creator(key),
+        key, [&](xnn_operator_t* op) { return CreateOp(key, op); },
         [&](xnn_operator_t op) { return xnn_setup_convolution2d_nhwc_f32(op, n, h, w, in_nhwc, out_nhwc, tp); }, tp,
         node, "convolution");
     // Pads XNNPACK rejects (possible only with auto_pad SAME) run on the reference kernel.
@@ -99,16 +99,15 @@ class XnnConvKernel final : public OpKernel {
   }
 
  private:
-  // key = {top, left, bottom, right}.
-  XnnOperatorCache::CreateFn Creator(const std::vector<int64_t>& key) const {
-    return [this, key](xnn_operator_t* op) {
-      if (weights_.empty()) return xnn_status_invalid_state;
-      uint32_t sh = one_d_ ? 1 : strides_[0], sw = strides_.back();
-      uint32_t dh = one_d_ ? 1 : dilations_[0], dw = dilations_.back();
-      return xnn_create_convolution2d_nhwc_f32(key[0], key[3], key[2], key[1], kh_, kw_, sh, sw, dh, dw, group_, cig_,
-                                               m_ / group_, cig_ * group_, m_, weights_.data(),
-                                               bias_.empty() ? nullptr : bias_.data(), act_.min, act_.max, 0, op);
-    };
+  // Creates the XNNPACK operator for key = {top, left, bottom, right}; call sites wrap it in
+  // a lambda that a CreateFn refers to (no std::function, so no allocation per run).
+  xnn_status CreateOp(const Shape& key, xnn_operator_t* op) const {
+    if (weights_.empty()) return xnn_status_invalid_state;
+    uint32_t sh = one_d_ ? 1 : strides_[0], sw = strides_.back();
+    uint32_t dh = one_d_ ? 1 : dilations_[0], dw = dilations_.back();
+    return xnn_create_convolution2d_nhwc_f32(key[0], key[3], key[2], key[1], kh_, kw_, sh, sw, dh, dw, group_, cig_,
+                                             m_ / group_, cig_ * group_, m_, weights_.data(),
+                                             bias_.empty() ? nullptr : bias_.data(), act_.min, act_.max, 0, op);
   }
 
   Shape w_shape_;
@@ -117,7 +116,7 @@ class XnnConvKernel final : public OpKernel {
   std::unique_ptr<OpKernel> ref_;
   bool one_d_ = false;
   int64_t m_ = 0, cig_ = 0, kh_ = 1, kw_ = 1;
-  std::vector<int64_t> strides_, dilations_;
+  Shape strides_, dilations_;
   std::vector<float> weights_, bias_;
   XnnOperatorCache cache_;
 };

@@ -21,12 +21,13 @@ void BroadcastPlan::RowOffsets(int64_t row, int64_t* offsets) const {
   }
 }
 
-Result<BroadcastPlan> MakeBroadcastPlan(const std::vector<Shape>& shapes, const Node& node) {
+Result<BroadcastPlan> MakeBroadcastPlan(const Shape* shapes, size_t n, const Node& node) {
   BroadcastPlan p;
   size_t rank = 0;
-  for (const Shape& s : shapes) rank = std::max(rank, s.size());
+  for (size_t i = 0; i < n; ++i) rank = std::max(rank, shapes[i].size());
   p.out_shape.assign(rank, 1);
-  for (const Shape& s : shapes) {
+  for (size_t i = 0; i < n; ++i) {
+    const Shape& s = shapes[i];
     for (size_t k = 0; k < s.size(); ++k) {
       const size_t d = rank - s.size() + k;
       const int64_t v = s[k];
@@ -34,44 +35,52 @@ Result<BroadcastPlan> MakeBroadcastPlan(const std::vector<Shape>& shapes, const 
       if (v == p.out_shape[d] || v == 1) continue;
       if (p.out_shape[d] != 1) {
         std::string all;
-        for (const Shape& t : shapes) all += (all.empty() ? "" : ", ") + ShapeToString(t);
+        for (size_t j = 0; j < n; ++j) all += (all.empty() ? "" : ", ") + ShapeToString(shapes[j]);
         return InvalidArgument(node.Describe(), ": input shapes ", all, " cannot be broadcast together");
       }
       p.out_shape[d] = v;
     }
   }
-  ASSIGN_OR_RETURN(p.out_size, CheckedNumElements(p.out_shape, node.Describe() + " output"));
+  {
+    // The node's name is added only on failure (Describe() builds a string).
+    Result<int64_t> size = CheckedNumElements(p.out_shape, "output");
+    if (!size.ok()) return MakeStatus(size.status().code(), node.Describe(), " ", size.status().message());
+    p.out_size = *size;
+  }
 
   // Per input and output dim: true when the input is broadcast (repeated) along it.
-  const size_t n = shapes.size();
   auto bcast = [&](size_t i, size_t d) {
     const Shape& s = shapes[i];
     if (d < rank - s.size()) return true;
     return s[d - (rank - s.size())] == 1;
   };
   // Merge runs of dims whose broadcast pattern is identical for every input; drop
-  // size-1 output dims (they affect no offsets).
-  std::vector<std::vector<bool>> groups_bcast;
+  // size-1 output dims (they affect no offsets). A group is identified by its first
+  // output dim (-1: the all-broadcast group of a scalar result), whose pattern it shares.
+  Shape group_dim;
+  auto same_pattern = [&](size_t d0, size_t d1) {
+    for (size_t i = 0; i < n; ++i)
+      if (bcast(i, d0) != bcast(i, d1)) return false;
+    return true;
+  };
   for (size_t d = 0; d < rank; ++d) {
     if (p.out_shape[d] == 1) continue;
-    std::vector<bool> pat(n);
-    for (size_t i = 0; i < n; ++i) pat[i] = bcast(i, d);
-    if (!p.dims.empty() && groups_bcast.back() == pat) {
+    if (!p.dims.empty() && same_pattern(static_cast<size_t>(group_dim.back()), d)) {
       p.dims.back() *= p.out_shape[d];
     } else {
       p.dims.push_back(p.out_shape[d]);
-      groups_bcast.push_back(std::move(pat));
+      group_dim.push_back(static_cast<int64_t>(d));
     }
   }
   if (p.dims.empty()) {
     p.dims.push_back(1);
-    groups_bcast.push_back(std::vector<bool>(n, true));
+    group_dim.push_back(-1);
   }
-  p.strides.assign(n, std::vector<int64_t>(p.dims.size(), 0));
+  p.strides.Reset(n, p.dims.size());
   for (size_t i = 0; i < n; ++i) {
     int64_t acc = 1;
     for (size_t g = p.dims.size(); g-- > 0;) {
-      if (groups_bcast[g][i]) continue;
+      if (group_dim[g] < 0 || bcast(i, static_cast<size_t>(group_dim[g]))) continue;
       p.strides[i][g] = acc;
       acc *= p.dims[g];
     }

@@ -262,7 +262,7 @@ void BinaryRun(const float* a, int64_t sa, const float* b, int64_t sb, float* o,
   }
 }
 
-void Parallel(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void Parallel(ThreadPool* pool, int64_t n, int64_t grain, ThreadPool::RangeRef fn) {
   if (pool) {
     pool->ParallelFor(n, grain, fn);
   } else if (n > 0) {

@@ -28,7 +28,7 @@ Result<MatMulDims> ComputeMatMulDims(const Shape& a_in, const Shape& b_in, const
   ASSIGN_OR_RETURN(d.batch, CheckedNumElements(batch, "MatMul batch"));
   // Map each output matrix to its A and B matrices by walking the broadcast batch index.
   size_t r = batch.size();
-  std::vector<int64_t> a_stride(r, 0), b_stride(r, 0);
+  Shape a_stride(r, 0), b_stride(r, 0);
   int64_t sa = 1, sb = 1;
   for (size_t i = r; i-- > 0;) {
     size_t ia = i + ab.size() - r, ib = i + bb.size() - r;
@@ -42,22 +42,8 @@ Result<MatMulDims> ComputeMatMulDims(const Shape& a_in, const Shape& b_in, const
       sb *= bb[ib];
     }
   }
-  d.a_index.resize(d.batch);
-  d.b_index.resize(d.batch);
-  std::vector<int64_t> idx(r, 0);
-  for (int64_t t = 0; t < d.batch; ++t) {
-    int64_t oa = 0, ob = 0;
-    for (size_t i = 0; i < r; ++i) {
-      oa += idx[i] * a_stride[i];
-      ob += idx[i] * b_stride[i];
-    }
-    d.a_index[t] = oa;
-    d.b_index[t] = ob;
-    for (size_t i = r; i-- > 0;) {
-      if (++idx[i] < batch[i]) break;
-      idx[i] = 0;
-    }
-  }
+  d.a_index = BatchIndex(batch, a_stride);
+  d.b_index = BatchIndex(batch, b_stride);
   d.out = batch;
   if (!squeeze_m) d.out.push_back(d.M);
   if (!squeeze_n) d.out.push_back(d.N);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/constant_release.h"
 #include "cpu/gemm_kernels.h"
 #include "cpu/gemv.h"
 #include "cpu/sgemm_ops.h"
@@ -80,9 +81,10 @@ class ConstantBProduct {
   mutable std::mutex mu_;
 };
 
-class FcMatMulKernel final : public OpKernel {
+class FcMatMulKernel final : public OpKernel, public PacksConstantInputs {
  public:
   FcMatMulKernel(int64_t k, int64_t n) : k_(k), n_(n) {}
+  std::vector<size_t> PackedConstantInputs() const override { return {1}; }
   Status Init(const Node& node, const float* b, const FusedActivation& act) {
     return fc_.Init(node, b, k_, n_, /*b_is_nk=*/false, 1.0f, nullptr, act);
   }
@@ -102,9 +104,14 @@ class FcMatMulKernel final : public OpKernel {
   ConstantBProduct fc_;
 };
 
-class FcGemmKernel final : public OpKernel {
+class FcGemmKernel final : public OpKernel, public PacksConstantInputs {
  public:
   FcGemmKernel(GemmDims d, FusedActivation act) : d_(d), act_(act) {}
+  // A constant C folded into the bias is not read again (only its shape).
+  std::vector<size_t> PackedConstantInputs() const override {
+    if (bias_folded_ && c_const_) return {1, 2};
+    return {1};
+  }
   // A constant row-vector C is folded into the bias; any other C is added (times beta) at run time.
   Status Init(const Node& node, const float* b, bool has_c, const Tensor* c_const) {
     std::vector<float> bias;
@@ -117,6 +124,7 @@ class FcGemmKernel final : public OpKernel {
       row_c = cs.size() < 2 || cs[0] == 1;
     }
     bias_folded_ = !has_c || row_c || d_.beta == 0.0f;
+    c_const_ = c_const != nullptr;
     if (row_c && d_.beta != 0.0f) {
       bias.resize(d_.N);
       for (int64_t i = 0; i < d_.N; ++i) bias[i] = d_.beta * c_const->data<float>()[GemmCIndex(c_const->shape(), 0, i)];
@@ -162,6 +170,7 @@ class FcGemmKernel final : public OpKernel {
   GemmDims d_;
   FusedActivation act_;
   bool bias_folded_ = true;
+  bool c_const_ = false;
   ConstantBProduct fc_;
 };
 

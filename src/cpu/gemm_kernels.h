@@ -10,12 +10,32 @@
 namespace strata {
 
 // Numpy matmul geometry: batch dims broadcast, 1-D operands promoted and squeezed.
+// Which A (or B) matrix output matrix t reads under batch broadcasting: index[t]. Computed
+// on demand from the broadcast batch dims and this operand's strides (a stride of 0 repeats
+// the operand), so MatMulDims holds no per-call heap table whatever the batch size.
+class BatchIndex {
+ public:
+  BatchIndex() = default;
+  BatchIndex(Shape dims, Shape strides) : dims_(std::move(dims)), strides_(std::move(strides)) {}
+  int64_t operator[](int64_t t) const {
+    int64_t off = 0;
+    for (size_t i = dims_.size(); i-- > 0;) {
+      off += (t % dims_[i]) * strides_[i];
+      t /= dims_[i];
+    }
+    return off;
+  }
+
+ private:
+  Shape dims_, strides_;
+};
+
 struct MatMulDims {
   Shape out;                      // final output shape
   int64_t M = 0, N = 0, K = 0;
   int64_t batch = 1;              // number of output matrices
-  std::vector<int64_t> a_index;   // per output matrix: index of the A matrix
-  std::vector<int64_t> b_index;   // per output matrix: index of the B matrix
+  BatchIndex a_index;             // per output matrix: index of the A matrix
+  BatchIndex b_index;             // per output matrix: index of the B matrix
 };
 Result<MatMulDims> ComputeMatMulDims(const Shape& a, const Shape& b, const Node& node);
 

@@ -158,12 +158,13 @@ std::vector<float> Dequantize(const Params& p, const Inputs& in) {
   return w;
 }
 
-Packed Pack(const Params& p, const Inputs& in) {
+Packed Pack(const Params& p, const Inputs& in, bool int8_order) {
   Packed w;
   w.p = p;
-  int64_t nb_pad = p.n_blocks;
-  if (p.block_size == 16 && (nb_pad & 1)) ++nb_pad;  // 4-bit chunks cover 32 codes = two 16-blocks
-  w.k_pad = nb_pad * p.block_size;
+  w.int8_order = int8_order && p.bits == 8;
+  // Whole blocks, then whole int8 steps (the padding blocks have zero scale and offset).
+  w.k_pad = (p.n_blocks * p.block_size + kInt8Step - 1) / kInt8Step * kInt8Step;
+  const int64_t nb_pad = w.k_pad / p.block_size;
   w.col_bytes = w.k_pad * p.bits / 8;
   w.nb_stride = (nb_pad + 15) / 16 * 16;
   w.codes.assign(static_cast<size_t>(p.N * w.col_bytes), 0);
@@ -176,7 +177,10 @@ Packed Pack(const Params& p, const Inputs& in) {
     uint8_t* col = w.codes.data() + n * w.col_bytes;
     for (int64_t k = 0; k < p.K; ++k) {
       const int code = CodeAt(b, p, n, k / p.block_size, k % p.block_size);
-      if (p.bits == 8) {
+      if (w.int8_order) {
+        const int64_t r = k % kInt8Step;
+        col[k - r + 64 * ((r % 32) / 16) + 16 * (r / 32) + r % 16] = static_cast<uint8_t>(code);
+      } else if (p.bits == 8) {
         col[k] = static_cast<uint8_t>(code);
       } else {
         const int64_t chunk = k / 32, j = k % 32;
@@ -239,7 +243,7 @@ IsaFns FnsFor(Isa isa) {
   }
 }
 
-void Parallel(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void Parallel(ThreadPool* pool, int64_t n, int64_t grain, ThreadPool::RangeRef fn) {
   if (pool) {
     pool->ParallelFor(n, grain, fn);
   } else {
@@ -281,6 +285,7 @@ void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y,
     }
     return;
   }
+  if (isa == Isa::kAvx512) return PackedGemmAvx512(w, ap, M, y, pool);
   // GEMM: per group of 4 columns and K chunk, dequantize a small fp32 panel and run
   // register-blocked dot tiles over all rows; threads own disjoint column groups.
   for (int64_t m = 0; m < M; ++m) std::memcpy(y + m * p.N, w.bias.data(), p.N * sizeof(float));
@@ -300,9 +305,13 @@ void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y,
   });
 }
 
+bool UseInt8Path(const Params& p, Isa isa) { return p.accuracy_level == 4 && isa == Isa::kAvx512 && HasAvx512Vnni(); }
+
 void PackedMatMulInt8(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool) {
   const Params& p = w.p;
   if (M <= 0) return;
+  // 8-bit codes in K order are the fp32 kernels' layout: compute in fp32 rather than misread them.
+  if (p.bits == 8 && !w.int8_order) return PackedMatMul(Isa::kAvx512, w, a, M, y, pool);
   std::vector<float> a_pad(static_cast<size_t>(M * w.k_pad), 0.0f);
   for (int64_t m = 0; m < M; ++m) std::memcpy(&a_pad[m * w.k_pad], a + m * p.K, p.K * sizeof(float));
   QuantA qa;
@@ -387,12 +396,7 @@ class RefKernel final : public OpKernel {
 
 class PackedKernel final : public OpKernel {
  public:
-  PackedKernel(Packed w, Isa isa)
-      : w_(std::move(w)),
-        isa_(isa),
-        // accuracy_level 4 allows int8 activations; only AVX-512 VNNI has the int8 path
-        // (otherwise, or when STRATA_FORCE_ISA caps the ISA, level 4 computes in fp32).
-        int8_(w_.p.accuracy_level == 4 && isa == Isa::kAvx512 && HasAvx512Vnni()) {}
+  PackedKernel(Packed w, Isa isa, bool int8) : w_(std::move(w)), isa_(isa), int8_(int8) {}
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* a = ctx.input(0);
@@ -433,7 +437,10 @@ Result<std::unique_ptr<OpKernel>> MakeOptimized(const KernelInit& init) {
   // Weights computed at run time cannot be repacked once: dequantize per run instead.
   if (!in.b || !in.scales || !zp_ok || !bias_ok) return std::unique_ptr<OpKernel>(std::make_unique<RefKernel>(p));
   const Isa isa = ResolveIsa(std::getenv("STRATA_FORCE_ISA"));
-  return std::unique_ptr<OpKernel>(std::make_unique<PackedKernel>(Pack(p, in), isa));
+  // accuracy_level 4 allows int8 activations; only AVX-512 VNNI has the int8 path
+  // (otherwise, or when STRATA_FORCE_ISA caps the ISA, level 4 computes in fp32).
+  const bool int8 = UseInt8Path(p, isa);
+  return std::unique_ptr<OpKernel>(std::make_unique<PackedKernel>(Pack(p, in, int8), isa, int8));
 }
 
 }  // namespace

@@ -42,23 +42,32 @@ Status CheckInputs(const Node& node, const Params& p, const Inputs& in);
 // Dequantizes column-major weights W[N][K] exactly as ONNX Runtime defines them.
 std::vector<float> Dequantize(const Params& p, const Inputs& in);
 
+// K steps of the int8 (VNNI) kernel: 128 codes, 64 bytes of 4-bit codes.
+inline constexpr int64_t kInt8Step = 128;
+
 // The weights repacked once at session creation:
-//  * codes, per column, K padded to k_pad (a multiple of 32) with zero codes. For 4 bits
-//    each 32-code chunk is 16 bytes; byte j holds code j (low nibble) and code j+16
-//    (high nibble), so one load and two nibble masks give two vectors of 16 codes in K order.
+//  * codes, per column, K padded to k_pad (whole blocks, a multiple of kInt8Step) with zero
+//    codes. For 4 bits each 32-code chunk is 16 bytes; byte j holds code j (low nibble) and
+//    code j+16 (high nibble), so one load and two nibble masks give two vectors of 16 codes
+//    in K order. 8-bit codes are in K order, unless int8_order (only for the VNNI kernel):
+//    then within each 128-code step, code 32i + 16h + t is at byte 64h + 16i + t (the order
+//    in which 64 bytes of 4-bit codes unpack into their low and high nibbles).
 //  * scale and offset (= -zero_point * scale) per block, nb_stride entries per column
 //    (padded with zeros to a multiple of 16), so w = q * scale + offset.
 struct Packed {
   Params p;
-  int64_t k_pad = 0;      // K rounded up to whole blocks and to a multiple of 32
+  int64_t k_pad = 0;      // K rounded up to whole blocks and to a multiple of kInt8Step
   int64_t col_bytes = 0;  // k_pad * bits / 8
   int64_t nb_stride = 0;  // per-column stride of scale/offset
   std::vector<uint8_t> codes;
   std::vector<float> scale, offset;
   std::vector<float> bias;  // N entries (zeros when absent)
+  bool int8_order = false;  // 8-bit codes in the VNNI step order (see above)
   size_t bytes() const { return codes.size() + 4 * (scale.size() + offset.size()); }
 };
-Packed Pack(const Params& p, const Inputs& in);
+// int8_order: the 8-bit codes in the order of the int8 (VNNI) kernel, which then is the
+// only kernel that may read them (PackedMatMulInt8); 4-bit codes are the same either way.
+Packed Pack(const Params& p, const Inputs& in, bool int8_order = false);
 
 enum class Isa { kScalar, kAvx2, kAvx512 };
 const char* IsaName(Isa isa);
@@ -68,6 +77,10 @@ Isa ResolveIsa(const char* force);
 
 // Y[M, N] = A[M, K] . W^T + bias with the packed weights (A rows are K floats apart).
 void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);
+
+// Level-0 GEMM on AVX-512 (matmul_nbits_gemm.cc): `a` holds M rows of k_pad floats
+// (zero-padded past K); writes y[M, N] with the bias. Needs avx512f/bw/vl.
+void PackedGemmAvx512(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);
 
 // ISA kernels (matmul_nbits_avx.cc). `a` is one row zero-padded to k_pad, `asum` the
 // per-block sums of that row (nb_stride entries); writes y[n0..n1).
@@ -96,15 +109,21 @@ bool HasAvx512Vnni();
 struct QuantA {
   int64_t M = 0;
   int64_t lane_stride = 0;        // floats of lane_scale per row
-  std::vector<int8_t> q;          // M x k_pad, each 64-code span in the lane order of the 4/8-bit codes
-  std::vector<float> lane_scale;  // per row: the A scale of each int32 lane of each span (16 per span, 8 for a tail)
+  std::vector<int8_t> q;          // M x k_pad, each kInt8Step span in the lane order of the codes
+  std::vector<float> lane_scale;  // per row: the A scale of each int32 lane of each step (16, 32 for block 16)
   std::vector<float> bsum;        // per row: scale * sum of the block's int8 values (nb_stride entries)
+  std::vector<float> sa;          // scratch: one row's block scales
 };
 // `a` holds M rows of k_pad floats (zero-padded past K).
 void QuantizeA(const Packed& w, const float* a, int64_t M, QuantA* qa);
-// y[m * N + n] for all rows and columns [n0, n1), bias included. Needs HasAvx512Vnni().
+// y[m * N + n] for all rows and columns [n0, n1), bias included. Needs HasAvx512Vnni()
+// and, for 8 bits, w.int8_order.
 void MatMulInt8Vnni(const Packed& w, const QuantA& qa, int64_t n0, int64_t n1, float* y);
+// Whether a kernel with these attributes on `isa` takes the int8 path (then Pack with
+// int8_order and run PackedMatMulInt8): accuracy_level 4, AVX-512 and VNNI.
+bool UseInt8Path(const Params& p, Isa isa);
 // Y = A . W^T + bias through the int8 path (quantizes A, then MatMulInt8Vnni in parallel).
+// Needs HasAvx512Vnni() and w packed with int8_order.
 void PackedMatMulInt8(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);
 
 }  // namespace strata::nbits

@@ -202,7 +202,8 @@ Status InstanceNormCompute(KernelContext& ctx) {
 
 // Expands `t` (unidirectionally broadcastable to `target`) into a dense vector of
 // NumElements(target) doubles, so the inner loop indexes parameters directly.
-Result<std::vector<double>> ExpandParam(const Tensor& t, const Shape& target, const Node& node, const char* what) {
+// Checks `t` is unidirectionally broadcastable to `target`.
+Status CheckParamShape(const Tensor& t, const Shape& target, const Node& node, const char* what) {
   const Shape& s = t.shape();
   if (s.size() > target.size())
     return InvalidArgument(node.Describe(), ": ", what, " shape ", ShapeToString(s),
@@ -212,6 +213,13 @@ Result<std::vector<double>> ExpandParam(const Tensor& t, const Shape& target, co
     if (s[i] != 1 && s[i] != target[off + i])
       return InvalidArgument(node.Describe(), ": ", what, " shape ", ShapeToString(s),
                              " cannot be broadcast to the normalized shape ", ShapeToString(target));
+  return Status::Ok();
+}
+
+Result<std::vector<double>> ExpandParam(const Tensor& t, const Shape& target, const Node& node, const char* what) {
+  RETURN_IF_ERROR(CheckParamShape(t, target, node, what));
+  const Shape& s = t.shape();
+  const size_t off = target.size() - s.size();
   ASSIGN_OR_RETURN(auto src, ReadAsDouble(t, node, what));
   const int64_t total = NumElements(target);
   std::vector<double> out(static_cast<size_t>(total));
@@ -249,9 +257,20 @@ Status LayerNormCompute(KernelContext& ctx) {
   Shape norm_shape(x->shape().begin() + axis, x->shape().end());
   const int64_t inner = NumElements(norm_shape);
   const int64_t outer = NumElements(Shape(x->shape().begin(), x->shape().begin() + axis));
-  ASSIGN_OR_RETURN(auto scale, ExpandParam(*scale_t, norm_shape, node, "Scale"));
-  std::vector<double> bias(static_cast<size_t>(inner), 0.0);
-  if (bias_t) {
+  // Parameters already dense in X's float/double dtype (the usual [C] Scale and B) are read
+  // in place; others are expanded to doubles first (which allocates, per run).
+  const bool same_acc = x->dtype() == DataType::kFloat || x->dtype() == DataType::kDouble;
+  auto in_place = [&](const Tensor* t) { return same_acc && t->dtype() == x->dtype() && t->num_elements() == inner; };
+  const bool scale_in_place = in_place(scale_t), bias_in_place = !bias_t || in_place(bias_t);
+  std::vector<double> scale, bias;
+  if (scale_in_place) {
+    RETURN_IF_ERROR(CheckParamShape(*scale_t, norm_shape, node, "Scale"));
+  } else {
+    ASSIGN_OR_RETURN(scale, ExpandParam(*scale_t, norm_shape, node, "Scale"));
+  }
+  if (bias_t && bias_in_place) {
+    RETURN_IF_ERROR(CheckParamShape(*bias_t, norm_shape, node, "B"));
+  } else if (bias_t) {
     ASSIGN_OR_RETURN(bias, ExpandParam(*bias_t, norm_shape, node, "B"));
   }
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->shape()));
@@ -269,7 +288,21 @@ Status LayerNormCompute(KernelContext& ctx) {
   }
   bool ok = DispatchFloat(x->dtype(), [&]<typename T>() {
     using A = Acc<T>;
-    std::vector<A> sc(scale.begin(), scale.end()), bi(bias.begin(), bias.end());
+    std::vector<A> sc, bi;
+    const A* sp = nullptr;
+    const A* bp = nullptr;  // null: no bias
+    if constexpr (std::is_same_v<T, A>) {
+      if (scale_in_place) sp = scale_t->data<A>();
+      if (bias_t && bias_in_place) bp = bias_t->data<A>();
+    }
+    if (!sp) {
+      sc.assign(scale.begin(), scale.end());
+      sp = sc.data();
+    }
+    if (!bp && !bias.empty()) {
+      bi.assign(bias.begin(), bias.end());
+      bp = bi.data();
+    }
     const T* xp = x->data<T>();
     T* yp = y->mutable_data<T>();
     auto run = [&](int64_t begin, int64_t end) {
@@ -286,7 +319,11 @@ Status LayerNormCompute(KernelContext& ctx) {
         }
         const A var = inner ? sq / static_cast<A>(inner) : A(0);
         const A inv = A(1) / std::sqrt(var + static_cast<A>(eps));
-        for (int64_t k = 0; k < inner; ++k) ys[k] = T((static_cast<A>(xs[k]) - mean) * inv * sc[k] + bi[k]);
+        if (bp) {
+          for (int64_t k = 0; k < inner; ++k) ys[k] = T((static_cast<A>(xs[k]) - mean) * inv * sp[k] + bp[k]);
+        } else {
+          for (int64_t k = 0; k < inner; ++k) ys[k] = T((static_cast<A>(xs[k]) - mean) * inv * sp[k] + A(0));
+        }
         if (mean_out) mean_out[o] = static_cast<float>(mean);
         if (inv_out) inv_out[o] = static_cast<float>(inv);
       }

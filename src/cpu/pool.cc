@@ -68,7 +68,7 @@ WindowTable BuildWindows(const SpatialGeometry& g) {
   return t;
 }
 
-void ForPlanes(ThreadPool* pool, int64_t planes, const std::function<void(int64_t, int64_t)>& fn) {
+void ForPlanes(ThreadPool* pool, int64_t planes, ThreadPool::RangeRef fn) {
   if (pool) {
     pool->ParallelFor(planes, 1, fn);
   } else {
@@ -100,7 +100,8 @@ Result<PoolSetup> SetupPool(const Node& node, const Tensor* x, bool ceil_allowed
                            ShapeToString(x->shape()));
   size_t r = x->rank() - 2;
   if (!node.HasAttr("kernel_shape")) return InvalidModel(node.Describe(), ": missing required attribute kernel_shape");
-  std::vector<int64_t> kernel = node.GetInts("kernel_shape");
+  const std::vector<int64_t>* ks = FindInts(node, "kernel_shape");  // in place: no copy per run
+  const Shape kernel = ks ? Shape(*ks) : Shape();
   if (kernel.size() != r)
     return InvalidArgument(node.Describe(), ": kernel_shape ", ShapeToString(kernel), " has ", kernel.size(),
                            " dims but X ", ShapeToString(x->shape()), " has ", r, " spatial dims");
@@ -108,7 +109,7 @@ Result<PoolSetup> SetupPool(const Node& node, const Tensor* x, bool ceil_allowed
   PoolSetup s;
   s.n = x->dim(0);
   s.c = x->dim(1);
-  std::vector<int64_t> in(x->shape().begin() + 2, x->shape().end());
+  const Shape in(x->shape().begin() + 2, x->shape().end());
   ASSIGN_OR_RETURN(s.geo, ComputeWindowGeometry(node, in, kernel, ceil_mode, dilations_allowed));
   s.out_shape = {s.n, s.c};
   s.out_shape.insert(s.out_shape.end(), s.geo.out.begin(), s.geo.out.end());
@@ -312,7 +313,7 @@ class RefMaxUnpoolKernel final : public OpKernel {
     std::vector<int64_t> kernel = node.GetInts("kernel_shape");
     if (kernel.size() != r)
       return InvalidArgument(node.Describe(), ": kernel_shape must have ", r, " values, got ", kernel.size());
-    ASSIGN_OR_RETURN(std::vector<int64_t> strides, SpatialInts(node, "strides", r, 1));
+    ASSIGN_OR_RETURN(Shape strides, SpatialInts(node, "strides", r, 1));
     std::vector<int64_t> pads = node.GetInts("pads", std::vector<int64_t>(2 * r, 0));
     if (pads.size() != 2 * r) return InvalidModel(node.Describe(), ": pads must have ", 2 * r, " values");
     Shape out = {x->dim(0), x->dim(1)};

@@ -38,14 +38,15 @@ class NhwcPool2dKernel final : public OpKernel {
       return InvalidArgument(node.Describe(), ": input X must be a float32 NHWC tensor of rank 4");
     if (!nchw_node_.HasAttr("kernel_shape"))
       return InvalidModel(node.Describe(), ": missing required attribute kernel_shape");
-    std::vector<int64_t> kernel = nchw_node_.GetInts("kernel_shape");
+    const std::vector<int64_t>* ks = FindInts(nchw_node_, "kernel_shape");  // in place: no copy per run
+    const Shape kernel = ks ? Shape(*ks) : Shape();
     if (kernel.size() != 2)
       return InvalidArgument(node.Describe(), ": kernel_shape ", ShapeToString(kernel), " must have 2 dims");
     const int64_t n = x->dim(0), c = x->dim(3);
-    std::vector<int64_t> in = {x->dim(1), x->dim(2)};
+    const Shape in = {x->dim(1), x->dim(2)};
     bool ceil_mode = nchw_node_.GetInt("ceil_mode", 0) != 0;
     ASSIGN_OR_RETURN(SpatialGeometry g, ComputeWindowGeometry(nchw_node_, in, kernel, ceil_mode, /*dilations*/ true));
-    std::vector<int64_t> key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
+    Shape key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
     bool exact = true;
     if (is_max_) {
       // End padding chosen so that XNNPACK's floor-mode size equals ONNX's size; max

@@ -25,14 +25,15 @@ class XnnPool2dKernel final : public OpKernel {
     if (!x || x->dtype() != DataType::kFloat || x->rank() != 4 || !node.HasAttr("kernel_shape") ||
         (ctx.num_outputs() > 1 && ctx.output_requested(1)))
       return ref_->Compute(ctx);
-    std::vector<int64_t> kernel = node.GetInts("kernel_shape");
-    std::vector<int64_t> in = {x->dim(2), x->dim(3)};
+    const std::vector<int64_t>* ks = FindInts(node, "kernel_shape");  // in place: no copy per run
+    const Shape kernel = ks ? Shape(*ks) : Shape();
+    const Shape in = {x->dim(2), x->dim(3)};
     if (kernel.size() != 2) return ref_->Compute(ctx);
     bool ceil_mode = node.GetInt("ceil_mode", 0) != 0;
     auto geo_or = ComputeWindowGeometry(node, in, kernel, ceil_mode);
     if (!geo_or.ok()) return ref_->Compute(ctx);  // the reference kernel reports the precise error
     const SpatialGeometry& g = *geo_or;
-    std::vector<int64_t> key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
+    Shape key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
     if (is_max_) {
       // Pad the end so that XNNPACK's floor-mode size equals ONNX's (ceil-mode) size.
       for (int a = 0; a < 2; ++a)

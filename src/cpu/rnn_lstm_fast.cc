@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/constant_release.h"
 #include "core/kernel.h"
 #include "cpu/rnn_common.h"
 #include "cpu/rnn_lstm_fused.h"
@@ -259,10 +260,17 @@ bool IsDefaultActs(const Activation* a) {
          a[2].kind == Activation::Kind::kTanh;
 }
 
-class FastLstmKernel final : public OpKernel {
+class FastLstmKernel final : public OpKernel, public PacksConstantInputs {
  public:
   FastLstmKernel(Attrs attrs, std::vector<Packed> w, std::vector<Packed> r, std::vector<lstm_fused::DirWeights> fused)
       : attrs_(std::move(attrs)), w_(std::move(w)), r_(std::move(r)), fused_(std::move(fused)) {}
+
+  // The fused path holds W, R and Wb + Rb in its own panels (GetInputs checks the run's
+  // shapes against W/R, so it is always taken once built). The blocked path still reads B.
+  std::vector<size_t> PackedConstantInputs() const override {
+    if (fused_.empty()) return {};
+    return {1, 2, 3};
+  }
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();

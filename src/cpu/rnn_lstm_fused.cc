@@ -149,9 +149,18 @@ void Participate(Loop& L, bool front) {
   }
 }
 
-// Work per step below which the recurrent loop stays on one thread: the hand-over of h
-// between cores costs about as much as ~64K multiply-adds.
-constexpr int64_t kParallelStepMacs = int64_t{1} << 16;
+// Single-threaded recurrence: no claim word, no step counter, no atomics at all.
+void RunSerial(const Loop& L) {
+  for (int64_t s = 0; s < L.steps; ++s)
+    for (int64_t p = 0; p < L.panels; ++p) RunPanel(L, s, p);
+}
+
+// Recurrent work per step (B * 4H * H multiply-adds) below which the steps stay on the
+// calling thread. Splitting a step hands h to the other core and back every step; on the
+// 2-vCPU benchmark VM (SMT-style siblings sharing L2, so no extra cache either) hidden 256
+// (2^18 MACs, ~10 us per step) ran slower on 2 threads (2.67 ms) than on 1 (2.58 ms).
+// Only hidden >= 512 at batch 1 (2^20) is worth sharing.
+constexpr int64_t kParallelStepMacs = int64_t{1} << 20;
 // Row tile of the input projection (GEMV kernel handles up to kGemvMaxRows rows).
 constexpr int64_t kRowTile = kGemvMaxRows;
 
@@ -254,7 +263,7 @@ Status RunDirection(const Node& node, const rnn::Inputs& in, const rnn::Attrs& a
           },
           &L);
     } else {
-      Participate(L, true);
+      RunSerial(L);
     }
   }
   const float* hfinal = h + (L.steps & 1) * B * hp;

@@ -51,21 +51,43 @@ float* ThreadABuffer() {
   return buf.p;
 }
 
-// C = (accumulate ? C : 0) + bias, clamped: the whole product when K == 0.
+// C = (accumulate ? C : 0) + bias (+ residual), clamped: the whole product when K == 0.
 void EpilogueOnly(int64_t m, int64_t n, float* c, int64_t ldc, const Epilogue& ep) {
   for (int64_t i = 0; i < m; ++i) {
     float* row = c + i * ldc;
+    const float* res = ep.residual ? ep.residual + i * ep.ldr : nullptr;
     for (int64_t j = 0; j < n; ++j) {
-      float v = (ep.accumulate ? row[j] : 0.0f) + (ep.bias ? ep.bias[j] : 0.0f);
+      float v = (ep.accumulate ? row[j] : 0.0f) + (ep.bias ? ep.bias[j] : 0.0f) + (res ? res[j] : 0.0f);
       row[j] = std::min(std::max(v, ep.min), ep.max);
     }
   }
 }
 
+// A read from memory: rows packed straight from the matrix.
+struct DirectA {
+  const float* a;
+  int64_t lda;
+  void Pack(int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst) const {
+    internal::PackAAvx512(a + row0 * lda + k0, lda, rows, kc, dst);
+  }
+};
+
+// A from a caller's fill callback: one tile is gathered into an L1-sized row-major
+// scratch, then packed.
+struct GatheredA {
+  const ASource* src;
+  float* scratch;  // kMr x kKc
+  void Pack(int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst) const {
+    src->fill(src->ctx, row0, rows, k0, kc, scratch, kc);
+    internal::PackAAvx512(scratch, kc, rows, kc, dst);
+  }
+};
+
 // Rows [i0, i0 + mrows) x panels [p0, p1), all of K. Returns false when the A buffer
 // could not be allocated.
-bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const float* a, int64_t lda, const PackedB& b, float* c,
-             int64_t ldc, const Epilogue& ep) {
+template <typename ASrc>
+bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const ASrc& a, const PackedB& b, float* c, int64_t ldc,
+             const Epilogue& ep) {
   float* abuf = ThreadABuffer();
   if (!abuf) return false;
   const int64_t K = b.k(), N = b.n();
@@ -84,26 +106,96 @@ bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const float* a, 
     const int64_t kc = std::min(kKc, K - pc);
     const bool last = pc + kc == K;
     for (int t = 0; t < ntiles; ++t)
-      internal::PackAAvx512(a + (i0 + tile_start[t]) * lda + pc, lda, tile_start[t + 1] - tile_start[t], kc,
-                            abuf + t * kc * kMr);
+      a.Pack(i0 + tile_start[t], tile_start[t + 1] - tile_start[t], pc, kc, abuf + t * kc * kMr);
     internal::TileEpilogue te;
     te.alpha = ep.alpha;
     te.load_c = pc > 0 || ep.accumulate;
     te.clamp = last && clamp;
     te.min = ep.min;
     te.max = ep.max;
+    te.ldr = ep.ldr;
     for (int64_t p = p0; p < p1; ++p) {
       const int cols = static_cast<int>(std::min(kPanelWidth, N - p * kPanelWidth));
       const float* bp = b.panel(p) + pc * kPanelWidth;
       te.bias = last && ep.bias ? ep.bias + p * kPanelWidth : nullptr;
       for (int t = 0; t < ntiles; ++t) {
         const int64_t ir = tile_start[t];
+        te.residual = last && ep.residual ? ep.residual + (i0 + ir) * ep.ldr + p * kPanelWidth : nullptr;
         internal::TileAvx512(static_cast<int>(tile_start[t + 1] - ir), cols, kc, abuf + t * kc * kMr, bp,
                              c + (i0 + ir) * ldc + p * kPanelWidth, ldc, te);
       }
     }
   }
   return true;
+}
+
+// Checks shared by Gemm and GemmGathered; sets *done when nothing is left to compute.
+Status CheckProduct(const char* fn, int64_t m, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
+                    bool* done) {
+  *done = true;
+  const int64_t N = b.n(), K = b.k();
+  if (m < 0) return InvalidArgument("sgemm::", fn, ": negative M=", m);
+  if (m == 0 || N == 0) return Status::Ok();
+  if (ldc < N) return InvalidArgument("sgemm::", fn, ": C row stride ", ldc, " is below N=", N);
+  if (!c) return InvalidArgument("sgemm::", fn, ": C is null for a ", m, "x", N, " product");
+  if (std::isnan(ep.min) || std::isnan(ep.max) || ep.min > ep.max)
+    return InvalidArgument("sgemm::", fn, ": clamp range [", ep.min, ", ", ep.max, "] is empty");
+  if (ep.residual && ep.ldr < N)
+    return InvalidArgument("sgemm::", fn, ": residual row stride ", ep.ldr, " is below N=", N);
+  // C holds partial sums between K blocks, so R must be separate memory.
+  if (ep.residual && ep.residual == c) return InvalidArgument("sgemm::", fn, ": the residual may not alias C");
+  if (K == 0) {
+    EpilogueOnly(m, N, c, ldc, ep);
+    return Status::Ok();
+  }
+  *done = false;
+  return Status::Ok();
+}
+
+// The split over the pool, shared by both A sources. make(scratch-free) builds the
+// per-task A source.
+template <typename MakeA>
+Status Drive(int64_t m, const MakeA& make_a, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
+             ThreadPool* pool) {
+  const int64_t N = b.n(), K = b.k();
+  const int64_t panels = b.panels();
+  const int64_t threads = pool ? pool->num_threads() : 1;
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(N) * static_cast<double>(K);
+  std::atomic<bool> oom{false};
+  if (threads <= 1 || flops < kMinParallelFlops) {
+    for (int64_t i0 = 0; i0 < m && !oom; i0 += kMc)
+      if (!make_a([&](const auto& a) { return RunTask(i0, std::min(kMc, m - i0), 0, panels, a, b, c, ldc, ep); }))
+        oom = true;
+  } else {
+    // M blocks first (no repacking of A); when there are too few of them for the
+    // threads, N is cut into panel chunks too, ~2 tasks per thread for balance.
+    const int64_t m_blocks = (m + kMc - 1) / kMc;
+    int64_t n_chunks = 1;
+    if (m_blocks < 2 * threads) n_chunks = std::min(panels, (2 * threads + m_blocks - 1) / m_blocks);
+    const int64_t per_chunk = (panels + n_chunks - 1) / n_chunks;
+    n_chunks = (panels + per_chunk - 1) / per_chunk;
+    pool->Run(m_blocks * n_chunks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t i0 = (t / n_chunks) * kMc, p0 = (t % n_chunks) * per_chunk;
+        const int64_t p1 = std::min(panels, p0 + per_chunk);
+        if (!make_a([&](const auto& a) { return RunTask(i0, std::min(kMc, m - i0), p0, p1, a, b, c, ldc, ep); }))
+          oom = true;
+      }
+    });
+  }
+  if (oom) return MakeStatus(StatusCode::kOutOfMemory, "sgemm::Gemm: cannot allocate the A packing buffer");
+  return Status::Ok();
+}
+
+// The per-thread row-major tile scratch of GatheredA (kMr x kKc).
+float* ThreadGatherBuffer() {
+  struct Buf {
+    float* p = nullptr;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf buf;
+  if (!buf.p) buf.p = AllocFloats(kMr * kKc);
+  return buf.p;
 }
 
 }  // namespace
@@ -171,46 +263,32 @@ bool Available() {
 
 Status Gemm(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
             ThreadPool* pool) {
-  const int64_t N = b.n(), K = b.k();
-  if (m < 0) return InvalidArgument("sgemm::Gemm: negative M=", m);
-  if (m == 0 || N == 0) return Status::Ok();
-  if (ldc < N) return InvalidArgument("sgemm::Gemm: C row stride ", ldc, " is below N=", N);
-  if (!c) return InvalidArgument("sgemm::Gemm: C is null for a ", m, "x", N, " product");
-  if (std::isnan(ep.min) || std::isnan(ep.max) || ep.min > ep.max)
-    return InvalidArgument("sgemm::Gemm: clamp range [", ep.min, ", ", ep.max, "] is empty");
-  if (K == 0) {
-    EpilogueOnly(m, N, c, ldc, ep);
-    return Status::Ok();
-  }
+  bool done = false;
+  RETURN_IF_ERROR(CheckProduct("Gemm", m, b, c, ldc, ep, &done));
+  if (done) return Status::Ok();
+  const int64_t K = b.k();
   if (lda < K) return InvalidArgument("sgemm::Gemm: A row stride ", lda, " is below K=", K);
   if (!a) return InvalidArgument("sgemm::Gemm: A is null for a ", m, "x", K, " operand");
   if (!Available()) return Unsupported("sgemm::Gemm: this CPU lacks AVX-512F");
+  const DirectA direct{a, lda};
+  return Drive(
+      m, [&](const auto& run) { return run(direct); }, b, c, ldc, ep, pool);
+}
 
-  const int64_t panels = b.panels();
-  const int64_t threads = pool ? pool->num_threads() : 1;
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(N) * static_cast<double>(K);
-  std::atomic<bool> oom{false};
-  if (threads <= 1 || flops < kMinParallelFlops) {
-    for (int64_t i0 = 0; i0 < m && !oom; i0 += kMc)
-      if (!RunTask(i0, std::min(kMc, m - i0), 0, panels, a, lda, b, c, ldc, ep)) oom = true;
-  } else {
-    // M blocks first (no repacking of A); when there are too few of them for the
-    // threads, N is cut into panel chunks too, ~2 tasks per thread for balance.
-    const int64_t m_blocks = (m + kMc - 1) / kMc;
-    int64_t n_chunks = 1;
-    if (m_blocks < 2 * threads) n_chunks = std::min(panels, (2 * threads + m_blocks - 1) / m_blocks);
-    const int64_t per_chunk = (panels + n_chunks - 1) / n_chunks;
-    n_chunks = (panels + per_chunk - 1) / per_chunk;
-    pool->ParallelFor(m_blocks * n_chunks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        const int64_t i0 = (t / n_chunks) * kMc, p0 = (t % n_chunks) * per_chunk;
-        if (!RunTask(i0, std::min(kMc, m - i0), p0, std::min(panels, p0 + per_chunk), a, lda, b, c, ldc, ep))
-          oom = true;
-      }
-    });
-  }
-  if (oom) return MakeStatus(StatusCode::kOutOfMemory, "sgemm::Gemm: cannot allocate the A packing buffer");
-  return Status::Ok();
+Status GemmGathered(int64_t m, const ASource& a, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
+                    ThreadPool* pool) {
+  bool done = false;
+  RETURN_IF_ERROR(CheckProduct("GemmGathered", m, b, c, ldc, ep, &done));
+  if (done) return Status::Ok();
+  if (!a.fill) return InvalidArgument("sgemm::GemmGathered: no A fill callback for a ", m, "x", b.k(), " operand");
+  if (!Available()) return Unsupported("sgemm::GemmGathered: this CPU lacks AVX-512F");
+  return Drive(
+      m,
+      [&](const auto& run) {
+        float* scratch = ThreadGatherBuffer();
+        return scratch && run(GatheredA{&a, scratch});
+      },
+      b, c, ldc, ep, pool);
 }
 
 Status GemmUnpacked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,

@@ -60,6 +60,11 @@ struct Epilogue {
   float max = std::numeric_limits<float>::infinity();
   bool accumulate = false;  // C += product (C is read); otherwise C is overwritten
   float alpha = 1.0f;       // scales the product only (not C, not bias): Gemm's alpha
+  // Residual R[M,N] (row stride ldr >= N) added with the bias, before the clamp: a Conv
+  // followed by Add(+Relu) in one pass over C. Must not overlap C (C holds partial sums
+  // between K blocks); use accumulate for an in-place residual.
+  const float* residual = nullptr;
+  int64_t ldr = 0;
 };
 
 // C[M,N] = alpha * A[M,K] (row stride lda >= K) x B + epilogue; C row stride ldc >= N.
@@ -69,6 +74,21 @@ struct Epilogue {
 // Errors (InvalidArgument) for negative m, strides too small, null pointers with work to do.
 Status Gemm(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
             ThreadPool* pool);
+
+// A supplied by the caller instead of a matrix in memory: fill(ctx, row0, rows, k0, kc,
+// dst, ld) writes A[row0 + r][k0 + j] into dst[r * ld + j] for r < rows (<= 12), j < kc
+// (<= 256). The driver calls it per micro-tile and K block, so the rows land in L1 just
+// before they are packed: an implicit-GEMM convolution gathers its im2col rows this way
+// without materialising the [M, K] matrix. fill may run concurrently on pool threads.
+struct ASource {
+  using FillFn = void (*)(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld);
+  FillFn fill = nullptr;
+  const void* ctx = nullptr;
+};
+
+// C[M,N] = alpha * A x B + epilogue with A from `a` (see ASource); otherwise as Gemm.
+Status GemmGathered(int64_t m, const ASource& a, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
+                    ThreadPool* pool);
 
 // Run-time B (e.g. attention Q*K^T): packs B into a per-thread scratch buffer, then Gemm.
 // ldb is B's row stride: >= N for [K,N], >= K for trans_b's [N,K].

@@ -74,6 +74,11 @@ STRATA_AVX512 void Tile(int cols, int64_t kc, const float* ap, const float* bp, 
       v0 = _mm512_add_ps(v0, bias0);
       v1 = _mm512_add_ps(v1, bias1);
     }
+    if (e.residual) {
+      const float* rr = e.residual + i * e.ldr;
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, rr));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, rr + 16));
+    }
     if (e.clamp) {
       v0 = _mm512_min_ps(_mm512_max_ps(v0, lo), hi);
       v1 = _mm512_min_ps(_mm512_max_ps(v1, lo), hi);

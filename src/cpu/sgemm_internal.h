@@ -23,6 +23,8 @@ struct TileEpilogue {
   const float* bias = nullptr;  // at the tile's first column; nullptr: none
   bool clamp = false;
   float min = 0.0f, max = 0.0f;
+  const float* residual = nullptr;  // tile's first element of R (added with the bias); nullptr: none
+  int64_t ldr = 0;
 };
 
 // C[rows, cols] (= or +=) alpha * Apack x Bpanel for rows in [1, kMr], cols in [1, 32].

@@ -4,8 +4,10 @@
 #include "cpu/sgemm_ops.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
+#include "core/constant_release.h"
 #include "cpu/gemm_kernels.h"
 #include "cpu/sgemm.h"
 #include "cpu/xnnpack_util.h"
@@ -25,8 +27,9 @@ Status WithNode(const Node& node, Status st) {
   return Status(st.code(), node.Describe() + ": " + st.message());
 }
 
-class SgemmConstMatMul final : public OpKernel {
+class SgemmConstMatMul final : public OpKernel, public PacksConstantInputs {
  public:
+  std::vector<size_t> PackedConstantInputs() const override { return {1}; }
   SgemmConstMatMul(sgemm::PackedB b, FusedActivation act) : b_(std::move(b)), act_(act) {}
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
@@ -45,6 +48,8 @@ class SgemmConstMatMul final : public OpKernel {
   sgemm::PackedB b_;
   FusedActivation act_;
 };
+
+constexpr double kMinBatchParallelFlops = 4.0e6;
 
 class SgemmMatMul final : public OpKernel {
  public:
@@ -67,15 +72,29 @@ class SgemmMatMul final : public OpKernel {
     ThreadPool* pool = ctx.pool();
     const int64_t threads = pool ? pool->num_threads() : 1;
     // Enough matrices for every thread: one whole product per task, each on its own
-    // thread (attention heads). Otherwise each product uses the pool itself.
-    if (threads > 1 && d.batch >= threads) {
-      std::vector<Status> errors(static_cast<size_t>(d.batch));
+    // thread (attention heads). Otherwise each product uses the pool itself. Products
+    // too small to repay a thread hand-off (the same bound sgemm::Gemm uses) stay on
+    // this thread, which also keeps the pool threads' lazily created SGEMM scratch out
+    // of small models' runs (docs/hardening.md "Real-time use").
+    const double flops = 2.0 * static_cast<double>(M) * N * K * d.batch;
+    if (threads > 1 && d.batch >= threads && flops >= kMinBatchParallelFlops) {
+      // Only the first failing product is remembered (no per-call Status table); it is
+      // re-run alone afterwards to report its error. Success is the only hot path.
+      std::atomic<int64_t> failed{d.batch};
       pool->ParallelFor(d.batch, 1, [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t)
-          errors[t] = sgemm::GemmUnpacked(M, N, K, ap + d.a_index[t] * M * K, K, bp + d.b_index[t] * K * N, N, false,
-                                          yp + t * M * N, N, ep, nullptr);
+          if (!sgemm::GemmUnpacked(M, N, K, ap + d.a_index[t] * M * K, K, bp + d.b_index[t] * K * N, N, false,
+                                   yp + t * M * N, N, ep, nullptr)
+                   .ok()) {
+            int64_t cur = failed.load();
+            while (t < cur && !failed.compare_exchange_weak(cur, t)) {
+            }
+          }
       });
-      for (const Status& st : errors) RETURN_IF_ERROR(WithNode(node, st));
+      const int64_t t = failed.load();
+      if (t < d.batch)
+        return WithNode(node, sgemm::GemmUnpacked(M, N, K, ap + d.a_index[t] * M * K, K, bp + d.b_index[t] * K * N, N,
+                                                  false, yp + t * M * N, N, ep, nullptr));
       return Status::Ok();
     }
     for (int64_t t = 0; t < d.batch; ++t)
@@ -92,9 +111,16 @@ class SgemmMatMul final : public OpKernel {
 // Gemm: Y = clamp(alpha * op(A) op(B) + beta * C). B is either packed at creation
 // (constant) or per call. A constant C that is a row vector becomes the bias; any
 // other C is written into Y first (times beta) and the product accumulated onto it.
-class SgemmGemm final : public OpKernel {
+class SgemmGemm final : public OpKernel, public PacksConstantInputs {
  public:
   SgemmGemm(GemmDims d, FusedActivation act) : d_(d), act_(act) {}
+  // Compute reads C's data only when it was not folded into bias_ (its shape always).
+  std::vector<size_t> PackedConstantInputs() const override {
+    std::vector<size_t> slots;
+    if (packed_) slots.push_back(1);
+    if (!bias_.empty()) slots.push_back(2);
+    return slots;
+  }
   Status Init(const Node& node, const float* b, const Tensor* c_const) {
     if (b) {
       ASSIGN_OR_RETURN(b_, sgemm::PackB(b, d_.K, d_.N, d_.trans_b));

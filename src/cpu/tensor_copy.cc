@@ -13,13 +13,17 @@ Status Transpose(KernelContext& ctx) {
   const Node& node = ctx.node();
   ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
   const int64_t rank = static_cast<int64_t>(x->rank());
-  std::vector<int64_t> perm = node.GetInts("perm");
-  if (!node.HasAttr("perm")) {
+  // Read in place into inline storage: Transpose runs on every step of attention models.
+  const Attribute* perm_attr = node.FindAttr("perm");
+  Shape perm;
+  if (perm_attr && perm_attr->type == Attribute::Type::kInts)
+    perm.assign(perm_attr->ints.begin(), perm_attr->ints.end());
+  if (!perm_attr) {
     for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
   }
   if (static_cast<int64_t>(perm.size()) != rank)
     return InvalidArgument(node.Describe(), ": perm ", ShapeToString(perm), " does not match input rank ", rank);
-  std::vector<bool> seen(rank, false);
+  SmallVector<char, 16> seen(static_cast<size_t>(rank), 0);
   for (int64_t p : perm) {
     if (p < 0 || p >= rank || seen[p])
       return InvalidArgument(node.Describe(), ": perm ", ShapeToString(perm), " is not a permutation of 0..", rank - 1);

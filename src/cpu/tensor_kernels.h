@@ -28,12 +28,14 @@ KernelFactory Stateless(F f) {
 Result<const Tensor*> RequireInput(const KernelContext& ctx, size_t i, const char* what);
 // Reads an int32/int64 tensor as int64 values; error names the node and `what`.
 Result<std::vector<int64_t>> ReadInts(const Tensor& t, const Node& node, const char* what);
+// Same, into a Shape: no allocation for up to 8 values (Reshape's shape input, every run).
+Status ReadIntsInto(const Tensor& t, const Node& node, const char* what, Shape* out);
 // Reads a scalar (or 1-element) int32/int64 tensor.
 Result<int64_t> ReadScalarInt(const Tensor& t, const Node& node, const char* what);
 // Normalises a list of axes against rank, rejecting out-of-range and duplicate axes.
 Result<std::vector<int64_t>> NormalizeAxes(const std::vector<int64_t>& axes, int64_t rank, const Node& node);
 
-std::vector<int64_t> ContiguousStrides(const Shape& s);
+Shape ContiguousStrides(const Shape& s);
 
 // Allocates output i filled with zeros (empty strings for kString).
 Result<Tensor*> AllocateZeros(KernelContext& ctx, size_t i, DataType dt, Shape shape);
@@ -70,9 +72,9 @@ Status UnsupportedType(const Node& node, DataType dt);
 // dst[dst_off + idx . dst_strides] = src[src_off + idx . src_strides]. Strides are in
 // elements and may be 0 (broadcast) or negative (reversed slices).
 struct CopyPlan {
-  Shape shape;
-  std::vector<int64_t> dst_strides;
-  std::vector<int64_t> src_strides;
+  Shape shape;  // Shape-typed strides too: plans are built per run and must not allocate
+  Shape dst_strides;
+  Shape src_strides;
   int64_t dst_off = 0;
   int64_t src_off = 0;
 };
@@ -87,7 +89,7 @@ Status AxisMapCopy(const Tensor& src, Tensor* dst, const std::vector<std::vector
                    const Node& node);
 
 // Runs fn(begin, end) over [0, n), in parallel when the work (n * cost) is large.
-void ParallelRange(ThreadPool* pool, int64_t n, int64_t cost_per_item, const std::function<void(int64_t, int64_t)>& fn);
+void ParallelRange(ThreadPool* pool, int64_t n, int64_t cost_per_item, ThreadPool::RangeRef fn);
 
 // Family registration functions, all called by RegisterTensorKernels.
 void RegisterShapeKernels(KernelRegistry& r);   // tensor_shape.cc

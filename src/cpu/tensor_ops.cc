@@ -43,6 +43,18 @@ Result<std::vector<int64_t>> ReadInts(const Tensor& t, const Node& node, const c
   return out;
 }
 
+Status ReadIntsInto(const Tensor& t, const Node& node, const char* what, Shape* out) {
+  const size_t n = static_cast<size_t>(t.num_elements());
+  if (t.dtype() == DataType::kInt64) {
+    out->assign(t.data<int64_t>(), t.data<int64_t>() + n);
+  } else if (t.dtype() == DataType::kInt32) {
+    out->assign(t.data<int32_t>(), t.data<int32_t>() + n);
+  } else {
+    return InvalidArgument(node.Describe(), ": ", what, " must be int32 or int64, got ", DataTypeName(t.dtype()));
+  }
+  return Status::Ok();
+}
+
 Result<int64_t> ReadScalarInt(const Tensor& t, const Node& node, const char* what) {
   if (t.num_elements() != 1)
     return InvalidArgument(node.Describe(), ": ", what, " must be a scalar, got shape ", ShapeToString(t.shape()));
@@ -64,8 +76,8 @@ Result<std::vector<int64_t>> NormalizeAxes(const std::vector<int64_t>& axes, int
   return out;
 }
 
-std::vector<int64_t> ContiguousStrides(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
+Shape ContiguousStrides(const Shape& s) {
+  Shape st(s.size(), 1);
   for (int64_t i = static_cast<int64_t>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
   return st;
 }
@@ -80,8 +92,7 @@ Status UnsupportedType(const Node& node, DataType dt) {
   return Unsupported(node.Describe(), ": element type ", DataTypeName(dt), " is not supported");
 }
 
-void ParallelRange(ThreadPool* pool, int64_t n, int64_t cost_per_item,
-                   const std::function<void(int64_t, int64_t)>& fn) {
+void ParallelRange(ThreadPool* pool, int64_t n, int64_t cost_per_item, ThreadPool::RangeRef fn) {
   if (n <= 0) return;
   constexpr int64_t kMinWork = 1 << 15;  // below this, thread hand-off costs more than it saves
   cost_per_item = std::max<int64_t>(1, cost_per_item);
@@ -107,7 +118,7 @@ inline void CopyRun(T* dst, int64_t ds, const T* src, int64_t ss, int64_t n) {
 
 // Walks the outer dims of a plan (all but `skip` axes) from linear index `begin`.
 struct OuterWalker {
-  std::vector<int64_t> dims, ds, ss, idx;
+  Shape dims, ds, ss, idx;
   int64_t doff = 0, soff = 0;
   void Seek(int64_t linear, int64_t dbase, int64_t sbase) {
     idx.assign(dims.size(), 0);
@@ -135,7 +146,7 @@ struct OuterWalker {
 template <typename T>
 void StridedCopyT(T* dst, const T* src, const CopyPlan& p, ThreadPool* pool) {
   // Drop unit dims, then merge neighbours that are contiguous in both source and destination.
-  std::vector<int64_t> sh, ds, ss;
+  Shape sh, ds, ss;
   for (size_t i = 0; i < p.shape.size(); ++i) {
     if (p.shape[i] == 0) return;
     if (p.shape[i] == 1) continue;

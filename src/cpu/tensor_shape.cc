@@ -11,7 +11,7 @@ namespace {
 Status Reshape(KernelContext& ctx) {
   const Node& node = ctx.node();
   ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
-  std::vector<int64_t> req;
+  Shape req;  // inline: Reshape runs on every step of attention models
   if (node.opset < 5) {
     if (!node.HasAttr("shape")) return InvalidModel(node.Describe(), ": missing the 'shape' attribute");
     req = node.GetInts("shape");
@@ -19,7 +19,7 @@ Status Reshape(KernelContext& ctx) {
     ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, 1, "shape"));
     if (s->rank() != 1)
       return InvalidArgument(node.Describe(), ": shape input must be 1-D, got ", ShapeToString(s->shape()));
-    ASSIGN_OR_RETURN(req, ReadInts(*s, node, "shape"));
+    RETURN_IF_ERROR(ReadIntsInto(*s, node, "shape", &req));
   }
   const bool allowzero = node.opset >= 14 && node.GetInt("allowzero", 0) != 0;
   Shape out(req.size());

@@ -94,8 +94,7 @@ Result<Tensor> AllocateScratch(int64_t floats, Allocator* alloc, const Node& nod
 
 namespace strata {
 
-Status XnnOperatorCache::Prepare(const std::vector<int64_t>& key, const CreateFn& create, const Node& node,
-                                 const char* what) {
+Status XnnOperatorCache::Prepare(const Key& key, CreateFn create, const Node& node, const char* what) {
   RETURN_IF_ERROR(EnsureXnnpackInitialized());
   std::lock_guard<std::mutex> lock(mu_);
   xnn_operator_t op = nullptr;
@@ -107,8 +106,8 @@ Status XnnOperatorCache::Prepare(const std::vector<int64_t>& key, const CreateFn
   return Status::Ok();
 }
 
-Status XnnOperatorCache::Run(const std::vector<int64_t>& key, const CreateFn& create, const SetupFn& setup,
-                             pthreadpool_t tp, const Node& node, const char* what) const {
+Status XnnOperatorCache::Run(const Key& key, CreateFn create, SetupFn setup, pthreadpool_t tp, const Node& node,
+                             const char* what) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!op_ || key_ != key) {
     if (has_rejected_ && rejected_key_ == key)

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/function_ref.h"
 #include "core/ir.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -116,21 +117,24 @@ namespace strata {
 // serialise on this node only (other nodes still run in parallel).
 class XnnOperatorCache {
  public:
-  using CreateFn = std::function<xnn_status(xnn_operator_t*)>;
-  using SetupFn = std::function<xnn_status(xnn_operator_t)>;
+  // Non-owning callbacks (no allocation per run); keys are inline Shapes for the same reason.
+  // The mutex is this kernel's own, so it is never shared with another session.
+  using Key = Shape;
+  using CreateFn = FunctionRef<xnn_status(xnn_operator_t*)>;
+  using SetupFn = FunctionRef<xnn_status(xnn_operator_t)>;
   // Creates eagerly (factory time) so that weight packing happens once, up front.
-  Status Prepare(const std::vector<int64_t>& key, const CreateFn& create, const Node& node, const char* what);
+  Status Prepare(const Key& key, CreateFn create, const Node& node, const char* what);
   // A kUnsupported result means XNNPACK rejected the parameters for this key (the caller
   // may fall back to a reference kernel); other errors are run-time failures.
-  Status Run(const std::vector<int64_t>& key, const CreateFn& create, const SetupFn& setup, pthreadpool_t tp,
-             const Node& node, const char* what) const;
+  Status Run(const Key& key, CreateFn create, SetupFn setup, pthreadpool_t tp, const Node& node,
+             const char* what) const;
 
  private:
   mutable std::mutex mu_;
-  mutable std::vector<int64_t> key_;
+  mutable Key key_;
   mutable XnnOperatorPtr op_;
   // Last key XNNPACK rejected: answered kUnsupported without retrying the create.
-  mutable std::vector<int64_t> rejected_key_;
+  mutable Key rejected_key_;
   mutable bool has_rejected_ = false;
 };
 

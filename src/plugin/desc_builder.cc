@@ -17,7 +17,7 @@ int32_t DescBuilder::ValueIndex(int v) {
   if (const Tensor* c = g_.Constant(v)) {
     d.dtype = static_cast<int32_t>(c->dtype());
     d.rank = static_cast<int32_t>(c->rank());
-    dims_.push_back(c->shape());
+    dims_.push_back(ToVector(c->shape()));
     if (c->dtype() != DataType::kString) {
       d.const_data = c->raw_data();
       d.const_bytes = c->byte_size();
@@ -83,7 +83,7 @@ void DescBuilder::AddNode(const Node& n) {
         c.type = STRATA_ATTR_TENSOR;
         c.tensor_dtype = static_cast<int32_t>(a.t.dtype());
         c.tensor_rank = static_cast<uint32_t>(a.t.rank());
-        dims_.push_back(a.t.shape());
+        dims_.push_back(ToVector(a.t.shape()));
         c.tensor_dims = dims_.back().data();
         if (a.t.valid() && a.t.dtype() != DataType::kString) {
           c.tensor_data = a.t.raw_data();

@@ -2,10 +2,18 @@
 // interpose on glibc's for every shared object, libstrata.so included) and forwards
 // them to glibc's internal entry points, counting calls while armed. The flag is a
 // plain global atomic, not thread-local, so pool threads are counted too.
+//
+// With STRATA_ALLOC_TRACE=N in the environment, the first N counted allocations print
+// a raw backtrace to stderr (resolve the "(+0x...)" offsets of libstrata.so with
+// `addr2line -Cfe` or `nm`): that is how the remaining allocation sites are found.
 #include "alloc_hook.h"
+
+#include <execinfo.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 
@@ -39,8 +47,28 @@ std::atomic<bool> g_armed{false};
 std::atomic<size_t> g_allocs{0};
 std::atomic<size_t> g_frees{0};
 
+std::atomic<long> g_trace_left{0};
+thread_local bool t_in_trace = false;
+
+// Prints the caller's stack; backtrace() itself may allocate (it loads libgcc_s once),
+// hence the per-thread reentrancy guard and the warm-up call in Arm().
+void Trace(const char* what) {
+  if (t_in_trace || g_trace_left.fetch_sub(1, std::memory_order_relaxed) <= 0) return;
+  t_in_trace = true;
+  void* frames[24];
+  int n = backtrace(frames, 24);
+  char head[64];
+  int len = std::snprintf(head, sizeof(head), "=== %s\n", what);
+  if (write(2, head, static_cast<size_t>(len)) < 0) t_in_trace = false;
+  backtrace_symbols_fd(frames, n, 2);
+  t_in_trace = false;
+}
+
 inline void CountAlloc() {
-  if (g_armed.load(std::memory_order_relaxed)) g_allocs.fetch_add(1, std::memory_order_relaxed);
+  if (g_armed.load(std::memory_order_relaxed)) {
+    g_allocs.fetch_add(1, std::memory_order_relaxed);
+    if (g_trace_left.load(std::memory_order_relaxed) > 0) Trace("alloc");
+  }
 }
 inline void CountFree(void* p) {
   if (p && g_armed.load(std::memory_order_relaxed)) g_frees.fetch_add(1, std::memory_order_relaxed);
@@ -60,6 +88,17 @@ void SanitizerFreeHook(const volatile void* p) { CountFree(const_cast<void*>(p))
 
 namespace alloc_hook {
 void Arm() {
+  static const long trace = [] {
+    const char* env = std::getenv("STRATA_ALLOC_TRACE");
+    void* warm[2];
+    backtrace(warm, 2);  // loads the unwinder now, not while armed
+    return env ? std::atol(env) : 0L;
+  }();
+  static bool trace_set = false;
+  if (!trace_set) {
+    g_trace_left = trace;
+    trace_set = true;
+  }
   g_allocs = 0;
   g_frees = 0;
   g_armed = true;

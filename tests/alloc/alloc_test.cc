@@ -1,6 +1,7 @@
 // Steady-state allocation behaviour of io-binding runs (strata_session_run_binding),
 // measured with the counting hook in alloc_hook.cc, for the digits example and a small
-// transformer encoder block built here. Runs with 1 and 2 intra-op threads.
+// transformer encoder block built here: after warm-up, zero allocations and zero frees
+// per run, with 1 and 2 intra-op threads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -211,9 +212,13 @@ TEST_P(AllocTest, HookCountsPlainRuns) {
   strata_session_destroy(s);
 }
 
-// Warm-up, then 100 binding runs: outputs equal the plain run's, the steady state is
-// stable (every run allocates exactly as much as the one before: nothing grows or
-// leaks), and it allocates strictly less than a plain run. The counts are printed.
+// Warm-up, then 100 binding runs: outputs equal the plain run's and not one run
+// allocates or frees heap memory (malloc/free/new/delete in any thread of the process).
+// With a thread pool the warm-up is a few runs: scratch buffers that live per pool thread
+// (SGEMM packing) are created on a thread's first share of the work, and which thread
+// takes which share varies from run to run.
+constexpr int kWarmupRuns = 20;
+
 void CheckSteadyState(const Case& c, int threads) {
   strata_session* s = MakeSession(c, threads);
   ASSERT_NE(s, nullptr);
@@ -231,18 +236,19 @@ void CheckSteadyState(const Case& c, int threads) {
   ASSERT_NO_STATUS(strata_io_binding_create(s, &b));
   ASSERT_NO_STATUS(strata_io_binding_bind_input(b, c.input, in));
   ASSERT_NO_STATUS(strata_io_binding_bind_output(b, c.output, out));
-  strata_tensor_destroy(in);                           // the binding keeps the view; the memory is ours
-  ASSERT_NO_STATUS(strata_session_run_binding(s, b));  // warm-up
+  strata_tensor_destroy(in);  // the binding keeps the view; the memory is ours
+  for (int r = 0; r < kWarmupRuns; ++r) ASSERT_NO_STATUS(strata_session_run_binding(s, b));
 
   // Per-run counts, gathered with no allocation of our own while armed.
   constexpr int kRuns = 100;
-  size_t per_run[kRuns];
+  size_t allocs[kRuns], frees[kRuns];
   size_t failures = 0;
   for (int r = 0; r < kRuns; ++r) {
     alloc_hook::Arm();
     strata_status* st = strata_session_run_binding(s, b);
     alloc_hook::Disarm();
-    per_run[r] = alloc_hook::Allocations();
+    allocs[r] = alloc_hook::Allocations();
+    frees[r] = alloc_hook::Frees();
     if (st) {
       ++failures;
       strata_status_release(st);
@@ -255,19 +261,19 @@ void CheckSteadyState(const Case& c, int threads) {
   alloc_hook::Arm();
   PlainRun(s, c, x);
   alloc_hook::Disarm();
-  size_t plain = alloc_hook::Allocations();
-  // With threads > 1 a parallel region may run inline (workers busy) or split, and the
-  // two take a slightly different number of std::function copies, so counts vary by a
-  // few between runs. What must hold: every run stays below a plain run, and the counts
-  // do not grow (a per-run leak of even one block would spread them by ~kRuns).
-  const size_t lo = *std::min_element(per_run, per_run + kRuns), hi = *std::max_element(per_run, per_run + kRuns);
-  EXPECT_LT(hi, plain) << c.label;
-  EXPECT_LE(hi - lo, 16u) << c.label << ": allocation counts spread from " << lo << " to " << hi;
-  if (threads == 1) {
-    EXPECT_EQ(lo, hi) << c.label << ": one thread must allocate the same on every run";
+  const size_t plain = alloc_hook::Allocations();
+  const size_t max_allocs = *std::max_element(allocs, allocs + kRuns);
+  const size_t max_frees = *std::max_element(frees, frees + kRuns);
+  for (int r = 0; r < kRuns; ++r) {
+    EXPECT_EQ(allocs[r], 0u) << c.label << " threads=" << threads << ": binding run " << r << " allocated " << allocs[r]
+                             << " times (STRATA_ALLOC_TRACE=N prints where)";
+    EXPECT_EQ(frees[r], 0u) << c.label << " threads=" << threads << ": binding run " << r << " freed " << frees[r]
+                            << " times";
   }
-  std::printf("[ alloc    ] %s threads=%d: %zu-%zu allocations per binding run (plain run: %zu)\n", c.label, threads,
-              lo, hi, plain);
+  std::printf(
+      "[ alloc    ] %s threads=%d: at most %zu allocations and %zu frees per binding run over %d runs (plain "
+      "run: %zu allocations)\n",
+      c.label, threads, max_allocs, max_frees, kRuns, plain);
 
   // Changing the input in place is picked up by the next run without rebinding.
   for (float& v : x) v *= 0.5f;

@@ -180,8 +180,15 @@ TEST(LoadStrip, ZeroCopyAndReadInitializersGiveIdenticalOutputs) {
     auto file = Session::CreateFromFile(path, Opts());
     ASSERT_TRUE(file.ok()) << file.status().ToString();
     EXPECT_EQ(RunOnce(**file), want);
+    // The session's MatMul packed W, so it keeps no mapping of the file (constant release).
+    EXPECT_FALSE(FileIsMapped(path));
     // Element-aligned payloads are mapped from the model file; others are read into the heap.
-    EXPECT_EQ(FileIsMapped(path), align % 4 == 0);
+    {
+      auto model = ImportOnnxFile(path);
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      EXPECT_EQ(FileIsMapped(path), align % 4 == 0);
+    }
+    EXPECT_FALSE(FileIsMapped(path));
   }
 }
 
@@ -225,7 +232,13 @@ TEST(LoadExternal, ExternalDataLoadsRunsAndSurvivesDeletion) {
     std::string path = ExternalModel(dir, offset);
     auto s = Session::CreateFromFile(path, Opts());
     ASSERT_TRUE(s.ok()) << s.status().ToString();
-    EXPECT_EQ(FileIsMapped((dir.path() / "data.bin").string()), offset % 4 == 0);
+    {
+      auto model = ImportOnnxFile(path);
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      EXPECT_EQ(FileIsMapped((dir.path() / "data.bin").string()), offset % 4 == 0);
+    }
+    // The session packed W and released its mapping (constant release).
+    EXPECT_FALSE(FileIsMapped((dir.path() / "data.bin").string()));
     fs::remove(dir.path() / "data.bin");
     fs::remove(path);
     EXPECT_EQ(RunOnce(**s), want);
@@ -407,13 +420,88 @@ TEST(LoadRelease, FreesOnlyConstantsEveryReaderPacked) {
   EXPECT_EQ(ReleasePackedConstants(g, [&](size_t i) { return kernels[i].get(); }).released, 0);
 }
 
-TEST(LoadRelease, SessionWithoutPackingKernelsKeepsEverything) {
-  // No CPU kernel opts in yet: creating a session must leave every constant readable.
-  std::string bytes = Serialize(MatMulModel(false));
-  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), Opts());
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
-  for (const auto& [v, t] : (*s)->model().graph->initializers) EXPECT_NE(t.raw_data(), nullptr);
-  EXPECT_EQ(RunOnce(**s), Expected());
+TEST(LoadRelease, ReleasesAsSoonAsTheLastReaderHasPacked) {
+  // The session feeds the releaser kernel by kernel: a constant goes with its last reader.
+  Graph g;
+  int x = g.AddValue("x");
+  g.inputs = {x};
+  int w = AddConst(&g, "w", 1000), v = AddConst(&g, "v", 1000);
+  int y1 = g.AddValue("y1"), y2 = g.AddValue("y2");
+  g.nodes.push_back(MakeNode({x, w, v}, {y1}));  // packer {1, 2}
+  g.nodes.push_back(MakeNode({y1, w}, {y2}));    // packer {1}
+  g.outputs = {y2};
+  FakePacker both({1, 2}), one({1});
+  ConstantReleaser r(g);
+  r.OnKernel(0, &both);
+  EXPECT_EQ(g.initializers[v].raw_data(), nullptr);  // v's only reader is done
+  EXPECT_NE(g.initializers[w].raw_data(), nullptr);  // node 1 has not packed w yet
+  EXPECT_EQ(r.stats().released, 1);
+  r.OnKernel(0, &both);  // a repeated report changes nothing
+  r.OnKernel(1, &one);
+  EXPECT_EQ(g.initializers[w].raw_data(), nullptr);
+  EXPECT_EQ(r.stats().released, 2);
+  EXPECT_EQ(r.stats().bytes, 8000u);
+}
+
+TEST(LoadRelease, SessionReleasesPackedWeightsWithIdenticalOutputs) {
+  for (bool typed : {false, true}) {
+    std::string bytes = Serialize(MatMulModel(typed));
+    auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), Opts());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    const Graph& g = *(*s)->model().graph;
+    int w = g.FindValue("W");
+    ASSERT_GE(w, 0);
+    ASSERT_TRUE(g.IsConstant(w));
+    // The MatMul kernel packed W: the original is gone, its type and shape stay.
+    EXPECT_EQ(g.initializers.at(w).raw_data(), nullptr);
+    EXPECT_EQ(g.initializers.at(w).shape(), (Shape{kK, kN}));
+    std::vector<float> want = Expected();
+    EXPECT_EQ(RunOnce(**s), want);
+    EXPECT_EQ(RunOnce(**s), want);  // and again: nothing reads the released storage
+  }
+}
+
+// MatMulModel plus a second use of W that needs its data: `extra` is "output" (W itself
+// is a graph output) or "plain" (a kernel that does not pack, Mul by a run-time scalar
+// s = 1, which no optimizer pass can fold away).
+onnx::ModelProto SharedWeightModel(const std::string& extra) {
+  onnx::ModelProto m = MatMulModel(false);
+  auto* g = m.mutable_graph();
+  if (extra == "plain") {
+    AddInput(g, "s", {1});
+    AddNode(g, "Mul", {"W", "s"}, {"w_scaled"});
+    AddOutput(g, "w_scaled", {kK, kN});
+  } else {
+    AddOutput(g, "W", {kK, kN});
+  }
+  return m;
+}
+
+TEST(LoadRelease, ConstantWithAnotherUserIsKept) {
+  const std::vector<float> w_want = Weights(kK * kN, 1);
+  for (const std::string extra : {"output", "plain"}) {
+    SCOPED_TRACE(extra);
+    std::string bytes = Serialize(SharedWeightModel(extra));
+    auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), Opts());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    const Graph& g = *(*s)->model().graph;
+    int w = g.FindValue("W");
+    ASSERT_GE(w, 0);
+    ASSERT_TRUE(g.IsConstant(w));
+    EXPECT_NE(g.initializers.at(w).raw_data(), nullptr);
+    auto feeds = Feeds();
+    if (extra == "plain") feeds.push_back({"s", Value(Tensor::FromVector<float>({1.f}, {1}))});
+    for (int run = 0; run < 2; ++run) {
+      auto out = (*s)->Run(feeds);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      ASSERT_EQ(out->size(), 2u);
+      const Tensor& y = (*out)[0].tensor();
+      EXPECT_EQ(std::vector<float>(y.data<float>(), y.data<float>() + y.num_elements()), Expected());
+      const Tensor& wt = (*out)[1].tensor();
+      ASSERT_NE(wt.raw_data(), nullptr);
+      EXPECT_EQ(std::vector<float>(wt.data<float>(), wt.data<float>() + wt.num_elements()), w_want);
+    }
+  }
 }
 
 }  // namespace

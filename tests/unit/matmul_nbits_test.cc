@@ -202,7 +202,7 @@ TEST(MatmulNBitsInt8, VnniPathWithinActivationQuantizationBound) {
             const bool bias = (seed % 2) == 0;
             CaseData d = MakeCase(Case{0, K, N, bits, bs, zp, bias}, seed++);
             d.p.accuracy_level = 4;
-            const nbits::Packed packed = nbits::Pack(d.p, d.in());
+            const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8_order=*/true);
             for (int64_t M : {1, 2, 3, 16, 17}) {
               const std::vector<float> a = RandomA(M * K, seed);
               std::vector<float> y(M * N, -1.0f);
@@ -221,7 +221,7 @@ TEST(MatmulNBitsInt8, ZeroAndExactRowsAreExact) {
   // A zero row gives exactly the bias; a row of small integers (exact in int8 when the
   // block max is 127) gives exactly the fp32 result up to rounding.
   CaseData d = MakeCase(Case{0, 128, 5, 4, 32, 1, true}, 9);
-  const nbits::Packed packed = nbits::Pack(d.p, d.in());
+  const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8_order=*/true);
   std::vector<float> a(2 * 128, 0.0f);
   for (int64_t k = 0; k < 128; ++k) a[128 + k] = static_cast<float>(k % 32 == 0 ? 127 : (k * 7) % 41 - 20);
   std::vector<float> y(2 * 5);
@@ -230,6 +230,107 @@ TEST(MatmulNBitsInt8, ZeroAndExactRowsAreExact) {
   for (int64_t n = 0; n < 5; ++n) {
     EXPECT_EQ(y[n], d.bias.data<float>()[n]);
     EXPECT_NEAR(y[5 + n], want[5 + n], 1e-5 * (1 + std::fabs(want[5 + n])) * 128);
+  }
+}
+
+// ---- the AVX-512 GEMM (SGEMM micro-kernel on dequantized panels) and the int8 steps ----
+
+std::string Describe(const Case& c, int64_t M) {
+  return "bits=" + std::to_string(c.bits) + " bs=" + std::to_string(c.block_size) + " K=" + std::to_string(c.K) +
+         " N=" + std::to_string(c.N) + " M=" + std::to_string(M) + " zp=" + std::to_string(c.zp) +
+         " bias=" + std::to_string(c.bias);
+}
+
+TEST(MatmulNBitsGemm, Avx512PanelGemmMatchesOracleAtTileEdges) {
+  if (nbits::ResolveIsa(nullptr) != nbits::Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  ThreadPool pool(2);
+  uint32_t seed = 300;
+  // N around the 32-column panel, K across the 256-deep K block and not a multiple of the
+  // block, M around the 12-row tile and past the 192-row M block.
+  for (int64_t bits : {4, 8})
+    for (int64_t bs : {16, 32, 256})
+      for (int64_t K : {16, 300, 529})
+        for (int64_t N : {1, 31, 33, 70}) {
+          const Case c{0, K, N, bits, bs, static_cast<int>(seed % 3), (seed % 2) == 0};
+          CaseData d = MakeCase(c, seed++);
+          const nbits::Packed packed = nbits::Pack(d.p, d.in());
+          for (int64_t M : {4, 12, 13, 25, 197}) {
+            if (M == 197 && (K != 300 || N != 33)) continue;  // one case past the M block is enough
+            const std::vector<float> a = RandomA(M * K, seed);
+            // Directly, on rows zero-padded to k_pad as PackedMatMul passes them.
+            std::vector<float> a_pad(M * packed.k_pad, 0.0f);
+            for (int64_t m = 0; m < M; ++m) std::copy_n(&a[m * K], K, &a_pad[m * packed.k_pad]);
+            std::vector<float> y(M * N, -1.0f);
+            nbits::PackedGemmAvx512(packed, a_pad.data(), M, y.data(), (seed % 3) ? &pool : nullptr);
+            ExpectClose(Oracle(d, a, M), y, K, "direct " + Describe(c, M));
+            std::vector<float> y2(M * N, -1.0f);
+            nbits::PackedMatMul(nbits::Isa::kAvx512, packed, a.data(), M, y2.data(), (seed % 2) ? &pool : nullptr);
+            ExpectClose(Oracle(d, a, M), y2, K, Describe(c, M));
+            if (HasFatalFailure()) return;
+          }
+        }
+}
+
+TEST(MatmulNBitsGemm, EmptyBatchWritesNothing) {
+  CaseData d = MakeCase(Case{0, 64, 5, 4, 32, 1, true}, 3);
+  const nbits::Packed packed = nbits::Pack(d.p, d.in());
+  const nbits::Packed packed8 = nbits::Pack(d.p, d.in(), /*int8_order=*/true);
+  std::vector<float> y(5, 7.0f);
+  for (nbits::Isa isa : AvailableIsas()) nbits::PackedMatMul(isa, packed, nullptr, 0, y.data(), nullptr);
+  if (nbits::ResolveIsa(nullptr) == nbits::Isa::kAvx512) nbits::PackedGemmAvx512(packed, nullptr, 0, y.data(), nullptr);
+  if (nbits::HasAvx512Vnni()) nbits::PackedMatMulInt8(packed8, nullptr, 0, y.data(), nullptr);
+  for (float v : y) EXPECT_EQ(v, 7.0f);
+}
+
+TEST(MatmulNBitsInt8, StepsBlocksAndTilesAtEdges) {
+  if (!nbits::HasAvx512Vnni()) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
+  ThreadPool pool(2);
+  uint32_t seed = 500;
+  // K across 128-code steps (exact, +1, several) and blocks of 16 (two scales per step),
+  // 32, 64, 128 and 256 (a block longer than a step); N around the 4-column group, M
+  // around the 4-row tile.
+  for (int64_t bits : {4, 8})
+    for (int64_t bs : {16, 32, 64, 128, 256})
+      for (int64_t K : {128, 129, 600})
+        for (int64_t N : {4, 5, 33}) {
+          const Case c{0, K, N, bits, bs, static_cast<int>(seed % 3), (seed % 2) == 1};
+          CaseData d = MakeCase(c, seed++);
+          d.p.accuracy_level = 4;
+          const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8_order=*/true);
+          EXPECT_EQ(packed.k_pad % nbits::kInt8Step, 0);
+          for (int64_t M : {1, 4, 5, 13}) {
+            const std::vector<float> a = RandomA(M * K, seed);
+            std::vector<float> y(M * N, -1.0f);
+            nbits::PackedMatMulInt8(packed, a.data(), M, y.data(), (seed % 3) ? &pool : nullptr);
+            ExpectWithinInt8Bound(Oracle(d, a, M), y, Int8Bound(d, a, M), K, Describe(c, M));
+            if (HasFatalFailure()) return;
+          }
+        }
+}
+
+TEST(MatmulNBitsInt8, KOrderInt8CodesFallBackToFp32) {
+  if (nbits::ResolveIsa(nullptr) != nbits::Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  // 8-bit codes packed for the fp32 kernels (K order) must not be read by the int8 kernel.
+  const Case c{0, 200, 9, 8, 32, 1, true};
+  CaseData d = MakeCase(c, 41);
+  const nbits::Packed packed = nbits::Pack(d.p, d.in());
+  ASSERT_FALSE(packed.int8_order);
+  const std::vector<float> a = RandomA(3 * c.K, 4);
+  std::vector<float> y(3 * c.N);
+  nbits::PackedMatMulInt8(packed, a.data(), 3, y.data(), nullptr);
+  ExpectClose(Oracle(d, a, 3), y, c.K, "fp32 fallback");
+}
+
+TEST(MatmulNBitsInt8, Int8PathChooser) {
+  nbits::Params p;
+  p.accuracy_level = 4;
+  // Only AVX-512 with VNNI runs int8 activations; a capped ISA never does.
+  EXPECT_EQ(nbits::UseInt8Path(p, nbits::Isa::kAvx512), nbits::HasAvx512Vnni());
+  EXPECT_FALSE(nbits::UseInt8Path(p, nbits::Isa::kAvx2));
+  EXPECT_FALSE(nbits::UseInt8Path(p, nbits::Isa::kScalar));
+  for (int64_t level : {0, 1, 2, 3}) {
+    p.accuracy_level = level;
+    EXPECT_FALSE(nbits::UseInt8Path(p, nbits::Isa::kAvx512)) << level;
   }
 }
 
@@ -243,7 +344,7 @@ void SetType(onnx::ValueInfoProto* v, const std::string& name, std::vector<int64
 }
 
 template <typename T>
-void AddInit(onnx::GraphProto* g, const std::string& name, onnx::TensorProto::DataType dt, std::vector<int64_t> dims,
+void AddInit(onnx::GraphProto* g, const std::string& name, onnx::TensorProto::DataType dt, const Shape& dims,
              const T* data, size_t count) {
   auto* t = g->add_initializer();
   t->set_name(name);

@@ -1,0 +1,160 @@
+// Depthwise NhwcConv (group == C == M) with AVX-512F on the session pool, opt-in with
+// STRATA_NHWC_DW=1 (not yet as fast as XNNPACK's). Motivation: XNNPACK's depthwise kernels
+// run on XNNPACK's pthreadpool while the SGEMM convs around them run on strata's pool: with
+// two pools on two cores, one pool's spinning workers delay the other's.
+//
+// Per output pixel and 16-channel vector: bias + sum over the in-bounds taps of
+// x[iy, ix, c:c+16] * w[ky, kx, c:c+16]; the valid tap range is computed once per pixel,
+// so padding costs no per-tap branches. Rows of output pixels are split over the pool.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/layout_pass.h"
+#include "cpu/conv_kernels.h"
+#include "cpu/conv_nhwc_gemm.h"
+#include "cpu/nhwc_kernels.h"
+#include "cpu/sgemm.h"
+
+namespace strata {
+namespace {
+
+#define STRATA_AVX512 __attribute__((target("avx512f")))
+
+struct DwGeo {
+  const float* x;
+  float* y;
+  const float* w;     // [kh * kw][cp]
+  const float* bias;  // [cp]
+  int64_t h, wd, c, cp, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
+  float lo, hi;
+};
+
+// First tap index t in [0, k) with 0 <= o + t * d < n, and one past the last.
+inline void TapRange(int64_t o, int64_t d, int64_t k, int64_t n, int64_t* t0, int64_t* t1) {
+  int64_t a = 0, b = k;
+  if (o < 0) a = (-o + d - 1) / d;
+  if (o + (k - 1) * d >= n) b = o >= n ? 0 : (n - 1 - o) / d + 1;
+  *t0 = std::min(a, k);
+  *t1 = std::max(b, *t0);
+}
+
+STRATA_AVX512 void DwRows(const DwGeo& g, int64_t row_begin, int64_t row_end) {
+  const __m512 lo = _mm512_set1_ps(g.lo), hi = _mm512_set1_ps(g.hi);
+  const int64_t c = g.c;
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const int64_t n = row / g.oh, oy = row - n * g.oh;
+    const int64_t iy0 = oy * g.sh - g.pt;
+    int64_t ky0, ky1;
+    TapRange(iy0, g.dh, g.kh, g.h, &ky0, &ky1);
+    const float* xn = g.x + n * g.h * g.wd * c;
+    float* yrow = g.y + row * g.ow * c;
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      const int64_t ix0 = ox * g.sw - g.pl;
+      int64_t kx0, kx1;
+      TapRange(ix0, g.dw, g.kw, g.wd, &kx0, &kx1);
+      float* yp = yrow + ox * c;
+      for (int64_t c0 = 0; c0 < c; c0 += 16) {
+        const __mmask16 m =
+            c - c0 >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (c - c0)) - 1);
+        __m512 acc = _mm512_loadu_ps(g.bias + c0);  // bias and weights are padded to cp
+        for (int64_t ky = ky0; ky < ky1; ++ky) {
+          const int64_t xrow = (iy0 + ky * g.dh) * g.wd + ix0;  // pixel index of tap kx = 0 (may be < 0)
+          const float* wr = g.w + ky * g.kw * g.cp + c0;
+          for (int64_t kx = kx0; kx < kx1; ++kx)
+            acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, xn + (xrow + kx * g.dw) * c + c0),
+                                  _mm512_loadu_ps(wr + kx * g.cp), acc);
+        }
+        acc = _mm512_min_ps(_mm512_max_ps(acc, lo), hi);
+        _mm512_mask_storeu_ps(yp + c0, m, acc);
+      }
+    }
+  }
+}
+
+class NhwcDepthwiseKernel final : public OpKernel {
+ public:
+  NhwcDepthwiseKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act)
+      : nchw_node_(OriginalNode(node, "Conv")), w_shape_(w.shape()), act_(act) {
+    const int64_t c = w.dim(0), taps = w.dim(2) * w.dim(3);
+    cp_ = (c + 15) / 16 * 16;
+    weights_.assign(static_cast<size_t>(taps * cp_), 0.0f);
+    bias_.assign(static_cast<size_t>(cp_), 0.0f);
+    const float* src = w.data<float>();
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t t = 0; t < taps; ++t) weights_[t * cp_ + ch] = src[ch * taps + t];
+    if (b) std::copy(b->data<float>(), b->data<float>() + c, bias_.begin());
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.input(0);
+    if (!x) return InvalidArgument(node.Describe(), ": Conv needs input X");
+    if (x->dtype() != DataType::kFloat)
+      return InvalidArgument(node.Describe(), ": X dtype ", DataTypeName(x->dtype()), " differs from W's float32");
+    if (x->rank() != 4)
+      return InvalidArgument(node.Describe(), ": NHWC input X must have rank 4, got ", ShapeToString(x->shape()));
+    const int64_t n = x->dim(0), h = x->dim(1), w = x->dim(2), c = x->dim(3);
+    ASSIGN_OR_RETURN(ConvShapes s, CheckConvShapes(nchw_node_, {n, c, h, w}, w_shape_, nullptr));
+    const SpatialGeometry& g = s.geo;
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, g.out[0], g.out[1], c}));
+    if (y->num_elements() == 0) return Status::Ok();
+    const DwGeo geo{x->data<float>(),
+                    y->mutable_data<float>(),
+                    weights_.data(),
+                    bias_.data(),
+                    h,
+                    w,
+                    c,
+                    cp_,
+                    g.out[0],
+                    g.out[1],
+                    g.kernel[0],
+                    g.kernel[1],
+                    g.strides[0],
+                    g.strides[1],
+                    g.dilations[0],
+                    g.dilations[1],
+                    g.pad_begin[0],
+                    g.pad_begin[1],
+                    act_.min,
+                    act_.max};
+    const int64_t rows = n * g.out[0];
+    // ~64 KiB of output per chunk: enough work to amortise a pool wake-up.
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.out[1] * c));
+    if (ctx.pool()) {
+      ctx.pool()->Run(rows, grain, [&](int64_t b, int64_t e) { DwRows(geo, b, e); });
+    } else {
+      DwRows(geo, 0, rows);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Node nchw_node_;
+  Shape w_shape_;
+  FusedActivation act_;
+  int64_t cp_ = 0;
+  std::vector<float> weights_, bias_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<OpKernel>> MakeNhwcDepthwiseConv(const KernelInit& init, const Tensor& w, const Tensor* b,
+                                                        const FusedActivation& act) {
+  const Node& node = init.node;
+  // Opt-in: on mobilenet_v2 at 1 thread this kernel still costs ~1.7x XNNPACK's CPU time
+  // (per-pixel overhead at 32-96 channels), so XNNPACK stays the default until it wins.
+  const char* on = std::getenv("STRATA_NHWC_DW");
+  if (!on || std::strcmp(on, "1") != 0 || !sgemm::Available())
+    return Unsupported(node.Describe(), ": the NHWC depthwise kernel is off (STRATA_NHWC_DW=1 enables it)");
+  if (w.rank() != 4 || w.dim(1) != 1 || node.GetInt("group", 1) != w.dim(0))
+    return Unsupported(node.Describe(), ": not a depthwise conv with multiplier 1");
+  return std::unique_ptr<OpKernel>(std::make_unique<NhwcDepthwiseKernel>(node, w, b, act));
+}
+
+}  // namespace strata

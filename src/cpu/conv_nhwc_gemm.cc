@@ -1,0 +1,169 @@
+// NhwcConv on strata's SGEMM (see conv_nhwc_gemm.h). The weight OIHW is reordered to
+// [M][KH][KW][C] and packed once as B^T, so K = (ky * KW + kx) * C + c matches the order
+// in which an NHWC input stores one output pixel's receptive field: for dilation 1 every
+// in-bounds (ky, kx..) run of taps is one contiguous copy of the input.
+#include "cpu/conv_nhwc_gemm.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/layout_pass.h"
+#include "cpu/conv_kernels.h"
+#include "cpu/nhwc_kernels.h"
+#include "cpu/sgemm.h"
+
+namespace strata {
+namespace {
+
+// What the im2col fill of one Compute needs; lives on Compute's stack.
+struct Im2col {
+  const float* x;
+  int64_t h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
+};
+
+// Writes im2col rows [row0, row0 + rows) x columns [k0, k0 + kc) row-major into dst.
+void FillIm2col(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld) {
+  const Im2col& g = *static_cast<const Im2col*>(ctx);
+  const int64_t c = g.c, end = k0 + kc, ohw = g.oh * g.ow, kwc = g.kw * c;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t p = row0 + r, n = p / ohw, q = p - n * ohw, oy = q / g.ow, ox = q - oy * g.ow;
+    const int64_t iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
+    const float* xn = g.x + n * g.h * g.w * c;
+    float* d = dst + r * ld - k0;
+    for (int64_t k = k0; k < end;) {
+      const int64_t tap = k / c, c0 = k - tap * c, ky = tap / g.kw, kx = tap - ky * g.kw;
+      const int64_t iy = iy0 + ky * g.dh, ix = ix0 + kx * g.dw;
+      int64_t run_end;
+      bool zero;
+      if (iy < 0 || iy >= g.h) {
+        run_end = (ky + 1) * kwc;  // the whole kernel row lies in the vertical padding
+        zero = true;
+      } else if (ix < 0 || ix >= g.w) {
+        run_end = (tap + 1) * c;
+        zero = true;
+      } else {
+        // Dilation 1: the following taps of this kernel row are adjacent pixels; extend the
+        // copy over every one still inside the image.
+        const int64_t last_kx = g.dw == 1 ? std::min(g.kw - 1, g.w - 1 - ix0) : kx;
+        run_end = ky * kwc + (last_kx + 1) * c;
+        zero = false;
+      }
+      const int64_t len = std::min(end, run_end) - k;
+      if (zero) {
+        std::memset(d + k, 0, static_cast<size_t>(len) * sizeof(float));
+      } else {
+        std::memcpy(d + k, xn + (iy * g.w + ix) * c + c0, static_cast<size_t>(len) * sizeof(float));
+      }
+      k += len;
+    }
+  }
+}
+
+class NhwcGemmConvKernel final : public OpKernel {
+ public:
+  NhwcGemmConvKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act,
+                     sgemm::PackedB packed)
+      : nchw_node_(OriginalNode(node, "Conv")),
+        w_shape_(w.shape()),
+        act_(act),
+        packed_(std::move(packed)),
+        has_residual_(node.inputs.size() > 3 && node.inputs[3] >= 0) {
+    if (b) bias_.assign(b->data<float>(), b->data<float>() + w.dim(0));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.input(0);
+    if (!x) return InvalidArgument(node.Describe(), ": Conv needs input X");
+    if (x->dtype() != DataType::kFloat)
+      return InvalidArgument(node.Describe(), ": X dtype ", DataTypeName(x->dtype()), " differs from W's float32");
+    if (x->rank() != 4)
+      return InvalidArgument(node.Describe(), ": NHWC input X must have rank 4, got ", ShapeToString(x->shape()));
+    const int64_t n = x->dim(0), h = x->dim(1), w = x->dim(2), c = x->dim(3);
+    // Validate as the NCHW Conv would, so errors read the same as without the pass.
+    ASSIGN_OR_RETURN(ConvShapes s, CheckConvShapes(nchw_node_, {n, c, h, w}, w_shape_, nullptr));
+    const SpatialGeometry& g = s.geo;
+    const int64_t m = w_shape_[0], oh = g.out[0], ow = g.out[1];
+    const Shape out_shape = {n, oh, ow, m};
+    const Tensor* res = nullptr;
+    if (has_residual_) {
+      res = ctx.input(3);
+      if (!res) return InvalidArgument(node.Describe(), ": the fused residual input is missing");
+      if (res->dtype() != DataType::kFloat || res->shape() != out_shape)
+        return InvalidArgument(node.Describe(), ": the fused residual must be float32 ", ShapeToString(out_shape),
+                               " (the conv output), got ", DataTypeName(res->dtype()), " ",
+                               ShapeToString(res->shape()));
+    }
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out_shape));
+    if (y->num_elements() == 0) return Status::Ok();
+
+    sgemm::Epilogue ep;
+    ep.bias = bias_.empty() ? nullptr : bias_.data();
+    ep.min = act_.min;
+    ep.max = act_.max;
+    if (res) {
+      ep.residual = res->data<float>();
+      ep.ldr = m;
+    }
+    const int64_t rows = n * oh * ow;
+    float* out = y->mutable_data<float>();
+    Status st;
+    const bool direct = g.kernel[0] == 1 && g.kernel[1] == 1 && g.strides[0] == 1 && g.strides[1] == 1 &&
+                        g.pad_begin[0] == 0 && g.pad_begin[1] == 0 && g.pad_end[0] == 0 && g.pad_end[1] == 0;
+    if (direct) {
+      // 1x1, stride 1, no padding: X itself is the [N*H*W, C] A matrix.
+      st = sgemm::Gemm(rows, x->data<float>(), c, packed_, out, m, ep, ctx.pool());
+    } else {
+      const Im2col geo{x->data<float>(),
+                       h,
+                       w,
+                       c,
+                       oh,
+                       ow,
+                       g.kernel[0],
+                       g.kernel[1],
+                       g.strides[0],
+                       g.strides[1],
+                       g.dilations[0],
+                       g.dilations[1],
+                       g.pad_begin[0],
+                       g.pad_begin[1]};
+      st = sgemm::GemmGathered(rows, sgemm::ASource{FillIm2col, &geo}, packed_, out, m, ep, ctx.pool());
+    }
+    if (!st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
+    return Status::Ok();
+  }
+
+ private:
+  Node nchw_node_;
+  Shape w_shape_;
+  FusedActivation act_;
+  sgemm::PackedB packed_;
+  std::vector<float> bias_;
+  bool has_residual_ = false;
+};
+
+}  // namespace
+
+bool NhwcGemmConvApplies(const Node& node, const Tensor& w) {
+  return sgemm::Available() && node.GetInt("group", 1) == 1 && w.dtype() == DataType::kFloat && w.rank() == 4 &&
+         w.num_elements() > 0;
+}
+
+Result<std::unique_ptr<OpKernel>> MakeNhwcGemmConv(const KernelInit& init, const Tensor& w, const Tensor* b,
+                                                   const FusedActivation& act) {
+  const Node& node = init.node;
+  if (!NhwcGemmConvApplies(node, w)) return Unsupported(node.Describe(), ": the SGEMM conv needs group 1 and AVX-512F");
+  const int64_t m = w.dim(0), c = w.dim(1), taps = w.dim(2) * w.dim(3), k = taps * c;
+  // OIHW -> [M][KH*KW][C], i.e. B^T with K in im2col order.
+  std::vector<float> ohwi(static_cast<size_t>(m * k));
+  const float* src = w.data<float>();
+  for (int64_t o = 0; o < m; ++o)
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t t = 0; t < taps; ++t) ohwi[(o * taps + t) * c + i] = src[(o * c + i) * taps + t];
+  auto packed = sgemm::PackB(ohwi.data(), k, m, /*trans_b=*/true);
+  if (!packed.ok()) return MakeStatus(packed.status().code(), node.Describe(), ": ", packed.status().message());
+  return std::unique_ptr<OpKernel>(std::make_unique<NhwcGemmConvKernel>(node, w, b, act, std::move(packed).value()));
+}
+
+}  // namespace strata

@@ -1,0 +1,138 @@
+// MatMulNBits GEMM (M >= 4) at accuracy level 0 on AVX-512: each K block x 32-column
+// panel of W is dequantized once per M block into a small fp32 buffer (32 KiB, stays in
+// L1) laid out as the SGEMM's packed B panel, and the rows of A run through the SGEMM's
+// 12x32 register-tiled micro-kernel (sgemm::internal::TileAvx512). Dequantization thus
+// costs O(K * N) per M block of up to kMc rows instead of per row, and the products run
+// at the SGEMM's rate.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 AVX-512 intrinsic temporaries
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "cpu/matmul_nbits.h"
+#include "cpu/sgemm_internal.h"
+
+namespace strata::nbits {
+
+namespace {
+
+namespace si = sgemm::internal;
+constexpr int64_t kPanel = 32;  // the micro-kernel's column width
+
+#define STRATA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
+
+// In-register transpose of 16 rows of 16 floats: afterwards r[j] holds column j.
+STRATA_AVX512 inline void Transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int h = 0; h < 16; h += 8)
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_shuffle_f32x4(u[h + i], u[h + 4 + i], 0x88);
+      t[h + 4 + i] = _mm512_shuffle_f32x4(u[h + i], u[h + 4 + i], 0xDD);
+    }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+    r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
+  }
+}
+
+// 16 dequantized weights of column n at k (k a multiple of 16: one block, one load).
+STRATA_AVX512 inline __m512 Dequant16(const Packed& w, int64_t n, int64_t k) {
+  const uint8_t* col = w.codes.data() + n * w.col_bytes;
+  __m512i v;
+  if (w.p.bits == 8) {
+    v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + k)));
+  } else {
+    v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + (k / 32) * 16)));
+    v = (k & 16) ? _mm512_srli_epi32(v, 4) : _mm512_and_si512(v, _mm512_set1_epi32(0x0F));
+  }
+  const int64_t blk = n * w.nb_stride + (k >> __builtin_ctzll(static_cast<uint64_t>(w.p.block_size)));  // no division
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(w.scale[blk]), _mm512_set1_ps(w.offset[blk]));
+}
+
+// panel[(k - k0) * 32 + j] = W[n0 + j][k] for k in [k0, k0 + kc), j < 32 (zero past N).
+STRATA_AVX512 void DequantKPanel(const Packed& w, int64_t n0, int64_t k0, int64_t kc, float* panel) {
+  for (int64_t half = 0; half < 2; ++half) {
+    const int64_t nh = n0 + 16 * half;
+    const int64_t cols = std::clamp<int64_t>(w.p.N - nh, 0, 16);
+    for (int64_t k = k0; k < k0 + kc; k += 16) {
+      __m512 r[16];
+      for (int j = 0; j < 16; ++j) r[j] = j < cols ? Dequant16(w, nh + j, k) : _mm512_setzero_ps();
+      Transpose16(r);
+      float* dst = panel + (k - k0) * kPanel + 16 * half;
+      for (int t = 0; t < 16; ++t) _mm512_store_ps(dst + t * kPanel, r[t]);
+    }
+  }
+}
+
+void ParallelRange(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool) {
+    pool->ParallelFor(n, grain, fn);
+  } else {
+    fn(0, n);
+  }
+}
+
+}  // namespace
+
+void PackedGemmAvx512(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool) {
+  const int64_t N = w.p.N, K = w.k_pad;
+  if (M <= 0) return;
+  const int64_t kc_max = si::kKc, mc_max = si::kMc, kb_count = (K + kc_max - 1) / kc_max;
+  const int64_t tiles = (M + si::kMr - 1) / si::kMr;
+  // A packed once into the micro-kernel's tiles: per K block, ceil(M / kMr) tiles of
+  // [kc][kMr] (the last K block may be shorter; it still gets kc_max * kMr per tile).
+  const int64_t kb_stride = tiles * si::kMr * kc_max;
+  std::vector<float> apack(static_cast<size_t>(kb_count * kb_stride));
+  ParallelRange(pool, kb_count, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t kb = b0; kb < b1; ++kb) {
+      const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t m0 = t * si::kMr;
+        si::PackAAvx512(a + m0 * K + k0, K, std::min<int64_t>(si::kMr, M - m0), kc,
+                        apack.data() + kb * kb_stride + t * si::kMr * kc_max);
+      }
+    }
+  });
+  // Threads own disjoint ranges of 32-column panels: no two write the same outputs.
+  const int64_t panels = (N + kPanel - 1) / kPanel;
+  ParallelRange(pool, panels, 1, [&](int64_t p0, int64_t p1) {
+    // One [kc][32] panel slice, 64-byte aligned for the micro-kernel's aligned loads.
+    std::vector<float> buf(static_cast<size_t>(kc_max * kPanel + 16));
+    float* panel = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
+    for (int64_t mb = 0; mb < M; mb += mc_max) {
+      const int64_t mrows = std::min(mc_max, M - mb);
+      for (int64_t kb = 0; kb < kb_count; ++kb) {
+        const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
+        for (int64_t pn = p0; pn < p1; ++pn) {
+          const int64_t n0 = pn * kPanel;
+          const int cols = static_cast<int>(std::min(kPanel, N - n0));
+          DequantKPanel(w, n0, k0, kc, panel);
+          si::TileEpilogue ep;
+          ep.load_c = kb > 0;  // the first K block stores, later ones accumulate
+          ep.bias = kb + 1 == kb_count ? w.bias.data() + n0 : nullptr;
+          for (int64_t m = 0; m < mrows; m += si::kMr) {
+            const int rows = static_cast<int>(std::min<int64_t>(si::kMr, mrows - m));
+            const float* ap = apack.data() + kb * kb_stride + ((mb + m) / si::kMr) * si::kMr * kc_max;
+            si::TileAvx512(rows, cols, kc, ap, panel, y + (mb + m) * N + n0, N, ep);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace strata::nbits

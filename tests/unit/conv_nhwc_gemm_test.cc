@@ -1,0 +1,534 @@
+// The SGEMM-based NhwcConv (cpu/conv_nhwc_gemm.cc), its gathered-A and residual GEMM
+// entry points, and the Conv -> Add -> Relu fusion (cpu/conv_nhwc_fuse.cc):
+//  * the kernel against a naive NHWC convolution at edge shapes (1x1 direct and strided,
+//    3x3 stride 1/2, 7x7 stem, dilation, asymmetric pads, one pixel, batch 2, K > 256,
+//    C/M not multiples of 12/32, more rows than one M block), 1 and 2 threads;
+//  * sessions with the layout pass against the reference kernels (grouped -> XNNPACK);
+//  * the fusion rewrite and the fused residual epilogue; clear errors for bad inputs.
+#include "cpu/conv_nhwc_gemm.h"
+
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/kernel.h"
+#include "core/layout_pass.h"
+#include "core/onnx_import.h"
+#include "core/optimizer.h"
+#include "core/session.h"
+#include "core/threadpool.h"
+#include "cpu/sgemm.h"
+#include "onnx_builder.h"
+
+// ConvCase literals name only the fields each case needs.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace strata {
+namespace {
+
+Tensor Random(Shape shape, uint32_t seed, float scale = 1.0f) {
+  Tensor t = Tensor::Allocate(DataType::kFloat, std::move(shape)).value();
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<float>()[i] = dist(rng);
+  return t;
+}
+
+struct ConvCase {
+  int64_t n = 1, h = 5, w = 5, c = 3, m = 4, kh = 3, kw = 3;
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1;
+  std::vector<int64_t> pads = {0, 0, 0, 0};  // top, left, bottom, right
+  bool bias = true, relu = false, residual = false;
+  std::string auto_pad;  // "" = NOTSET
+  int64_t group = 1;
+};
+
+int64_t OutSize(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe) {
+  return (in + pb + pe - ((k - 1) * d + 1)) / s + 1;
+}
+
+// Naive NHWC conv in double: Y[n,oy,ox,o] = B[o] + sum W[o,i,ky,kx] X[n,iy,ix,i] (+ R), Relu.
+Tensor NaiveConv(const ConvCase& cc, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* r) {
+  const int64_t oh = OutSize(cc.h, cc.kh, cc.sh, cc.dh, cc.pads[0], cc.pads[2]);
+  const int64_t ow = OutSize(cc.w, cc.kw, cc.sw, cc.dw, cc.pads[1], cc.pads[3]);
+  Tensor y = Tensor::Allocate(DataType::kFloat, {cc.n, oh, ow, cc.m}).value();
+  const float* xp = x.data<float>();
+  const float* wp = w.data<float>();
+  for (int64_t n = 0; n < cc.n; ++n)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox)
+        for (int64_t o = 0; o < cc.m; ++o) {
+          double acc = b ? b->data<float>()[o] : 0.0;
+          const int64_t cg = cc.c / cc.group, gi = o / (cc.m / cc.group);
+          for (int64_t i = 0; i < cg; ++i)
+            for (int64_t ky = 0; ky < cc.kh; ++ky)
+              for (int64_t kx = 0; kx < cc.kw; ++kx) {
+                const int64_t iy = oy * cc.sh - cc.pads[0] + ky * cc.dh, ix = ox * cc.sw - cc.pads[1] + kx * cc.dw;
+                if (iy < 0 || iy >= cc.h || ix < 0 || ix >= cc.w) continue;
+                acc += static_cast<double>(wp[((o * cg + i) * cc.kh + ky) * cc.kw + kx]) *
+                       xp[((n * cc.h + iy) * cc.w + ix) * cc.c + gi * cg + i];
+              }
+          const int64_t at = ((n * oh + oy) * ow + ox) * cc.m + o;
+          if (r) acc += r->data<float>()[at];
+          if (cc.relu && acc < 0) acc = 0;
+          y.mutable_data<float>()[at] = static_cast<float>(acc);
+        }
+  return y;
+}
+
+struct KernelRun {
+  Status create, compute;
+  Tensor y;
+};
+
+// Builds the internal NhwcConv node the layout pass would emit and runs the CPU kernel.
+KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* r,
+                      ThreadPool* pool, const Tensor* bad_residual = nullptr) {
+  KernelRun out;
+  Graph g;
+  Node node;
+  node.name = "conv0";
+  node.op_type = "NhwcConv";
+  node.domain = kInternalDomain;
+  node.opset = 1;
+  node.attrs[kOriginalOpsetAttr] = Attribute::Int(13);
+  node.attrs["kernel_shape"] = Attribute::Ints({cc.kh, cc.kw});
+  node.attrs["strides"] = Attribute::Ints({cc.sh, cc.sw});
+  node.attrs["dilations"] = Attribute::Ints({cc.dh, cc.dw});
+  if (cc.auto_pad.empty()) {
+    node.attrs["pads"] = Attribute::Ints({cc.pads[0], cc.pads[1], cc.pads[2], cc.pads[3]});
+  } else {
+    node.attrs["auto_pad"] = Attribute::String(cc.auto_pad);
+  }
+  if (cc.group != 1) node.attrs["group"] = Attribute::Int(cc.group);
+  if (cc.relu) {
+    node.attrs["activation"] = Attribute::String("Relu");
+    node.attrs["activation_min"] = Attribute::Float(0.0f);
+    node.attrs["activation_max"] = Attribute::Float(INFINITY);
+  }
+  const int vx = g.AddValue("x"), vw = g.AddValue("w");
+  g.initializers[vw] = w;
+  node.inputs = {vx, vw};
+  std::vector<Value> vals = {Value(x), Value(w)};
+  if (b || r || bad_residual) {
+    int vb = -1;
+    if (b) {
+      vb = g.AddValue("b");
+      g.initializers[vb] = *b;
+    }
+    node.inputs.push_back(vb);
+    vals.push_back(b ? Value(*b) : Value());
+  }
+  if (r || bad_residual) {
+    node.inputs.push_back(g.AddValue("r"));
+    vals.push_back(Value(bad_residual ? *bad_residual : *r));
+  }
+  node.outputs = {g.AddValue("y")};
+  const KernelDef* def = CpuKernels().Find(kInternalDomain, "NhwcConv", 1, DataType::kFloat);
+  if (!def) {
+    out.create = NotFound("no NhwcConv kernel");
+    return out;
+  }
+  auto k = def->factory(KernelInit{node, g, pool, {}});
+  out.create = k.status();
+  if (!k.ok()) return out;
+  std::vector<const Value*> ptrs;
+  for (const Value& v : vals) ptrs.push_back(v.empty() ? nullptr : &v);
+  std::vector<Value> outs(1);
+  KernelContext ctx(node, ptrs, &outs, pool, DefaultAllocator(), nullptr);
+  out.compute = (*k)->Compute(ctx);
+  if (out.compute.ok()) out.y = outs[0].tensor();
+  return out;
+}
+
+void ExpectNear(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(ShapeToString(got.shape()), ShapeToString(want.shape())) << what;
+  double scale = 0;
+  for (int64_t i = 0; i < want.num_elements(); ++i)
+    scale = std::max(scale, std::fabs(static_cast<double>(want.data<float>()[i])));
+  ASSERT_GT(scale, 0.0) << what << ": all-zero reference proves nothing";
+  for (int64_t i = 0; i < want.num_elements(); ++i)
+    ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 2e-5 * scale) << what << " at element " << i;
+}
+
+std::string Name(const ConvCase& c) {
+  return "n" + std::to_string(c.n) + " " + std::to_string(c.h) + "x" + std::to_string(c.w) + " c" +
+         std::to_string(c.c) + " m" + std::to_string(c.m) + " k" + std::to_string(c.kh) + "x" + std::to_string(c.kw) +
+         " s" + std::to_string(c.sh) + "," + std::to_string(c.sw) + " d" + std::to_string(c.dh) + "," +
+         std::to_string(c.dw) + " pads " + std::to_string(c.pads[0]) + std::to_string(c.pads[1]) +
+         std::to_string(c.pads[2]) + std::to_string(c.pads[3]) + (c.relu ? " relu" : "") +
+         (c.residual ? " residual" : "") + (c.bias ? "" : " nobias");
+}
+
+std::vector<ConvCase> EdgeCases() {
+  std::vector<ConvCase> v;
+  auto add = [&](ConvCase c) { v.push_back(c); };
+  add({.n = 2, .h = 5, .w = 7, .c = 37, .m = 45, .kh = 1, .kw = 1});                                   // 1x1 direct
+  add({.h = 9, .w = 9, .c = 16, .m = 33, .kh = 1, .kw = 1, .sh = 2, .sw = 2});                         // 1x1 strided
+  add({.h = 7, .w = 6, .c = 13, .m = 70, .pads = {1, 1, 1, 1}, .relu = true});                         // 3x3 s1 p1
+  add({.h = 14, .w = 14, .c = 64, .m = 64, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}});                   // K = 576 > 256
+  add({.h = 23, .w = 19, .c = 3, .m = 64, .kh = 7, .kw = 7, .sh = 2, .sw = 2, .pads = {3, 3, 3, 3}});  // stem
+  add({.h = 9, .w = 8, .c = 5, .m = 7, .dh = 2, .dw = 2, .pads = {2, 2, 2, 2}});                       // dilation 2
+  add({.h = 8, .w = 9, .c = 6, .m = 9, .dh = 1, .dw = 3, .pads = {0, 3, 1, 2}});                       // mixed dilation
+  add({.h = 1, .w = 1, .c = 11, .m = 5, .pads = {1, 1, 1, 1}});                                        // one pixel
+  add({.h = 1, .w = 1, .c = 300, .m = 1, .kh = 1, .kw = 1, .bias = false});                            // M = 1, K > 256
+  add({.h = 6, .w = 5, .c = 4, .m = 3, .kh = 2, .kw = 3, .sh = 1, .sw = 2, .pads = {0, 1, 2, 0}});     // asymmetric
+  add({.n = 2, .h = 20, .w = 21, .c = 24, .m = 40, .pads = {1, 1, 1, 1}, .relu = true});               // > 1 M block
+  add({.h = 4, .w = 4, .c = 2, .m = 3, .kh = 5, .kw = 5, .pads = {2, 2, 2, 2}});                       // kernel > input
+  return v;
+}
+
+TEST(NhwcGemmConv, MatchesNaiveConvAtEdgeShapes) {
+  if (!sgemm::Available()) GTEST_SKIP() << "no AVX-512F: NhwcConv stays on XNNPACK";
+  ThreadPool pool2(2);
+  uint32_t seed = 1;
+  for (const ConvCase& cc : EdgeCases()) {
+    const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
+    const Tensor w = Random({cc.m, cc.c, cc.kh, cc.kw}, seed++, 1.0f / std::sqrt(float(cc.c * cc.kh * cc.kw)));
+    const Tensor b = Random({cc.m}, seed++, 0.5f);
+    const Tensor want = NaiveConv(cc, x, w, cc.bias ? &b : nullptr, nullptr);
+    Tensor first;
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+      KernelRun r = RunNhwcConv(cc, x, w, cc.bias ? &b : nullptr, nullptr, pool);
+      ASSERT_TRUE(r.create.ok()) << Name(cc) << ": " << r.create.ToString();
+      ASSERT_TRUE(r.compute.ok()) << Name(cc) << ": " << r.compute.ToString();
+      ExpectNear(r.y, want, Name(cc));
+      if (!first.valid()) {
+        first = r.y;
+      } else {  // the split over threads must not change a single bit
+        ASSERT_EQ(0, std::memcmp(first.data<float>(), r.y.data<float>(), first.num_elements() * sizeof(float)))
+            << Name(cc);
+      }
+    }
+  }
+}
+
+TEST(NhwcGemmConv, AutoPadSameMatchesExplicitPads) {
+  if (!sgemm::Available()) GTEST_SKIP();
+  // 7x7 input, 3x3 stride 2, SAME_UPPER: out 4x4, total pad 2 -> 1 top/left, 1 bottom/right;
+  // SAME_LOWER on 8x8: total pad 1 -> 1 top/left, 0 bottom/right.
+  for (auto [ap, in, pads] : {std::tuple<std::string, int64_t, std::vector<int64_t>>{"SAME_UPPER", 7, {1, 1, 1, 1}},
+                              {"SAME_LOWER", 8, {1, 1, 0, 0}},
+                              {"SAME_UPPER", 8, {0, 0, 1, 1}}}) {
+    ConvCase cc{.h = in, .w = in, .c = 5, .m = 6, .sh = 2, .sw = 2, .pads = pads};
+    const Tensor x = Random({1, in, in, 5}, 3), w = Random({6, 5, 3, 3}, 4), b = Random({6}, 5);
+    const Tensor want = NaiveConv(cc, x, w, &b, nullptr);
+    cc.auto_pad = ap;
+    KernelRun r = RunNhwcConv(cc, x, w, &b, nullptr, nullptr);
+    ASSERT_TRUE(r.create.ok() && r.compute.ok()) << ap << ": " << r.create.ToString() << r.compute.ToString();
+    ExpectNear(r.y, want, ap + " " + std::to_string(in));
+  }
+}
+
+TEST(NhwcGemmConv, ResidualAndReluInTheEpilogue) {
+  if (!sgemm::Available()) GTEST_SKIP();
+  ThreadPool pool2(2);
+  for (ConvCase cc : {ConvCase{.h = 6, .w = 6, .c = 70, .m = 33, .pads = {1, 1, 1, 1}},  // K = 630: 3 K blocks
+                      ConvCase{.n = 2, .h = 15, .w = 15, .c = 16, .m = 64, .kh = 1, .kw = 1},
+                      ConvCase{.h = 9, .w = 9, .c = 8, .m = 12, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}}}) {
+    cc.relu = cc.residual = true;
+    const int64_t oh = OutSize(cc.h, cc.kh, cc.sh, 1, cc.pads[0], cc.pads[2]);
+    const int64_t ow = OutSize(cc.w, cc.kw, cc.sw, 1, cc.pads[1], cc.pads[3]);
+    const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, 7);
+    const Tensor w = Random({cc.m, cc.c, cc.kh, cc.kw}, 8, 0.2f);
+    const Tensor b = Random({cc.m}, 9, 0.5f);
+    const Tensor res = Random({cc.n, oh, ow, cc.m}, 10, 2.0f);
+    const Tensor want = NaiveConv(cc, x, w, &b, &res);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+      KernelRun r = RunNhwcConv(cc, x, w, &b, &res, pool);
+      ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
+      ExpectNear(r.y, want, Name(cc));
+      int zeros = 0;
+      for (int64_t i = 0; i < r.y.num_elements(); ++i) zeros += r.y.data<float>()[i] == 0.0f;
+      EXPECT_GT(zeros, 0) << "Relu after the residual add never clamped: the case proves nothing";
+    }
+  }
+  // Without bias too.
+  ConvCase cc{.h = 4, .w = 4, .c = 3, .m = 5, .pads = {1, 1, 1, 1}, .bias = false, .residual = true};
+  const Tensor x = Random({1, 4, 4, 3}, 11), w = Random({5, 3, 3, 3}, 12), res = Random({1, 4, 4, 5}, 13);
+  KernelRun r = RunNhwcConv(cc, x, w, nullptr, &res, nullptr);
+  ASSERT_TRUE(r.create.ok() && r.compute.ok()) << r.create.ToString() << r.compute.ToString();
+  ExpectNear(r.y, NaiveConv(cc, x, w, nullptr, &res), "residual without bias");
+}
+
+TEST(NhwcGemmConv, BadInputsGiveClearErrors) {
+  if (!sgemm::Available()) GTEST_SKIP();
+  ConvCase cc{.h = 4, .w = 4, .c = 3, .m = 5, .pads = {1, 1, 1, 1}};
+  const Tensor x = Random({1, 4, 4, 3}, 1), w = Random({5, 3, 3, 3}, 2), b = Random({5}, 3);
+  // Residual of the wrong shape: named, never read out of bounds.
+  const Tensor small = Random({1, 4, 4, 4}, 4);
+  KernelRun r = RunNhwcConv(cc, x, w, &b, nullptr, nullptr, &small);
+  ASSERT_TRUE(r.create.ok()) << r.create.ToString();
+  EXPECT_EQ(r.compute.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.compute.message().find("conv0"), std::string::npos) << r.compute.message();
+  EXPECT_NE(r.compute.message().find("residual"), std::string::npos) << r.compute.message();
+  // X with the wrong channel count.
+  const Tensor x4 = Random({1, 4, 4, 4}, 5);
+  r = RunNhwcConv(cc, x4, w, &b, nullptr, nullptr);
+  ASSERT_TRUE(r.create.ok());
+  EXPECT_FALSE(r.compute.ok());
+  EXPECT_NE(r.compute.message().find("conv0"), std::string::npos) << r.compute.message();
+  // Rank 3 X.
+  const Tensor x3 = Random({4, 4, 3}, 6);
+  r = RunNhwcConv(cc, x3, w, &b, nullptr, nullptr);
+  EXPECT_EQ(r.compute.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.compute.message().find("rank 4"), std::string::npos) << r.compute.message();
+  // A residual on a grouped conv (which XNNPACK runs) is a malformed graph, not a crash.
+  ConvCase gc{.h = 4, .w = 4, .c = 4, .m = 4, .pads = {1, 1, 1, 1}, .group = 2};
+  const Tensor gx = Random({1, 4, 4, 4}, 7), gw = Random({4, 2, 3, 3}, 8), gr = Random({1, 4, 4, 4}, 9);
+  r = RunNhwcConv(gc, gx, gw, nullptr, &gr, nullptr);
+  EXPECT_EQ(r.create.code(), StatusCode::kInvalidModel) << r.create.ToString();
+  EXPECT_NE(r.create.message().find("residual"), std::string::npos) << r.create.message();
+}
+
+TEST(NhwcGemmConv, GroupedConvStaysOnXnnpackAndMatches) {
+  ConvCase cc{.n = 2, .h = 6, .w = 7, .c = 8, .m = 12, .pads = {1, 1, 1, 1}, .group = 2};
+  const Tensor x = Random({2, 6, 7, 8}, 1), w = Random({12, 4, 3, 3}, 2), b = Random({12}, 3);
+  KernelRun r = RunNhwcConv(cc, x, w, &b, nullptr, nullptr);
+  ASSERT_TRUE(r.create.ok() && r.compute.ok()) << r.create.ToString() << r.compute.ToString();
+  const Tensor want = NaiveConv(cc, x, w, &b, nullptr);
+  ExpectNear(r.y, want, "grouped");
+}
+
+TEST(NhwcDepthwiseConv, MatchesNaiveConvAtEdgeShapes) {
+  // Both the opt-in AVX-512 kernel and XNNPACK's default path.
+  for (const char* dw : {"1", "0"}) {
+    setenv("STRATA_NHWC_DW", dw, 1);
+    ThreadPool pool2(2);
+    std::vector<ConvCase> cases = {
+        {.n = 2, .h = 9, .w = 8, .c = 37, .m = 37, .pads = {1, 1, 1, 1}, .relu = true},  // C not a multiple of 16
+        {.h = 11, .w = 10, .c = 32, .m = 32, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}},
+        {.h = 12, .w = 13, .c = 16, .m = 16, .kh = 5, .kw = 5, .sh = 2, .sw = 1, .pads = {2, 1, 2, 2}},
+        {.h = 9, .w = 9, .c = 5, .m = 5, .dh = 2, .dw = 3, .pads = {2, 3, 2, 3}, .bias = false},
+        {.h = 1, .w = 1, .c = 48, .m = 48, .pads = {1, 1, 1, 1}},  // one pixel: only the centre tap
+        {.h = 3, .w = 2, .c = 3, .m = 3, .kh = 5, .kw = 5, .pads = {0, 0, 0, 0}, .auto_pad = "SAME_UPPER"},
+    };
+    uint32_t seed = 100;
+    for (ConvCase cc : cases) {
+      cc.group = cc.c;
+      if (!cc.auto_pad.empty()) cc.pads = {2, 2, 2, 2};  // SAME_UPPER, stride 1, 5x5: 2 each side
+      const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
+      const Tensor w = Random({cc.m, 1, cc.kh, cc.kw}, seed++, 0.5f);
+      const Tensor b = Random({cc.m}, seed++, 0.5f);
+      const Tensor want = NaiveConv(cc, x, w, cc.bias ? &b : nullptr, nullptr);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+        KernelRun r = RunNhwcConv(cc, x, w, cc.bias ? &b : nullptr, nullptr, pool);
+        ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
+        ExpectNear(r.y, want, std::string("depthwise (STRATA_NHWC_DW=") + dw + ") " + Name(cc));
+      }
+    }
+  }
+  unsetenv("STRATA_NHWC_DW");
+}
+
+// --- the SGEMM entry points -------------------------------------------------------------
+
+TEST(SgemmGathered, MatchesGemmOnTheSameMatrixAndChecksArguments) {
+  if (!sgemm::Available()) GTEST_SKIP();
+  const int64_t m = 203, k = 300, n = 45;  // two M blocks, two K blocks, a partial panel
+  const Tensor a = Random({m, k}, 1), bm = Random({k, n}, 2), bias = Random({n}, 3), res = Random({m, n}, 4);
+  auto packed = sgemm::PackB(bm.data<float>(), k, n, false);
+  ASSERT_TRUE(packed.ok());
+  struct Ctx {
+    const float* a;
+    int64_t lda;
+  } ctx{a.data<float>(), k};
+  sgemm::ASource src;
+  src.ctx = &ctx;
+  src.fill = [](const void* c, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld) {
+    const Ctx& x = *static_cast<const Ctx*>(c);
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * ld, x.a + (row0 + r) * x.lda + k0, kc * sizeof(float));
+  };
+  sgemm::Epilogue ep;
+  ep.bias = bias.data<float>();
+  ep.residual = res.data<float>();
+  ep.ldr = n;
+  ep.min = 0.0f;
+  ThreadPool pool2(2);
+  std::vector<float> direct(m * n), gathered(m * n, -1.0f);
+  ASSERT_TRUE(sgemm::Gemm(m, a.data<float>(), k, *packed, direct.data(), n, ep, &pool2).ok());
+  ASSERT_TRUE(sgemm::GemmGathered(m, src, *packed, gathered.data(), n, ep, &pool2).ok());
+  EXPECT_EQ(0, std::memcmp(direct.data(), gathered.data(), direct.size() * sizeof(float)));
+  // Spot-check against a plain sum: the residual and bias are added before the clamp.
+  for (int64_t i : {int64_t{0}, int64_t{101}, m - 1})
+    for (int64_t j : {int64_t{0}, int64_t{33}, n - 1}) {
+      double s = bias.data<float>()[j] + res.data<float>()[i * n + j];
+      for (int64_t kk = 0; kk < k; ++kk) s += double(a.data<float>()[i * k + kk]) * bm.data<float>()[kk * n + j];
+      EXPECT_NEAR(direct[i * n + j], std::max(s, 0.0), 1e-3) << i << "," << j;
+    }
+  // Argument errors.
+  sgemm::ASource none;
+  Status st = sgemm::GemmGathered(m, none, *packed, gathered.data(), n, ep, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("fill"), std::string::npos) << st.message();
+  sgemm::Epilogue bad = ep;
+  bad.ldr = n - 1;
+  st = sgemm::GemmGathered(m, src, *packed, gathered.data(), n, bad, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("residual"), std::string::npos) << st.message();
+  bad = ep;
+  bad.residual = gathered.data();
+  st = sgemm::Gemm(m, a.data<float>(), k, *packed, gathered.data(), n, bad, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("alias"), std::string::npos) << st.message();
+}
+
+// --- sessions through the layout pass -----------------------------------------------------
+
+using namespace onnx_builder;
+
+void AddInit(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, uint32_t seed, float scale) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  Tensor v = Random(Shape(dims.begin(), dims.end()), seed, scale);
+  for (int64_t d : dims) t->add_dims(d);
+  for (int64_t i = 0; i < v.num_elements(); ++i) t->add_float_data(v.data<float>()[i]);
+}
+
+void SetInts(onnx::NodeProto* n, const std::string& name, std::initializer_list<int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+void Conv(onnx::GraphProto* g, const std::string& in, const std::string& out, int64_t c, int64_t m, int64_t k,
+          int64_t stride, int64_t pad, uint32_t seed, int64_t group = 1, int64_t dil = 1) {
+  AddInit(g, out + "_w", {m, c / group, k, k}, seed, 1.0f / std::sqrt(float(c / group * k * k)));
+  AddInit(g, out + "_b", {m}, seed + 1000, 0.1f);
+  auto* n = AddNode(g, "Conv", {in, out + "_w", out + "_b"}, {out});
+  n->set_name(out);
+  SetInts(n, "kernel_shape", {k, k});
+  SetInts(n, "strides", {stride, stride});
+  SetInts(n, "pads", {pad, pad, pad, pad});
+  SetInts(n, "dilations", {dil, dil});
+  if (group != 1) {
+    auto* a = n->add_attribute();
+    a->set_name("group");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(group);
+  }
+}
+
+// Two ResNet basic blocks (identity and 1x1/s2 downsample shortcut) on a 7x7/s2 stem,
+// a dilated conv and a grouped conv, batch 2.
+onnx::ModelProto ResNetish() {
+  onnx::ModelProto m = MakeModel(13, "conv_nhwc_gemm_test");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 3, 30, 30});
+  Conv(g, "x", "stem", 3, 20, 7, 2, 3, 1);  // 15x15
+  AddNode(g, "Relu", {"stem"}, {"s"});
+  Conv(g, "s", "a1", 20, 20, 3, 1, 1, 2);
+  AddNode(g, "Relu", {"a1"}, {"a1r"});
+  Conv(g, "a1r", "a2", 20, 20, 3, 1, 1, 3);
+  AddNode(g, "Add", {"a2", "s"}, {"a_sum"});
+  AddNode(g, "Relu", {"a_sum"}, {"a"});
+  Conv(g, "a", "b1", 20, 36, 3, 2, 1, 4);  // 8x8
+  AddNode(g, "Relu", {"b1"}, {"b1r"});
+  Conv(g, "b1r", "b2", 36, 36, 3, 1, 1, 5);
+  Conv(g, "a", "down", 20, 36, 1, 2, 0, 6);  // produced after b2: the fused node must move
+  AddNode(g, "Add", {"b2", "down"}, {"b_sum"});
+  AddNode(g, "Relu", {"b_sum"}, {"b"});
+  Conv(g, "b", "dil", 36, 16, 3, 1, 2, 7, 1, 2);
+  Conv(g, "dil", "grp", 16, 16, 3, 1, 1, 8, 4);
+  AddOutput(g, "grp", {2, 16, 8, 8});
+  AddOutput(g, "a", {2, 20, 15, 15});
+  return m;
+}
+
+TEST(NhwcGemmConvSession, ResNetBlocksMatchReference) {
+  std::string bytes = Serialize(ResNetish());
+  Tensor x = Random({2, 3, 30, 30}, 42);
+  SessionOptions ref;
+  ref.threads = 1;
+  ref.optimization_level = 0;
+  ref.kernel.prefer_reference = true;
+  auto sr = Session::CreateFromBytes(bytes.data(), bytes.size(), ref);
+  ASSERT_TRUE(sr.ok()) << sr.status().ToString();
+  auto want = (*sr)->Run({{"x", Value(x)}});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  for (int threads : {1, 2}) {
+    SessionOptions fast;
+    fast.threads = threads;
+    auto sf = Session::CreateFromBytes(bytes.data(), bytes.size(), fast);
+    ASSERT_TRUE(sf.ok()) << sf.status().ToString();
+    std::map<std::string, int> ops;
+    for (const auto& a : (*sf)->assignments()) ++ops[a.op_type];
+    EXPECT_EQ(ops["Conv"], 0);
+    EXPECT_GE(ops["NhwcConv"], 7);
+    for (int rep = 0; rep < 2; ++rep) {  // the second run reuses prepacked state
+      auto got = (*sf)->Run({{"x", Value(x)}});
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_EQ(got->size(), want->size());
+      for (size_t i = 0; i < got->size(); ++i)
+        ExpectNear((*got)[i].tensor(), (*want)[i].tensor(), "threads " + std::to_string(threads));
+    }
+  }
+}
+
+TEST(NhwcConvResidualFusion, RewritesResNetTailsAndKeepsOrder) {
+  std::string bytes = Serialize(ResNetish());
+  auto model = ImportOnnxBytes(bytes.data(), bytes.size(), ImportOptions{});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  Graph& g = *model->graph;
+  OptimizerOptions opts;
+  ASSERT_TRUE(OptimizeGraph(g, opts).ok());
+  const int fused = FuseNhwcConvResidual(g);
+  if (!sgemm::Available()) {
+    EXPECT_EQ(fused, 0);  // grouped/XNNPACK convs never take a residual
+    return;
+  }
+  EXPECT_EQ(fused, 2);
+  int adds = 0, relus = 0, with_residual = 0;
+  std::vector<bool> produced(g.values.size(), false);
+  for (int v : g.inputs) produced[v] = true;
+  for (const auto& [v, t] : g.initializers) produced[v] = true;
+  for (const Node& n : g.nodes) {
+    for (int v : n.inputs) EXPECT_TRUE(v < 0 || produced[v]) << n.name << " reads " << g.ValueName(v) << " too early";
+    for (int v : n.outputs)
+      if (v >= 0) produced[v] = true;
+    adds += n.op_type == "Add";
+    relus += n.op_type == "Relu";
+    if (n.op_type == "NhwcConv" && n.inputs.size() == 4) {
+      ++with_residual;
+      EXPECT_EQ(n.GetString("activation", ""), "Relu") << n.name;
+    }
+  }
+  EXPECT_EQ(adds, 0);
+  EXPECT_EQ(relus, 0);
+  EXPECT_EQ(with_residual, 2);
+  // A second run finds nothing left to fuse.
+  EXPECT_EQ(FuseNhwcConvResidual(g), 0);
+}
+
+TEST(NhwcConvResidualFusion, LeavesBroadcastsAndSharedOutputsAlone) {
+  onnx::ModelProto m = MakeModel(13, "conv_nhwc_gemm_test");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {1, 4, 6, 6});
+  Conv(g, "x", "c1", 4, 4, 3, 1, 1, 1);
+  AddInit(g, "bias", {4, 1, 1}, 2, 1.0f);
+  AddNode(g, "Add", {"c1", "bias"}, {"bsum"});  // broadcast constant: not a residual
+  Conv(g, "bsum", "c2", 4, 4, 3, 1, 1, 3);
+  AddNode(g, "Add", {"c2", "bsum"}, {"sum2"});
+  AddNode(g, "Relu", {"c2"}, {"c2r"});  // c2 has a second reader: no fusion
+  AddOutput(g, "sum2", {1, 4, 6, 6});
+  AddOutput(g, "c2r", {1, 4, 6, 6});
+  std::string bytes = Serialize(m);
+  auto model = ImportOnnxBytes(bytes.data(), bytes.size(), ImportOptions{});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_TRUE(OptimizeGraph(*model->graph, OptimizerOptions{}).ok());
+  EXPECT_EQ(FuseNhwcConvResidual(*model->graph), 0);
+}
+
+}  // namespace
+}  // namespace strata
