@@ -6,7 +6,7 @@
 #                                HeavyConcurrency* test (strata_tests only).
 # Extra arguments go to ctest (asan, e.g. --rerun-failed or -R NAME) or to the gtest binary
 # (tsan, e.g. --gtest_repeat=3). STRATA_SAN_JOBS sets the build and ctest parallelism (2).
-# Sanitizer builds are slow: ~200 objects for asan; on 2 busy cores expect an hour.
+# Sanitizer builds are slow: ~190 steps for asan (~2,500 CPU-s); on 2 busy cores expect an hour.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind="${1:-}"
