@@ -78,7 +78,7 @@ STRATA_AVX512 void DequantKPanel(const Packed& w, int64_t n0, int64_t k0, int64_
   }
 }
 
-void ParallelRange(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ParallelRange(ThreadPool* pool, int64_t n, int64_t grain, ThreadPool::RangeRef fn) {
   if (pool) {
     pool->ParallelFor(n, grain, fn);
   } else {
