@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "cpu/conv_kernels.h"
+#include "cpu/target_clones.h"
 #include "cpu/xnnpack_util.h"
 
 namespace strata {
@@ -15,7 +16,7 @@ struct PlaneGeometry {
   int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
 };
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void DepthwisePlane(const float* in, const float* w,
+STRATA_TARGET_CLONES("avx512f", "avx2", "default") void DepthwisePlane(const float* in, const float* w,
                                                                                   float* out, const PlaneGeometry& g,
                                                                                   float bias, float lo, float hi) {
   for (int64_t oy = 0; oy < g.oh; ++oy) {

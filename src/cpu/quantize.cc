@@ -12,6 +12,7 @@
 
 #include "core/kernel.h"
 #include "cpu/register.h"
+#include "cpu/target_clones.h"
 
 namespace strata {
 namespace {
@@ -375,7 +376,7 @@ Result<ConvGeom> ConvGeometry(const Node& node, const Tensor& x, const Tensor& w
 
 // acc[i] += w * c[i] (mod 2^32). Cloned for AVX2 (vpmulld) with run-time dispatch: baseline
 // x86-64 has no packed 32-bit multiply, so the default clone is scalar.
-__attribute__((target_clones("avx2", "default"))) void AxpyU32(uint32_t* acc, uint32_t w, const int32_t* c,
+STRATA_TARGET_CLONES("avx2", "default") void AxpyU32(uint32_t* acc, uint32_t w, const int32_t* c,
                                                                  int64_t n) {
   for (int64_t i = 0; i < n; ++i) acc[i] += w * static_cast<uint32_t>(c[i]);
 }
