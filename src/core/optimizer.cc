@@ -344,8 +344,9 @@ Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
     FuseActivations(g);
     // Last: it renames Conv/pool nodes into the internal domain the passes above skip.
     ASSIGN_OR_RETURN(int l, ConvertToNhwc(g, opts));
-    // ResNet's conv -> Add(skip) [-> Relu] into the conv's SGEMM epilogue (NHWC only).
-    if (l > 0) FuseNhwcConvResidual(g);
+    // ResNet's conv -> Add(skip) [-> Relu] into the conv's SGEMM epilogue (NHWC only). Only
+    // for one-thread sessions: with more threads the convs run on XNNPACK (see MakeNhwcConv).
+    if (l > 0 && (!opts.pool || opts.pool->num_threads() <= 1)) FuseNhwcConvResidual(g);
   }
   EliminateDeadNodes(g);
   return Status::Ok();

@@ -138,7 +138,9 @@ KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& w, cons
     out.create = NotFound("no NhwcConv kernel");
     return out;
   }
-  auto k = def->factory(KernelInit{node, g, pool, {}});
+  // Created without a pool so the factory picks the SGEMM conv (it keeps XNNPACK for
+  // multi-thread sessions); Compute still gets `pool`, so the SGEMM's split is tested.
+  auto k = def->factory(KernelInit{node, g, nullptr, {}});
   out.create = k.status();
   if (!k.ok()) return out;
   std::vector<const Value*> ptrs;
