@@ -16,6 +16,16 @@ struct ConvShapes {
 };
 Result<ConvShapes> CheckConvShapes(const Node& node, const Shape& x, const Shape& w, const Tensor* b);
 
+// The NHWC conv kernels' shared input checks: X present, float32, rank 4 (NHWC), then the
+// geometry checked as the NCHW Conv would, so errors read the same as without the layout
+// pass. `node` names the NHWC node in errors; `nchw_node` carries the Conv attributes.
+struct NhwcConvInput {
+  int64_t n = 0, h = 0, w = 0, c = 0;
+  ConvShapes shapes;
+};
+Result<NhwcConvInput> CheckNhwcConvInput(const Node& node, const Tensor* x, const Node& nchw_node,
+                                         const Shape& w_shape);
+
 Result<std::unique_ptr<OpKernel>> MakeRefConv(const KernelInit& init);
 Result<std::unique_ptr<OpKernel>> MakeRefConvTranspose(const KernelInit& init);
 // fp32 2-D (and 1-D) Conv with constant weights via XNNPACK; falls back to MakeRefConv.

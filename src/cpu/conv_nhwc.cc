@@ -27,6 +27,19 @@ Node OriginalNode(const Node& nhwc_node, const char* onnx_op) {
   return n;
 }
 
+Result<NhwcConvInput> CheckNhwcConvInput(const Node& node, const Tensor* x, const Node& nchw_node,
+                                         const Shape& w_shape) {
+  if (!x) return InvalidArgument(node.Describe(), ": Conv needs input X");
+  if (x->dtype() != DataType::kFloat)
+    return InvalidArgument(node.Describe(), ": X dtype ", DataTypeName(x->dtype()), " differs from W's float32");
+  if (x->rank() != 4)
+    return InvalidArgument(node.Describe(), ": NHWC input X must have rank 4, got ", ShapeToString(x->shape()));
+  NhwcConvInput in;
+  in.n = x->dim(0), in.h = x->dim(1), in.w = x->dim(2), in.c = x->dim(3);
+  ASSIGN_OR_RETURN(in.shapes, CheckConvShapes(nchw_node, {in.n, in.c, in.h, in.w}, w_shape, nullptr));
+  return in;
+}
+
 Status RunNchwFallback(KernelContext& ctx, const OpKernel& ref, const Node& nchw_node) {
   const Node& node = ctx.node();
   const Tensor* x = ctx.input(0);
@@ -107,15 +120,9 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument(node.Describe(), ": Conv needs input X");
-    if (x->dtype() != DataType::kFloat)
-      return InvalidArgument(node.Describe(), ": X dtype ", DataTypeName(x->dtype()), " differs from W's float32");
-    if (x->rank() != 4)
-      return InvalidArgument(node.Describe(), ": NHWC input X must have rank 4, got ", ShapeToString(x->shape()));
-    const int64_t n = x->dim(0), h = x->dim(1), w = x->dim(2), c = x->dim(3);
-    // Validate as the NCHW Conv would, so errors read the same as without the pass.
-    ASSIGN_OR_RETURN(ConvShapes s, CheckConvShapes(nchw_node_, {n, c, h, w}, w_shape_, nullptr));
-    const SpatialGeometry& g = s.geo;
+    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_));
+    const int64_t n = xin.n, h = xin.h, w = xin.w;
+    const SpatialGeometry& g = xin.shapes.geo;
     const Shape key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, g.out[0], g.out[1], m_}));
     if (y->num_elements() == 0) return Status::Ok();

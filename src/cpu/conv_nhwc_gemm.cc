@@ -74,14 +74,9 @@ class NhwcGemmConvKernel final : public OpKernel {
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument(node.Describe(), ": Conv needs input X");
-    if (x->dtype() != DataType::kFloat)
-      return InvalidArgument(node.Describe(), ": X dtype ", DataTypeName(x->dtype()), " differs from W's float32");
-    if (x->rank() != 4)
-      return InvalidArgument(node.Describe(), ": NHWC input X must have rank 4, got ", ShapeToString(x->shape()));
-    const int64_t n = x->dim(0), h = x->dim(1), w = x->dim(2), c = x->dim(3);
-    // Validate as the NCHW Conv would, so errors read the same as without the pass.
-    ASSIGN_OR_RETURN(ConvShapes s, CheckConvShapes(nchw_node_, {n, c, h, w}, w_shape_, nullptr));
+    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_));
+    const int64_t n = xin.n, h = xin.h, w = xin.w, c = xin.c;
+    const ConvShapes& s = xin.shapes;
     const SpatialGeometry& g = s.geo;
     const int64_t m = w_shape_[0], oh = g.out[0], ow = g.out[1];
     const Shape out_shape = {n, oh, ow, m};

@@ -15,6 +15,7 @@
 
 #include "cpu/matmul_nbits.h"
 #include "cpu/sgemm_internal.h"
+#include "cpu/sgemm_transpose.h"
 
 namespace strata::nbits {
 
@@ -24,30 +25,6 @@ namespace si = sgemm::internal;
 constexpr int64_t kPanel = 32;  // the micro-kernel's column width
 
 #define STRATA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
-
-// In-register transpose of 16 rows of 16 floats: afterwards r[j] holds column j.
-STRATA_AVX512 inline void Transpose16(__m512 r[16]) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  for (int h = 0; h < 16; h += 8)
-    for (int i = 0; i < 4; ++i) {
-      t[h + i] = _mm512_shuffle_f32x4(u[h + i], u[h + 4 + i], 0x88);
-      t[h + 4 + i] = _mm512_shuffle_f32x4(u[h + i], u[h + 4 + i], 0xDD);
-    }
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
-    r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
-  }
-}
 
 // 16 dequantized weights of column n at k (k a multiple of 16: one block, one load).
 STRATA_AVX512 inline __m512 Dequant16(const Packed& w, int64_t n, int64_t k) {
@@ -71,7 +48,7 @@ STRATA_AVX512 void DequantKPanel(const Packed& w, int64_t n0, int64_t k0, int64_
     for (int64_t k = k0; k < k0 + kc; k += 16) {
       __m512 r[16];
       for (int j = 0; j < 16; ++j) r[j] = j < cols ? Dequant16(w, nh + j, k) : _mm512_setzero_ps();
-      Transpose16(r);
+      si::Transpose16x16(r);
       float* dst = panel + (k - k0) * kPanel + 16 * half;
       for (int t = 0; t < 16; ++t) _mm512_store_ps(dst + t * kPanel, r[t]);
     }
