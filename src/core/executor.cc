@@ -26,9 +26,9 @@ class LateDispatchKernel final : public OpKernel {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = cache_.find(dt);
       if (it == cache_.end()) {
-        const KernelDef* def = CpuKernels().Find(node_.domain, node_.op_type, node_.opset, dt, cfg_.prefer_reference);
-        if (!def) return Unsupported(node_.Describe(), ": no kernel for input type ", DataTypeName(dt));
         KernelInit init{node_, graph_, pool_, cfg_};
+        const KernelDef* def = CpuKernels().Select(init, dt, cfg_.prefer_reference);
+        if (!def) return Unsupported(node_.Describe(), ": no kernel for input type ", DataTypeName(dt));
         auto r = def->factory(init);
         if (!r.ok()) return r.status();
         it = cache_.emplace(dt, std::move(r).value()).first;
@@ -140,7 +140,7 @@ Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> 
         kernel = std::make_unique<LateDispatchKernel>(node, g, pool, opts.kernel, type_input);
         impl = "late";
       } else {
-        const KernelDef* def = reg.Find(node.domain, node.op_type, node.opset, dt, opts.kernel.prefer_reference);
+        const KernelDef* def = reg.Select(init, dt, opts.kernel.prefer_reference);
         if (!def) return Unsupported("unsupported op: ", node.Describe(), " has no kernel for type ", DataTypeName(dt));
         ASSIGN_OR_RETURN(kernel, def->factory(init));
         impl = def->impl;

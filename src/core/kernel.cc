@@ -58,8 +58,17 @@ void KernelContext::SetOutput(size_t i, Value v) {
 
 void KernelRegistry::Register(KernelDef def) { defs_.push_back(std::move(def)); }
 
-const KernelDef* KernelRegistry::Find(const std::string& domain, const std::string& op_type, int opset,
-                                      DataType dtype, bool want_reference) const {
+const KernelDef* KernelRegistry::Find(const std::string& domain, const std::string& op_type, int opset, DataType dtype,
+                                      bool want_reference) const {
+  return Best(domain, op_type, opset, dtype, want_reference, nullptr);
+}
+
+const KernelDef* KernelRegistry::Select(const KernelInit& init, DataType dtype, bool want_reference) const {
+  return Best(init.node.domain, init.node.op_type, init.node.opset, dtype, want_reference, &init);
+}
+
+const KernelDef* KernelRegistry::Best(const std::string& domain, const std::string& op_type, int opset, DataType dtype,
+                                      bool want_reference, const KernelInit* init) const {
   const KernelDef* best = nullptr;
   for (const auto& d : defs_) {
     if (d.op_type != op_type || d.domain != domain) continue;
@@ -70,6 +79,7 @@ const KernelDef* KernelRegistry::Find(const std::string& domain, const std::stri
       if (!ok) continue;
     }
     if (want_reference && !d.reference) continue;
+    if (init && d.covers && !d.covers(*init)) continue;
     // Prefer optimized kernels, then the most specific (latest since_version).
     if (!best || (!want_reference && best->reference && !d.reference) ||
         (best->reference == d.reference && d.since_version > best->since_version))
@@ -80,8 +90,7 @@ const KernelDef* KernelRegistry::Find(const std::string& domain, const std::stri
 
 bool KernelRegistry::Supports(const std::string& domain, const std::string& op_type, int opset) const {
   for (const auto& d : defs_)
-    if (d.op_type == op_type && d.domain == domain && opset >= d.since_version && opset <= d.end_version)
-      return true;
+    if (d.op_type == op_type && d.domain == domain && opset >= d.since_version && opset <= d.end_version) return true;
   return false;
 }
 

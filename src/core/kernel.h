@@ -18,7 +18,7 @@ namespace strata {
 
 // Session-wide settings a kernel may consult at creation time.
 struct KernelConfig {
-  bool bf16_fast_math = false;  // allow bf16 weights with fp32 accumulation
+  bool bf16_fast_math = false;    // allow bf16 weights with fp32 accumulation
   bool prefer_reference = false;  // force the plain reference kernels (tests, debugging)
 };
 
@@ -32,9 +32,7 @@ struct KernelInit {
   size_t num_inputs() const { return node.inputs.size(); }
   bool has_input(size_t i) const { return i < node.inputs.size() && node.inputs[i] >= 0; }
   // The constant (initializer) feeding input i, or nullptr if it is computed at run time.
-  const Tensor* constant_input(size_t i) const {
-    return has_input(i) ? graph.Constant(node.inputs[i]) : nullptr;
-  }
+  const Tensor* constant_input(size_t i) const { return has_input(i) ? graph.Constant(node.inputs[i]) : nullptr; }
   // Declared/inferred type of input i (may be kUnknown).
   const TypeInfo& input_type(size_t i) const;
   const TypeInfo& output_type(size_t i) const;
@@ -113,6 +111,10 @@ struct KernelDef {
   std::vector<DataType> types;
   int type_input = 0;
   KernelFactory factory;
+  // Optional: false for nodes this entry does not cover (an option is off, a shape it does
+  // not handle). Select then passes to the next-best entry, so the reported impl names the
+  // kernel that really runs. Empty: covers every node that matches the key.
+  std::function<bool(const KernelInit&)> covers;
   // True for the plain reference implementation (the test oracle). When an op has an
   // optimized kernel too, the optimized one is preferred unless reference is asked for.
   bool reference = true;
@@ -126,6 +128,9 @@ class KernelRegistry {
   // `want_reference` selects the reference kernel even when an optimized one exists.
   const KernelDef* Find(const std::string& domain, const std::string& op_type, int opset, DataType dtype,
                         bool want_reference = false) const;
+  // Like Find for init.node, skipping entries whose `covers` rejects the node: the entry a
+  // session creates the node's kernel from.
+  const KernelDef* Select(const KernelInit& init, DataType dtype, bool want_reference = false) const;
   // True if some kernel covers this op at this opset (any dtype).
   bool Supports(const std::string& domain, const std::string& op_type, int opset) const;
   // All kernels for an op, for tests that compare optimized with reference.
@@ -133,6 +138,8 @@ class KernelRegistry {
   const std::vector<KernelDef>& all() const { return defs_; }
 
  private:
+  const KernelDef* Best(const std::string& domain, const std::string& op_type, int opset, DataType dtype,
+                        bool want_reference, const KernelInit* init) const;
   std::vector<KernelDef> defs_;
 };
 

@@ -63,8 +63,8 @@ struct Bf16Epilogue {
 // (or, with trans_a, [K, M] with row stride lda) and B was packed by PackBf16. Parallel
 // over M x N blocks on `pool` (may be null). Errors (unavailable CPU, bad strides) start
 // with node.Describe().
-Status GemmBf16(const Node& node, int64_t M, const float* a, int64_t lda, bool trans_a, const PackedBf16B& b,
-                float* c, int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool);
+Status GemmBf16(const Node& node, int64_t M, const float* a, int64_t lda, bool trans_a, const PackedBf16B& b, float* c,
+                int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool);
 
 // MatMul/Gemm with a constant float B when bf16 fast math applies; otherwise (option off,
 // CPU without avx512_bf16, shapes it does not cover) the fp32 MakeFast* kernel.
@@ -72,11 +72,13 @@ Result<std::unique_ptr<OpKernel>> MakeBf16MatMul(const KernelInit& init);
 Result<std::unique_ptr<OpKernel>> MakeBf16Gemm(const KernelInit& init);
 // 2-D group-1 Conv with constant weights when bf16 fast math applies; otherwise MakeXnnConv.
 Result<std::unique_ptr<OpKernel>> MakeBf16Conv(const KernelInit& init);
+// True when MakeBf16Conv builds the bf16 kernel (the registry entry's `covers`).
+bool Bf16ConvCovers(const KernelInit& init);
 // True if `k` is one of the bf16 kernels (tests: which implementation a factory chose).
 bool IsBf16Kernel(const OpKernel& k);
 
 // Registers the bf16 MatMul/Gemm/Conv kernels (impl "avx512_bf16"); they take precedence
-// over the fp32 "xnnpack" kernels and delegate to them unless bf16 fast math applies.
+// over the fp32 "xnnpack" kernels for the nodes they cover and pass the others on.
 void RegisterBf16Kernels(KernelRegistry& r);
 
 namespace bf16_internal {

@@ -1,7 +1,8 @@
 // bf16 fast-math MatMul/Gemm with a constant B (transformer weights): B is packed to
-// bf16 once here, A is converted per cache block inside GemmBf16. Factories delegate
-// to the fp32 kernels whenever bf16 does not apply, so registering these ahead of the
-// fp32 ones changes nothing for sessions without precision=bf16.
+// bf16 once here, A is converted per cache block inside GemmBf16. The entries decline
+// (KernelDef::covers) whenever bf16 does not apply, so registering these ahead of the
+// fp32 ones changes nothing for sessions without precision=bf16; called directly, the
+// factories still delegate to the fp32 kernels.
 #include <climits>
 
 #include "cpu/gemm_bf16.h"
@@ -75,36 +76,55 @@ class Bf16GemmKernel final : public bf16_internal::Bf16KernelBase {
 
 bool IsBf16Kernel(const OpKernel& k) { return dynamic_cast<const bf16_internal::Bf16KernelBase*>(&k) != nullptr; }
 
-Result<std::unique_ptr<OpKernel>> MakeBf16MatMul(const KernelInit& init) {
-  if (!Bf16Applies(init)) return MakeFastMatMul(init);
+namespace {
+
+// A constant float 2-D B with no empty dimension: what the bf16 kernels pack once.
+bool ConstantMatrixB(const KernelInit& init) {
   const Tensor* b = init.constant_input(1);
-  if (!b || b->dtype() != DataType::kFloat || b->rank() != 2 || b->dim(0) == 0 || b->dim(1) == 0)
-    return MakeFastMatMul(init);  // run-time or batched B (attention scores) stays fp32
+  return b && b->dtype() == DataType::kFloat && b->rank() == 2 && b->dim(0) > 0 && b->dim(1) > 0;
+}
+
+// Run-time or batched B (attention scores) stays fp32.
+bool Bf16MatMulCovers(const KernelInit& init) { return Bf16Applies(init) && ConstantMatrixB(init); }
+
+// beta*C folds into the bias when C is a constant broadcast row ([N], [1, N], a scalar);
+// a run-time or full-matrix C goes to the fp32 kernel.
+bool Bf16GemmCovers(const KernelInit& init) {
+  if (!Bf16Applies(init) || !ConstantMatrixB(init)) return false;
+  const Node& node = init.node;
+  // Before opset 11 C is required: the fp32 kernel reports its absence.
+  if (!init.has_input(2)) return node.opset >= 11;
+  if (node.GetFloat("beta", 1.0f) == 0.0f) return true;
+  const Tensor* b = init.constant_input(1);
+  const Tensor* c = init.constant_input(2);
+  if (!c || c->dtype() != DataType::kFloat || c->rank() > 2) return false;
+  const int64_t N = node.GetInt("transB", 0) != 0 ? b->dim(0) : b->dim(1);
+  const Shape& cs = c->shape();
+  const int64_t last = cs.empty() ? 1 : cs.back();
+  return !(cs.size() == 2 && cs[0] != 1) && (last == 1 || last == N);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<OpKernel>> MakeBf16MatMul(const KernelInit& init) {
+  if (!Bf16MatMulCovers(init)) return MakeFastMatMul(init);
+  const Tensor* b = init.constant_input(1);
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(init.node));
   ASSIGN_OR_RETURN(PackedBf16B packed, PackBf16(b->data<float>(), b->dim(0), b->dim(1), /*trans=*/false));
   return std::unique_ptr<OpKernel>(std::make_unique<Bf16MatMulKernel>(std::move(packed), act));
 }
 
 Result<std::unique_ptr<OpKernel>> MakeBf16Gemm(const KernelInit& init) {
-  if (!Bf16Applies(init)) return MakeFastGemm(init);
+  if (!Bf16GemmCovers(init)) return MakeFastGemm(init);
   const Node& node = init.node;
   const Tensor* b = init.constant_input(1);
-  if (!b || b->dtype() != DataType::kFloat || b->rank() != 2 || b->dim(0) == 0 || b->dim(1) == 0)
-    return MakeFastGemm(init);
   const bool trans_a = node.GetInt("transA", 0) != 0, trans_b = node.GetInt("transB", 0) != 0;
   const float alpha = node.GetFloat("alpha", 1.0f), beta = node.GetFloat("beta", 1.0f);
   const int64_t K = trans_b ? b->dim(1) : b->dim(0), N = trans_b ? b->dim(0) : b->dim(1);
-  // beta*C folds into the bias when C is a constant broadcast row ([N], [1, N], a scalar);
-  // a run-time or full-matrix C goes to the fp32 kernel.
-  // Before opset 11 C is required: the fp32 kernel reports its absence.
-  if (!init.has_input(2) && node.opset < 11) return MakeFastGemm(init);
   std::vector<float> bias;
   if (init.has_input(2) && beta != 0.0f) {
     const Tensor* c = init.constant_input(2);
-    if (!c || c->dtype() != DataType::kFloat || c->rank() > 2) return MakeFastGemm(init);
-    const Shape& cs = c->shape();
-    const int64_t last = cs.empty() ? 1 : cs.back();
-    if ((cs.size() == 2 && cs[0] != 1) || (last != 1 && last != N)) return MakeFastGemm(init);
+    const int64_t last = c->shape().empty() ? 1 : c->shape().back();
     bias.resize(static_cast<size_t>(N));
     for (int64_t n = 0; n < N; ++n) bias[n] = beta * c->data<float>()[last == 1 ? 0 : n];
   }
@@ -119,20 +139,43 @@ void RegisterBf16Kernels(KernelRegistry& r) {
   if (!Bf16GemmAvailable()) return;
   // Registered before the fp32 kernels with the same since_version, which wins ties in
   // KernelRegistry::Find; the later since_versions make it win outright on newer opsets.
+  // `covers` hands the nodes bf16 does not apply to (option off, shapes it does not take)
+  // to the fp32 entries, so --verbose names the kernel that runs.
   for (int since : {1, 9, 13}) {
     int end = since == 1 ? 8 : since == 9 ? 12 : INT_MAX;
-    r.Register({.domain = "", .op_type = "MatMul", .since_version = since, .end_version = end,
-                .types = {DataType::kFloat}, .factory = MakeBf16MatMul, .reference = false, .impl = "avx512_bf16"});
+    r.Register({.domain = "",
+                .op_type = "MatMul",
+                .since_version = since,
+                .end_version = end,
+                .types = {DataType::kFloat},
+                .factory = MakeBf16MatMul,
+                .covers = Bf16MatMulCovers,
+                .reference = false,
+                .impl = "avx512_bf16"});
   }
   for (int since : {1, 11, 13}) {
     int end = since == 1 ? 10 : since == 11 ? 12 : INT_MAX;
-    r.Register({.domain = "", .op_type = "Gemm", .since_version = since, .end_version = end,
-                .types = {DataType::kFloat}, .factory = MakeBf16Gemm, .reference = false, .impl = "avx512_bf16"});
+    r.Register({.domain = "",
+                .op_type = "Gemm",
+                .since_version = since,
+                .end_version = end,
+                .types = {DataType::kFloat},
+                .factory = MakeBf16Gemm,
+                .covers = Bf16GemmCovers,
+                .reference = false,
+                .impl = "avx512_bf16"});
   }
   for (int since : {1, 11}) {
     int end = since == 1 ? 10 : INT_MAX;
-    r.Register({.domain = "", .op_type = "Conv", .since_version = since, .end_version = end,
-                .types = {DataType::kFloat}, .factory = MakeBf16Conv, .reference = false, .impl = "avx512_bf16"});
+    r.Register({.domain = "",
+                .op_type = "Conv",
+                .since_version = since,
+                .end_version = end,
+                .types = {DataType::kFloat},
+                .factory = MakeBf16Conv,
+                .covers = Bf16ConvCovers,
+                .reference = false,
+                .impl = "avx512_bf16"});
   }
 }
 
