@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "cpu/simd_exp.h"
 
 namespace strata {
 
@@ -121,21 +122,7 @@ void RowScalar(Mode mode, const float* x, float* y, int64_t n) {
 __attribute__((target("avx2,fma"))) inline __m256 Exp256(__m256 x) {
   const __m256 lo = _mm256_set1_ps(-87.3f);
   __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  x = _mm256_max_ps(x, lo);
-  __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-  __m256 p = _mm256_set1_ps(1.9875691500E-4f);
-  p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(1.3981999507E-3f));
-  p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(8.3334519073E-3f));
-  p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(4.1665795894E-2f));
-  p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(1.6666665459E-1f));
-  p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(5.0000001201E-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-  p = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-  return _mm256_andnot_ps(under, p);
+  return _mm256_andnot_ps(under, simd_exp::ExpClamped256(_mm256_max_ps(x, lo)));
 }
 
 __attribute__((target("avx2,fma"))) float HMax256(__m256 v) {
@@ -191,20 +178,7 @@ __attribute__((target("avx2,fma"))) void RowAvx2(Mode mode, const float* x, floa
 __attribute__((target("avx512f"))) inline __m512 Exp512(__m512 x) {
   const __m512 lo = _mm512_set1_ps(-87.3f);
   __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
-  x = _mm512_max_ps(x, lo);
-  __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(1.3981999507E-3f));
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(8.3334519073E-3f));
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(4.1665795894E-2f));
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(1.6666665459E-1f));
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(5.0000001201E-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-  p = _mm512_scalef_ps(p, fx);
-  return _mm512_maskz_mov_ps(keep, p);
+  return _mm512_maskz_mov_ps(keep, simd_exp::ExpClamped512(_mm512_max_ps(x, lo)));
 }
 
 __attribute__((target("avx512f"))) void RowAvx512(Mode mode, const float* x, float* y, int64_t n) {

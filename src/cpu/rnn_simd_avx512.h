@@ -5,24 +5,14 @@
 
 #include <immintrin.h>
 
+#include "cpu/simd_exp.h"
+
 namespace strata {
 namespace rnn_simd {
 
 // exp with inputs clamped to the finite float range; ~2 ulp (Cephes polynomial).
 __attribute__((target("avx512f"), always_inline)) inline __m512 Exp512(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
-  __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(1.3981999507E-3f));
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(8.3334519073E-3f));
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(4.1665795894E-2f));
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(1.6666665459E-1f));
-  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(5.0000001201E-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, fx);
+  return simd_exp::ExpClamped512(_mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f)));
 }
 __attribute__((target("avx512f"), always_inline)) inline __m512 Sigmoid512(__m512 x) {
   const __m512 one = _mm512_set1_ps(1.0f);
