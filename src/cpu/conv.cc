@@ -13,8 +13,7 @@ namespace strata {
 
 Result<ConvShapes> CheckConvShapes(const Node& node, const Shape& x, const Shape& w, const Tensor* b) {
   if (x.size() < 3)
-    return InvalidArgument(node.Describe(), ": input X must be [N, C, spatial...] (rank >= 3), got ",
-                           ShapeToString(x));
+    return InvalidArgument(node.Describe(), ": input X must be [N, C, spatial...] (rank >= 3), got ", ShapeToString(x));
   if (w.size() != x.size())
     return InvalidArgument(node.Describe(), ": weight W ", ShapeToString(w), " must have the same rank as X ",
                            ShapeToString(x));
@@ -40,6 +39,20 @@ Result<ConvShapes> CheckConvShapes(const Node& node, const Shape& x, const Shape
   Shape in(x.begin() + 2, x.end());
   ASSIGN_OR_RETURN(s.geo, ComputeWindowGeometry(node, in, kernel, /*ceil_mode=*/false));
   return s;
+}
+
+Result<FloatConvIo> StartFloatConv(KernelContext& ctx, const Shape& w_shape) {
+  const Node& node = ctx.node();
+  FloatConvIo io;
+  io.x = ctx.input(0);
+  if (!io.x) return InvalidArgument(node.Describe(), ": Conv needs input X");
+  if (io.x->dtype() != DataType::kFloat)
+    return InvalidArgument(node.Describe(), ": X dtype ", DataTypeName(io.x->dtype()), " differs from W's float32");
+  ASSIGN_OR_RETURN(io.shapes, CheckConvShapes(node, io.x->shape(), w_shape, nullptr));
+  Shape out = {io.shapes.batch, io.shapes.out_channels};
+  out.insert(out.end(), io.shapes.geo.out.begin(), io.shapes.geo.out.end());
+  ASSIGN_OR_RETURN(io.y, ctx.AllocateOutput(0, DataType::kFloat, std::move(out)));
+  return io;
 }
 
 namespace {
@@ -119,17 +132,6 @@ Status CheckFloatInputs(const Node& node, const Tensor& x, const Tensor& w, cons
   return Status::Ok();
 }
 
-template <typename Fn>
-bool DispatchConvFloat(DataType dt, Fn&& fn) {
-  switch (dt) {
-    case DataType::kFloat: fn.template operator()<float>(); return true;
-    case DataType::kDouble: fn.template operator()<double>(); return true;
-    case DataType::kFloat16: fn.template operator()<Float16>(); return true;
-    case DataType::kBFloat16: fn.template operator()<BFloat16>(); return true;
-    default: return false;
-  }
-}
-
 class RefConvKernel final : public OpKernel {
  public:
   explicit RefConvKernel(FusedActivation act) : act_(act) {}
@@ -144,7 +146,7 @@ class RefConvKernel final : public OpKernel {
     Shape out = {s.batch, s.out_channels};
     out.insert(out.end(), s.geo.out.begin(), s.geo.out.end());
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), out));
-    bool ok = DispatchConvFloat(x->dtype(), [&]<typename T>() {
+    bool ok = DispatchFloat(x->dtype(), [&]<typename T>() {
       RefConvTyped<T>(x->data<T>(), w->data<T>(), b ? b->data<T>() : nullptr, y->mutable_data<T>(), s, act_,
                       ctx.pool());
     });
@@ -238,7 +240,7 @@ class RefConvTransposeKernel final : public OpKernel {
     Shape out = {xs[0], cout};
     out.insert(out.end(), g.out.begin(), g.out.end());
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), out));
-    bool ok = DispatchConvFloat(x->dtype(), [&]<typename T>() {
+    bool ok = DispatchFloat(x->dtype(), [&]<typename T>() {
       RefConvTransposeTyped<T>(x->data<T>(), w->data<T>(), b ? b->data<T>() : nullptr, y->mutable_data<T>(), xs[0],
                                xs[1], group, cog, g, ctx.pool());
     });
@@ -247,8 +249,7 @@ class RefConvTransposeKernel final : public OpKernel {
   }
 };
 
-const std::vector<DataType> kConvTypes = {DataType::kFloat, DataType::kDouble, DataType::kFloat16,
-                                          DataType::kBFloat16};
+const std::vector<DataType> kConvTypes = {DataType::kFloat, DataType::kDouble, DataType::kFloat16, DataType::kBFloat16};
 
 }  // namespace
 
@@ -263,12 +264,25 @@ Result<std::unique_ptr<OpKernel>> MakeRefConvTranspose(const KernelInit& init) {
 
 void RegisterConvKernels(KernelRegistry& r) {
   r.Register({.domain = "", .op_type = "Conv", .since_version = 1, .types = kConvTypes, .factory = MakeRefConv});
-  r.Register({.domain = "", .op_type = "ConvTranspose", .since_version = 1, .types = kConvTypes,
+  r.Register({.domain = "",
+              .op_type = "ConvTranspose",
+              .since_version = 1,
+              .types = kConvTypes,
               .factory = MakeRefConvTranspose});
-  r.Register({.domain = "", .op_type = "Conv", .since_version = 1, .types = {DataType::kFloat},
-              .factory = MakeXnnConv, .reference = false, .impl = "xnnpack"});
-  r.Register({.domain = "", .op_type = "ConvTranspose", .since_version = 1, .types = {DataType::kFloat},
-              .factory = MakeXnnConvTranspose, .reference = false, .impl = "xnnpack"});
+  r.Register({.domain = "",
+              .op_type = "Conv",
+              .since_version = 1,
+              .types = {DataType::kFloat},
+              .factory = MakeXnnConv,
+              .reference = false,
+              .impl = "xnnpack"});
+  r.Register({.domain = "",
+              .op_type = "ConvTranspose",
+              .since_version = 1,
+              .types = {DataType::kFloat},
+              .factory = MakeXnnConvTranspose,
+              .reference = false,
+              .impl = "xnnpack"});
   RegisterNhwcConvKernels(r);
 }
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/bf16_simd.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/xnnpack_util.h"
@@ -39,22 +40,15 @@ struct ConvGeo {
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
 #endif
 
-inline __m512i PairsFrom(__m512 lo, __m512 hi) {
-  __m256i blo = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(lo));
-  __m256i bhi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(hi));
-  return _mm512_or_si512(_mm512_cvtepu16_epi32(blo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(bhi), 16));
-}
-
-inline __mmask16 LaneMask(int64_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
-}
+using bf16_internal::LaneMask;
+using bf16_internal::PairsFrom;
 
 // 16 output columns starting at j: the top-left input coordinate of each window.
 struct ColumnHalf {
   __m512i iy0, ix0;
-  __mmask16 live;    // lanes that are real columns
-  bool contiguous;   // stride 1 and all lanes in one output row: input pixels are consecutive
-  int32_t y0, x0;    // lane 0's iy0 / ix0
+  __mmask16 live;   // lanes that are real columns
+  bool contiguous;  // stride 1 and all lanes in one output row: input pixels are consecutive
+  int32_t y0, x0;   // lane 0's iy0 / ix0
 };
 
 ColumnHalf MakeHalf(const ConvGeo& g, int64_t j, int64_t n) {
@@ -165,17 +159,11 @@ class Bf16ConvKernel final : public bf16_internal::Bf16KernelBase {
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
-    const Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument(node.Describe(), ": Conv needs input X");
-    if (x->dtype() != DataType::kFloat)
-      return InvalidArgument(node.Describe(), ": X dtype ", DataTypeName(x->dtype()), " differs from W's float32");
-    ASSIGN_OR_RETURN(ConvShapes s, CheckConvShapes(node, x->shape(), w_shape_, nullptr));
-    if (s.geo.rank() != 2)
-      return InvalidArgument(node.Describe(), ": bf16 Conv kernel was built for 2-D input, got X ",
-                             ShapeToString(x->shape()));
-    Shape out = {s.batch, s.out_channels, s.geo.out[0], s.geo.out[1]};
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out));
-    if (y->num_elements() == 0) return Status::Ok();
+    ASSIGN_OR_RETURN(FloatConvIo io, StartFloatConv(ctx, w_shape_));
+    if (io.y->num_elements() == 0) return Status::Ok();
+    const Tensor* x = io.x;
+    Tensor* y = io.y;
+    const ConvShapes& s = io.shapes;
     const SpatialGeometry& sg = s.geo;
     const int64_t in_plane = s.in_channels * sg.in[0] * sg.in[1];
     if (in_plane >= (int64_t{1} << 31))
@@ -195,8 +183,8 @@ class Bf16ConvKernel final : public bf16_internal::Bf16KernelBase {
     g.pw = static_cast<int32_t>(sg.pad_begin[1]);
     g.oh = static_cast<int32_t>(sg.out[0]);
     g.ow = static_cast<int32_t>(sg.out[1]);
-    g.pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
-                  sg.pad_end[0] == 0 && sg.pad_end[1] == 0;
+    g.pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && sg.pad_end[0] == 0 &&
+                  sg.pad_end[1] == 0;
     const int64_t M = s.out_channels, K = w_.K, ohw = sg.out[0] * sg.out[1];
     const float* xp = x->data<float>();
     float* yp = y->mutable_data<float>();
@@ -233,8 +221,8 @@ class Bf16ConvKernel final : public bf16_internal::Bf16KernelBase {
           const int64_t kpc = std::min(kKcPairs, w.kp - kp0);
           PackIm2col(ximg, g, K, j0, cols, kp0, kpc, bpack.data());
           const bool last = kp0 + kpc == w.kp;
-          bf16_internal::Block(w.tile(m0 / kBf16MR) + kp0 * kBf16MR, w.kp * kBf16MR, rows, bpack.data(),
-                               kpc * kBf16NR, cols, kpc, yblk, ohw, kp0 > 0, last ? &ep : nullptr, m0, j0);
+          bf16_internal::Block(w.tile(m0 / kBf16MR) + kp0 * kBf16MR, w.kp * kBf16MR, rows, bpack.data(), kpc * kBf16NR,
+                               cols, kpc, yblk, ohw, kp0 > 0, last ? &ep : nullptr, m0, j0);
         }
       }
     };
@@ -256,22 +244,26 @@ class Bf16ConvKernel final : public bf16_internal::Bf16KernelBase {
 
 }  // namespace
 
-Result<std::unique_ptr<OpKernel>> MakeBf16Conv(const KernelInit& init) {
+bool Bf16ConvCovers(const KernelInit& init) {
   const Node& node = init.node;
-  if (!init.config.bf16_fast_math || init.config.prefer_reference || !Bf16GemmAvailable()) return MakeXnnConv(init);
+  if (!init.config.bf16_fast_math || init.config.prefer_reference || !Bf16GemmAvailable()) return false;
   const Tensor* w = init.constant_input(1);
   const Tensor* b = init.constant_input(2);
-  bool usable = w && w->dtype() == DataType::kFloat && w->rank() == 4 && node.GetInt("group", 1) == 1 &&
-                w->num_elements() > 0;
+  bool usable =
+      w && w->dtype() == DataType::kFloat && w->rank() == 4 && node.GetInt("group", 1) == 1 && w->num_elements() > 0;
   if (usable && init.has_input(2))
     usable = b && b->dtype() == DataType::kFloat && b->rank() == 1 && b->dim(0) == w->dim(0);
   if (usable && node.HasAttr("kernel_shape"))
     usable = node.GetInts("kernel_shape") == std::vector<int64_t>(w->shape().begin() + 2, w->shape().end());
   // Depthwise/grouped convs, 1-D/3-D convs and run-time weights stay on the fp32 kernels.
-  if (!usable) return MakeXnnConv(init);
-  ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
+  return usable;
+}
+
+Result<std::unique_ptr<OpKernel>> MakeBf16Conv(const KernelInit& init) {
+  if (!Bf16ConvCovers(init)) return MakeXnnConv(init);
+  ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(init.node));
   auto k = std::make_unique<Bf16ConvKernel>();
-  RETURN_IF_ERROR(k->Init(node, *w, b, act));
+  RETURN_IF_ERROR(k->Init(init.node, *init.constant_input(1), init.constant_input(2), act));
   return std::unique_ptr<OpKernel>(std::move(k));
 }
 

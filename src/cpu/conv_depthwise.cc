@@ -16,9 +16,9 @@ struct PlaneGeometry {
   int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
 };
 
-STRATA_TARGET_CLONES("avx512f", "avx2", "default") void DepthwisePlane(const float* in, const float* w,
-                                                                                  float* out, const PlaneGeometry& g,
-                                                                                  float bias, float lo, float hi) {
+STRATA_TARGET_CLONES("avx512f", "avx2", "default")
+void DepthwisePlane(const float* in, const float* w, float* out, const PlaneGeometry& g, float bias, float lo,
+                    float hi) {
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     float* orow = out + oy * g.ow;
     for (int64_t ox = 0; ox < g.ow; ++ox) orow[ox] = bias;
@@ -54,16 +54,11 @@ class DepthwiseConvKernel final : public OpKernel {
   }
 
   Status Compute(KernelContext& ctx) const override {
-    const Node& node = ctx.node();
-    const Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument(node.Describe(), ": Conv needs input X");
-    if (x->dtype() != DataType::kFloat)
-      return InvalidArgument(node.Describe(), ": X dtype ", DataTypeName(x->dtype()), " differs from W's float32");
-    ASSIGN_OR_RETURN(ConvShapes s, CheckConvShapes(node, x->shape(), w_shape_, nullptr));
-    Shape out = {s.batch, s.out_channels};
-    out.insert(out.end(), s.geo.out.begin(), s.geo.out.end());
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out));
-    if (y->num_elements() == 0) return Status::Ok();
+    ASSIGN_OR_RETURN(FloatConvIo io, StartFloatConv(ctx, w_shape_));
+    if (io.y->num_elements() == 0) return Status::Ok();
+    const Tensor* x = io.x;
+    Tensor* y = io.y;
+    const ConvShapes& s = io.shapes;
     const SpatialGeometry& sg = s.geo;
     const bool two_d = sg.rank() == 2;
     PlaneGeometry g;
@@ -85,8 +80,8 @@ class DepthwiseConvKernel final : public OpKernel {
     auto body = [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p) {
         int64_t c = p % c_;
-        DepthwisePlane(xp + p * is, weights_.data() + c * ks, yp + p * os, g, bias_.empty() ? 0.0f : bias_[c],
-                       act_.min, act_.max);
+        DepthwisePlane(xp + p * is, weights_.data() + c * ks, yp + p * os, g, bias_.empty() ? 0.0f : bias_[c], act_.min,
+                       act_.max);
       }
     };
     int64_t planes = s.batch * c_;

@@ -16,6 +16,16 @@ struct ConvShapes {
 };
 Result<ConvShapes> CheckConvShapes(const Node& node, const Shape& x, const Shape& w, const Tensor* b);
 
+// The shared start of the NCHW fp32 conv kernels, which hold W (shape w_shape) from
+// creation: X present and float32, its geometry checked by CheckConvShapes, then Y
+// [N, M, out spatial...] allocated. Errors name ctx.node().
+struct FloatConvIo {
+  const Tensor* x = nullptr;
+  Tensor* y = nullptr;
+  ConvShapes shapes;
+};
+Result<FloatConvIo> StartFloatConv(KernelContext& ctx, const Shape& w_shape);
+
 // The NHWC conv kernels' shared input checks: X present, float32, rank 4 (NHWC), then the
 // geometry checked as the NCHW Conv would, so errors read the same as without the layout
 // pass. `node` names the NHWC node in errors; `nchw_node` carries the Conv attributes.

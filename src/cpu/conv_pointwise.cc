@@ -25,16 +25,12 @@ class PointwiseConvKernel final : public OpKernel {
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
-    const Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument(node.Describe(), ": Conv needs input X");
-    if (x->dtype() != DataType::kFloat)
-      return InvalidArgument(node.Describe(), ": X dtype ", DataTypeName(x->dtype()), " differs from W's float32");
-    ASSIGN_OR_RETURN(ConvShapes s, CheckConvShapes(node, x->shape(), w_shape_, nullptr));
-    Shape out = {s.batch, m_};
-    out.insert(out.end(), s.geo.out.begin(), s.geo.out.end());
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out));
+    ASSIGN_OR_RETURN(FloatConvIo io, StartFloatConv(ctx, w_shape_));
+    if (io.y->num_elements() == 0) return Status::Ok();
+    const Tensor* x = io.x;
+    Tensor* y = io.y;
+    const ConvShapes& s = io.shapes;
     const int64_t hw = s.geo.InSize();
-    if (y->num_elements() == 0) return Status::Ok();
     if (hw > INT32_MAX || c_ > INT32_MAX || m_ > INT32_MAX)
       return Unsupported(node.Describe(), ": dimensions exceed the BLAS int range");
     const int64_t threads = ctx.pool() ? ctx.pool()->num_threads() : 1;

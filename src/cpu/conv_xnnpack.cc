@@ -30,7 +30,8 @@ class XnnConvKernel final : public OpKernel {
     weights_.resize(static_cast<size_t>(m_ * kh_ * kw_ * cig_));
     for (int64_t o = 0; o < m_; ++o)
       for (int64_t i = 0; i < cig_; ++i)
-        for (int64_t k = 0; k < kh_ * kw_; ++k) weights_[(o * kh_ * kw_ + k) * cig_ + i] = src[(o * cig_ + i) * kh_ * kw_ + k];
+        for (int64_t k = 0; k < kh_ * kw_; ++k)
+          weights_[(o * kh_ * kw_ + k) * cig_ + i] = src[(o * cig_ + i) * kh_ * kw_ + k];
     if (b) bias_.assign(b->data<float>(), b->data<float>() + m_);
     Shape kernel(w_shape_.begin() + 2, w_shape_.end());
     ASSIGN_OR_RETURN(strides_, SpatialInts(node, "strides", kernel.size(), 1));
@@ -57,15 +58,11 @@ class XnnConvKernel final : public OpKernel {
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
-    const Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument(node.Describe(), ": Conv needs input X");
-    if (x->dtype() != DataType::kFloat)
-      return InvalidArgument(node.Describe(), ": X dtype ", DataTypeName(x->dtype()), " differs from W's float32");
-    ASSIGN_OR_RETURN(ConvShapes s, CheckConvShapes(node, x->shape(), w_shape_, nullptr));
-    Shape out = {s.batch, s.out_channels};
-    out.insert(out.end(), s.geo.out.begin(), s.geo.out.end());
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out));
-    if (y->num_elements() == 0) return Status::Ok();
+    ASSIGN_OR_RETURN(FloatConvIo io, StartFloatConv(ctx, w_shape_));
+    if (io.y->num_elements() == 0) return Status::Ok();
+    const Tensor* x = io.x;
+    Tensor* y = io.y;
+    const ConvShapes& s = io.shapes;
     const SpatialGeometry& g = s.geo;
     const int64_t n = s.batch, c = s.in_channels;
     const int64_t h = one_d_ ? 1 : g.in[0], w = g.in.back();

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/bf16_simd.h"
 #include "plugin/cpu_features.h"
 
 namespace strata {
@@ -131,15 +132,8 @@ Result<PackedBf16A> PackBf16A(const float* a, int64_t M, int64_t K) {
 
 namespace {
 
-inline __m512i PairsFrom(__m512 lo, __m512 hi) {
-  __m256i blo = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(lo));
-  __m256i bhi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(hi));
-  return _mm512_or_si512(_mm512_cvtepu16_epi32(blo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(bhi), 16));
-}
-
-inline __mmask16 LaneMask(int64_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
-}
+using bf16_internal::LaneMask;
+using bf16_internal::PairsFrom;
 
 // C tile of R rows x up to 32 columns: the K loop keeps 2R zmm accumulators in registers.
 template <int R>
@@ -185,10 +179,10 @@ void Micro(const uint32_t* a, const uint32_t* b, int64_t kpc, float* c, int64_t 
   }
 }
 
-using MicroFn = void (*)(const uint32_t*, const uint32_t*, int64_t, float*, int64_t, int64_t, bool,
-                         const Bf16Epilogue*, const float*, const float*);
-constexpr MicroFn kMicro[kBf16MR + 1] = {nullptr,   Micro<1>, Micro<2>, Micro<3>,  Micro<4>,  Micro<5>, Micro<6>,
-                                         Micro<7>,  Micro<8>, Micro<9>, Micro<10>, Micro<11>, Micro<12>};
+using MicroFn = void (*)(const uint32_t*, const uint32_t*, int64_t, float*, int64_t, int64_t, bool, const Bf16Epilogue*,
+                         const float*, const float*);
+constexpr MicroFn kMicro[kBf16MR + 1] = {nullptr,  Micro<1>, Micro<2>, Micro<3>,  Micro<4>,  Micro<5>, Micro<6>,
+                                         Micro<7>, Micro<8>, Micro<9>, Micro<10>, Micro<11>, Micro<12>};
 
 // Packs rows [m0, m0 + rows) and K pairs [kp0, kp0 + kpc) of fp32 A into 12-row tiles
 // ([kpc][12] each, tiles kpc*12 apart); missing rows and the odd-K tail are zero.
@@ -271,8 +265,8 @@ void GemmBlockItem(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
     const int64_t kpc = std::min(kKcPairs, b.kp - kp0);
     PackATiles(a, lda, trans_a, K, m0, rows, kp0, kpc, apack.data());
     const bool last = kp0 + kpc == b.kp;
-    bf16_internal::Block(apack.data(), kpc * kBf16MR, rows, b.panel(n0 / kBf16NR) + kp0 * kBf16NR, b.kp * kBf16NR,
-                         cols, kpc, c + m0 * ldc + n0, ldc, kp0 > 0, last ? &ep : nullptr, m0, n0);
+    bf16_internal::Block(apack.data(), kpc * kBf16MR, rows, b.panel(n0 / kBf16NR) + kp0 * kBf16NR, b.kp * kBf16NR, cols,
+                         kpc, c + m0 * ldc + n0, ldc, kp0 > 0, last ? &ep : nullptr, m0, n0);
   }
 }
 
@@ -285,8 +279,8 @@ void GemmBlockItem(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
 #endif
 // ---------------------------------------------------------------------------- driver
 
-Status GemmBf16(const Node& node, int64_t M, const float* a, int64_t lda, bool trans_a, const PackedBf16B& b,
-                float* c, int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool) {
+Status GemmBf16(const Node& node, int64_t M, const float* a, int64_t lda, bool trans_a, const PackedBf16B& b, float* c,
+                int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool) {
   const int64_t N = b.N, K = b.K;
   if (!Bf16GemmAvailable())
     return Unsupported(node.Describe(), ": bf16 GEMM needs a CPU with avx512_bf16 (or it was disabled)");

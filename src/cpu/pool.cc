@@ -76,17 +76,6 @@ void ForPlanes(ThreadPool* pool, int64_t planes, ThreadPool::RangeRef fn) {
   }
 }
 
-template <typename Fn>
-bool DispatchPoolFloat(DataType dt, Fn&& fn) {
-  switch (dt) {
-    case DataType::kFloat: fn.template operator()<float>(); return true;
-    case DataType::kDouble: fn.template operator()<double>(); return true;
-    case DataType::kFloat16: fn.template operator()<Float16>(); return true;
-    case DataType::kBFloat16: fn.template operator()<BFloat16>(); return true;
-    default: return false;
-  }
-}
-
 // Checks X is [N, C, spatial...] and reads the window attributes.
 struct PoolSetup {
   int64_t n = 0, c = 0;
@@ -169,7 +158,7 @@ class RefMaxPoolKernel final : public OpKernel {
       MaxPoolTyped<T>(x->data<T>(), y->mutable_data<T>(), idx, storage == 1, s.n * s.c, s.geo, ctx.pool());
       ok = true;
     };
-    if (!DispatchPoolFloat(x->dtype(), run)) {
+    if (!DispatchFloat(x->dtype(), run)) {
       if (x->dtype() == DataType::kInt8) run.operator()<int8_t>();
       if (x->dtype() == DataType::kUInt8) run.operator()<uint8_t>();
     }
@@ -229,7 +218,7 @@ class RefAvgLpPoolKernel final : public OpKernel {
     }
     bool include_pad = node.GetInt("count_include_pad", 0) != 0;
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), s.out_shape));
-    bool ok = DispatchPoolFloat(x->dtype(), [&]<typename T>() {
+    bool ok = DispatchFloat(x->dtype(), [&]<typename T>() {
       AvgLpPoolTyped<T>(x->data<T>(), y->mutable_data<T>(), s.n * s.c, s.geo, include_pad, p, ctx.pool());
     });
     if (!ok) return Unsupported(node.Describe(), ": does not support dtype ", DataTypeName(x->dtype()));
@@ -285,7 +274,7 @@ class RefGlobalPoolKernel final : public OpKernel {
     double p = kind_ == GlobalKind::kLp ? static_cast<double>(node.GetInt("p", 2)) : 0.0;
     if (kind_ == GlobalKind::kLp && !(p > 0)) return InvalidModel(node.Describe(), ": p must be positive");
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), out));
-    bool ok = DispatchPoolFloat(x->dtype(), [&]<typename T>() {
+    bool ok = DispatchFloat(x->dtype(), [&]<typename T>() {
       GlobalPoolTyped<T>(x->data<T>(), y->mutable_data<T>(), x->dim(0) * x->dim(1), is, kind_, p, ctx.pool());
     });
     if (!ok) return Unsupported(node.Describe(), ": does not support dtype ", DataTypeName(x->dtype()));
@@ -317,8 +306,7 @@ class RefMaxUnpoolKernel final : public OpKernel {
     std::vector<int64_t> pads = node.GetInts("pads", std::vector<int64_t>(2 * r, 0));
     if (pads.size() != 2 * r) return InvalidModel(node.Describe(), ": pads must have ", 2 * r, " values");
     Shape out = {x->dim(0), x->dim(1)};
-    for (size_t i = 0; i < r; ++i)
-      out.push_back((x->dim(i + 2) - 1) * strides[i] + kernel[i] - pads[i] - pads[i + r]);
+    for (size_t i = 0; i < r; ++i) out.push_back((x->dim(i + 2) - 1) * strides[i] + kernel[i] - pads[i] - pads[i + r]);
     // Indices address the default (inferred) output shape, as MaxPool produced them; an
     // explicit output_shape only enlarges the canvas they are placed on.
     const Shape def = out;
@@ -368,7 +356,8 @@ class RefMaxRoiPoolKernel final : public OpKernel {
     const Tensor* x = ctx.input(0);
     const Tensor* rois = ctx.input(1);
     if (!x || !rois) return InvalidArgument(node.Describe(), ": MaxRoiPool needs inputs X and rois");
-    if (x->rank() != 4) return InvalidArgument(node.Describe(), ": X must be [N, C, H, W], got ", ShapeToString(x->shape()));
+    if (x->rank() != 4)
+      return InvalidArgument(node.Describe(), ": X must be [N, C, H, W], got ", ShapeToString(x->shape()));
     if (rois->rank() != 2 || rois->dim(1) != 5 || rois->dtype() != x->dtype())
       return InvalidArgument(node.Describe(), ": rois must be [num_rois, 5] of X's dtype, got ",
                              DataTypeName(rois->dtype()), ShapeToString(rois->shape()));
@@ -379,7 +368,7 @@ class RefMaxRoiPoolKernel final : public OpKernel {
     const int64_t n = x->dim(0), c = x->dim(1), h = x->dim(2), w = x->dim(3), nr = rois->dim(0);
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), {nr, c, pooled[0], pooled[1]}));
     Status st;
-    bool ok = DispatchPoolFloat(x->dtype(), [&]<typename T>() {
+    bool ok = DispatchFloat(x->dtype(), [&]<typename T>() {
       const T* xd = x->data<T>();
       const T* rd = rois->data<T>();
       T* yd = y->mutable_data<T>();
@@ -390,8 +379,10 @@ class RefMaxRoiPoolKernel final : public OpKernel {
           st = InvalidArgument(node.Describe(), ": roi ", r, " has batch index ", bi, " outside [0, ", n, ")");
           return;
         }
-        int64_t x1 = std::lround(static_cast<float>(roi[1]) * scale), y1 = std::lround(static_cast<float>(roi[2]) * scale);
-        int64_t x2 = std::lround(static_cast<float>(roi[3]) * scale), y2 = std::lround(static_cast<float>(roi[4]) * scale);
+        int64_t x1 = std::lround(static_cast<float>(roi[1]) * scale),
+                y1 = std::lround(static_cast<float>(roi[2]) * scale);
+        int64_t x2 = std::lround(static_cast<float>(roi[3]) * scale),
+                y2 = std::lround(static_cast<float>(roi[4]) * scale);
         int64_t rh = std::max<int64_t>(y2 - y1 + 1, 1), rw = std::max<int64_t>(x2 - x1 + 1, 1);
         float bh = static_cast<float>(rh) / pooled[0], bw = static_cast<float>(rw) / pooled[1];
         for (int64_t ch = 0; ch < c; ++ch) {
@@ -425,8 +416,7 @@ KernelFactory Factory(Args... args) {
   };
 }
 
-const std::vector<DataType> kPoolTypes = {DataType::kFloat, DataType::kDouble, DataType::kFloat16,
-                                          DataType::kBFloat16};
+const std::vector<DataType> kPoolTypes = {DataType::kFloat, DataType::kDouble, DataType::kFloat16, DataType::kBFloat16};
 
 }  // namespace
 
@@ -448,18 +438,34 @@ void RegisterPoolKernels(KernelRegistry& r) {
   r.Register({.domain = "", .op_type = "AveragePool", .types = kPoolTypes, .factory = MakeRefAveragePool});
   r.Register({.domain = "", .op_type = "LpPool", .types = kPoolTypes, .factory = Factory<RefAvgLpPoolKernel>(true)});
   r.Register({.domain = "", .op_type = "GlobalAveragePool", .types = kPoolTypes, .factory = MakeRefGlobalAveragePool});
-  r.Register({.domain = "", .op_type = "GlobalMaxPool", .types = kPoolTypes,
+  r.Register({.domain = "",
+              .op_type = "GlobalMaxPool",
+              .types = kPoolTypes,
               .factory = Factory<RefGlobalPoolKernel>(GlobalKind::kMax)});
-  r.Register({.domain = "", .op_type = "GlobalLpPool", .types = kPoolTypes,
+  r.Register({.domain = "",
+              .op_type = "GlobalLpPool",
+              .types = kPoolTypes,
               .factory = Factory<RefGlobalPoolKernel>(GlobalKind::kLp)});
   r.Register({.domain = "", .op_type = "MaxUnpool", .types = kPoolTypes, .factory = Factory<RefMaxUnpoolKernel>()});
   r.Register({.domain = "", .op_type = "MaxRoiPool", .types = kPoolTypes, .factory = Factory<RefMaxRoiPoolKernel>()});
-  r.Register({.domain = "", .op_type = "MaxPool", .types = {DataType::kFloat}, .factory = MakeXnnMaxPool,
-              .reference = false, .impl = "xnnpack"});
-  r.Register({.domain = "", .op_type = "AveragePool", .types = {DataType::kFloat}, .factory = MakeXnnAveragePool,
-              .reference = false, .impl = "xnnpack"});
-  r.Register({.domain = "", .op_type = "GlobalAveragePool", .types = {DataType::kFloat},
-              .factory = MakeFastGlobalAveragePool, .reference = false, .impl = "cpu-vec"});
+  r.Register({.domain = "",
+              .op_type = "MaxPool",
+              .types = {DataType::kFloat},
+              .factory = MakeXnnMaxPool,
+              .reference = false,
+              .impl = "xnnpack"});
+  r.Register({.domain = "",
+              .op_type = "AveragePool",
+              .types = {DataType::kFloat},
+              .factory = MakeXnnAveragePool,
+              .reference = false,
+              .impl = "xnnpack"});
+  r.Register({.domain = "",
+              .op_type = "GlobalAveragePool",
+              .types = {DataType::kFloat},
+              .factory = MakeFastGlobalAveragePool,
+              .reference = false,
+              .impl = "cpu-vec"});
   RegisterNhwcPoolKernels(r);
 }
 
