@@ -4,6 +4,7 @@
 
 #include "core/caching_allocator.h"
 #include "core/kernel.h"
+#include "cpu/fn_kernel_def.h"
 #include "cpu/register.h"
 
 namespace strata {
@@ -51,8 +52,8 @@ Result<Tensor> Stack(const std::vector<Tensor>& items, int64_t axis, DataType dt
   Shape elem = items.empty() ? empty_elem : items[0].shape();
   for (const Tensor& t : items)
     if (t.shape() != elem || t.dtype() != items[0].dtype())
-      return InvalidArgument(node.Describe(), ": scan outputs differ in shape across iterations (",
-                             ShapeToString(elem), " vs ", ShapeToString(t.shape()), ")");
+      return InvalidArgument(node.Describe(), ": scan outputs differ in shape across iterations (", ShapeToString(elem),
+                             " vs ", ShapeToString(t.shape()), ")");
   if (axis < 0) axis += static_cast<int64_t>(elem.size()) + 1;
   if (axis < 0 || axis > static_cast<int64_t>(elem.size()))
     return InvalidArgument(node.Describe(), ": scan output axis out of range");
@@ -268,29 +269,20 @@ Status ScanKernel(KernelContext& ctx) {
     if (i < out_dirs.size() && out_dirs[i]) std::reverse(outs[i].begin(), outs[i].end());
     const TypeInfo& ti = body->values[body->outputs[n_state + i]].type;
     int64_t axis = i < out_axes.size() ? out_axes[i] : 0;
-    ASSIGN_OR_RETURN(Tensor s, Stack(outs[i], axis, ti.elem_type == DataType::kUndefined ? DataType::kFloat : ti.elem_type,
-                                     DeclaredShapeOrEmpty(ti), ctx.allocator(), node));
+    ASSIGN_OR_RETURN(Tensor s,
+                     Stack(outs[i], axis, ti.elem_type == DataType::kUndefined ? DataType::kFloat : ti.elem_type,
+                           DeclaredShapeOrEmpty(ti), ctx.allocator(), node));
     ctx.SetOutput(n_state + i, Value(std::move(s)));
   }
   return Status::Ok();
 }
 
-template <typename F>
-KernelDef Def(const char* op, int since, F f) {
-  KernelDef d;
-  d.op_type = op;
-  d.since_version = since;
-  d.type_input = -1;  // control flow dispatches on nothing: one kernel for every type
-  d.factory = [f](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> { return MakeFnKernel(f); };
-  return d;
-}
-
 }  // namespace
 
 void RegisterControlFlowKernels(KernelRegistry& r) {
-  r.Register(Def("If", 1, IfKernel));
-  r.Register(Def("Loop", 1, LoopKernel));
-  r.Register(Def("Scan", 8, ScanKernel));
+  r.Register(UntypedFnDef("If", 1, IfKernel));
+  r.Register(UntypedFnDef("Loop", 1, LoopKernel));
+  r.Register(UntypedFnDef("Scan", 8, ScanKernel));
 }
 
 }  // namespace strata

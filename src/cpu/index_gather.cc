@@ -350,14 +350,8 @@ Status Compress(KernelContext& ctx) {
     return InvalidArgument(node.Describe(), ": condition must be a 1-D bool tensor, got ", DataTypeName(c->dtype()),
                            ShapeToString(c->shape()));
   const bool has_axis = node.HasAttr("axis");
-  const int64_t rank = static_cast<int64_t>(x->rank());
-  int64_t axis = 0, outer = 1, inner = 1, dim = x->num_elements();
-  if (has_axis) {
-    ASSIGN_OR_RETURN(axis, NormalizeAxis(node.GetInt("axis", 0), rank, node));
-    dim = x->dim(axis);
-    for (int64_t a = 0; a < rank; ++a)
-      if (a != axis) (a < axis ? outer : inner) *= x->dim(a);
-  }
+  ASSIGN_OR_RETURN(const AxisSplit split, SplitAtOptionalAxis(node, *x));
+  const int64_t axis = split.axis, outer = split.outer, inner = split.inner, dim = split.dim;
   std::vector<int64_t> sel;
   const bool* cp = c->data<bool>();
   for (int64_t i = 0; i < c->num_elements(); ++i) {
@@ -381,15 +375,15 @@ Status Compress(KernelContext& ctx) {
 }  // namespace
 
 void RegisterGatherKernels(KernelRegistry& r) {
-  RegisterVersions(r, "Gather", {1, 11, 13}, Stateless(Gather));
-  RegisterVersions(r, "GatherElements", {11, 13}, Stateless(GatherElements));
-  RegisterVersions(r, "GatherND", {11, 12, 13}, Stateless(GatherND));
-  RegisterVersions(r, "ScatterND", {11, 13, 16, 18}, Stateless(ScatterND));
-  RegisterVersions(r, "ScatterElements", {11, 13, 16, 18}, Stateless(ScatterElements));
-  RegisterVersions(r, "Scatter", {9}, Stateless(ScatterElements), 10);
-  RegisterVersions(r, "OneHot", {9, 11}, Stateless(OneHot));
-  RegisterVersions(r, "NonZero", {9, 13}, Stateless(NonZero));
-  RegisterVersions(r, "Compress", {9, 11}, Stateless(Compress));
+  RegisterVersions(r, "Gather", {1, 11, 13}, StatelessFactory(Gather));
+  RegisterVersions(r, "GatherElements", {11, 13}, StatelessFactory(GatherElements));
+  RegisterVersions(r, "GatherND", {11, 12, 13}, StatelessFactory(GatherND));
+  RegisterVersions(r, "ScatterND", {11, 13, 16, 18}, StatelessFactory(ScatterND));
+  RegisterVersions(r, "ScatterElements", {11, 13, 16, 18}, StatelessFactory(ScatterElements));
+  RegisterVersions(r, "Scatter", {9}, StatelessFactory(ScatterElements), 10);
+  RegisterVersions(r, "OneHot", {9, 11}, StatelessFactory(OneHot));
+  RegisterVersions(r, "NonZero", {9, 13}, StatelessFactory(NonZero));
+  RegisterVersions(r, "Compress", {9, 11}, StatelessFactory(Compress));
 }
 
 }  // namespace strata::tensorops

@@ -56,9 +56,8 @@ Status TopK(KernelContext& ctx) {
   out[axis] = k;
   ASSIGN_OR_RETURN(Tensor * vals, ctx.AllocateOutput(0, x->dtype(), out));
   ASSIGN_OR_RETURN(Tensor * inds, ctx.AllocateOutput(1, DataType::kInt64, out));
-  int64_t outer = 1, inner = 1;
-  for (int64_t a = 0; a < rank; ++a)
-    if (a != axis) (a < axis ? outer : inner) *= x->dim(a);
+  const AxisSplit split = SplitAtAxis(x->shape(), axis);
+  const int64_t outer = split.outer, inner = split.inner;
   Status st;
   bool ok = DispatchNumeric(x->dtype(), [&]<typename T>() {
     if constexpr (std::is_same_v<T, bool>) {
@@ -97,14 +96,8 @@ Status Unique(KernelContext& ctx) {
   ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
   const bool sorted = node.GetInt("sorted", 1) != 0;
   const bool has_axis = node.HasAttr("axis");
-  const int64_t rank = static_cast<int64_t>(x->rank());
-  int64_t axis = 0, outer = 1, inner = 1, dim = x->num_elements();
-  if (has_axis) {
-    ASSIGN_OR_RETURN(axis, NormalizeAxis(node.GetInt("axis", 0), rank, node));
-    dim = x->dim(axis);
-    for (int64_t a = 0; a < rank; ++a)
-      if (a != axis) (a < axis ? outer : inner) *= x->dim(a);
-  }
+  ASSIGN_OR_RETURN(const AxisSplit split, SplitAtOptionalAxis(node, *x));
+  const int64_t axis = split.axis, outer = split.outer, inner = split.inner, dim = split.dim;
   std::vector<int64_t> first, inverse(dim), counts;
   std::vector<int64_t> order(dim);
   std::iota(order.begin(), order.end(), 0);
@@ -186,9 +179,8 @@ Status CumSum(KernelContext& ctx) {
   const bool exclusive = node.GetInt("exclusive", 0) != 0, reverse = node.GetInt("reverse", 0) != 0;
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->shape()));
   const int64_t dim = x->dim(axis);
-  int64_t outer = 1, inner = 1;
-  for (int64_t a = 0; a < rank; ++a)
-    if (a != axis) (a < axis ? outer : inner) *= x->dim(a);
+  const AxisSplit split = SplitAtAxis(x->shape(), axis);
+  const int64_t outer = split.outer, inner = split.inner;
   Status st;
   bool ok = DispatchNumeric(x->dtype(), [&]<typename T>() {
     if constexpr (std::is_same_v<T, bool>) {
@@ -220,9 +212,9 @@ Status CumSum(KernelContext& ctx) {
 }  // namespace
 
 void RegisterSortKernels(KernelRegistry& r) {
-  RegisterVersions(r, "TopK", {1, 10, 11}, Stateless(TopK));
-  RegisterVersions(r, "Unique", {11}, Stateless(Unique));
-  RegisterVersions(r, "CumSum", {11, 14}, Stateless(CumSum));
+  RegisterVersions(r, "TopK", {1, 10, 11}, StatelessFactory(TopK));
+  RegisterVersions(r, "Unique", {11}, StatelessFactory(Unique));
+  RegisterVersions(r, "CumSum", {11, 14}, StatelessFactory(CumSum));
 }
 
 }  // namespace strata::tensorops

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "cpu/fn_kernel_def.h"
 #include "cpu/register.h"
 
 namespace strata {
@@ -22,7 +23,6 @@ const std::vector<DataType> kFloatTypes = {DataType::kFloat, DataType::kDouble, 
 // Accumulate half types in float and double in double.
 template <typename T>
 using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 
 Result<const Tensor*> RequiredInput(const KernelContext& ctx, size_t i, const char* what) {
   const Tensor* t = ctx.input(i);
@@ -503,11 +503,6 @@ Status DropoutCompute(KernelContext& ctx) {
   return Status::Ok();
 }
 
-template <typename F>
-KernelFactory Fn(F f) {
-  return [f](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> { return MakeFnKernel(f); };
-}
-
 // Registers one def per ONNX version range: [v0, v1-1], [v1, v2-1], ..., [vn, INT_MAX].
 // The same implementation serves them all; it reads version-specific attributes from node.opset.
 void Reg(KernelRegistry& r, const char* op, std::vector<int> versions, KernelFactory f,
@@ -526,16 +521,16 @@ void Reg(KernelRegistry& r, const char* op, std::vector<int> versions, KernelFac
 }  // namespace
 
 void RegisterNormKernels(KernelRegistry& r) {
-  Reg(r, "BatchNormalization", {1, 6, 7, 9, 14, 15}, Fn(BatchNormCompute));
-  Reg(r, "InstanceNormalization", {1, 6}, Fn(InstanceNormCompute));
+  Reg(r, "BatchNormalization", {1, 6, 7, 9, 14, 15}, StatelessFactory(BatchNormCompute));
+  Reg(r, "InstanceNormalization", {1, 6}, StatelessFactory(InstanceNormCompute));
   // LayerNormalization joined ai.onnx at opset 17. It is deliberately registered from
   // since_version 1 so that the optimizer may fuse decomposed LayerNorm patterns
   // (ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add) into it in models with an older opset.
-  Reg(r, "LayerNormalization", {1}, Fn(LayerNormCompute));
-  Reg(r, "LpNormalization", {1}, Fn(LpNormCompute));
-  Reg(r, "MeanVarianceNormalization", {9, 13}, Fn(MvnCompute));
-  Reg(r, "LRN", {1, 13}, Fn(LrnCompute));
-  Reg(r, "Dropout", {1, 6, 7, 10, 12, 13}, Fn(DropoutCompute), {});
+  Reg(r, "LayerNormalization", {1}, StatelessFactory(LayerNormCompute));
+  Reg(r, "LpNormalization", {1}, StatelessFactory(LpNormCompute));
+  Reg(r, "MeanVarianceNormalization", {9, 13}, StatelessFactory(MvnCompute));
+  Reg(r, "LRN", {1, 13}, StatelessFactory(LrnCompute));
+  Reg(r, "Dropout", {1, 6, 7, 10, 12, 13}, StatelessFactory(DropoutCompute), {});
   RegisterSoftmaxKernels(r);
 }
 

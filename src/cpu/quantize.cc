@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "cpu/fn_kernel_def.h"
 #include "cpu/register.h"
 #include "cpu/target_clones.h"
 
@@ -376,8 +377,7 @@ Result<ConvGeom> ConvGeometry(const Node& node, const Tensor& x, const Tensor& w
 
 // acc[i] += w * c[i] (mod 2^32). Cloned for AVX2 (vpmulld) with run-time dispatch: baseline
 // x86-64 has no packed 32-bit multiply, so the default clone is scalar.
-STRATA_TARGET_CLONES("avx2", "default") void AxpyU32(uint32_t* acc, uint32_t w, const int32_t* c,
-                                                                 int64_t n) {
+STRATA_TARGET_CLONES("avx2", "default") void AxpyU32(uint32_t* acc, uint32_t w, const int32_t* c, int64_t n) {
   for (int64_t i = 0; i < n; ++i) acc[i] += w * static_cast<uint32_t>(c[i]);
 }
 
@@ -531,29 +531,18 @@ Status QLinearConv(KernelContext& ctx) {
   return Status::Ok();
 }
 
-template <typename F>
-KernelDef Def(const char* op, int since, int end, F f) {
-  KernelDef d;
-  d.op_type = op;
-  d.since_version = since;
-  d.end_version = end;
-  d.type_input = -1;
-  d.factory = [f](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> { return MakeFnKernel(f); };
-  return d;
-}
-
 }  // namespace
 
 void RegisterQuantizeKernels(KernelRegistry& r) {
-  r.Register(Def("QuantizeLinear", 10, 12, QuantizeLinear));
-  r.Register(Def("QuantizeLinear", 13, 17, QuantizeLinear));
-  r.Register(Def("DequantizeLinear", 10, 12, DequantizeLinear));
-  r.Register(Def("DequantizeLinear", 13, 17, DequantizeLinear));
-  r.Register(Def("DynamicQuantizeLinear", 11, INT_MAX, DynamicQuantizeLinear));
-  r.Register(Def("MatMulInteger", 10, INT_MAX, MatMulInteger));
-  r.Register(Def("ConvInteger", 10, INT_MAX, ConvInteger));
-  r.Register(Def("QLinearMatMul", 10, INT_MAX, QLinearMatMul));
-  r.Register(Def("QLinearConv", 10, INT_MAX, QLinearConv));
+  r.Register(UntypedFnDef("QuantizeLinear", 10, QuantizeLinear, 12));
+  r.Register(UntypedFnDef("QuantizeLinear", 13, QuantizeLinear, 17));
+  r.Register(UntypedFnDef("DequantizeLinear", 10, DequantizeLinear, 12));
+  r.Register(UntypedFnDef("DequantizeLinear", 13, DequantizeLinear, 17));
+  r.Register(UntypedFnDef("DynamicQuantizeLinear", 11, DynamicQuantizeLinear, INT_MAX));
+  r.Register(UntypedFnDef("MatMulInteger", 10, MatMulInteger, INT_MAX));
+  r.Register(UntypedFnDef("ConvInteger", 10, ConvInteger, INT_MAX));
+  r.Register(UntypedFnDef("QLinearMatMul", 10, QLinearMatMul, INT_MAX));
+  r.Register(UntypedFnDef("QLinearConv", 10, QLinearConv, INT_MAX));
 }
 
 }  // namespace strata

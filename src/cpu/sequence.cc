@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/kernel.h"
+#include "cpu/fn_kernel_def.h"
 #include "cpu/register.h"
 
 namespace strata {
@@ -11,8 +12,7 @@ namespace {
 
 Result<const std::vector<Tensor>*> SeqInput(KernelContext& ctx, size_t i) {
   const Value& v = ctx.input_value(i);
-  if (!v.is_sequence())
-    return InvalidArgument(ctx.node().Describe(), ": input ", i, " must be a sequence");
+  if (!v.is_sequence()) return InvalidArgument(ctx.node().Describe(), ": input ", i, " must be a sequence");
   return &v.sequence();
 }
 
@@ -31,8 +31,7 @@ Result<int64_t> Position(KernelContext& ctx, size_t i, int64_t size, bool allow_
 DataType SeqType(KernelContext& ctx, size_t i) { return ctx.input_value(i).elem_type(); }
 
 // Copies t[outer, [begin,end), inner] into a new tensor.
-Result<Tensor> SliceRange(const Tensor& t, int64_t axis, int64_t begin, int64_t end, bool keep_axis,
-                          Allocator* alloc) {
+Result<Tensor> SliceRange(const Tensor& t, int64_t axis, int64_t begin, int64_t end, bool keep_axis, Allocator* alloc) {
   Shape s = t.shape();
   int64_t outer = 1, inner = 1;
   for (int64_t k = 0; k < axis; ++k) outer *= s[k];
@@ -166,7 +165,8 @@ Status ConcatFromSequence(KernelContext& ctx) {
   int64_t rank = static_cast<int64_t>(s0.size()) + (new_axis ? 1 : 0);
   ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node.GetInt("axis", 0), rank, node));
   std::vector<Tensor> items;
-  for (const Tensor& t : *seq) items.push_back(new_axis ? [&] {
+  for (const Tensor& t : *seq)
+    items.push_back(new_axis ? [&] {
     Shape s = t.shape();
     s.insert(s.begin() + axis, 1);
     return t.Reshaped(s);
@@ -182,7 +182,7 @@ Status ConcatFromSequence(KernelContext& ctx) {
     total += t.dim(axis);
   }
   out[axis] = total;
-  ASSIGN_OR_RETURN(Tensor* y, ctx.AllocateOutput(0, items[0].dtype(), out));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, items[0].dtype(), out));
   int64_t outer = 1, inner = 1;
   for (int64_t k = 0; k < axis; ++k) outer *= out[k];
   for (size_t k = axis + 1; k < out.size(); ++k) inner *= out[k];
@@ -257,37 +257,26 @@ Status OptionalHasElement(KernelContext& ctx) {
 
 Status OptionalGetElement(KernelContext& ctx) {
   const Value& v = ctx.input_value(0);
-  if (v.empty() || v.is_none())
-    return InvalidArgument(ctx.node().Describe(), ": the optional input has no element");
+  if (v.empty() || v.is_none()) return InvalidArgument(ctx.node().Describe(), ": the optional input has no element");
   ctx.SetOutput(0, v);
   return Status::Ok();
-}
-
-template <typename F>
-KernelDef Def(const char* op, int since, F f) {
-  KernelDef d;
-  d.op_type = op;
-  d.since_version = since;
-  d.type_input = -1;
-  d.factory = [f](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> { return MakeFnKernel(f); };
-  return d;
 }
 
 }  // namespace
 
 void RegisterSequenceKernels(KernelRegistry& r) {
-  r.Register(Def("SequenceEmpty", 11, SequenceEmpty));
-  r.Register(Def("SequenceConstruct", 11, SequenceConstruct));
-  r.Register(Def("SequenceAt", 11, SequenceAt));
-  r.Register(Def("SequenceInsert", 11, SequenceInsert));
-  r.Register(Def("SequenceErase", 11, SequenceErase));
-  r.Register(Def("SequenceLength", 11, SequenceLength));
-  r.Register(Def("SplitToSequence", 11, SplitToSequence));
-  r.Register(Def("ConcatFromSequence", 11, ConcatFromSequence));
-  r.Register(Def("SequenceMap", 17, SequenceMap));
-  r.Register(Def("Optional", 15, OptionalOp));
-  r.Register(Def("OptionalHasElement", 15, OptionalHasElement));
-  r.Register(Def("OptionalGetElement", 15, OptionalGetElement));
+  r.Register(UntypedFnDef("SequenceEmpty", 11, SequenceEmpty));
+  r.Register(UntypedFnDef("SequenceConstruct", 11, SequenceConstruct));
+  r.Register(UntypedFnDef("SequenceAt", 11, SequenceAt));
+  r.Register(UntypedFnDef("SequenceInsert", 11, SequenceInsert));
+  r.Register(UntypedFnDef("SequenceErase", 11, SequenceErase));
+  r.Register(UntypedFnDef("SequenceLength", 11, SequenceLength));
+  r.Register(UntypedFnDef("SplitToSequence", 11, SplitToSequence));
+  r.Register(UntypedFnDef("ConcatFromSequence", 11, ConcatFromSequence));
+  r.Register(UntypedFnDef("SequenceMap", 17, SequenceMap));
+  r.Register(UntypedFnDef("Optional", 15, OptionalOp));
+  r.Register(UntypedFnDef("OptionalHasElement", 15, OptionalHasElement));
+  r.Register(UntypedFnDef("OptionalGetElement", 15, OptionalGetElement));
 }
 
 }  // namespace strata

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "cpu/fn_kernel_def.h"
 #include "cpu/register.h"
 
 namespace strata {
@@ -308,27 +309,19 @@ Status MelWeightMatrixOp(KernelContext& ctx) {
   return Status::Ok();
 }
 
-template <typename F>
-KernelDef Def(const char* op, int since, F f) {
-  KernelDef d;
-  d.op_type = op;
-  d.since_version = since;
-  d.type_input = -1;
-  d.factory = [f](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> { return MakeFnKernel(f); };
-  return d;
-}
-
 }  // namespace
 
 void RegisterSignalKernels(KernelRegistry& r) {
-  KernelDef dft = Def("DFT", 17, DftOp);
+  KernelDef dft = UntypedFnDef("DFT", 17, DftOp);
   dft.end_version = 19;  // opset 20 moves `axis` to an input
   r.Register(dft);
-  r.Register(Def("STFT", 17, StftOp));
-  r.Register(Def("HannWindow", 17, [](KernelContext& c) { return CosineWindow(c, {0.5, -0.5}); }));
-  r.Register(Def("HammingWindow", 17, [](KernelContext& c) { return CosineWindow(c, {25.0 / 46.0, -21.0 / 46.0}); }));
-  r.Register(Def("BlackmanWindow", 17, [](KernelContext& c) { return CosineWindow(c, {0.42, -0.5, 0.08}); }));
-  r.Register(Def("MelWeightMatrix", 17, MelWeightMatrixOp));
+  r.Register(UntypedFnDef("STFT", 17, StftOp));
+  r.Register(UntypedFnDef("HannWindow", 17, [](KernelContext& c) { return CosineWindow(c, {0.5, -0.5}); }));
+  r.Register(UntypedFnDef("HammingWindow", 17, [](KernelContext& c) {
+    return CosineWindow(c, {25.0 / 46.0, -21.0 / 46.0});
+  }));
+  r.Register(UntypedFnDef("BlackmanWindow", 17, [](KernelContext& c) { return CosineWindow(c, {0.42, -0.5, 0.08}); }));
+  r.Register(UntypedFnDef("MelWeightMatrix", 17, MelWeightMatrixOp));
 }
 
 }  // namespace strata

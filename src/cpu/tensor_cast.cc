@@ -176,8 +176,8 @@ Status CastLike(KernelContext& ctx) {
 }  // namespace
 
 void RegisterCastKernels(KernelRegistry& r) {
-  RegisterVersions(r, "Cast", {1, 6, 9, 13, 19}, Stateless(Cast));
-  RegisterVersions(r, "CastLike", {15, 19}, Stateless(CastLike));
+  RegisterVersions(r, "Cast", {1, 6, 9, 13, 19}, StatelessFactory(Cast));
+  RegisterVersions(r, "CastLike", {15, 19}, StatelessFactory(CastLike));
 }
 
 }  // namespace strata::tensorops

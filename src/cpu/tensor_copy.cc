@@ -410,14 +410,14 @@ Status Where(KernelContext& ctx) {
 }  // namespace
 
 void RegisterCopyKernels(KernelRegistry& r) {
-  RegisterVersions(r, "Transpose", {1, 13}, Stateless(Transpose));
-  RegisterVersions(r, "Concat", {1, 4, 11, 13}, Stateless(Concat));
-  RegisterVersions(r, "Split", {1, 2, 11, 13, 18}, Stateless(Split));
-  RegisterVersions(r, "Slice", {1, 10, 11, 13}, Stateless(Slice));
-  RegisterVersions(r, "Expand", {8, 13}, Stateless(Expand));
-  RegisterVersions(r, "Tile", {1, 6, 13}, Stateless(Tile));
-  RegisterVersions(r, "Pad", {1, 2, 11, 13, 18, 19}, Stateless(Pad));
-  RegisterVersions(r, "Where", {9, 16}, Stateless(Where));
+  RegisterVersions(r, "Transpose", {1, 13}, StatelessFactory(Transpose));
+  RegisterVersions(r, "Concat", {1, 4, 11, 13}, StatelessFactory(Concat));
+  RegisterVersions(r, "Split", {1, 2, 11, 13, 18}, StatelessFactory(Split));
+  RegisterVersions(r, "Slice", {1, 10, 11, 13}, StatelessFactory(Slice));
+  RegisterVersions(r, "Expand", {8, 13}, StatelessFactory(Expand));
+  RegisterVersions(r, "Tile", {1, 6, 13}, StatelessFactory(Tile));
+  RegisterVersions(r, "Pad", {1, 2, 11, 13, 18, 19}, StatelessFactory(Pad));
+  RegisterVersions(r, "Where", {9, 16}, StatelessFactory(Where));
 }
 
 }  // namespace strata::tensorops

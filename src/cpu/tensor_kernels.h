@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "cpu/fn_kernel_def.h"
 
 namespace strata::tensorops {
 
@@ -18,14 +19,18 @@ void RegisterVersions(KernelRegistry& r, const std::string& op, std::initializer
                       const KernelFactory& factory, int last_end = INT_MAX, std::vector<DataType> types = {},
                       int type_input = 0);
 
-// Wraps a stateless Status(KernelContext&) function as a factory.
-template <typename F>
-KernelFactory Stateless(F f) {
-  return [f](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> { return MakeFnKernel(f); };
-}
-
 // Input i as a tensor, or an error naming the node and `what` when it is missing.
 Result<const Tensor*> RequireInput(const KernelContext& ctx, size_t i, const char* what);
+
+// A shape viewed as [outer, dim, inner] around `axis` (already normalised): the products of
+// the dims before and after it.
+struct AxisSplit {
+  int64_t axis = 0, outer = 1, dim = 1, inner = 1;
+};
+AxisSplit SplitAtAxis(const Shape& shape, int64_t axis);
+// Compress and Unique: around the optional "axis" attribute; without it the flattened input
+// (outer = inner = 1, dim = all elements). Error names the node when axis is out of range.
+Result<AxisSplit> SplitAtOptionalAxis(const Node& node, const Tensor& x);
 // Reads an int32/int64 tensor as int64 values; error names the node and `what`.
 Result<std::vector<int64_t>> ReadInts(const Tensor& t, const Node& node, const char* what);
 // Same, into a Shape: no allocation for up to 8 values (Reshape's shape input, every run).

@@ -21,12 +21,18 @@ Status ViewTranspose(KernelContext& ctx, const Tensor& x, const Shape& view, con
   return StridedCopy(x, y, plan, ctx.pool(), ctx.node());
 }
 
+// DepthToSpace/SpaceToDepth: a 4-D input and a positive blocksize.
+Result<int64_t> BlockSize(const Node& node, const Tensor& x) {
+  if (x.rank() != 4) return InvalidArgument(node.Describe(), ": input must be 4-D, got ", ShapeToString(x.shape()));
+  const int64_t b = node.GetInt("blocksize", 0);
+  if (b <= 0) return InvalidModel(node.Describe(), ": blocksize must be positive, got ", b);
+  return b;
+}
+
 Status DepthToSpace(KernelContext& ctx) {
   const Node& node = ctx.node();
   ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
-  if (x->rank() != 4) return InvalidArgument(node.Describe(), ": input must be 4-D, got ", ShapeToString(x->shape()));
-  const int64_t b = node.GetInt("blocksize", 0);
-  if (b <= 0) return InvalidModel(node.Describe(), ": blocksize must be positive, got ", b);
+  ASSIGN_OR_RETURN(const int64_t b, BlockSize(node, *x));
   const int64_t n = x->dim(0), c = x->dim(1), h = x->dim(2), w = x->dim(3);
   if (c % (b * b) != 0)
     return InvalidArgument(node.Describe(), ": channels ", c, " are not divisible by blocksize^2 = ", b * b);
@@ -41,9 +47,7 @@ Status DepthToSpace(KernelContext& ctx) {
 Status SpaceToDepth(KernelContext& ctx) {
   const Node& node = ctx.node();
   ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
-  if (x->rank() != 4) return InvalidArgument(node.Describe(), ": input must be 4-D, got ", ShapeToString(x->shape()));
-  const int64_t b = node.GetInt("blocksize", 0);
-  if (b <= 0) return InvalidModel(node.Describe(), ": blocksize must be positive, got ", b);
+  ASSIGN_OR_RETURN(const int64_t b, BlockSize(node, *x));
   const int64_t n = x->dim(0), c = x->dim(1), h = x->dim(2), w = x->dim(3);
   if (h % b != 0 || w % b != 0)
     return InvalidArgument(node.Describe(), ": spatial dims ", h, "x", w, " are not divisible by blocksize ", b);
@@ -226,11 +230,11 @@ Status Upsample(KernelContext& ctx) {
 }  // namespace
 
 void RegisterLayoutKernels(KernelRegistry& r) {
-  RegisterVersions(r, "DepthToSpace", {1, 11, 13}, Stateless(DepthToSpace));
-  RegisterVersions(r, "SpaceToDepth", {1, 13}, Stateless(SpaceToDepth));
-  RegisterVersions(r, "Trilu", {14}, Stateless(Trilu));
-  RegisterVersions(r, "ReverseSequence", {10}, Stateless(ReverseSequence));
-  RegisterVersions(r, "Upsample", {7, 9}, Stateless(Upsample), 9);
+  RegisterVersions(r, "DepthToSpace", {1, 11, 13}, StatelessFactory(DepthToSpace));
+  RegisterVersions(r, "SpaceToDepth", {1, 13}, StatelessFactory(SpaceToDepth));
+  RegisterVersions(r, "Trilu", {14}, StatelessFactory(Trilu));
+  RegisterVersions(r, "ReverseSequence", {10}, StatelessFactory(ReverseSequence));
+  RegisterVersions(r, "Upsample", {7, 9}, StatelessFactory(Upsample), 9);
 }
 
 }  // namespace strata::tensorops

@@ -30,6 +30,25 @@ Result<const Tensor*> RequireInput(const KernelContext& ctx, size_t i, const cha
   return t;
 }
 
+AxisSplit SplitAtAxis(const Shape& shape, int64_t axis) {
+  AxisSplit s;
+  s.axis = axis;
+  for (int64_t a = 0; a < static_cast<int64_t>(shape.size()); ++a) {
+    if (a == axis) {
+      s.dim = shape[a];
+    } else {
+      (a < axis ? s.outer : s.inner) *= shape[a];
+    }
+  }
+  return s;
+}
+
+Result<AxisSplit> SplitAtOptionalAxis(const Node& node, const Tensor& x) {
+  if (!node.HasAttr("axis")) return AxisSplit{.axis = 0, .outer = 1, .dim = x.num_elements(), .inner = 1};
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node.GetInt("axis", 0), static_cast<int64_t>(x.rank()), node));
+  return SplitAtAxis(x.shape(), axis);
+}
+
 Result<std::vector<int64_t>> ReadInts(const Tensor& t, const Node& node, const char* what) {
   std::vector<int64_t> out(static_cast<size_t>(t.num_elements()));
   if (t.dtype() == DataType::kInt64) {

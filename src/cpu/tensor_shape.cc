@@ -265,16 +265,16 @@ Status EyeLike(KernelContext& ctx) {
 }  // namespace
 
 void RegisterShapeKernels(KernelRegistry& r) {
-  RegisterVersions(r, "Reshape", {1, 5, 13, 14}, Stateless(Reshape));
-  RegisterVersions(r, "Flatten", {1, 9, 11, 13}, Stateless(Flatten));
-  RegisterVersions(r, "Squeeze", {1, 11, 13}, Stateless(Squeeze));
-  RegisterVersions(r, "Unsqueeze", {1, 11, 13}, Stateless(Unsqueeze));
-  RegisterVersions(r, "Identity", {1, 13, 14, 16}, Stateless(Identity));
-  RegisterVersions(r, "Shape", {1, 13, 15}, Stateless(ShapeOp));
-  RegisterVersions(r, "Size", {1, 13}, Stateless(SizeOp));
-  RegisterVersions(r, "ConstantOfShape", {9}, Stateless(ConstantOfShape));
-  RegisterVersions(r, "Range", {11}, Stateless(RangeOp));
-  RegisterVersions(r, "EyeLike", {9}, Stateless(EyeLike));
+  RegisterVersions(r, "Reshape", {1, 5, 13, 14}, StatelessFactory(Reshape));
+  RegisterVersions(r, "Flatten", {1, 9, 11, 13}, StatelessFactory(Flatten));
+  RegisterVersions(r, "Squeeze", {1, 11, 13}, StatelessFactory(Squeeze));
+  RegisterVersions(r, "Unsqueeze", {1, 11, 13}, StatelessFactory(Unsqueeze));
+  RegisterVersions(r, "Identity", {1, 13, 14, 16}, StatelessFactory(Identity));
+  RegisterVersions(r, "Shape", {1, 13, 15}, StatelessFactory(ShapeOp));
+  RegisterVersions(r, "Size", {1, 13}, StatelessFactory(SizeOp));
+  RegisterVersions(r, "ConstantOfShape", {9}, StatelessFactory(ConstantOfShape));
+  RegisterVersions(r, "Range", {11}, StatelessFactory(RangeOp));
+  RegisterVersions(r, "EyeLike", {9}, StatelessFactory(EyeLike));
 }
 
 }  // namespace strata::tensorops
