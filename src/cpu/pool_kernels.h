@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "core/kernel.h"
+#include "cpu/conv_geometry.h"
+#include "cpu/xnnpack_util.h"
 
 namespace strata {
 
@@ -16,5 +18,12 @@ Result<std::unique_ptr<OpKernel>> MakeRefGlobalAveragePool(const KernelInit& ini
 Result<std::unique_ptr<OpKernel>> MakeXnnMaxPool(const KernelInit& init);
 Result<std::unique_ptr<OpKernel>> MakeXnnAveragePool(const KernelInit& init);
 Result<std::unique_ptr<OpKernel>> MakeFastGlobalAveragePool(const KernelInit& init);
+
+// Runs one 2-D max/average pooling through XNNPACK on NHWC data `in` [n, in_hw, c] into
+// `out`, (re)creating the cached operator for `pads` (top, left, bottom, right: end pads
+// already chosen so XNNPACK's output size equals ONNX's) and c. kUnsupported: XNNPACK
+// rejected the parameters and the caller falls back.
+Status RunXnnPool2d(const XnnOperatorCache& cache, bool is_max, const Shape& pads, const Shape& kernel,
+                    const SpatialGeometry& g, int64_t n, int64_t c, const float* in, float* out, KernelContext& ctx);
 
 }  // namespace strata

@@ -6,7 +6,6 @@
 //  * NhwcGlobalAveragePool: per-image channel means accumulated row by row (contiguous over
 //    C, so it vectorises); writes [N, C, 1, 1], which is NHWC [N, 1, 1, C] byte for byte.
 #include <algorithm>
-#include <limits>
 
 #include "core/layout_pass.h"
 #include "cpu/conv_geometry.h"
@@ -71,24 +70,7 @@ class NhwcPool2dKernel final : public OpKernel {
     if (!exact) return RunNchwFallback(ctx, *ref_, nchw_node_);
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, g.out[0], g.out[1], c}));
     if (y->num_elements() == 0) return Status::Ok();
-    key.push_back(c);  // XNNPACK fixes the channel count at creation
-    const float inf = std::numeric_limits<float>::infinity();
-    auto create = [&](xnn_operator_t* op) {
-      uint32_t t = key[0], l = key[1], b = key[2], r = key[3];
-      if (is_max_)
-        return xnn_create_max_pooling2d_nhwc_f32(t, r, b, l, kernel[0], kernel[1], g.strides[0], g.strides[1],
-                                                 g.dilations[0], g.dilations[1], c, c, c, -inf, inf, 0, op);
-      return xnn_create_average_pooling2d_nhwc_f32(t, r, b, l, kernel[0], kernel[1], g.strides[0], g.strides[1], c, c,
-                                                   c, -inf, inf, 0, op);
-    };
-    pthreadpool_t tp = ctx.pool() ? ctx.pool()->handle() : nullptr;
-    const float* xp = x->data<float>();
-    float* yp = y->mutable_data<float>();
-    auto setup = [&](xnn_operator_t op) {
-      return is_max_ ? xnn_setup_max_pooling2d_nhwc_f32(op, n, in[0], in[1], xp, yp, tp)
-                     : xnn_setup_average_pooling2d_nhwc_f32(op, n, in[0], in[1], xp, yp, tp);
-    };
-    Status st = cache_.Run(key, create, setup, tp, node, is_max_ ? "max pooling" : "average pooling");
+    Status st = RunXnnPool2d(cache_, is_max_, key, kernel, g, n, c, x->data<float>(), y->mutable_data<float>(), ctx);
     if (st.code() == StatusCode::kUnsupported) return RunNchwFallback(ctx, *ref_, nchw_node_);
     return st;
   }

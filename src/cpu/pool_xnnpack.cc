@@ -7,6 +7,7 @@
 //  * GlobalAveragePool: a plane mean over contiguous NCHW memory needs no transpose, so a
 //    vectorisable loop beats XNNPACK's NWC global pooling (which would need one).
 #include <algorithm>
+#include <limits>
 
 #include "cpu/conv_geometry.h"
 #include "cpu/pool_kernels.h"
@@ -62,22 +63,7 @@ class XnnPool2dKernel final : public OpKernel {
       in_nhwc = in_s.data<float>();
       out_nhwc = out_s.mutable_data<float>();
     }
-    key.push_back(c);  // channels are fixed at creation
-    const float inf = std::numeric_limits<float>::infinity();
-    auto create = [&](xnn_operator_t* op) {
-      uint32_t t = key[0], l = key[1], b = key[2], r = key[3];
-      if (is_max_)
-        return xnn_create_max_pooling2d_nhwc_f32(t, r, b, l, kernel[0], kernel[1], g.strides[0], g.strides[1],
-                                                 g.dilations[0], g.dilations[1], c, c, c, -inf, inf, 0, op);
-      return xnn_create_average_pooling2d_nhwc_f32(t, r, b, l, kernel[0], kernel[1], g.strides[0], g.strides[1], c, c,
-                                                   c, -inf, inf, 0, op);
-    };
-    pthreadpool_t tp = ctx.pool() ? ctx.pool()->handle() : nullptr;
-    auto setup = [&](xnn_operator_t op) {
-      return is_max_ ? xnn_setup_max_pooling2d_nhwc_f32(op, n, in[0], in[1], in_nhwc, out_nhwc, tp)
-                    : xnn_setup_average_pooling2d_nhwc_f32(op, n, in[0], in[1], in_nhwc, out_nhwc, tp);
-    };
-    Status st = cache_.Run(key, create, setup, tp, node, is_max_ ? "max pooling" : "average pooling");
+    Status st = RunXnnPool2d(cache_, is_max_, key, kernel, g, n, c, in_nhwc, out_nhwc, ctx);
     if (st.code() == StatusCode::kUnsupported) return ref_->Compute(ctx);
     RETURN_IF_ERROR(st);
     if (!direct) TransposeNhwcToNchw(out_nhwc, y->mutable_data<float>(), n, c, ohw, ctx.pool());
@@ -134,6 +120,27 @@ class FastGlobalAveragePoolKernel final : public OpKernel {
 };
 
 }  // namespace
+
+Status RunXnnPool2d(const XnnOperatorCache& cache, bool is_max, const Shape& pads, const Shape& kernel,
+                    const SpatialGeometry& g, int64_t n, int64_t c, const float* in, float* out, KernelContext& ctx) {
+  Shape key = pads;
+  key.push_back(c);  // XNNPACK fixes the channel count at creation
+  const float inf = std::numeric_limits<float>::infinity();
+  auto create = [&](xnn_operator_t* op) {
+    uint32_t t = key[0], l = key[1], b = key[2], r = key[3];
+    if (is_max)
+      return xnn_create_max_pooling2d_nhwc_f32(t, r, b, l, kernel[0], kernel[1], g.strides[0], g.strides[1],
+                                               g.dilations[0], g.dilations[1], c, c, c, -inf, inf, 0, op);
+    return xnn_create_average_pooling2d_nhwc_f32(t, r, b, l, kernel[0], kernel[1], g.strides[0], g.strides[1], c, c, c,
+                                                 -inf, inf, 0, op);
+  };
+  pthreadpool_t tp = ctx.pool() ? ctx.pool()->handle() : nullptr;
+  auto setup = [&](xnn_operator_t op) {
+    return is_max ? xnn_setup_max_pooling2d_nhwc_f32(op, n, g.in[0], g.in[1], in, out, tp)
+                  : xnn_setup_average_pooling2d_nhwc_f32(op, n, g.in[0], g.in[1], in, out, tp);
+  };
+  return cache.Run(key, create, setup, tp, ctx.node(), is_max ? "max pooling" : "average pooling");
+}
 
 Result<std::unique_ptr<OpKernel>> MakeXnnMaxPool(const KernelInit& init) {
   ASSIGN_OR_RETURN(auto ref, MakeRefMaxPool(init));
