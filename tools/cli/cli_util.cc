@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <random>
 #include <sstream>
 
 namespace strata::cli {
@@ -45,6 +46,42 @@ Status ApplyPrecisionFlags(const std::string& precision, const std::vector<std::
     return Status::Ok();
   }
   return InvalidArgument("--precision must be fp32, bf16 or fp16, got '", precision, "'");
+}
+
+void AddSessionFlags(CLI::App* sub, SessionFlags* f) {
+  sub->add_option("-t,--threads", f->threads, "Intra-op threads (0 = all cores)")->check(CLI::Range(0, 1024));
+  sub->add_option("-d,--device", f->device, "cpu (default), auto, or a provider name (e.g. cuda, vulkan)");
+  sub->add_option("--provider-path", f->provider_paths, "Extra provider library or folder (repeatable)");
+  sub->add_option("--precision", f->precision, "fp32 (default), bf16 (CPU fast math) or fp16 (CUDA tensor cores)");
+  sub->add_option("--provider-option", f->provider_options,
+                  "Provider option PROVIDER.KEY=VALUE, e.g. cuda.precision=fp16 (repeatable)");
+  sub->add_option("--opt-level", f->opt_level, "Graph optimization level: 0, 1, 2 or 99")->check(CLI::Range(0, 99));
+}
+
+Result<SessionOptions> MakeSessionOptions(const SessionFlags& f) {
+  SessionOptions so;
+  so.threads = f.threads;
+  so.optimization_level = f.opt_level;
+  so.provider_paths = f.provider_paths;
+  ASSIGN_OR_RETURN(so.providers, ParseDeviceList(f.device));
+  RETURN_IF_ERROR(ApplyPrecisionFlags(f.precision, f.provider_options, &so));
+  return so;
+}
+
+Result<Tensor> RandomInputTensor(const ValueInfo& vi, uint32_t seed) {
+  Shape shape;
+  for (const Dim& d : vi.type.dims) shape.push_back(d.known() ? d.value : 1);
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(vi.type.elem_type, shape));
+  std::mt19937 rng(seed);
+  if (t.dtype() == DataType::kFloat) {
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<float>()[i] = dist(rng);
+  } else if (t.dtype() == DataType::kInt64) {
+    for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<int64_t>()[i] = rng() % 100;
+  } else if (t.dtype() == DataType::kInt32) {
+    for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<int32_t>()[i] = rng() % 100;
+  }
+  return t;
 }
 
 bool IsClassifierOutput(const Tensor& t) {

@@ -1,6 +1,8 @@
 // Small formatting helpers shared by CLI commands.
 #pragma once
 
+#include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +19,25 @@ namespace strata::cli {
 // auto) in --device. Errors name the flag and the value.
 Status ApplyPrecisionFlags(const std::string& precision, const std::vector<std::string>& provider_options,
                            SessionOptions* so);
+
+// The session flags `run` and `bench` share.
+struct SessionFlags {
+  int threads = 0;
+  std::string device = "cpu";
+  std::vector<std::string> provider_paths;
+  std::string precision = "fp32";
+  std::vector<std::string> provider_options;  // --provider-option cuda.precision=fp16
+  int opt_level = 99;
+};
+// Registers -t/--threads, -d/--device, --provider-path, --precision, --provider-option and
+// --opt-level on `sub`, stored into `f` (which must outlive the parse).
+void AddSessionFlags(CLI::App* sub, SessionFlags* f);
+// The SessionOptions the flags ask for; errors name the flag and the value.
+Result<SessionOptions> MakeSessionOptions(const SessionFlags& f);
+
+// A tensor for a model input nobody fed: declared dims (unknown ones 1), float N(0, 1) and
+// int32/int64 in [0, 100) from std::mt19937(seed); other dtypes stay zero.
+Result<Tensor> RandomInputTensor(const ValueInfo& vi, uint32_t seed);
 
 // "cpu" | "auto" | "name[,name...]" -> provider preference list.
 Result<std::vector<std::string>> ParseDeviceList(const std::string& device);

@@ -32,17 +32,12 @@ namespace {
 
 struct BenchArgs {
   std::string model;
-  int threads = 0;
+  SessionFlags session;
   int warmup = 5;
   int iters = 50;
   int creations = 3;
   int top = 15;
   std::vector<std::string> shapes;
-  std::string device = "cpu";
-  std::vector<std::string> provider_paths;
-  std::string precision = "fp32";
-  std::vector<std::string> provider_options;  // --provider-option cuda.precision=fp16
-  int opt_level = 99;
   bool profile = false;
   bool json = false;
   std::string save_inputs;
@@ -241,14 +236,9 @@ void PrintProfile(const Profiler& prof, int top, double run_ms_median, nlohmann:
 
 int Execute(const BenchArgs& a) {
   SigintGuard sigint;
-  SessionOptions so;
-  so.threads = a.threads;
-  so.optimization_level = a.opt_level;
-  so.provider_paths = a.provider_paths;
-  auto prov = ParseDeviceList(a.device);
-  if (!prov.ok()) return Fail(prov.status().message());
-  so.providers = *prov;
-  if (Status st = ApplyPrecisionFlags(a.precision, a.provider_options, &so); !st.ok()) return Fail(st.message());
+  auto opts = MakeSessionOptions(a.session);
+  if (!opts.ok()) return Fail(opts.status().message());
+  const SessionOptions& so = *opts;
 
   // Creation time: each session is destroyed before the next so peak RSS reflects one.
   std::vector<double> create_ms;
@@ -305,7 +295,7 @@ int Execute(const BenchArgs& a) {
   nlohmann::json j;
   j["runtime"] = "strata";
   j["model"] = a.model;
-  j["threads"] = a.threads;
+  j["threads"] = a.session.threads;
   j["warmup"] = a.warmup;
   j["iters"] = a.iters;
   j["interrupted"] = interrupted;
@@ -323,8 +313,8 @@ int Execute(const BenchArgs& a) {
     for (const auto& [name, v] : *feeds)
       std::printf("input    %s %s%s\n", name.c_str(), DataTypeName(v.tensor().dtype()),
                   ShapeToString(v.tensor().shape()).c_str());
-    std::printf("threads  %d%s, precision %s, device %s\n", a.threads, a.threads == 0 ? " (all cores)" : "",
-                a.precision.c_str(), a.device.c_str());
+    std::printf("threads  %d%s, precision %s, device %s\n", a.session.threads,
+                a.session.threads == 0 ? " (all cores)" : "", a.session.precision.c_str(), a.session.device.c_str());
     std::printf("session creation  %.2f ms (median of %zu)\n", create.median, create_ms.size());
     if (lat.count == 0) {
       std::printf("latency           no measured runs\n");
@@ -352,17 +342,11 @@ void AddBenchCommand(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* sub = app.add_subcommand("bench", "Measure a model's latency, session creation time and peak memory");
   sub->add_option("model", args->model, "ONNX model file")->required();
-  sub->add_option("-t,--threads", args->threads, "Intra-op threads (0 = all cores)")->check(CLI::Range(0, 1024));
+  AddSessionFlags(sub, &args->session);
   sub->add_option("--warmup", args->warmup, "Untimed runs first (default 5)")->check(CLI::Range(0, 1000000));
   sub->add_option("--iters", args->iters, "Timed runs (default 50)")->check(CLI::Range(1, 10000000));
   sub->add_option("--creations", args->creations, "Session creations to time (default 3)")->check(CLI::Range(1, 1000));
   sub->add_option("--shape", args->shapes, "Input shape as NAME=D1xD2x... (repeatable; unknown dims default to 1)");
-  sub->add_option("-d,--device", args->device, "cpu (default), auto, or a provider name");
-  sub->add_option("--provider-path", args->provider_paths, "Extra provider library or folder (repeatable)");
-  sub->add_option("--precision", args->precision, "fp32 (default), bf16 (CPU fast math) or fp16 (CUDA tensor cores)");
-  sub->add_option("--provider-option", args->provider_options,
-                  "Provider option PROVIDER.KEY=VALUE, e.g. cuda.precision=fp16 (repeatable)");
-  sub->add_option("--opt-level", args->opt_level, "Graph optimization level: 0, 1, 2 or 99")->check(CLI::Range(0, 99));
   sub->add_flag("--profile", args->profile, "Per-op-type and per-node time tables");
   sub->add_option("--top", args->top, "Nodes in the --profile table (default 15)")->check(CLI::Range(0, 1000000));
   sub->add_option("--save-inputs", args->save_inputs, "Write the random inputs as DIR/input_<i>_<name>.npy");

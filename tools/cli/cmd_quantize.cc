@@ -7,10 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include "cli/cli.h"
+#include "cli/cli_util.h"
 #include "core/npy.h"
 #include "core/quantize_model.h"
 #include "core/session.h"
@@ -39,22 +39,10 @@ std::string Megabytes(size_t bytes) {
 }
 
 Result<Tensor> RandomFeed(const ValueInfo& vi, uint32_t seed) {
-  Shape shape;
-  for (const Dim& d : vi.type.dims) shape.push_back(d.known() ? d.value : 1);
-  ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(vi.type.elem_type, shape));
-  std::mt19937 rng(seed);
-  if (t.dtype() == DataType::kFloat) {
-    std::normal_distribution<float> dist(0.0f, 1.0f);
-    for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<float>()[i] = dist(rng);
-  } else if (t.dtype() == DataType::kInt64) {
-    for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<int64_t>()[i] = rng() % 100;
-  } else if (t.dtype() == DataType::kInt32) {
-    for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<int32_t>()[i] = rng() % 100;
-  } else if (t.dtype() != DataType::kBool) {
-    return Unsupported("input '", vi.name, "' has dtype ", DataTypeName(t.dtype()),
-                       "; pass it with --input NAME=FILE.npy");
-  }
-  return t;
+  const DataType dt = vi.type.elem_type;
+  if (dt != DataType::kFloat && dt != DataType::kInt64 && dt != DataType::kInt32 && dt != DataType::kBool)
+    return Unsupported("input '", vi.name, "' has dtype ", DataTypeName(dt), "; pass it with --input NAME=FILE.npy");
+  return RandomInputTensor(vi, seed);
 }
 
 // Runs IN and OUT on the same inputs and prints the largest output differences.

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <sstream>
 
 #include "cli/cli.h"
@@ -20,15 +19,10 @@ struct RunArgs {
   std::string model;
   std::vector<std::string> inputs;
   std::string output_dir;
-  int threads = 0;
-  std::string device = "cpu";
-  std::vector<std::string> provider_paths;
-  std::string precision = "fp32";
-  std::vector<std::string> provider_options;  // --provider-option cuda.precision=fp16
+  SessionFlags session;
   bool json = false;
   bool verbose = false;
   bool random_inputs = false;
-  int opt_level = 99;
 };
 
 // Bundled samples: "<dir>/<stem>_samples.npy" (+ optional "<stem>_labels.npy") beside the model.
@@ -40,31 +34,10 @@ bool FindSamples(const std::string& model, std::string* samples, std::string* la
   return std::filesystem::exists(*samples);
 }
 
-Result<Tensor> RandomInput(const ValueInfo& vi) {
-  Shape shape;
-  for (const Dim& d : vi.type.dims) shape.push_back(d.known() ? d.value : 1);
-  ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(vi.type.elem_type, shape));
-  std::mt19937 rng(42);
-  if (t.dtype() == DataType::kFloat) {
-    std::normal_distribution<float> dist(0.0f, 1.0f);
-    for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<float>()[i] = dist(rng);
-  } else if (t.dtype() == DataType::kInt64) {
-    for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<int64_t>()[i] = rng() % 100;
-  } else if (t.dtype() == DataType::kInt32) {
-    for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<int32_t>()[i] = rng() % 100;
-  }
-  return t;
-}
-
 int Execute(const RunArgs& a) {
-  SessionOptions so;
-  so.threads = a.threads;
-  so.optimization_level = a.opt_level;
-  so.provider_paths = a.provider_paths;
-  auto prov = ParseDeviceList(a.device);
-  if (!prov.ok()) return Fail(prov.status().message());
-  so.providers = *prov;
-  if (Status st = ApplyPrecisionFlags(a.precision, a.provider_options, &so); !st.ok()) return Fail(st.message());
+  auto opts = MakeSessionOptions(a.session);
+  if (!opts.ok()) return Fail(opts.status().message());
+  const SessionOptions& so = *opts;
 
   auto created = Session::CreateFromFile(a.model, so);
   if (!created.ok()) return Fail(created.status().ToString());
@@ -76,8 +49,7 @@ int Execute(const RunArgs& a) {
   std::vector<std::pair<std::string, Value>> feeds;
   for (const auto& spec : a.inputs) {
     size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return Fail("--input expects NAME=FILE.npy, got '" + spec + "'");
+    if (eq == std::string::npos || eq == 0) return Fail("--input expects NAME=FILE.npy, got '" + spec + "'");
     auto t = ReadNpy(spec.substr(eq + 1));
     if (!t.ok()) return Fail(t.status().ToString());
     feeds.emplace_back(spec.substr(0, eq), Value(std::move(t).value()));
@@ -99,7 +71,7 @@ int Execute(const RunArgs& a) {
       if (!a.json) std::printf("using bundled samples %s\n", samples.c_str());
     } else if (a.random_inputs) {
       for (const auto& vi : session.inputs()) {
-        auto t = RandomInput(vi);
+        auto t = RandomInputTensor(vi, 42);
         if (!t.ok()) return Fail(t.status().ToString());
         feeds.emplace_back(vi.name, Value(std::move(t).value()));
       }
@@ -137,7 +109,8 @@ int Execute(const RunArgs& a) {
     }
     const Tensor& t = v.tensor();
     nlohmann::json jo = {{"name", name}, {"dtype", DataTypeName(t.dtype())}, {"shape", t.shape()}};
-    if (!a.json) std::printf("output %s: %s %s\n", name.c_str(), DataTypeName(t.dtype()), ShapeToString(t.shape()).c_str());
+    if (!a.json)
+      std::printf("output %s: %s %s\n", name.c_str(), DataTypeName(t.dtype()), ShapeToString(t.shape()).c_str());
     if (IsClassifierOutput(t)) {
       auto rows = TopK(t, 3);
       nlohmann::json jr = nlohmann::json::array();
@@ -191,13 +164,7 @@ void AddRunCommand(CLI::App& app) {
   sub->add_option("model", args->model, "ONNX model file")->required();
   sub->add_option("-i,--input", args->inputs, "Input as NAME=FILE.npy (repeatable)");
   sub->add_option("-o,--output-dir", args->output_dir, "Write each output to DIR/<name>.npy");
-  sub->add_option("-t,--threads", args->threads, "Intra-op threads (0 = all cores)")->check(CLI::Range(0, 1024));
-  sub->add_option("-d,--device", args->device, "cpu (default), auto, or a provider name (e.g. cuda, vulkan)");
-  sub->add_option("--provider-path", args->provider_paths, "Extra provider library or folder (repeatable)");
-  sub->add_option("--precision", args->precision, "fp32 (default), bf16 (CPU fast math) or fp16 (CUDA tensor cores)");
-  sub->add_option("--provider-option", args->provider_options,
-                  "Provider option PROVIDER.KEY=VALUE, e.g. cuda.precision=fp16 (repeatable)");
-  sub->add_option("--opt-level", args->opt_level, "Graph optimization level: 0, 1, 2 or 99")->check(CLI::Range(0, 99));
+  AddSessionFlags(sub, &args->session);
   sub->add_flag("--random", args->random_inputs, "Feed random inputs when none are given");
   sub->add_flag("-v,--verbose", args->verbose, "Show which provider and kernel ran each node");
   sub->add_flag("--json", args->json, "Machine-readable output");
