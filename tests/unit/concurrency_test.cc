@@ -27,31 +27,8 @@ namespace {
 
 using Feeds = std::vector<std::pair<std::string, Value>>;
 
-using namespace onnx_builder;  // AddInput, AddOutput, AddNode, Serialize
+using namespace onnx_builder;  // AddInput, AddOutput, AddNode, AddPseudoRandomInit, PseudoRandom, Serialize
 onnx::ModelProto MakeModel(int opset = 17) { return onnx_builder::MakeModel(opset, "concurrency_test"); }
-
-// Deterministic pseudo-random values in [-1, 1).
-std::vector<float> Pseudo(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  uint32_t s = seed * 2654435761u + 1;
-  for (auto& x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = static_cast<float>(s >> 8) / static_cast<float>(1 << 23) - 1.0f;
-  }
-  return v;
-}
-
-void AddInit(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims, uint32_t seed) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  size_t n = 1;
-  for (int64_t d : dims) {
-    t->add_dims(d);
-    n *= static_cast<size_t>(d);
-  }
-  for (float v : Pseudo(n, seed)) t->add_float_data(v);
-}
 
 void AddInt64Init(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> vals, bool scalar = false) {
   auto* t = g->add_initializer();
@@ -67,11 +44,11 @@ onnx::ModelProto TransformerBlock() {
   auto m = MakeModel();
   auto* g = m.mutable_graph();
   AddInput(g, "x", {2, 16, 32});
-  for (const char* w : {"wq", "wk", "wv", "wo"}) AddInit(g, w, {32, 32}, static_cast<uint32_t>(w[1]));
-  AddInit(g, "w1", {32, 64}, 11);
-  AddInit(g, "w2", {64, 32}, 12);
-  AddInit(g, "gamma", {32}, 13);
-  AddInit(g, "beta", {32}, 14);
+  for (const char* w : {"wq", "wk", "wv", "wo"}) AddPseudoRandomInit(g, w, {32, 32}, static_cast<uint32_t>(w[1]));
+  AddPseudoRandomInit(g, "w1", {32, 64}, 11);
+  AddPseudoRandomInit(g, "w2", {64, 32}, 12);
+  AddPseudoRandomInit(g, "gamma", {32}, 13);
+  AddPseudoRandomInit(g, "beta", {32}, 14);
   auto* sc = g->add_initializer();
   sc->set_name("scale");
   sc->set_data_type(onnx::TensorProto::FLOAT);
@@ -142,7 +119,7 @@ onnx::ModelProto IfLoopModel() {
   ctrue->set_name("ctrue");
   ctrue->set_data_type(onnx::TensorProto::BOOL);
   ctrue->add_int32_data(1);
-  AddInit(g, "zeros_seed", {4, 8}, 99);
+  AddPseudoRandomInit(g, "zeros_seed", {4, 8}, 99);
 
   auto* iff = AddNode(g, "If", {"c"}, {"t"});
   auto* then_a = iff->add_attribute();
@@ -279,14 +256,14 @@ std::vector<Feeds> DigitsFeeds() {
 std::vector<Feeds> TransformerFeeds() {
   std::vector<Feeds> sets;
   for (uint32_t seed : {1u, 2u, 3u})
-    sets.push_back({{"x", Tensor::FromVector<float>(Pseudo(2 * 16 * 32, seed), {2, 16, 32})}});
+    sets.push_back({{"x", Tensor::FromVector<float>(PseudoRandom(2 * 16 * 32, seed), {2, 16, 32})}});
   return sets;
 }
 
 std::vector<Feeds> IfLoopFeeds() {
   std::vector<Feeds> sets;
   for (int k = 0; k < 4; ++k) {
-    sets.push_back({{"x", Tensor::FromVector<float>(Pseudo(32, 40 + k), {4, 8})},
+    sets.push_back({{"x", Tensor::FromVector<float>(PseudoRandom(32, 40 + k), {4, 8})},
                     {"c", Tensor::Scalar<bool>(k % 2 == 0)},
                     {"M", Tensor::Scalar<int64_t>(3 + k)}});
   }

@@ -21,6 +21,7 @@
 #include "core/onnx_import.h"
 #include "core/session.h"
 #include "onnx_builder.h"
+#include "test_files.h"
 
 namespace strata {
 namespace {
@@ -28,18 +29,11 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kHostileDir = std::string(STRATA_SOURCE_DIR) + "/tests/data/hostile";
 
-using namespace onnx_builder;  // MakeModel, AddInput, AddOutput, AddNode, Serialize
-onnx::ModelProto MakeModel(int opset = 13) { return onnx_builder::MakeModel(opset, "hostile_test"); }
+using namespace onnx_builder;  // MakeModel, AddInput, AddOutput, AddNode, AddFloatInit, Serialize
+using testing::ReadFile;
+using testing::TempDir;
 
-onnx::TensorProto* AddFloatInit(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims,
-                                std::initializer_list<float> vals) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : dims) t->add_dims(d);
-  for (float v : vals) t->add_float_data(v);
-  return t;
-}
+onnx::ModelProto MakeModel(int opset = 13) { return onnx_builder::MakeModel(opset, "hostile_test"); }
 
 SessionOptions Opts(size_t cap = 0) {
   SessionOptions o;
@@ -61,35 +55,6 @@ void ExpectCleanError(const Result<T>& r, const std::string& needle) {
   EXPECT_FALSE(msg.empty());
   EXPECT_EQ(msg.find('\n'), std::string::npos) << "error is not one line: " << msg;
   EXPECT_NE(r.status().code(), StatusCode::kInternal) << r.status().ToString();
-}
-
-// A fresh temporary folder, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "strata_hostile_XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  void Write(const std::string& name, const std::string& bytes) const {
-    std::ofstream f(File(name), std::ios::binary);
-    f << bytes;
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 // y = x + w, w an initializer with external data at `location`.

@@ -12,6 +12,8 @@
 #include <set>
 
 #include "core/onnx_import.h"
+#include "onnx_builder.h"
+#include "test_files.h"
 
 namespace strata {
 namespace {
@@ -21,42 +23,13 @@ const std::string kTestData = "/usr/share/libonnx-testdata/data";
 
 // ---- model building helpers ----
 
+using namespace onnx_builder;  // AddInput, AddOutput, AddNode, AddFloatInit, SetType, Serialize
+using testing::TempDir;
+
 onnx::ModelProto MakeModel(int opset = 13, int64_t ir = 8) {
-  onnx::ModelProto m;
+  onnx::ModelProto m = onnx_builder::MakeModel(opset, "import_test");
   m.set_ir_version(ir);
-  m.set_producer_name("import_test");
-  auto* imp = m.add_opset_import();
-  imp->set_domain("");
-  imp->set_version(opset);
-  m.mutable_graph()->set_name("g");
   return m;
-}
-
-void SetTensorType(onnx::TypeProto* t, int elem, std::initializer_list<int64_t> dims) {
-  auto* tt = t->mutable_tensor_type();
-  tt->set_elem_type(elem);
-  auto* shape = tt->mutable_shape();
-  for (int64_t d : dims) {
-    if (d < 0) {
-      shape->add_dim()->set_dim_param("batch");
-    } else {
-      shape->add_dim()->set_dim_value(d);
-    }
-  }
-}
-
-void AddInput(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims,
-              int elem = onnx::TensorProto::FLOAT) {
-  auto* v = g->add_input();
-  v->set_name(name);
-  SetTensorType(v->mutable_type(), elem, dims);
-}
-
-void AddOutput(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims,
-               int elem = onnx::TensorProto::FLOAT) {
-  auto* v = g->add_output();
-  v->set_name(name);
-  SetTensorType(v->mutable_type(), elem, dims);
 }
 
 // Output whose dims are all unknown (lets shape inference fill them in). The checker wants
@@ -69,58 +42,10 @@ void AddOutputUnknownDims(onnx::GraphProto* g, const std::string& name, int rank
   for (int i = 0; i < rank; ++i) shape->add_dim();
 }
 
-onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, std::initializer_list<std::string> in,
-                         std::initializer_list<std::string> out, const std::string& name = "") {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  if (!name.empty()) n->set_name(name);
-  for (const auto& s : in) n->add_input(s);
-  for (const auto& s : out) n->add_output(s);
-  return n;
-}
-
-onnx::TensorProto* AddFloatInit(onnx::GraphProto* g, const std::string& name, std::initializer_list<int64_t> dims,
-                                std::initializer_list<float> vals) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : dims) t->add_dims(d);
-  for (float v : vals) t->add_float_data(v);
-  return t;
-}
-
-std::string Serialize(const onnx::ModelProto& m) {
-  std::string s;
-  m.SerializeToString(&s);
-  return s;
-}
-
 Result<Model> Import(const onnx::ModelProto& m, const ImportOptions& opts = {}) {
   std::string s = Serialize(m);
   return ImportOnnxBytes(s.data(), s.size(), opts);
 }
-
-// A fresh temporary folder, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "strata_import_XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  void Write(const std::string& name, const std::string& bytes) const {
-    std::ofstream f(File(name), std::ios::binary);
-    f << bytes;
-  }
-
- private:
-  std::string path_;
-};
 
 const Node* FindNode(const Graph& g, const std::string& op) {
   for (const auto& n : g.nodes)
@@ -152,12 +77,12 @@ TEST(ImportBasic, ValuesInputsOutputsInitializersAndTypes) {
   EXPECT_EQ(r->opsets.at(""), 13);
   ASSERT_EQ(ir.inputs.size(), 1u);
   EXPECT_EQ(ir.ValueName(ir.inputs[0]), "X");
-  EXPECT_EQ(ir.values[ir.inputs[0]].type.ToString(), "float32[batch,3]");
+  EXPECT_EQ(ir.values[ir.inputs[0]].type.ToString(), "float32[n,3]");
   ASSERT_EQ(ir.outputs.size(), 1u);
   EXPECT_EQ(ir.ValueName(ir.outputs[0]), "Y");
   // Shape inference filled the output's shape, including the symbolic dim.
-  EXPECT_EQ(ir.values[ir.outputs[0]].type.ToString(), "float32[batch,3]");
-  EXPECT_EQ(ir.values[ir.FindValue("S")].type.ToString(), "float32[batch,3]");
+  EXPECT_EQ(ir.values[ir.outputs[0]].type.ToString(), "float32[n,3]");
+  EXPECT_EQ(ir.values[ir.FindValue("S")].type.ToString(), "float32[n,3]");
   int w = ir.FindValue("W");
   ASSERT_TRUE(ir.IsConstant(w));
   const Tensor* wt = ir.Constant(w);
@@ -228,7 +153,7 @@ TEST(ImportBasic, TypeProtoAttributeBecomesTypeString) {
   auto* a = n->add_attribute();
   a->set_name("type");
   a->set_type(onnx::AttributeProto::TYPE_PROTO);
-  SetTensorType(a->mutable_tp()->mutable_sequence_type()->mutable_elem_type(), onnx::TensorProto::INT64, {});
+  SetType(a->mutable_tp()->mutable_sequence_type()->mutable_elem_type(), onnx::TensorProto::INT64, {});
   AddNode(g, "OptionalHasElement", {"O"}, {"H"});
   AddOutput(g, "H", {}, onnx::TensorProto::BOOL);
   auto r = Import(m);

@@ -14,37 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "test_files.h"
+
 namespace strata {
 namespace {
 
-namespace fs = std::filesystem;
+using testing::ReadFile;
+using testing::TempDir;
 
 std::string FixturePath(const std::string& name) { return std::string(STRATA_SOURCE_DIR) + "/tests/data/npy/" + name; }
-
-std::string ReadFileBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A scratch folder removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() / ("strata_npy_test_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
 
 // Builds a .npy image from a raw header dict (no padding) and data bytes.
 std::string MakeNpy(const std::string& dict, const std::string& data, int major = 1) {
@@ -244,7 +222,7 @@ TEST(NpyWrite, MatchesNumpyBytes) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     auto bytes = SerializeNpy(*r);
     ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-    EXPECT_EQ(*bytes, ReadFileBytes(FixturePath(file)));
+    EXPECT_EQ(*bytes, ReadFile(FixturePath(file)));
   }
 }
 
@@ -507,7 +485,7 @@ TEST(NpyRead, MalformedFilesNameThePath) {
 TEST(NpyParse, FuzzedInputsFailCleanly) {
   std::vector<std::string> seeds;
   for (const char* f : {"float32.npy", "bool.npy", "v3_float32.npy", "scalar_float64.npy", "empty_float32.npy"})
-    seeds.push_back(ReadFileBytes(FixturePath(f)));
+    seeds.push_back(ReadFile(FixturePath(f)));
   seeds.push_back(MakeNpy(F32Dict("(2,)"), Floats({1, 2})));
   std::mt19937 rng(1234);
   const char kTokens[] = "{}()[],:' \"\n0123456789-LTrueFalse<>|=fiub\x93\x00\xff";

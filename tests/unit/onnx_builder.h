@@ -4,8 +4,10 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace strata::onnx_builder {
 
@@ -50,12 +52,51 @@ inline void AddOutput(onnx::GraphProto* g, const std::string& name, std::initial
 }
 
 inline onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, std::initializer_list<std::string> in,
-                                std::initializer_list<std::string> out) {
+                                std::initializer_list<std::string> out, const std::string& name = "") {
   auto* n = g->add_node();
   n->set_op_type(op);
+  if (!name.empty()) n->set_name(name);
   for (const auto& s : in) n->add_input(s);
   for (const auto& s : out) n->add_output(s);
   return n;
+}
+
+// A float initializer with its values inline (float_data).
+inline onnx::TensorProto* AddFloatInit(onnx::GraphProto* g, const std::string& name,
+                                       std::initializer_list<int64_t> dims, std::initializer_list<float> vals) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  for (float v : vals) t->add_float_data(v);
+  return t;
+}
+
+// Deterministic pseudo-random floats in [-1, 1) (an LCG: no <random> state, the same on
+// every platform).
+inline std::vector<float> PseudoRandom(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  uint32_t s = seed * 2654435761u + 1;
+  for (auto& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(s >> 8) / static_cast<float>(1 << 23) - 1.0f;
+  }
+  return v;
+}
+
+// A float initializer of PseudoRandom values.
+inline onnx::TensorProto* AddPseudoRandomInit(onnx::GraphProto* g, const std::string& name,
+                                              std::initializer_list<int64_t> dims, uint32_t seed) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  size_t n = 1;
+  for (int64_t d : dims) {
+    t->add_dims(d);
+    n *= static_cast<size_t>(d);
+  }
+  for (float v : PseudoRandom(n, seed)) t->add_float_data(v);
+  return t;
 }
 
 inline std::string Serialize(const onnx::ModelProto& m) {
