@@ -4,72 +4,28 @@
 #include <benchmark/benchmark.h>
 
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "core/kernel.h"
-#include "core/threadpool.h"
+#include "bench_node.h"
 
 namespace strata {
 namespace {
 
-Tensor RandomInput(Shape shape) {
-  Tensor t = Tensor::Allocate(DataType::kFloat, std::move(shape)).value();
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<float>()[i] = d(rng);
-  return t;
-}
+using bench::IntsAttr;
 
-Attribute IntsAttr(std::vector<int64_t> v) {
-  Attribute a;
-  a.type = Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
+Tensor RandomInput(Shape shape) { return bench::RandomFloatTensor(std::move(shape), 7); }
 
 // state.range(0): threads; state.range(1): 1 = bf16 fast math.
 void RunBf16Node(benchmark::State& state, const std::string& op, std::map<std::string, Attribute> attrs,
                  std::vector<Tensor> inputs, double flops) {
-  ThreadPool pool(static_cast<int>(state.range(0)));
-  Graph graph;
-  Node node;
-  node.name = "bench";
-  node.op_type = op;
-  node.opset = 13;
-  node.attrs = std::move(attrs);
-  std::vector<Value> values;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    int v = graph.AddValue("in" + std::to_string(i));
-    node.inputs.push_back(v);
-    if (i > 0) graph.initializers[v] = inputs[i];
-    values.emplace_back(inputs[i]);
-  }
-  node.outputs.push_back(graph.AddValue("out"));
-  const KernelDef* def = CpuKernels().Find("", op, 13, DataType::kFloat);
-  KernelConfig cfg;
-  cfg.bf16_fast_math = state.range(1) != 0;
-  KernelInit init{node, graph, &pool, cfg};
-  auto kernel = def->factory(init);
-  if (!kernel.ok()) {
-    state.SkipWithError(kernel.status().ToString().c_str());
-    return;
-  }
-  std::vector<const Value*> ptrs;
-  for (auto& v : values) ptrs.push_back(&v);
-  std::vector<Value> outputs(1);
-  for (auto _ : state) {
-    KernelContext ctx(node, ptrs, &outputs, &pool, DefaultAllocator(), nullptr);
-    Status st = (*kernel)->Compute(ctx);
-    if (!st.ok()) {
-      state.SkipWithError(st.ToString().c_str());
-      return;
-    }
-    benchmark::DoNotOptimize(outputs[0].tensor().raw_data());
-  }
-  state.counters["FLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(state.range(1) ? "bf16" : "fp32");
+  const bool bf16 = state.range(1) != 0;
+  bench::RunNodeBenchmark(state, {.op = op,
+                                  .attrs = std::move(attrs),
+                                  .inputs = std::move(inputs),
+                                  .config = {.bf16_fast_math = bf16},
+                                  .flops = flops,
+                                  .label = bf16 ? "bf16" : "fp32"});
 }
 
 void BM_Bf16MatMul(benchmark::State& state, int64_t m, int64_t n, int64_t k) {

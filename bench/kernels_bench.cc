@@ -7,82 +7,31 @@
 
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "core/kernel.h"
-#include "core/threadpool.h"
+#include "bench_node.h"
 
 namespace strata {
 namespace {
 
-Tensor RandomTensor(Shape shape) {
-  Tensor t = Tensor::Allocate(DataType::kFloat, std::move(shape)).value();
-  std::mt19937 rng(42);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<float>()[i] = d(rng);
-  return t;
-}
+using bench::IntAttr;
+using bench::IntsAttr;
 
-Attribute Ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.type = Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute Int(int64_t v) {
-  Attribute a;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
+Tensor RandomTensor(Shape shape) { return bench::RandomFloatTensor(std::move(shape), 42); }
+Attribute Ints(std::vector<int64_t> v) { return IntsAttr(std::move(v)); }
+Attribute Int(int64_t v) { return IntAttr(v); }
 
-// Builds one node whose inputs 1.. are constants (weights) when `const_weights`, creates
-// the preferred (optimized) kernel and times Compute.
+// One node whose inputs 1.. are constants (weights) when `const_weights`, with the kernel
+// a session would select; the label is its impl name.
 void RunNode(benchmark::State& state, const std::string& op, std::map<std::string, Attribute> attrs,
              std::vector<Tensor> inputs, bool const_weights, double flops, const std::string& domain = "") {
-  ThreadPool pool(static_cast<int>(state.range(0)));
-  Graph graph;
-  Node node;
-  node.name = "bench";
-  node.op_type = op;
-  node.domain = domain;
-  node.opset = domain.empty() ? 13 : 1;
-  node.attrs = std::move(attrs);
-  std::vector<Value> values;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    int v = graph.AddValue("in" + std::to_string(i));
-    node.inputs.push_back(v);
-    if (i > 0 && const_weights) graph.initializers[v] = inputs[i];
-    values.emplace_back(inputs[i]);
-  }
-  node.outputs.push_back(graph.AddValue("out"));
-  const KernelDef* def = CpuKernels().Find(domain, op, node.opset, DataType::kFloat);
-  if (!def) {
-    state.SkipWithError(("no kernel for " + op).c_str());
-    return;
-  }
-  KernelInit init{node, graph, &pool, {}};
-  auto kernel = def->factory(init);
-  if (!kernel.ok()) {
-    state.SkipWithError(kernel.status().ToString().c_str());
-    return;
-  }
-  std::vector<const Value*> ptrs;
-  for (auto& v : values) ptrs.push_back(&v);
-  std::vector<Value> outputs(1);
-  for (auto _ : state) {
-    KernelContext ctx(node, ptrs, &outputs, &pool, DefaultAllocator(), nullptr);
-    Status st = (*kernel)->Compute(ctx);
-    if (!st.ok()) {
-      state.SkipWithError(st.ToString().c_str());
-      return;
-    }
-    benchmark::DoNotOptimize(outputs[0].tensor().raw_data());
-  }
-  state.counters["FLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(def->impl);
+  bench::RunNodeBenchmark(state, {.op = op,
+                                  .domain = domain,
+                                  .attrs = std::move(attrs),
+                                  .inputs = std::move(inputs),
+                                  .const_weights = const_weights,
+                                  .flops = flops});
 }
 
 void BM_GemmConstB(benchmark::State& state, int64_t m, int64_t n, int64_t k) {
