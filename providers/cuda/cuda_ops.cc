@@ -6,17 +6,13 @@
 #include <cmath>
 #include <limits>
 
+#include "../common/shape_util.h"
+
 namespace strata_cuda {
 namespace {
 
-std::string ShapeStr(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t k = 0; k < s.size(); ++k) {
-    if (k) r += ",";
-    r += std::to_string(s[k]);
-  }
-  return r + "]";
-}
+using strata_provider_common::Broadcast;
+using strata_provider_common::ShapeStr;
 
 StridedShape Contiguous(const std::vector<int64_t>& shape) {
   StridedShape s;
@@ -41,18 +37,6 @@ StridedShape BroadcastTo(const std::vector<int64_t>& in, const std::vector<int64
     s.strides[d] = d < skip || c.dims[d - skip] == 1 ? 0 : c.strides[d - skip];
   }
   return s;
-}
-
-bool Broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b, std::vector<int64_t>* out) {
-  const size_t r = std::max(a.size(), b.size());
-  out->assign(r, 1);
-  for (size_t k = 0; k < r; ++k) {
-    const int64_t da = k < r - a.size() ? 1 : a[k - (r - a.size())];
-    const int64_t db = k < r - b.size() ? 1 : b[k - (r - b.size())];
-    if (da != db && da != 1 && db != 1) return false;
-    (*out)[k] = da == 1 ? db : da;
-  }
-  return true;
 }
 
 bool NormAxis(int64_t axis, int64_t rank, bool allow_rank, int64_t* out) {
@@ -251,8 +235,8 @@ bool RunConv(const CNode& n, const DTensor* x, const DTensor* w, const DTensor* 
   if (p.group == p.c && p.m == p.c && CG == 1) {
     if (!ctx->Cuda(LaunchDepthwise(F(*x), F(*w), F(*out), N, p, S(ctx)), n, "depthwise convolution")) return false;
   } else {
-    const bool pointwise = p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0 &&
-                           p.oh == p.h && p.ow == p.w;
+    const bool pointwise =
+        p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0 && p.oh == p.h && p.ow == p.w;
     DTensor col;
     if (!pointwise && !ctx->Alloc(kFloat, {kdim, spatial}, &col)) return false;
     for (int64_t img = 0; img < N; ++img)
@@ -321,14 +305,14 @@ bool RunElementwise(const CNode& n, std::vector<DTensor>& vals, DTensor* out, Ru
     if (!Broadcast(a->shape, b->shape, &shape) || shape.size() > kMaxRank)
       return ctx->Fail(n, "shapes " + ShapeStr(a->shape) + " and " + ShapeStr(b->shape) + " do not broadcast");
     if (!ctx->Alloc(kFloat, shape, out)) return false;
-    return ctx->Cuda(LaunchBinary(bin->second, F(*a), BroadcastTo(a->shape, shape), F(*b),
-                                  BroadcastTo(b->shape, shape), F(*out), Contiguous(shape), S(ctx)),
+    return ctx->Cuda(LaunchBinary(bin->second, F(*a), BroadcastTo(a->shape, shape), F(*b), BroadcastTo(b->shape, shape),
+                                  F(*out), Contiguous(shape), S(ctx)),
                      n, "elementwise kernel");
   }
-  static const std::map<std::string, UnaryOp> kUnary = {
-      {"Relu", UnaryOp::kRelu}, {"Sigmoid", UnaryOp::kSigmoid}, {"Tanh", UnaryOp::kTanh},
-      {"Erf", UnaryOp::kErf},   {"Exp", UnaryOp::kExp},         {"Sqrt", UnaryOp::kSqrt},
-      {"Clip", UnaryOp::kClip}, {"LeakyRelu", UnaryOp::kLeakyRelu}};
+  static const std::map<std::string, UnaryOp> kUnary = {{"Relu", UnaryOp::kRelu}, {"Sigmoid", UnaryOp::kSigmoid},
+                                                        {"Tanh", UnaryOp::kTanh}, {"Erf", UnaryOp::kErf},
+                                                        {"Exp", UnaryOp::kExp},   {"Sqrt", UnaryOp::kSqrt},
+                                                        {"Clip", UnaryOp::kClip}, {"LeakyRelu", UnaryOp::kLeakyRelu}};
   float p0 = 0.0f, p1 = 0.0f;
   if (n.op == "LeakyRelu") p0 = n.Float("alpha", 0.01f);
   if (n.op == "Clip") {

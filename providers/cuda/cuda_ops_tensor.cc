@@ -3,19 +3,13 @@
 #include <algorithm>
 #include <limits>
 
+#include "../common/shape_util.h"
 #include "cuda_ops.h"
 
 namespace strata_cuda {
 namespace {
 
-std::string ShapeStr(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t k = 0; k < s.size(); ++k) {
-    if (k) r += ",";
-    r += std::to_string(s[k]);
-  }
-  return r + "]";
-}
+using strata_provider_common::ShapeStr;
 
 const DTensor* In(const CNode& n, std::vector<DTensor>& vals, size_t k) {
   if (k >= n.inputs.size() || n.inputs[k] < 0 || !vals[n.inputs[k]].valid()) return nullptr;
@@ -83,8 +77,8 @@ bool RunReshape(const CNode& n, const DTensor& x, std::vector<DTensor>& vals, DT
     } else {
       for (int64_t d = 0; d < r; ++d) {
         if (axes.empty() ? x.shape[d] == 1 : mark[d]) {
-          if (x.shape[d] != 1) return ctx->Fail(n, "cannot squeeze axis " + std::to_string(d) + " of size " +
-                                                       std::to_string(x.shape[d]));
+          if (x.shape[d] != 1)
+            return ctx->Fail(n, "cannot squeeze axis " + std::to_string(d) + " of size " + std::to_string(x.shape[d]));
           continue;
         }
         shape.push_back(x.shape[d]);
@@ -117,9 +111,9 @@ bool RunTranspose(const CNode& n, const DTensor& x, DTensor* out, RunContext* ct
     src.strides[d] = in_strides[perm[d]];
   }
   if (!ctx->Alloc(x.dtype, shape, out)) return false;
-  return ctx->Cuda(LaunchStridedCopy(x.data, 0, src, out->data, static_cast<int>(DtypeSize(x.dtype)),
-                                     ctx->slot->stream),
-                   n, "transpose");
+  return ctx->Cuda(
+      LaunchStridedCopy(x.data, 0, src, out->data, static_cast<int>(DtypeSize(x.dtype)), ctx->slot->stream), n,
+      "transpose");
 }
 
 bool RunSlice(const CNode& n, const DTensor& x, std::vector<DTensor>& vals, DTensor* out, RunContext* ctx) {
@@ -285,11 +279,10 @@ bool RunMatMulNBits(const CNode& n, std::vector<DTensor>& vals, DTensor* out, Ru
     return ctx->Fail(n, "dimensions exceed cuBLAS's 32-bit limits");
   if (rows == 0) return true;
   const float one = 1.0f, zero = 0.0f;
-  cublasStatus_t s = cublasSgemm(ctx->slot->cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(p.n),
-                                 static_cast<int>(rows), static_cast<int>(p.k), &one,
-                                 reinterpret_cast<const float*>(w.data), static_cast<int>(p.n),
-                                 reinterpret_cast<const float*>(a->data), static_cast<int>(p.k), &zero,
-                                 reinterpret_cast<float*>(out->data), static_cast<int>(p.n));
+  cublasStatus_t s = cublasSgemm(
+      ctx->slot->cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(p.n), static_cast<int>(rows), static_cast<int>(p.k),
+      &one, reinterpret_cast<const float*>(w.data), static_cast<int>(p.n), reinterpret_cast<const float*>(a->data),
+      static_cast<int>(p.k), &zero, reinterpret_cast<float*>(out->data), static_cast<int>(p.n));
   if (s != CUBLAS_STATUS_SUCCESS) return ctx->Fail(n, "cublasSgemm: " + CublasErrorText(s));
   return true;
 }

@@ -10,21 +10,17 @@
 #include <new>
 #include <set>
 
+#include "../common/shape_util.h"
+
 namespace strata_vk {
 
 namespace {
 
+using strata_provider_common::Broadcast;
+using strata_provider_common::ShapeStr;
+
 constexpr int kMaxCopyRank = 6;
 constexpr int64_t kMaxElems = int64_t{1} << 31;  // shaders index with 32-bit integers
-
-std::string ShapeStr(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t k = 0; k < s.size(); ++k) {
-    if (k) r += ",";
-    r += std::to_string(s[k]);
-  }
-  return r + "]";
-}
 
 VkErr Bad(const CNode& n, const std::string& msg) {
   return MakeErr(STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, n.Who() + ": " + msg);
@@ -97,18 +93,6 @@ const DTensor* Input(Exec& x, const CNode& n, size_t k) {
 VkErr NeedFloat(const DTensor* t, const CNode& n, const char* what) {
   if (t && t->dtype == kFloat) return VkErr::Ok();
   return Bad(n, std::string(what) + " is missing or not float32");
-}
-
-bool Broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b, std::vector<int64_t>* out) {
-  const size_t r = std::max(a.size(), b.size());
-  out->assign(r, 1);
-  for (size_t k = 0; k < r; ++k) {
-    const int64_t da = k < r - a.size() ? 1 : a[k - (r - a.size())];
-    const int64_t db = k < r - b.size() ? 1 : b[k - (r - b.size())];
-    if (da != db && da != 1 && db != 1) return false;
-    (*out)[k] = da == 1 ? db : da;
-  }
-  return true;
 }
 
 // Strides of `shape` right-aligned to `out`, 0 where broadcast.

@@ -16,9 +16,13 @@
 #include <vector>
 
 #include "../../../providers/common/node_copy.h"
+#include "../../../providers/common/shape_util.h"
 #include "strata/provider.h"
 
 namespace {
+
+using strata_provider_common::Broadcast;
+using strata_provider_common::ShapeStr;
 
 constexpr int32_t kFloat = 1;  // strata_dtype values
 constexpr int32_t kInt64 = 7;
@@ -50,16 +54,6 @@ struct RTensor {
     return n;
   }
 };
-
-std::string ShapeStr(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t k = 0; k < s.size(); ++k) {
-    if (k) r += ',';
-    r += std::to_string(s[k]);
-  }
-  r += ']';
-  return r;
-}
 
 RTensor NewFloat(std::vector<int64_t> shape) {
   RTensor t;
@@ -136,18 +130,6 @@ bool Need(const RTensor* t, const CNode& n, const char* what, Error* e) {
   if (t && t->valid() && t->dtype == kFloat) return true;
   e->msg = n.Who() + ": " + what + " is missing or not float32";
   return false;
-}
-
-bool Broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b, std::vector<int64_t>* out) {
-  size_t r = std::max(a.size(), b.size());
-  out->assign(r, 1);
-  for (size_t k = 0; k < r; ++k) {
-    int64_t da = k < r - a.size() ? 1 : a[k - (r - a.size())];
-    int64_t db = k < r - b.size() ? 1 : b[k - (r - b.size())];
-    if (da != db && da != 1 && db != 1) return false;
-    (*out)[k] = da == 1 ? db : da;
-  }
-  return true;
 }
 
 // Element offset into `t` (right-aligned broadcast) for the multi-index of the output.
@@ -494,8 +476,7 @@ int32_t Compile(void*, uint32_t, const strata_partition_desc* p, strata_compiled
     // refuses anything it cannot honour, as the ABI asks).
     for (size_t i = 0; i < strata_partition_option_count(p); ++i) {
       const std::string key = p->option_keys[i], value = p->option_values[i];
-      if (key != "precision")
-        return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, "unknown option ref." + key);
+      if (key != "precision") return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT, "unknown option ref." + key);
       if (value != "fp32")
         return Fail(err, STRATA_PROVIDER_RESULT_INVALID_ARGUMENT,
                     "option ref.precision must be 'fp32' (the ref provider has no other), got '" + value + "'");
@@ -614,8 +595,7 @@ int32_t Execute(void* self, strata_compiled_partition* p, const strata_device_te
     }
     Error e;
     for (const CNode& n : p->nodes)
-      if (!RunNode(n, static_cast<int>(n.opset), vals, &e))
-        return Fail(err, STRATA_PROVIDER_RESULT_ERROR, e.msg);
+      if (!RunNode(n, static_cast<int>(n.opset), vals, &e)) return Fail(err, STRATA_PROVIDER_RESULT_ERROR, e.msg);
     for (size_t k = 0; k < output_count; ++k) {
       const RTensor& t = vals[p->outputs[k]];
       if (!t.valid() || t.shape.size() > STRATA_PROVIDER_MAX_RANK) {
