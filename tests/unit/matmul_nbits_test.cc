@@ -202,7 +202,7 @@ TEST(MatmulNBitsInt8, VnniPathWithinActivationQuantizationBound) {
             const bool bias = (seed % 2) == 0;
             CaseData d = MakeCase(Case{0, K, N, bits, bs, zp, bias}, seed++);
             d.p.accuracy_level = 4;
-            const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8_order=*/true);
+            const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
             for (int64_t M : {1, 2, 3, 16, 17}) {
               const std::vector<float> a = RandomA(M * K, seed);
               std::vector<float> y(M * N, -1.0f);
@@ -221,7 +221,7 @@ TEST(MatmulNBitsInt8, ZeroAndExactRowsAreExact) {
   // A zero row gives exactly the bias; a row of small integers (exact in int8 when the
   // block max is 127) gives exactly the fp32 result up to rounding.
   CaseData d = MakeCase(Case{0, 128, 5, 4, 32, 1, true}, 9);
-  const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8_order=*/true);
+  const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
   std::vector<float> a(2 * 128, 0.0f);
   for (int64_t k = 0; k < 128; ++k) a[128 + k] = static_cast<float>(k % 32 == 0 ? 127 : (k * 7) % 41 - 20);
   std::vector<float> y(2 * 5);
@@ -274,7 +274,7 @@ TEST(MatmulNBitsGemm, Avx512PanelGemmMatchesOracleAtTileEdges) {
 TEST(MatmulNBitsGemm, EmptyBatchWritesNothing) {
   CaseData d = MakeCase(Case{0, 64, 5, 4, 32, 1, true}, 3);
   const nbits::Packed packed = nbits::Pack(d.p, d.in());
-  const nbits::Packed packed8 = nbits::Pack(d.p, d.in(), /*int8_order=*/true);
+  const nbits::Packed packed8 = nbits::Pack(d.p, d.in(), /*int8=*/true);
   std::vector<float> y(5, 7.0f);
   for (nbits::Isa isa : AvailableIsas()) nbits::PackedMatMul(isa, packed, nullptr, 0, y.data(), nullptr);
   if (nbits::ResolveIsa(nullptr) == nbits::Isa::kAvx512) nbits::PackedGemmAvx512(packed, nullptr, 0, y.data(), nullptr);
@@ -296,7 +296,7 @@ TEST(MatmulNBitsInt8, StepsBlocksAndTilesAtEdges) {
           const Case c{0, K, N, bits, bs, static_cast<int>(seed % 3), (seed % 2) == 1};
           CaseData d = MakeCase(c, seed++);
           d.p.accuracy_level = 4;
-          const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8_order=*/true);
+          const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
           EXPECT_EQ(packed.k_pad % nbits::kInt8Step, 0);
           for (int64_t M : {1, 4, 5, 13}) {
             const std::vector<float> a = RandomA(M * K, seed);
@@ -314,7 +314,7 @@ TEST(MatmulNBitsInt8, KOrderInt8CodesFallBackToFp32) {
   const Case c{0, 200, 9, 8, 32, 1, true};
   CaseData d = MakeCase(c, 41);
   const nbits::Packed packed = nbits::Pack(d.p, d.in());
-  ASSERT_FALSE(packed.int8_order);
+  ASSERT_FALSE(packed.int8_layout);
   const std::vector<float> a = RandomA(3 * c.K, 4);
   std::vector<float> y(3 * c.N);
   nbits::PackedMatMulInt8(packed, a.data(), 3, y.data(), nullptr);
