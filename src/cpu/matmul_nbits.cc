@@ -274,6 +274,8 @@ Isa ResolveIsa(const char* force) {
 namespace {
 
 constexpr int64_t kKc = 512;  // K chunk of the GEMM: an A block of M x kc stays in L2
+// Rows below which the 4-bit AVX-512 GEMM uses table-lookup register tiles, not the SGEMM.
+constexpr int64_t kTableGemmMaxRows = 32;
 
 using GemvFn = void (*)(const Packed&, const float*, const float*, float*, int64_t, int64_t);
 using PanelFn = void (*)(const Packed&, int64_t, int64_t, int64_t, float*);
@@ -337,7 +339,12 @@ void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y,
     }
     return;
   }
-  if (isa == Isa::kAvx512) return PackedGemmAvx512(w, ap, M, y, pool);
+  if (isa == Isa::kAvx512) {
+    // Few rows: dequantizing a panel for the SGEMM micro-kernel (and transposing it) costs
+    // more than the rows reuse; 4-bit register tiles dequantize by table lookup instead.
+    if (p.bits == 4 && M < kTableGemmMaxRows) return PackedGemmTableAvx512(w, ap, M, y, pool);
+    return PackedGemmAvx512(w, ap, M, y, pool);
+  }
   // GEMM: per group of 4 columns and K chunk, dequantize a small fp32 panel and run
   // register-blocked dot tiles over all rows; threads own disjoint column groups.
   for (int64_t m = 0; m < M; ++m) std::memcpy(y + m * p.N, w.bias.data(), p.N * sizeof(float));

@@ -100,6 +100,9 @@ void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y,
 // Level-0 GEMM on AVX-512 (matmul_nbits_gemm.cc): `a` holds M rows of k_pad floats
 // (zero-padded past K); writes y[M, N] with the bias. Needs avx512f/bw/vl.
 void PackedGemmAvx512(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);
+// The same for 4 bits and few rows (matmul_nbits_gemm.cc): 4-row x 4-column register tiles
+// on weights dequantized in registers by table lookup; no fp32 panel, no transpose.
+void PackedGemmTableAvx512(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);
 
 // ISA kernels (matmul_nbits_avx.cc). `a` is one row zero-padded to k_pad, `asum` the
 // per-block sums of that row (nb_stride entries); writes y[n0..n1).

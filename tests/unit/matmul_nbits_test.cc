@@ -187,7 +187,9 @@ void ExpectWithinInt8Bound(const std::vector<float>& want, const std::vector<flo
   }
   // The bound is a worst case (all rounding errors aligned); over many outputs the typical
   // error is far smaller (a single output may come close to it).
-  if (want.size() >= 64) EXPECT_LE(err_sum, 0.5 * bound_sum + 1e-3 * static_cast<double>(want.size())) << what;
+  if (want.size() >= 64) {
+    EXPECT_LE(err_sum, 0.5 * bound_sum + 1e-3 * static_cast<double>(want.size())) << what;
+  }
 }
 
 TEST(MatmulNBitsInt8, VnniPathWithinActivationQuantizationBound) {
