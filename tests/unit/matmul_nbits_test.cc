@@ -265,6 +265,12 @@ TEST(MatmulNBitsGemm, Avx512PanelGemmMatchesOracleAtTileEdges) {
             std::vector<float> y(M * N, -1.0f);
             nbits::PackedGemmAvx512(packed, a_pad.data(), M, y.data(), (seed % 3) ? &pool : nullptr);
             ExpectClose(Oracle(d, a, M), y, K, "direct " + Describe(c, M));
+            if (bits == 4) {
+              // The few-row 4-bit GEMM (table-lookup register tiles), also at M past its threshold.
+              std::vector<float> yt(M * N, -1.0f);
+              nbits::PackedGemmTableAvx512(packed, a_pad.data(), M, yt.data(), (seed % 3) ? nullptr : &pool);
+              ExpectClose(Oracle(d, a, M), yt, K, "table " + Describe(c, M));
+            }
             std::vector<float> y2(M * N, -1.0f);
             nbits::PackedMatMul(nbits::Isa::kAvx512, packed, a.data(), M, y2.data(), (seed % 2) ? &pool : nullptr);
             ExpectClose(Oracle(d, a, M), y2, K, Describe(c, M));
