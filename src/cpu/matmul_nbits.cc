@@ -274,7 +274,9 @@ Isa ResolveIsa(const char* force) {
 namespace {
 
 constexpr int64_t kKc = 512;  // K chunk of the GEMM: an A block of M x kc stays in L2
-// Rows below which the 4-bit AVX-512 GEMM uses table-lookup register tiles, not the SGEMM.
+// Rows below which the 4-bit AVX-512 GEMM uses table-lookup register tiles, not the SGEMM:
+// with few rows, dequantizing and transposing panels for the SGEMM micro-kernel costs more
+// than the rows reuse (M = 16: ~25% slower, kernel bench).
 constexpr int64_t kTableGemmMaxRows = 32;
 
 using GemvFn = void (*)(const Packed&, const float*, const float*, float*, int64_t, int64_t);
@@ -319,6 +321,10 @@ void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y,
     for (int64_t m = 0; m < M; ++m) std::memcpy(&a_pad[m * w.k_pad], a + m * p.K, p.K * sizeof(float));
     ap = a_pad.data();
   }
+  // Few rows, 4 bits, AVX-512: register tiles dequantize each weight once for all rows
+  // (M = 2, 3 included: the GEMV would stream the weights once per row).
+  if (isa == Isa::kAvx512 && p.bits == 4 && M >= 2 && M < kTableGemmMaxRows)
+    return PackedGemmTableAvx512(w, ap, M, y, pool);
   if (M < 4) {
     // GEMV per row: stream the codes once per row, dequantize in registers.
     std::vector<float> asum(static_cast<size_t>(w.nb_stride), 0.0f);
@@ -339,12 +345,7 @@ void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y,
     }
     return;
   }
-  if (isa == Isa::kAvx512) {
-    // Few rows: dequantizing a panel for the SGEMM micro-kernel (and transposing it) costs
-    // more than the rows reuse; 4-bit register tiles dequantize by table lookup instead.
-    if (p.bits == 4 && M < kTableGemmMaxRows) return PackedGemmTableAvx512(w, ap, M, y, pool);
-    return PackedGemmAvx512(w, ap, M, y, pool);
-  }
+  if (isa == Isa::kAvx512) return PackedGemmAvx512(w, ap, M, y, pool);
   // GEMM: per group of 4 columns and K chunk, dequantize a small fp32 panel and run
   // register-blocked dot tiles over all rows; threads own disjoint column groups.
   for (int64_t m = 0; m < M; ++m) std::memcpy(y + m * p.N, w.bias.data(), p.N * sizeof(float));

@@ -120,7 +120,7 @@ TEST(MatmulNBitsKernel, OptimizedMatchesReferenceOnEdgeShapes) {
             Case c{0, K, N, bits, bs, zp, bias};
             CaseData d = MakeCase(c, seed++);
             const nbits::Packed packed = nbits::Pack(d.p, d.in());
-            for (int64_t M : {1, 3, 16, 17}) {
+            for (int64_t M : {1, 2, 3, 16, 17, 40}) {
               const std::vector<float> a = RandomA(M * K, seed);
               const std::vector<float> want = Oracle(d, a, M);
               for (nbits::Isa isa : AvailableIsas()) {
