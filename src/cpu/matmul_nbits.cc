@@ -168,8 +168,11 @@ Packed PackInt8(const Params& p, const Inputs& in, Packed w) {
   w.int8_layout = true;
   w.steps = w.k_pad / kInt8Step;
   w.lane_slots = bs == 16 ? 32 : 16;
+  // Blocks of a step or more: one entry per block and column (a step lies in one block).
+  const bool wide = bs >= kInt8Step;
+  w.group_slots = wide ? w.k_pad / bs * kGroup : w.steps * w.lane_slots;
   w.codes.assign(static_cast<size_t>(groups * w.steps * kGroup * step_bytes), 0);
-  const size_t slots = static_cast<size_t>(groups * w.steps * w.lane_slots);
+  const size_t slots = static_cast<size_t>(groups * w.group_slots);
   // Padding slots (past K, past N) get scale 0 and zero point 0: they add nothing.
   w.scale.assign(slots, 0.0f);
   const bool float_zp = in.zero_points && in.zero_points->dtype() == DataType::kFloat;
@@ -192,21 +195,21 @@ Packed PackInt8(const Params& p, const Inputs& in, Packed w) {
         dst[16 * i + t] |= static_cast<uint8_t>(h == 0 ? code : code << 4);
       }
     }
-    for (int64_t st = 0; st < w.steps; ++st)
-      for (int64_t slot = 0; slot < w.lane_slots; slot += kGroup) {
-        // Slot 4i (+16h for blocks of 16) covers codes starting at step offset 32i (+16h).
-        const int64_t i = (slot % 16) / 4, h = slot / 16;
-        const int64_t blk = (st * kInt8Step + 32 * i + 16 * h) / bs;
-        if (blk >= p.n_blocks) continue;
-        const size_t at = static_cast<size_t>((g * w.steps + st) * w.lane_slots + slot + c);
-        w.scale[at] = s[n * p.n_blocks + blk];
-        const float zp = ZeroPointAt(p, in.zero_points, n, blk);
-        if (float_zp) {
-          w.zpf[at] = zp;
-        } else {
-          w.zp8[at] = static_cast<uint8_t>(zp);
-        }
+    for (int64_t e = 0; e < w.group_slots; e += kGroup) {
+      // Wide: entry 4 blk. Otherwise slot 4i (+16h for blocks of 16) of step st covers codes
+      // starting at step offset 32i (+16h).
+      const int64_t st = e / w.lane_slots, slot = e % w.lane_slots, i = (slot % 16) / 4, h = slot / 16;
+      const int64_t blk = wide ? e / kGroup : (st * kInt8Step + 32 * i + 16 * h) / bs;
+      if (blk >= p.n_blocks) continue;
+      const size_t at = static_cast<size_t>(g * w.group_slots + e + c);
+      w.scale[at] = s[n * p.n_blocks + blk];
+      const float zp = ZeroPointAt(p, in.zero_points, n, blk);
+      if (float_zp) {
+        w.zpf[at] = zp;
+      } else {
+        w.zp8[at] = static_cast<uint8_t>(zp);
       }
+    }
   }
   return w;
 }

@@ -63,10 +63,12 @@ inline constexpr int64_t kInt8Step = 128;
 //    nibble of byte 16i + t; for 8 bits, byte 64h + 16i + t. So one 64-byte load and two
 //    nibble masks (8 bits: two loads) give vector h whose 128-bit lane i holds codes
 //    32i + 16h + [0, 16).
-//  * scale[group][step][lane_slots] floats and zp8 (uint8 or absent zero points: the code
-//    value, default 2^(bits-1)) or zpf (float zero points) in the same order. Slot 4i + c
-//    (blocks >= 32) is the block holding codes 32i + [0, 32) of the step, column c; with
-//    blocks of 16 slot 16h + 4i + c is the block holding codes 32i + 16h + [0, 16).
+//  * scale[group][group_slots] floats and zp8 (uint8 or absent zero points: the code
+//    value, default 2^(bits-1)) or zpf (float zero points) in the same order. Blocks of 32
+//    and 64: [step][16 slots], slot 4i + c the block holding codes 32i + [0, 32) of the
+//    step, column c; blocks of 16: [step][32 slots], slot 16h + 4i + c the block holding
+//    codes 32i + 16h + [0, 16); blocks >= kInt8Step (a step lies in one block):
+//    [block][4 columns], broadcast to the 4 lanes.
 //    This is the order in which the kernel's per-step integer dot products come out after
 //    reducing the four columns' vpdpbusd results, so one convert and one FMA cover 16 slots.
 struct Packed {
@@ -79,7 +81,8 @@ struct Packed {
   std::vector<float> bias;   // N entries (zeros when absent)
   bool int8_layout = false;  // the int8 kernel's layout (see above)
   int64_t steps = 0;         // int8 layout: k_pad / kInt8Step
-  int64_t lane_slots = 0;    // int8 layout: 16, or 32 for blocks of 16
+  int64_t lane_slots = 0;    // int8 layout: A's slots per step: 16, or 32 for blocks of 16
+  int64_t group_slots = 0;   // int8 layout: scale and zero-point entries per group
   std::vector<uint8_t> zp8;  // int8 layout: integer zero points per slot
   std::vector<float> zpf;    // int8 layout: float zero points per slot (zp8 then empty)
   size_t bytes() const { return codes.size() + zp8.size() + 4 * (scale.size() + offset.size() + zpf.size()); }

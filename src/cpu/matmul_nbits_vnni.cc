@@ -31,6 +31,13 @@ namespace {
 
 constexpr int64_t kGroup = 4;  // columns per group of the int8 layout
 
+// Where a step's scales and zero points are (see Packed::group_slots): 16 per step (blocks
+// of 32, 64), 32 per step (blocks of 16), or 4 per block (blocks >= 128, one per step).
+constexpr int kSlotsPerStep = 0, kSlotsSplit = 1, kSlotsWide = 2;
+inline int SlotMode(int64_t block_size) {
+  return block_size == 16 ? kSlotsSplit : block_size >= kInt8Step ? kSlotsWide : kSlotsPerStep;
+}
+
 }  // namespace
 
 bool HasAvx512Vnni() {
@@ -123,19 +130,32 @@ STRATA_VNNI inline __m512 LoadZp(const Packed& w, size_t at) {
   }
 }
 
+template <bool kFloatZp>
+STRATA_VNNI inline __m512 LoadZpWide(const Packed& w, size_t at) {
+  if constexpr (kFloatZp) {
+    return _mm512_broadcast_f32x4(_mm_loadu_ps(w.zpf.data() + at));
+  } else {
+    int32_t four;
+    std::memcpy(&four, &w.zp8[at], 4);
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set1_epi32(four)));
+  }
+}
+
 // Steps to prefetch the codes and scales ahead: a GEMV streams them from L3 or memory
 // (measured: 6 steps beat 0, 3 and 12 by 5-15% on weights past the L3).
 constexpr int64_t kPrefetchSteps = 6;
 
 // Rows [m0, m0 + MR) x the 4 columns of group g over steps [s0, s1). The first K chunk
 // (s0 == 0) stores its sums plus the bias, later chunks add theirs.
-template <int kBits, bool kSplit, bool kFloatZp, int MR>
+template <int kBits, int kMode, bool kFloatZp, int MR>
 STRATA_VNNI void TileInt8(const Packed& w, const QuantA& qa, int64_t m0, int64_t g, int64_t s0, int64_t s1, float* y) {
   constexpr int64_t kStepBytes = kInt8Step * kBits / 8;  // code bytes per step and column
-  constexpr int64_t L = kSplit ? 32 : 16;                // slots per step
+  constexpr bool kSplit = kMode == kSlotsSplit, kWide = kMode == kSlotsWide;
+  constexpr int64_t L = kSplit ? 32 : 16;  // A's slots per step
   const int64_t N = w.p.N;
+  const int log2_bs = __builtin_ctzll(static_cast<uint64_t>(w.p.block_size));  // no division per step
   const uint8_t* codes = w.codes.data() + g * w.steps * kGroup * kStepBytes;
-  const size_t slot0 = static_cast<size_t>(g * w.steps * L);
+  const size_t slot0 = static_cast<size_t>(g * w.group_slots);
   const float* sc = w.scale.data() + slot0;
   const int8_t* arow[MR];
   const float *sa[MR], *sq[MR];
@@ -151,12 +171,21 @@ STRATA_VNNI void TileInt8(const Packed& w, const QuantA& qa, int64_t m0, int64_t
     const uint8_t* cs = codes + s * kGroup * kStepBytes;
     for (int64_t line = 0; line < kGroup * kStepBytes; line += 64)
       _mm_prefetch(reinterpret_cast<const char*>(cs + kPrefetchSteps * kGroup * kStepBytes + line), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(sc + (s + kPrefetchSteps) * L), _MM_HINT_T0);
+    if constexpr (!kWide)  // wide blocks: 16 bytes of scales per block, read from the same line for steps
+      _mm_prefetch(reinterpret_cast<const char*>(sc + (s + kPrefetchSteps) * L), _MM_HINT_T0);
     __m512i b[kGroup][2];
     for (int c = 0; c < kGroup; ++c) StepCodes<kBits>(cs + c * kStepBytes, &b[c][0], &b[c][1]);
     for (int h = 0; h < (kSplit ? 2 : 1); ++h) {
-      const __m512 sv = _mm512_loadu_ps(sc + s * L + 16 * h);
-      const __m512 zv = LoadZp<kFloatZp>(w, slot0 + s * L + 16 * h);
+      __m512 sv, zv;
+      if constexpr (kWide) {
+        // The step lies in one block: its 4 columns' scales and zero points on every lane.
+        const int64_t at = ((s * kInt8Step) >> log2_bs) * kGroup;
+        sv = _mm512_broadcast_f32x4(_mm_loadu_ps(sc + at));
+        zv = LoadZpWide<kFloatZp>(w, slot0 + at);
+      } else {
+        sv = _mm512_loadu_ps(sc + s * L + 16 * h);
+        zv = LoadZp<kFloatZp>(w, slot0 + s * L + 16 * h);
+      }
       for (int r = 0; r < MR; ++r) {
         __m512i d[kGroup];
         if constexpr (kSplit) {
@@ -195,27 +224,27 @@ constexpr int kRows = 4;
 // row tile's A (int8 values, scales and sums: 2 bytes per code and row) stays in L1.
 constexpr int64_t kGroupBlockBytes = 256 << 10;
 
-template <int kBits, bool kSplit, bool kFloatZp>
+template <int kBits, int kMode, bool kFloatZp>
 STRATA_VNNI void MatMulInt8Chunk(const Packed& w, const QuantA& qa, int64_t g0, int64_t g1, int64_t s0, int64_t s1,
                                  float* y) {
   const int64_t zp_bytes = kFloatZp ? 4 : 1;
-  const int64_t group_bytes = (s1 - s0) * (kGroup * kInt8Step * kBits / 8 + w.lane_slots * (4 + zp_bytes));
+  const int64_t group_bytes = (s1 - s0) * (kGroup * kInt8Step * kBits / 8 + w.group_slots / w.steps * (4 + zp_bytes));
   const int64_t block = std::max<int64_t>(1, kGroupBlockBytes / group_bytes);
   for (int64_t gb = g0; gb < g1; gb += block) {
     const int64_t ge = std::min(g1, gb + block);
     int64_t m = 0;
     for (; m + kRows <= qa.M; m += kRows)
-      for (int64_t g = gb; g < ge; ++g) TileInt8<kBits, kSplit, kFloatZp, kRows>(w, qa, m, g, s0, s1, y);
+      for (int64_t g = gb; g < ge; ++g) TileInt8<kBits, kMode, kFloatZp, kRows>(w, qa, m, g, s0, s1, y);
     for (int64_t g = gb; g < ge; ++g) {
       switch (qa.M - m) {
         case 3:
-          TileInt8<kBits, kSplit, kFloatZp, 3>(w, qa, m, g, s0, s1, y);
+          TileInt8<kBits, kMode, kFloatZp, 3>(w, qa, m, g, s0, s1, y);
           break;
         case 2:
-          TileInt8<kBits, kSplit, kFloatZp, 2>(w, qa, m, g, s0, s1, y);
+          TileInt8<kBits, kMode, kFloatZp, 2>(w, qa, m, g, s0, s1, y);
           break;
         case 1:
-          TileInt8<kBits, kSplit, kFloatZp, 1>(w, qa, m, g, s0, s1, y);
+          TileInt8<kBits, kMode, kFloatZp, 1>(w, qa, m, g, s0, s1, y);
           break;
         default:
           break;
@@ -228,22 +257,26 @@ STRATA_VNNI void MatMulInt8Chunk(const Packed& w, const QuantA& qa, int64_t g0, 
 // of L1 (K = 2048), whatever K is.
 constexpr int64_t kChunkSteps = 16;
 
-template <int kBits, bool kSplit, bool kFloatZp>
+template <int kBits, int kMode, bool kFloatZp>
 STRATA_VNNI void MatMulInt8Groups(const Packed& w, const QuantA& qa, int64_t g0, int64_t g1, float* y) {
   // A GEMV has one row tile: nothing to reuse, so no chunks (each would store y again).
   const int64_t chunk = qa.M > kRows ? kChunkSteps : w.steps;
   for (int64_t s0 = 0; s0 < w.steps; s0 += chunk)
-    MatMulInt8Chunk<kBits, kSplit, kFloatZp>(w, qa, g0, g1, s0, std::min(w.steps, s0 + chunk), y);
+    MatMulInt8Chunk<kBits, kMode, kFloatZp>(w, qa, g0, g1, s0, std::min(w.steps, s0 + chunk), y);
 }
 
 using GroupsFn = void (*)(const Packed&, const QuantA&, int64_t, int64_t, float*);
 
 GroupsFn GroupsFor(const Packed& w) {
-  const bool split = w.lane_slots == 32, fzp = !w.zpf.empty();
-#define STRATA_PICK(bits)                                                                   \
-  (split ? (fzp ? MatMulInt8Groups<bits, true, true> : MatMulInt8Groups<bits, true, false>) \
-         : (fzp ? MatMulInt8Groups<bits, false, true> : MatMulInt8Groups<bits, false, false>))
-  return w.p.bits == 4 ? STRATA_PICK(4) : STRATA_PICK(8);
+  const int mode = SlotMode(w.p.block_size);
+  const bool fzp = !w.zpf.empty();
+#define STRATA_PICK(bits, mode) (fzp ? MatMulInt8Groups<bits, mode, true> : MatMulInt8Groups<bits, mode, false>)
+#define STRATA_PICK_MODE(bits)                           \
+  (mode == kSlotsSplit  ? STRATA_PICK(bits, kSlotsSplit) \
+   : mode == kSlotsWide ? STRATA_PICK(bits, kSlotsWide)  \
+                        : STRATA_PICK(bits, kSlotsPerStep))
+  return w.p.bits == 4 ? STRATA_PICK_MODE(4) : STRATA_PICK_MODE(8);
+#undef STRATA_PICK_MODE
 #undef STRATA_PICK
 }
 
