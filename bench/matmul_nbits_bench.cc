@@ -16,10 +16,10 @@
 namespace strata {
 namespace {
 
-// int8_order: packed for the accuracy_level 4 (VNNI) kernel.
-const nbits::Packed& PackedWeights(int64_t bits, int64_t K, int64_t N, bool int8_order = false) {
+// int8: packed for the accuracy_level 4 (VNNI) kernel.
+const nbits::Packed& PackedWeights(int64_t bits, int64_t K, int64_t N, bool int8 = false) {
   static std::map<std::tuple<int64_t, int64_t, int64_t, bool>, std::unique_ptr<nbits::Packed>> cache;
-  auto& slot = cache[{bits, K, N, int8_order}];
+  auto& slot = cache[{bits, K, N, int8}];
   if (!slot) {
     nbits::Params p;
     p.K = K;
@@ -37,7 +37,7 @@ const nbits::Packed& PackedWeights(int64_t bits, int64_t K, int64_t N, bool int8
     nbits::Inputs in;
     in.b = &bt;
     in.scales = &st;
-    slot = std::make_unique<nbits::Packed>(nbits::Pack(p, in, int8_order));
+    slot = std::make_unique<nbits::Packed>(nbits::Pack(p, in, int8));
   }
   return *slot;
 }
@@ -74,7 +74,7 @@ void BM_NBitsMatMulInt8(benchmark::State& state) {
     return;
   }
   const int64_t bits = state.range(0), K = state.range(1), N = state.range(2), M = state.range(3);
-  const nbits::Packed& w = PackedWeights(bits, K, N, /*int8_order=*/true);
+  const nbits::Packed& w = PackedWeights(bits, K, N, /*int8=*/true);
   std::vector<float> a(M * K, 0.5f), y(M * N);
   for (auto _ : state) {
     nbits::PackedMatMulInt8(w, a.data(), M, y.data(), Pool());

@@ -158,29 +158,85 @@ std::vector<float> Dequantize(const Params& p, const Inputs& in) {
   return w;
 }
 
-Packed Pack(const Params& p, const Inputs& in, bool int8_order) {
+namespace {
+
+// The int8 kernel's layout (see Packed in matmul_nbits.h).
+Packed PackInt8(const Params& p, const Inputs& in, Packed w) {
+  constexpr int64_t kGroup = 4;
+  const int64_t groups = (p.N + kGroup - 1) / kGroup, bs = p.block_size;
+  const int64_t step_bytes = kInt8Step * p.bits / 8;
+  w.int8_layout = true;
+  w.steps = w.k_pad / kInt8Step;
+  w.lane_slots = bs == 16 ? 32 : 16;
+  // Blocks of a step or more: one entry per block and column (a step lies in one block).
+  const bool wide = bs >= kInt8Step;
+  w.group_slots = wide ? w.k_pad / bs * kGroup : w.steps * w.lane_slots;
+  w.codes.assign(static_cast<size_t>(groups * w.steps * kGroup * step_bytes), 0);
+  const size_t slots = static_cast<size_t>(groups * w.group_slots);
+  // Padding slots (past K, past N) get scale 0 and zero point 0: they add nothing.
+  w.scale.assign(slots, 0.0f);
+  const bool float_zp = in.zero_points && in.zero_points->dtype() == DataType::kFloat;
+  if (float_zp) {
+    w.zpf.assign(slots, 0.0f);
+  } else {
+    w.zp8.assign(slots, 0);
+  }
+  const uint8_t* b = in.b->data<uint8_t>();
+  const float* s = in.scales->data<float>();
+  for (int64_t n = 0; n < p.N; ++n) {
+    const int64_t g = n / kGroup, c = n % kGroup;
+    for (int64_t k = 0; k < p.K; ++k) {
+      const int code = CodeAt(b, p, n, k / bs, k % bs);
+      const int64_t st = k / kInt8Step, r = k % kInt8Step, i = r / 32, h = (r % 32) / 16, t = r % 16;
+      uint8_t* dst = w.codes.data() + ((g * w.steps + st) * kGroup + c) * step_bytes;
+      if (p.bits == 8) {
+        dst[64 * h + 16 * i + t] = static_cast<uint8_t>(code);
+      } else {
+        dst[16 * i + t] |= static_cast<uint8_t>(h == 0 ? code : code << 4);
+      }
+    }
+    for (int64_t e = 0; e < w.group_slots; e += kGroup) {
+      // Wide: entry 4 blk. Otherwise slot 4i (+16h for blocks of 16) of step st covers codes
+      // starting at step offset 32i (+16h).
+      const int64_t st = e / w.lane_slots, slot = e % w.lane_slots, i = (slot % 16) / 4, h = slot / 16;
+      const int64_t blk = wide ? e / kGroup : (st * kInt8Step + 32 * i + 16 * h) / bs;
+      if (blk >= p.n_blocks) continue;
+      const size_t at = static_cast<size_t>(g * w.group_slots + e + c);
+      w.scale[at] = s[n * p.n_blocks + blk];
+      const float zp = ZeroPointAt(p, in.zero_points, n, blk);
+      if (float_zp) {
+        w.zpf[at] = zp;
+      } else {
+        w.zp8[at] = static_cast<uint8_t>(zp);
+      }
+    }
+  }
+  return w;
+}
+
+}  // namespace
+
+Packed Pack(const Params& p, const Inputs& in, bool int8) {
   Packed w;
   w.p = p;
-  w.int8_order = int8_order && p.bits == 8;
   // Whole blocks, then whole int8 steps (the padding blocks have zero scale and offset).
   w.k_pad = (p.n_blocks * p.block_size + kInt8Step - 1) / kInt8Step * kInt8Step;
   const int64_t nb_pad = w.k_pad / p.block_size;
   w.col_bytes = w.k_pad * p.bits / 8;
   w.nb_stride = (nb_pad + 15) / 16 * 16;
+  w.bias.assign(static_cast<size_t>(p.N), 0.0f);
+  if (in.bias) std::memcpy(w.bias.data(), in.bias->data<float>(), p.N * sizeof(float));
+  if (int8) return PackInt8(p, in, std::move(w));
   w.codes.assign(static_cast<size_t>(p.N * w.col_bytes), 0);
   w.scale.assign(static_cast<size_t>(p.N * w.nb_stride), 0.0f);
   w.offset.assign(static_cast<size_t>(p.N * w.nb_stride), 0.0f);
-  w.bias.assign(static_cast<size_t>(p.N), 0.0f);
   const uint8_t* b = in.b->data<uint8_t>();
   const float* s = in.scales->data<float>();
   for (int64_t n = 0; n < p.N; ++n) {
     uint8_t* col = w.codes.data() + n * w.col_bytes;
     for (int64_t k = 0; k < p.K; ++k) {
       const int code = CodeAt(b, p, n, k / p.block_size, k % p.block_size);
-      if (w.int8_order) {
-        const int64_t r = k % kInt8Step;
-        col[k - r + 64 * ((r % 32) / 16) + 16 * (r / 32) + r % 16] = static_cast<uint8_t>(code);
-      } else if (p.bits == 8) {
+      if (p.bits == 8) {
         col[k] = static_cast<uint8_t>(code);
       } else {
         const int64_t chunk = k / 32, j = k % 32;
@@ -193,7 +249,6 @@ Packed Pack(const Params& p, const Inputs& in, bool int8_order) {
       w.scale[n * w.nb_stride + blk] = sc;
       w.offset[n * w.nb_stride + blk] = -ZeroPointAt(p, in.zero_points, n, blk) * sc;
     }
-    if (in.bias) w.bias[n] = in.bias->data<float>()[n];
   }
   return w;
 }
@@ -222,6 +277,10 @@ Isa ResolveIsa(const char* force) {
 namespace {
 
 constexpr int64_t kKc = 512;  // K chunk of the GEMM: an A block of M x kc stays in L2
+// Rows below which the 4-bit AVX-512 GEMM uses table-lookup register tiles, not the SGEMM:
+// with few rows, dequantizing and transposing panels for the SGEMM micro-kernel costs more
+// than the rows reuse (M = 16: ~25% slower, kernel bench).
+constexpr int64_t kTableGemmMaxRows = 32;
 
 using GemvFn = void (*)(const Packed&, const float*, const float*, float*, int64_t, int64_t);
 using PanelFn = void (*)(const Packed&, int64_t, int64_t, int64_t, float*);
@@ -265,6 +324,10 @@ void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y,
     for (int64_t m = 0; m < M; ++m) std::memcpy(&a_pad[m * w.k_pad], a + m * p.K, p.K * sizeof(float));
     ap = a_pad.data();
   }
+  // Few rows, 4 bits, AVX-512: register tiles dequantize each weight once for all rows
+  // (M = 2, 3 included: the GEMV would stream the weights once per row).
+  if (isa == Isa::kAvx512 && p.bits == 4 && M >= 2 && M < kTableGemmMaxRows)
+    return PackedGemmTableAvx512(w, ap, M, y, pool);
   if (M < 4) {
     // GEMV per row: stream the codes once per row, dequantize in registers.
     std::vector<float> asum(static_cast<size_t>(w.nb_stride), 0.0f);
@@ -310,16 +373,15 @@ bool UseInt8Path(const Params& p, Isa isa) { return p.accuracy_level == 4 && isa
 void PackedMatMulInt8(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool) {
   const Params& p = w.p;
   if (M <= 0) return;
-  // 8-bit codes in K order are the fp32 kernels' layout: compute in fp32 rather than misread them.
-  if (p.bits == 8 && !w.int8_order) return PackedMatMul(Isa::kAvx512, w, a, M, y, pool);
-  std::vector<float> a_pad(static_cast<size_t>(M * w.k_pad), 0.0f);
-  for (int64_t m = 0; m < M; ++m) std::memcpy(&a_pad[m * w.k_pad], a + m * p.K, p.K * sizeof(float));
+  // The fp32 kernels' layout: compute in fp32 rather than misread it.
+  if (!w.int8_layout) return PackedMatMul(Isa::kAvx512, w, a, M, y, pool);
   QuantA qa;
-  QuantizeA(w, a_pad.data(), M, &qa);
+  QuantizeA(w, a, M, &qa);
   // Threads own disjoint groups of 4 columns; each group runs over all rows with the
-  // group's codes in L1 and A's int8 rows (M x k_pad bytes) in L2.
+  // group's codes in L1 and A's int8 rows in L2.
   const int64_t groups = (p.N + 3) / 4;
-  Parallel(pool, groups, M < 4 ? 8 : 2,
+  const int64_t grain = M < 4 ? 16 : 2;
+  Parallel(pool, groups, grain,
            [&](int64_t g0, int64_t g1) { MatMulInt8Vnni(w, qa, g0 * 4, std::min(p.N, g1 * 4), y); });
 }
 

@@ -45,29 +45,51 @@ std::vector<float> Dequantize(const Params& p, const Inputs& in);
 // K steps of the int8 (VNNI) kernel: 128 codes, 64 bytes of 4-bit codes.
 inline constexpr int64_t kInt8Step = 128;
 
-// The weights repacked once at session creation:
+// The weights repacked once at session creation. Two layouts:
+//
+// fp32 kernels (int8_layout false):
 //  * codes, per column, K padded to k_pad (whole blocks, a multiple of kInt8Step) with zero
 //    codes. For 4 bits each 32-code chunk is 16 bytes; byte j holds code j (low nibble) and
 //    code j+16 (high nibble), so one load and two nibble masks give two vectors of 16 codes
-//    in K order. 8-bit codes are in K order, unless int8_order (only for the VNNI kernel):
-//    then within each 128-code step, code 32i + 16h + t is at byte 64h + 16i + t (the order
-//    in which 64 bytes of 4-bit codes unpack into their low and high nibbles).
+//    in K order. 8-bit codes are in K order.
 //  * scale and offset (= -zero_point * scale) per block, nb_stride entries per column
 //    (padded with zeros to a multiple of 16), so w = q * scale + offset.
+//
+// int8 (VNNI, accuracy_level 4) kernel (int8_layout true): columns in groups of 4 (N padded
+// with zero-scale columns), K in steps of kInt8Step codes; everything one group needs is
+// contiguous, in the order the kernel reads it, so a GEMV reads three sequential streams.
+//  * codes[group][step][column of 4][kInt8Step * bits / 8 bytes]. Within a step, code r =
+//    32i + 16h + t (i < 4, h < 2, t < 16) is, for 4 bits, the low (h = 0) or high (h = 1)
+//    nibble of byte 16i + t; for 8 bits, byte 64h + 16i + t. So one 64-byte load and two
+//    nibble masks (8 bits: two loads) give vector h whose 128-bit lane i holds codes
+//    32i + 16h + [0, 16).
+//  * scale[group][group_slots] floats and zp8 (uint8 or absent zero points: the code
+//    value, default 2^(bits-1)) or zpf (float zero points) in the same order. Blocks of 32
+//    and 64: [step][16 slots], slot 4i + c the block holding codes 32i + [0, 32) of the
+//    step, column c; blocks of 16: [step][32 slots], slot 16h + 4i + c the block holding
+//    codes 32i + 16h + [0, 16); blocks >= kInt8Step (a step lies in one block):
+//    [block][4 columns], broadcast to the 4 lanes.
+//    This is the order in which the kernel's per-step integer dot products come out after
+//    reducing the four columns' vpdpbusd results, so one convert and one FMA cover 16 slots.
 struct Packed {
   Params p;
   int64_t k_pad = 0;      // K rounded up to whole blocks and to a multiple of kInt8Step
   int64_t col_bytes = 0;  // k_pad * bits / 8
-  int64_t nb_stride = 0;  // per-column stride of scale/offset
+  int64_t nb_stride = 0;  // fp32 layout: per-column stride of scale/offset
   std::vector<uint8_t> codes;
   std::vector<float> scale, offset;
-  std::vector<float> bias;  // N entries (zeros when absent)
-  bool int8_order = false;  // 8-bit codes in the VNNI step order (see above)
-  size_t bytes() const { return codes.size() + 4 * (scale.size() + offset.size()); }
+  std::vector<float> bias;   // N entries (zeros when absent)
+  bool int8_layout = false;  // the int8 kernel's layout (see above)
+  int64_t steps = 0;         // int8 layout: k_pad / kInt8Step
+  int64_t lane_slots = 0;    // int8 layout: A's slots per step: 16, or 32 for blocks of 16
+  int64_t group_slots = 0;   // int8 layout: scale and zero-point entries per group
+  std::vector<uint8_t> zp8;  // int8 layout: integer zero points per slot
+  std::vector<float> zpf;    // int8 layout: float zero points per slot (zp8 then empty)
+  size_t bytes() const { return codes.size() + zp8.size() + 4 * (scale.size() + offset.size() + zpf.size()); }
 };
-// int8_order: the 8-bit codes in the order of the int8 (VNNI) kernel, which then is the
-// only kernel that may read them (PackedMatMulInt8); 4-bit codes are the same either way.
-Packed Pack(const Params& p, const Inputs& in, bool int8_order = false);
+// int8: the int8 (VNNI) kernel's layout, which then is the only kernel that may read the
+// weights (PackedMatMulInt8).
+Packed Pack(const Params& p, const Inputs& in, bool int8 = false);
 
 enum class Isa { kScalar, kAvx2, kAvx512 };
 const char* IsaName(Isa isa);
@@ -81,6 +103,9 @@ void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y,
 // Level-0 GEMM on AVX-512 (matmul_nbits_gemm.cc): `a` holds M rows of k_pad floats
 // (zero-padded past K); writes y[M, N] with the bias. Needs avx512f/bw/vl.
 void PackedGemmAvx512(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);
+// The same for 4 bits and few rows (matmul_nbits_gemm.cc): 4-row x 4-column register tiles
+// on weights dequantized in registers by table lookup; no fp32 panel, no transpose.
+void PackedGemmTableAvx512(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);
 
 // ISA kernels (matmul_nbits_avx.cc). `a` is one row zero-padded to k_pad, `asum` the
 // per-block sums of that row (nb_stride entries); writes y[n0..n1).
@@ -108,22 +133,22 @@ bool HasAvx512Vnni();
 // Rows of A quantized to int8 per K block (symmetric: scale = max|a| / 127 per block).
 struct QuantA {
   int64_t M = 0;
-  int64_t lane_stride = 0;        // floats of lane_scale per row
-  std::vector<int8_t> q;          // M x k_pad, each kInt8Step span in the lane order of the codes
-  std::vector<float> lane_scale;  // per row: the A scale of each int32 lane of each step (16, 32 for block 16)
-  std::vector<float> bsum;        // per row: scale * sum of the block's int8 values (nb_stride entries)
-  std::vector<float> sa;          // scratch: one row's block scales
+  int64_t row_slots = 0;  // steps * lane_slots: floats of sa and sq per row
+  std::vector<int8_t> q;  // M x k_pad, each kInt8Step span in the order of the codes
+  std::vector<float> sa;  // per row, step and slot (as Packed::scale): the A scale of the slot's block
+  std::vector<float> sq;  // the same: the sum of the slot's int8 values (for the zero points)
 };
-// `a` holds M rows of k_pad floats (zero-padded past K).
+// `a` holds M rows of K floats.
 void QuantizeA(const Packed& w, const float* a, int64_t M, QuantA* qa);
-// y[m * N + n] for all rows and columns [n0, n1), bias included. Needs HasAvx512Vnni()
-// and, for 8 bits, w.int8_order.
+// y[m * N + n] for all rows and columns [n0, n1), bias included; n0 a multiple of 4 and
+// n1 one too, or N.
+// Needs HasAvx512Vnni() and w.int8_layout.
 void MatMulInt8Vnni(const Packed& w, const QuantA& qa, int64_t n0, int64_t n1, float* y);
 // Whether a kernel with these attributes on `isa` takes the int8 path (then Pack with
-// int8_order and run PackedMatMulInt8): accuracy_level 4, AVX-512 and VNNI.
+// int8 and run PackedMatMulInt8): accuracy_level 4, AVX-512 and VNNI.
 bool UseInt8Path(const Params& p, Isa isa);
 // Y = A . W^T + bias through the int8 path (quantizes A, then MatMulInt8Vnni in parallel).
-// Needs HasAvx512Vnni() and w packed with int8_order.
+// Needs HasAvx512Vnni(); weights not in the int8 layout are computed in fp32.
 void PackedMatMulInt8(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);
 
 }  // namespace strata::nbits

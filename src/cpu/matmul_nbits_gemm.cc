@@ -63,7 +63,85 @@ void ParallelRange(ThreadPool* pool, int64_t n, int64_t grain, ThreadPool::Range
   }
 }
 
+// ---- 4-bit, few rows: register tiles on table-dequantized weights ----
+
+// The 16 dequantized values (q - zp) * scale of block blk of a column: vpermps looks codes
+// up by their low 4 bits (no mask, no int->float conversion), as the AVX-512 GEMV.
+STRATA_AVX512 inline __m512 BlockTable(const Packed& w, int64_t n, int64_t blk) {
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const int64_t at = n * w.nb_stride + blk;
+  return _mm512_fmadd_ps(iota, _mm512_set1_ps(w.scale[at]), _mm512_set1_ps(w.offset[at]));
+}
+
+// Rows [m0, m0 + MR) x columns [n0, n0 + cols), cols <= 4, over all of K: each 32-code
+// chunk of a column is dequantized once into two vectors and used by MR rows.
+template <int MR>
+STRATA_AVX512 void TableTile(const Packed& w, const float* a, int64_t m0, int64_t n0, int64_t cols, float* y) {
+  const int64_t N = w.p.N, K = w.k_pad, bs = w.p.block_size;
+  const int log2_bs = __builtin_ctzll(static_cast<uint64_t>(bs));  // no division per chunk
+  const uint8_t* col[4];
+  int64_t cn[4];
+  for (int c = 0; c < 4; ++c) {
+    cn[c] = n0 + std::min<int64_t>(c, cols - 1);  // missing columns repeat the last one
+    col[c] = w.codes.data() + cn[c] * w.col_bytes;
+  }
+  __m512 acc[MR][4];
+  for (int r = 0; r < MR; ++r)
+    for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_setzero_ps();
+  __m512 tlo[4], thi[4];
+  for (int64_t k = 0; k < K; k += 32) {
+    // Blocks of 16: the chunk's halves have their own blocks; otherwise new tables per block.
+    if (bs == 16 || (k & (bs - 1)) == 0) {
+      for (int c = 0; c < 4; ++c) {
+        tlo[c] = BlockTable(w, cn[c], k >> log2_bs);
+        thi[c] = bs == 16 ? BlockTable(w, cn[c], (k >> log2_bs) + 1) : tlo[c];
+      }
+    }
+    __m512 lo[4], hi[4];
+    for (int c = 0; c < 4; ++c) {
+      const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col[c] + k / 2)));
+      lo[c] = _mm512_permutexvar_ps(x, tlo[c]);
+      hi[c] = _mm512_permutexvar_ps(_mm512_srli_epi32(x, 4), thi[c]);
+    }
+    for (int r = 0; r < MR; ++r) {
+      const float* ar = a + (m0 + r) * K + k;
+      const __m512 a0 = _mm512_loadu_ps(ar), a1 = _mm512_loadu_ps(ar + 16);
+      for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_fmadd_ps(hi[c], a1, _mm512_fmadd_ps(lo[c], a0, acc[r][c]));
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int c = 0; c < cols; ++c) y[(m0 + r) * N + n0 + c] = _mm512_reduce_add_ps(acc[r][c]) + w.bias[n0 + c];
+}
+
+STRATA_AVX512 void TableColumns(const Packed& w, const float* a, int64_t M, float* y, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; n += 4) {
+    const int64_t cols = std::min<int64_t>(4, n1 - n);
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4) TableTile<4>(w, a, m, n, cols, y);
+    switch (M - m) {
+      case 3:
+        TableTile<3>(w, a, m, n, cols, y);
+        break;
+      case 2:
+        TableTile<2>(w, a, m, n, cols, y);
+        break;
+      case 1:
+        TableTile<1>(w, a, m, n, cols, y);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 }  // namespace
+
+void PackedGemmTableAvx512(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool) {
+  if (M <= 0) return;
+  const int64_t groups = (w.p.N + 3) / 4;
+  ParallelRange(pool, groups, 4,
+                [&](int64_t g0, int64_t g1) { TableColumns(w, a, M, y, g0 * 4, std::min(w.p.N, g1 * 4)); });
+}
 
 void PackedGemmAvx512(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool) {
   const int64_t N = w.p.N, K = w.k_pad;

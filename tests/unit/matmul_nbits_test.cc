@@ -120,7 +120,7 @@ TEST(MatmulNBitsKernel, OptimizedMatchesReferenceOnEdgeShapes) {
             Case c{0, K, N, bits, bs, zp, bias};
             CaseData d = MakeCase(c, seed++);
             const nbits::Packed packed = nbits::Pack(d.p, d.in());
-            for (int64_t M : {1, 3, 16, 17}) {
+            for (int64_t M : {1, 2, 3, 16, 17, 40}) {
               const std::vector<float> a = RandomA(M * K, seed);
               const std::vector<float> want = Oracle(d, a, M);
               for (nbits::Isa isa : AvailableIsas()) {
@@ -187,7 +187,9 @@ void ExpectWithinInt8Bound(const std::vector<float>& want, const std::vector<flo
   }
   // The bound is a worst case (all rounding errors aligned); over many outputs the typical
   // error is far smaller (a single output may come close to it).
-  if (want.size() >= 64) EXPECT_LE(err_sum, 0.5 * bound_sum + 1e-3 * static_cast<double>(want.size())) << what;
+  if (want.size() >= 64) {
+    EXPECT_LE(err_sum, 0.5 * bound_sum + 1e-3 * static_cast<double>(want.size())) << what;
+  }
 }
 
 TEST(MatmulNBitsInt8, VnniPathWithinActivationQuantizationBound) {
@@ -202,7 +204,7 @@ TEST(MatmulNBitsInt8, VnniPathWithinActivationQuantizationBound) {
             const bool bias = (seed % 2) == 0;
             CaseData d = MakeCase(Case{0, K, N, bits, bs, zp, bias}, seed++);
             d.p.accuracy_level = 4;
-            const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8_order=*/true);
+            const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
             for (int64_t M : {1, 2, 3, 16, 17}) {
               const std::vector<float> a = RandomA(M * K, seed);
               std::vector<float> y(M * N, -1.0f);
@@ -221,7 +223,7 @@ TEST(MatmulNBitsInt8, ZeroAndExactRowsAreExact) {
   // A zero row gives exactly the bias; a row of small integers (exact in int8 when the
   // block max is 127) gives exactly the fp32 result up to rounding.
   CaseData d = MakeCase(Case{0, 128, 5, 4, 32, 1, true}, 9);
-  const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8_order=*/true);
+  const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
   std::vector<float> a(2 * 128, 0.0f);
   for (int64_t k = 0; k < 128; ++k) a[128 + k] = static_cast<float>(k % 32 == 0 ? 127 : (k * 7) % 41 - 20);
   std::vector<float> y(2 * 5);
@@ -263,6 +265,12 @@ TEST(MatmulNBitsGemm, Avx512PanelGemmMatchesOracleAtTileEdges) {
             std::vector<float> y(M * N, -1.0f);
             nbits::PackedGemmAvx512(packed, a_pad.data(), M, y.data(), (seed % 3) ? &pool : nullptr);
             ExpectClose(Oracle(d, a, M), y, K, "direct " + Describe(c, M));
+            if (bits == 4) {
+              // The few-row 4-bit GEMM (table-lookup register tiles), also at M past its threshold.
+              std::vector<float> yt(M * N, -1.0f);
+              nbits::PackedGemmTableAvx512(packed, a_pad.data(), M, yt.data(), (seed % 3) ? nullptr : &pool);
+              ExpectClose(Oracle(d, a, M), yt, K, "table " + Describe(c, M));
+            }
             std::vector<float> y2(M * N, -1.0f);
             nbits::PackedMatMul(nbits::Isa::kAvx512, packed, a.data(), M, y2.data(), (seed % 2) ? &pool : nullptr);
             ExpectClose(Oracle(d, a, M), y2, K, Describe(c, M));
@@ -274,7 +282,7 @@ TEST(MatmulNBitsGemm, Avx512PanelGemmMatchesOracleAtTileEdges) {
 TEST(MatmulNBitsGemm, EmptyBatchWritesNothing) {
   CaseData d = MakeCase(Case{0, 64, 5, 4, 32, 1, true}, 3);
   const nbits::Packed packed = nbits::Pack(d.p, d.in());
-  const nbits::Packed packed8 = nbits::Pack(d.p, d.in(), /*int8_order=*/true);
+  const nbits::Packed packed8 = nbits::Pack(d.p, d.in(), /*int8=*/true);
   std::vector<float> y(5, 7.0f);
   for (nbits::Isa isa : AvailableIsas()) nbits::PackedMatMul(isa, packed, nullptr, 0, y.data(), nullptr);
   if (nbits::ResolveIsa(nullptr) == nbits::Isa::kAvx512) nbits::PackedGemmAvx512(packed, nullptr, 0, y.data(), nullptr);
@@ -296,7 +304,7 @@ TEST(MatmulNBitsInt8, StepsBlocksAndTilesAtEdges) {
           const Case c{0, K, N, bits, bs, static_cast<int>(seed % 3), (seed % 2) == 1};
           CaseData d = MakeCase(c, seed++);
           d.p.accuracy_level = 4;
-          const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8_order=*/true);
+          const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
           EXPECT_EQ(packed.k_pad % nbits::kInt8Step, 0);
           for (int64_t M : {1, 4, 5, 13}) {
             const std::vector<float> a = RandomA(M * K, seed);
@@ -314,7 +322,7 @@ TEST(MatmulNBitsInt8, KOrderInt8CodesFallBackToFp32) {
   const Case c{0, 200, 9, 8, 32, 1, true};
   CaseData d = MakeCase(c, 41);
   const nbits::Packed packed = nbits::Pack(d.p, d.in());
-  ASSERT_FALSE(packed.int8_order);
+  ASSERT_FALSE(packed.int8_layout);
   const std::vector<float> a = RandomA(3 * c.K, 4);
   std::vector<float> y(3 * c.N);
   nbits::PackedMatMulInt8(packed, a.data(), 3, y.data(), nullptr);
