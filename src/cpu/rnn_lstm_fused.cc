@@ -1,12 +1,13 @@
 // Fused AVX-512 LSTM direction; see rnn_lstm_fused.h for the weight layout.
 //
-// Threading of the recurrent steps: every participant (the caller plus any pool worker
-// that joins) claims panels of the current step from one atomic word; the caller's
-// participant takes panels from the front and the others from the back, so each thread
-// tends to keep the same part of R hot in its own L2 from step to step. Whoever
-// completes the last panel of a step publishes the next step. No participant waits for a
-// particular thread: one that joins late or is preempted simply finds the work done by
-// the others, and the caller alone can always finish the sequence.
+// Threading of the recurrent steps: the panels of a step are cut into a few chunks, and
+// each participant (the caller plus the pool workers that join) owns a fixed, contiguous
+// run of them, so from step to step every thread reads the same part of R and keeps it in
+// its own L2 (half of R at hidden 256 is 512 KiB: it fits, the whole 1 MiB does not). A
+// step's chunks are claimed from one atomic word, owner first; a participant that is done
+// with its own chunks takes any chunk still unclaimed (its owner is late or preempted),
+// so no one waits for a particular thread and the caller alone can always finish the
+// sequence. Whoever completes the last chunk of a step publishes the next step.
 #include "cpu/rnn_lstm_fused.h"
 
 #include <immintrin.h>
@@ -98,12 +99,17 @@ struct Loop {
   float* c = nullptr;         // [B][hp]
   float* y = nullptr;
   GateArgs ga;
-  // claim: step (32 bits) | front (16) | back (16); panels [front, back) are unclaimed.
-  alignas(64) std::atomic<uint64_t> claim{0};
-  alignas(64) std::atomic<int64_t> done{0};
+  int64_t parts = 1, chunks = 1;  // participants; chunks per step (<= kMaxChunks)
+  // state: step (32 bits) | claimed chunks (bit mask, 16) | completed chunks (count, 16).
+  alignas(64) std::atomic<uint64_t> state{0};
 };
 
-uint64_t PackClaim(uint64_t step, uint64_t front, uint64_t back) { return (step << 32) | (front << 16) | back; }
+constexpr int64_t kMaxChunks = 16;
+// Chunks each participant owns per step: two let a fast thread take over half of a slow
+// one's share, at the price of two claims and two completions per thread and step.
+constexpr int64_t kChunksPerPart = 2;
+
+uint64_t PackState(uint64_t step, uint64_t claimed, uint64_t done) { return (step << 32) | (claimed << 16) | done; }
 
 void RunPanel(const Loop& L, int64_t s, int64_t p) {
   const rnn::Inputs& in = *L.in;
@@ -123,44 +129,69 @@ void RunPanel(const Loop& L, int64_t s, int64_t p) {
   }
 }
 
-// One participant; `front` says which end of the panel range it claims from.
-void Participate(Loop& L, bool front) {
+int64_t ChunkOwner(const Loop& L, int64_t chunk) { return chunk * L.parts / L.chunks; }
+
+// Chunk to claim next in `claimed` (a mask), or -1: participant `me`'s own chunks first,
+// then other owners' chunks from the end of the step backwards (a late owner starts at
+// the front of its run, so the two rarely collide).
+int64_t PickChunk(const Loop& L, int64_t me, uint64_t claimed) {
+  for (int64_t k = 0; k < L.chunks; ++k)
+    if (!(claimed >> k & 1) && ChunkOwner(L, k) == me) return k;
+  for (int64_t k = L.chunks - 1; k >= 0; --k)
+    if (!(claimed >> k & 1)) return k;
+  return -1;
+}
+
+// One participant of the recurrent loop.
+void Participate(Loop& L, int64_t me) {
+  const uint64_t all = (uint64_t{1} << L.chunks) - 1;
   int spins = 0;
   for (;;) {
-    uint64_t c = L.claim.load(std::memory_order_acquire);
-    const int64_t s = static_cast<int64_t>(c >> 32);
+    uint64_t st = L.state.load(std::memory_order_acquire);
+    const int64_t s = static_cast<int64_t>(st >> 32);
     if (s >= L.steps) return;
-    const uint64_t f = (c >> 16) & 0xFFFF, b = c & 0xFFFF;
-    if (f >= b) {  // every panel of this step is taken: wait for the step to complete
+    const uint64_t claimed = (st >> 16) & 0xFFFF;
+    if (claimed == all) {  // every chunk of this step is taken: wait for the step to complete
       _mm_pause();
-      if (++spins % 2048 == 0) sched_yield();  // a panel holder was preempted
+      if (++spins % 2048 == 0) sched_yield();  // a chunk holder was preempted
       continue;
     }
-    const uint64_t next = front ? PackClaim(s, f + 1, b) : PackClaim(s, f, b - 1);
-    if (!L.claim.compare_exchange_weak(c, next, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    const int64_t k = PickChunk(L, me, claimed);
+    if (!L.state.compare_exchange_weak(st, st | (uint64_t{1} << (16 + k)), std::memory_order_acquire,
+                                       std::memory_order_relaxed))
+      continue;
     spins = 0;
-    RunPanel(L, s, static_cast<int64_t>(front ? f : b - 1));
-    if (L.done.fetch_add(1, std::memory_order_acq_rel) + 1 == L.panels) {
-      // Last panel of step s: every h of the step is written, so the next may start.
-      L.done.store(0, std::memory_order_relaxed);
-      L.claim.store(PackClaim(static_cast<uint64_t>(s + 1), 0, static_cast<uint64_t>(L.panels)),
-                    std::memory_order_release);
+    const int64_t p0 = k * L.panels / L.chunks, p1 = (k + 1) * L.panels / L.chunks;
+    for (int64_t p = p0; p < p1; ++p) RunPanel(L, s, p);
+    // Release: this chunk's h, c and Y are published with the count. The last completion
+    // has seen every other one (acquire), so all of step s is visible to step s + 1.
+    const uint64_t prev = L.state.fetch_add(1, std::memory_order_acq_rel);
+    if (static_cast<int64_t>(prev & 0xFFFF) + 1 == L.chunks)
+      L.state.store(PackState(static_cast<uint64_t>(s + 1), 0, 0), std::memory_order_release);
+  }
+}
+
+// Single-threaded recurrence: no state word, no atomics at all. The panel order
+// alternates between steps: R is about the size of L2 at hidden 256 (1 MiB), which a
+// cyclic sweep would miss on every line under LRU, whereas a sweep that turns around
+// starts on the panels the previous step read last, still cached.
+void RunSerial(const Loop& L) {
+  for (int64_t s = 0; s < L.steps; ++s) {
+    if (s & 1) {
+      for (int64_t p = L.panels - 1; p >= 0; --p) RunPanel(L, s, p);
+    } else {
+      for (int64_t p = 0; p < L.panels; ++p) RunPanel(L, s, p);
     }
   }
 }
 
-// Single-threaded recurrence: no claim word, no step counter, no atomics at all.
-void RunSerial(const Loop& L) {
-  for (int64_t s = 0; s < L.steps; ++s)
-    for (int64_t p = 0; p < L.panels; ++p) RunPanel(L, s, p);
-}
-
 // Recurrent work per step (B * 4H * H multiply-adds) below which the steps stay on the
-// calling thread. Splitting a step hands h to the other core and back every step; on the
-// 2-vCPU benchmark VM (SMT-style siblings sharing L2, so no extra cache either) hidden 256
-// (2^18 MACs, ~10 us per step) ran slower on 2 threads (2.67 ms) than on 1 (2.58 ms).
-// Only hidden >= 512 at batch 1 (2^20) is worth sharing.
-constexpr int64_t kParallelStepMacs = int64_t{1} << 20;
+// calling thread: every step hands h to the other threads and back, a few cache-line
+// transfers per thread. Measured on the 2-vCPU Zen 5 VM (2 layers, T 100, batch 1): hidden
+// 256 (2^18, R 1 MiB per layer, streamed from L3 on one core) 2.1-2.3 ms on one thread,
+// 1.1-1.2 ms on two, each keeping its half of R in its own L2; hidden 128 (2^16, R already
+// in L2) 0.42 ms on one thread, 0.46 ms shared.
+constexpr int64_t kParallelStepMacs = int64_t{1} << 18;
 // Row tile of the input projection (GEMV kernel handles up to kGemvMaxRows rows).
 constexpr int64_t kRowTile = kGemvMaxRows;
 
@@ -251,15 +282,16 @@ Status RunDirection(const Node& node, const rnn::Inputs& in, const rnn::Attrs& a
   // Steps past every sequence's end only carry the state over; a reverse direction
   // starts at t = T-1, so there all T steps run (inactive ones copy h).
   L.steps = L.reverse ? T : max_len;
-  L.claim.store(PackClaim(0, 0, static_cast<uint64_t>(panels)), std::memory_order_relaxed);
   if (L.steps > 0 && panels > 0) {
-    const bool parallel = pool && pool->num_threads() > 1 && panels > 1 && B * 4 * H * H >= kParallelStepMacs;
+    const bool parallel = pool && pool->num_threads() > 1 && panels > 1 && B * 4 * H * H >= kParallelStepMacs &&
+                          L.steps < (int64_t{1} << 32);  // the step fits the state word
     if (parallel) {
-      const int64_t parts = std::min<int64_t>(pool->num_threads(), panels);
+      L.parts = std::min<int64_t>({pool->num_threads(), panels, kMaxChunks});
+      L.chunks = std::min<int64_t>(panels, std::max<int64_t>(L.parts, std::min(L.parts * kChunksPerPart, kMaxChunks)));
       pool->RunParticipants(
-          parts,
+          L.parts,
           [](void* ctx, int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) Participate(*static_cast<Loop*>(ctx), i == 0);
+            for (int64_t i = b; i < e; ++i) Participate(*static_cast<Loop*>(ctx), i);
           },
           &L);
     } else {

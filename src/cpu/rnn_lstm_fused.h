@@ -6,8 +6,8 @@
 // panel of the recurrent product therefore yields every gate of its units, and the gate
 // math runs on the accumulators before anything is stored. The input projection for the
 // whole sequence is one product over all timesteps; the recurrent steps are shared
-// between threads panel by panel, with a lock-free step counter instead of a fork-join
-// per step (see RunDirection).
+// between threads in chunks of panels, each thread owning a fixed run of them, with a
+// lock-free step word instead of a fork-join per step (see rnn_lstm_fused.cc).
 #pragma once
 
 #include <cstdint>

@@ -720,6 +720,81 @@ TEST(NormRnnLstm, OptimisedKernelIsPreferred) {
   EXPECT_TRUE(r->reference);
 }
 
+// The recurrent steps of a big enough LSTM (B * 4H * H >= 2^18 multiply-adds) are shared
+// between threads chunk by chunk; every panel runs the same arithmetic whichever thread
+// takes it, so any thread count must give bit-identical outputs. A race in the step
+// protocol (a chunk run twice, or before the previous step's h is complete) breaks that.
+TEST(NormRnnLstm, SharedStepsAreBitIdenticalToOneThread) {
+  std::mt19937 rng(21);
+  // pool8 oversubscribes small machines: preempted chunk holders and chunks taken over
+  // from late owners must not change a bit either.
+  ThreadPool pool2(2), pool3(3), pool8(8);
+  struct Case {
+    int64_t seq, batch, input, hidden;
+    const char* direction;
+    int64_t layout;
+    bool lens, init, peephole;
+  };
+  const std::vector<Case> cases = {
+      {12, 1, 16, 256, "forward", 0, false, true, false},    // the benchmark's shape, shorter
+      {9, 4, 8, 128, "forward", 1, true, true, false},       // batch 4, padding, batch-major
+      {7, 2, 5, 200, "reverse", 0, false, false, true},      // partial last panel, peepholes
+      {5, 2, 3, 200, "bidirectional", 0, true, true, true},  // directions on the pool: steps inline
+  };
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const Case& c = cases[ci];
+    const int64_t D = std::string(c.direction) == "bidirectional" ? 2 : 1;
+    Harness h("LSTM", 14);
+    h.Str("direction", c.direction).Int("hidden_size", c.hidden).Int("layout", c.layout);
+    Shape xs = c.layout == 0 ? Shape{c.seq, c.batch, c.input} : Shape{c.batch, c.seq, c.input};
+    Shape ss = c.layout == 0 ? Shape{D, c.batch, c.hidden} : Shape{c.batch, D, c.hidden};
+    h.In(Random(xs, rng, -1, 1));
+    h.In(Random({D, 4 * c.hidden, c.input}, rng, -0.2f, 0.2f), true);
+    h.In(Random({D, 4 * c.hidden, c.hidden}, rng, -0.1f, 0.1f), true);
+    h.In(Random({D, 8 * c.hidden}, rng, -0.2f, 0.2f), true);
+    if (c.lens) {
+      std::vector<int32_t> lens;
+      for (int64_t b = 0; b < c.batch; ++b) lens.push_back(static_cast<int32_t>((b * 5 + 2) % (c.seq + 1)));
+      h.In(Tensor::FromVector<int32_t>(lens, {c.batch}));
+    } else {
+      h.Missing();
+    }
+    if (c.init)
+      h.In(Random(ss, rng)).In(Random(ss, rng));
+    else
+      h.Missing().Missing();
+    if (c.peephole)
+      h.In(Random({D, 3 * c.hidden}, rng, -0.5f, 0.5f));
+    else
+      h.Missing();
+    h.Outs({true, true, true});
+    auto ref = h.Run(true);
+    auto one = h.Run(false);
+    ASSERT_TRUE(ref.ok() && one.ok()) << ref.status().ToString() << one.status().ToString();
+    // A region already running on the pool makes the participants run one after another
+    // on one thread: the first then takes every chunk, its own and the others'.
+    Result<std::vector<Value>> nested = InternalError("not run");
+    pool2.Run(2, 1, [&](int64_t b, int64_t e) {
+      if (b == 0) nested = h.Run(false, &pool2);
+    });
+    const std::string what = "case " + std::to_string(ci);
+    for (size_t o = 0; o < 3; ++o) {
+      const std::vector<float> base = Harness::ToFloats((*one)[o].tensor());
+      ExpectNear(base, Harness::ToFloats((*ref)[o].tensor()), 2e-5, 1e-5, what + " output " + std::to_string(o));
+      for (int rep = 0; rep < 3; ++rep) {
+        for (ThreadPool* p : {&pool2, &pool3, &pool8}) {
+          auto par = h.Run(false, p);
+          ASSERT_TRUE(par.ok()) << par.status().ToString();
+          EXPECT_EQ(Harness::ToFloats((*par)[o].tensor()), base)
+              << what << " output " << o << " threads " << p->num_threads();
+        }
+      }
+      ASSERT_TRUE(nested.ok()) << nested.status().ToString();
+      EXPECT_EQ(Harness::ToFloats((*nested)[o].tensor()), base) << what << " output " << o << " nested";
+    }
+  }
+}
+
 // Transposes dims 0 and 1 of a float tensor (time-major <-> batch-major).
 Tensor Swap01(const Tensor& t) {
   Shape s = t.shape();
