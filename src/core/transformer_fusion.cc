@@ -356,6 +356,86 @@ void FuseMaskedSoftmax(Graph& g, TransformerFusionStats* stats) {
   RemoveDropped(g, drop);
 }
 
+// The positive int64 constant `v` (a Reshape target), or empty.
+std::vector<int64_t> PositiveInts(const Graph& g, int v) {
+  const Tensor* t = g.Constant(v);
+  if (!t || t->dtype() != DataType::kInt64 || t->rank() != 1) return {};
+  std::vector<int64_t> r(t->data<int64_t>(), t->data<int64_t>() + t->num_elements());
+  for (int64_t d : r)
+    if (d <= 0) return {};
+  return r;
+}
+
+// v = Transpose(Reshape(src, [B, S, H, D]), perm): appends both nodes, sets src and the
+// reshape target. Both intermediate values must have no other reader.
+bool MatchHeadSplit(GraphView& gv, int v, std::initializer_list<int64_t> perm, std::vector<int>* nodes, int* src,
+                    std::vector<int64_t>* dims) {
+  const int t = gv.Producer(v);
+  if (t < 0 || !gv.Intermediate(v) || !IsOp(gv.node(t), "Transpose", 1)) return false;
+  if (gv.node(t).GetInts("perm") != std::vector<int64_t>(perm)) return false;
+  const int r4 = gv.node(t).inputs[0];
+  const int r = gv.Producer(r4);
+  if (r < 0 || !gv.Intermediate(r4) || !IsOp(gv.node(r), "Reshape", 2)) return false;
+  *dims = PositiveInts(gv.graph(), gv.node(r).inputs[1]);
+  if (dims->size() != 4) return false;
+  *src = gv.node(r).inputs[0];
+  nodes->insert(nodes->end(), {t, r});
+  return true;
+}
+
+// Multi-head attention around a MaskedSoftmax:
+//   Q4 = Transpose(Reshape(q, [B,Sq,H,D]), [0,2,1,3]), K4 = Transpose(Reshape(k, [B,Skv,H,D]), [0,2,3,1]),
+//   V4 = Transpose(Reshape(v, [B,Skv,H,D]), [0,2,1,3]),
+//   Reshape(Transpose(MatMul(MaskedSoftmax(MatMul(Q4, K4), mask), V4), [0,2,1,3]), [B,Sq,H*D])
+// -> Attention(q, k, v, mask): heads read in place from the projections' layout.
+void FuseAttention(Graph& g, TransformerFusionStats* stats) {
+  GraphView gv(g);
+  std::vector<char> drop(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& ms = g.nodes[i];
+    if (ms.domain != kInternalDomain || ms.op_type != kMaskedSoftmaxOp || ms.outputs.size() != 1) continue;
+    std::vector<int> nodes = {static_cast<int>(i)};
+    const int scores = ms.inputs[0];
+    const int p1 = gv.Producer(scores);
+    if (p1 < 0 || !gv.Intermediate(scores) || !IsOp(gv.node(p1), "MatMul", 2)) continue;
+    nodes.push_back(p1);
+    const int p2 = ConsumerOp(gv, ms.outputs[0], "MatMul", 2);
+    if (p2 < 0 || gv.node(p2).inputs[0] != ms.outputs[0]) continue;
+    nodes.push_back(p2);
+    int q = -1, k = -1, v = -1;
+    std::vector<int64_t> qd, kd, vd;
+    if (!MatchHeadSplit(gv, gv.node(p1).inputs[0], {0, 2, 1, 3}, &nodes, &q, &qd) ||
+        !MatchHeadSplit(gv, gv.node(p1).inputs[1], {0, 2, 3, 1}, &nodes, &k, &kd) ||
+        !MatchHeadSplit(gv, gv.node(p2).inputs[1], {0, 2, 1, 3}, &nodes, &v, &vd))
+      continue;
+    // Same batch, heads and head size everywhere; K and V of one length.
+    if (kd != vd || qd[0] != kd[0] || qd[2] != kd[2] || qd[3] != kd[3]) continue;
+    const int t = ConsumerOp(gv, gv.node(p2).outputs[0], "Transpose", 1);
+    if (t < 0 || gv.node(t).GetInts("perm") != std::vector<int64_t>{0, 2, 1, 3}) continue;
+    const int r = ConsumerOp(gv, gv.node(t).outputs[0], "Reshape", 2);
+    if (r < 0) continue;
+    const std::vector<int64_t> out = PositiveInts(g, gv.node(r).inputs[1]);
+    int64_t out_elems = 1;
+    for (int64_t d : out) out_elems *= d;
+    if (out.empty() || out.back() != qd[2] * qd[3] || out_elems != qd[0] * qd[1] * qd[2] * qd[3]) continue;
+    nodes.insert(nodes.end(), {t, r});
+    if (AnyDropped(nodes, drop)) continue;
+    const int mask = ms.inputs.size() > 1 ? ms.inputs[1] : -1;
+    Node fused = MakeNode(ms.name, kInternalDomain, kAttentionOp, {q, k, v, mask});
+    fused.attrs["scale"] = ms.attrs.at("scale");
+    fused.attrs["divide"] = ms.attrs.at("divide");
+    fused.attrs["batch"] = Attribute::Int(qd[0]);
+    fused.attrs["q_len"] = Attribute::Int(qd[1]);
+    fused.attrs["kv_len"] = Attribute::Int(kd[1]);
+    fused.attrs["num_heads"] = Attribute::Int(qd[2]);
+    fused.attrs["head_dim"] = Attribute::Int(qd[3]);
+    fused.attrs["output_shape"] = Attribute::Ints(out);
+    ReplaceChain(gv, nodes, std::move(fused), &drop);
+    ++stats->attention;
+  }
+  RemoveDropped(g, drop);
+}
+
 }  // namespace
 
 Result<TransformerFusionStats> FuseTransformerPatterns(Graph& g, const OptimizerOptions& opts) {
@@ -369,6 +449,7 @@ Result<TransformerFusionStats> FuseTransformerPatterns(Graph& g, const Optimizer
     FuseMatMulGelu(g, &stats);
   }
   FuseMaskedSoftmax(g, &stats);
+  if (sgemm::Available()) FuseAttention(g, &stats);
   return stats;
 }
 

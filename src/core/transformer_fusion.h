@@ -4,6 +4,8 @@
 //   GELU, tanh form  0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 x^3))) -> com.microsoft FastGelu(x)
 //   MatMul(A, W[K,N]) + bias[N] (+ Gelu/FastGelu)  -> strata.internal FusedMatMul(A, W, bias)
 //   Softmax(MatMul-scores / c (or * c) + mask)      -> strata.internal MaskedSoftmax(scores, mask)
+//   head split/merge Reshape+Transpose around MatMul -> MaskedSoftmax -> MatMul
+//                                                    -> strata.internal Attention(q, k, v, mask)
 //
 // Every pattern is matched strictly (constants within 1e-4 of their value, intermediate
 // values with a single consumer and not graph outputs, float constants of the expected
@@ -20,6 +22,7 @@ namespace strata {
 // Internal op names (domain kInternalDomain of core/layout_pass.h).
 inline constexpr char kFusedMatMulOp[] = "FusedMatMul";
 inline constexpr char kMaskedSoftmaxOp[] = "MaskedSoftmax";
+inline constexpr char kAttentionOp[] = "Attention";
 
 struct TransformerFusionStats {
   int gelu = 0;            // erf-form GELU subgraphs -> Gelu
@@ -27,7 +30,8 @@ struct TransformerFusionStats {
   int matmul_bias = 0;     // MatMul + Add(bias) -> FusedMatMul
   int matmul_gelu = 0;     // FusedMatMul + (Fast)Gelu -> FusedMatMul with activation
   int masked_softmax = 0;  // scale [+ mask] + Softmax -> MaskedSoftmax
-  int total() const { return gelu + fast_gelu + matmul_bias + matmul_gelu + masked_softmax; }
+  int attention = 0;       // head split + MatMul + MaskedSoftmax + MatMul + head merge -> Attention
+  int total() const { return gelu + fast_gelu + matmul_bias + matmul_gelu + masked_softmax + attention; }
 };
 
 // Runs all the transformer fusions. Skipped (all zero) when reference kernels are requested

@@ -387,6 +387,89 @@ TEST(TransformerFusion, MalformedInternalNodesAreErrors) {
       << s.status().ToString();
 }
 
+// ---- multi-head attention ----
+
+// q[B,Sq,H*D], k/v[B,Skv,H*D] (graph inputs) -> heads -> Softmax(QK^T / 4 + mask) V -> merged
+// [B,Sq,H*D]. `probs_out` also exposes the attention probabilities as a graph output.
+onnx::ModelProto Mha(int64_t b, int64_t sq, int64_t skv, std::vector<int64_t> mask_dims, bool probs_out = false) {
+  const int64_t h = 3, d = 16;
+  onnx::ModelProto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  auto shape_const = [&](const std::string& name, std::vector<int64_t> dims) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(dims.size()));
+    for (int64_t x : dims) t->add_int64_data(x);
+  };
+  auto input = [&](const std::string& name, std::vector<int64_t> dims) {
+    auto* v = g->add_input();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t x : dims) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(x);
+  };
+  auto perm = [](onnx::NodeProto* n, std::vector<int64_t> p) {
+    auto* a = n->add_attribute();
+    a->set_name("perm");
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : p) a->add_ints(x);
+  };
+  input("q", {b, sq, h * d});
+  input("k", {b, skv, h * d});
+  input("v", {b, skv, h * d});
+  input("mask", mask_dims);
+  shape_const("qs", {b, sq, h, d});
+  shape_const("kvs", {b, skv, h, d});
+  shape_const("os", {b, sq, h * d});
+  AddScalar(g, "c", 4.0f);
+  AddNode(g, "Reshape", {"q", "qs"}, {"q4"});
+  AddNode(g, "Reshape", {"k", "kvs"}, {"k4"});
+  AddNode(g, "Reshape", {"v", "kvs"}, {"v4"});
+  perm(AddNode(g, "Transpose", {"q4"}, {"qt"}), {0, 2, 1, 3});
+  perm(AddNode(g, "Transpose", {"k4"}, {"kt"}), {0, 2, 3, 1});
+  perm(AddNode(g, "Transpose", {"v4"}, {"vt"}), {0, 2, 1, 3});
+  AddNode(g, "MatMul", {"qt", "kt"}, {"scores"});
+  AddNode(g, "Div", {"scores", "c"}, {"scaled"});
+  AddNode(g, "Add", {"scaled", "mask"}, {"masked"});
+  AddNode(g, "Softmax", {"masked"}, {"probs"});
+  AddNode(g, "MatMul", {"probs", "vt"}, {"ctx"});
+  perm(AddNode(g, "Transpose", {"ctx"}, {"ctxt"}), {0, 2, 1, 3});
+  AddNode(g, "Reshape", {"ctxt", "os"}, {"y"});
+  AddOutput(g, "y", {});
+  if (probs_out) AddOutput(g, "probs", {});
+  return m;
+}
+
+Feeds MhaFeeds(int64_t b, int64_t sq, int64_t skv, Shape mask) {
+  return {{"q", Input({b, sq, 48}, 41)},
+          {"k", Input({b, skv, 48}, 42)},
+          {"v", Input({b, skv, 48}, 43)},
+          {"mask", Input(mask, 44, 3.0f)}};
+}
+
+TEST(TransformerFusion, MultiHeadAttentionFuses) {
+  if (!sgemm::Available()) GTEST_SKIP() << "Attention is emitted only where the AVX-512 SGEMM runs";
+  for (int threads : {1, 2}) {
+    // gpt2-like causal mask; bert-like padding mask with batch 2 and a shorter K/V.
+    Runs r = RunBoth(Mha(1, 8, 8, {1, 1, 8, 8}), MhaFeeds(1, 8, 8, {1, 1, 8, 8}), threads);
+    ExpectClose(r);
+    EXPECT_EQ(r.ops["Attention"], 1);
+    EXPECT_EQ(r.ops["Transpose"] + r.ops["Reshape"] + r.ops["MatMul"] + r.ops["Softmax"], 0);
+    r = RunBoth(Mha(2, 7, 5, {2, 1, 1, 5}), MhaFeeds(2, 7, 5, {2, 1, 1, 5}), threads);
+    ExpectClose(r);
+    EXPECT_EQ(r.ops["Attention"], 1);
+  }
+}
+
+TEST(TransformerFusion, MultiHeadAttentionNearMissStays) {
+  // The probabilities are a graph output: scale+mask+softmax still fuse, the heads do not.
+  Runs r = RunBoth(Mha(1, 8, 8, {1, 1, 8, 8}, true), MhaFeeds(1, 8, 8, {1, 1, 8, 8}));
+  ExpectClose(r);
+  EXPECT_EQ(r.ops["Attention"], 0);
+  EXPECT_EQ(r.ops["MaskedSoftmax"], 1);
+  EXPECT_EQ(r.ops["MatMul"], 2);
+}
+
 // ---- the real (small) exports ----
 
 class TransformerModels : public ::testing::Test {
@@ -430,12 +513,14 @@ class TransformerModels : public ::testing::Test {
     ExpectClose(vs_torch);
     std::map<std::string, int> ops;
     for (const auto& a : (*sf)->assignments()) ++ops[a.op_type];
-    EXPECT_EQ(ops["MaskedSoftmax"], layers);
     EXPECT_EQ(ops["Softmax"], 0);
+    EXPECT_EQ(ops["Attention"] + ops["MaskedSoftmax"], layers);
     EXPECT_EQ(ops["Erf"] + ops["Tanh"], 0);
     if (sgemm::Available()) {
       EXPECT_EQ(ops["FusedMatMul"], 6 * layers) << "q, k, v, out, ffn in (with GELU), ffn out";
       EXPECT_EQ(ops["Gelu"] + ops["FastGelu"], 0);
+      EXPECT_EQ(ops["Attention"], layers);
+      EXPECT_EQ(ops["Transpose"], 0) << "head split/merge transposes belong to Attention";
     }
   }
   static bool generated_;
