@@ -263,11 +263,51 @@ void FuseMatMulGelu(Graph& g, TransformerFusionStats* stats) {
     const int p = gv.Producer(act.inputs[0]);
     if (p < 0 || !gv.Intermediate(act.inputs[0])) continue;
     Node& mm = gv.node(p);
-    if (mm.domain != kInternalDomain || mm.op_type != kFusedMatMulOp || mm.HasAttr("activation")) continue;
+    if (mm.domain != kInternalDomain || mm.op_type != kFusedMatMulOp || mm.inputs.size() != 3 ||
+        mm.HasAttr("activation"))
+      continue;
     mm.attrs["activation"] = Attribute::String(act.op_type);
     mm.outputs[0] = act.outputs[0];
     drop[i] = 1;
     ++stats->matmul_gelu;
+  }
+  RemoveDropped(g, drop);
+}
+
+// Both values' declared shapes are fully known and equal.
+bool SameKnownShape(const Graph& g, int a, int b) {
+  const TypeInfo& ta = g.values[a].type;
+  const TypeInfo& tb = g.values[b].type;
+  if (!ta.has_shape || !tb.has_shape || ta.dims.size() != tb.dims.size()) return false;
+  for (size_t k = 0; k < ta.dims.size(); ++k)
+    if (!ta.dims[k].known() || ta.dims[k].value != tb.dims[k].value) return false;
+  return true;
+}
+
+// FusedMatMul (no activation) + Add(residual of the output's exact shape) -> the residual
+// joins the SGEMM epilogue (transformer blocks' skip connections).
+void FuseMatMulResidual(Graph& g, TransformerFusionStats* stats) {
+  GraphView gv(g);
+  std::vector<char> drop(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!IsOp(g.nodes[i], "Add", 2)) continue;
+    for (int side = 0; side < 2; ++side) {
+      const Node& add = g.nodes[i];
+      const int mm_out = add.inputs[side], res = add.inputs[1 - side];
+      const int p = gv.Producer(mm_out);
+      if (p < 0 || drop[p] || !gv.Intermediate(mm_out) || mm_out == res || g.IsConstant(res)) continue;
+      const Node& mm = gv.node(p);
+      if (mm.domain != kInternalDomain || mm.op_type != kFusedMatMulOp || mm.inputs.size() != 3 ||
+          mm.HasAttr("activation") || !SameKnownShape(g, mm_out, res) ||
+          g.values[res].type.elem_type != DataType::kFloat)
+        continue;
+      // At the Add's position: the residual may be computed after the MatMul.
+      Node fused = mm;
+      fused.inputs.push_back(res);
+      ReplaceChain(gv, {p, static_cast<int>(i)}, std::move(fused), &drop);
+      ++stats->matmul_residual;
+      break;
+    }
   }
   RemoveDropped(g, drop);
 }
@@ -447,6 +487,7 @@ Result<TransformerFusionStats> FuseTransformerPatterns(Graph& g, const Optimizer
   if (sgemm::Available() && !opts.kernel.bf16_fast_math) {
     FuseMatMulBias(g, &stats);
     FuseMatMulGelu(g, &stats);
+    FuseMatMulResidual(g, &stats);
   }
   FuseMaskedSoftmax(g, &stats);
   if (sgemm::Available()) FuseAttention(g, &stats);

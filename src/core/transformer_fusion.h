@@ -2,7 +2,8 @@
 //
 //   GELU, erf form   x * 0.5 * (1 + Erf(x / sqrt 2))             -> com.microsoft Gelu(x)
 //   GELU, tanh form  0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 x^3))) -> com.microsoft FastGelu(x)
-//   MatMul(A, W[K,N]) + bias[N] (+ Gelu/FastGelu)  -> strata.internal FusedMatMul(A, W, bias)
+//   MatMul(A, W[K,N]) + bias[N] (+ Gelu/FastGelu | + residual R)
+//                                                    -> strata.internal FusedMatMul(A, W, bias[, R])
 //   Softmax(MatMul-scores / c (or * c) + mask)      -> strata.internal MaskedSoftmax(scores, mask)
 //   head split/merge Reshape+Transpose around MatMul -> MaskedSoftmax -> MatMul
 //                                                    -> strata.internal Attention(q, k, v, mask)
@@ -25,13 +26,16 @@ inline constexpr char kMaskedSoftmaxOp[] = "MaskedSoftmax";
 inline constexpr char kAttentionOp[] = "Attention";
 
 struct TransformerFusionStats {
-  int gelu = 0;            // erf-form GELU subgraphs -> Gelu
-  int fast_gelu = 0;       // tanh-form GELU subgraphs -> FastGelu
-  int matmul_bias = 0;     // MatMul + Add(bias) -> FusedMatMul
-  int matmul_gelu = 0;     // FusedMatMul + (Fast)Gelu -> FusedMatMul with activation
-  int masked_softmax = 0;  // scale [+ mask] + Softmax -> MaskedSoftmax
-  int attention = 0;       // head split + MatMul + MaskedSoftmax + MatMul + head merge -> Attention
-  int total() const { return gelu + fast_gelu + matmul_bias + matmul_gelu + masked_softmax + attention; }
+  int gelu = 0;             // erf-form GELU subgraphs -> Gelu
+  int fast_gelu = 0;        // tanh-form GELU subgraphs -> FastGelu
+  int matmul_bias = 0;      // MatMul + Add(bias) -> FusedMatMul
+  int matmul_gelu = 0;      // FusedMatMul + (Fast)Gelu -> FusedMatMul with activation
+  int matmul_residual = 0;  // FusedMatMul + Add(same-shape residual) -> FusedMatMul(A, W, bias, R)
+  int masked_softmax = 0;   // scale [+ mask] + Softmax -> MaskedSoftmax
+  int attention = 0;        // head split + MatMul + MaskedSoftmax + MatMul + head merge -> Attention
+  int total() const {
+    return gelu + fast_gelu + matmul_bias + matmul_gelu + matmul_residual + masked_softmax + attention;
+  }
 };
 
 // Runs all the transformer fusions. Skipped (all zero) when reference kernels are requested

@@ -1,6 +1,6 @@
-// strata.internal FusedMatMul(A, W[K,N], bias[N]) with attribute activation "" | "Gelu" |
-// "FastGelu": Y = act(A x W + bias), emitted by core/transformer_fusion.cc for a MatMul
-// with constant weights followed by its bias Add (and GELU).
+// strata.internal FusedMatMul(A, W[K,N], bias[N], R?) with attribute activation "" | "Gelu" |
+// "FastGelu": Y = act(A x W + bias) or A x W + bias + R (a skip connection), emitted by core/transformer_fusion.cc for
+// a MatMul with constant weights followed by its bias Add (and GELU).
 //
 // W is packed once and the bias rides in the SGEMM epilogue; the GELU then runs over the
 // output (vectorised, split over the pool). The pass only fuses where the SGEMM applies
@@ -61,6 +61,11 @@ class FusedMatMulKernel final : public OpKernel, public PacksConstantInputs {
     if (a->dtype() != DataType::kFloat)
       return InvalidArgument(node.Describe(), ": A dtype ", DataTypeName(a->dtype()), " differs from W's float32");
     ASSIGN_OR_RETURN(MatMulDims d, ComputeMatMulDims(a->shape(), {k_, n}, node));
+    const Tensor* res = ctx.input(3);
+    if (res && (res->dtype() != DataType::kFloat || res->shape() != d.out))
+      return InvalidArgument(node.Describe(), ": residual ", DataTypeName(res->dtype()), " ",
+                             ShapeToString(res->shape()), " must be float32 of the output shape ",
+                             ShapeToString(d.out));
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, d.out));
     const int64_t rows = d.batch * d.M;
     if (rows == 0 || n == 0) return Status::Ok();
@@ -71,12 +76,18 @@ class FusedMatMulKernel final : public OpKernel, public PacksConstantInputs {
         for (int64_t j = 0; j < n; ++j) {
           float acc = 0.0f;
           for (int64_t k = 0; k < k_; ++k) acc += ap[r * k_ + k] * w_[k * n + j];
-          yp[r * n + j] = act_ == Act::kNone ? acc + bias_[j] : RefGelu(acc + bias_[j], act_);
+          acc += bias_[j];
+          if (res) acc += res->data<float>()[r * n + j];
+          yp[r * n + j] = act_ == Act::kNone ? acc : RefGelu(acc, act_);
         }
       return Status::Ok();
     }
     sgemm::Epilogue ep;
     ep.bias = bias_.data();
+    if (res) {
+      ep.residual = res->data<float>();
+      ep.ldr = n;
+    }
     // With a 2-D W every A matrix meets the same W: all batches are one tall product.
     Status st = sgemm::Gemm(rows, ap, k_, packed_, yp, n, ep, ctx.pool());
     if (!st.ok()) return Status(st.code(), node.Describe() + ": " + st.message());
@@ -102,8 +113,10 @@ class FusedMatMulKernel final : public OpKernel, public PacksConstantInputs {
 Result<std::unique_ptr<OpKernel>> MakeFusedMatMul(const KernelInit& init, bool reference) {
   const Node& node = init.node;
   // The fusion pass only emits this form; anything else is a malformed graph.
-  if (node.inputs.size() != 3 || node.outputs.size() != 1 || !init.has_input(0))
-    return InvalidModel(node.Describe(), ": FusedMatMul takes inputs (A, W, bias) and one output");
+  if (node.inputs.size() < 3 || node.inputs.size() > 4 || node.outputs.size() != 1 || !init.has_input(0))
+    return InvalidModel(node.Describe(), ": FusedMatMul takes inputs (A, W, bias, residual?) and one output");
+  if (init.has_input(3) && node.HasAttr("activation"))
+    return InvalidModel(node.Describe(), ": FusedMatMul takes a residual or an activation, not both");
   const Tensor* w = init.constant_input(1);
   const Tensor* b = init.constant_input(2);
   if (!w || w->dtype() != DataType::kFloat || w->rank() != 2)
