@@ -4,6 +4,11 @@
 // registered from here so the family keeps one entry point.
 #include <immintrin.h>
 
+// GCC 12's AVX-512 headers use deliberately undefined vectors (_mm512_undefined_ps) as
+// pass-through operands and then warn about them when inlined; the values are never read.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
