@@ -254,10 +254,13 @@ Result<std::unique_ptr<OpKernel>> MakeAttention(const KernelInit& init, bool ref
   g.q_len = node.GetInt("q_len", -1);
   g.kv_len = node.GetInt("kv_len", -1);
   const std::vector<int64_t> out = node.GetInts("output_shape");
-  int64_t out_elems = 1;
-  for (int64_t d : out) out_elems = d >= 0 ? out_elems * d : -1;
-  if (g.batch < 0 || g.heads <= 0 || g.head_dim <= 0 || g.q_len < 0 || g.kv_len < 0 || out.empty() ||
-      out_elems != g.batch * g.q_len * g.heads * g.head_dim)
+  const Shape out_shape(out.begin(), out.end());
+  // Checked products: the attributes come from the file when a model carries this op itself.
+  auto q_elems = CheckedNumElements({g.batch, g.q_len, g.heads, g.head_dim}, "Attention Q");
+  auto kv_elems = CheckedNumElements({g.batch, g.kv_len, g.heads, g.head_dim}, "Attention K/V");
+  auto out_elems = CheckedNumElements(out_shape, "Attention output");
+  if (g.batch < 0 || g.heads <= 0 || g.head_dim <= 0 || g.q_len < 0 || g.kv_len < 0 || out.empty() || !q_elems.ok() ||
+      !kv_elems.ok() || !out_elems.ok() || *out_elems != *q_elems)
     return InvalidModel(node.Describe(), ": Attention needs non-negative batch/q_len/kv_len, positive num_heads/",
                         "head_dim and an output_shape of batch*q_len*num_heads*head_dim elements");
   // The SGEMM path needs AVX-512; the pass only emits Attention where it has it.

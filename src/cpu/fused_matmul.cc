@@ -1,6 +1,6 @@
 // strata.internal FusedMatMul(A, W[K,N], bias[N], R?) with attribute activation "" | "Gelu" |
-// "FastGelu": Y = act(A x W + bias) or A x W + bias + R (a skip connection), emitted by core/transformer_fusion.cc for
-// a MatMul with constant weights followed by its bias Add (and GELU).
+// "FastGelu": Y = act(A x W + bias), or A x W + bias + R (a skip connection). Emitted by
+// core/transformer_fusion.cc for a MatMul with constant weights and its bias Add (+ GELU).
 //
 // W is packed once and the bias rides in the SGEMM epilogue; the GELU then runs over the
 // output (vectorised, split over the pool). The pass only fuses where the SGEMM applies
@@ -25,7 +25,7 @@ namespace {
 
 enum class Act { kNone, kGelu, kFastGelu };
 
-// Output rows per parallel task of the bias/activation pass (~16K elements).
+// Output rows per parallel task of the GELU pass (~16K elements).
 int64_t RowGrain(int64_t n) { return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(n, 1)); }
 
 float RefGelu(float x, Act act) {
