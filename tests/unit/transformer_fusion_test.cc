@@ -504,6 +504,74 @@ TEST(TransformerFusion, MultiHeadAttentionNearMissStays) {
   EXPECT_EQ(r.ops["MatMul"], 2);
 }
 
+// ---- the AVX-512 LayerNormalization ----
+
+// x[3,5,37] normalized over the last `dims` axes (37 or 5*37: both leave a masked tail),
+// with or without B, with the Mean/InvStdDev outputs.
+onnx::ModelProto LayerNorm(int dims, bool bias) {
+  onnx::ModelProto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {3, 5, 37});
+  const std::vector<int64_t> norm = dims == 1 ? std::vector<int64_t>{37} : std::vector<int64_t>{5, 37};
+  AddInit(g, "s", norm, 51, 1.0f);
+  if (bias) AddInit(g, "b", norm, 52, 0.5f);
+  auto* n = bias ? AddNode(g, "LayerNormalization", {"x", "s", "b"}, {"y", "mean", "inv"})
+                 : AddNode(g, "LayerNormalization", {"x", "s"}, {"y", "mean", "inv"});
+  auto* a = n->add_attribute();
+  a->set_name("axis");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(-dims);
+  AddOutput(g, "y", {});
+  AddOutput(g, "mean", {});
+  AddOutput(g, "inv", {});
+  return m;
+}
+
+TEST(TransformerFusion, VectorLayerNormMatchesReference) {
+  for (int dims : {1, 2})
+    for (bool bias : {false, true})
+      for (int threads : {1, 2}) {
+        Runs r = RunBoth(LayerNorm(dims, bias), {{"x", Input({3, 5, 37}, 53, 3.0f)}}, threads);
+        ExpectClose(r);
+        EXPECT_EQ(r.ops["LayerNormalization"], 1);
+      }
+}
+
+TEST(TransformerFusion, AttentionWithOverflowingGeometryIsAnError) {
+  onnx::ModelProto m = MakeModel(17);
+  auto* imp = m.add_opset_import();
+  imp->set_domain("strata.internal");
+  imp->set_version(1);
+  auto* g = m.mutable_graph();
+  for (const char* in : {"q", "k", "v"}) AddInput(g, in, {1, 4, 8});
+  auto* n = AddNode(g, "Attention", {"q", "k", "v"}, {"y"});
+  n->set_domain("strata.internal");
+  auto set_int = [&](const char* name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  };
+  set_int("batch", int64_t{1} << 40);
+  set_int("q_len", int64_t{1} << 40);
+  set_int("kv_len", 4);
+  set_int("num_heads", 2);
+  set_int("head_dim", 4);
+  auto* sc = n->add_attribute();
+  sc->set_name("scale");
+  sc->set_type(onnx::AttributeProto::FLOAT);
+  sc->set_f(2.0f);
+  auto* os = n->add_attribute();
+  os->set_name("output_shape");
+  os->set_type(onnx::AttributeProto::INTS);
+  for (int64_t d : {1, 4, 8}) os->add_ints(d);
+  AddOutput(g, "y", {1, 4, 8});
+  const std::string bytes = Serialize(m);
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("Attention needs"), std::string::npos) << s.status().ToString();
+}
+
 // ---- the real (small) exports ----
 
 class TransformerModels : public ::testing::Test {
