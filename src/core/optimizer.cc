@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "core/layout_pass.h"
+#include "core/transformer_fusion.h"
 #include "cpu/conv_nhwc_gemm.h"  // FuseNhwcConvResidual: needs to know which convs the SGEMM runs
 
 namespace strata {
@@ -22,6 +23,8 @@ bool IsNondeterministic(const Node& n) {
                                                        "RandomUniformLike", "Multinomial",   "Bernoulli"};
   return kOps.count(n.op_type) != 0;
 }
+
+}  // namespace
 
 // Use counts of every value: node inputs, graph outputs, and names captured by subgraphs.
 std::vector<int> UseCounts(const Graph& g) {
@@ -53,6 +56,8 @@ std::vector<int> UseCounts(const Graph& g) {
   }
   return uses;
 }
+
+namespace {
 
 bool IsGraphOutput(const Graph& g, int v) {
   for (int o : g.outputs)
@@ -342,6 +347,7 @@ Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
     ASSIGN_OR_RETURN(int c, FoldConvBatchNorm(g));
     (void)c;
     FuseActivations(g);
+    RETURN_IF_ERROR(FuseTransformerPatterns(g, opts).status());
     // Last: it renames Conv/pool nodes into the internal domain the passes above skip.
     ASSIGN_OR_RETURN(int l, ConvertToNhwc(g, opts));
     // ResNet's conv -> Add(skip) [-> Relu] into the conv's SGEMM epilogue (NHWC only). Only

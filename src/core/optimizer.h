@@ -2,6 +2,8 @@
 // meaning: tests compare optimized with unoptimized outputs.
 #pragma once
 
+#include <vector>
+
 #include "core/ir.h"
 #include "core/kernel.h"
 #include "core/status.h"
@@ -19,6 +21,10 @@ struct OptimizerOptions {
 };
 
 Status OptimizeGraph(Graph& g, const OptimizerOptions& opts);
+
+// Use counts of every value: node inputs, graph outputs, and names captured by subgraphs
+// (a value with count 0 is dead; count 1 and not a graph output: a single consumer).
+std::vector<int> UseCounts(const Graph& g);
 
 // Individual passes, exposed for tests. Each returns how many rewrites it made.
 Result<int> FoldConstants(Graph& g, const OptimizerOptions& opts);

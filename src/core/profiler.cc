@@ -35,7 +35,14 @@ double Prod(const Shape& s, size_t from) {
 double NodeFlops(const Node& node, const std::vector<const Value*>& inputs, const std::vector<Value>& outputs) {
   // NhwcConv (the layout pass's Conv) keeps the OIHW weight, so Conv's count applies as is.
   bool nhwc_conv = node.domain == kInternalDomain && node.op_type == "NhwcConv";
-  if (!node.domain.empty() && !nhwc_conv) return -1;
+  // The transformer fusions' MatMul (bias/GELU/residual in its epilogue) counts as MatMul;
+  // Attention as its two products, Q K^T and P V.
+  bool fused_matmul = node.domain == kInternalDomain && node.op_type == "FusedMatMul";
+  if (node.domain == kInternalDomain && node.op_type == "Attention")
+    return 4.0 * static_cast<double>(node.GetInt("batch", 0)) * static_cast<double>(node.GetInt("num_heads", 0)) *
+           static_cast<double>(node.GetInt("q_len", 0)) * static_cast<double>(node.GetInt("kv_len", 0)) *
+           static_cast<double>(node.GetInt("head_dim", 0));
+  if (!node.domain.empty() && !nhwc_conv && !fused_matmul) return -1;
   const std::string& op = node.op_type;
   if (op == "Conv" || nhwc_conv) {
     // Every output element is a dot product over (C/group) x kernel window.
@@ -58,7 +65,7 @@ double NodeFlops(const Node& node, const std::vector<const Value*>& inputs, cons
     int64_t k = node.GetInt("transA", 0) ? a->dim(0) : a->dim(1);
     return 2.0 * static_cast<double>(y->num_elements()) * static_cast<double>(k);
   }
-  if (op == "MatMul") {
+  if (op == "MatMul" || fused_matmul) {
     const Tensor* a = TensorAt(inputs, 0);
     const Tensor* y = OutTensor(outputs, 0);
     if (!a || !y || a->rank() < 1) return -1;

@@ -11,6 +11,7 @@
 
 #include "core/kernel.h"
 #include "cpu/broadcast.h"
+#include "cpu/transformer_kernels.h"
 
 namespace strata::cpu {
 namespace {
@@ -460,6 +461,14 @@ void RegisterOptimizedKernels(KernelRegistry& r) {
         return std::unique_ptr<OpKernel>(new FastFastGeluKernel());
       },
       false, IsaName());
+}
+
+void GeluInPlace(float* y, int64_t n, bool tanh_form) {
+  if (tanh_form) {
+    UnaryRun(y, y, n, FastGeluOp());
+  } else {
+    UnaryRun(y, y, n, GeluOp());
+  }
 }
 
 }  // namespace strata::cpu

@@ -2,6 +2,13 @@
 // LayerNormalization, LpNormalization, MeanVarianceNormalization, LRN and Dropout
 // (inference identity). Softmax/LogSoftmax/Hardmax live in norm_softmax.cc and are
 // registered from here so the family keeps one entry point.
+#include <immintrin.h>
+
+// GCC 12's AVX-512 headers use deliberately undefined vectors (_mm512_undefined_ps) as
+// pass-through operands and then warn about them when inlined; the values are never read.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -337,6 +344,102 @@ Status LayerNormCompute(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// fp32 LayerNorm over contiguous rows with [inner] float Scale/B, AVX-512: 16-lane partial
+// sums instead of the reference loop's serial float reduction (which the compiler may not
+// reorder, so it runs at one add per FP-add latency), two passes over the row in L1.
+__attribute__((target("avx512f"))) void LayerNormRowAvx512(const float* x, float* y, int64_t n, const float* s,
+                                                           const float* b, float eps, float* mean_out, float* inv_out) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(x + k));
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - k)) - 1);
+  if (k < n) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(tail, x + k));
+  const float mean = _mm512_reduce_add_ps(acc) / static_cast<float>(n);
+  const __m512 vm = _mm512_set1_ps(mean);
+  acc = _mm512_setzero_ps();
+  for (k = 0; k + 16 <= n; k += 16) {
+    const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + k), vm);
+    acc = _mm512_fmadd_ps(d, d, acc);
+  }
+  if (k < n) {
+    const __m512 d = _mm512_maskz_sub_ps(tail, _mm512_maskz_loadu_ps(tail, x + k), vm);
+    acc = _mm512_fmadd_ps(d, d, acc);
+  }
+  const float var = _mm512_reduce_add_ps(acc) / static_cast<float>(n);
+  const float inv = 1.0f / std::sqrt(var + eps);
+  const __m512 vi = _mm512_set1_ps(inv);
+  for (k = 0; k + 16 <= n; k += 16) {
+    const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + k), vm), vi);
+    const __m512 bb = b ? _mm512_loadu_ps(b + k) : _mm512_setzero_ps();
+    _mm512_storeu_ps(y + k, _mm512_fmadd_ps(d, _mm512_loadu_ps(s + k), bb));
+  }
+  if (k < n) {
+    const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + k), vm), vi);
+    const __m512 bb = b ? _mm512_maskz_loadu_ps(tail, b + k) : _mm512_setzero_ps();
+    _mm512_mask_storeu_ps(y + k, tail, _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(tail, s + k), bb));
+  }
+  if (mean_out) *mean_out = mean;
+  if (inv_out) *inv_out = inv;
+}
+
+bool HasAvx512() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return has;
+}
+
+// The optimized LayerNormalization: the AVX-512 rows for fp32 with dense float Scale/B of
+// the normalized size (transformers' case); everything else runs the reference kernel.
+Status LayerNormFastCompute(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor* x = ctx.input(0);
+  const Tensor* scale = ctx.input(1);
+  const Tensor* bias = ctx.input(2);
+  if (!HasAvx512() || !x || !scale || x->dtype() != DataType::kFloat || x->rank() == 0 ||
+      node.GetInt("stash_type", 1) != 1)
+    return LayerNormCompute(ctx);
+  auto axis = NormalizeAxis(node.GetInt("axis", -1), static_cast<int64_t>(x->rank()), node);
+  if (!axis.ok()) return LayerNormCompute(ctx);
+  const Shape norm_shape(x->shape().begin() + *axis, x->shape().end());
+  const int64_t inner = NumElements(norm_shape);
+  auto dense = [&](const Tensor* t) {
+    return t->dtype() == DataType::kFloat && t->num_elements() == inner &&
+           CheckParamShape(*t, norm_shape, node, "").ok();
+  };
+  if (inner == 0 || !dense(scale) || (bias && !dense(bias))) return LayerNormCompute(ctx);
+  const int64_t outer = x->num_elements() / inner;
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, x->shape()));
+  Shape stat_shape(x->shape().begin(), x->shape().begin() + *axis);
+  stat_shape.resize(x->rank(), 1);
+  float* mean_out = nullptr;
+  float* inv_out = nullptr;
+  if (ctx.output_requested(1)) {
+    ASSIGN_OR_RETURN(Tensor * m, ctx.AllocateOutput(1, DataType::kFloat, stat_shape));
+    mean_out = m->mutable_data<float>();
+  }
+  if (ctx.output_requested(2)) {
+    ASSIGN_OR_RETURN(Tensor * iv, ctx.AllocateOutput(2, DataType::kFloat, stat_shape));
+    inv_out = iv->mutable_data<float>();
+  }
+  const float eps = node.GetFloat("epsilon", 1e-5f);
+  const float* xp = x->data<float>();
+  const float* sp = scale->data<float>();
+  const float* bp = bias ? bias->data<float>() : nullptr;
+  float* yp = y->mutable_data<float>();
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o)
+      LayerNormRowAvx512(xp + o * inner, yp + o * inner, inner, sp, bp, eps, mean_out ? mean_out + o : nullptr,
+                         inv_out ? inv_out + o : nullptr);
+  };
+  if (ctx.pool())
+    ctx.pool()->ParallelFor(outer, std::max<int64_t>(1, 8192 / inner), run);
+  else
+    run(0, outer);
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------- LpNormalization
 
 Status LpNormCompute(KernelContext& ctx) {
@@ -527,6 +630,13 @@ void RegisterNormKernels(KernelRegistry& r) {
   // since_version 1 so that the optimizer may fuse decomposed LayerNorm patterns
   // (ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add) into it in models with an older opset.
   Reg(r, "LayerNormalization", {1}, StatelessFactory(LayerNormCompute));
+  r.Register({.domain = "",
+              .op_type = "LayerNormalization",
+              .since_version = 1,
+              .types = {DataType::kFloat},
+              .factory = StatelessFactory(LayerNormFastCompute),
+              .reference = false,
+              .impl = "avx512"});
   Reg(r, "LpNormalization", {1}, StatelessFactory(LpNormCompute));
   Reg(r, "MeanVarianceNormalization", {9, 13}, StatelessFactory(MvnCompute));
   Reg(r, "LRN", {1, 13}, StatelessFactory(LrnCompute));

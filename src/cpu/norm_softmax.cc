@@ -26,6 +26,7 @@
 
 #include "core/kernel.h"
 #include "cpu/simd_exp.h"
+#include "cpu/transformer_kernels.h"
 
 namespace strata {
 
@@ -37,7 +38,6 @@ enum class Mode { kSoftmax, kLogSoftmax, kHardmax };
 
 template <typename T>
 using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 
 struct Geometry {
   int64_t outer = 1, n = 1, inner = 1;
@@ -311,6 +311,10 @@ void RegisterOp(KernelRegistry& r, const char* op, Mode mode) {
 }
 
 }  // namespace
+
+namespace cpu {
+void SoftmaxRowInPlace(float* row, int64_t n) { Impl().fn(Mode::kSoftmax, row, row, n); }
+}  // namespace cpu
 
 void RegisterSoftmaxKernels(KernelRegistry& r) {
   RegisterOp(r, "Softmax", Mode::kSoftmax);

@@ -2,6 +2,7 @@
 
 #include "core/kernel.h"
 #include "cpu/gemm_bf16.h"
+#include "cpu/transformer_kernels.h"
 
 namespace strata {
 
@@ -26,6 +27,8 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterRandomKernels(r);
   RegisterMiscKernels(r);
   RegisterQuantWeightKernels(r);
+  RegisterFusedMatMulKernels(r);
+  RegisterAttentionKernels(r);
 }
 
 }  // namespace strata
