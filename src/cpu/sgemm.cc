@@ -129,6 +129,32 @@ bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const ASrc& a, c
   return true;
 }
 
+// How Drive cuts a product over `threads` > 1: tasks are (M block of mc rows) x (chunk of
+// per_chunk panels).
+struct Split {
+  int64_t mc, m_blocks, n_chunks, per_chunk;
+};
+
+Split PlanSplit(int64_t m, int64_t panels, int64_t threads) {
+  const int64_t tiles = (m + kMr - 1) / kMr;
+  if (tiles >= 4 * threads || panels == 1) {
+    // Enough rows: M blocks only, so each thread packs (or gathers) only its own rows of
+    // A. The cache-blocking count is rounded up to a multiple of the thread count and the
+    // rows spread evenly, so that every thread gets the same share (17 blocks of 192 rows
+    // on 2 threads left one thread a block more; 2 blocks of 192 + 4 rows left it idle).
+    int64_t blocks = (m + kMc - 1) / kMc;
+    blocks = (blocks + threads - 1) / threads * threads;
+    const int64_t mc = std::min(kMc, (tiles + blocks - 1) / blocks * kMr);
+    return {mc, (m + mc - 1) / mc, 1, panels};
+  }
+  // Few rows (late ResNet layers: 49 rows, N = 512): B dominates, so the panels are cut
+  // into one chunk per thread, each thread streaming only its part of B; the A block is
+  // packed once per chunk, which is cheap next to B here.
+  const int64_t n_chunks = std::min(panels, threads);
+  const int64_t per_chunk = (panels + n_chunks - 1) / n_chunks;
+  return {kMc, (m + kMc - 1) / kMc, (panels + per_chunk - 1) / per_chunk, per_chunk};
+}
+
 // Checks shared by Gemm and GemmGathered; sets *done when nothing is left to compute.
 Status CheckProduct(const char* fn, int64_t m, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
                     bool* done) {
@@ -167,18 +193,12 @@ Status Drive(int64_t m, const MakeA& make_a, const PackedB& b, float* c, int64_t
       if (!make_a([&](const auto& a) { return RunTask(i0, std::min(kMc, m - i0), 0, panels, a, b, c, ldc, ep); }))
         oom = true;
   } else {
-    // M blocks first (no repacking of A); when there are too few of them for the
-    // threads, N is cut into panel chunks too, ~2 tasks per thread for balance.
-    const int64_t m_blocks = (m + kMc - 1) / kMc;
-    int64_t n_chunks = 1;
-    if (m_blocks < 2 * threads) n_chunks = std::min(panels, (2 * threads + m_blocks - 1) / m_blocks);
-    const int64_t per_chunk = (panels + n_chunks - 1) / n_chunks;
-    n_chunks = (panels + per_chunk - 1) / per_chunk;
-    pool->Run(m_blocks * n_chunks, 1, [&](int64_t begin, int64_t end) {
+    const Split sp = PlanSplit(m, panels, threads);
+    pool->Run(sp.m_blocks * sp.n_chunks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        const int64_t i0 = (t / n_chunks) * kMc, p0 = (t % n_chunks) * per_chunk;
-        const int64_t p1 = std::min(panels, p0 + per_chunk);
-        if (!make_a([&](const auto& a) { return RunTask(i0, std::min(kMc, m - i0), p0, p1, a, b, c, ldc, ep); }))
+        const int64_t i0 = (t / sp.n_chunks) * sp.mc, p0 = (t % sp.n_chunks) * sp.per_chunk;
+        const int64_t p1 = std::min(panels, p0 + sp.per_chunk);
+        if (!make_a([&](const auto& a) { return RunTask(i0, std::min(sp.mc, m - i0), p0, p1, a, b, c, ldc, ep); }))
           oom = true;
       }
     });

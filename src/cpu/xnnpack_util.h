@@ -7,9 +7,9 @@
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -39,7 +39,9 @@ using XnnOperatorPtr = std::unique_ptr<xnn_operator, XnnOperatorDeleter>;
 struct FusedActivation {
   float min = -std::numeric_limits<float>::infinity();
   float max = std::numeric_limits<float>::infinity();
-  bool active() const { return min > -std::numeric_limits<float>::infinity() || max < std::numeric_limits<float>::infinity(); }
+  bool active() const {
+    return min > -std::numeric_limits<float>::infinity() || max < std::numeric_limits<float>::infinity();
+  }
 };
 Result<FusedActivation> ParseFusedActivation(const Node& node);
 
@@ -109,6 +111,13 @@ inline double FromAcc<double, double>(double v) {
 }  // namespace strata
 
 namespace strata {
+
+// Sends pthreadpool's workers to sleep at once. After an operator they otherwise spin
+// for ~20 ms of CPU (pthreadpool's 1M-iteration wait loop, measured here), stealing a core
+// from strata's own pool that runs the next kernels: on 2 vCPUs that made 2-thread
+// sessions no faster than 1-thread ones. Costs one no-op dispatch (the workers are still
+// spinning) plus a futex wake at the next XNNPACK operator. No-op for a null pool.
+void ParkXnnWorkers(pthreadpool_t tp);
 
 // One XNNPACK operator that is re-created when its shape-dependent parameters (the
 // `key`, e.g. SAME pads computed from the input size) change. xnn_setup_* stores the
