@@ -5,6 +5,7 @@
 #include "cpu/conv_nhwc_gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/layout_pass.h"
@@ -19,7 +20,38 @@ namespace {
 struct Im2col {
   const float* x;
   int64_t h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
+  const float* zeros;  // c zeros: the indirect A's source for taps in the padding
 };
+
+// IndirectA rows: for output pixels [row0, row0 + rows), each tap's C input channels (one
+// NHWC pixel), or the zero row where the tap falls in the padding.
+void Im2colPointers(const void* ctx, int64_t row0, int64_t rows, const float** dst) {
+  const Im2col& g = *static_cast<const Im2col*>(ctx);
+  const int64_t ohw = g.oh * g.ow;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t p = row0 + r, n = p / ohw, q = p - n * ohw, oy = q / g.ow, ox = q - oy * g.ow;
+    const int64_t iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
+    const float* xn = g.x + n * g.h * g.w * g.c;
+    const float** d = dst + r;
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      const int64_t iy = iy0 + ky * g.dh;
+      const bool row_in = iy >= 0 && iy < g.h;
+      for (int64_t kx = 0; kx < g.kw; ++kx, d += sgemm::kIndirectRows) {
+        const int64_t ix = ix0 + kx * g.dw;
+        *d = row_in && ix >= 0 && ix < g.w ? xn + (iy * g.w + ix) * g.c : g.zeros;
+      }
+    }
+  }
+}
+
+// Whether the indirect (pointer) A beats gathering + packing it: it skips the packing,
+// which at N <= 64 (two B panels) is a large share of the time; with more panels the
+// packed tile is reused often enough, and the whole-K tiles would stream B from beyond L2.
+// Short segments (C < 16, e.g. an RGB stem) leave the per-tap pointer setup too large.
+bool UseIndirect(int64_t c, int64_t k, int64_t m) {
+  if (const char* e = std::getenv("STRATA_CONV_INDIRECT_TMP")) return e[0] == '1';  // TEMPORARY A/B knob
+  return c >= 16 && m <= 2 * sgemm::kPanelWidth && k * sgemm::kPanelWidth * 4 <= (256 << 10);
+}
 
 // Writes im2col rows [row0, row0 + rows) x columns [k0, k0 + kc) row-major into dst.
 void FillIm2col(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld) {
@@ -69,6 +101,7 @@ class NhwcGemmConvKernel final : public OpKernel {
         packed_(std::move(packed)),
         has_residual_(node.inputs.size() > 3 && node.inputs[3] >= 0) {
     if (b) bias_.assign(b->data<float>(), b->data<float>() + w.dim(0));
+    zeros_.assign(static_cast<size_t>(w.dim(1)), 0.0f);
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -122,8 +155,14 @@ class NhwcGemmConvKernel final : public OpKernel {
                        g.dilations[0],
                        g.dilations[1],
                        g.pad_begin[0],
-                       g.pad_begin[1]};
-      st = sgemm::GemmGathered(rows, sgemm::ASource{FillIm2col, &geo}, packed_, out, m, ep, ctx.pool());
+                       g.pad_begin[1],
+                       zeros_.data()};
+      if (UseIndirect(c, packed_.k(), m)) {
+        const sgemm::IndirectA ia{Im2colPointers, &geo, g.kernel[0] * g.kernel[1], c};
+        st = sgemm::GemmIndirect(rows, ia, packed_, out, m, ep, ctx.pool());
+      } else {
+        st = sgemm::GemmGathered(rows, sgemm::ASource{FillIm2col, &geo}, packed_, out, m, ep, ctx.pool());
+      }
     }
     if (!st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
     return Status::Ok();
@@ -135,6 +174,7 @@ class NhwcGemmConvKernel final : public OpKernel {
   FusedActivation act_;
   sgemm::PackedB packed_;
   std::vector<float> bias_;
+  std::vector<float> zeros_;  // one input pixel of zeros (C floats), for the indirect A
   bool has_residual_ = false;
 };
 
