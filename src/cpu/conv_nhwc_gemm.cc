@@ -5,7 +5,6 @@
 #include "cpu/conv_nhwc_gemm.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "core/layout_pass.h"
@@ -44,14 +43,13 @@ void Im2colPointers(const void* ctx, int64_t row0, int64_t rows, const float** d
   }
 }
 
-// Whether the indirect (pointer) A beats gathering + packing it: it skips the packing,
-// which at N <= 64 (two B panels) is a large share of the time; with more panels the
-// packed tile is reused often enough, and the whole-K tiles would stream B from beyond L2.
+// Whether the indirect (pointer) A beats gathering + packing it. It skips the packing
+// (a large share at N = 64) but runs whole-K tiles, so each B panel (K x 32 floats) must
+// stay in L2. Measured at 1 thread (CPU ms, gathered / indirect / XNNPACK): 3x3 56x56
+// 64->64 1.57 / 1.35 / 1.39; 3x3 s2 128->128 1.49 / 1.31 / 1.51; 3x3 14x14 256->256
+// (K = 2304) 1.29 / 1.29 / 1.49; 3x3 7x7 512->512 (K = 4608) 1.42 / 1.42-1.58 / 1.73.
 // Short segments (C < 16, e.g. an RGB stem) leave the per-tap pointer setup too large.
-bool UseIndirect(int64_t c, int64_t k, int64_t m) {
-  if (const char* e = std::getenv("STRATA_CONV_INDIRECT_TMP")) return e[0] == '1';  // TEMPORARY A/B knob
-  return c >= 16 && m <= 2 * sgemm::kPanelWidth && k * sgemm::kPanelWidth * 4 <= (256 << 10);
-}
+bool UseIndirect(int64_t c, int64_t k) { return c >= 16 && k <= 2560; }
 
 // Writes im2col rows [row0, row0 + rows) x columns [k0, k0 + kc) row-major into dst.
 void FillIm2col(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld) {
@@ -157,7 +155,7 @@ class NhwcGemmConvKernel final : public OpKernel {
                        g.pad_begin[0],
                        g.pad_begin[1],
                        zeros_.data()};
-      if (UseIndirect(c, packed_.k(), m)) {
+      if (UseIndirect(c, packed_.k())) {
         const sgemm::IndirectA ia{Im2colPointers, &geo, g.kernel[0] * g.kernel[1], c};
         st = sgemm::GemmIndirect(rows, ia, packed_, out, m, ep, ctx.pool());
       } else {
