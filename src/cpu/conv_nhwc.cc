@@ -1,5 +1,6 @@
 // NhwcConv: fp32 2-D Conv on NHWC activations. Ungrouped convs run on strata's SGEMM
-// (conv_nhwc_gemm.cc), depthwise ones on conv_nhwc_depthwise.cc; other grouped convs
+// (conv_nhwc_gemm.cc), depthwise ones (multi-thread sessions) on conv_nhwc_depthwise.cc;
+// other grouped convs
 // (and CPUs without AVX-512F) go through XNNPACK's NHWC convolution.
 // The operator (with its packed weights) is created once, at session creation; each run
 // only re-runs setup, which XNNPACK keeps cheap while the input shape is unchanged. With
@@ -180,9 +181,9 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
     return InvalidModel(node.Describe(), ": kernel_shape does not match W ", ShapeToString(w->shape()));
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
   // Ungrouped convs run on strata's SGEMM (faster than XNNPACK's IGEMM here, and on the
-  // session pool, at any thread count); grouped/depthwise ones stay on XNNPACK, whose
-  // workers ParkXnnWorkers puts to sleep after each operator so that the two pools never
-  // spin against each other.
+  // session pool, at any thread count); depthwise ones on strata's kernel in multi-thread
+  // sessions; other grouped convs on XNNPACK, whose workers ParkXnnWorkers puts to sleep
+  // after each operator so that the two pools never spin against each other.
   auto gemm = MakeNhwcGemmConv(init, *w, b, act);
   if (gemm.ok() || gemm.status().code() != StatusCode::kUnsupported) return gemm;
   if (init.has_input(3))

@@ -1,7 +1,7 @@
-// Depthwise NhwcConv (group == C == M) with AVX-512F on the session pool, opt-in with
-// STRATA_NHWC_DW=1 (not yet as fast as XNNPACK's). Motivation: XNNPACK's depthwise kernels
-// run on XNNPACK's pthreadpool while the SGEMM convs around them run on strata's pool: with
-// two pools on two cores, one pool's spinning workers delay the other's.
+// Depthwise NhwcConv (group == C == M) with AVX-512F on the session pool, used by
+// multi-thread sessions (see MakeNhwcDepthwiseConv): XNNPACK's depthwise kernels would run
+// on XNNPACK's pthreadpool while the SGEMM convs around them run on strata's pool, and on
+// a loaded 2-vCPU machine handing the cores from one pool to the other dominated.
 //
 // Per output pixel and 16-channel vector: bias + sum over the in-bounds taps of
 // x[iy, ix, c:c+16] * w[ky, kx, c:c+16]; the valid tap range is computed once per pixel,
@@ -181,11 +181,17 @@ class NhwcDepthwiseKernel final : public OpKernel {
 Result<std::unique_ptr<OpKernel>> MakeNhwcDepthwiseConv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                         const FusedActivation& act) {
   const Node& node = init.node;
-  // Opt-in: on mobilenet_v2 at 1 thread this kernel still costs ~1.7x XNNPACK's CPU time
-  // (per-pixel overhead at 32-96 channels), so XNNPACK stays the default until it wins.
-  const char* on = std::getenv("STRATA_NHWC_DW");
-  if (!on || std::strcmp(on, "1") != 0 || !sgemm::Available())
-    return Unsupported(node.Describe(), ": the NHWC depthwise kernel is off (STRATA_NHWC_DW=1 enables it)");
+  // On one thread XNNPACK's depthwise kernel is faster (kernel bench dw3x3 112x112x32: ~1.7x
+  // less CPU) and runs inline. With more threads it needs XNNPACK's own pool next to the
+  // session's, and waking one pool's parked workers after the other's kernel costs more
+  // than the kernel gains (mobilenet_v2, 2 threads, loaded VM, 3 alternating runs: median
+  // 155-218 ms with XNNPACK's, 17-40 ms with this one), so multi-thread sessions use this
+  // kernel. STRATA_NHWC_DW=1 / =0 forces it on / off (A/B comparisons).
+  const char* env = std::getenv("STRATA_NHWC_DW");
+  const bool multi_thread = init.pool && init.pool->num_threads() > 1;
+  const bool on = env && *env ? std::strcmp(env, "1") == 0 : multi_thread;
+  if (!on || !sgemm::Available())
+    return Unsupported(node.Describe(), ": the NHWC depthwise kernel is off (1-thread session or STRATA_NHWC_DW=0)");
   if (w.rank() != 4 || w.dim(1) != 1 || node.GetInt("group", 1) != w.dim(0))
     return Unsupported(node.Describe(), ": not a depthwise conv with multiplier 1");
   return std::unique_ptr<OpKernel>(std::make_unique<NhwcDepthwiseKernel>(node, w, b, act));

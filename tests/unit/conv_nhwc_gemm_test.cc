@@ -517,7 +517,7 @@ void Conv(onnx::GraphProto* g, const std::string& in, const std::string& out, in
 }
 
 // Two ResNet basic blocks (identity and 1x1/s2 downsample shortcut) on a 7x7/s2 stem,
-// a dilated conv and a grouped conv, batch 2.
+// a dilated conv, a grouped conv and a depthwise conv, batch 2.
 onnx::ModelProto ResNetish() {
   onnx::ModelProto m = MakeModel(13, "conv_nhwc_gemm_test");
   auto* g = m.mutable_graph();
@@ -537,7 +537,8 @@ onnx::ModelProto ResNetish() {
   AddNode(g, "Relu", {"b_sum"}, {"b"});
   Conv(g, "b", "dil", 36, 16, 3, 1, 2, 7, 1, 2);
   Conv(g, "dil", "grp", 16, 16, 3, 1, 1, 8, 4);
-  AddOutput(g, "grp", {2, 16, 8, 8});
+  Conv(g, "grp", "dwc", 16, 16, 3, 1, 1, 9, 16);  // depthwise: strata's kernel at 2 threads
+  AddOutput(g, "dwc", {2, 16, 8, 8});
   AddOutput(g, "a", {2, 20, 15, 15});
   return m;
 }
