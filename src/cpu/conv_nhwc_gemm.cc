@@ -136,9 +136,10 @@ class NhwcGemmConvKernel final : public OpKernel {
     Status st;
     const bool direct = g.kernel[0] == 1 && g.kernel[1] == 1 && g.strides[0] == 1 && g.strides[1] == 1 &&
                         g.pad_begin[0] == 0 && g.pad_begin[1] == 0 && g.pad_end[0] == 0 && g.pad_end[1] == 0;
-    // 1x1 stride-1 convs take the indirect A too when it applies (one tap: a pointer per
-    // pixel), which skips packing X (1x1 56x56 256->64: 0.57-0.61 vs 0.65-0.66 CPU ms).
-    if (direct && !UseIndirect(c, packed_.k())) {
+    // 1x1 stride-1 convs pack X as a plain matrix: the indirect A (one pointer per pixel)
+    // won on 1x1 56x56 256->64 (0.57-0.61 vs 0.65-0.66 CPU ms) but lost on mobilenet_v2's
+    // pointwise convs (6.8-8.1 vs 6.4-6.5 CPU ms per run at 1 thread).
+    if (direct) {
       // 1x1, stride 1, no padding: X itself is the [N*H*W, C] A matrix.
       st = sgemm::Gemm(rows, x->data<float>(), c, packed_, out, m, ep, ctx.pool());
     } else {

@@ -11,10 +11,10 @@
 namespace strata {
 
 // Ungrouped 2-D NhwcConv as one GEMM: Y[N*OH*OW, M] = im2col(X)[N*OH*OW, KH*KW*C] x W'
-// with W' packed once here. With C >= 16 and K <= 2560 the micro-kernel reads im2col(X)
-// through per-tap pointers into X (sgemm::GemmIndirect: no gather, no packing); otherwise
-// a 1x1 stride-1 unpadded conv packs X as a plain matrix, and every other shape (strides,
-// pads, dilations, auto_pad) gathers its im2col rows per micro-tile.
+// with W' packed once here. A 1x1 stride-1 unpadded conv packs X as a plain matrix. Other
+// shapes (strides, pads, dilations, auto_pad) with C >= 16 and K <= 2560 read im2col(X)
+// through per-tap pointers into X (sgemm::GemmIndirect: no gather, no packing); the rest
+// gather their im2col rows per micro-tile.
 // Bias, the fused activation and an optional residual (input 3, NHWC, the output's
 // shape) are applied in the GEMM epilogue.
 // kUnsupported when group != 1 or the CPU lacks AVX-512F: the caller keeps XNNPACK.

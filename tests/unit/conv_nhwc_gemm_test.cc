@@ -196,7 +196,7 @@ std::vector<ConvCase> EdgeCases() {
   add({.n = 2, .h = 31, .w = 29, .c = 16, .m = 48, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}});  // many M blocks
   // C >= 16 but M > 64 (three panels), still the indirect A.
   add({.h = 8, .w = 7, .c = 48, .m = 65, .pads = {1, 1, 1, 1}});
-  // 1x1 stride 1 with C < 16 or K > 2560: X packed as a plain matrix (sgemm::Gemm).
+  // 1x1 stride 1: X packed as a plain matrix (sgemm::Gemm), also with K > 2560.
   add({.n = 2, .h = 6, .w = 5, .c = 8, .m = 40, .kh = 1, .kw = 1});
   add({.h = 2, .w = 3, .c = 2600, .m = 35, .kh = 1, .kw = 1});
   // K > 2560 with padding: gathered A although C >= 16.
