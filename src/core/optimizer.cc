@@ -19,7 +19,7 @@ bool HasSubgraph(const Node& n) {
 }
 
 bool IsNondeterministic(const Node& n) {
-  static const std::unordered_set<std::string> kOps = {"RandomNormal",     "RandomUniform", "RandomNormalLike",
+  static const std::unordered_set<std::string> kOps = {"RandomNormal",      "RandomUniform", "RandomNormalLike",
                                                        "RandomUniformLike", "Multinomial",   "Bernoulli"};
   return kOps.count(n.op_type) != 0;
 }
@@ -82,8 +82,8 @@ Result<int> FoldConstants(Graph& g, const OptimizerOptions& opts) {
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());
   for (Node& node : g.nodes) {
-    bool foldable = !HasSubgraph(node) && !IsNondeterministic(node) && !node.outputs.empty() &&
-                    node.domain.empty() && node.provider == "cpu";
+    bool foldable = !HasSubgraph(node) && !IsNondeterministic(node) && !node.outputs.empty() && node.domain.empty() &&
+                    node.provider == "cpu";
     for (int i : node.inputs)
       if (i >= 0 && !g.IsConstant(i)) foldable = false;
     for (int o : node.outputs)
@@ -301,7 +301,8 @@ int FuseActivations(Graph& g) {
       } else {
         const Tensor* mn = act.inputs.size() > 1 && act.inputs[1] >= 0 ? g.Constant(act.inputs[1]) : nullptr;
         const Tensor* mx = act.inputs.size() > 2 && act.inputs[2] >= 0 ? g.Constant(act.inputs[2]) : nullptr;
-        if ((act.inputs.size() > 1 && act.inputs[1] >= 0 && !mn) || (act.inputs.size() > 2 && act.inputs[2] >= 0 && !mx))
+        if ((act.inputs.size() > 1 && act.inputs[1] >= 0 && !mn) ||
+            (act.inputs.size() > 2 && act.inputs[2] >= 0 && !mx))
           continue;
         if ((mn && mn->dtype() != DataType::kFloat) || (mx && mx->dtype() != DataType::kFloat)) continue;
         if (mn) lo = mn->data<float>()[0];
@@ -350,9 +351,8 @@ Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
     RETURN_IF_ERROR(FuseTransformerPatterns(g, opts).status());
     // Last: it renames Conv/pool nodes into the internal domain the passes above skip.
     ASSIGN_OR_RETURN(int l, ConvertToNhwc(g, opts));
-    // ResNet's conv -> Add(skip) [-> Relu] into the conv's SGEMM epilogue (NHWC only). Only
-    // for one-thread sessions: with more threads the convs run on XNNPACK (see MakeNhwcConv).
-    if (l > 0 && (!opts.pool || opts.pool->num_threads() <= 1)) FuseNhwcConvResidual(g);
+    // ResNet's conv -> Add(skip) [-> Relu] into the conv's SGEMM epilogue (NHWC only).
+    if (l > 0) FuseNhwcConvResidual(g);
   }
   EliminateDeadNodes(g);
   return Status::Ok();

@@ -1,5 +1,6 @@
 // NhwcConv: fp32 2-D Conv on NHWC activations. Ungrouped convs run on strata's SGEMM
-// (conv_nhwc_gemm.cc), depthwise ones on conv_nhwc_depthwise.cc; other grouped convs
+// (conv_nhwc_gemm.cc), depthwise ones (multi-thread sessions) on conv_nhwc_depthwise.cc;
+// other grouped convs
 // (and CPUs without AVX-512F) go through XNNPACK's NHWC convolution.
 // The operator (with its packed weights) is created once, at session creation; each run
 // only re-runs setup, which XNNPACK keeps cheap while the input shape is unchanged. With
@@ -164,7 +165,6 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
   XnnOperatorCache cache_;
 };
 
-
 Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   const Node& node = init.node;
   const Tensor* w = init.constant_input(1);
@@ -181,20 +181,11 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
     return InvalidModel(node.Describe(), ": kernel_shape does not match W ", ShapeToString(w->shape()));
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
   // Ungrouped convs run on strata's SGEMM (faster than XNNPACK's IGEMM here, and on the
-  // session pool); grouped/depthwise ones stay on XNNPACK, whose ops run on a second pool
-  // (pthreadpool). With several threads, a graph that mixes the two makes the pools fight
-  // over the cores (each one's idle workers spin while the other works: mobilenet_v2 at 2
-  // threads ran 5x slower on a loaded machine), so such a graph keeps all convs on XNNPACK.
-  // A fused residual input needs the SGEMM conv, whatever the graph.
-  // The SGEMM conv is the faster kernel on one thread (resnet18 23.5 vs 28.0 ms here), but
-  // on two threads it measured no faster than on one (25.8 ms, XNNPACK 19 ms; cause not yet
-  // found), so sessions with more than one thread keep XNNPACK unless a fused residual
-  // input needs the SGEMM epilogue.
-  const bool multi_thread = init.pool && init.pool->num_threads() > 1;
-  if (init.has_input(3) || !multi_thread) {
-    auto gemm = MakeNhwcGemmConv(init, *w, b, act);
-    if (gemm.ok() || gemm.status().code() != StatusCode::kUnsupported) return gemm;
-  }
+  // session pool, at any thread count); depthwise ones on strata's kernel in multi-thread
+  // sessions; other grouped convs on XNNPACK, whose workers ParkXnnWorkers puts to sleep
+  // after each operator so that the two pools never spin against each other.
+  auto gemm = MakeNhwcGemmConv(init, *w, b, act);
+  if (gemm.ok() || gemm.status().code() != StatusCode::kUnsupported) return gemm;
   if (init.has_input(3))
     return InvalidModel(node.Describe(), ": a fused residual input needs the SGEMM conv (group 1, AVX-512F)");
   auto dw = MakeNhwcDepthwiseConv(init, *w, b, act);

@@ -19,7 +19,37 @@ namespace {
 struct Im2col {
   const float* x;
   int64_t h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
+  const float* zeros;  // c zeros: the indirect A's source for taps in the padding
 };
+
+// IndirectA rows: for output pixels [row0, row0 + rows), each tap's C input channels (one
+// NHWC pixel), or the zero row where the tap falls in the padding.
+void Im2colPointers(const void* ctx, int64_t row0, int64_t rows, const float** dst) {
+  const Im2col& g = *static_cast<const Im2col*>(ctx);
+  const int64_t ohw = g.oh * g.ow;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t p = row0 + r, n = p / ohw, q = p - n * ohw, oy = q / g.ow, ox = q - oy * g.ow;
+    const int64_t iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
+    const float* xn = g.x + n * g.h * g.w * g.c;
+    const float** d = dst + r;
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      const int64_t iy = iy0 + ky * g.dh;
+      const bool row_in = iy >= 0 && iy < g.h;
+      for (int64_t kx = 0; kx < g.kw; ++kx, d += sgemm::kIndirectRows) {
+        const int64_t ix = ix0 + kx * g.dw;
+        *d = row_in && ix >= 0 && ix < g.w ? xn + (iy * g.w + ix) * g.c : g.zeros;
+      }
+    }
+  }
+}
+
+// Whether the indirect (pointer) A beats gathering + packing it. It skips the packing
+// (a large share at N = 64) but runs whole-K tiles, so each B panel (K x 32 floats) must
+// stay in L2. Measured at 1 thread (CPU ms, gathered / indirect / XNNPACK): 3x3 56x56
+// 64->64 1.57 / 1.35 / 1.39; 3x3 s2 128->128 1.49 / 1.31 / 1.51; 3x3 14x14 256->256
+// (K = 2304) 1.29 / 1.29 / 1.49; 3x3 7x7 512->512 (K = 4608) 1.42 / 1.42-1.58 / 1.73.
+// Short segments (C < 16, e.g. an RGB stem) leave the per-tap pointer setup too large.
+bool UseIndirect(int64_t c, int64_t k) { return c >= 16 && k <= 2560; }
 
 // Writes im2col rows [row0, row0 + rows) x columns [k0, k0 + kc) row-major into dst.
 void FillIm2col(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld) {
@@ -69,6 +99,7 @@ class NhwcGemmConvKernel final : public OpKernel {
         packed_(std::move(packed)),
         has_residual_(node.inputs.size() > 3 && node.inputs[3] >= 0) {
     if (b) bias_.assign(b->data<float>(), b->data<float>() + w.dim(0));
+    zeros_.assign(static_cast<size_t>(w.dim(1)), 0.0f);
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -105,6 +136,9 @@ class NhwcGemmConvKernel final : public OpKernel {
     Status st;
     const bool direct = g.kernel[0] == 1 && g.kernel[1] == 1 && g.strides[0] == 1 && g.strides[1] == 1 &&
                         g.pad_begin[0] == 0 && g.pad_begin[1] == 0 && g.pad_end[0] == 0 && g.pad_end[1] == 0;
+    // 1x1 stride-1 convs pack X as a plain matrix: the indirect A (one pointer per pixel)
+    // won on 1x1 56x56 256->64 (0.57-0.61 vs 0.65-0.66 CPU ms) but lost on mobilenet_v2's
+    // pointwise convs (6.8-8.1 vs 6.4-6.5 CPU ms per run at 1 thread).
     if (direct) {
       // 1x1, stride 1, no padding: X itself is the [N*H*W, C] A matrix.
       st = sgemm::Gemm(rows, x->data<float>(), c, packed_, out, m, ep, ctx.pool());
@@ -122,8 +156,14 @@ class NhwcGemmConvKernel final : public OpKernel {
                        g.dilations[0],
                        g.dilations[1],
                        g.pad_begin[0],
-                       g.pad_begin[1]};
-      st = sgemm::GemmGathered(rows, sgemm::ASource{FillIm2col, &geo}, packed_, out, m, ep, ctx.pool());
+                       g.pad_begin[1],
+                       zeros_.data()};
+      if (UseIndirect(c, packed_.k())) {
+        const sgemm::IndirectA ia{Im2colPointers, &geo, g.kernel[0] * g.kernel[1], c};
+        st = sgemm::GemmIndirect(rows, ia, packed_, out, m, ep, ctx.pool());
+      } else {
+        st = sgemm::GemmGathered(rows, sgemm::ASource{FillIm2col, &geo}, packed_, out, m, ep, ctx.pool());
+      }
     }
     if (!st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
     return Status::Ok();
@@ -135,6 +175,7 @@ class NhwcGemmConvKernel final : public OpKernel {
   FusedActivation act_;
   sgemm::PackedB packed_;
   std::vector<float> bias_;
+  std::vector<float> zeros_;  // one input pixel of zeros (C floats), for the indirect A
   bool has_residual_ = false;
 };
 

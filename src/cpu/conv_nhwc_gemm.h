@@ -11,8 +11,10 @@
 namespace strata {
 
 // Ungrouped 2-D NhwcConv as one GEMM: Y[N*OH*OW, M] = im2col(X)[N*OH*OW, KH*KW*C] x W'
-// with W' packed once here. A 1x1 stride-1 unpadded conv reads X directly; every other
-// shape (strides, pads, dilations, auto_pad) gathers its im2col rows per micro-tile.
+// with W' packed once here. A 1x1 stride-1 unpadded conv packs X as a plain matrix. Other
+// shapes (strides, pads, dilations, auto_pad) with C >= 16 and K <= 2560 read im2col(X)
+// through per-tap pointers into X (sgemm::GemmIndirect: no gather, no packing); the rest
+// gather their im2col rows per micro-tile.
 // Bias, the fused activation and an optional residual (input 3, NHWC, the output's
 // shape) are applied in the GEMM epilogue.
 // kUnsupported when group != 1 or the CPU lacks AVX-512F: the caller keeps XNNPACK.
@@ -20,7 +22,8 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcGemmConv(const KernelInit& init, const
                                                    const FusedActivation& act);
 
 // Depthwise 2-D NhwcConv (group == C == M) with AVX-512F on the session pool
-// (conv_nhwc_depthwise.cc), opt-in with STRATA_NHWC_DW=1: still slower than XNNPACK's.
+// (conv_nhwc_depthwise.cc), for multi-thread sessions (one pool instead of two); 1-thread
+// sessions keep XNNPACK's faster kernel. STRATA_NHWC_DW=1 / =0 forces it on / off.
 // kUnsupported otherwise.
 Result<std::unique_ptr<OpKernel>> MakeNhwcDepthwiseConv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                         const FusedActivation& act);

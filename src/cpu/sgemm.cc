@@ -83,6 +83,21 @@ struct GatheredA {
   }
 };
 
+// Row tiles of an M block of mrows <= kMc rows: starts[0..n] (n returned, starts[n] =
+// mrows). Tiles of 1-3 rows are FMA-latency bound, so a 13-15 row tail is split into two
+// tiles of 6-8 rows instead of 12 + 1-3.
+constexpr int kMaxTiles = kMc / 4 + 1;
+int TileStarts(int64_t mrows, int64_t* starts) {
+  int n = 0;
+  for (int64_t ir = 0; ir < mrows;) {
+    const int64_t left = mrows - ir;
+    starts[n++] = ir;
+    ir += left > kMr && left < kMr + 4 ? left / 2 : std::min<int64_t>(kMr, left);
+  }
+  starts[n] = mrows;
+  return n;
+}
+
 // Rows [i0, i0 + mrows) x panels [p0, p1), all of K. Returns false when the A buffer
 // could not be allocated.
 template <typename ASrc>
@@ -92,16 +107,8 @@ bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const ASrc& a, c
   if (!abuf) return false;
   const int64_t K = b.k(), N = b.n();
   const bool clamp = ep.min > -INFINITY || ep.max < INFINITY;
-  // Row tiles of the block. Tiles of 1-3 rows are FMA-latency bound, so a 13-15 row
-  // tail is split into two tiles of 6-8 rows instead of 12 + 1-3.
-  int64_t tile_start[kMc / 4 + 2];
-  int ntiles = 0;
-  for (int64_t ir = 0; ir < mrows;) {
-    const int64_t left = mrows - ir;
-    tile_start[ntiles++] = ir;
-    ir += left > kMr && left < kMr + 4 ? left / 2 : std::min<int64_t>(kMr, left);
-  }
-  tile_start[ntiles] = mrows;
+  int64_t tile_start[kMaxTiles + 1];
+  const int ntiles = TileStarts(mrows, tile_start);
   for (int64_t pc = 0; pc < K; pc += kKc) {
     const int64_t kc = std::min(kKc, K - pc);
     const bool last = pc + kc == K;
@@ -129,6 +136,83 @@ bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const ASrc& a, c
   return true;
 }
 
+// The per-thread pointer table of an IndirectA tile (taps x kMr), grown on demand;
+// nullptr when the allocation fails.
+const float** ThreadPointerTable(int64_t entries) {
+  struct Buf {
+    const float** p = nullptr;
+    int64_t cap = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf buf;
+  if (entries > buf.cap) {
+    std::free(buf.p);
+    buf.p = static_cast<const float**>(std::malloc(static_cast<size_t>(entries) * sizeof(const float*)));
+    buf.cap = buf.p ? entries : 0;
+  }
+  return buf.p;
+}
+
+// RunTask for IndirectA: per row tile, the pointer table once, then every panel of the
+// task over the whole K (no packing, so nothing to reuse across K blocks).
+bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const IndirectA& a, const PackedB& b, float* c,
+                     int64_t ldc, const Epilogue& ep) {
+  const float** ptrs = ThreadPointerTable(a.taps * kMr);
+  if (!ptrs) return false;
+  const int64_t N = b.n();
+  int64_t tile_start[kMaxTiles + 1];
+  const int ntiles = TileStarts(mrows, tile_start);
+  internal::TileEpilogue te;
+  te.alpha = ep.alpha;
+  te.load_c = ep.accumulate;
+  te.clamp = ep.min > -INFINITY || ep.max < INFINITY;
+  te.min = ep.min;
+  te.max = ep.max;
+  te.ldr = ep.ldr;
+  for (int t = 0; t < ntiles; ++t) {
+    const int64_t row0 = i0 + tile_start[t];
+    const int rows = static_cast<int>(tile_start[t + 1] - tile_start[t]);
+    a.rows(a.ctx, row0, rows, ptrs);
+    for (int64_t p = p0; p < p1; ++p) {
+      const int cols = static_cast<int>(std::min(kPanelWidth, N - p * kPanelWidth));
+      te.bias = ep.bias ? ep.bias + p * kPanelWidth : nullptr;
+      te.residual = ep.residual ? ep.residual + row0 * ep.ldr + p * kPanelWidth : nullptr;
+      internal::TileIndirectAvx512(rows, cols, a.taps, a.seg, ptrs, b.panel(p), c + row0 * ldc + p * kPanelWidth, ldc,
+                                   te);
+    }
+  }
+  return true;
+}
+
+// How Drive cuts a product over `threads` > 1: tasks are (M block of mc rows) x (chunk of
+// per_chunk panels).
+struct Split {
+  int64_t mc, m_blocks, n_chunks, per_chunk;
+};
+
+Split PlanSplit(int64_t m, int64_t panels, int64_t threads) {
+  const int64_t tiles = (m + kMr - 1) / kMr;
+  // N chunks, one per thread: each thread streams only its part of B but packs the whole
+  // A block, which pays off when B dominates (few rows) or when the packed tile is reused
+  // over many panels (>= 8 per thread: N >= 512 on 2 threads).
+  const int64_t n_chunks = std::min(panels, threads), per_chunk = (panels + n_chunks - 1) / n_chunks;
+  const Split by_n{kMc, (m + kMc - 1) / kMc, (panels + per_chunk - 1) / per_chunk, per_chunk};
+  if (tiles < 4 * threads && panels > 1) return by_n;
+  // Otherwise M blocks only, so each thread packs (or gathers) only its own rows of A. The
+  // cache-blocking count is rounded up to a multiple of the thread count and the rows
+  // spread evenly, so that every thread gets the same share (17 blocks of 192 rows on 2
+  // threads left one thread a block more; 2 blocks of 192 + 4 rows left it idle).
+  int64_t blocks = (m + kMc - 1) / kMc;
+  blocks = (blocks + threads - 1) / threads * threads;
+  const int64_t mc = std::min(kMc, (tiles + blocks - 1) / blocks * kMr);
+  blocks = (m + mc - 1) / mc;
+  // Whole tiles cannot always be spread evenly (17 tiles on 2 threads: 9 and 8); past 5%
+  // of idle time, wide products take the N split instead.
+  const int64_t busiest = std::min(m, (blocks + threads - 1) / threads * mc);
+  if (busiest * threads * 20 > m * 21 && panels >= 8 * threads) return by_n;
+  return {mc, blocks, 1, panels};
+}
+
 // Checks shared by Gemm and GemmGathered; sets *done when nothing is left to compute.
 Status CheckProduct(const char* fn, int64_t m, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
                     bool* done) {
@@ -152,38 +236,27 @@ Status CheckProduct(const char* fn, int64_t m, const PackedB& b, float* c, int64
   return Status::Ok();
 }
 
-// The split over the pool, shared by both A sources. make(scratch-free) builds the
-// per-task A source.
-template <typename MakeA>
-Status Drive(int64_t m, const MakeA& make_a, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
-             ThreadPool* pool) {
-  const int64_t N = b.n(), K = b.k();
+// The split over the pool, shared by all A sources: task(i0, rows, p0, p1) computes rows
+// [i0, i0 + rows) x panels [p0, p1) and returns false when it could not get its scratch.
+template <typename Task>
+Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, const Task& task) {
   const int64_t panels = b.panels();
   const int64_t threads = pool ? pool->num_threads() : 1;
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(N) * static_cast<double>(K);
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(b.n()) * static_cast<double>(b.k());
   std::atomic<bool> oom{false};
   if (threads <= 1 || flops < kMinParallelFlops) {
     for (int64_t i0 = 0; i0 < m && !oom; i0 += kMc)
-      if (!make_a([&](const auto& a) { return RunTask(i0, std::min(kMc, m - i0), 0, panels, a, b, c, ldc, ep); }))
-        oom = true;
+      if (!task(i0, std::min(kMc, m - i0), int64_t{0}, panels)) oom = true;
   } else {
-    // M blocks first (no repacking of A); when there are too few of them for the
-    // threads, N is cut into panel chunks too, ~2 tasks per thread for balance.
-    const int64_t m_blocks = (m + kMc - 1) / kMc;
-    int64_t n_chunks = 1;
-    if (m_blocks < 2 * threads) n_chunks = std::min(panels, (2 * threads + m_blocks - 1) / m_blocks);
-    const int64_t per_chunk = (panels + n_chunks - 1) / n_chunks;
-    n_chunks = (panels + per_chunk - 1) / per_chunk;
-    pool->Run(m_blocks * n_chunks, 1, [&](int64_t begin, int64_t end) {
+    const Split sp = PlanSplit(m, panels, threads);
+    pool->Run(sp.m_blocks * sp.n_chunks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        const int64_t i0 = (t / n_chunks) * kMc, p0 = (t % n_chunks) * per_chunk;
-        const int64_t p1 = std::min(panels, p0 + per_chunk);
-        if (!make_a([&](const auto& a) { return RunTask(i0, std::min(kMc, m - i0), p0, p1, a, b, c, ldc, ep); }))
-          oom = true;
+        const int64_t i0 = (t / sp.n_chunks) * sp.mc, p0 = (t % sp.n_chunks) * sp.per_chunk;
+        if (!task(i0, std::min(sp.mc, m - i0), p0, std::min(panels, p0 + sp.per_chunk))) oom = true;
       }
     });
   }
-  if (oom) return MakeStatus(StatusCode::kOutOfMemory, "sgemm::Gemm: cannot allocate the A packing buffer");
+  if (oom) return MakeStatus(StatusCode::kOutOfMemory, "sgemm: cannot allocate the A packing buffer");
   return Status::Ok();
 }
 
@@ -271,8 +344,9 @@ Status Gemm(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, 
   if (!a) return InvalidArgument("sgemm::Gemm: A is null for a ", m, "x", K, " operand");
   if (!Available()) return Unsupported("sgemm::Gemm: this CPU lacks AVX-512F");
   const DirectA direct{a, lda};
-  return Drive(
-      m, [&](const auto& run) { return run(direct); }, b, c, ldc, ep, pool);
+  return Drive(m, b, pool, [&](int64_t i0, int64_t rows, int64_t p0, int64_t p1) {
+    return RunTask(i0, rows, p0, p1, direct, b, c, ldc, ep);
+  });
 }
 
 Status GemmGathered(int64_t m, const ASource& a, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
@@ -282,13 +356,25 @@ Status GemmGathered(int64_t m, const ASource& a, const PackedB& b, float* c, int
   if (done) return Status::Ok();
   if (!a.fill) return InvalidArgument("sgemm::GemmGathered: no A fill callback for a ", m, "x", b.k(), " operand");
   if (!Available()) return Unsupported("sgemm::GemmGathered: this CPU lacks AVX-512F");
-  return Drive(
-      m,
-      [&](const auto& run) {
-        float* scratch = ThreadGatherBuffer();
-        return scratch && run(GatheredA{&a, scratch});
-      },
-      b, c, ldc, ep, pool);
+  return Drive(m, b, pool, [&](int64_t i0, int64_t rows, int64_t p0, int64_t p1) {
+    float* scratch = ThreadGatherBuffer();
+    return scratch && RunTask(i0, rows, p0, p1, GatheredA{&a, scratch}, b, c, ldc, ep);
+  });
+}
+
+Status GemmIndirect(int64_t m, const IndirectA& a, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
+                    ThreadPool* pool) {
+  static_assert(kIndirectRows == kMr, "pointer tables are laid out per micro-tile");
+  bool done = false;
+  RETURN_IF_ERROR(CheckProduct("GemmIndirect", m, b, c, ldc, ep, &done));
+  if (done) return Status::Ok();
+  if (!a.rows) return InvalidArgument("sgemm::GemmIndirect: no A pointer callback for a ", m, "x", b.k(), " operand");
+  if (a.taps <= 0 || a.seg <= 0 || MulOverflows(a.taps, a.seg) || a.taps * a.seg != b.k())
+    return InvalidArgument("sgemm::GemmIndirect: ", a.taps, " segments of ", a.seg, " floats do not make K=", b.k());
+  if (!Available()) return Unsupported("sgemm::GemmIndirect: this CPU lacks AVX-512F");
+  return Drive(m, b, pool, [&](int64_t i0, int64_t rows, int64_t p0, int64_t p1) {
+    return RunIndirectTask(i0, rows, p0, p1, a, b, c, ldc, ep);
+  });
 }
 
 Status GemmUnpacked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,

@@ -90,6 +90,27 @@ struct ASource {
 Status GemmGathered(int64_t m, const ASource& a, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
                     ThreadPool* pool);
 
+// A given by pointers instead of values: row r of A is `taps` segments of `seg`
+// contiguous floats, K = taps * seg. rows(ctx, row0, rows, dst) writes the segment
+// starts of rows [row0, row0 + rows) (rows <= kIndirectRows) as dst[t * kIndirectRows + r].
+// An implicit-GEMM convolution points (output pixel, kernel tap) at that input pixel's C
+// channels, or at a row of zeros in the padding: the micro-kernel then broadcasts A
+// straight from the input, with no gather and no packing. Whole K per tile (no K
+// blocking): meant for small N and K (B's panels stay in L2), e.g. 3x3 convs with 64
+// channels, where packing A was a large share of the time. rows may run concurrently.
+inline constexpr int64_t kIndirectRows = 12;
+struct IndirectA {
+  using RowsFn = void (*)(const void* ctx, int64_t row0, int64_t rows, const float** dst);
+  RowsFn rows = nullptr;
+  const void* ctx = nullptr;
+  int64_t taps = 0, seg = 0;
+};
+
+// C[M,N] = alpha * A x B + epilogue with A from `a` (see IndirectA; b.k() must equal
+// taps * seg); otherwise as Gemm, bit-identical for any thread count.
+Status GemmIndirect(int64_t m, const IndirectA& a, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
+                    ThreadPool* pool);
+
 // Run-time B (e.g. attention Q*K^T): packs B into a per-thread scratch buffer, then Gemm.
 // ldb is B's row stride: >= N for [K,N], >= K for trans_b's [N,K].
 Status GemmUnpacked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,

@@ -17,38 +17,12 @@ namespace {
 // How many k steps ahead the B panel is prefetched (one step = 128 bytes).
 constexpr int64_t kPrefetchK = 24;
 
-// One MR x 32 tile: 2*MR accumulators, B from the packed panel (two aligned loads per
-// k), A broadcast from the packed tile (folded into the FMA as an embedded broadcast).
+// The tile store shared by both A sources: alpha, C (when loading it), bias, residual,
+// clamp, masked to the tile's columns.
 template <int MR>
-STRATA_AVX512 void Tile(int cols, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
-                        const TileEpilogue& e) {
-  __m512 acc0[MR], acc1[MR];
-#pragma GCC unroll 12
-  for (int i = 0; i < MR; ++i) {
-    acc0[i] = _mm512_setzero_ps();
-    acc1[i] = _mm512_setzero_ps();
-  }
-  // Prefetch the C tile so the stores at the end do not stall on misses.
-#pragma GCC unroll 12
-  for (int i = 0; i < MR; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-
-#pragma GCC unroll 4
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_load_ps(bp);
-    const __m512 b1 = _mm512_load_ps(bp + 16);
-    // The B panel streams from L3/DRAM on the first tile of a block: fetch ahead.
-    _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32 + 16), _MM_HINT_T0);
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; ++i) {
-      const __m512 av = _mm512_set1_ps(ap[i]);
-      acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
-      acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
-    }
-    ap += kMr;
-    bp += 32;
-  }
-
+STRATA_AVX512 __attribute__((always_inline)) inline void StoreTile(const __m512 (&acc0)[MR], const __m512 (&acc1)[MR],
+                                                                   int cols, float* c, int64_t ldc,
+                                                                   const TileEpilogue& e) {
   const __mmask16 m0 = cols >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1);
   const __mmask16 m1 = cols >= 32  ? static_cast<__mmask16>(0xFFFF)
                        : cols > 16 ? static_cast<__mmask16>((1u << (cols - 16)) - 1)
@@ -89,6 +63,77 @@ STRATA_AVX512 void Tile(int cols, int64_t kc, const float* ap, const float* bp, 
   }
 }
 
+// One MR x 32 tile: 2*MR accumulators, B from the packed panel (two aligned loads per
+// k), A broadcast from the packed tile (folded into the FMA as an embedded broadcast).
+template <int MR>
+STRATA_AVX512 void Tile(int cols, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
+                        const TileEpilogue& e) {
+  __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    acc0[i] = _mm512_setzero_ps();
+    acc1[i] = _mm512_setzero_ps();
+  }
+  // Prefetch the C tile so the stores at the end do not stall on misses.
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(bp);
+    const __m512 b1 = _mm512_load_ps(bp + 16);
+    // The B panel streams from L3/DRAM on the first tile of a block: fetch ahead.
+    _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32 + 16), _MM_HINT_T0);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      const __m512 av = _mm512_set1_ps(ap[i]);
+      acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
+      acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
+    }
+    ap += kMr;
+    bp += 32;
+  }
+  StoreTile<MR>(acc0, acc1, cols, c, ldc, e);
+}
+
+// The same tile with A read through per-row segment pointers (IndirectA): each k
+// broadcasts row i's value straight from its source (the conv input), so nothing is
+// gathered or packed. One pass over all of K, so sums differ from Tile's per-K-block ones
+// in rounding only.
+template <int MR>
+STRATA_AVX512 void TileIndirect(int cols, int64_t taps, int64_t seg, const float* const* ptrs, const float* bp,
+                                float* c, int64_t ldc, const TileEpilogue& e) {
+  __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    acc0[i] = _mm512_setzero_ps();
+    acc1[i] = _mm512_setzero_ps();
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+  for (int64_t t = 0; t < taps; ++t, ptrs += kMr) {
+    const float* a[MR];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) a[i] = ptrs[i];
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < seg; ++k) {
+      const __m512 b0 = _mm512_load_ps(bp);
+      const __m512 b1 = _mm512_load_ps(bp + 16);
+      _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32 + 16), _MM_HINT_T0);
+#pragma GCC unroll 12
+      for (int i = 0; i < MR; ++i) {
+        const __m512 av = _mm512_set1_ps(a[i][k]);
+        acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
+        acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
+      }
+      bp += 32;
+    }
+  }
+  StoreTile<MR>(acc0, acc1, cols, c, ldc, e);
+}
+
 }  // namespace
 
 void TileAvx512(int rows, int cols, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
@@ -118,6 +163,38 @@ void TileAvx512(int rows, int cols, int64_t kc, const float* ap, const float* bp
       return Tile<2>(cols, kc, ap, bp, c, ldc, e);
     case 1:
       return Tile<1>(cols, kc, ap, bp, c, ldc, e);
+    default:
+      return;  // the driver never asks for other row counts
+  }
+}
+
+void TileIndirectAvx512(int rows, int cols, int64_t taps, int64_t seg, const float* const* a, const float* bp, float* c,
+                        int64_t ldc, const TileEpilogue& e) {
+  switch (rows) {
+    case 12:
+      return TileIndirect<12>(cols, taps, seg, a, bp, c, ldc, e);
+    case 11:
+      return TileIndirect<11>(cols, taps, seg, a, bp, c, ldc, e);
+    case 10:
+      return TileIndirect<10>(cols, taps, seg, a, bp, c, ldc, e);
+    case 9:
+      return TileIndirect<9>(cols, taps, seg, a, bp, c, ldc, e);
+    case 8:
+      return TileIndirect<8>(cols, taps, seg, a, bp, c, ldc, e);
+    case 7:
+      return TileIndirect<7>(cols, taps, seg, a, bp, c, ldc, e);
+    case 6:
+      return TileIndirect<6>(cols, taps, seg, a, bp, c, ldc, e);
+    case 5:
+      return TileIndirect<5>(cols, taps, seg, a, bp, c, ldc, e);
+    case 4:
+      return TileIndirect<4>(cols, taps, seg, a, bp, c, ldc, e);
+    case 3:
+      return TileIndirect<3>(cols, taps, seg, a, bp, c, ldc, e);
+    case 2:
+      return TileIndirect<2>(cols, taps, seg, a, bp, c, ldc, e);
+    case 1:
+      return TileIndirect<1>(cols, taps, seg, a, bp, c, ldc, e);
     default:
       return;  // the driver never asks for other row counts
   }

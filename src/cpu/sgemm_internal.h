@@ -32,6 +32,11 @@ struct TileEpilogue {
 void TileAvx512(int rows, int cols, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
                 const TileEpilogue& e);
 
+// Same with A read through pointers (sgemm::IndirectA): K = taps * seg, and the tile's row
+// i, segment t starts at a[t * kMr + i]. Covers the whole K in one call.
+void TileIndirectAvx512(int rows, int cols, int64_t taps, int64_t seg, const float* const* a, const float* bp, float* c,
+                        int64_t ldc, const TileEpilogue& e);
+
 // Packs A[rows, kc] (row stride lda) into ceil(rows/kMr) tiles of [kc][kMr]; rows past
 // the end of the last tile are zero.
 void PackAAvx512(const float* a, int64_t lda, int64_t rows, int64_t kc, float* dst);

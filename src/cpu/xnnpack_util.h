@@ -5,11 +5,12 @@
 
 #include <xnnpack.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,9 @@ using XnnOperatorPtr = std::unique_ptr<xnn_operator, XnnOperatorDeleter>;
 struct FusedActivation {
   float min = -std::numeric_limits<float>::infinity();
   float max = std::numeric_limits<float>::infinity();
-  bool active() const { return min > -std::numeric_limits<float>::infinity() || max < std::numeric_limits<float>::infinity(); }
+  bool active() const {
+    return min > -std::numeric_limits<float>::infinity() || max < std::numeric_limits<float>::infinity();
+  }
 };
 Result<FusedActivation> ParseFusedActivation(const Node& node);
 
@@ -110,6 +113,13 @@ inline double FromAcc<double, double>(double v) {
 
 namespace strata {
 
+// Sends pthreadpool's workers to sleep at once. After an operator they otherwise spin
+// for ~20 ms of CPU (pthreadpool's 1M-iteration wait loop, measured here), stealing a core
+// from strata's own pool that runs the next kernels: on 2 vCPUs that made 2-thread
+// sessions no faster than 1-thread ones. Costs one no-op dispatch (the workers are still
+// spinning) plus a futex wake at the next XNNPACK operator. No-op for a null pool.
+void ParkXnnWorkers(pthreadpool_t tp);
+
 // One XNNPACK operator that is re-created when its shape-dependent parameters (the
 // `key`, e.g. SAME pads computed from the input size) change. xnn_setup_* stores the
 // I/O pointers inside the operator, so setup+run must not interleave across threads:
@@ -136,6 +146,14 @@ class XnnOperatorCache {
   // Last key XNNPACK rejected: answered kUnsupported without retrying the create.
   mutable Key rejected_key_;
   mutable bool has_rejected_ = false;
+  // The first kTimedRuns runs go inline and are timed; afterwards the operator uses the
+  // pthreadpool only if its fastest inline run took more than kMinPoolNs. Waking parked
+  // workers costs a scheduler round trip (milliseconds on a loaded VM: resnet18's max
+  // pool took 16.9 ms/run at 2 threads vs 0.5 ms inline), which only large operators repay.
+  static constexpr int kTimedRuns = 3;
+  static constexpr int64_t kMinPoolNs = 1'000'000;
+  mutable int timed_runs_ = 0;
+  mutable int64_t fastest_inline_ns_ = INT64_MAX;
 };
 
 }  // namespace strata

@@ -2,7 +2,8 @@
 // entry points, and the Conv -> Add -> Relu fusion (cpu/conv_nhwc_fuse.cc):
 //  * the kernel against a naive NHWC convolution at edge shapes (1x1 direct and strided,
 //    3x3 stride 1/2, 7x7 stem, dilation, asymmetric pads, one pixel, batch 2, K > 256,
-//    C/M not multiples of 12/32, more rows than one M block), 1 and 2 threads;
+//    C/M not multiples of 12/32, more rows than one M block), 1 and 2 threads, on both the
+//    gathered and the indirect (pointer) A;
 //  * sessions with the layout pass against the reference kernels (grouped -> XNNPACK);
 //  * the fusion rewrite and the fused residual epilogue; clear errors for bad inputs.
 #include "cpu/conv_nhwc_gemm.h"
@@ -138,9 +139,8 @@ KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& w, cons
     out.create = NotFound("no NhwcConv kernel");
     return out;
   }
-  // Created without a pool so the factory picks the SGEMM conv (it keeps XNNPACK for
-  // multi-thread sessions); Compute still gets `pool`, so the SGEMM's split is tested.
-  auto k = def->factory(KernelInit{node, g, nullptr, {}});
+  // The factory sees the same pool as Compute: the SGEMM conv serves every thread count.
+  auto k = def->factory(KernelInit{node, g, pool, {}});
   out.create = k.status();
   if (!k.ok()) return out;
   std::vector<const Value*> ptrs;
@@ -186,6 +186,21 @@ std::vector<ConvCase> EdgeCases() {
   add({.h = 6, .w = 5, .c = 4, .m = 3, .kh = 2, .kw = 3, .sh = 1, .sw = 2, .pads = {0, 1, 2, 0}});     // asymmetric
   add({.n = 2, .h = 20, .w = 21, .c = 24, .m = 40, .pads = {1, 1, 1, 1}, .relu = true});               // > 1 M block
   add({.h = 4, .w = 4, .c = 2, .m = 3, .kh = 5, .kw = 5, .pads = {2, 2, 2, 2}});                       // kernel > input
+  // C >= 16 and M <= 64: the indirect (pointer) A path.
+  add({.h = 12, .w = 11, .c = 64, .m = 64, .pads = {1, 1, 1, 1}, .relu = true});                  // ResNet 3x3 s1
+  add({.n = 2, .h = 9, .w = 10, .c = 17, .m = 33, .sh = 2, .sw = 1, .pads = {0, 1, 2, 1}});       // odd C/M, 2 rows
+  add({.h = 7, .w = 7, .c = 20, .m = 1, .kh = 7, .kw = 7, .pads = {3, 3, 3, 3}, .bias = false});  // one column
+  add({.h = 1, .w = 1, .c = 32, .m = 20, .pads = {1, 1, 1, 1}});                              // one pixel: 8 pad taps
+  add({.h = 10, .w = 9, .c = 24, .m = 40, .dh = 2, .dw = 3, .pads = {2, 3, 2, 3}});           // dilation
+  add({.h = 6, .w = 6, .c = 200, .m = 64, .pads = {1, 1, 1, 1}});                             // K = 1800
+  add({.n = 2, .h = 31, .w = 29, .c = 16, .m = 48, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}});  // many M blocks
+  // C >= 16 but M > 64 (three panels), still the indirect A.
+  add({.h = 8, .w = 7, .c = 48, .m = 65, .pads = {1, 1, 1, 1}});
+  // 1x1 stride 1: X packed as a plain matrix (sgemm::Gemm), also with K > 2560.
+  add({.n = 2, .h = 6, .w = 5, .c = 8, .m = 40, .kh = 1, .kw = 1});
+  add({.h = 2, .w = 3, .c = 2600, .m = 35, .kh = 1, .kw = 1});
+  // K > 2560 with padding: gathered A although C >= 16.
+  add({.h = 3, .w = 4, .c = 300, .m = 20, .pads = {1, 1, 1, 1}});
   return v;
 }
 
@@ -313,6 +328,9 @@ TEST(NhwcDepthwiseConv, MatchesNaiveConvAtEdgeShapes) {
         {.h = 9, .w = 9, .c = 5, .m = 5, .dh = 2, .dw = 3, .pads = {2, 3, 2, 3}, .bias = false},
         {.h = 1, .w = 1, .c = 48, .m = 48, .pads = {1, 1, 1, 1}},  // one pixel: only the centre tap
         {.h = 3, .w = 2, .c = 3, .m = 3, .kh = 5, .kw = 5, .pads = {0, 0, 0, 0}, .auto_pad = "SAME_UPPER"},
+        // Wide rows: several 4-pixel interior blocks, a remainder and both borders.
+        {.h = 5, .w = 23, .c = 40, .m = 40, .pads = {1, 1, 1, 1}, .relu = true},
+        {.h = 6, .w = 30, .c = 20, .m = 20, .sh = 1, .sw = 2, .dh = 1, .dw = 2, .pads = {1, 2, 1, 0}},
     };
     uint32_t seed = 100;
     for (ConvCase cc : cases) {
@@ -384,6 +402,87 @@ TEST(SgemmGathered, MatchesGemmOnTheSameMatrixAndChecksArguments) {
   EXPECT_NE(st.message().find("alias"), std::string::npos) << st.message();
 }
 
+TEST(SgemmIndirect, MatchesGemmOnTheSameMatrixAndChecksArguments) {
+  if (!sgemm::Available()) GTEST_SKIP();
+  // A[m, taps * seg] where some segments are shared rows of zeros (a conv's padding).
+  for (auto [m, taps, seg, n] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{203, 15, 16, 45},  // K = 240
+                                 {29, 9, 67, 64},                                                  // K = 603
+                                 {1, 1, 5, 1}}) {
+    const int64_t k = taps * seg;
+    Tensor a = Random({m, k}, 1);
+    const std::vector<float> zeros(static_cast<size_t>(seg), 0.0f);
+    auto padded = [&](int64_t i, int64_t t) { return (i * 7 + t * 3) % 5 == 0; };
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t t = 0; t < taps; ++t)
+        if (padded(i, t)) std::fill_n(a.mutable_data<float>() + i * k + t * seg, seg, 0.0f);
+    const Tensor bm = Random({k, n}, 2), bias = Random({n}, 3), res = Random({m, n}, 4);
+    auto packed = sgemm::PackB(bm.data<float>(), k, n, false);
+    ASSERT_TRUE(packed.ok());
+    struct Ctx {
+      const float* a;
+      int64_t k, taps, seg;
+      const float* zeros;
+      bool (*padded)(int64_t, int64_t);
+    };
+    const Ctx ctx{
+        a.data<float>(), k, taps, seg, zeros.data(), [](int64_t i, int64_t t) { return (i * 7 + t * 3) % 5 == 0; }};
+    sgemm::IndirectA src;
+    src.ctx = &ctx;
+    src.taps = taps;
+    src.seg = seg;
+    src.rows = [](const void* c, int64_t row0, int64_t rows, const float** dst) {
+      const Ctx& x = *static_cast<const Ctx*>(c);
+      ASSERT_LE(rows, sgemm::kIndirectRows);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t t = 0; t < x.taps; ++t)
+          dst[t * sgemm::kIndirectRows + r] = x.padded(row0 + r, t) ? x.zeros : x.a + (row0 + r) * x.k + t * x.seg;
+    };
+    sgemm::Epilogue ep;
+    ep.bias = bias.data<float>();
+    ep.residual = res.data<float>();
+    ep.ldr = n;
+    ep.min = 0.0f;
+    ThreadPool pool2(2);
+    std::vector<float> direct(m * n), ind1(m * n, -1.0f), ind2(m * n, -2.0f);
+    ASSERT_TRUE(sgemm::Gemm(m, a.data<float>(), k, *packed, direct.data(), n, ep, &pool2).ok());
+    ASSERT_TRUE(sgemm::GemmIndirect(m, src, *packed, ind1.data(), n, ep, nullptr).ok());
+    ASSERT_TRUE(sgemm::GemmIndirect(m, src, *packed, ind2.data(), n, ep, &pool2).ok());
+    EXPECT_EQ(0, std::memcmp(ind1.data(), ind2.data(), ind1.size() * sizeof(float))) << "thread count changed bits";
+    if (k <= 256) {  // one K block: the same FMA sequence as the packed path
+      EXPECT_EQ(0, std::memcmp(direct.data(), ind1.data(), direct.size() * sizeof(float)));
+    } else {
+      for (size_t i = 0; i < direct.size(); ++i) ASSERT_NEAR(direct[i], ind1[i], 1e-4f * (1 + std::fabs(direct[i])));
+    }
+    // accumulate + alpha: C = C + 0.5 * A x B + bias.
+    sgemm::Epilogue acc;
+    acc.accumulate = true;
+    acc.alpha = 0.5f;
+    acc.bias = bias.data<float>();
+    std::vector<float> c1(m * n, 1.0f), c2(m * n, 1.0f);
+    ASSERT_TRUE(sgemm::Gemm(m, a.data<float>(), k, *packed, c1.data(), n, acc, nullptr).ok());
+    ASSERT_TRUE(sgemm::GemmIndirect(m, src, *packed, c2.data(), n, acc, &pool2).ok());
+    for (size_t i = 0; i < c1.size(); ++i) ASSERT_NEAR(c1[i], c2[i], 1e-4f * (1 + std::fabs(c1[i]))) << i;
+  }
+  // Argument errors.
+  const Tensor bm = Random({12, 8}, 5);
+  auto packed = sgemm::PackB(bm.data<float>(), 12, 8, false);
+  ASSERT_TRUE(packed.ok());
+  std::vector<float> c(4 * 8);
+  sgemm::IndirectA none;
+  none.taps = 3;
+  none.seg = 4;
+  Status st = sgemm::GemmIndirect(4, none, *packed, c.data(), 8, {}, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("callback"), std::string::npos) << st.message();
+  sgemm::IndirectA wrong;
+  wrong.rows = [](const void*, int64_t, int64_t, const float**) {};
+  wrong.taps = 5;
+  wrong.seg = 2;
+  st = sgemm::GemmIndirect(4, wrong, *packed, c.data(), 8, {}, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("K=12"), std::string::npos) << st.message();
+}
+
 // --- sessions through the layout pass -----------------------------------------------------
 
 using namespace onnx_builder;
@@ -423,7 +522,7 @@ void Conv(onnx::GraphProto* g, const std::string& in, const std::string& out, in
 }
 
 // Two ResNet basic blocks (identity and 1x1/s2 downsample shortcut) on a 7x7/s2 stem,
-// a dilated conv and a grouped conv, batch 2.
+// a dilated conv, a grouped conv and a depthwise conv, batch 2.
 onnx::ModelProto ResNetish() {
   onnx::ModelProto m = MakeModel(13, "conv_nhwc_gemm_test");
   auto* g = m.mutable_graph();
@@ -443,7 +542,8 @@ onnx::ModelProto ResNetish() {
   AddNode(g, "Relu", {"b_sum"}, {"b"});
   Conv(g, "b", "dil", 36, 16, 3, 1, 2, 7, 1, 2);
   Conv(g, "dil", "grp", 16, 16, 3, 1, 1, 8, 4);
-  AddOutput(g, "grp", {2, 16, 8, 8});
+  Conv(g, "grp", "dwc", 16, 16, 3, 1, 1, 9, 16);  // depthwise: strata's kernel at 2 threads
+  AddOutput(g, "dwc", {2, 16, 8, 8});
   AddOutput(g, "a", {2, 20, 15, 15});
   return m;
 }
@@ -468,6 +568,8 @@ TEST(NhwcGemmConvSession, ResNetBlocksMatchReference) {
     for (const auto& a : (*sf)->assignments()) ++ops[a.op_type];
     EXPECT_EQ(ops["Conv"], 0);
     EXPECT_GE(ops["NhwcConv"], 7);
+    // Both skip connections fused into their conv's epilogue, at any thread count.
+    EXPECT_EQ(ops["Add"], 0) << threads << " threads";
     for (int rep = 0; rep < 2; ++rep) {  // the second run reuses prepacked state
       auto got = (*sf)->Run({{"x", Value(x)}});
       ASSERT_TRUE(got.ok()) << got.status().ToString();
