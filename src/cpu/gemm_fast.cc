@@ -52,6 +52,8 @@ class ConstantBProduct {
     pthreadpool_t tp = pool ? pool->handle() : nullptr;
     xnn_status s = xnn_setup_fully_connected_nc_f32(op_.get(), m, a, y, tp);
     if (s == xnn_status_success) s = xnn_run_operator(op_.get(), tp);
+    // pthreadpool's workers would otherwise spin ~20 ms of CPU against strata's own pool.
+    if (tp) ParkXnnWorkers(tp);
     if (s != xnn_status_success) return RuntimeError(node.Describe(), ": XNNPACK fully_connected: ", XnnStatusName(s));
     return Status::Ok();
   }
