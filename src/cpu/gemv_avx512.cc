@@ -6,13 +6,13 @@
 // The AVX2+FMA and baseline variants compile one portable body under target attributes,
 // so nothing here needs the whole file built with -mavx512f.
 #include <immintrin.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
+#include "core/large_pages.h"
 #include "cpu/gemv.h"
 
 // GCC 12's AVX-512 headers pass deliberately undefined vectors through; never read.
@@ -161,21 +161,6 @@ const Isa& SelectIsa() {
   return isa;
 }
 
-// Faults the pages of a fresh packing buffer in with one call (Linux 5.14+; a no-op
-// before): taken one by one during the copy they cost more than the copy on a VM.
-void PopulateForWrite(void* p, size_t n) {
-#ifdef MADV_POPULATE_WRITE
-  constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
-#else
-  constexpr int kPopulateWrite = 23;
-#endif
-  constexpr size_t kPage = 4096;
-  if (n < (size_t{64} << 10)) return;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kPage - 1) / kPage * kPage;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / kPage * kPage;
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, kPopulateWrite);
-}
-
 float* AllocFloats(int64_t n) {
   // 64-byte alignment: every panel row is one cache line pair, loaded with aligned loads.
   const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
@@ -189,6 +174,13 @@ constexpr int64_t kChunkMacs = int64_t{1} << 15;
 
 }  // namespace
 
+void GemvWeights::FreeDeleter::operator()(float* p) const {
+  if (mapped)
+    FreeLargePages(p, mapped);
+  else
+    std::free(p);
+}
+
 Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha,
                                       const float* bias) {
   if (k < 0 || n < 0) return InvalidArgument("GEMV weights: negative dimensions K=", k, " N=", n);
@@ -199,13 +191,20 @@ Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool
   w.k_ = k;
   w.n_ = n;
   w.panels_ = panels;
-  w.data_.reset(AllocFloats(panels * k * P));
+  // Large packed weights get their own huge-page mapping, faulted in by one call: taken one
+  // by one during the copy, 4 KiB page faults cost more than the copy on a VM.
+  const size_t data_bytes = static_cast<size_t>(panels * k * P) * sizeof(float);
+  if (data_bytes >= kLargePagesMinBytes) {
+    size_t mapped = 0;
+    if (void* p = AllocateLargePages(data_bytes, &mapped))
+      w.data_ = std::unique_ptr<float[], FreeDeleter>(static_cast<float*>(p), FreeDeleter{mapped});
+  }
+  if (!w.data_) w.data_.reset(AllocFloats(panels * k * P));
   w.bias_.reset(AllocFloats(panels * P));
   if (!w.data_ || !w.bias_)
     return MakeStatus(StatusCode::kOutOfMemory, "GEMV weights: cannot allocate K=", k, " N=", n);
   std::fill(w.bias_.get(), w.bias_.get() + panels * P, 0.0f);
   if (bias) std::copy(bias, bias + n, w.bias_.get());
-  PopulateForWrite(w.data_.get(), static_cast<size_t>(panels * k * P) * sizeof(float));
   for (int64_t p = 0; p < panels; ++p) {
     float* dst = w.data_.get() + p * k * P;
     const int64_t cols = std::min(P, n - p * P);

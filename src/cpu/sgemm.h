@@ -39,7 +39,13 @@ class PackedB {
 
  private:
   friend Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out);
+  friend Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps);
+  // Sizes the storage for K x N (reused when large enough); `fn` names the caller in errors.
+  Status Reserve(const char* fn, int64_t k, int64_t n);
   struct Free {
+    // > 0: an AllocateLargePages block of this length, else aligned_alloc memory. No
+    // initializer (see GemvWeights::FreeDeleter); unique_ptr value-initializes it to 0.
+    size_t mapped;
     void operator()(float* p) const;
   };
   std::unique_ptr<float, Free> data_;
@@ -53,6 +59,11 @@ class PackedB {
 Result<PackedB> PackB(const float* b, int64_t k, int64_t n, bool trans_b, int64_t ldb = 0);
 // Same, reusing out's storage when it is large enough (scratch packing of run-time B).
 Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out);
+
+// A convolution weight W[M][C][taps] (OIHW with taps = KH*KW) packed as B^T in im2col order:
+// K = taps * C with k = t * C + c, N = M. Reorders and packs in one pass (no [M][taps][C]
+// intermediate). Errors as PackB.
+Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps);
 
 struct Epilogue {
   const float* bias = nullptr;                          // per-N bias, added after the product (nullptr: none)
