@@ -2,12 +2,19 @@
 // B per call (GemmUnpacked). Packed storage of 64 KiB and more is AllocateLargePages memory
 // (2 MiB pages faulted in by one call): on a VM, faulting a fresh 4 KiB-paged buffer during
 // the copy cost more than the copy itself.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/large_pages.h"
 #include "cpu/sgemm.h"
+#include "cpu/sgemm_transpose.h"
+
+// GCC 12's AVX-512 headers pass deliberately undefined vectors through; never read.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace strata::sgemm {
 
@@ -37,6 +44,35 @@ void PackTransposedPanel(const float* b, int64_t ldb, int64_t c, int64_t taps, i
       for (int64_t t = 0; t < taps; ++t) dst[(t * c + i) * kPanelWidth] = src[i * taps + t];
   }
 }
+
+// Row of the packed panel that holds flattened source element q = i * taps + t.
+inline int64_t PackedRow(int64_t q, int64_t c, int64_t taps) { return taps == 1 ? q : (q % taps) * c + q / taps; }
+
+// PackTransposedPanel with 16x16 in-register transposes: 16 source rows (output columns)
+// x 16 consecutive source elements become 16 packed rows of 16 columns, each stored as one
+// 64-byte vector, instead of 256 scalar stores 128 bytes apart (the scalar loop was a
+// fifth of resnet50's creation).
+__attribute__((target("avx512f"))) void PackTransposedPanelAvx512(const float* b, int64_t ldb, int64_t c, int64_t taps,
+                                                                  int64_t n0, int64_t cols, float* panel) {
+  const int64_t k = c * taps, k16 = k / 16 * 16;
+  if (cols < kPanelWidth) std::fill(panel, panel + k * kPanelWidth, 0.0f);
+  for (int64_t jh = 0; jh < cols; jh += 16) {
+    const int64_t jn = std::min<int64_t>(16, cols - jh);
+    const float* src = b + (n0 + jh) * ldb;
+    for (int64_t q0 = 0; q0 < k16; q0 += 16) {
+      __m512 r[16];
+      for (int64_t j = 0; j < 16; ++j) r[j] = j < jn ? _mm512_loadu_ps(src + j * ldb + q0) : _mm512_setzero_ps();
+      internal::Transpose16x16(r);
+      for (int64_t q = 0; q < 16; ++q) _mm512_storeu_ps(panel + PackedRow(q0 + q, c, taps) * kPanelWidth + jh, r[q]);
+    }
+    for (int64_t j = 0; j < jn; ++j)
+      for (int64_t q = k16; q < k; ++q) panel[PackedRow(q, c, taps) * kPanelWidth + jh + j] = src[j * ldb + q];
+  }
+}
+
+// Available() rather than a plain CPU check, so STRATA_SGEMM=0 also exercises the scalar
+// packers (the load_pack tests run both ways).
+bool HasAvx512() { return Available(); }
 
 }  // namespace
 
@@ -90,7 +126,7 @@ Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b
     float* panel = dst + p * k * kPanelWidth;
     const int64_t n0 = p * kPanelWidth, cols = std::min(kPanelWidth, n - n0);
     if (trans_b) {
-      PackTransposedPanel(b, ldb, k, 1, n0, cols, panel);
+      (HasAvx512() ? PackTransposedPanelAvx512 : PackTransposedPanel)(b, ldb, k, 1, n0, cols, panel);
     } else if (cols == kPanelWidth) {
       // A constant-size copy compiles to a few vector moves instead of a memcpy call per row.
       for (int64_t kk = 0; kk < k; ++kk)
@@ -124,7 +160,8 @@ Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t ta
   if (k == 0) return out;
   for (int64_t p = 0; p < out.panels(); ++p) {
     const int64_t n0 = p * kPanelWidth;
-    PackTransposedPanel(w, k, c, taps, n0, std::min(kPanelWidth, m - n0), out.data_.get() + p * k * kPanelWidth);
+    (HasAvx512() ? PackTransposedPanelAvx512 : PackTransposedPanel)(w, k, c, taps, n0, std::min(kPanelWidth, m - n0),
+                                                                    out.data_.get() + p * k * kPanelWidth);
   }
   return out;
 }

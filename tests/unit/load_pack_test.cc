@@ -77,6 +77,13 @@ TEST(LoadPack, ConvWeightsPackInOnePassLikeReorderThenPack) {
     EXPECT_EQ(packed->k(), cs.c * cs.taps);
     EXPECT_EQ(packed->n(), cs.m);
     ExpectSamePanels(*packed, ReferenceConvPack(w, cs.m, cs.c, cs.taps));
+    // And straight from the definition: packed (k = t * C + i, n = o) is W[o][i][t].
+    for (int64_t o = 0; o < cs.m; ++o)
+      for (int64_t i = 0; i < cs.c; ++i)
+        for (int64_t t = 0; t < cs.taps; ++t)
+          ASSERT_EQ(packed->panel(o / sgemm::kPanelWidth)[(t * cs.c + i) * sgemm::kPanelWidth + o % sgemm::kPanelWidth],
+                    w[(o * cs.c + i) * cs.taps + t])
+              << "o=" << o << " i=" << i << " t=" << t;
     // Padding columns of the last panel are zero.
     const int64_t last = packed->panels() - 1, cols = cs.m - last * sgemm::kPanelWidth;
     for (int64_t kk = 0; kk < packed->k(); ++kk)
