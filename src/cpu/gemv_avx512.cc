@@ -14,6 +14,7 @@
 
 #include "core/large_pages.h"
 #include "cpu/gemv.h"
+#include "cpu/sgemm.h"
 
 // GCC 12's AVX-512 headers pass deliberately undefined vectors through; never read.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -216,16 +217,13 @@ Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool
       }
       continue;
     }
-    // B is [N, K]: a transpose. Reading 64 rows K floats apart one float at a time (the
-    // obvious loop) puts every row in the same L1 set when K*4 is a multiple of 4 KiB, so
-    // each read missed; blocks of 16 k read each source line once, whole.
-    for (int64_t kb = 0; kb < k; kb += 16) {
-      const int64_t ke = std::min(k, kb + 16);
-      for (int64_t j = 0; j < cols; ++j) {
-        const float* src = b + (p * P + j) * k;
-        for (int64_t kk = kb; kk < ke; ++kk) dst[kk * P + j] = alpha * src[kk];
-      }
-    }
+    // B is [N, K]: the SGEMM's transposing panel packer (16x16 AVX-512 transposes; blocked
+    // so that rows K*4 bytes apart do not all miss in one L1 set), then alpha on the real
+    // columns (the same single rounding as alpha * src, and padding stays 0).
+    sgemm::PackTransposedPanel(b, k, k, 1, p * P, cols, P, dst);
+    if (alpha != 1.0f)
+      for (int64_t kk = 0; kk < k; ++kk)
+        for (int64_t j = 0; j < cols; ++j) dst[kk * P + j] *= alpha;
   }
   return w;
 }

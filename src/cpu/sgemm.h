@@ -65,6 +65,14 @@ Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b
 // intermediate). Errors as PackB.
 Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps);
 
+// Columns [n0, n0 + cols) of a transposed source into one panel of K rows x `width` floats
+// (width a multiple of 16, cols <= width; the missing columns are zeros), with AVX-512
+// transposes where available. B(k, n) sits at b[n * ldb + (k % c) * taps + k / c], K = c *
+// taps: with taps = 1 (c = K) that is plain B^T [N, K]; with taps > 1 a conv weight
+// [M][C][taps] read in im2col order (k = t * C + c). Shared with GemvWeights::Pack.
+void PackTransposedPanel(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols, int64_t width,
+                         float* panel);
+
 struct Epilogue {
   const float* bias = nullptr;                          // per-N bias, added after the product (nullptr: none)
   float min = -std::numeric_limits<float>::infinity();  // clamp (Relu: min = 0; Clip)

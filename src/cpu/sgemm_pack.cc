@@ -25,37 +25,35 @@ bool MulOverflows(int64_t a, int64_t b) {
   return __builtin_mul_overflow(a, b, &r) || r > (int64_t{1} << 60);
 }
 
-// Columns [n0, n0 + cols) of a transposed source into one panel (K rows of 32 floats).
-// B(k, n) sits at b[n * ldb + (k % c) * taps + k / c]: with taps = 1 (c = K) that is plain
-// B^T [N, K]; with taps > 1 it is a conv weight [M][C][taps] read in im2col order
-// (k = t * C + c), so the OIHW -> [M][taps][C] reorder happens in the same pass.
-void PackTransposedPanel(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols, float* panel) {
+void PackTransposedPanelScalar(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols,
+                               int64_t width, float* panel) {
   const int64_t k = c * taps;
-  // The last panel's missing columns are zeros (the micro-kernel reads all 32).
-  if (cols < kPanelWidth) std::fill(panel, panel + k * kPanelWidth, 0.0f);
+  // The last panel's missing columns are zeros (the kernels read the whole width).
+  if (cols < width) std::fill(panel, panel + k * width, 0.0f);
   for (int64_t j = 0; j < cols; ++j) {
     const float* src = b + (n0 + j) * ldb;
     float* dst = panel + j;
     if (taps == 1) {
-      for (int64_t kk = 0; kk < k; ++kk) dst[kk * kPanelWidth] = src[kk];
+      for (int64_t kk = 0; kk < k; ++kk) dst[kk * width] = src[kk];
       continue;
     }
     for (int64_t i = 0; i < c; ++i)
-      for (int64_t t = 0; t < taps; ++t) dst[(t * c + i) * kPanelWidth] = src[i * taps + t];
+      for (int64_t t = 0; t < taps; ++t) dst[(t * c + i) * width] = src[i * taps + t];
   }
 }
 
 // Row of the packed panel that holds flattened source element q = i * taps + t.
 inline int64_t PackedRow(int64_t q, int64_t c, int64_t taps) { return taps == 1 ? q : (q % taps) * c + q / taps; }
 
-// PackTransposedPanel with 16x16 in-register transposes: 16 source rows (output columns)
+// PackTransposedPanelScalar with 16x16 in-register transposes: 16 source rows (output columns)
 // x 16 consecutive source elements become 16 packed rows of 16 columns, each stored as one
 // 64-byte vector, instead of 256 scalar stores 128 bytes apart (the scalar loop was a
 // fifth of resnet50's creation).
 __attribute__((target("avx512f"))) void PackTransposedPanelAvx512(const float* b, int64_t ldb, int64_t c, int64_t taps,
-                                                                  int64_t n0, int64_t cols, float* panel) {
+                                                                  int64_t n0, int64_t cols, int64_t width,
+                                                                  float* panel) {
   const int64_t k = c * taps, k16 = k / 16 * 16;
-  if (cols < kPanelWidth) std::fill(panel, panel + k * kPanelWidth, 0.0f);
+  if (cols < width) std::fill(panel, panel + k * width, 0.0f);
   for (int64_t jh = 0; jh < cols; jh += 16) {
     const int64_t jn = std::min<int64_t>(16, cols - jh);
     const float* src = b + (n0 + jh) * ldb;
@@ -63,10 +61,10 @@ __attribute__((target("avx512f"))) void PackTransposedPanelAvx512(const float* b
       __m512 r[16];
       for (int64_t j = 0; j < 16; ++j) r[j] = j < jn ? _mm512_loadu_ps(src + j * ldb + q0) : _mm512_setzero_ps();
       internal::Transpose16x16(r);
-      for (int64_t q = 0; q < 16; ++q) _mm512_storeu_ps(panel + PackedRow(q0 + q, c, taps) * kPanelWidth + jh, r[q]);
+      for (int64_t q = 0; q < 16; ++q) _mm512_storeu_ps(panel + PackedRow(q0 + q, c, taps) * width + jh, r[q]);
     }
     for (int64_t j = 0; j < jn; ++j)
-      for (int64_t q = k16; q < k; ++q) panel[PackedRow(q, c, taps) * kPanelWidth + jh + j] = src[j * ldb + q];
+      for (int64_t q = k16; q < k; ++q) panel[PackedRow(q, c, taps) * width + jh + j] = src[j * ldb + q];
   }
 }
 
@@ -75,6 +73,11 @@ __attribute__((target("avx512f"))) void PackTransposedPanelAvx512(const float* b
 bool HasAvx512() { return Available(); }
 
 }  // namespace
+
+void PackTransposedPanel(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols, int64_t width,
+                         float* panel) {
+  (HasAvx512() ? PackTransposedPanelAvx512 : PackTransposedPanelScalar)(b, ldb, c, taps, n0, cols, width, panel);
+}
 
 void PackedB::Free::operator()(float* p) const {
   if (mapped)
@@ -126,7 +129,7 @@ Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b
     float* panel = dst + p * k * kPanelWidth;
     const int64_t n0 = p * kPanelWidth, cols = std::min(kPanelWidth, n - n0);
     if (trans_b) {
-      (HasAvx512() ? PackTransposedPanelAvx512 : PackTransposedPanel)(b, ldb, k, 1, n0, cols, panel);
+      PackTransposedPanel(b, ldb, k, 1, n0, cols, kPanelWidth, panel);
     } else if (cols == kPanelWidth) {
       // A constant-size copy compiles to a few vector moves instead of a memcpy call per row.
       for (int64_t kk = 0; kk < k; ++kk)
@@ -160,8 +163,8 @@ Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t ta
   if (k == 0) return out;
   for (int64_t p = 0; p < out.panels(); ++p) {
     const int64_t n0 = p * kPanelWidth;
-    (HasAvx512() ? PackTransposedPanelAvx512 : PackTransposedPanel)(w, k, c, taps, n0, std::min(kPanelWidth, m - n0),
-                                                                    out.data_.get() + p * k * kPanelWidth);
+    PackTransposedPanel(w, k, c, taps, n0, std::min(kPanelWidth, m - n0), kPanelWidth,
+                        out.data_.get() + p * k * kPanelWidth);
   }
   return out;
 }

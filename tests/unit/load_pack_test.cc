@@ -1,5 +1,6 @@
-// Weight memory and packing at session creation: AllocateLargePages (core/large_pages.h)
-// and the SGEMM's B packing (sgemm_pack.cc), including the one-pass conv weight reorder.
+// Weight memory and packing at session creation: AllocateLargePages (core/large_pages.h),
+// the SGEMM's B packing (sgemm_pack.cc) with the one-pass conv weight reorder, and the GEMV
+// weight packing that shares its transposing packer.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/large_pages.h"
+#include "cpu/gemv.h"
 #include "cpu/sgemm.h"
 
 namespace strata {
@@ -116,6 +118,29 @@ TEST(LoadPack, PackBLayoutForBothOrientationsAndSizes) {
               ASSERT_EQ(pb->panel(j / sgemm::kPanelWidth)[kk * sgemm::kPanelWidth + j % sgemm::kPanelWidth], want)
                   << "k=" << kk << " n=" << j;
             }
+        }
+      }
+    }
+  }
+}
+
+TEST(LoadPack, GemvWeightsPackBothOrientationsExactly) {
+  // Small and > 64 KiB (AllocateLargePages) packed sizes, partial panels, alpha 1 and not.
+  for (int64_t k : {int64_t{5}, int64_t{333}}) {
+    for (int64_t n : {int64_t{3}, int64_t{64}, int64_t{150}}) {
+      for (bool nk : {false, true}) {
+        for (float alpha : {1.0f, 0.37f}) {
+          SCOPED_TRACE("K=" + std::to_string(k) + " N=" + std::to_string(n) + (nk ? " [N,K]" : " [K,N]") +
+                       " alpha=" + std::to_string(alpha));
+          std::vector<float> b = Rand(k * n, 5), bias = Rand(n, 6);
+          auto w = GemvWeights::Pack(b.data(), k, n, nk, alpha, bias.data());
+          ASSERT_TRUE(w.ok()) << w.status().ToString();
+          for (int64_t kk = 0; kk < k; ++kk)
+            for (int64_t j = 0; j < w->panels() * kGemvPanel; ++j) {
+              const float want = j < n ? alpha * (nk ? b[j * k + kk] : b[kk * n + j]) : 0.0f;
+              ASSERT_EQ(w->at(kk, j), want) << "k=" << kk << " n=" << j;
+            }
+          for (int64_t j = 0; j < n; ++j) ASSERT_EQ(w->bias()[j], bias[j]);
         }
       }
     }
