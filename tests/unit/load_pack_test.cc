@@ -1,14 +1,16 @@
 // Weight memory and packing at session creation: AllocateLargePages (core/large_pages.h),
-// the SGEMM's B packing (sgemm_pack.cc) with the one-pass conv weight reorder, and the GEMV
-// weight packing that shares its transposing packer.
+// the SGEMM's B packing (sgemm_pack.cc) with the one-pass conv weight reorder, the GEMV
+// weight packing that shares its transposing packer, and the lazily created pthreadpool.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <vector>
 
 #include "core/large_pages.h"
+#include "core/threadpool.h"
 #include "cpu/gemv.h"
 #include "cpu/sgemm.h"
 
@@ -145,6 +147,25 @@ TEST(LoadPack, GemvWeightsPackBothOrientationsExactly) {
       }
     }
   }
+}
+
+int ThreadsInProcess() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+TEST(LoadPool, PthreadpoolIsCreatedOnFirstUse) {
+  EXPECT_EQ(ThreadPool(1).handle(), nullptr);
+  const int before = ThreadsInProcess();
+  ThreadPool pool(2);
+  // Session creation starts only strata's own worker: the pthreadpool's workers, which
+  // spin after they start, wait until an XNNPACK kernel asks for the handle.
+  EXPECT_EQ(ThreadsInProcess(), before + 1);
+  pthreadpool* h = pool.handle();
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(pool.handle(), h);  // created once
+  EXPECT_GT(ThreadsInProcess(), before + 1);
 }
 
 TEST(LoadPack, BadConvWeightArgumentsGiveClearErrors) {
