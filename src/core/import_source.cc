@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/import_internal.h"
+#include "core/large_pages.h"
 
 namespace strata::import {
 
@@ -19,10 +20,8 @@ namespace {
 constexpr size_t kMapMinBytes = size_t{64} << 10;
 #ifdef MADV_POPULATE_READ
 constexpr int kMadvPopulateRead = MADV_POPULATE_READ;
-constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
 #else
 constexpr int kMadvPopulateRead = 22;
-constexpr int kMadvPopulateWrite = 23;
 #endif
 
 size_t PageSize() {
@@ -31,17 +30,6 @@ size_t PageSize() {
     return p > 0 ? static_cast<size_t>(p) : size_t{4096};
   }();
   return page;
-}
-
-// Faults the whole pages of [p, p + n) in with one call before pread fills them: taking the
-// faults one by one inside the copy is several times slower (very much so on virtual
-// machines). Best effort: kernels before 5.14 reject the advice and pread faults as usual.
-void PopulateForWrite(void* p, size_t n) {
-  if (n < kMapMinBytes) return;
-  const size_t page = PageSize();
-  uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-  uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, kMadvPopulateWrite);
 }
 
 // A tensor's bytes inside a private file mapping; unmapped when the last tensor using it goes.
@@ -66,10 +54,11 @@ class MappedBuffer final : public Buffer {
   size_t size_;
 };
 
-// Anonymous pages for a large payload that is read, not mapped. Not malloc: once earlier
-// frees have raised glibc's dynamic mmap threshold, malloc serves multi-MiB blocks from
-// the heap, and freeing one there (a constant released after packing, see
-// core/constant_release.h) keeps its pages resident. munmap always gives them back.
+// AllocateLargePages memory for a large payload that is read, not mapped (huge pages,
+// populated at once: see core/large_pages.h). Not malloc: once earlier frees have raised
+// glibc's dynamic mmap threshold, malloc serves multi-MiB blocks from the heap, and freeing
+// one there (a constant released after packing, see core/constant_release.h) keeps its
+// pages resident. munmap always gives them back.
 class AnonBuffer final : public Buffer {
  public:
   AnonBuffer(void* p, size_t len, size_t size) : p_(p), len_(len), size_(size) {}
@@ -77,7 +66,7 @@ class AnonBuffer final : public Buffer {
   void* data() override { return p_; }
   size_t size() const override { return size_; }
   bool ReleaseStorage() override {
-    if (p_) ::munmap(p_, len_);
+    FreeLargePages(p_, len_);
     p_ = nullptr;
     len_ = size_ = 0;
     return true;
@@ -91,12 +80,19 @@ class AnonBuffer final : public Buffer {
 
 }  // namespace
 
+bool MapWeightPayloads() {
+  // Read per call (cheap next to a load), so tests can exercise both paths.
+  const char* env = std::getenv("STRATA_MAP_WEIGHTS");
+  if (env && env[0] == '1' && env[1] == '\0') return true;
+  if (env && env[0] == '0' && env[1] == '\0') return false;
+  return !LargePagesUsable();
+}
+
 Result<std::shared_ptr<Buffer>> AllocatePayload(size_t length) {
-  if (length >= kMapMinBytes) {
-    const size_t page = PageSize();
-    const size_t len = (length + page - 1) / page * page;
-    void* m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m != MAP_FAILED) return std::shared_ptr<Buffer>(std::make_shared<AnonBuffer>(m, len, length));
+  if (length >= kLargePagesMinBytes) {
+    size_t len = 0;
+    if (void* m = AllocateLargePages(length, &len))
+      return std::shared_ptr<Buffer>(std::make_shared<AnonBuffer>(m, len, length));
     // Out of mappings: the ordinary allocator below reports a real shortage.
   }
   return DefaultAllocator()->Allocate(length);
@@ -121,7 +117,6 @@ Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t le
   }
   ASSIGN_OR_RETURN(auto buf, AllocatePayload(length));
   char* dst = static_cast<char*>(buf->data());
-  PopulateForWrite(dst, length);
   size_t done = 0;
   while (done < length) {
     ssize_t n = ::pread(fd, dst + done, length - done, static_cast<off_t>(offset + done));

@@ -47,9 +47,13 @@ constexpr auto kIdleSpin = std::chrono::microseconds(200);
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN)));
   threads_ = threads;
-  if (threads_ > 1) pool_ = pthreadpool_create(static_cast<size_t>(threads_));
-  if (!pool_) threads_ = 1;
   for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+pthreadpool* ThreadPool::handle() const {
+  if (threads_ <= 1) return nullptr;
+  std::call_once(pool_once_, [this] { pool_ = pthreadpool_create(static_cast<size_t>(threads_)); });
+  return pool_;
 }
 
 ThreadPool::~ThreadPool() {

@@ -6,11 +6,12 @@
 //    preempted (or still asleep) when the region starts finds nothing left to do and
 //    never delays the caller beyond the one chunk it may already hold. Concurrent or
 //    nested regions on the same pool run inline instead of queueing.
-//  * a pthreadpool, created only for XNNPACK operators (handle()).
+//  * a pthreadpool, created only for XNNPACK operators, on first use (handle()).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -63,8 +64,10 @@ class ThreadPool {
   // Every chunk runs exactly once, on whichever thread claims it first.
   void RunParticipants(int64_t n, RangeFn fn, void* ctx);
 
-  // The underlying pthreadpool (nullptr when single-threaded), for XNNPACK.
-  pthreadpool* handle() const { return pool_; }
+  // The underlying pthreadpool (nullptr when single-threaded or when it cannot be created),
+  // for XNNPACK. Created on first use: its workers spin for milliseconds after creation,
+  // which on two cores slowed session creation at 2 threads even for graphs without XNNPACK.
+  pthreadpool* handle() const;
 
  private:
   void WorkerLoop();
@@ -74,7 +77,8 @@ class ThreadPool {
   bool RunRegion(int64_t n, int64_t chunk, int64_t nchunks, RangeFn fn, void* ctx);
 
   int threads_ = 1;
-  pthreadpool* pool_ = nullptr;
+  mutable std::once_flag pool_once_;
+  mutable pthreadpool* pool_ = nullptr;
   std::vector<std::thread> workers_;
 
   // Region state. claim_ packs (generation:24 | nchunks:20 | next chunk:20); a chunk is

@@ -1,12 +1,13 @@
 // NhwcConv on strata's SGEMM (see conv_nhwc_gemm.h). The weight OIHW is reordered to
-// [M][KH][KW][C] and packed once as B^T, so K = (ky * KW + kx) * C + c matches the order
-// in which an NHWC input stores one output pixel's receptive field: for dilation 1 every
-// in-bounds (ky, kx..) run of taps is one contiguous copy of the input.
+// [M][KH][KW][C] and packed once as B^T (one pass: sgemm::PackConvWeights), so K = (ky * KW + kx) * C + c matches the
+// order in which an NHWC input stores one output pixel's receptive field: for dilation 1 every in-bounds (ky, kx..) run
+// of taps is one contiguous copy of the input.
 #include "cpu/conv_nhwc_gemm.h"
 
 #include <algorithm>
 #include <cstring>
 
+#include "core/constant_release.h"
 #include "core/layout_pass.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/nhwc_kernels.h"
@@ -89,8 +90,10 @@ void FillIm2col(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t
   }
 }
 
-class NhwcGemmConvKernel final : public OpKernel {
+class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
  public:
+  // W is packed and B copied at creation; Compute only looks at W's shape (kept here).
+  std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
   NhwcGemmConvKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act,
                      sgemm::PackedB packed)
       : nchw_node_(OriginalNode(node, "Conv")),
@@ -190,14 +193,8 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcGemmConv(const KernelInit& init, const
                                                    const FusedActivation& act) {
   const Node& node = init.node;
   if (!NhwcGemmConvApplies(node, w)) return Unsupported(node.Describe(), ": the SGEMM conv needs group 1 and AVX-512F");
-  const int64_t m = w.dim(0), c = w.dim(1), taps = w.dim(2) * w.dim(3), k = taps * c;
-  // OIHW -> [M][KH*KW][C], i.e. B^T with K in im2col order.
-  std::vector<float> ohwi(static_cast<size_t>(m * k));
-  const float* src = w.data<float>();
-  for (int64_t o = 0; o < m; ++o)
-    for (int64_t i = 0; i < c; ++i)
-      for (int64_t t = 0; t < taps; ++t) ohwi[(o * taps + t) * c + i] = src[(o * c + i) * taps + t];
-  auto packed = sgemm::PackB(ohwi.data(), k, m, /*trans_b=*/true);
+  // OIHW -> B^T with K in im2col order ([M][KH*KW][C]), reordered while packing.
+  auto packed = sgemm::PackConvWeights(w.data<float>(), w.dim(0), w.dim(1), w.dim(2) * w.dim(3));
   if (!packed.ok()) return MakeStatus(packed.status().code(), node.Describe(), ": ", packed.status().message());
   return std::unique_ptr<OpKernel>(std::make_unique<NhwcGemmConvKernel>(node, w, b, act, std::move(packed).value()));
 }

@@ -38,7 +38,11 @@ class GemvWeights {
 
  private:
   struct FreeDeleter {
-    void operator()(float* p) const { std::free(p); }
+    // > 0: an AllocateLargePages block of this length (see Pack). No initializer: it would
+    // make the deleter not default-constructible inside the incomplete class; unique_ptr
+    // value-initializes it to 0.
+    size_t mapped;
+    void operator()(float* p) const;
   };
   int64_t k_ = 0, n_ = 0, panels_ = 0;
   std::unique_ptr<float[], FreeDeleter> data_;

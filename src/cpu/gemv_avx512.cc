@@ -6,14 +6,15 @@
 // The AVX2+FMA and baseline variants compile one portable body under target attributes,
 // so nothing here needs the whole file built with -mavx512f.
 #include <immintrin.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
+#include "core/large_pages.h"
 #include "cpu/gemv.h"
+#include "cpu/sgemm.h"
 
 // GCC 12's AVX-512 headers pass deliberately undefined vectors through; never read.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -171,21 +172,6 @@ const Isa& SelectIsa() {
   return isa;
 }
 
-// Faults the pages of a fresh packing buffer in with one call (Linux 5.14+; a no-op
-// before): taken one by one during the copy they cost more than the copy on a VM.
-void PopulateForWrite(void* p, size_t n) {
-#ifdef MADV_POPULATE_WRITE
-  constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
-#else
-  constexpr int kPopulateWrite = 23;
-#endif
-  constexpr size_t kPage = 4096;
-  if (n < (size_t{64} << 10)) return;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kPage - 1) / kPage * kPage;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / kPage * kPage;
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, kPopulateWrite);
-}
-
 float* AllocFloats(int64_t n) {
   // 64-byte alignment: every panel row is one cache line pair, loaded with aligned loads.
   const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
@@ -199,6 +185,13 @@ constexpr int64_t kChunkMacs = int64_t{1} << 15;
 
 }  // namespace
 
+void GemvWeights::FreeDeleter::operator()(float* p) const {
+  if (mapped)
+    FreeLargePages(p, mapped);
+  else
+    std::free(p);
+}
+
 Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha,
                                       const float* bias) {
   if (k < 0 || n < 0) return InvalidArgument("GEMV weights: negative dimensions K=", k, " N=", n);
@@ -209,13 +202,20 @@ Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool
   w.k_ = k;
   w.n_ = n;
   w.panels_ = panels;
-  w.data_.reset(AllocFloats(panels * k * P));
+  // Large packed weights get their own huge-page mapping, faulted in by one call: taken one
+  // by one during the copy, 4 KiB page faults cost more than the copy on a VM.
+  const size_t data_bytes = static_cast<size_t>(panels * k * P) * sizeof(float);
+  if (data_bytes >= kLargePagesMinBytes) {
+    size_t mapped = 0;
+    if (void* p = AllocateLargePages(data_bytes, &mapped))
+      w.data_ = std::unique_ptr<float[], FreeDeleter>(static_cast<float*>(p), FreeDeleter{mapped});
+  }
+  if (!w.data_) w.data_.reset(AllocFloats(panels * k * P));
   w.bias_.reset(AllocFloats(panels * P));
   if (!w.data_ || !w.bias_)
     return MakeStatus(StatusCode::kOutOfMemory, "GEMV weights: cannot allocate K=", k, " N=", n);
   std::fill(w.bias_.get(), w.bias_.get() + panels * P, 0.0f);
   if (bias) std::copy(bias, bias + n, w.bias_.get());
-  PopulateForWrite(w.data_.get(), static_cast<size_t>(panels * k * P) * sizeof(float));
   for (int64_t p = 0; p < panels; ++p) {
     float* dst = w.data_.get() + p * k * P;
     const int64_t cols = std::min(P, n - p * P);
@@ -227,16 +227,13 @@ Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool
       }
       continue;
     }
-    // B is [N, K]: a transpose. Reading 64 rows K floats apart one float at a time (the
-    // obvious loop) puts every row in the same L1 set when K*4 is a multiple of 4 KiB, so
-    // each read missed; blocks of 16 k read each source line once, whole.
-    for (int64_t kb = 0; kb < k; kb += 16) {
-      const int64_t ke = std::min(k, kb + 16);
-      for (int64_t j = 0; j < cols; ++j) {
-        const float* src = b + (p * P + j) * k;
-        for (int64_t kk = kb; kk < ke; ++kk) dst[kk * P + j] = alpha * src[kk];
-      }
-    }
+    // B is [N, K]: the SGEMM's transposing panel packer (16x16 AVX-512 transposes; blocked
+    // so that rows K*4 bytes apart do not all miss in one L1 set), then alpha on the real
+    // columns (the same single rounding as alpha * src, and padding stays 0).
+    sgemm::PackTransposedPanel(b, k, k, 1, p * P, cols, P, dst);
+    if (alpha != 1.0f)
+      for (int64_t kk = 0; kk < k; ++kk)
+        for (int64_t j = 0; j < cols; ++j) dst[kk * P + j] *= alpha;
   }
   return w;
 }

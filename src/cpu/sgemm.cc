@@ -1,4 +1,4 @@
-// SGEMM driver: B packing, argument checks, cache blocking and the split over the pool.
+// SGEMM driver: argument checks, cache blocking and the split over the pool (B packing: sgemm_pack.cc).
 // Loop nest per task (rows [i0, i0+mc) x panels [p0, p1)):
 //   for each K block (kKc):  pack A block -> for each B panel -> for each 12-row tile: micro-kernel
 // The B panel slice (32 KiB) stays in L1 across the tiles of the M block; the packed A
@@ -34,11 +34,6 @@ float* AllocFloats(int64_t n) {
 constexpr double kMinParallelFlops = 4.0e6;
 // Keeps a thread's scratch packed B from pinning more than this after a huge product.
 constexpr int64_t kMaxRetainedScratchFloats = int64_t{16} << 20;
-
-bool MulOverflows(int64_t a, int64_t b) {
-  int64_t r;
-  return __builtin_mul_overflow(a, b, &r) || r > (int64_t{1} << 60);
-}
 
 // The per-thread A block buffer (kMc x kKc), allocated on first use.
 float* ThreadABuffer() {
@@ -272,58 +267,6 @@ float* ThreadGatherBuffer() {
 }
 
 }  // namespace
-
-void PackedB::Free::operator()(float* p) const { std::free(p); }
-
-Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out) {
-  if (!out) return InvalidArgument("sgemm::PackB: no output PackedB");
-  if (k < 0 || n < 0) return InvalidArgument("sgemm::PackB: negative size K=", k, " N=", n);
-  const int64_t width = trans_b ? k : n;
-  if (ldb == 0) ldb = width;
-  if (ldb < width)
-    return InvalidArgument("sgemm::PackB: row stride ", ldb, " is below the row width ", width,
-                           trans_b ? " (B^T is [N,K])" : " (B is [K,N])");
-  const int64_t panels = (n + kPanelWidth - 1) / kPanelWidth;
-  if (MulOverflows(panels * kPanelWidth, std::max<int64_t>(k, 1)))
-    return InvalidArgument("sgemm::PackB: K=", k, " x N=", n, " is too large");
-  const int64_t floats = panels * kPanelWidth * k;
-  if (floats > 0 && !b) return InvalidArgument("sgemm::PackB: B is null for a ", k, "x", n, " matrix");
-  if (floats > out->capacity_) {
-    out->data_.reset(AllocFloats(floats));
-    out->capacity_ = out->data_ ? floats : 0;
-    if (!out->data_) {
-      out->k_ = out->n_ = 0;
-      return MakeStatus(StatusCode::kOutOfMemory, "sgemm::PackB: cannot allocate ", floats * 4, " bytes");
-    }
-  }
-  out->k_ = k;
-  out->n_ = n;
-  float* dst = out->data_.get();
-  for (int64_t p = 0; p < panels; ++p) {
-    float* panel = dst + p * k * kPanelWidth;
-    const int64_t n0 = p * kPanelWidth, cols = std::min(kPanelWidth, n - n0);
-    if (!trans_b) {
-      for (int64_t kk = 0; kk < k; ++kk) {
-        float* row = panel + kk * kPanelWidth;
-        std::memcpy(row, b + kk * ldb + n0, static_cast<size_t>(cols) * sizeof(float));
-        std::fill(row + cols, row + kPanelWidth, 0.0f);
-      }
-    } else {
-      if (cols < kPanelWidth) std::fill(panel, panel + k * kPanelWidth, 0.0f);
-      for (int64_t j = 0; j < cols; ++j) {
-        const float* src = b + (n0 + j) * ldb;
-        for (int64_t kk = 0; kk < k; ++kk) panel[kk * kPanelWidth + j] = src[kk];
-      }
-    }
-  }
-  return Status::Ok();
-}
-
-Result<PackedB> PackB(const float* b, int64_t k, int64_t n, bool trans_b, int64_t ldb) {
-  PackedB out;
-  RETURN_IF_ERROR(PackBInto(b, k, n, ldb, trans_b, &out));
-  return out;
-}
 
 bool Available() {
   static const bool available = [] {

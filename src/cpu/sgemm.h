@@ -39,7 +39,13 @@ class PackedB {
 
  private:
   friend Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out);
+  friend Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps);
+  // Sizes the storage for K x N (reused when large enough); `fn` names the caller in errors.
+  Status Reserve(const char* fn, int64_t k, int64_t n);
   struct Free {
+    // > 0: an AllocateLargePages block of this length, else aligned_alloc memory. No
+    // initializer (see GemvWeights::FreeDeleter); unique_ptr value-initializes it to 0.
+    size_t mapped;
     void operator()(float* p) const;
   };
   std::unique_ptr<float, Free> data_;
@@ -53,6 +59,19 @@ class PackedB {
 Result<PackedB> PackB(const float* b, int64_t k, int64_t n, bool trans_b, int64_t ldb = 0);
 // Same, reusing out's storage when it is large enough (scratch packing of run-time B).
 Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out);
+
+// A convolution weight W[M][C][taps] (OIHW with taps = KH*KW) packed as B^T in im2col order:
+// K = taps * C with k = t * C + c, N = M. Reorders and packs in one pass (no [M][taps][C]
+// intermediate). Errors as PackB.
+Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps);
+
+// Columns [n0, n0 + cols) of a transposed source into one panel of K rows x `width` floats
+// (width a multiple of 16, cols <= width; the missing columns are zeros), with AVX-512
+// transposes where available. B(k, n) sits at b[n * ldb + (k % c) * taps + k / c], K = c *
+// taps: with taps = 1 (c = K) that is plain B^T [N, K]; with taps > 1 a conv weight
+// [M][C][taps] read in im2col order (k = t * C + c). Shared with GemvWeights::Pack.
+void PackTransposedPanel(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols, int64_t width,
+                         float* panel);
 
 struct Epilogue {
   const float* bias = nullptr;                          // per-N bias, added after the product (nullptr: none)

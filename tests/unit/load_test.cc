@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 
 #include "core/constant_release.h"
 #include "core/import_internal.h"
+#include "core/large_pages.h"
 #include "core/onnx_import.h"
 #include "core/session.h"
 #include "onnx_builder.h"
@@ -130,6 +132,25 @@ class TempDir {
   fs::path path_;
 };
 
+// Sets STRATA_MAP_WEIGHTS ("1": map element-aligned payloads, "0": read them) for a scope.
+class ScopedMapPolicy {
+ public:
+  explicit ScopedMapPolicy(const char* value) {
+    if (const char* old = std::getenv("STRATA_MAP_WEIGHTS")) saved_ = old, had_ = true;
+    setenv("STRATA_MAP_WEIGHTS", value, 1);
+  }
+  ~ScopedMapPolicy() {
+    if (had_)
+      setenv("STRATA_MAP_WEIGHTS", saved_.c_str(), 1);
+    else
+      unsetenv("STRATA_MAP_WEIGHTS");
+  }
+
+ private:
+  std::string saved_;
+  bool had_ = false;
+};
+
 bool FileIsMapped(const std::string& path) {
   std::ifstream maps("/proc/self/maps");
   std::string line;
@@ -169,27 +190,45 @@ TEST(LoadStrip, StripsOnlyLargeMainGraphRawData) {
 TEST(LoadStrip, ZeroCopyAndReadInitializersGiveIdenticalOutputs) {
   const std::vector<float> want = Expected();
   ASSERT_EQ(want.size(), static_cast<size_t>(2 * kN));
-  for (size_t align : {size_t{0}, size_t{4}, size_t{7}}) {
-    SCOPED_TRACE("payload offset % 64 == " + std::to_string(align));
-    std::string bytes = SerializedWithAlignment(align);
-    auto mem = Session::CreateFromBytes(bytes.data(), bytes.size(), Opts());
-    ASSERT_TRUE(mem.ok()) << mem.status().ToString();
-    EXPECT_EQ(RunOnce(**mem), want);
-    TempDir dir;
-    std::string path = dir.File("m.onnx", bytes);
-    auto file = Session::CreateFromFile(path, Opts());
-    ASSERT_TRUE(file.ok()) << file.status().ToString();
-    EXPECT_EQ(RunOnce(**file), want);
-    // The session's MatMul packed W, so it keeps no mapping of the file (constant release).
-    EXPECT_FALSE(FileIsMapped(path));
-    // Element-aligned payloads are mapped from the model file; others are read into the heap.
-    {
-      auto model = ImportOnnxFile(path);
-      ASSERT_TRUE(model.ok()) << model.status().ToString();
-      EXPECT_EQ(FileIsMapped(path), align % 4 == 0);
+  for (const char* map : {"1", "0"})
+    for (size_t align : {size_t{0}, size_t{4}, size_t{7}}) {
+      SCOPED_TRACE("payload offset % 64 == " + std::to_string(align) + ", STRATA_MAP_WEIGHTS=" + map);
+      ScopedMapPolicy policy(map);
+      const bool mapped = map[0] == '1' && align % 4 == 0;
+      std::string bytes = SerializedWithAlignment(align);
+      auto mem = Session::CreateFromBytes(bytes.data(), bytes.size(), Opts());
+      ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+      EXPECT_EQ(RunOnce(**mem), want);
+      TempDir dir;
+      std::string path = dir.File("m.onnx", bytes);
+      auto file = Session::CreateFromFile(path, Opts());
+      ASSERT_TRUE(file.ok()) << file.status().ToString();
+      EXPECT_EQ(RunOnce(**file), want);
+      // The session's MatMul packed W, so it keeps no mapping of the file (constant release).
+      EXPECT_FALSE(FileIsMapped(path));
+      // Element-aligned payloads are mapped from the model file when the policy says so;
+      // others are read into memory of their own.
+      {
+        auto model = ImportOnnxFile(path);
+        ASSERT_TRUE(model.ok()) << model.status().ToString();
+        EXPECT_EQ(FileIsMapped(path), mapped);
+      }
+      EXPECT_FALSE(FileIsMapped(path));
     }
-    EXPECT_FALSE(FileIsMapped(path));
+}
+
+TEST(LoadSource, MapPolicyFollowsTheEnvironment) {
+  {
+    ScopedMapPolicy policy("1");
+    EXPECT_TRUE(import::MapWeightPayloads());
   }
+  {
+    ScopedMapPolicy policy("0");
+    EXPECT_FALSE(import::MapWeightPayloads());
+  }
+  // Unset or anything else: read where transparent huge pages exist, map elsewhere.
+  ScopedMapPolicy policy("yes");
+  EXPECT_EQ(import::MapWeightPayloads(), !LargePagesUsable());
 }
 
 TEST(LoadStrip, ModelFileCanBeDeletedAfterCreation) {
@@ -226,23 +265,25 @@ std::string ExternalModel(const TempDir& dir, size_t offset, const std::string& 
 
 TEST(LoadExternal, ExternalDataLoadsRunsAndSurvivesDeletion) {
   const std::vector<float> want = Expected();
-  for (size_t offset : {size_t{0}, size_t{4096}, size_t{101}}) {
-    SCOPED_TRACE("offset " + std::to_string(offset));
-    TempDir dir;
-    std::string path = ExternalModel(dir, offset);
-    auto s = Session::CreateFromFile(path, Opts());
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    {
-      auto model = ImportOnnxFile(path);
-      ASSERT_TRUE(model.ok()) << model.status().ToString();
-      EXPECT_EQ(FileIsMapped((dir.path() / "data.bin").string()), offset % 4 == 0);
+  for (const char* map : {"1", "0"})
+    for (size_t offset : {size_t{0}, size_t{4096}, size_t{101}}) {
+      SCOPED_TRACE("offset " + std::to_string(offset) + ", STRATA_MAP_WEIGHTS=" + map);
+      ScopedMapPolicy policy(map);
+      TempDir dir;
+      std::string path = ExternalModel(dir, offset);
+      auto s = Session::CreateFromFile(path, Opts());
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      {
+        auto model = ImportOnnxFile(path);
+        ASSERT_TRUE(model.ok()) << model.status().ToString();
+        EXPECT_EQ(FileIsMapped((dir.path() / "data.bin").string()), map[0] == '1' && offset % 4 == 0);
+      }
+      // The session packed W and released its mapping (constant release).
+      EXPECT_FALSE(FileIsMapped((dir.path() / "data.bin").string()));
+      fs::remove(dir.path() / "data.bin");
+      fs::remove(path);
+      EXPECT_EQ(RunOnce(**s), want);
     }
-    // The session packed W and released its mapping (constant release).
-    EXPECT_FALSE(FileIsMapped((dir.path() / "data.bin").string()));
-    fs::remove(dir.path() / "data.bin");
-    fs::remove(path);
-    EXPECT_EQ(RunOnce(**s), want);
-  }
 }
 
 TEST(LoadExternal, BadExternalRangesGiveClearErrors) {
@@ -263,15 +304,17 @@ TEST(LoadHostile, TruncatedFilesGiveClearErrors) {
   std::string bytes = SerializedWithAlignment(0);
   size_t payload = PayloadOffset(bytes);
   TempDir dir;
-  for (size_t cut : {size_t{1}, size_t{10}, payload - 1, payload + 10, payload + 40000, bytes.size() - 1}) {
-    SCOPED_TRACE("cut at " + std::to_string(cut));
-    std::string path = dir.File("t.onnx", bytes.substr(0, cut));
-    auto s = Session::CreateFromFile(path, Opts());
-    ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.status().message().find("t.onnx"), std::string::npos) << s.status().ToString();
-    auto m = Session::CreateFromBytes(bytes.data(), cut, Opts());
-    EXPECT_FALSE(m.ok());
-  }
+  for (const char* map : {"1", "0"})
+    for (size_t cut : {size_t{1}, size_t{10}, payload - 1, payload + 10, payload + 40000, bytes.size() - 1}) {
+      SCOPED_TRACE("cut at " + std::to_string(cut) + ", STRATA_MAP_WEIGHTS=" + map);
+      ScopedMapPolicy policy(map);
+      std::string path = dir.File("t.onnx", bytes.substr(0, cut));
+      auto s = Session::CreateFromFile(path, Opts());
+      ASSERT_FALSE(s.ok());
+      EXPECT_NE(s.status().message().find("t.onnx"), std::string::npos) << s.status().ToString();
+      auto m = Session::CreateFromBytes(bytes.data(), cut, Opts());
+      EXPECT_FALSE(m.ok());
+    }
   std::string empty = dir.File("empty.onnx", "");
   auto s = Session::CreateFromFile(empty, Opts());
   ASSERT_FALSE(s.ok());
@@ -315,6 +358,12 @@ TEST(LoadSource, LoadFileRangeMapsAlignedRangesAndReportsShortReads) {
     EXPECT_EQ((*buf)->data(), nullptr);
     EXPECT_FALSE(FileIsMapped(path));
   }
+  // Read ranges of 64 KiB and more live in AllocateLargePages memory: page aligned.
+  auto read = import::LoadFileRange(fd, 3, w.size() * 4 - 4, 4, false, path, "w");
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*read)->data()) % 4096, 0u);
+  EXPECT_EQ(std::memcmp((*read)->data(), w.data(), w.size() * 4 - 4), 0);
+  EXPECT_FALSE(FileIsMapped(path));
   auto past_end = import::LoadFileRange(fd, 3, w.size() * 4 + 100, 4, false, path, "tensor 'w'");
   ASSERT_FALSE(past_end.ok());
   EXPECT_NE(past_end.status().message().find("tensor 'w': short read"), std::string::npos)

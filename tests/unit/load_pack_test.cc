@@ -1,0 +1,190 @@
+// Weight memory and packing at session creation: AllocateLargePages (core/large_pages.h),
+// the SGEMM's B packing (sgemm_pack.cc) with the one-pass conv weight reorder, the GEMV
+// weight packing that shares its transposing packer, and the lazily created pthreadpool.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <vector>
+
+#include "core/large_pages.h"
+#include "core/threadpool.h"
+#include "cpu/gemv.h"
+#include "cpu/sgemm.h"
+
+namespace strata {
+namespace {
+
+std::vector<float> Rand(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+TEST(LoadPages, LargeBlocksAreZeroedWritableAndAligned) {
+  for (size_t bytes : {size_t{1}, size_t{64} << 10, (size_t{2} << 20) - 4, size_t{2} << 20, (size_t{5} << 20) + 12}) {
+    SCOPED_TRACE(bytes);
+    size_t len = 0;
+    auto* p = static_cast<unsigned char*>(AllocateLargePages(bytes, &len));
+    ASSERT_NE(p, nullptr);
+    EXPECT_GE(len, bytes);
+    EXPECT_EQ(len % 4096, 0u);
+    EXPECT_LT(len - bytes, 4096u);  // trimmed: no 2 MiB of slack stays mapped
+    // Blocks spanning a huge page start on one, so THP can back them.
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (bytes >= (size_t{2} << 20) ? size_t{2} << 20 : 4096), 0u);
+    bool zero = true;
+    for (size_t i = 0; i < len; i += 509) zero &= p[i] == 0;
+    EXPECT_TRUE(zero);
+    std::memset(p, 0xab, len);
+    EXPECT_EQ(p[len - 1], 0xab);
+    FreeLargePages(p, len);
+  }
+  FreeLargePages(nullptr, 0);  // no-op
+}
+
+// OIHW -> [M][taps][C] the obvious way, then the generic B^T packing: the reference for
+// the one-pass PackConvWeights.
+sgemm::PackedB ReferenceConvPack(const std::vector<float>& w, int64_t m, int64_t c, int64_t taps) {
+  const int64_t k = c * taps;
+  std::vector<float> ohwi(static_cast<size_t>(m * k));
+  for (int64_t o = 0; o < m; ++o)
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t t = 0; t < taps; ++t) ohwi[(o * taps + t) * c + i] = w[(o * c + i) * taps + t];
+  auto packed = sgemm::PackB(ohwi.data(), k, m, /*trans_b=*/true);
+  EXPECT_TRUE(packed.ok()) << packed.status().ToString();
+  return std::move(packed).value();
+}
+
+void ExpectSamePanels(const sgemm::PackedB& a, const sgemm::PackedB& b) {
+  ASSERT_EQ(a.k(), b.k());
+  ASSERT_EQ(a.n(), b.n());
+  for (int64_t p = 0; p < a.panels(); ++p)
+    ASSERT_EQ(std::memcmp(a.panel(p), b.panel(p), static_cast<size_t>(a.k() * sgemm::kPanelWidth) * 4), 0)
+        << "panel " << p;
+}
+
+TEST(LoadPack, ConvWeightsPackInOnePassLikeReorderThenPack) {
+  struct Case {
+    int64_t m, c, taps;
+  };
+  // Partial last panels, 1x1 and 3x3/7x7 taps, small and > 64 KiB (AllocateLargePages) sizes.
+  for (Case cs : {Case{1, 1, 1}, Case{5, 3, 9}, Case{32, 16, 1}, Case{33, 7, 9}, Case{64, 3, 49}, Case{70, 64, 9},
+                  Case{256, 128, 9}}) {
+    SCOPED_TRACE("M=" + std::to_string(cs.m) + " C=" + std::to_string(cs.c) + " taps=" + std::to_string(cs.taps));
+    std::vector<float> w = Rand(cs.m * cs.c * cs.taps, 7);
+    auto packed = sgemm::PackConvWeights(w.data(), cs.m, cs.c, cs.taps);
+    ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+    EXPECT_EQ(packed->k(), cs.c * cs.taps);
+    EXPECT_EQ(packed->n(), cs.m);
+    ExpectSamePanels(*packed, ReferenceConvPack(w, cs.m, cs.c, cs.taps));
+    // And straight from the definition: packed (k = t * C + i, n = o) is W[o][i][t].
+    for (int64_t o = 0; o < cs.m; ++o)
+      for (int64_t i = 0; i < cs.c; ++i)
+        for (int64_t t = 0; t < cs.taps; ++t)
+          ASSERT_EQ(packed->panel(o / sgemm::kPanelWidth)[(t * cs.c + i) * sgemm::kPanelWidth + o % sgemm::kPanelWidth],
+                    w[(o * cs.c + i) * cs.taps + t])
+              << "o=" << o << " i=" << i << " t=" << t;
+    // Padding columns of the last panel are zero.
+    const int64_t last = packed->panels() - 1, cols = cs.m - last * sgemm::kPanelWidth;
+    for (int64_t kk = 0; kk < packed->k(); ++kk)
+      for (int64_t j = cols; j < sgemm::kPanelWidth; ++j)
+        ASSERT_EQ(packed->panel(last)[kk * sgemm::kPanelWidth + j], 0.0f);
+  }
+}
+
+TEST(LoadPack, PackBLayoutForBothOrientationsAndSizes) {
+  // Element (kk, n) of B lands at panel n/32, row kk, column n%32, for both orientations,
+  // from small (aligned_alloc) to large (AllocateLargePages) packed sizes; reused storage
+  // (PackBInto into a larger PackedB) must zero the new padding too.
+  sgemm::PackedB reused;
+  for (int64_t k : {int64_t{3}, int64_t{300}}) {
+    for (int64_t n : {int64_t{1}, int64_t{31}, int64_t{64}, int64_t{200}}) {
+      for (bool trans : {false, true}) {
+        SCOPED_TRACE("K=" + std::to_string(k) + " N=" + std::to_string(n) + (trans ? " trans" : ""));
+        const int64_t ldb = (trans ? k : n) + 3;
+        std::vector<float> b = Rand((trans ? n : k) * ldb, 11);
+        auto packed = sgemm::PackB(b.data(), k, n, trans, ldb);
+        ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+        // Dirty the reused storage first so stale values would show.
+        std::vector<float> junk(static_cast<size_t>((k + 1) * (n + 32)), 9.0f);
+        ASSERT_TRUE(sgemm::PackBInto(junk.data(), k + 1, n + 32, 0, false, &reused).ok());
+        ASSERT_TRUE(sgemm::PackBInto(b.data(), k, n, ldb, trans, &reused).ok());
+        for (const sgemm::PackedB* pb : {&*packed, &reused}) {
+          for (int64_t kk = 0; kk < k; ++kk)
+            for (int64_t j = 0; j < pb->panels() * sgemm::kPanelWidth; ++j) {
+              const float want = j < n ? (trans ? b[j * ldb + kk] : b[kk * ldb + j]) : 0.0f;
+              ASSERT_EQ(pb->panel(j / sgemm::kPanelWidth)[kk * sgemm::kPanelWidth + j % sgemm::kPanelWidth], want)
+                  << "k=" << kk << " n=" << j;
+            }
+        }
+      }
+    }
+  }
+}
+
+TEST(LoadPack, GemvWeightsPackBothOrientationsExactly) {
+  // Small and > 64 KiB (AllocateLargePages) packed sizes, partial panels, alpha 1 and not.
+  for (int64_t k : {int64_t{5}, int64_t{333}}) {
+    for (int64_t n : {int64_t{3}, int64_t{64}, int64_t{150}}) {
+      for (bool nk : {false, true}) {
+        for (float alpha : {1.0f, 0.37f}) {
+          SCOPED_TRACE("K=" + std::to_string(k) + " N=" + std::to_string(n) + (nk ? " [N,K]" : " [K,N]") +
+                       " alpha=" + std::to_string(alpha));
+          std::vector<float> b = Rand(k * n, 5), bias = Rand(n, 6);
+          auto w = GemvWeights::Pack(b.data(), k, n, nk, alpha, bias.data());
+          ASSERT_TRUE(w.ok()) << w.status().ToString();
+          for (int64_t kk = 0; kk < k; ++kk)
+            for (int64_t j = 0; j < w->panels() * kGemvPanel; ++j) {
+              const float want = j < n ? alpha * (nk ? b[j * k + kk] : b[kk * n + j]) : 0.0f;
+              ASSERT_EQ(w->at(kk, j), want) << "k=" << kk << " n=" << j;
+            }
+          for (int64_t j = 0; j < n; ++j) ASSERT_EQ(w->bias()[j], bias[j]);
+        }
+      }
+    }
+  }
+}
+
+int ThreadsInProcess() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+TEST(LoadPool, PthreadpoolIsCreatedOnFirstUse) {
+  EXPECT_EQ(ThreadPool(1).handle(), nullptr);
+  const int before = ThreadsInProcess();
+  ThreadPool pool(2);
+  // Session creation starts only strata's own worker: the pthreadpool's workers, which
+  // spin after they start, wait until an XNNPACK kernel asks for the handle.
+  EXPECT_EQ(ThreadsInProcess(), before + 1);
+  pthreadpool* h = pool.handle();
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(pool.handle(), h);  // created once
+  EXPECT_GT(ThreadsInProcess(), before + 1);
+}
+
+TEST(LoadPack, BadConvWeightArgumentsGiveClearErrors) {
+  std::vector<float> w(64, 1.0f);
+  auto neg = sgemm::PackConvWeights(w.data(), -1, 4, 9);
+  ASSERT_FALSE(neg.ok());
+  EXPECT_NE(neg.status().message().find("negative size M=-1"), std::string::npos) << neg.status().ToString();
+  auto null_w = sgemm::PackConvWeights(nullptr, 4, 4, 9);
+  ASSERT_FALSE(null_w.ok());
+  EXPECT_NE(null_w.status().message().find("W is null"), std::string::npos) << null_w.status().ToString();
+  auto huge = sgemm::PackConvWeights(w.data(), int64_t{1} << 30, int64_t{1} << 30, int64_t{1} << 20);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("too large"), std::string::npos) << huge.status().ToString();
+  // Empty K: nothing to pack, still a valid (empty) operand.
+  auto empty = sgemm::PackConvWeights(w.data(), 4, 0, 9);
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_EQ(empty->k(), 0);
+  EXPECT_EQ(empty->n(), 4);
+}
+
+}  // namespace
+}  // namespace strata
