@@ -312,7 +312,7 @@ Status GemmIndirect(int64_t m, const IndirectA& a, const PackedB& b, float* c, i
   RETURN_IF_ERROR(CheckProduct("GemmIndirect", m, b, c, ldc, ep, &done));
   if (done) return Status::Ok();
   if (!a.rows) return InvalidArgument("sgemm::GemmIndirect: no A pointer callback for a ", m, "x", b.k(), " operand");
-  if (a.taps <= 0 || a.seg <= 0 || MulOverflows(a.taps, a.seg) || a.taps * a.seg != b.k())
+  if (a.taps <= 0 || a.seg <= 0 || internal::MulOverflows(a.taps, a.seg) || a.taps * a.seg != b.k())
     return InvalidArgument("sgemm::GemmIndirect: ", a.taps, " segments of ", a.seg, " floats do not make K=", b.k());
   if (!Available()) return Unsupported("sgemm::GemmIndirect: this CPU lacks AVX-512F");
   return Drive(m, b, pool, [&](int64_t i0, int64_t rows, int64_t p0, int64_t p1) {

@@ -6,6 +6,13 @@
 
 namespace strata::sgemm::internal {
 
+// Sizes past 2^60 are refused as well as true int64 overflow: products of them still feed
+// byte counts (x4) and pointer offsets.
+inline bool MulOverflows(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) || r > (int64_t{1} << 60);
+}
+
 // Micro-tile: kMr rows x 32 columns = 24 zmm accumulators, leaving 8 registers for the
 // two B vectors and the A broadcasts.
 inline constexpr int kMr = 12;

@@ -10,6 +10,7 @@
 
 #include "core/large_pages.h"
 #include "cpu/sgemm.h"
+#include "cpu/sgemm_internal.h"
 #include "cpu/sgemm_transpose.h"
 
 // GCC 12's AVX-512 headers pass deliberately undefined vectors through; never read.
@@ -19,11 +20,6 @@
 namespace strata::sgemm {
 
 namespace {
-
-bool MulOverflows(int64_t a, int64_t b) {
-  int64_t r;
-  return __builtin_mul_overflow(a, b, &r) || r > (int64_t{1} << 60);
-}
 
 void PackTransposedPanelScalar(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols,
                                int64_t width, float* panel) {
@@ -89,7 +85,7 @@ void PackedB::Free::operator()(float* p) const {
 Status PackedB::Reserve(const char* fn, int64_t k, int64_t n) {
   if (k < 0 || n < 0) return InvalidArgument("sgemm::", fn, ": negative size K=", k, " N=", n);
   const int64_t panels = (n + kPanelWidth - 1) / kPanelWidth;
-  if (MulOverflows(panels * kPanelWidth, std::max<int64_t>(k, 1)))
+  if (internal::MulOverflows(panels * kPanelWidth, std::max<int64_t>(k, 1)))
     return InvalidArgument("sgemm::", fn, ": K=", k, " x N=", n, " is too large");
   const int64_t floats = panels * kPanelWidth * k;
   if (floats > capacity_) {
@@ -154,7 +150,7 @@ Result<PackedB> PackB(const float* b, int64_t k, int64_t n, bool trans_b, int64_
 Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps) {
   if (m < 0 || c < 0 || taps < 0)
     return InvalidArgument("sgemm::PackConvWeights: negative size M=", m, " C=", c, " taps=", taps);
-  if (c > 0 && MulOverflows(c, taps))
+  if (c > 0 && internal::MulOverflows(c, taps))
     return InvalidArgument("sgemm::PackConvWeights: C=", c, " x taps=", taps, " is too large");
   const int64_t k = c * taps;
   if (k > 0 && m > 0 && !w) return InvalidArgument("sgemm::PackConvWeights: W is null for M=", m, " K=", k);
