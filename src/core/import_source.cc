@@ -24,14 +24,6 @@ constexpr int kMadvPopulateRead = MADV_POPULATE_READ;
 constexpr int kMadvPopulateRead = 22;
 #endif
 
-size_t PageSize() {
-  static const size_t page = [] {
-    long p = ::sysconf(_SC_PAGESIZE);
-    return p > 0 ? static_cast<size_t>(p) : size_t{4096};
-  }();
-  return page;
-}
-
 // A tensor's bytes inside a private file mapping; unmapped when the last tensor using it goes.
 class MappedBuffer final : public Buffer {
  public:

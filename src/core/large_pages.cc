@@ -18,6 +18,8 @@ constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
 constexpr int kMadvPopulateWrite = 23;  // Linux 5.14; older kernels reject it (harmless)
 #endif
 
+}  // namespace
+
 size_t PageSize() {
   static const size_t page = [] {
     long p = ::sysconf(_SC_PAGESIZE);
@@ -25,8 +27,6 @@ size_t PageSize() {
   }();
   return page;
 }
-
-}  // namespace
 
 bool LargePagesUsable() {
   static const bool usable = [] {

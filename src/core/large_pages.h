@@ -29,4 +29,7 @@ void FreeLargePages(void* p, size_t mapped_len);
 // "madvise"), read once.
 bool LargePagesUsable();
 
+// The system page size (sysconf), read once; 4096 if sysconf fails.
+size_t PageSize();
+
 }  // namespace strata

@@ -18,6 +18,7 @@
 #include "core/session.h"
 #include "cpu/sgemm.h"
 #include "onnx_builder.h"
+#include "run_both.h"
 
 namespace strata {
 namespace {
@@ -85,34 +86,9 @@ Tensor Input(Shape shape, uint32_t seed) {
   return Tensor::FromVector<float>(Pseudo(static_cast<size_t>(NumElements(shape)), seed), shape);
 }
 
-struct Runs {
-  std::vector<Value> opt, ref;
-  std::vector<NodeAssignment> assignments;
-};
-
-// Runs the model optimized (level 99, threads) and as the reference (level 0, reference kernels).
+using Runs = test::OptRefRuns;
 Runs RunBoth(const onnx::ModelProto& m, const Feeds& feeds, int threads = 1) {
-  std::string bytes = Serialize(m);
-  Runs r;
-  SessionOptions fast;
-  fast.threads = threads;
-  SessionOptions ref;
-  ref.threads = 1;
-  ref.optimization_level = 0;
-  ref.kernel.prefer_reference = true;
-  auto sf = Session::CreateFromBytes(bytes.data(), bytes.size(), fast);
-  auto sr = Session::CreateFromBytes(bytes.data(), bytes.size(), ref);
-  EXPECT_TRUE(sf.ok()) << sf.status().ToString();
-  EXPECT_TRUE(sr.ok()) << sr.status().ToString();
-  if (!sf.ok() || !sr.ok()) return r;
-  auto of = (*sf)->Run(feeds);
-  auto orf = (*sr)->Run(feeds);
-  EXPECT_TRUE(of.ok()) << of.status().ToString();
-  EXPECT_TRUE(orf.ok()) << orf.status().ToString();
-  if (of.ok()) r.opt = *of;
-  if (orf.ok()) r.ref = *orf;
-  r.assignments = (*sf)->assignments();
-  return r;
+  return test::RunOptimizedAndReference(m, feeds, threads);
 }
 
 // max |a-b| / max |b|, per output; shapes must agree exactly.

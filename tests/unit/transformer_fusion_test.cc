@@ -22,6 +22,7 @@
 #include "core/session.h"
 #include "cpu/sgemm.h"
 #include "onnx_builder.h"
+#include "run_both.h"
 
 namespace strata {
 namespace {
@@ -63,32 +64,9 @@ Value Input(Shape shape, uint32_t seed, float scale = 2.0f) {
   return Value(Tensor::FromVector<float>(Pseudo(static_cast<size_t>(NumElements(shape)), seed, scale), shape));
 }
 
-struct Runs {
-  std::vector<Value> opt, ref;
-  std::map<std::string, int> ops;  // op types of the optimized session
-};
-
+using Runs = test::OptRefRuns;
 Runs RunBoth(const onnx::ModelProto& m, const Feeds& feeds, int threads = 1) {
-  std::string bytes = Serialize(m);
-  Runs r;
-  SessionOptions fast;
-  fast.threads = threads;
-  SessionOptions ref;
-  ref.optimization_level = 0;
-  ref.kernel.prefer_reference = true;
-  auto sf = Session::CreateFromBytes(bytes.data(), bytes.size(), fast);
-  auto sr = Session::CreateFromBytes(bytes.data(), bytes.size(), ref);
-  EXPECT_TRUE(sf.ok()) << sf.status().ToString();
-  EXPECT_TRUE(sr.ok()) << sr.status().ToString();
-  if (!sf.ok() || !sr.ok()) return r;
-  auto of = (*sf)->Run(feeds);
-  auto orf = (*sr)->Run(feeds);
-  EXPECT_TRUE(of.ok()) << of.status().ToString();
-  EXPECT_TRUE(orf.ok()) << orf.status().ToString();
-  if (of.ok()) r.opt = *of;
-  if (orf.ok()) r.ref = *orf;
-  for (const auto& a : (*sf)->assignments()) ++r.ops[a.op_type];
-  return r;
+  return test::RunOptimizedAndReference(m, feeds, threads);
 }
 
 // max |a-b| / max |b| per output; shapes must agree exactly.
