@@ -7,9 +7,11 @@
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -554,7 +556,17 @@ TEST(TransformerFusion, AttentionWithOverflowingGeometryIsAnError) {
 
 class TransformerModels : public ::testing::Test {
  protected:
-  static std::string Dir() { return std::string(STRATA_BINARY_DIR) + "/transformer_fusion_models"; }
+  // One folder per test process: ctest runs each test case in its own process, in parallel,
+  // and two exports writing the same files at once corrupt each other.
+  static std::string Dir() {
+    static const std::string dir =
+        std::string(STRATA_BINARY_DIR) + "/transformer_fusion_models." + std::to_string(::getpid());
+    return dir;
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    std::filesystem::remove_all(Dir(), ec);
+  }
   static void SetUpTestSuite() {
     const std::string cmd = "/usr/bin/python3 " + std::string(STRATA_SOURCE_DIR) +
                             "/bench/models/make_models.py --only bert,gpt2 --small " + Dir() + " >/dev/null 2>&1";
