@@ -250,6 +250,22 @@ Result<std::vector<double>> ExpandParam(const Tensor& t, const Shape& target, co
   return out;
 }
 
+// LayerNormalization's optional Mean and InvStdDev outputs: float, x's shape with the
+// normalized axes set to 1; null pointers for outputs nobody asked for.
+Status AllocateLayerNormStats(KernelContext& ctx, const Tensor& x, int64_t axis, float** mean_out, float** inv_out) {
+  Shape stat_shape(x.shape().begin(), x.shape().begin() + axis);
+  stat_shape.resize(x.rank(), 1);
+  if (ctx.output_requested(1)) {
+    ASSIGN_OR_RETURN(Tensor * m, ctx.AllocateOutput(1, DataType::kFloat, stat_shape));
+    *mean_out = m->mutable_data<float>();
+  }
+  if (ctx.output_requested(2)) {
+    ASSIGN_OR_RETURN(Tensor * iv, ctx.AllocateOutput(2, DataType::kFloat, stat_shape));
+    *inv_out = iv->mutable_data<float>();
+  }
+  return Status::Ok();
+}
+
 Status LayerNormCompute(KernelContext& ctx) {
   const Node& node = ctx.node();
   ASSIGN_OR_RETURN(const Tensor* x, RequiredInput(ctx, 0, "X"));
@@ -281,18 +297,9 @@ Status LayerNormCompute(KernelContext& ctx) {
     ASSIGN_OR_RETURN(bias, ExpandParam(*bias_t, norm_shape, node, "B"));
   }
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->shape()));
-  Shape stat_shape(x->shape().begin(), x->shape().begin() + axis);
-  stat_shape.resize(rank, 1);
   float* mean_out = nullptr;
   float* inv_out = nullptr;
-  if (ctx.output_requested(1)) {
-    ASSIGN_OR_RETURN(Tensor * m, ctx.AllocateOutput(1, DataType::kFloat, stat_shape));
-    mean_out = m->mutable_data<float>();
-  }
-  if (ctx.output_requested(2)) {
-    ASSIGN_OR_RETURN(Tensor * s, ctx.AllocateOutput(2, DataType::kFloat, stat_shape));
-    inv_out = s->mutable_data<float>();
-  }
+  RETURN_IF_ERROR(AllocateLayerNormStats(ctx, *x, axis, &mean_out, &inv_out));
   bool ok = DispatchFloat(x->dtype(), [&]<typename T>() {
     using A = Acc<T>;
     std::vector<A> sc, bi;
@@ -411,18 +418,9 @@ Status LayerNormFastCompute(KernelContext& ctx) {
   if (inner == 0 || !dense(scale) || (bias && !dense(bias))) return LayerNormCompute(ctx);
   const int64_t outer = x->num_elements() / inner;
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, x->shape()));
-  Shape stat_shape(x->shape().begin(), x->shape().begin() + *axis);
-  stat_shape.resize(x->rank(), 1);
   float* mean_out = nullptr;
   float* inv_out = nullptr;
-  if (ctx.output_requested(1)) {
-    ASSIGN_OR_RETURN(Tensor * m, ctx.AllocateOutput(1, DataType::kFloat, stat_shape));
-    mean_out = m->mutable_data<float>();
-  }
-  if (ctx.output_requested(2)) {
-    ASSIGN_OR_RETURN(Tensor * iv, ctx.AllocateOutput(2, DataType::kFloat, stat_shape));
-    inv_out = iv->mutable_data<float>();
-  }
+  RETURN_IF_ERROR(AllocateLayerNormStats(ctx, *x, *axis, &mean_out, &inv_out));
   const float eps = node.GetFloat("epsilon", 1e-5f);
   const float* xp = x->data<float>();
   const float* sp = scale->data<float>();

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -14,6 +16,31 @@
 #include "onnx_builder.h"
 
 namespace strata::test {
+
+// Deterministic values in [-scale, scale) (an LCG), the same for a seed on every machine.
+inline std::vector<float> Pseudo(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::vector<float> v(n);
+  uint32_t s = seed * 2654435761u + 7;
+  for (auto& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = (static_cast<float>(s >> 8) / static_cast<float>(1 << 23) - 1.0f) * scale;
+  }
+  return v;
+}
+
+// A float initializer of shape `dims` filled with Pseudo(.., seed, scale).
+inline void AddInit(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, uint32_t seed,
+                    float scale = 0.5f) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  size_t n = 1;
+  for (int64_t d : dims) {
+    t->add_dims(d);
+    n *= static_cast<size_t>(d);
+  }
+  for (float v : Pseudo(n, seed, scale)) t->add_float_data(v);
+}
 
 struct OptRefRuns {
   std::vector<Value> opt, ref;              // outputs; empty when a session failed

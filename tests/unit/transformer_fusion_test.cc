@@ -31,29 +31,8 @@ namespace {
 
 using namespace onnx_builder;  // MakeModel, AddInput, AddOutput, AddNode, Serialize
 using Feeds = std::vector<std::pair<std::string, Value>>;
-
-std::vector<float> Pseudo(size_t n, uint32_t seed, float scale) {
-  std::vector<float> v(n);
-  uint32_t s = seed * 2654435761u + 7;
-  for (auto& x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = (static_cast<float>(s >> 8) / static_cast<float>(1 << 23) - 1.0f) * scale;
-  }
-  return v;
-}
-
-void AddInit(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, uint32_t seed,
-             float scale = 0.5f) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  size_t n = 1;
-  for (int64_t d : dims) {
-    t->add_dims(d);
-    n *= static_cast<size_t>(d);
-  }
-  for (float v : Pseudo(n, seed, scale)) t->add_float_data(v);
-}
+using test::AddInit;
+using test::Pseudo;
 
 void AddScalar(onnx::GraphProto* g, const std::string& name, float v) {
   auto* t = g->add_initializer();
