@@ -2,8 +2,11 @@
 // for m <= kGemvMaxRows (batch-1 fully-connected layers, recurrent steps).
 //
 // B is prepacked once (at session creation) into column panels of kGemvPanel outputs,
-// each stored [K][kGemvPanel] and zero-padded, so the inner loop streams contiguous
-// memory with several independent accumulators. The panels are split across the pool.
+// each stored [K][kGemvPanel], so the inner loop streams contiguous memory with several
+// independent accumulators. The last panel is only as wide as its columns rounded up to
+// 16 (a classifier's N = 10 would otherwise stream 6x the bytes it needs; only it is
+// narrow, so N a multiple of kGemvPanel keeps the uniform layout the LSTM relies on).
+// The panels are split across the pool.
 // ISA (AVX-512F, AVX2+FMA, or baseline) is chosen at run time from the CPU's features.
 #pragma once
 
@@ -31,10 +34,16 @@ class GemvWeights {
   int64_t n() const { return n_; }
   int64_t panels() const { return panels_; }
   bool empty() const { return n_ == 0; }
+  // Panel p starts here; its rows are panel_width(p) floats apart (columns past N are zero).
   const float* panel(int64_t p) const { return data_.get() + p * k_ * kGemvPanel; }
+  // kGemvPanel, except for a last panel of fewer columns: those rounded up to 16.
+  int64_t panel_width(int64_t p) const { return p + 1 < panels_ ? kGemvPanel : tail_width_; }
   const float* bias() const { return bias_.get(); }  // panels * kGemvPanel floats, zero-padded
   // Element (kk, j) of the packed (alpha-scaled) B.
-  float at(int64_t kk, int64_t j) const { return panel(j / kGemvPanel)[kk * kGemvPanel + j % kGemvPanel]; }
+  float at(int64_t kk, int64_t j) const {
+    const int64_t p = j / kGemvPanel;
+    return panel(p)[kk * panel_width(p) + j % kGemvPanel];
+  }
 
  private:
   struct FreeDeleter {
@@ -44,7 +53,7 @@ class GemvWeights {
     size_t mapped;
     void operator()(float* p) const;
   };
-  int64_t k_ = 0, n_ = 0, panels_ = 0;
+  int64_t k_ = 0, n_ = 0, panels_ = 0, tail_width_ = kGemvPanel;
   std::unique_ptr<float[], FreeDeleter> data_;
   std::unique_ptr<float[], FreeDeleter> bias_;
 };

@@ -33,6 +33,7 @@ __attribute__((always_inline)) inline void PanelsPortableBody(const float* a, in
   const int64_t K = w.k();
   for (int64_t p = p0; p < p1; ++p) {
     const float* pb = w.panel(p);
+    const int64_t width = w.panel_width(p);
     const int64_t cols = std::min(P, w.n() - p * P);
     for (int64_t r = 0; r < m; ++r) {
       float acc[P];
@@ -40,8 +41,8 @@ __attribute__((always_inline)) inline void PanelsPortableBody(const float* a, in
       const float* ar = a + r * lda;
       for (int64_t kk = 0; kk < K; ++kk) {
         const float av = ar[kk];
-        const float* pk = pb + kk * P;
-        for (int64_t j = 0; j < P; ++j) acc[j] += av * pk[j];
+        const float* pk = pb + kk * width;
+        for (int64_t j = 0; j < width; ++j) acc[j] += av * pk[j];
       }
       float* yr = y + r * ldy + p * P;
       for (int64_t j = 0; j < cols; ++j) yr[j] = std::min(hi, std::max(lo, acc[j]));
@@ -60,10 +61,12 @@ __attribute__((target("avx2,fma"))) void PanelsAvx2(const float* a, int64_t lda,
 
 // ------------------------------------------------------------------ AVX-512
 
-__attribute__((target("avx512f"))) inline void StorePanelRow(float* yr, const float* bias, __m512 acc[4], float lo,
+// NV: the panel's width in vectors of 16 (4 for every panel but a narrow last one).
+template <int NV>
+__attribute__((target("avx512f"))) inline void StorePanelRow(float* yr, const float* bias, __m512 acc[NV], float lo,
                                                              float hi, int64_t cols) {
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-  for (int j = 0; j < 4; ++j) {
+  for (int j = 0; j < NV; ++j) {
     __m512 v = _mm512_add_ps(acc[j], _mm512_loadu_ps(bias + 16 * j));
     v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
     const int64_t left = cols - 16 * j;
@@ -75,54 +78,73 @@ __attribute__((target("avx512f"))) inline void StorePanelRow(float* yr, const fl
   }
 }
 
-// How many k rows (256 B each) ahead Panel1 prefetches. A one-row product does one FMA per
-// weight loaded, so it runs at the speed weights arrive from L3 (a batch-1 MLP's 7 MiB do
-// not fit L2); the hardware prefetcher alone kept too few lines in flight. mlp's three
-// GEMVs on one thread (784-1024-1024-10): 82.5 us median without, 69-70 us with 4, 8 or 16.
-constexpr int64_t kPrefetchRows = 16;
+// How far ahead (16 full-width k rows) Panel1 prefetches. A one-row product does one FMA
+// per weight loaded, so it runs at the speed weights arrive from L3 (a batch-1 MLP's 7 MiB
+// do not fit L2); the hardware prefetcher alone kept too few lines in flight. mlp's three
+// GEMVs on one thread (784-1024-1024-10): 82.5 us median without, 69-70 us with 4, 8 or 16
+// rows. Counted in bytes, so a narrow panel stays as far ahead in time.
+constexpr int64_t kPrefetchBytes = 16 * P * sizeof(float);
 
-// One row: even and odd k feed separate accumulator sets (8 independent chains).
+// One row: even and odd k feed separate accumulator sets (2 * NV independent chains).
+template <int NV>
 __attribute__((target("avx512f"))) inline void Panel1(const float* a, const float* pb, int64_t K, const float* bias,
                                                       float* y, float lo, float hi, int64_t cols) {
-  __m512 e[4], o[4];
-  for (int j = 0; j < 4; ++j) e[j] = o[j] = _mm512_setzero_ps();
+  constexpr int64_t W = 16 * NV;
+  __m512 e[NV], o[NV];
+  for (int j = 0; j < NV; ++j) e[j] = o[j] = _mm512_setzero_ps();
   int64_t kk = 0;
   for (; kk + 2 <= K; kk += 2) {
     const __m512 a0 = _mm512_set1_ps(a[kk]), a1 = _mm512_set1_ps(a[kk + 1]);
-    const float* pk = pb + kk * P;
-    // Both rows' 8 lines; past the panel's end this touches the next panel (or nothing:
-    // a prefetch never faults).
-    const uintptr_t ahead = reinterpret_cast<uintptr_t>(pk) + kPrefetchRows * P * sizeof(float);
-    for (int j = 0; j < 8; ++j) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * j), _MM_HINT_T0);
-    for (int j = 0; j < 4; ++j) e[j] = _mm512_fmadd_ps(a0, _mm512_load_ps(pk + 16 * j), e[j]);
-    for (int j = 0; j < 4; ++j) o[j] = _mm512_fmadd_ps(a1, _mm512_load_ps(pk + P + 16 * j), o[j]);
+    const float* pk = pb + kk * W;
+    // Both rows' 2 * NV lines; past the panel's end this touches the next panel (or
+    // nothing: a prefetch never faults).
+    const uintptr_t ahead = reinterpret_cast<uintptr_t>(pk) + kPrefetchBytes;
+    for (int j = 0; j < 2 * NV; ++j) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * j), _MM_HINT_T0);
+    for (int j = 0; j < NV; ++j) e[j] = _mm512_fmadd_ps(a0, _mm512_load_ps(pk + 16 * j), e[j]);
+    for (int j = 0; j < NV; ++j) o[j] = _mm512_fmadd_ps(a1, _mm512_load_ps(pk + W + 16 * j), o[j]);
   }
   if (kk < K) {
     const __m512 a0 = _mm512_set1_ps(a[kk]);
-    for (int j = 0; j < 4; ++j) e[j] = _mm512_fmadd_ps(a0, _mm512_load_ps(pb + kk * P + 16 * j), e[j]);
+    for (int j = 0; j < NV; ++j) e[j] = _mm512_fmadd_ps(a0, _mm512_load_ps(pb + kk * W + 16 * j), e[j]);
   }
-  for (int j = 0; j < 4; ++j) e[j] = _mm512_add_ps(e[j], o[j]);
-  StorePanelRow(y, bias, e, lo, hi, cols);
+  for (int j = 0; j < NV; ++j) e[j] = _mm512_add_ps(e[j], o[j]);
+  StorePanelRow<NV>(y, bias, e, lo, hi, cols);
 }
 
 // MR rows: every weight vector loaded once feeds MR FMAs.
-template <int MR>
+template <int MR, int NV>
 __attribute__((target("avx512f"))) inline void PanelN(const float* a, int64_t lda, const float* pb, int64_t K,
                                                       const float* bias, float* y, int64_t ldy, float lo, float hi,
                                                       int64_t cols) {
-  __m512 acc[MR][4];
+  __m512 acc[MR][NV];
   for (int r = 0; r < MR; ++r)
-    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
+    for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_setzero_ps();
   for (int64_t kk = 0; kk < K; ++kk) {
-    const float* pk = pb + kk * P;
-    __m512 bv[4];
-    for (int j = 0; j < 4; ++j) bv[j] = _mm512_load_ps(pk + 16 * j);
+    const float* pk = pb + kk * 16 * NV;
+    __m512 bv[NV];
+    for (int j = 0; j < NV; ++j) bv[j] = _mm512_load_ps(pk + 16 * j);
     for (int r = 0; r < MR; ++r) {
       const __m512 av = _mm512_set1_ps(a[r * lda + kk]);
-      for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
+      for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
     }
   }
-  for (int r = 0; r < MR; ++r) StorePanelRow(y + r * ldy, bias, acc[r], lo, hi, cols);
+  for (int r = 0; r < MR; ++r) StorePanelRow<NV>(y + r * ldy, bias, acc[r], lo, hi, cols);
+}
+
+template <int NV>
+__attribute__((target("avx512f"))) inline void PanelAvx512(const float* a, int64_t lda, int64_t m, const float* pb,
+                                                           int64_t K, const float* bias, float* y, int64_t ldy,
+                                                           float lo, float hi, int64_t cols) {
+  switch (m) {
+    case 1:
+      return Panel1<NV>(a, pb, K, bias, y, lo, hi, cols);
+    case 2:
+      return PanelN<2, NV>(a, lda, pb, K, bias, y, ldy, lo, hi, cols);
+    case 3:
+      return PanelN<3, NV>(a, lda, pb, K, bias, y, ldy, lo, hi, cols);
+    default:
+      return PanelN<4, NV>(a, lda, pb, K, bias, y, ldy, lo, hi, cols);
+  }
 }
 
 __attribute__((target("avx512f"))) void PanelsAvx512(const float* a, int64_t lda, int64_t m, const GemvWeights& w,
@@ -134,18 +156,18 @@ __attribute__((target("avx512f"))) void PanelsAvx512(const float* a, int64_t lda
     const float* bias = w.bias() + p * P;
     const int64_t cols = std::min(P, w.n() - p * P);
     float* yp = y + p * P;
-    switch (m) {
+    switch (w.panel_width(p) / 16) {
       case 1:
-        Panel1(a, pb, K, bias, yp, lo, hi, cols);
+        PanelAvx512<1>(a, lda, m, pb, K, bias, yp, ldy, lo, hi, cols);
         break;
       case 2:
-        PanelN<2>(a, lda, pb, K, bias, yp, ldy, lo, hi, cols);
+        PanelAvx512<2>(a, lda, m, pb, K, bias, yp, ldy, lo, hi, cols);
         break;
       case 3:
-        PanelN<3>(a, lda, pb, K, bias, yp, ldy, lo, hi, cols);
+        PanelAvx512<3>(a, lda, m, pb, K, bias, yp, ldy, lo, hi, cols);
         break;
       default:
-        PanelN<4>(a, lda, pb, K, bias, yp, ldy, lo, hi, cols);
+        PanelAvx512<4>(a, lda, m, pb, K, bias, yp, ldy, lo, hi, cols);
         break;
     }
   }
@@ -202,15 +224,17 @@ Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool
   w.k_ = k;
   w.n_ = n;
   w.panels_ = panels;
+  if (panels > 0) w.tail_width_ = (n - (panels - 1) * P + 15) / 16 * 16;
+  const int64_t data_floats = panels > 0 ? ((panels - 1) * P + w.tail_width_) * k : 0;
   // Large packed weights get their own huge-page mapping, faulted in by one call: taken one
   // by one during the copy, 4 KiB page faults cost more than the copy on a VM.
-  const size_t data_bytes = static_cast<size_t>(panels * k * P) * sizeof(float);
+  const size_t data_bytes = static_cast<size_t>(data_floats) * sizeof(float);
   if (data_bytes >= kLargePagesMinBytes) {
     size_t mapped = 0;
     if (void* p = AllocateLargePages(data_bytes, &mapped))
       w.data_ = std::unique_ptr<float[], FreeDeleter>(static_cast<float*>(p), FreeDeleter{mapped});
   }
-  if (!w.data_) w.data_.reset(AllocFloats(panels * k * P));
+  if (!w.data_) w.data_.reset(AllocFloats(data_floats));
   w.bias_.reset(AllocFloats(panels * P));
   if (!w.data_ || !w.bias_)
     return MakeStatus(StatusCode::kOutOfMemory, "GEMV weights: cannot allocate K=", k, " N=", n);
@@ -218,22 +242,23 @@ Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool
   if (bias) std::copy(bias, bias + n, w.bias_.get());
   for (int64_t p = 0; p < panels; ++p) {
     float* dst = w.data_.get() + p * k * P;
+    const int64_t width = w.panel_width(p);
     const int64_t cols = std::min(P, n - p * P);
-    if (cols < P) std::fill(dst, dst + k * P, 0.0f);
+    if (cols < width) std::fill(dst, dst + k * width, 0.0f);
     if (!b_is_nk) {
       for (int64_t kk = 0; kk < k; ++kk) {
         const float* src = b + kk * n + p * P;
-        for (int64_t j = 0; j < cols; ++j) dst[kk * P + j] = alpha * src[j];
+        for (int64_t j = 0; j < cols; ++j) dst[kk * width + j] = alpha * src[j];
       }
       continue;
     }
     // B is [N, K]: the SGEMM's transposing panel packer (16x16 AVX-512 transposes; blocked
     // so that rows K*4 bytes apart do not all miss in one L1 set), then alpha on the real
     // columns (the same single rounding as alpha * src, and padding stays 0).
-    sgemm::PackTransposedPanel(b, k, k, 1, p * P, cols, P, dst);
+    sgemm::PackTransposedPanel(b, k, k, 1, p * P, cols, width, dst);
     if (alpha != 1.0f)
       for (int64_t kk = 0; kk < k; ++kk)
-        for (int64_t j = 0; j < cols; ++j) dst[kk * P + j] *= alpha;
+        for (int64_t j = 0; j < cols; ++j) dst[kk * width + j] *= alpha;
   }
   return w;
 }

@@ -57,8 +57,10 @@ TEST(GemmPerfPaths, GemvMatchesNaiveAtEdgeSizes) {
   ThreadPool pool2(2);
   for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2})
     for (int64_t m : {1, 2, 3, 4})
-      for (int64_t k : {0, 1, 7, 64, 65})
-        for (int64_t n : {1, 17, 64, 65, 130}) {
+      // K around the prefetch distance and a panel-row multiple; N giving last panels of
+      // every width (16 for 1, 10 and 65; 32 for 17; 48 for 40 and 100; 64 for 64).
+      for (int64_t k : {0, 1, 7, 15, 17, 64, 65})
+        for (int64_t n : {1, 10, 17, 40, 64, 65, 100, 130}) {
           CheckGemv(m, k, n, false, true, -inf, inf, pool);
           CheckGemv(m, k, n, true, false, 0.0f, 0.5f, pool);
         }
@@ -86,8 +88,9 @@ TEST(GemmPerfPaths, GemvPackRejectsBadDimensions) {
 // ------------------------------------------------------------------ MatMul / Gemm kernels
 
 // Optimized (constant B) vs reference kernel on the same inputs.
-void ExpectFastMatchesRef(const OpSpec& spec, const std::vector<Tensor>& in, std::vector<size_t> constants,
-                          int threads) {
+// atol: the absolute tolerance; long sums of mixed-sign products need more near zero.
+void ExpectFastMatchesRef(const OpSpec& spec, const std::vector<Tensor>& in, std::vector<size_t> constants, int threads,
+                          double atol = 1e-5) {
   RunOptions fast, ref;
   fast.constant_inputs = ref.constant_inputs = std::move(constants);
   fast.threads = ref.threads = threads;
@@ -97,7 +100,7 @@ void ExpectFastMatchesRef(const OpSpec& spec, const std::vector<Tensor>& in, std
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   ASSERT_EQ(a->size(), b->size());
-  for (size_t i = 0; i < a->size(); ++i) EXPECT_TRUE(TensorsNear((*b)[i], (*a)[i], 1e-4, 1e-5)) << "output " << i;
+  for (size_t i = 0; i < a->size(); ++i) EXPECT_TRUE(TensorsNear((*b)[i], (*a)[i], 1e-4, atol)) << "output " << i;
 }
 
 TEST(GemmPerfPaths, MatMulConstantBSmallAndLargeM) {
@@ -140,6 +143,34 @@ TEST(GemmPerfPaths, GemmConstantBVariants) {
             if (c_kind == 3) in.push_back(RandomTensor(DataType::kFloat, {m, n}, 25));
             ExpectFastMatchesRef(spec, in, constants, threads);
           }
+}
+
+// Batch-1 Gemm (the GEMV path) at edge sizes: N = 1, odd, narrow last panels, K = 16j +- 1
+// and the mlp's widths, B in both layouts, every form of bias C, 1 and 2 threads.
+TEST(GemmPerfPaths, GemmBatchOneEdgeSizes) {
+  const std::vector<std::pair<int64_t, int64_t>> kn = {{1, 1},    {1, 10},  {15, 1},   {17, 17},    {31, 40},
+                                                       {33, 100}, {63, 65}, {255, 10}, {784, 1024}, {1025, 1000}};
+  const std::vector<Shape> c_shapes = {{}, {1}, {1, 1}, {0}, {1, 0}};  // {0}/{1, 0}: replaced by N below
+  for (int threads : {1, 2})
+    for (const auto& [k, n] : kn)
+      for (bool trans_b : {false, true})
+        for (size_t ci = 0; ci <= c_shapes.size(); ++ci) {  // ci == size: no C
+          Shape cs;
+          if (ci < c_shapes.size()) {
+            cs = c_shapes[ci];
+            if (!cs.empty() && cs.back() == 0) cs.back() = n;
+          }
+          SCOPED_TRACE(::testing::Message() << "threads=" << threads << " k=" << k << " n=" << n << " tB=" << trans_b
+                                            << " c=" << (ci < c_shapes.size() ? ShapeToString(cs) : "none"));
+          OpSpec spec("Gemm", 13);
+          spec.Attr("transB", trans_b ? 1 : 0).Attr("alpha", 1.5f).Attr("beta", 0.5f);
+          std::vector<Tensor> in = {RandomTensor(DataType::kFloat, {1, k}, 41),
+                                    RandomTensor(DataType::kFloat, trans_b ? Shape{n, k} : Shape{k, n}, 42)};
+          std::vector<size_t> constants = {1};
+          if (ci < c_shapes.size()) in.push_back(RandomTensor(DataType::kFloat, cs, 43)), constants.push_back(2);
+          // Summation order differs from the reference's: rounding grows with K.
+          ExpectFastMatchesRef(spec, in, constants, threads, 1e-5 * (1.0 + static_cast<double>(k) / 64));
+        }
 }
 
 TEST(GemmPerfPaths, GemmFusedReluAndClip) {

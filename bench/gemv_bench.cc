@@ -1,0 +1,107 @@
+// Batch-1 fp32 GEMV (cpu/gemv.h) against the memory it has to read: the mlp benchmark's
+// three layers (784-1024-1024-10, 7.2 MB of weights: more than L2, less than L3) and the
+// mobilenet_v2 classifier (1280x1000), next to a memcpy and a read-only pass over the same
+// number of bytes in the same process. "bytes_per_second" is the weight bytes over the
+// time, so the GEMV rows read directly as a fraction of what L3 delivers. 1-thread rows use
+// the thread's CPU time (robust on a shared machine); 2-thread rows use wall time.
+//   strata_kernel_bench --benchmark_filter='BM_Gemv|BM_Stream' --benchmark_min_time=0.2
+//     --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/threadpool.h"
+#include "cpu/gemv.h"
+
+namespace strata {
+namespace {
+
+std::vector<float> Rand(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+struct Layer {
+  int64_t k, n;
+};
+const std::vector<Layer> kMlp = {{784, 1024}, {1024, 1024}, {1024, 10}};
+const std::vector<Layer> kMobilenetFc = {{1280, 1000}};
+
+int64_t WeightBytes(const std::vector<Layer>& layers) {
+  int64_t bytes = 0;
+  for (const Layer& l : layers) bytes += l.k * l.n * static_cast<int64_t>(sizeof(float));
+  return bytes;
+}
+
+// The layers chained like the model (Relu between them), every output feeding the next.
+void BM_Gemv(benchmark::State& state, const std::vector<Layer>* layers) {
+  const int threads = static_cast<int>(state.range(0));
+  ThreadPool pool(threads);
+  std::vector<GemvWeights> ws;
+  for (size_t i = 0; i < layers->size(); ++i) {
+    const Layer& l = (*layers)[i];
+    std::vector<float> b = Rand(l.k * l.n, 2 + static_cast<uint32_t>(i)), bias = Rand(l.n, 9);
+    auto w = GemvWeights::Pack(b.data(), l.k, l.n, /*b_is_nk=*/true, 1.0f, bias.data());
+    if (!w.ok()) return state.SkipWithError(w.status().ToString().c_str());
+    ws.push_back(std::move(w).value());
+  }
+  std::vector<std::vector<float>> act;
+  act.push_back(Rand(layers->front().k, 1));
+  for (const Layer& l : *layers) act.emplace_back(static_cast<size_t>(l.n));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (auto _ : state) {
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const bool last = i + 1 == ws.size();
+      Gemv(act[i].data(), ws[i].k(), 1, ws[i], act[i + 1].data(), ws[i].n(), last ? -inf : 0.0f, inf, &pool);
+    }
+    benchmark::DoNotOptimize(act.back().data());
+  }
+  state.SetBytesProcessed(state.iterations() * WeightBytes(*layers));
+}
+
+// memcpy of the weight bytes (reads them and writes as many).
+void BM_StreamMemcpy(benchmark::State& state, const std::vector<Layer>* layers) {
+  const size_t bytes = static_cast<size_t>(WeightBytes(*layers));
+  std::vector<char> src(bytes, 1), dst(bytes);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), bytes);
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
+}
+
+// A read-only pass over the weight bytes: the bound a one-FMA-per-load GEMV can reach.
+__attribute__((target("avx512f"))) float SumAvx512(const float* p, size_t n) {
+  __m512 acc[8];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (size_t i = 0; i + 128 <= n; i += 128)
+    for (int j = 0; j < 8; ++j) acc[j] = _mm512_add_ps(acc[j], _mm512_loadu_ps(p + i + 16 * j));
+  for (int j = 1; j < 8; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
+  return _mm512_reduce_add_ps(acc[0]);
+}
+
+void BM_StreamRead(benchmark::State& state, const std::vector<Layer>* layers) {
+  if (!__builtin_cpu_supports("avx512f")) return state.SkipWithError("no AVX-512F");
+  const size_t bytes = static_cast<size_t>(WeightBytes(*layers));
+  std::vector<float> src = Rand(static_cast<int64_t>(bytes / sizeof(float)), 3);
+  for (auto _ : state) benchmark::DoNotOptimize(SumAvx512(src.data(), src.size()));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
+}
+
+BENCHMARK_CAPTURE(BM_Gemv, mlp, &kMlp)->Arg(1);
+BENCHMARK_CAPTURE(BM_Gemv, mlp, &kMlp)->Arg(2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, mobilenet_fc, &kMobilenetFc)->Arg(1);
+BENCHMARK_CAPTURE(BM_Gemv, mobilenet_fc, &kMobilenetFc)->Arg(2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_StreamMemcpy, mlp, &kMlp);
+BENCHMARK_CAPTURE(BM_StreamRead, mlp, &kMlp);
+BENCHMARK_CAPTURE(BM_StreamRead, mobilenet_fc, &kMobilenetFc);
+
+}  // namespace
+}  // namespace strata
