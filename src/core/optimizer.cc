@@ -4,9 +4,9 @@
 #include <set>
 #include <unordered_set>
 
+#include "core/fusion_util.h"
 #include "core/layout_pass.h"
 #include "core/transformer_fusion.h"
-#include "cpu/conv_nhwc_gemm.h"  // FuseNhwcConvResidual: needs to know which convs the SGEMM runs
 
 namespace strata {
 
@@ -214,12 +214,8 @@ int EliminateDeadNodes(Graph& g) {
 
 Result<int> FoldConvBatchNorm(Graph& g) {
   int folded = 0;
-  std::vector<int> uses = UseCounts(g);
-  std::vector<int> producer(g.values.size(), -1);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (int o : g.nodes[i].outputs)
-      if (o >= 0) producer[o] = static_cast<int>(i);
-  std::vector<bool> drop(g.nodes.size(), false);
+  const GraphUses gu(g);
+  std::vector<char> drop(g.nodes.size(), 0);
   for (size_t bi = 0; bi < g.nodes.size(); ++bi) {
     Node& bn = g.nodes[bi];
     if (bn.op_type != "BatchNormalization" || !bn.domain.empty() || bn.inputs.size() != 5) continue;
@@ -227,8 +223,8 @@ Result<int> FoldConvBatchNorm(Graph& g) {
       continue;
     if (bn.GetInt("training_mode", 0) != 0) continue;
     int x = bn.inputs[0];
-    if (x < 0 || producer[x] < 0 || uses[x] != 1 || IsGraphOutput(g, x)) continue;
-    Node& conv = g.nodes[producer[x]];
+    if (gu.Producer(x) < 0 || !gu.Intermediate(x)) continue;
+    Node& conv = g.nodes[gu.Producer(x)];
     if (conv.op_type != "Conv" || !conv.domain.empty() || conv.HasAttr("activation")) continue;
     const Tensor* w = conv.inputs.size() > 1 ? g.Constant(conv.inputs[1]) : nullptr;
     const Tensor* b = conv.inputs.size() > 2 && conv.inputs[2] >= 0 ? g.Constant(conv.inputs[2]) : nullptr;
@@ -268,26 +264,17 @@ Result<int> FoldConvBatchNorm(Graph& g) {
     conv.inputs[1] = wv;
     conv.inputs[2] = bv;
     conv.outputs[0] = bn.outputs[0];
-    drop[bi] = true;
+    drop[bi] = 1;
     ++folded;
   }
-  if (folded) {
-    std::vector<Node> kept;
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (!drop[i]) kept.push_back(std::move(g.nodes[i]));
-    g.nodes = std::move(kept);
-  }
+  if (folded) RemoveDroppedNodes(g, drop);
   return folded;
 }
 
 int FuseActivations(Graph& g) {
   int fused = 0;
-  std::vector<int> uses = UseCounts(g);
-  std::vector<int> producer(g.values.size(), -1);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (int o : g.nodes[i].outputs)
-      if (o >= 0) producer[o] = static_cast<int>(i);
-  std::vector<bool> drop(g.nodes.size(), false);
+  const GraphUses gu(g);
+  std::vector<char> drop(g.nodes.size(), 0);
   for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
     Node& act = g.nodes[ai];
     if (!act.domain.empty() || act.inputs.empty() || act.inputs[0] < 0) continue;
@@ -312,8 +299,8 @@ int FuseActivations(Graph& g) {
       continue;
     }
     int x = act.inputs[0];
-    if (producer[x] < 0 || uses[x] != 1 || IsGraphOutput(g, x)) continue;
-    Node& p = g.nodes[producer[x]];
+    if (gu.Producer(x) < 0 || !gu.Intermediate(x)) continue;
+    Node& p = g.nodes[gu.Producer(x)];
     if (!p.domain.empty() || (p.op_type != "Conv" && p.op_type != "Gemm") || p.HasAttr("activation")) continue;
     if (g.values[x].type.elem_type != DataType::kFloat) continue;
     Attribute a;
@@ -327,15 +314,10 @@ int FuseActivations(Graph& g) {
     p.attrs["activation_min"] = amin;
     p.attrs["activation_max"] = amax;
     p.outputs[0] = act.outputs[0];
-    drop[ai] = true;
+    drop[ai] = 1;
     ++fused;
   }
-  if (fused) {
-    std::vector<Node> kept;
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (!drop[i]) kept.push_back(std::move(g.nodes[i]));
-    g.nodes = std::move(kept);
-  }
+  if (fused) RemoveDroppedNodes(g, drop);
   return fused;
 }
 

@@ -32,5 +32,12 @@ int EliminateIdentities(Graph& g);
 int EliminateDeadNodes(Graph& g);
 Result<int> FoldConvBatchNorm(Graph& g);
 int FuseActivations(Graph& g);
+// After ConvertToNhwc: NhwcConv -> Add(other) [-> Relu] becomes one NhwcConv with `other`
+// as input 3 (residual) and activation=Relu, when the conv output feeds only the Add, the
+// Add's operands have the same static shape and a registered kernel covers the fused
+// node (the SGEMM conv). The fused node takes the Add's place in the node order (the
+// residual may be produced after the conv). Call before dead-node removal.
+// (src/core/conv_residual_fusion.cc)
+int FuseNhwcConvResidual(Graph& g);
 
 }  // namespace strata

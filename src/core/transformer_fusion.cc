@@ -5,40 +5,22 @@
 #include <initializer_list>
 #include <vector>
 
+#include "core/fusion_util.h"
 #include "core/layout_pass.h"  // kInternalDomain, kOriginalOpsetAttr
-#include "cpu/sgemm.h"
 
 namespace strata {
 namespace {
 
 constexpr char kMsDomain[] = "com.microsoft";
 
-// Producers, consumers and use counts of one graph state. Passes rebuild it after rewriting.
-class GraphView {
+// GraphUses (producers, consumers, use counts) with the graph it describes. Passes
+// rebuild it after rewriting.
+class GraphView : public GraphUses {
  public:
-  explicit GraphView(Graph& g) : g_(g), uses_(UseCounts(g)), producer_(g.values.size(), -1) {
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      for (int o : g.nodes[i].outputs)
-        if (o >= 0) producer_[o] = static_cast<int>(i);
-    consumer_.assign(g.values.size(), -1);
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      for (int v : g.nodes[i].inputs)
-        if (v >= 0) consumer_[v] = static_cast<int>(i);
-    for (int o : g.outputs) output_.push_back(o);
-  }
+  explicit GraphView(Graph& g) : GraphUses(g), g_(g) {}
 
   Graph& graph() { return g_; }
   Node& node(int i) { return g_.nodes[i]; }
-  // Index of the node producing v, or -1 (graph input, constant, unknown).
-  int Producer(int v) const { return v >= 0 ? producer_[v] : -1; }
-  // True when v feeds exactly one node input and nothing else (no graph output, no
-  // subgraph capture): the value may disappear into a fused node.
-  bool Intermediate(int v) const {
-    return v >= 0 && uses_[v] == 1 && std::find(output_.begin(), output_.end(), v) == output_.end() &&
-           consumer_[v] >= 0;
-  }
-  // The one node reading v when Intermediate(v), else -1.
-  int SoleConsumer(int v) const { return Intermediate(v) ? consumer_[v] : -1; }
   // A float constant with exactly one element.
   bool ScalarConst(int v, float* out) const {
     const Tensor* t = g_.Constant(v);
@@ -49,7 +31,6 @@ class GraphView {
 
  private:
   Graph& g_;
-  std::vector<int> uses_, producer_, consumer_, output_;
 };
 
 bool Near(float v, double want) { return std::fabs(v - want) <= 1e-4 * std::max(1.0, std::fabs(want)); }
@@ -156,14 +137,6 @@ bool AnyDropped(const std::vector<int>& nodes, const std::vector<char>& drop) {
   return false;
 }
 
-void RemoveDropped(Graph& g, const std::vector<char>& drop) {
-  std::vector<Node> kept;
-  kept.reserve(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!drop[i]) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
-}
-
 Node MakeNode(const std::string& name, const char* domain, const char* op, std::vector<int> inputs) {
   Node n;
   n.name = name;
@@ -219,7 +192,7 @@ void FuseGelu(Graph& g, TransformerFusionStats* stats) {
     ReplaceChain(gv, nodes, MakeNode(f.name, kMsDomain, erf ? "Gelu" : "FastGelu", {x}), &drop);
     ++(erf ? stats->gelu : stats->fast_gelu);
   }
-  RemoveDropped(g, drop);
+  RemoveDroppedNodes(g, drop);
 }
 
 // MatMul(A, W[K,N] constant) + bias[N] constant -> FusedMatMul(A, W, bias).
@@ -247,7 +220,7 @@ void FuseMatMulBias(Graph& g, TransformerFusionStats* stats) {
       break;
     }
   }
-  RemoveDropped(g, drop);
+  RemoveDroppedNodes(g, drop);
 }
 
 // FusedMatMul -> com.microsoft Gelu/FastGelu(x) (no bias input): the activation runs on
@@ -271,7 +244,7 @@ void FuseMatMulGelu(Graph& g, TransformerFusionStats* stats) {
     drop[i] = 1;
     ++stats->matmul_gelu;
   }
-  RemoveDropped(g, drop);
+  RemoveDroppedNodes(g, drop);
 }
 
 // Both values' declared shapes are fully known and equal.
@@ -309,7 +282,7 @@ void FuseMatMulResidual(Graph& g, TransformerFusionStats* stats) {
       break;
     }
   }
-  RemoveDropped(g, drop);
+  RemoveDroppedNodes(g, drop);
 }
 
 // True when broadcasting `mask` onto x's declared shape provably leaves that shape as is.
@@ -393,7 +366,7 @@ void FuseMaskedSoftmax(Graph& g, TransformerFusionStats* stats) {
     ReplaceChain(gv, nodes, std::move(fused), &drop);
     ++stats->masked_softmax;
   }
-  RemoveDropped(g, drop);
+  RemoveDroppedNodes(g, drop);
 }
 
 // The positive int64 constant `v` (a Reshape target), or empty.
@@ -473,7 +446,17 @@ void FuseAttention(Graph& g, TransformerFusionStats* stats) {
     ReplaceChain(gv, nodes, std::move(fused), &drop);
     ++stats->attention;
   }
-  RemoveDropped(g, drop);
+  RemoveDroppedNodes(g, drop);
+}
+
+// True when an optimized kernel, not the reference loops, runs internal op `op` in this
+// session (on CPUs without AVX-512 the fast FusedMatMul/Attention kernels decline).
+bool FastKernelFor(const Graph& g, const char* op, const OptimizerOptions& opts) {
+  Node probe;
+  probe.domain = kInternalDomain;
+  probe.op_type = op;
+  probe.opset = 1;
+  return OptimizedKernelCovers(probe, g, opts.kernel);
 }
 
 }  // namespace
@@ -483,14 +466,14 @@ Result<TransformerFusionStats> FuseTransformerPatterns(Graph& g, const Optimizer
   if (opts.kernel.prefer_reference || !opts.cpu_only) return stats;
   // Order matters: GELU first so the bias fusion's FusedMatMul can absorb it afterwards.
   FuseGelu(g, &stats);
-  // FusedMatMul's fast kernel is the SGEMM; bf16 fast math keeps its bf16 MatMul kernel.
-  if (sgemm::Available() && !opts.kernel.bf16_fast_math) {
+  // bf16 fast math keeps its bf16 MatMul kernel.
+  if (FastKernelFor(g, kFusedMatMulOp, opts) && !opts.kernel.bf16_fast_math) {
     FuseMatMulBias(g, &stats);
     FuseMatMulGelu(g, &stats);
     FuseMatMulResidual(g, &stats);
   }
   FuseMaskedSoftmax(g, &stats);
-  if (sgemm::Available()) FuseAttention(g, &stats);
+  if (FastKernelFor(g, kAttentionOp, opts)) FuseAttention(g, &stats);
   return stats;
 }
 

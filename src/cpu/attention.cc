@@ -303,6 +303,8 @@ void RegisterAttentionKernels(KernelRegistry& r) {
               .since_version = 1,
               .types = {DataType::kFloat},
               .factory = [](const KernelInit& init) { return MakeAttention(init, false); },
+              // Without AVX-512 the reference entry runs it (the transformer fusion asks this).
+              .covers = [](const KernelInit&) { return sgemm::Available(); },
               .reference = false,
               .impl = "avx512"});
 }

@@ -229,6 +229,13 @@ void RegisterNhwcConvKernels(KernelRegistry& r) {
               .op_type = "NhwcConv",
               .types = {DataType::kFloat},
               .factory = MakeNhwcConv,
+              // A fused residual (input 3) runs only on the SGEMM conv; the residual fusion
+              // pass asks the registry this before it fuses.
+              .covers =
+                  [](const KernelInit& init) {
+                    const Tensor* w = init.constant_input(1);
+                    return !init.has_input(3) || (w && NhwcGemmConvApplies(init.node, *w));
+                  },
               .reference = false,
               .impl = "nhwc-sgemm|xnnpack"});
   r.Register({.domain = kInternalDomain,
