@@ -11,22 +11,16 @@
 
 #include <cstring>
 #include <limits>
-#include <random>
 #include <vector>
 
+#include "bench_node.h"
 #include "core/threadpool.h"
 #include "cpu/gemv.h"
 
 namespace strata {
 namespace {
 
-std::vector<float> Rand(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using bench::RandomFloatTensor;
 
 struct Layer {
   int64_t k, n;
@@ -47,13 +41,14 @@ void BM_Gemv(benchmark::State& state, const std::vector<Layer>* layers) {
   std::vector<GemvWeights> ws;
   for (size_t i = 0; i < layers->size(); ++i) {
     const Layer& l = (*layers)[i];
-    std::vector<float> b = Rand(l.k * l.n, 2 + static_cast<uint32_t>(i)), bias = Rand(l.n, 9);
-    auto w = GemvWeights::Pack(b.data(), l.k, l.n, /*b_is_nk=*/true, 1.0f, bias.data());
+    const Tensor b = RandomFloatTensor({l.n, l.k}, 2 + static_cast<uint32_t>(i)), bias = RandomFloatTensor({l.n}, 9);
+    auto w = GemvWeights::Pack(b.data<float>(), l.k, l.n, /*b_is_nk=*/true, 1.0f, bias.data<float>());
     if (!w.ok()) return state.SkipWithError(w.status().ToString().c_str());
     ws.push_back(std::move(w).value());
   }
+  const Tensor x = RandomFloatTensor({layers->front().k}, 1);
   std::vector<std::vector<float>> act;
-  act.push_back(Rand(layers->front().k, 1));
+  act.emplace_back(x.data<float>(), x.data<float>() + x.num_elements());
   for (const Layer& l : *layers) act.emplace_back(static_cast<size_t>(l.n));
   const float inf = std::numeric_limits<float>::infinity();
   for (auto _ : state) {
@@ -90,8 +85,8 @@ __attribute__((target("avx512f"))) float SumAvx512(const float* p, size_t n) {
 void BM_StreamRead(benchmark::State& state, const std::vector<Layer>* layers) {
   if (!__builtin_cpu_supports("avx512f")) return state.SkipWithError("no AVX-512F");
   const size_t bytes = static_cast<size_t>(WeightBytes(*layers));
-  std::vector<float> src = Rand(static_cast<int64_t>(bytes / sizeof(float)), 3);
-  for (auto _ : state) benchmark::DoNotOptimize(SumAvx512(src.data(), src.size()));
+  const Tensor src = RandomFloatTensor({static_cast<int64_t>(bytes / sizeof(float))}, 3);
+  for (auto _ : state) benchmark::DoNotOptimize(SumAvx512(src.data<float>(), static_cast<size_t>(src.num_elements())));
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
 }
 
