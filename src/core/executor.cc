@@ -141,6 +141,10 @@ Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> 
         impl = "late";
       } else {
         const KernelDef* def = reg.Select(init, dt, opts.kernel.prefer_reference);
+        // Entries for the op and dtype exist, but their `covers` reject this node's form.
+        if (!def && reg.Find(node.domain, node.op_type, node.opset, dt, opts.kernel.prefer_reference))
+          return Unsupported("unsupported op: ", node.Describe(),
+                             ": no registered kernel covers this form of it (its inputs, attributes or CPU)");
         if (!def) return Unsupported("unsupported op: ", node.Describe(), " has no kernel for type ", DataTypeName(dt));
         ASSIGN_OR_RETURN(kernel, def->factory(init));
         impl = def->impl;

@@ -450,7 +450,8 @@ void FuseAttention(Graph& g, TransformerFusionStats* stats) {
 }
 
 // True when an optimized kernel, not the reference loops, runs internal op `op` in this
-// session (on CPUs without AVX-512 the fast FusedMatMul/Attention kernels decline).
+// session (on CPUs without AVX-512 the fast FusedMatMul/Attention kernels decline). The
+// probe has no inputs: those entries' `covers` look only at the CPU, not at the node.
 bool FastKernelFor(const Graph& g, const char* op, const OptimizerOptions& opts) {
   Node probe;
   probe.domain = kInternalDomain;

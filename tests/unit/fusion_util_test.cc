@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+
+#include "core/executor.h"
 #include "core/layout_pass.h"
 #include "core/optimizer.h"
 #include "cpu/sgemm.h"
@@ -86,6 +89,21 @@ TEST(FusionUtil, ResidualFusionNeedsAKernelThatCoversTheFusedNode) {
     EXPECT_EQ(f.GetString("activation", ""), "Relu");
     EXPECT_EQ(f.outputs, std::vector<int>{plain.g.FindValue("out")});
   }
+}
+
+TEST(FusionUtil, UncoveredNodeIsAnErrorNamingIt) {
+  // A grouped NhwcConv given a residual anyway (a hand-written graph): the session fails
+  // with an error naming the node, not a crash.
+  IrBuilder b = ResidualTail(2);
+  Node& conv = b.g.nodes[0];
+  conv.inputs = {conv.inputs[0], conv.inputs[1], -1, b.g.FindValue("r")};
+  auto g = std::make_shared<Graph>(std::move(b.g));
+  ThreadPool pool(1);
+  auto ex = Executor::Create(g, &pool, ExecOptions{});
+  ASSERT_FALSE(ex.ok());
+  EXPECT_EQ(ex.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(ex.status().message().find("NhwcConv node"), std::string::npos) << ex.status().message();
+  EXPECT_NE(ex.status().message().find("covers"), std::string::npos) << ex.status().message();
 }
 
 TEST(FusionUtil, TransformerFusedOpsAskForTheFastKernel) {
