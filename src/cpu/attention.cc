@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/kernel.h"
@@ -130,16 +131,22 @@ class MaskedSoftmaxKernel final : public OpKernel {
 // scale+mask+softmax pass over S's rows, O_h = S V_h written straight into the
 // [B, Sq, H*D] output. Q/K/V are read in their projection layout [B, S, H*D] (head h at
 // column h*D, row stride H*D): the head-split Reshape/Transposes and the merge back are
-// gone, and S is one thread-local [Sq, Skv] tile per head instead of a [B, H, Sq, Skv]
-// tensor written by MatMul, Div, Add and Softmax in turn.
+// gone, and S is one [Sq, Skv] tile per task instead of a [B, H, Sq, Skv] tensor written
+// by MatMul, Div, Add and Softmax in turn.
 struct AttentionGeometry {
   int64_t batch = 0, heads = 0, head_dim = 0, q_len = 0, kv_len = 0;
 };
 
 class AttentionKernel final : public OpKernel {
  public:
-  AttentionKernel(AttentionGeometry geo, Shape out_shape, float scale, bool divide, bool reference)
-      : geo_(geo), out_shape_(std::move(out_shape)), scale_(scale), divide_(divide), ref_(reference) {}
+  AttentionKernel(AttentionGeometry geo, Shape out_shape, float scale, bool divide, bool reference, int threads)
+      : geo_(geo), out_shape_(std::move(out_shape)), scale_(scale), divide_(divide), ref_(reference) {
+    // One score tile per thread that can run heads at once, made here: a tile made lazily
+    // (per thread, on its first head) would allocate in whichever later run a worker first
+    // takes a head, and runs are allocation-free after the first. Concurrent runs of one
+    // session may need more; those are added once and kept.
+    for (int i = 0; i < threads; ++i) free_tiles_.push_back(NewTile());
+  }
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
@@ -170,8 +177,9 @@ class AttentionKernel final : public OpKernel {
     const int64_t tasks = g.batch * g.heads;
     std::atomic<int64_t> failed{tasks};
     auto run = [&](int64_t t0, int64_t t1) {
+      TileLease tile(*this);
       for (int64_t t = t0; t < t1; ++t)
-        if (!Head(t, qkv, mp, ms, yp).ok()) {
+        if (!Head(t, qkv, mp, ms, yp, tile.data()).ok()) {
           int64_t cur = failed.load();
           while (t < cur && !failed.compare_exchange_weak(cur, t)) {
           }
@@ -184,14 +192,44 @@ class AttentionKernel final : public OpKernel {
     // Only the first failing head is remembered; it is re-run alone to report its error.
     const int64_t t = failed.load();
     if (t < tasks) {
-      Status st = Head(t, qkv, mp, ms, yp);
+      TileLease tile(*this);
+      Status st = Head(t, qkv, mp, ms, yp, tile.data());
       return Status(st.code(), node.Describe() + ": " + st.message());
     }
     return Status::Ok();
   }
 
  private:
-  Status Head(int64_t t, const float* const* qkv, const float* mp, const Shape& ms, float* yp) const {
+  using Tile = std::unique_ptr<float[]>;
+  Tile NewTile() const { return Tile(new float[std::max<int64_t>(1, geo_.q_len * geo_.kv_len)]); }
+
+  // Takes a free tile for one task and gives it back when the task ends.
+  class TileLease {
+   public:
+    explicit TileLease(const AttentionKernel& k) : k_(k) {
+      {
+        std::lock_guard<std::mutex> lock(k_.tiles_mu_);
+        if (!k_.free_tiles_.empty()) {
+          tile_ = std::move(k_.free_tiles_.back());
+          k_.free_tiles_.pop_back();
+        }
+      }
+      if (!tile_) tile_ = k_.NewTile();
+    }
+    ~TileLease() {
+      std::lock_guard<std::mutex> lock(k_.tiles_mu_);
+      k_.free_tiles_.push_back(std::move(tile_));
+    }
+    TileLease(const TileLease&) = delete;
+    TileLease& operator=(const TileLease&) = delete;
+    float* data() const { return tile_.get(); }
+
+   private:
+    const AttentionKernel& k_;
+    Tile tile_;
+  };
+
+  Status Head(int64_t t, const float* const* qkv, const float* mp, const Shape& ms, float* yp, float* s) const {
     const AttentionGeometry& g = geo_;
     const int64_t b = t / g.heads, h = t % g.heads, hd = g.heads * g.head_dim, d = g.head_dim;
     const int64_t sq = g.q_len, skv = g.kv_len;
@@ -199,9 +237,6 @@ class AttentionKernel final : public OpKernel {
     const float* k = qkv[1] + b * skv * hd + h * d;
     const float* v = qkv[2] + b * skv * hd + h * d;
     float* o = yp + b * sq * hd + h * d;
-    thread_local std::vector<float> tile;  // grows to the largest [Sq, Skv] seen, then stays
-    if (static_cast<int64_t>(tile.size()) < sq * skv) tile.resize(sq * skv);
-    float* s = tile.data();
     if (ref_) {
       for (int64_t i = 0; i < sq; ++i)
         for (int64_t j = 0; j < skv; ++j) {
@@ -231,6 +266,9 @@ class AttentionKernel final : public OpKernel {
   float scale_;
   bool divide_;
   bool ref_;
+  mutable std::mutex tiles_mu_;
+  // Its capacity covers the tiles made at creation, so giving one back does not allocate.
+  mutable std::vector<Tile> free_tiles_;
 };
 
 Result<float> ScaleAttr(const Node& node) {
@@ -265,8 +303,9 @@ Result<std::unique_ptr<OpKernel>> MakeAttention(const KernelInit& init, bool ref
                         "head_dim and an output_shape of batch*q_len*num_heads*head_dim elements");
   // The SGEMM path needs AVX-512; the pass only emits Attention where it has it.
   reference = reference || !sgemm::Available();
-  return std::unique_ptr<OpKernel>(std::make_unique<AttentionKernel>(g, Shape(out.begin(), out.end()), scale,
-                                                                     node.GetInt("divide", 0) == 1, reference));
+  const int threads = init.pool ? std::max(1, init.pool->num_threads()) : 1;
+  return std::unique_ptr<OpKernel>(std::make_unique<AttentionKernel>(
+      g, Shape(out.begin(), out.end()), scale, node.GetInt("divide", 0) == 1, reference, threads));
 }
 
 Result<std::unique_ptr<OpKernel>> MakeMaskedSoftmax(const KernelInit& init, bool reference) {
