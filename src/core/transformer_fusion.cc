@@ -483,8 +483,9 @@ Result<TransformerFusionStats> FuseTransformerPatterns(Graph& g, const Optimizer
   if (opts.kernel.prefer_reference || !opts.cpu_only) return stats;
   // Order matters: GELU first so the bias fusion's FusedMatMul can absorb it afterwards.
   FuseGelu(g, &stats);
-  // FusedMatMul's fast kernel is the SGEMM; bf16 fast math keeps its bf16 MatMul kernel.
-  if (sgemm::Available() && !opts.kernel.bf16_fast_math) {
+  // FusedMatMul runs on the SGEMM, or with bf16 fast math on the bf16 GEMM (gemm_bf16_ops.cc,
+  // which needs AVX-512 too; without avx512_bf16 the SGEMM entry takes the node).
+  if (sgemm::Available()) {
     FuseMatMulBias(g, &stats);
     FuseMatMulGelu(g, &stats);
     FuseMatMulResidual(g, &stats);
