@@ -6,11 +6,17 @@
 // tile's im2col rows into an L1 scratch, rounded to bf16 pairs right away. Bias, the fused
 // Relu/Clip and the residual input (input 3) are applied in the GEMM's store, as in the
 // fp32 NhwcConv (conv_nhwc_gemm.cc).
+// GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own _mm512_undefined_* temporaries.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "core/constant_release.h"
+#include "cpu/bf16_simd.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/nhwc_kernels.h"
@@ -25,43 +31,92 @@ struct NhwcGather {
   int64_t h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
 };
 
+// GCC takes a target pragma; clang (the fuzz and sanitizer builds) an attribute push. The
+// gather is reached only through GemmBf16Gathered, after Bf16GemmAvailable().
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))), \
+                             apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
+#endif
+
+using bf16_internal::LaneMask;
+
+// Runs are often short (a 3-channel stem: 3 to 21 floats), where library memcpy/memset
+// calls cost more than the copy: masked 16-float moves instead.
+inline void CopyRun(float* d, const float* s, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = LaneMask(n - i);
+    _mm512_mask_storeu_ps(d + i, m, _mm512_maskz_loadu_ps(m, s + i));
+  }
+}
+inline void ZeroRun(float* d, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) _mm512_mask_storeu_ps(d + i, LaneMask(n - i), _mm512_setzero_ps());
+}
+
+// Columns [lo, hi) of `row` (indexed by im2col column) from the segment [seg, seg_end) whose
+// in-image part [a, b) starts at input address `src` (column a); the rest is padding.
+inline void FillSegment(float* row, int64_t lo, int64_t hi, int64_t a, int64_t b, const float* src) {
+  const int64_t z0 = std::min(hi, a);
+  if (lo < z0) ZeroRun(row + lo, z0 - lo);
+  const int64_t c0 = std::max(lo, a), c1 = std::min(hi, b);
+  if (c0 < c1) CopyRun(row + c0, src + (c0 - a), c1 - c0);
+  const int64_t z1 = std::max(lo, b);
+  if (z1 < hi) ZeroRun(row + z1, hi - z1);
+}
+
 // Bf16RowsFn: im2col rows [row0, row0 + rows), columns [k0, k0 + kc), column k being
-// channel k % C of tap k / C. Runs of taps that are adjacent in-bounds pixels (dilation 1)
-// are copied at once; taps in the padding are zero.
+// channel k % C of tap k / C. Walks one kernel row (KW*C columns) at a time: with dilation
+// 1 its in-image taps are one contiguous run of input pixels, the rest padding zeros.
 void GatherIm2colRows(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld) {
   const NhwcGather& g = *static_cast<const NhwcGather*>(ctx);
-  const int64_t c = g.c, ohw = g.oh * g.ow, end = k0 + kc;
+  const int64_t c = g.c, kwc = g.kw * c, end = k0 + kc, ohw = g.oh * g.ow;
+  int64_t img = row0 / ohw, q = row0 - img * ohw, oy = q / g.ow, ox = q - oy * g.ow;
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t p = row0 + r, img = p / ohw, q = p - img * ohw, oy = q / g.ow, ox = q - oy * g.ow;
     const int64_t iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
     const float* ximg = g.x + img * g.h * g.w * c;
     float* row = dst + r * ld - k0;  // row[k] is column k
-    int64_t k = k0;
-    while (k < end) {
-      const int64_t tap = k / c, ch = k - tap * c, ky = tap / g.kw, kx = tap - ky * g.kw;
-      const int64_t iy = iy0 + ky * g.dh, ix = ix0 + kx * g.dw;
-      int64_t stop;  // end of the run that starts at k (exclusive, in columns)
-      const float* from = nullptr;
+    for (int64_t ky = k0 / kwc, seg = ky * kwc; seg < end; ++ky, seg += kwc) {
+      const int64_t lo = std::max(k0, seg), hi = std::min(end, seg + kwc), iy = iy0 + ky * g.dh;
       if (iy < 0 || iy >= g.h) {
-        stop = (ky + 1) * g.kw * c;  // the rest of this kernel row is vertical padding
-      } else if (ix < 0 || ix >= g.w) {
-        stop = (tap + 1) * c;
-      } else {
-        // Dilation 1: following taps of this kernel row are the next pixels while inside.
-        const int64_t last_kx = g.dw == 1 ? std::min(g.kw - 1, kx + (g.w - 1 - ix)) : kx;
-        stop = (ky * g.kw + last_kx + 1) * c;
-        from = ximg + (iy * g.w + ix) * c + ch;
+        ZeroRun(row + lo, hi - lo);
+        continue;
       }
-      const int64_t len = std::min(end, stop) - k;
-      if (from) {
-        std::memcpy(row + k, from, static_cast<size_t>(len) * sizeof(float));
-      } else {
-        std::memset(row + k, 0, static_cast<size_t>(len) * sizeof(float));
+      const float* xrow = ximg + iy * g.w * c;
+      if (g.dw == 1) {
+        // Taps kx in [kx_a, kx_b) fall inside the image: columns [a, b) of this segment.
+        const int64_t kx_a = std::clamp<int64_t>(-ix0, 0, g.kw), kx_b = std::clamp<int64_t>(g.w - ix0, 0, g.kw);
+        const int64_t a = seg + kx_a * c, b = seg + std::max(kx_a, kx_b) * c;
+        FillSegment(row, lo, hi, a, b, xrow + (ix0 + kx_a) * c);
+        continue;
       }
-      k += len;
+      for (int64_t kx = 0, tap = seg; kx < g.kw; ++kx, tap += c) {
+        const int64_t tlo = std::max(lo, tap), thi = std::min(hi, tap + c);
+        if (tlo >= thi) continue;
+        const int64_t ix = ix0 + kx * g.dw;
+        if (ix < 0 || ix >= g.w) {
+          ZeroRun(row + tlo, thi - tlo);
+        } else {
+          CopyRun(row + tlo, xrow + ix * c + (tlo - tap), thi - tlo);
+        }
+      }
+    }
+    if (++ox == g.ow) {
+      ox = 0;
+      if (++oy == g.oh) {
+        oy = 0;
+        ++img;
+      }
     }
   }
 }
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
 
 class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public PacksConstantInputs {
  public:
