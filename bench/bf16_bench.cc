@@ -38,6 +38,22 @@ void BM_Bf16Conv(benchmark::State& state, int64_t hw, int64_t cin, int64_t cout,
               2.0 * out * out * cout * cin * ksize * ksize);
 }
 
+// The NHWC conv the layout pass emits for CNNs (X is NHWC, W stays OIHW).
+void BM_Bf16NhwcConv(benchmark::State& state, int64_t hw, int64_t cin, int64_t cout, int64_t ksize, int64_t stride) {
+  const int64_t pad = ksize / 2, out = (hw + 2 * pad - ksize) / stride + 1;
+  const bool bf16 = state.range(1) != 0;
+  bench::RunNodeBenchmark(
+      state, {.op = "NhwcConv",
+              .domain = "strata.internal",
+              .attrs = {{"pads", IntsAttr({pad, pad, pad, pad})},
+                        {"strides", IntsAttr({stride, stride})},
+                        {"kernel_shape", IntsAttr({ksize, ksize})}},
+              .inputs = {RandomInput({1, hw, hw, cin}), RandomInput({cout, cin, ksize, ksize}), RandomInput({cout})},
+              .config = {.bf16_fast_math = bf16},
+              .flops = 2.0 * out * out * cout * cin * ksize * ksize,
+              .label = bf16 ? "bf16" : "fp32"});
+}
+
 #define AB ->Args({1, 0})->Args({1, 1})->Unit(benchmark::kMillisecond)
 BENCHMARK_CAPTURE(BM_Bf16MatMul, 128x768x768, 128, 768, 768) AB;
 BENCHMARK_CAPTURE(BM_Bf16MatMul, 128x3072x768, 128, 3072, 768) AB;
@@ -48,6 +64,18 @@ BENCHMARK_CAPTURE(BM_Bf16Conv, 3x3_28x128to128, 28, 128, 128, 3, 1) AB;
 BENCHMARK_CAPTURE(BM_Bf16Conv, 3x3_7x512to512, 7, 512, 512, 3, 1) AB;
 BENCHMARK_CAPTURE(BM_Bf16Conv, 1x1_56x256to64, 56, 256, 64, 1, 1) AB;
 BENCHMARK_CAPTURE(BM_Bf16Conv, 7x7s2_224x3to64, 224, 3, 64, 7, 2) AB;
+// ResNet shapes on the NHWC path (1 and 2 threads).
+#define AB2 AB->Args({2, 0})->Args({2, 1})
+BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 3x3_56x64to64, 56, 64, 64, 3, 1) AB2;
+BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 3x3_28x128to128, 28, 128, 128, 3, 1) AB2;
+BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 3x3_14x256to256, 14, 256, 256, 3, 1) AB2;
+BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 3x3_7x512to512, 7, 512, 512, 3, 1) AB2;
+BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 1x1_56x256to64, 56, 256, 64, 1, 1) AB2;
+BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 1x1_56x64to256, 56, 64, 256, 1, 1) AB2;
+BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 1x1_14x1024to256, 14, 1024, 256, 1, 1) AB2;
+BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 7x7s2_224x3to64, 224, 3, 64, 7, 2) AB2;
+BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 1x1_7x160to960, 7, 160, 960, 1, 1) AB2;
+BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 3x3s2_224x3to32, 224, 3, 32, 3, 2) AB2;
 
 }  // namespace
 }  // namespace strata

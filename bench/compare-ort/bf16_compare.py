@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""bf16 fast math vs fp32 vs ONNX Runtime fp32, one thread, on the same saved inputs.
+"""bf16 fast math vs fp32 vs ONNX Runtime fp32 (--threads, default 1) on the same saved inputs.
 
 For each model: saves seeded random inputs once (strata bench --save-inputs), checks the
 bf16 outputs against fp32 (max |bf16 - fp32| / max |fp32| per output), then alternates
@@ -37,6 +37,7 @@ def main():
     ap.add_argument("--models", default="bert,gpt2,resnet18,resnet50")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads of the timed runs (all three)")
     ap.add_argument("--no-ort", action="store_true")
     args = ap.parse_args()
     rows = []
@@ -62,7 +63,7 @@ def main():
             scale = max(np.abs(ref).max(), 1e-30)
             err = max(err, float(np.abs(got - ref).max() / scale))
         times = {"fp32": [], "bf16": [], "ort": []}
-        common = ["--threads", "1", "--warmup", "2", "--iters", str(args.iters), "--creations", "1"]
+        common = ["--threads", str(args.threads), "--warmup", "2", "--iters", str(args.iters), "--creations", "1"]
         for _ in range(args.rounds):
             for prec in ("fp32", "bf16"):
                 j = json.loads(run([args.strata, "bench", path, "--json", "--seed", "42", "--precision", prec] + common))

@@ -467,8 +467,8 @@ Result<TransformerFusionStats> FuseTransformerPatterns(Graph& g, const Optimizer
   if (opts.kernel.prefer_reference || !opts.cpu_only) return stats;
   // Order matters: GELU first so the bias fusion's FusedMatMul can absorb it afterwards.
   FuseGelu(g, &stats);
-  // bf16 fast math keeps its bf16 MatMul kernel.
-  if (FastKernelFor(g, kFusedMatMulOp, opts) && !opts.kernel.bf16_fast_math) {
+  // FusedMatMul runs on the SGEMM, or with bf16 fast math on the bf16 GEMM (gemm_bf16_ops.cc).
+  if (FastKernelFor(g, kFusedMatMulOp, opts)) {
     FuseMatMulBias(g, &stats);
     FuseMatMulGelu(g, &stats);
     FuseMatMulResidual(g, &stats);

@@ -14,6 +14,7 @@
 #include "core/layout_pass.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/conv_nhwc_gemm.h"
+#include "cpu/gemm_bf16.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/xnnpack_util.h"
 
@@ -184,6 +185,9 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   // session pool, at any thread count); depthwise ones on strata's kernel in multi-thread
   // sessions; other grouped convs on XNNPACK, whose workers ParkXnnWorkers puts to sleep
   // after each operator so that the two pools never spin against each other.
+  // bf16 fast-math sessions take the bf16 GEMM for the same (ungrouped) convs.
+  auto bf16 = MakeNhwcBf16Conv(init, *w, b, act);
+  if (bf16.ok() || bf16.status().code() != StatusCode::kUnsupported) return bf16;
   auto gemm = MakeNhwcGemmConv(init, *w, b, act);
   if (gemm.ok() || gemm.status().code() != StatusCode::kUnsupported) return gemm;
   if (init.has_input(3))

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cpu/bf16_simd.h"
+#include "cpu/transformer_kernels.h"
 #include "plugin/cpu_features.h"
 
 namespace strata {
@@ -136,19 +137,23 @@ using bf16_internal::LaneMask;
 using bf16_internal::PairsFrom;
 
 // C tile of R rows x up to 32 columns: the K loop keeps 2R zmm accumulators in registers.
-template <int R>
-void Micro(const uint32_t* a, const uint32_t* b, int64_t kpc, float* c, int64_t ldc, int64_t ncols, bool accumulate,
-           const Bf16Epilogue* ep, const float* row_bias, const float* col_bias) {
+// A is a 12-row tile ([kpc][12], kRows false) or R rows of pairs a_rs apart (kRows: what
+// the GEMM drivers pack, with no transposing scatter; the pair broadcasts then address
+// the rows from a few base registers).
+template <int R, bool kRows>
+void Micro(const uint32_t* a, int64_t a_rs, const uint32_t* b, int64_t kpc, float* c, int64_t ldc, int64_t ncols,
+           bool accumulate, const Bf16Epilogue* ep, const float* row_bias, const float* col_bias, const float* res,
+           int64_t ldr) {
   __m512 acc0[R], acc1[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kpc; ++k) {
     const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + k * kBf16NR));
     const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + k * kBf16NR + 16));
-    const uint32_t* ak = a + k * kBf16MR;
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const __m512bh av = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(ak[r])));
+      const uint32_t pair = kRows ? a[r * a_rs + k] : a[k * kBf16MR + r];
+      const __m512bh av = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair)));
       acc0[r] = _mm512_dpbf16_ps(acc0[r], av, b0);
       acc1[r] = _mm512_dpbf16_ps(acc1[r], av, b1);
     }
@@ -171,26 +176,77 @@ void Micro(const uint32_t* a, const uint32_t* b, int64_t kpc, float* c, int64_t 
     if (ep) {
       __m512 bias0 = cb0, bias1 = cb1;
       if (row_bias) bias0 = bias1 = _mm512_set1_ps(row_bias[r]);
-      v0 = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v0, bias0), lo), hi);
-      v1 = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v1, bias1), lo), hi);
+      v0 = _mm512_add_ps(v0, bias0);
+      v1 = _mm512_add_ps(v1, bias1);
+      if (res) {
+        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, res + r * ldr));
+        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, res + r * ldr + 16));
+      }
+      v0 = _mm512_min_ps(_mm512_max_ps(v0, lo), hi);
+      v1 = _mm512_min_ps(_mm512_max_ps(v1, lo), hi);
     }
     _mm512_mask_storeu_ps(cr, m0, v0);
     _mm512_mask_storeu_ps(cr + 16, m1, v1);
   }
 }
 
-using MicroFn = void (*)(const uint32_t*, const uint32_t*, int64_t, float*, int64_t, int64_t, bool, const Bf16Epilogue*,
-                         const float*, const float*);
-constexpr MicroFn kMicro[kBf16MR + 1] = {nullptr,  Micro<1>, Micro<2>, Micro<3>,  Micro<4>,  Micro<5>, Micro<6>,
-                                         Micro<7>, Micro<8>, Micro<9>, Micro<10>, Micro<11>, Micro<12>};
+using MicroFn = void (*)(const uint32_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, int64_t, bool,
+                         const Bf16Epilogue*, const float*, const float*, const float*, int64_t);
+template <bool kRows>
+constexpr MicroFn kMicro[kBf16MR + 1] = {nullptr,         Micro<1, kRows>, Micro<2, kRows>,  Micro<3, kRows>,
+                                         Micro<4, kRows>, Micro<5, kRows>, Micro<6, kRows>,  Micro<7, kRows>,
+                                         Micro<8, kRows>, Micro<9, kRows>, Micro<10, kRows>, Micro<11, kRows>,
+                                         Micro<12, kRows>};
 
-// Packs rows [m0, m0 + rows) and K pairs [kp0, kp0 + kpc) of fp32 A into 12-row tiles
-// ([kpc][12] each, tiles kpc*12 apart); missing rows and the odd-K tail are zero.
-void PackATiles(const float* a, int64_t lda, bool trans_a, int64_t K, int64_t m0, int64_t rows, int64_t kp0,
-                int64_t kpc, uint32_t* dst) {
+// Rows of pairs in the A pack are padded to a multiple of 16 pairs: whole-vector stores.
+inline int64_t RowPairs(int64_t kpc) { return (kpc + 15) / 16 * 16; }
+
+// Rounds `rows` fp32 rows of kvalid floats (row stride lda) to bf16 pair rows ldp apart;
+// rows [rows, kBf16MR) of the tile are zeroed.
+void PackRows(const float* a, int64_t lda, int64_t rows, int64_t kvalid, int64_t ldp, uint32_t* dst) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* src = a + i * lda;
+    uint32_t* d = dst + i * ldp;
+    for (int64_t f = 0; f < kvalid; f += 32) {
+      __m512 v0 = _mm512_maskz_loadu_ps(LaneMask(kvalid - f), src + f);
+      __m512 v1 = _mm512_maskz_loadu_ps(LaneMask(kvalid - f - 16), src + f + 16);
+      // 32 bf16 = 16 pairs in order; the lanes past kvalid are zero.
+      _mm512_storeu_si512(d + f / 2, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0)));
+    }
+  }
+  if (rows < kBf16MR) std::memset(dst + rows * ldp, 0, static_cast<size_t>((kBf16MR - rows) * ldp) * sizeof(uint32_t));
+}
+
+// Where GemmBf16* read A from: an fp32 matrix, or a gather callback.
+struct ASource {
+  const float* a = nullptr;
+  int64_t lda = 0;
+  bool trans_a = false;
+  Bf16RowsFn fill = nullptr;
+  const void* fill_ctx = nullptr;
+};
+
+// Packs rows [m0, m0 + rows) and K pairs [kp0, kp0 + kpc) of A: 12-row tiles of
+// [12][RowPairs(kpc)] pair rows (tiles 12 * RowPairs(kpc) apart), or for trans_a tiles of
+// [kpc][12] (kpc * 12 apart). Missing rows and the odd-K tail are zero.
+void PackATiles(const ASource& src, int64_t K, int64_t m0, int64_t rows, int64_t kp0, int64_t kpc, uint32_t* dst) {
+  const float* a = src.a;
+  const int64_t lda = src.lda;
   const int64_t tiles = (rows + kBf16MR - 1) / kBf16MR;
-  std::memset(dst, 0, static_cast<size_t>(tiles * kpc * kBf16MR) * sizeof(uint32_t));
-  if (trans_a) {
+  const int64_t kvalid = std::min<int64_t>(K - 2 * kp0, 2 * kpc), ldp = RowPairs(kpc);
+  if (src.fill) {
+    // One tile at a time through an fp32 scratch that stays in L1 (12 x 384 floats).
+    thread_local std::vector<float> scratch;
+    scratch.resize(static_cast<size_t>(kBf16MR * 2 * kKcPairs));
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t r = std::min<int64_t>(kBf16MR, rows - t * kBf16MR);
+      src.fill(src.fill_ctx, m0 + t * kBf16MR, r, 2 * kp0, kvalid, scratch.data(), 2 * kKcPairs);
+      PackRows(scratch.data(), 2 * kKcPairs, r, kvalid, ldp, dst + t * kBf16MR * ldp);
+    }
+    return;
+  }
+  if (src.trans_a) {
+    std::memset(dst, 0, static_cast<size_t>(tiles * kpc * kBf16MR) * sizeof(uint32_t));
     // A is [K, M]: 12 consecutive rows of one K pair are contiguous in memory.
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t mt = m0 + t * kBf16MR, r = std::min<int64_t>(kBf16MR, rows - t * kBf16MR);
@@ -207,18 +263,28 @@ void PackATiles(const float* a, int64_t lda, bool trans_a, int64_t K, int64_t m0
     return;
   }
   // A is [M, K]: a row's consecutive floats are already (k, k+1) pairs.
-  const int64_t kvalid = std::min<int64_t>(K - 2 * kp0, 2 * kpc);
-  alignas(64) uint32_t row_pairs[kKcPairs + 16];
-  for (int64_t i = 0; i < rows; ++i) {
-    const float* src = a + (m0 + i) * lda + 2 * kp0;
-    for (int64_t f = 0; f < kvalid; f += 32) {
-      __m512 v0 = _mm512_maskz_loadu_ps(LaneMask(kvalid - f), src + f);
-      __m512 v1 = _mm512_maskz_loadu_ps(LaneMask(kvalid - f - 16), src + f + 16);
-      __m512i bf = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));  // 32 bf16 = 16 pairs, in order
-      _mm512_storeu_si512(row_pairs + f / 2, bf);
+  for (int64_t t = 0; t < tiles; ++t)
+    PackRows(a + (m0 + t * kBf16MR) * lda + 2 * kp0, lda, std::min<int64_t>(kBf16MR, rows - t * kBf16MR), kvalid, ldp,
+             dst + t * kBf16MR * ldp);
+}
+
+// Block with A in either layout: a_rs = 0 for [kpc][12] tiles, else the pair-row stride.
+void BlockAny(const uint32_t* a, int64_t a_stride, int64_t a_rs, int64_t m_rows, const uint32_t* b, int64_t b_stride,
+              int64_t n_cols, int64_t kpc, float* c, int64_t ldc, bool accumulate, const Bf16Epilogue* ep, int64_t m0,
+              int64_t n0) {
+  const int64_t panels = (n_cols + kBf16NR - 1) / kBf16NR, tiles = (m_rows + kBf16MR - 1) / kBf16MR;
+  const MicroFn* micro = a_rs ? kMicro<true> : kMicro<false>;
+  // Panel-outer: one B panel chunk stays in L1 while every A tile streams past it.
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t cols = std::min<int64_t>(kBf16NR, n_cols - p * kBf16NR);
+    const float* col_bias = ep && ep->bias && !ep->bias_per_row ? ep->bias + n0 + p * kBf16NR : nullptr;
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t rows = std::min<int64_t>(kBf16MR, m_rows - t * kBf16MR);
+      const float* row_bias = ep && ep->bias && ep->bias_per_row ? ep->bias + m0 + t * kBf16MR : nullptr;
+      const float* res = ep && ep->residual ? ep->residual + (m0 + t * kBf16MR) * ep->ldr + n0 + p * kBf16NR : nullptr;
+      micro[rows](a + t * a_stride, a_rs, b + p * b_stride, kpc, c + t * kBf16MR * ldc + p * kBf16NR, ldc, cols,
+                  accumulate, ep, row_bias, col_bias, res, ep ? ep->ldr : 0);
     }
-    uint32_t* tile = dst + (i / kBf16MR) * kpc * kBf16MR + i % kBf16MR;
-    for (int64_t kp = 0; kp < kpc; ++kp) tile[kp * kBf16MR] = row_pairs[kp];
   }
 }
 
@@ -228,18 +294,7 @@ namespace bf16_internal {
 
 void Block(const uint32_t* a, int64_t a_stride, int64_t m_rows, const uint32_t* b, int64_t b_stride, int64_t n_cols,
            int64_t kpc, float* c, int64_t ldc, bool accumulate, const Bf16Epilogue* ep, int64_t m0, int64_t n0) {
-  const int64_t panels = (n_cols + kBf16NR - 1) / kBf16NR, tiles = (m_rows + kBf16MR - 1) / kBf16MR;
-  // Panel-outer: one B panel chunk stays in L1 while every A tile streams past it.
-  for (int64_t p = 0; p < panels; ++p) {
-    const int64_t cols = std::min<int64_t>(kBf16NR, n_cols - p * kBf16NR);
-    const float* col_bias = ep && ep->bias && !ep->bias_per_row ? ep->bias + n0 + p * kBf16NR : nullptr;
-    for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t rows = std::min<int64_t>(kBf16MR, m_rows - t * kBf16MR);
-      const float* row_bias = ep && ep->bias && ep->bias_per_row ? ep->bias + m0 + t * kBf16MR : nullptr;
-      kMicro[rows](a + t * a_stride, b + p * b_stride, kpc, c + t * kBf16MR * ldc + p * kBf16NR, ldc, cols, accumulate,
-                   ep, row_bias, col_bias);
-    }
-  }
+  BlockAny(a, a_stride, 0, m_rows, b, b_stride, n_cols, kpc, c, ldc, accumulate, ep, m0, n0);
 }
 
 void PackPairs32(const float* lo, const float* hi, int n, uint32_t* dst) {
@@ -255,19 +310,25 @@ void PackPairs32(const float* lo, const float* hi, int n, uint32_t* dst) {
 
 namespace {
 
-void GemmBlockItem(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, bool trans_a, const PackedBf16B& b,
-                   float* c, int64_t ldc, const Bf16Epilogue& ep, int64_t m0, int64_t n0) {
-  const int64_t rows = std::min(kMc, M - m0), cols = std::min(kNc, N - n0);
+void GemmBlockItem(int64_t M, int64_t N, int64_t K, const ASource& src, const PackedBf16B& b, float* c, int64_t ldc,
+                   const Bf16Epilogue& ep, int64_t m0, int64_t n0, int64_t nc) {
+  const int64_t rows = std::min(kMc, M - m0), cols = std::min(nc, N - n0);
   const int64_t tiles = (rows + kBf16MR - 1) / kBf16MR;
   thread_local std::vector<uint32_t> apack;
-  apack.resize(static_cast<size_t>(tiles * kKcPairs * kBf16MR));
+  apack.resize(static_cast<size_t>(tiles * RowPairs(kKcPairs) * kBf16MR));
   for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
     const int64_t kpc = std::min(kKcPairs, b.kp - kp0);
-    PackATiles(a, lda, trans_a, K, m0, rows, kp0, kpc, apack.data());
+    PackATiles(src, K, m0, rows, kp0, kpc, apack.data());
     const bool last = kp0 + kpc == b.kp;
-    bf16_internal::Block(apack.data(), kpc * kBf16MR, rows, b.panel(n0 / kBf16NR) + kp0 * kBf16NR, b.kp * kBf16NR, cols,
-                         kpc, c + m0 * ldc + n0, ldc, kp0 > 0, last ? &ep : nullptr, m0, n0);
+    // trans_a packs [kpc][12] tiles; the other sources pair rows.
+    const int64_t a_rs = src.trans_a && !src.fill ? 0 : RowPairs(kpc);
+    BlockAny(apack.data(), a_rs ? kBf16MR * a_rs : kpc * kBf16MR, a_rs, rows, b.panel(n0 / kBf16NR) + kp0 * kBf16NR,
+             b.kp * kBf16NR, cols, kpc, c + m0 * ldc + n0, ldc, kp0 > 0, last ? &ep : nullptr, m0, n0);
   }
+  // GELU while the block is still in L2.
+  if (ep.gelu != Bf16Epilogue::Gelu::kNone)
+    for (int64_t i = 0; i < rows; ++i)
+      cpu::GeluInPlace(c + (m0 + i) * ldc + n0, cols, ep.gelu == Bf16Epilogue::Gelu::kTanh);
 }
 
 }  // namespace
@@ -279,37 +340,68 @@ void GemmBlockItem(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
 #endif
 // ---------------------------------------------------------------------------- driver
 
-Status GemmBf16(const Node& node, int64_t M, const float* a, int64_t lda, bool trans_a, const PackedBf16B& b, float* c,
-                int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool) {
+namespace {
+
+Status RunGemmBf16(const Node& node, int64_t M, const ASource& src, const PackedBf16B& b, float* c, int64_t ldc,
+                   const Bf16Epilogue& ep, ThreadPool* pool) {
   const int64_t N = b.N, K = b.K;
   if (!Bf16GemmAvailable())
     return Unsupported(node.Describe(), ": bf16 GEMM needs a CPU with avx512_bf16 (or it was disabled)");
   if (M < 0) return InvalidArgument(node.Describe(), ": bf16 GEMM: negative M=", M);
-  if (ldc < N || lda < (trans_a ? M : K))
-    return InvalidArgument(node.Describe(), ": bf16 GEMM: row strides lda=", lda, " ldc=", ldc, " too small for M=", M,
-                           " N=", N, " K=", K);
+  if (ldc < N || (!src.fill && src.lda < (src.trans_a ? M : K)) || (ep.residual && ep.ldr < N))
+    return InvalidArgument(node.Describe(), ": bf16 GEMM: row strides lda=", src.lda, " ldc=", ldc, " ldr=", ep.ldr,
+                           " too small for M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return Status::Ok();
   if (K == 0) {
     // Empty sum: the output is the epilogue applied to zero.
-    for (int64_t m = 0; m < M; ++m)
+    for (int64_t m = 0; m < M; ++m) {
       for (int64_t n = 0; n < N; ++n) {
         float v = ep.bias ? ep.bias[ep.bias_per_row ? m : n] : 0.0f;
+        if (ep.residual) v += ep.residual[m * ep.ldr + n];
         c[m * ldc + n] = std::min(std::max(v, ep.min), ep.max);
       }
+      if (ep.gelu != Bf16Epilogue::Gelu::kNone) cpu::GeluInPlace(c + m * ldc, N, ep.gelu == Bf16Epilogue::Gelu::kTanh);
+    }
     return Status::Ok();
   }
-  const int64_t mb = (M + kMc - 1) / kMc, nb = (N + kNc - 1) / kNc;
+  const int64_t threads = pool ? pool->num_threads() : 1;
+  const int64_t mb = (M + kMc - 1) / kMc;
+  // Tall products (conv pixels) give every thread several row blocks: then one item spans
+  // all columns (up to 512), so each A block is gathered and rounded once, not once per
+  // 128 columns; B's K chunk for 512 columns (384 KiB) still fits in L2.
+  const int64_t nc = mb >= 4 * threads ? std::min<int64_t>((N + kBf16NR - 1) / kBf16NR * kBf16NR, 512) : kNc;
+  const int64_t nb = (N + nc - 1) / nc;
   auto body = [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item)
-      GemmBlockItem(M, N, K, a, lda, trans_a, b, c, ldc, ep, (item / nb) * kMc, (item % nb) * kNc);
+      GemmBlockItem(M, N, K, src, b, c, ldc, ep, (item / nb) * kMc, (item % nb) * nc, nc);
   };
   const int64_t items = mb * nb;
-  if (pool && pool->num_threads() > 1 && items > 1 && M * N * K > (int64_t{1} << 17)) {
+  if (threads > 1 && items > 1 && M * N * K > (int64_t{1} << 17)) {
     pool->ParallelFor(items, 1, body);
   } else {
     body(0, items);
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status GemmBf16(const Node& node, int64_t M, const float* a, int64_t lda, bool trans_a, const PackedBf16B& b, float* c,
+                int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool) {
+  ASource src;
+  src.a = a;
+  src.lda = lda;
+  src.trans_a = trans_a;
+  return RunGemmBf16(node, M, src, b, c, ldc, ep, pool);
+}
+
+Status GemmBf16Gathered(const Node& node, int64_t M, Bf16RowsFn fill, const void* fill_ctx, const PackedBf16B& b,
+                        float* c, int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool) {
+  if (!fill) return InvalidArgument(node.Describe(), ": bf16 GEMM: no A source");
+  ASource src;
+  src.fill = fill;
+  src.fill_ctx = fill_ctx;
+  return RunGemmBf16(node, M, src, b, c, ldc, ep, pool);
 }
 
 }  // namespace strata

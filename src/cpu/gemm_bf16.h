@@ -5,7 +5,9 @@
 //
 // Packed layouts (uint32 = one bf16 pair, element k in the low half, k+1 in the high):
 //   B panels: [panel of 32 columns][K pair][32 columns]   (what vdpbf16ps multiplies)
-//   A tiles:  [tile of 12 rows][K pair][12 rows]          (broadcast one pair per row)
+//   A tiles:  [tile of 12 rows][K pair][12 rows]          (PackBf16A: NCHW Conv weights)
+//   run-time A (GemmBf16*, per K chunk): [tile][12 rows][K pairs, padded to 16]
+//   The micro-kernel broadcasts one pair per row and multiplies it with a B panel row.
 // An odd K is padded with a zero element, a partial panel/tile with zero columns/rows.
 #pragma once
 
@@ -16,6 +18,8 @@
 #include "core/kernel.h"
 
 namespace strata {
+
+struct FusedActivation;  // cpu/xnnpack_util.h
 
 inline constexpr int kBf16MR = 12;  // rows of the register tile (24 zmm accumulators)
 inline constexpr int kBf16NR = 32;  // columns of the register tile (two zmm)
@@ -51,12 +55,16 @@ struct PackedBf16A {
 };
 Result<PackedBf16A> PackBf16A(const float* a, int64_t M, int64_t K);
 
-// Applied once per output element after the last K block: + bias, then clamp.
+// Applied once per output element after the last K block: + bias, + residual, then
+// clamp, then (GemmBf16* drivers only) GELU over the finished block while it is in cache.
 struct Bf16Epilogue {
   const float* bias = nullptr;  // [N] (per column) or [M] when bias_per_row
   bool bias_per_row = false;
+  const float* residual = nullptr;  // [M, N] with row stride ldr, added after the bias
+  int64_t ldr = 0;
   float min = -std::numeric_limits<float>::infinity();
   float max = std::numeric_limits<float>::infinity();
+  enum class Gelu { kNone, kErf, kTanh } gelu = Gelu::kNone;
 };
 
 // C[M, N] (row stride ldc) = A x B + epilogue, where A is fp32 [M, K] with row stride lda
@@ -66,6 +74,16 @@ struct Bf16Epilogue {
 Status GemmBf16(const Node& node, int64_t M, const float* a, int64_t lda, bool trans_a, const PackedBf16B& b, float* c,
                 int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool);
 
+// im2col-style A source: writes rows [row0, row0 + rows) x columns [k0, k0 + kc) of A
+// as fp32, row-major with row stride ld, into dst (called per 12-row tile and K chunk).
+using Bf16RowsFn = void (*)(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst,
+                            int64_t ld);
+
+// GemmBf16 with A produced by `fill` (NHWC Conv: the gather of im2col rows): each tile
+// is gathered into an L1-sized fp32 scratch and rounded to bf16 pairs at once.
+Status GemmBf16Gathered(const Node& node, int64_t M, Bf16RowsFn fill, const void* fill_ctx, const PackedBf16B& b,
+                        float* c, int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool);
+
 // MatMul/Gemm with a constant float B when bf16 fast math applies; otherwise (option off,
 // CPU without avx512_bf16, shapes it does not cover) the fp32 MakeFast* kernel.
 Result<std::unique_ptr<OpKernel>> MakeBf16MatMul(const KernelInit& init);
@@ -74,6 +92,15 @@ Result<std::unique_ptr<OpKernel>> MakeBf16Gemm(const KernelInit& init);
 Result<std::unique_ptr<OpKernel>> MakeBf16Conv(const KernelInit& init);
 // True when MakeBf16Conv builds the bf16 kernel (the registry entry's `covers`).
 bool Bf16ConvCovers(const KernelInit& init);
+// Ungrouped strata.internal NhwcConv on the bf16 GEMM (conv_nhwc_bf16.cc) when bf16 fast
+// math applies; kUnsupported otherwise (the caller keeps the fp32 kernels). Input 3, when
+// present, is the fused residual (FuseNhwcConvResidual).
+Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const Tensor& w, const Tensor* b,
+                                                   const FusedActivation& act);
+// strata.internal FusedMatMul (bias, GELU or residual epilogue) on the bf16 GEMM when
+// bf16 fast math applies (the registry entry's `covers`); otherwise the fp32 kernel.
+bool Bf16FusedMatMulCovers(const KernelInit& init);
+Result<std::unique_ptr<OpKernel>> MakeBf16FusedMatMul(const KernelInit& init);
 // True if `k` is one of the bf16 kernels (tests: which implementation a factory chose).
 bool IsBf16Kernel(const OpKernel& k);
 
@@ -89,7 +116,8 @@ class Bf16KernelBase : public OpKernel {};
 // One K chunk (kpc pairs) of an m_rows x n_cols block of C. `a` points at the chunk of
 // tile 0 ([kpc][12] per tile, tiles a_stride uint32 apart); `b` at the chunk of panel 0
 // ([kpc][32] per panel, panels b_stride apart). accumulate: add C's current values;
-// ep (non-null on the last chunk): bias and clamp, with the bias offset by (m0, n0).
+// ep (non-null on the last chunk): bias, residual and clamp (not GELU), with the bias
+// and residual offset by (m0, n0).
 void Block(const uint32_t* a, int64_t a_stride, int64_t m_rows, const uint32_t* b, int64_t b_stride, int64_t n_cols,
            int64_t kpc, float* c, int64_t ldc, bool accumulate, const Bf16Epilogue* ep, int64_t m0, int64_t n0);
 

@@ -4,7 +4,11 @@
 // fp32 ones changes nothing for sessions without precision=bf16; called directly, the
 // factories still delegate to the fp32 kernels.
 #include <climits>
+#include <string>
+#include <vector>
 
+#include "core/constant_release.h"
+#include "core/layout_pass.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/gemm_kernels.h"
 #include "cpu/xnnpack_util.h"
@@ -72,6 +76,43 @@ class Bf16GemmKernel final : public bf16_internal::Bf16KernelBase {
   Bf16Epilogue ep_;
 };
 
+// strata.internal FusedMatMul(A, W, bias, R?): the bias, residual and GELU ride in the
+// bf16 GEMM's epilogue (the fp32 kernel's semantics, fused_matmul.cc).
+class Bf16FusedMatMulKernel final : public bf16_internal::Bf16KernelBase, public PacksConstantInputs {
+ public:
+  Bf16FusedMatMulKernel(PackedBf16B b, std::vector<float> bias, Bf16Epilogue::Gelu gelu)
+      : b_(std::move(b)), bias_(std::move(bias)), gelu_(gelu) {}
+  std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* a = ctx.input(0);
+    if (!a) return InvalidArgument(node.Describe(), ": FusedMatMul needs input A");
+    if (a->dtype() != DataType::kFloat)
+      return InvalidArgument(node.Describe(), ": A dtype ", DataTypeName(a->dtype()), " differs from W's float32");
+    ASSIGN_OR_RETURN(MatMulDims d, ComputeMatMulDims(a->shape(), {b_.K, b_.N}, node));
+    const Tensor* res = ctx.input(3);
+    if (res && (res->dtype() != DataType::kFloat || res->shape() != d.out))
+      return InvalidArgument(node.Describe(), ": residual ", DataTypeName(res->dtype()), " ",
+                             ShapeToString(res->shape()), " must be float32 of the output shape ",
+                             ShapeToString(d.out));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, d.out));
+    Bf16Epilogue ep;
+    ep.bias = bias_.data();
+    ep.gelu = gelu_;
+    if (res) {
+      ep.residual = res->data<float>();
+      ep.ldr = b_.N;
+    }
+    return GemmBf16(node, d.batch * d.M, a->data<float>(), b_.K, false, b_, y->mutable_data<float>(), b_.N, ep,
+                    ctx.pool());
+  }
+
+ private:
+  PackedBf16B b_;
+  std::vector<float> bias_;
+  Bf16Epilogue::Gelu gelu_;
+};
+
 }  // namespace
 
 bool IsBf16Kernel(const OpKernel& k) { return dynamic_cast<const bf16_internal::Bf16KernelBase*>(&k) != nullptr; }
@@ -105,6 +146,39 @@ bool Bf16GemmCovers(const KernelInit& init) {
 }
 
 }  // namespace
+
+bool Bf16FusedMatMulCovers(const KernelInit& init) {
+  const Node& node = init.node;
+  if (!Bf16Applies(init) || !ConstantMatrixB(init) || node.inputs.size() < 3 || node.inputs.size() > 4 ||
+      node.outputs.size() != 1 || !init.has_input(0))
+    return false;
+  if (init.has_input(3) && node.HasAttr("activation")) return false;  // malformed: the fp32 kernel reports it
+  const std::string act = node.GetString("activation", "");
+  if (!act.empty() && act != "Gelu" && act != "FastGelu") return false;
+  const Tensor* w = init.constant_input(1);
+  const Tensor* b = init.constant_input(2);
+  return b && b->dtype() == DataType::kFloat && b->rank() == 1 && b->dim(0) == w->dim(1);
+}
+
+Result<std::unique_ptr<OpKernel>> MakeBf16FusedMatMul(const KernelInit& init) {
+  const Node& node = init.node;
+  // Select hands every other FusedMatMul (and its error report) to the fp32 entry; a caller
+  // that skips `covers` (Find) gets the same kernel from here.
+  if (!Bf16FusedMatMulCovers(init)) {
+    for (const KernelDef* d : CpuKernels().FindAll(kInternalDomain, "FusedMatMul"))
+      if (!d->reference && d->impl != "avx512_bf16") return d->factory(init);
+    return Unsupported(node.Describe(), ": no fp32 FusedMatMul kernel is registered");
+  }
+  const Tensor* w = init.constant_input(1);
+  const Tensor* b = init.constant_input(2);
+  const std::string act = node.GetString("activation", "");
+  const Bf16Epilogue::Gelu gelu = act == "Gelu"       ? Bf16Epilogue::Gelu::kErf
+                                  : act == "FastGelu" ? Bf16Epilogue::Gelu::kTanh
+                                                      : Bf16Epilogue::Gelu::kNone;
+  ASSIGN_OR_RETURN(PackedBf16B packed, PackBf16(w->data<float>(), w->dim(0), w->dim(1), /*trans=*/false));
+  std::vector<float> bias(b->data<float>(), b->data<float>() + b->num_elements());
+  return std::unique_ptr<OpKernel>(std::make_unique<Bf16FusedMatMulKernel>(std::move(packed), std::move(bias), gelu));
+}
 
 Result<std::unique_ptr<OpKernel>> MakeBf16MatMul(const KernelInit& init) {
   if (!Bf16MatMulCovers(init)) return MakeFastMatMul(init);
@@ -165,6 +239,15 @@ void RegisterBf16Kernels(KernelRegistry& r) {
                 .reference = false,
                 .impl = "avx512_bf16"});
   }
+  // Ahead of fused_matmul.cc's entries (registered later with the same since_version).
+  r.Register({.domain = kInternalDomain,
+              .op_type = "FusedMatMul",
+              .since_version = 1,
+              .types = {DataType::kFloat},
+              .factory = MakeBf16FusedMatMul,
+              .covers = Bf16FusedMatMulCovers,
+              .reference = false,
+              .impl = "avx512_bf16"});
   for (int since : {1, 11}) {
     int end = since == 1 ? 10 : INT_MAX;
     r.Register({.domain = "",

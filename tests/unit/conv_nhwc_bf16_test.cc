@@ -1,0 +1,358 @@
+// bf16 fast math on the NHWC conv path (conv_nhwc_bf16.cc) and the bf16 FusedMatMul
+// epilogues (gemm_bf16_ops.cc): bf16 sessions against the fp32 reference.
+//
+// Tolerances (see bf16_test.cc): each product of bf16-rounded operands is within ~2^-8
+// relative of the exact one, so outputs are checked against 1e-2 of the output scale. A
+// second, tight check compares with the fp32 reference run on bf16-rounded X and W, which
+// differs only by the order of fp32 sums: this one fails for a dropped, doubled or
+// misplaced term that the loose bound would hide, and for a kernel that is not bf16 at all.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/session.h"
+#include "cpu/gemm_bf16.h"
+#include "kernel_harness.h"
+#include "onnx_builder.h"
+#include "run_both.h"
+
+namespace strata {
+namespace {
+
+using namespace onnx_builder;  // MakeModel, AddInput, AddOutput, AddNode, Serialize
+using Feeds = std::vector<std::pair<std::string, Value>>;
+using test::Pseudo;
+
+float RoundBf16(float x) { return Bf16ToFloat(FloatToBf16(x)); }
+
+std::vector<float> Rounded(std::vector<float> v, bool round) {
+  if (round)
+    for (float& x : v) x = RoundBf16(x);
+  return v;
+}
+
+void AddValues(onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& dims,
+               const std::vector<float>& vals) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  for (float v : vals) t->add_float_data(v);
+}
+
+void SetInts(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+// Conv `out` = Conv(in, W[m, c, k, k], B[m]); W scaled by 1/sqrt(c*k*k) keeps outputs O(1).
+// With round_w, W holds its bf16-rounded values (the tight reference).
+void AddConv(onnx::GraphProto* g, const std::string& in, const std::string& out, int64_t c, int64_t m, int64_t k,
+             int64_t stride, int64_t pad, int64_t dilation, uint32_t seed, bool round_w) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c * k * k));
+  AddValues(g, out + "_w", {m, c, k, k}, Rounded(Pseudo(static_cast<size_t>(m * c * k * k), seed, scale), round_w));
+  AddValues(g, out + "_b", {m}, Pseudo(static_cast<size_t>(m), seed + 1000, 0.1f));
+  auto* n = AddNode(g, "Conv", {in, out + "_w", out + "_b"}, {out});
+  n->set_name(out);
+  SetInts(n, "kernel_shape", {k, k});
+  SetInts(n, "strides", {stride, stride});
+  SetInts(n, "pads", {pad, pad, pad, pad});
+  SetInts(n, "dilations", {dilation, dilation});
+}
+
+struct Case {
+  int64_t n, c, h, w, m, k, stride, pad, dilation;
+  bool residual, relu;
+  int64_t Out(int64_t in) const { return (in + 2 * pad - dilation * (k - 1) - 1) / stride + 1; }
+};
+
+// x -> Conv [-> Add(r)] [-> Relu] -> y; r is a second graph input shaped like the conv output.
+onnx::ModelProto ConvModel(const Case& c, bool round_w) {
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  const int64_t oh = c.Out(c.h), ow = c.Out(c.w);
+  AddInput(g, "x", {c.n, c.c, c.h, c.w});
+  if (c.residual) AddInput(g, "r", {c.n, c.m, oh, ow});  // through a 1x1 conv into the NHWC region
+  AddOutput(g, "y", {c.n, c.m, oh, ow});
+  std::string cur = "conv";
+  AddConv(g, "x", cur, c.c, c.m, c.k, c.stride, c.pad, c.dilation, 11, round_w);
+  if (c.residual) {
+    AddConv(g, "r", "skip", c.m, c.m, 1, 1, 0, 1, 12, round_w);
+    AddNode(g, "Add", {cur, "skip"}, {"sum"});
+    cur = "sum";
+  }
+  if (c.relu) {
+    AddNode(g, "Relu", {cur}, {"act"});
+    cur = "act";
+  }
+  AddNode(g, "Identity", {cur}, {"y"});
+  return m;
+}
+
+Result<std::vector<Value>> RunModel(const onnx::ModelProto& m, const Feeds& feeds, int threads, bool bf16,
+                                    bool reference, std::vector<NodeAssignment>* assignments = nullptr) {
+  const std::string bytes = Serialize(m);
+  SessionOptions so;
+  so.threads = threads;
+  so.kernel.bf16_fast_math = bf16;
+  if (reference) {
+    so.optimization_level = 0;
+    so.kernel.prefer_reference = true;
+  }
+  ASSIGN_OR_RETURN(auto s, Session::CreateFromBytes(bytes.data(), bytes.size(), so));
+  if (assignments) *assignments = s->assignments();
+  return s->Run(feeds);
+}
+
+// max |a - b| over max |b|.
+double MaxRelError(const Tensor& a, const Tensor& b) {
+  double scale = 0, err = 0;
+  for (int64_t i = 0; i < b.num_elements(); ++i) {
+    scale = std::max<double>(scale, std::fabs(b.data<float>()[i]));
+    err = std::max<double>(err, std::fabs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]));
+  }
+  return scale > 0 ? err / scale : err;
+}
+
+double MaxAbsError(const Tensor& a, const Tensor& b) {
+  double err = 0;
+  for (int64_t i = 0; i < b.num_elements(); ++i)
+    err = std::max<double>(err, std::fabs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]));
+  return err;
+}
+
+bool SameBits(const Tensor& x, const Tensor& y) {
+  return x.shape() == y.shape() && std::memcmp(x.raw_data(), y.raw_data(), x.byte_size()) == 0;
+}
+
+class Bf16NhwcConv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!Bf16GemmAvailable()) GTEST_SKIP() << "CPU without avx512_bf16 (or disabled): bf16 kernels not usable";
+  }
+};
+
+TEST_F(Bf16NhwcConv, MatchesFp32ReferenceThroughLayoutPass) {
+  const Case cases[] = {
+      {1, 16, 9, 11, 13, 1, 1, 0, 1, false, false},   // 1x1 direct, M = 13 (partial panel)
+      {2, 24, 7, 7, 40, 1, 1, 0, 1, true, true},      // 1x1 direct, batch 2, residual + Relu
+      {1, 20, 12, 12, 33, 1, 2, 0, 1, false, false},  // 1x1 stride 2 (downsample): gathered
+      {2, 7, 10, 9, 24, 3, 1, 1, 1, false, true},     // 3x3 pad 1, odd C (pairs straddle taps)
+      {1, 64, 14, 14, 64, 3, 1, 1, 1, true, true},    // 3x3 K = 576 (two K chunks), residual
+      {1, 48, 15, 13, 72, 3, 2, 1, 1, false, true},   // 3x3 stride 2, odd spatial
+      {1, 3, 23, 23, 20, 7, 2, 3, 1, false, true},    // 7x7 stem (C = 3)
+      {1, 10, 11, 11, 17, 3, 1, 2, 2, false, false},  // dilation 2
+      {1, 33, 1, 1, 31, 3, 1, 1, 1, false, false},    // single pixel: only the centre tap is inside
+      {1, 130, 5, 6, 50, 3, 1, 0, 1, true, false},    // no padding, K = 1170 (odd pairs)
+      {2, 200, 7, 7, 520, 1, 1, 0, 1, true, true},    // N > 512: two column blocks
+  };
+  for (const Case& c : cases) {
+    const int64_t oh = c.Out(c.h), ow = c.Out(c.w);
+    const int64_t kdim = c.c * c.k * c.k;
+    const std::vector<float> xv = Pseudo(static_cast<size_t>(c.n * c.c * c.h * c.w), 5);
+    Feeds feeds = {{"x", Value(Tensor::FromVector<float>(xv, {c.n, c.c, c.h, c.w}))}};
+    Feeds rounded = {{"x", Value(Tensor::FromVector<float>(Rounded(xv, true), {c.n, c.c, c.h, c.w}))}};
+    if (c.residual) {
+      Tensor r = Tensor::FromVector<float>(Pseudo(static_cast<size_t>(c.n * c.m * oh * ow), 6), {c.n, c.m, oh, ow});
+      feeds.push_back({"r", Value(r)});
+      rounded.push_back({"r", Value(Tensor::FromVector<float>(Rounded(Pseudo(r.num_elements(), 6), true), r.shape()))});
+    }
+    const std::string what = "C=" + std::to_string(c.c) + " M=" + std::to_string(c.m) + " k=" + std::to_string(c.k) +
+                             " s=" + std::to_string(c.stride) + " p=" + std::to_string(c.pad);
+    auto ref = RunModel(ConvModel(c, false), feeds, 1, false, true);
+    auto ref16 = RunModel(ConvModel(c, true), rounded, 1, false, true);
+    auto fp32 = RunModel(ConvModel(c, false), feeds, 1, false, false);
+    ASSERT_TRUE(ref.ok() && ref16.ok() && fp32.ok()) << what;
+    for (int threads : {1, 2}) {
+      std::vector<NodeAssignment> as;
+      auto got = RunModel(ConvModel(c, false), feeds, threads, true, false, &as);
+      ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+      int nhwc = 0, conv = 0, add = 0;
+      for (const auto& a : as) {
+        nhwc += a.op_type == "NhwcConv";
+        conv += a.op_type == "Conv";
+        add += a.op_type == "Add";
+      }
+      EXPECT_EQ(nhwc, c.residual ? 2 : 1) << what;
+      EXPECT_EQ(conv, 0) << what;
+      EXPECT_EQ(add, 0) << what << ": the residual Add belongs in the conv's epilogue";
+      const Tensor& y = (*got)[0].tensor();
+      ASSERT_EQ(y.shape(), (*ref)[0].tensor().shape()) << what;
+      EXPECT_LT(MaxRelError(y, (*ref)[0].tensor()), 1e-2) << what << " threads=" << threads;
+      // |x| <= 1 and |w| <= 1/sqrt(K): sum |x w| <= sqrt(K); fp32 summation-order noise only
+      // (the skip conv's output, added in fp32, is O(1) too).
+      EXPECT_LT(MaxAbsError(y, (*ref16)[0].tensor()), 2e-6 * std::sqrt(static_cast<double>(kdim)) + 1e-6)
+          << what << " threads=" << threads;
+      EXPECT_FALSE(SameBits(y, (*fp32)[0].tensor())) << what << ": bf16 rounding should be visible";
+    }
+  }
+}
+
+// Small ResNet-like net, batch 2: stem 7x7/2 + Relu, MaxPool, a basic block with identity
+// skip, a strided block with a 1x1/2 projection, GlobalAveragePool, Flatten, Gemm.
+onnx::ModelProto SmallCnn() {
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 3, 32, 32});
+  AddOutput(g, "y", {2, 10});
+  AddConv(g, "x", "stem", 3, 16, 7, 2, 3, 1, 1, false);
+  AddNode(g, "Relu", {"stem"}, {"stem_r"});
+  auto* mp = AddNode(g, "MaxPool", {"stem_r"}, {"mp"});
+  SetInts(mp, "kernel_shape", {3, 3});
+  SetInts(mp, "strides", {2, 2});
+  SetInts(mp, "pads", {1, 1, 1, 1});
+  AddConv(g, "mp", "b1c1", 16, 16, 3, 1, 1, 1, 2, false);
+  AddNode(g, "Relu", {"b1c1"}, {"b1r1"});
+  AddConv(g, "b1r1", "b1c2", 16, 16, 3, 1, 1, 1, 3, false);
+  AddNode(g, "Add", {"b1c2", "mp"}, {"b1s"});
+  AddNode(g, "Relu", {"b1s"}, {"b1"});
+  AddConv(g, "b1", "b2c1", 16, 24, 3, 2, 1, 1, 4, false);
+  AddNode(g, "Relu", {"b2c1"}, {"b2r1"});
+  AddConv(g, "b2r1", "b2c2", 24, 24, 3, 1, 1, 1, 5, false);
+  AddConv(g, "b1", "b2d", 16, 24, 1, 2, 0, 1, 6, false);
+  AddNode(g, "Add", {"b2c2", "b2d"}, {"b2s"});
+  AddNode(g, "Relu", {"b2s"}, {"b2"});
+  AddNode(g, "GlobalAveragePool", {"b2"}, {"gap"});
+  AddNode(g, "Flatten", {"gap"}, {"flat"});
+  AddValues(g, "fc_w", {10, 24}, Pseudo(240, 7, 0.2f));
+  AddValues(g, "fc_b", {10}, Pseudo(10, 8, 0.1f));
+  auto* fc = AddNode(g, "Gemm", {"flat", "fc_w", "fc_b"}, {"y"});
+  auto* tb = fc->add_attribute();
+  tb->set_name("transB");
+  tb->set_type(onnx::AttributeProto::INT);
+  tb->set_i(1);
+  return m;
+}
+
+TEST_F(Bf16NhwcConv, SmallCnnMatchesFp32) {
+  const onnx::ModelProto m = SmallCnn();
+  Feeds feeds = {{"x", Value(Tensor::FromVector<float>(Pseudo(2 * 3 * 32 * 32, 9), {2, 3, 32, 32}))}};
+  auto fp32 = RunModel(m, feeds, 1, false, false);
+  auto ref = RunModel(m, feeds, 1, false, true);
+  ASSERT_TRUE(fp32.ok() && ref.ok());
+  for (int threads : {1, 2}) {
+    std::vector<NodeAssignment> as;
+    auto bf16 = RunModel(m, feeds, threads, true, false, &as);
+    ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+    int nhwc = 0;
+    for (const auto& a : as) nhwc += a.op_type == "NhwcConv";
+    EXPECT_EQ(nhwc, 6);
+    const Tensor& y = (*bf16)[0].tensor();
+    EXPECT_LT(MaxRelError(y, (*ref)[0].tensor()), 1e-2) << "threads=" << threads;
+    EXPECT_LT(MaxRelError(y, (*fp32)[0].tensor()), 1e-2) << "threads=" << threads;
+    EXPECT_FALSE(SameBits(y, (*fp32)[0].tensor()));
+  }
+}
+
+// A hand-built NhwcConv node (the layout pass's output) with bad run-time inputs: errors
+// name the node, nothing crashes.
+TEST_F(Bf16NhwcConv, BadInputsAreErrorsNamingTheNode) {
+  testing::OpSpec conv("NhwcConv", 1, "strata.internal");
+  conv.Attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  testing::RunOptions o;
+  o.constant_inputs = {1, 2};
+  o.config.bf16_fast_math = true;
+  Tensor x = Tensor::FromVector<float>(Pseudo(1 * 5 * 5 * 8, 1), {1, 5, 5, 8});
+  Tensor w = Tensor::FromVector<float>(Pseudo(4 * 8 * 3 * 3, 2), {4, 8, 3, 3});
+  Tensor b = Tensor::FromVector<float>(Pseudo(4, 3), {4});
+  auto ok = testing::RunKernel(conv, {x, w, b}, o);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)[0].shape(), (Shape{1, 5, 5, 4}));
+  Tensor bad_r = Tensor::FromVector<float>(Pseudo(1 * 5 * 5 * 3, 4), {1, 5, 5, 3});
+  auto r = testing::RunKernel(conv, {x, w, b, bad_r}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("NhwcConv"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("residual"), std::string::npos) << r.status().ToString();
+  Tensor bad_x = Tensor::FromVector<float>(Pseudo(5 * 5 * 6, 5), {1, 5, 5, 6});  // C = 6, W wants 8
+  auto e = testing::RunKernel(conv, {bad_x, w, b}, o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("NhwcConv"), std::string::npos) << e.status().ToString();
+}
+
+// FusedMatMul in a bf16 session: bias, GELU (erf and tanh forms) and the residual in the
+// bf16 GEMM's epilogue, vs the reference FusedMatMul on the fp32 and the rounded operands.
+TEST_F(Bf16NhwcConv, FusedMatMulEpiloguesMatchFp32) {
+  const int64_t batch = 2, M = 37, K = 70, N = 45;
+  std::vector<float> av = Pseudo(batch * M * K, 21), wv = Pseudo(K * N, 22, 0.2f);
+  Tensor a = Tensor::FromVector<float>(av, {batch, M, K});
+  Tensor w = Tensor::FromVector<float>(wv, {K, N});
+  Tensor ar = Tensor::FromVector<float>(Rounded(av, true), {batch, M, K});
+  Tensor wr = Tensor::FromVector<float>(Rounded(wv, true), {K, N});
+  Tensor bias = Tensor::FromVector<float>(Pseudo(N, 23, 0.5f), {N});
+  Tensor res = Tensor::FromVector<float>(Pseudo(batch * M * N, 24), {batch, M, N});
+  for (const char* act : {"", "Gelu", "FastGelu", "residual"}) {
+    testing::OpSpec fm("FusedMatMul", 1, "strata.internal");
+    const bool residual = std::string(act) == "residual";
+    if (!residual && *act) fm.Attr("activation", act);
+    std::vector<Tensor> in = {a, w, bias}, in_r = {ar, wr, bias};
+    if (residual) {
+      in.push_back(res);
+      in_r.push_back(res);
+    }
+    testing::RunOptions ref_o;
+    ref_o.want_reference = true;
+    ref_o.constant_inputs = {1, 2};
+    for (int threads : {1, 2}) {
+      testing::RunOptions o;
+      o.constant_inputs = {1, 2};
+      o.config.bf16_fast_math = true;
+      o.threads = threads;
+      auto got = testing::RunKernel(fm, in, o);
+      auto ref = testing::RunKernel(fm, in, ref_o);
+      auto ref16 = testing::RunKernel(fm, in_r, ref_o);
+      o.config.bf16_fast_math = false;
+      auto fp32 = testing::RunKernel(fm, in, o);
+      for (const auto* r : {&got, &ref, &ref16, &fp32}) ASSERT_TRUE(r->ok()) << act << ": " << r->status().ToString();
+      EXPECT_LT(MaxRelError((*got)[0], (*ref)[0]), 1e-2) << act;
+      // |a| <= 1, |w| <= 0.2: sum |a w| <= 14; GELU's slope is at most ~1.13.
+      EXPECT_LT(MaxAbsError((*got)[0], (*ref16)[0]), 1e-5) << act << " threads=" << threads;
+      EXPECT_FALSE(SameBits((*got)[0], (*fp32)[0])) << act << ": bf16 rounding should be visible";
+    }
+  }
+  // A residual of the wrong shape is an error naming the node.
+  testing::OpSpec fm("FusedMatMul", 1, "strata.internal");
+  testing::RunOptions o;
+  o.constant_inputs = {1, 2};
+  o.config.bf16_fast_math = true;
+  auto bad = testing::RunKernel(fm, {a, w, bias, bias}, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("FusedMatMul"), std::string::npos) << bad.status().ToString();
+}
+
+// The transformer fusion keeps MatMul + bias (+ GELU) as one FusedMatMul in bf16 sessions,
+// on the bf16 kernel.
+TEST_F(Bf16NhwcConv, Bf16SessionsKeepFusedMatMul) {
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {4, 64});
+  AddOutput(g, "y", {4, 48});
+  AddValues(g, "w", {64, 48}, Pseudo(64 * 48, 31, 0.2f));
+  AddValues(g, "b", {48}, Pseudo(48, 32, 0.5f));
+  AddNode(g, "MatMul", {"x", "w"}, {"h"});
+  AddNode(g, "Add", {"h", "b"}, {"y"});
+  Feeds feeds = {{"x", Value(Tensor::FromVector<float>(Pseudo(4 * 64, 33), {4, 64}))}};
+  std::vector<NodeAssignment> as;
+  auto got = RunModel(m, feeds, 1, true, false, &as);
+  auto ref = RunModel(m, feeds, 1, false, true);
+  ASSERT_TRUE(got.ok() && ref.ok()) << got.status().ToString();
+  bool fused = false;
+  for (const auto& a : as) {
+    EXPECT_NE(a.op_type, "Add");
+    if (a.op_type == "FusedMatMul") {
+      fused = true;
+      EXPECT_EQ(a.impl, "avx512_bf16");
+    }
+  }
+  EXPECT_TRUE(fused);
+  EXPECT_LT(MaxRelError((*got)[0].tensor(), (*ref)[0].tensor()), 1e-2);
+}
+
+}  // namespace
+}  // namespace strata
