@@ -3,9 +3,9 @@
 // core/transformer_fusion.cc for a MatMul with constant weights and its bias Add (+ GELU).
 //
 // W is packed once and the bias rides in the SGEMM epilogue; the GELU then runs over the
-// output (vectorised, split over the pool). The pass only fuses where the SGEMM applies
-// (AVX-512, fp32 sessions: bf16 fast math keeps its own MatMul kernel); plain loops are
-// the reference kernel.
+// output (vectorised, split over the pool). The pass only fuses where a fast kernel covers
+// the node: this one (AVX-512), or in bf16 fast-math sessions the bf16 GEMM's
+// (gemm_bf16_ops.cc, registered ahead of this one); plain loops are the reference kernel.
 #include <algorithm>
 #include <cmath>
 #include <memory>
