@@ -72,12 +72,12 @@ class AnonBuffer final : public Buffer {
 
 }  // namespace
 
-bool MapWeightPayloads() {
+bool MapWeightPayloads(size_t length) {
   // Read per call (cheap next to a load), so tests can exercise both paths.
   const char* env = std::getenv("STRATA_MAP_WEIGHTS");
   if (env && env[0] == '1' && env[1] == '\0') return true;
   if (env && env[0] == '0' && env[1] == '\0') return false;
-  return !LargePagesUsable();
+  return length < kHugePageBytes || !LargePagesUsable();
 }
 
 Result<std::shared_ptr<Buffer>> AllocatePayload(size_t length) {

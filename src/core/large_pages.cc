@@ -11,7 +11,7 @@ namespace strata {
 
 namespace {
 
-constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kHugePage = kHugePageBytes;
 #ifdef MADV_POPULATE_WRITE
 constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
 #else

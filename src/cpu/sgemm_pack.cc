@@ -58,8 +58,12 @@ __attribute__((target("avx512f"))) void PackTransposedColumnsAvx512(const float*
       __m512 r[16];
       for (int64_t j = 0; j < 16; ++j) r[j] = j < jn ? _mm512_loadu_ps(src + j * ldb + q0) : _mm512_setzero_ps();
       internal::Transpose16x16(r);
-      for (int64_t q = 0; q < 16; ++q)
-        _mm512_mask_storeu_ps(panel + PackedRow(q0 + q, c, taps) * width + jh, mask, r[q]);
+      // Plain stores for full groups: masked stores are much slower on AMD cores.
+      if (jn == 16)
+        for (int64_t q = 0; q < 16; ++q) _mm512_storeu_ps(panel + PackedRow(q0 + q, c, taps) * width + jh, r[q]);
+      else
+        for (int64_t q = 0; q < 16; ++q)
+          _mm512_mask_storeu_ps(panel + PackedRow(q0 + q, c, taps) * width + jh, mask, r[q]);
     }
     for (int64_t j = 0; j < jn; ++j)
       for (int64_t q = k16; q < k; ++q) panel[PackedRow(q, c, taps) * width + jh + j] = src[j * ldb + q];
