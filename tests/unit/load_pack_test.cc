@@ -3,10 +3,12 @@
 // weight packing that shares its transposing packer, and the lazily created pthreadpool.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "core/large_pages.h"
@@ -66,6 +68,68 @@ void ExpectSamePanels(const sgemm::PackedB& a, const sgemm::PackedB& b) {
   for (int64_t p = 0; p < a.panels(); ++p)
     ASSERT_EQ(std::memcmp(a.panel(p), b.panel(p), static_cast<size_t>(a.k() * sgemm::kPanelWidth) * 4), 0)
         << "panel " << p;
+}
+
+TEST(LoadPages, SmallBlocksShareChunksAndStayFreshWhenFreed) {
+  // Blocks under 2 MiB come from shared huge-page chunks: distinct, page aligned, zeroed,
+  // and space freed inside a chunk that is still in use is never handed out again dirty.
+  const size_t page = PageSize();
+  std::vector<std::pair<char*, size_t>> blocks;
+  for (size_t bytes : {size_t{64} << 10, size_t{100} << 10, size_t{1} << 20, size_t{700} << 10, size_t{64} << 10,
+                       (size_t{2} << 20) - 1}) {
+    size_t mapped = 0;
+    char* p = static_cast<char*>(AllocateLargePages(bytes, &mapped));
+    ASSERT_NE(p, nullptr);
+    ASSERT_GE(mapped, bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % page, 0u);
+    for (size_t i = 0; i < bytes; i += 509) ASSERT_EQ(p[i], 0) << "block of " << bytes << " byte " << i;
+    ASSERT_EQ(p[bytes - 1], 0);
+    std::memset(p, 0x5a, bytes);
+    for (const auto& [q, len] : blocks) EXPECT_TRUE(p + mapped <= q || q + len <= p) << "blocks overlap";
+    blocks.emplace_back(p, mapped);
+  }
+  // Free every other block, then allocate again: the new blocks are zeroed and do not
+  // overlap the ones still alive (whose contents are intact).
+  for (size_t i = 0; i < blocks.size(); i += 2) FreeLargePages(blocks[i].first, blocks[i].second);
+  for (int round = 0; round < 3; ++round) {
+    size_t mapped = 0;
+    char* p = static_cast<char*>(AllocateLargePages(size_t{300} << 10, &mapped));
+    ASSERT_NE(p, nullptr);
+    for (size_t i = 0; i < mapped; i += 997) ASSERT_EQ(p[i], 0);
+    for (size_t i = 1; i < blocks.size(); i += 2) {
+      const auto& [q, len] = blocks[i];
+      EXPECT_TRUE(p + mapped <= q || q + len <= p) << "new block overlaps a live one";
+      EXPECT_EQ(q[0], 0x5a);
+      EXPECT_EQ(q[len / 2], 0x5a);
+    }
+    FreeLargePages(p, mapped);
+  }
+  for (size_t i = 1; i < blocks.size(); i += 2) FreeLargePages(blocks[i].first, blocks[i].second);
+  FreeLargePages(nullptr, 0);  // no-op
+}
+
+TEST(LoadPages, ConcurrentSmallBlocksAreDistinct) {
+  // Sessions are created concurrently: the shared chunks must hand each thread its own block.
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        size_t mapped = 0;
+        const size_t bytes = (size_t{64} << 10) + static_cast<size_t>(t * 4096 + i * 512);
+        auto* p = static_cast<unsigned char*>(AllocateLargePages(bytes, &mapped));
+        if (!p) {
+          ++bad;
+          continue;
+        }
+        for (size_t k = 0; k < bytes; k += 4096) bad += p[k] != 0;
+        std::memset(p, t + 1, bytes);
+        for (size_t k = 0; k < bytes; k += 4096) bad += p[k] != t + 1;
+        FreeLargePages(p, mapped);
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 TEST(LoadPack, ConvWeightsPackInOnePassLikeReorderThenPack) {
