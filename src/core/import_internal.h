@@ -80,15 +80,12 @@ struct TensorContext {
 // returns them to the system), DefaultAllocator below that. 64-byte aligned.
 Result<std::shared_ptr<Buffer>> AllocatePayload(size_t bytes);
 
-// Whether a large element-aligned payload of `length` bytes is mapped from the file (true)
-// or read into AllocatePayload memory. Reading wins for payloads of a huge page and more
-// where transparent huge pages exist: the pread copy lands in 2 MiB pages faulted in at
-// once, while a file mapping faults (and, on a VM, makes the hypervisor update its page
-// tables) once per 4 KiB page when the weights are packed: bert's 440 MB took ~2.5x longer
-// mapped. A smaller payload gets 4 KiB pages either way, so reading it would only add the
-// copy (and zeroing the fresh pages): it is mapped (lstm's 0.5-1 MiB weights: ~8 ms less
-// CPU per creation). STRATA_MAP_WEIGHTS=1 / =0 forces either.
-bool MapWeightPayloads(size_t length);
+// Whether large element-aligned payloads are mapped from the file (true) or read into
+// AllocatePayload memory. Reading wins where transparent huge pages exist: the pread copy
+// lands in 2 MiB pages faulted in at once, while a file mapping faults (and, on a VM, makes
+// the hypervisor update its page tables) once per 4 KiB page when the weights are packed:
+// bert's 440 MB took ~2.5x longer mapped. STRATA_MAP_WEIGHTS=1 / =0 forces either.
+bool MapWeightPayloads();
 
 // Reads `length` bytes at `offset` of the open file `fd` into a buffer of its own. With
 // allow_map, ranges of at least 64 KiB whose offset is a multiple of `elem_align` (the

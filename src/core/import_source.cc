@@ -72,12 +72,12 @@ class AnonBuffer final : public Buffer {
 
 }  // namespace
 
-bool MapWeightPayloads(size_t length) {
+bool MapWeightPayloads() {
   // Read per call (cheap next to a load), so tests can exercise both paths.
   const char* env = std::getenv("STRATA_MAP_WEIGHTS");
   if (env && env[0] == '1' && env[1] == '\0') return true;
   if (env && env[0] == '0' && env[1] == '\0') return false;
-  return length < kHugePageBytes || !LargePagesUsable();
+  return !LargePagesUsable();
 }
 
 Result<std::shared_ptr<Buffer>> AllocatePayload(size_t length) {

@@ -263,7 +263,7 @@ Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& c
     RETURN_IF_ERROR(ctx.budget->Charge(charge, what));
   }
   // Bool bytes are normalised in place below, so they are never mapped.
-  const bool allow_map = dt != DataType::kBool && MapWeightPayloads(bytes);
+  const bool allow_map = dt != DataType::kBool && MapWeightPayloads();
   // Complex types are pairs of float/double: their component size is what loads assume.
   const size_t elem_align = dt == DataType::kComplex64 ? 4 : dt == DataType::kComplex128 ? 8 : esize;
   if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
