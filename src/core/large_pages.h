@@ -18,10 +18,13 @@ namespace strata {
 
 // Buffers below this go to aligned_alloc: a mapping each would cost a VMA and a syscall.
 inline constexpr size_t kLargePagesMinBytes = size_t{64} << 10;
+// A transparent huge page: blocks smaller than this get only 4 KiB pages.
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 // A populated, zero-filled, writable block of at least `bytes` (>= 1) bytes, 2 MiB aligned
 // when it is at least 2 MiB, otherwise page aligned; nullptr when the mapping fails.
-// *mapped_len receives the length to give FreeLargePages.
+// *mapped_len receives the length to give FreeLargePages. With THP, blocks under 2 MiB share
+// 2 MiB huge-page chunks (a chunk is unmapped when its last block is freed); thread-safe.
 void* AllocateLargePages(size_t bytes, size_t* mapped_len);
 void FreeLargePages(void* p, size_t mapped_len);
 

@@ -214,8 +214,7 @@ void GemvWeights::FreeDeleter::operator()(float* p) const {
     std::free(p);
 }
 
-Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha,
-                                      const float* bias) {
+Result<GemvWeights> GemvWeights::Allocate(int64_t k, int64_t n, const float* bias) {
   if (k < 0 || n < 0) return InvalidArgument("GEMV weights: negative dimensions K=", k, " N=", n);
   const int64_t panels = (n + P - 1) / P;
   if (k > 0 && panels > (int64_t{1} << 40) / (k * P))
@@ -240,6 +239,13 @@ Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool
     return MakeStatus(StatusCode::kOutOfMemory, "GEMV weights: cannot allocate K=", k, " N=", n);
   std::fill(w.bias_.get(), w.bias_.get() + panels * P, 0.0f);
   if (bias) std::copy(bias, bias + n, w.bias_.get());
+  return w;
+}
+
+Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha,
+                                      const float* bias) {
+  ASSIGN_OR_RETURN(GemvWeights w, Allocate(k, n, bias));
+  const int64_t panels = w.panels_;
   for (int64_t p = 0; p < panels; ++p) {
     float* dst = w.data_.get() + p * k * P;
     const int64_t width = w.panel_width(p);
@@ -259,6 +265,32 @@ Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool
     if (alpha != 1.0f)
       for (int64_t kk = 0; kk < k; ++kk)
         for (int64_t j = 0; j < cols; ++j) dst[kk * width + j] *= alpha;
+  }
+  return w;
+}
+
+Result<GemvWeights> GemvWeights::PackRows(const float* src, int64_t ldb, int64_t k, int64_t n, const int64_t* rows,
+                                          const float* bias) {
+  if (k > ldb) return InvalidArgument("GEMV weights: row stride ", ldb, " is shorter than K=", k);
+  ASSIGN_OR_RETURN(GemvWeights w, Allocate(k, n, bias));
+  for (int64_t p = 0; p < w.panels_; ++p) {
+    float* dst = w.data_.get() + p * k * P;
+    const int64_t c0 = p * P, cols = std::min(P, n - c0), width = w.panel_width(p);
+    bool gaps = cols < width;
+    for (int64_t j = 0; j < cols && !gaps; ++j) gaps = rows[c0 + j] < 0;
+    if (gaps) std::fill(dst, dst + k * width, 0.0f);
+    // Each run of columns that are consecutive source rows is one transposing pack, straight
+    // from `src`: no permuted copy of the matrix first.
+    for (int64_t j = 0; j < cols;) {
+      if (rows[c0 + j] < 0) {
+        ++j;
+        continue;
+      }
+      int64_t len = 1;
+      while (j + len < cols && rows[c0 + j + len] == rows[c0 + j] + len) ++len;
+      sgemm::PackTransposedColumns(src, ldb, k, 1, rows[c0 + j], len, width, dst + j);
+      j += len;
+    }
   }
   return w;
 }

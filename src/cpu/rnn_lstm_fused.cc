@@ -209,22 +209,20 @@ bool Available() {
 
 Result<DirWeights> Pack(const float* w, const float* r, const float* b, int64_t H, int64_t I) {
   const int64_t panels = (H + kUnits - 1) / kUnits, cols = panels * P;
-  // Column (p, g, u) of the packed matrices is row g*H + p*kUnits + u of W/R (zero past H).
-  std::vector<float> wp(static_cast<size_t>(cols * I), 0.0f), rp(static_cast<size_t>(cols * H), 0.0f),
-      bias(static_cast<size_t>(cols), 0.0f);
+  // Column (p, g, u) of the packed matrices is row g*H + p*kUnits + u of W/R (none past H):
+  // a row map, so both are packed straight from the constants with no reordered copies.
+  std::vector<int64_t> rows(static_cast<size_t>(cols), -1);
+  std::vector<float> bias(b ? static_cast<size_t>(cols) : 0, 0.0f);
   for (int64_t p = 0; p < panels; ++p)
     for (int64_t g = 0; g < 4; ++g)
-      for (int64_t u = 0; u < kUnits; ++u) {
-        const int64_t unit = p * kUnits + u, col = p * P + g * kUnits + u;
-        if (unit >= H) continue;
-        const int64_t row = g * H + unit;
-        std::memcpy(&wp[col * I], w + row * I, I * sizeof(float));
-        std::memcpy(&rp[col * H], r + row * H, H * sizeof(float));
+      for (int64_t u = 0; u < kUnits && p * kUnits + u < H; ++u) {
+        const int64_t col = p * P + g * kUnits + u, row = g * H + p * kUnits + u;
+        rows[col] = row;
         if (b) bias[col] = b[row] + b[4 * H + row];
       }
   DirWeights d;
-  ASSIGN_OR_RETURN(d.w, GemvWeights::Pack(wp.data(), I, cols, /*b_is_nk=*/true, 1.0f, bias.data()));
-  ASSIGN_OR_RETURN(d.r, GemvWeights::Pack(rp.data(), H, cols, /*b_is_nk=*/true, 1.0f, nullptr));
+  ASSIGN_OR_RETURN(d.w, GemvWeights::PackRows(w, I, I, cols, rows.data(), b ? bias.data() : nullptr));
+  ASSIGN_OR_RETURN(d.r, GemvWeights::PackRows(r, H, H, cols, rows.data(), nullptr));
   return d;
 }
 

@@ -72,6 +72,10 @@ Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t ta
 // [M][C][taps] read in im2col order (k = t * C + c). Shared with GemvWeights::Pack.
 void PackTransposedPanel(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols, int64_t width,
                          float* panel);
+// The same transpose into columns [0, cols) of `dst` (row stride `width`, cols <= width)
+// only: other columns are neither written nor zeroed.
+void PackTransposedColumns(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols,
+                           int64_t width, float* dst);
 
 struct Epilogue {
   const float* bias = nullptr;                          // per-N bias, added after the product (nullptr: none)

@@ -21,11 +21,10 @@ namespace strata::sgemm {
 
 namespace {
 
-void PackTransposedPanelScalar(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols,
-                               int64_t width, float* panel) {
+// Writes columns [0, cols) of every packed row and nothing else (PackTransposedColumns).
+void PackTransposedColumnsScalar(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols,
+                                 int64_t width, float* panel) {
   const int64_t k = c * taps;
-  // The last panel's missing columns are zeros (the kernels read the whole width).
-  if (cols < width) std::fill(panel, panel + k * width, 0.0f);
   for (int64_t j = 0; j < cols; ++j) {
     const float* src = b + (n0 + j) * ldb;
     float* dst = panel + j;
@@ -41,23 +40,30 @@ void PackTransposedPanelScalar(const float* b, int64_t ldb, int64_t c, int64_t t
 // Row of the packed panel that holds flattened source element q = i * taps + t.
 inline int64_t PackedRow(int64_t q, int64_t c, int64_t taps) { return taps == 1 ? q : (q % taps) * c + q / taps; }
 
-// PackTransposedPanelScalar with 16x16 in-register transposes: 16 source rows (output columns)
+// PackTransposedColumnsScalar with 16x16 in-register transposes: 16 source rows (output columns)
 // x 16 consecutive source elements become 16 packed rows of 16 columns, each stored as one
 // 64-byte vector, instead of 256 scalar stores 128 bytes apart (the scalar loop was a
 // fifth of resnet50's creation).
-__attribute__((target("avx512f"))) void PackTransposedPanelAvx512(const float* b, int64_t ldb, int64_t c, int64_t taps,
-                                                                  int64_t n0, int64_t cols, int64_t width,
-                                                                  float* panel) {
+// Masked stores: a group of fewer than 16 columns leaves its neighbours alone, so a caller
+// can fill one panel from several sources (GemvWeights::PackRows).
+__attribute__((target("avx512f"))) void PackTransposedColumnsAvx512(const float* b, int64_t ldb, int64_t c,
+                                                                    int64_t taps, int64_t n0, int64_t cols,
+                                                                    int64_t width, float* panel) {
   const int64_t k = c * taps, k16 = k / 16 * 16;
-  if (cols < width) std::fill(panel, panel + k * width, 0.0f);
   for (int64_t jh = 0; jh < cols; jh += 16) {
     const int64_t jn = std::min<int64_t>(16, cols - jh);
+    const __mmask16 mask = static_cast<__mmask16>((1u << jn) - 1);
     const float* src = b + (n0 + jh) * ldb;
     for (int64_t q0 = 0; q0 < k16; q0 += 16) {
       __m512 r[16];
       for (int64_t j = 0; j < 16; ++j) r[j] = j < jn ? _mm512_loadu_ps(src + j * ldb + q0) : _mm512_setzero_ps();
       internal::Transpose16x16(r);
-      for (int64_t q = 0; q < 16; ++q) _mm512_storeu_ps(panel + PackedRow(q0 + q, c, taps) * width + jh, r[q]);
+      // Plain stores for full groups: masked stores are much slower on AMD cores.
+      if (jn == 16)
+        for (int64_t q = 0; q < 16; ++q) _mm512_storeu_ps(panel + PackedRow(q0 + q, c, taps) * width + jh, r[q]);
+      else
+        for (int64_t q = 0; q < 16; ++q)
+          _mm512_mask_storeu_ps(panel + PackedRow(q0 + q, c, taps) * width + jh, mask, r[q]);
     }
     for (int64_t j = 0; j < jn; ++j)
       for (int64_t q = k16; q < k; ++q) panel[PackedRow(q, c, taps) * width + jh + j] = src[j * ldb + q];
@@ -70,9 +76,16 @@ bool HasAvx512() { return Available(); }
 
 }  // namespace
 
+void PackTransposedColumns(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols,
+                           int64_t width, float* dst) {
+  (HasAvx512() ? PackTransposedColumnsAvx512 : PackTransposedColumnsScalar)(b, ldb, c, taps, n0, cols, width, dst);
+}
+
 void PackTransposedPanel(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols, int64_t width,
                          float* panel) {
-  (HasAvx512() ? PackTransposedPanelAvx512 : PackTransposedPanelScalar)(b, ldb, c, taps, n0, cols, width, panel);
+  // The last panel's missing columns are zeros (the kernels read the whole width).
+  if (cols < width) std::fill(panel, panel + c * taps * width, 0.0f);
+  PackTransposedColumns(b, ldb, c, taps, n0, cols, width, panel);
 }
 
 void PackedB::Free::operator()(float* p) const {

@@ -3,15 +3,18 @@
 // weight packing that shares its transposing packer, and the lazily created pthreadpool.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "core/large_pages.h"
 #include "core/threadpool.h"
 #include "cpu/gemv.h"
+#include "cpu/rnn_lstm_fused.h"
 #include "cpu/sgemm.h"
 
 namespace strata {
@@ -65,6 +68,68 @@ void ExpectSamePanels(const sgemm::PackedB& a, const sgemm::PackedB& b) {
   for (int64_t p = 0; p < a.panels(); ++p)
     ASSERT_EQ(std::memcmp(a.panel(p), b.panel(p), static_cast<size_t>(a.k() * sgemm::kPanelWidth) * 4), 0)
         << "panel " << p;
+}
+
+TEST(LoadPages, SmallBlocksShareChunksAndStayFreshWhenFreed) {
+  // Blocks under 2 MiB come from shared huge-page chunks: distinct, page aligned, zeroed,
+  // and space freed inside a chunk that is still in use is never handed out again dirty.
+  const size_t page = PageSize();
+  std::vector<std::pair<char*, size_t>> blocks;
+  for (size_t bytes : {size_t{64} << 10, size_t{100} << 10, size_t{1} << 20, size_t{700} << 10, size_t{64} << 10,
+                       (size_t{2} << 20) - 1}) {
+    size_t mapped = 0;
+    char* p = static_cast<char*>(AllocateLargePages(bytes, &mapped));
+    ASSERT_NE(p, nullptr);
+    ASSERT_GE(mapped, bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % page, 0u);
+    for (size_t i = 0; i < bytes; i += 509) ASSERT_EQ(p[i], 0) << "block of " << bytes << " byte " << i;
+    ASSERT_EQ(p[bytes - 1], 0);
+    std::memset(p, 0x5a, bytes);
+    for (const auto& [q, len] : blocks) EXPECT_TRUE(p + mapped <= q || q + len <= p) << "blocks overlap";
+    blocks.emplace_back(p, mapped);
+  }
+  // Free every other block, then allocate again: the new blocks are zeroed and do not
+  // overlap the ones still alive (whose contents are intact).
+  for (size_t i = 0; i < blocks.size(); i += 2) FreeLargePages(blocks[i].first, blocks[i].second);
+  for (int round = 0; round < 3; ++round) {
+    size_t mapped = 0;
+    char* p = static_cast<char*>(AllocateLargePages(size_t{300} << 10, &mapped));
+    ASSERT_NE(p, nullptr);
+    for (size_t i = 0; i < mapped; i += 997) ASSERT_EQ(p[i], 0);
+    for (size_t i = 1; i < blocks.size(); i += 2) {
+      const auto& [q, len] = blocks[i];
+      EXPECT_TRUE(p + mapped <= q || q + len <= p) << "new block overlaps a live one";
+      EXPECT_EQ(q[0], 0x5a);
+      EXPECT_EQ(q[len / 2], 0x5a);
+    }
+    FreeLargePages(p, mapped);
+  }
+  for (size_t i = 1; i < blocks.size(); i += 2) FreeLargePages(blocks[i].first, blocks[i].second);
+  FreeLargePages(nullptr, 0);  // no-op
+}
+
+TEST(LoadPages, ConcurrentSmallBlocksAreDistinct) {
+  // Sessions are created concurrently: the shared chunks must hand each thread its own block.
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        size_t mapped = 0;
+        const size_t bytes = (size_t{64} << 10) + static_cast<size_t>(t * 4096 + i * 512);
+        auto* p = static_cast<unsigned char*>(AllocateLargePages(bytes, &mapped));
+        if (!p) {
+          ++bad;
+          continue;
+        }
+        for (size_t k = 0; k < bytes; k += 4096) bad += p[k] != 0;
+        std::memset(p, t + 1, bytes);
+        for (size_t k = 0; k < bytes; k += 4096) bad += p[k] != t + 1;
+        FreeLargePages(p, mapped);
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 TEST(LoadPack, ConvWeightsPackInOnePassLikeReorderThenPack) {
@@ -145,6 +210,91 @@ TEST(LoadPack, GemvWeightsPackBothOrientationsExactly) {
             }
           for (int64_t j = 0; j < n; ++j) ASSERT_EQ(w->bias()[j], bias[j]);
         }
+      }
+    }
+  }
+}
+
+TEST(LoadPack, TransposedColumnsWriteOnlyTheirColumns) {
+  // A run of 5 columns at column 7 of a 64-wide panel: masked stores and the scalar tail
+  // leave every other column as it was (PackRows fills one panel from several runs).
+  for (int64_t k : {int64_t{3}, int64_t{37}}) {
+    SCOPED_TRACE(k);
+    const int64_t ldb = k + 2, width = 64;
+    std::vector<float> b = Rand(20 * ldb, 3), dst(static_cast<size_t>(k * width), 7.0f);
+    sgemm::PackTransposedColumns(b.data(), ldb, k, 1, /*n0=*/9, /*cols=*/5, width, dst.data() + 7);
+    for (int64_t kk = 0; kk < k; ++kk)
+      for (int64_t j = 0; j < width; ++j) {
+        const float want = j >= 7 && j < 12 ? b[(9 + j - 7) * ldb + kk] : 7.0f;
+        ASSERT_EQ(dst[kk * width + j], want) << "k=" << kk << " col=" << j;
+      }
+  }
+}
+
+TEST(LoadPack, GemvWeightsPackRowsMatchesPackOfTheReorderedMatrix) {
+  // Columns taken from rows of a strided source in runs, out of order and with gaps (-1:
+  // zero columns), small and > 64 KiB (AllocateLargePages) sizes: exactly what packing an
+  // explicitly reordered [N, K] copy gives.
+  for (int64_t k : {int64_t{1}, int64_t{19}, int64_t{260}}) {
+    for (int64_t n : {int64_t{5}, int64_t{64}, int64_t{150}}) {
+      SCOPED_TRACE("K=" + std::to_string(k) + " N=" + std::to_string(n));
+      const int64_t src_rows = 2 * n + 3, ldb = k + 5;
+      std::vector<float> src = Rand(src_rows * ldb, 21), bias = Rand(n, 22);
+      std::vector<int64_t> rows(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) rows[j] = j % 7 == 3 ? -1 : (j < n / 2 ? j + 2 : src_rows - 1 - j);
+      std::vector<float> reordered(static_cast<size_t>(n * k), 0.0f);
+      for (int64_t j = 0; j < n; ++j)
+        if (rows[j] >= 0) std::memcpy(&reordered[j * k], &src[rows[j] * ldb], k * sizeof(float));
+      auto want = GemvWeights::Pack(reordered.data(), k, n, /*b_is_nk=*/true, 1.0f, bias.data());
+      auto got = GemvWeights::PackRows(src.data(), ldb, k, n, rows.data(), bias.data());
+      ASSERT_TRUE(want.ok() && got.ok());
+      ASSERT_EQ(got->panels(), want->panels());
+      for (int64_t kk = 0; kk < k; ++kk)
+        for (int64_t j = 0; j < got->panels() * kGemvPanel; ++j)
+          ASSERT_EQ(got->at(kk, j), want->at(kk, j)) << "k=" << kk << " n=" << j;
+      for (int64_t j = 0; j < got->panels() * kGemvPanel; ++j) ASSERT_EQ(got->bias()[j], want->bias()[j]);
+    }
+  }
+  std::vector<float> src(8, 1.0f);
+  std::vector<int64_t> rows = {0, 1};
+  auto bad = GemvWeights::PackRows(src.data(), 2, 4, 2, rows.data(), nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("row stride 2 is shorter than K=4"), std::string::npos)
+      << bad.status().ToString();
+}
+
+TEST(LoadPack, LstmFusedPackMatchesGateInterleavedCopy) {
+  // lstm_fused::Pack packs W and R straight from the constants; the result must equal
+  // packing explicit gate-interleaved copies (column (p, g, u) = row g*H + p*16 + u, zero
+  // past H; bias Wb + Rb), at hidden sizes with and without a partial panel.
+  for (int64_t hidden : {int64_t{1}, int64_t{16}, int64_t{17}, int64_t{40}, int64_t{130}}) {
+    for (int64_t input : {int64_t{3}, int64_t{33}}) {
+      for (bool with_bias : {false, true}) {
+        SCOPED_TRACE("H=" + std::to_string(hidden) + " I=" + std::to_string(input) + (with_bias ? " bias" : ""));
+        const int64_t H = hidden, I = input, U = lstm_fused::kUnits;
+        const int64_t panels = (H + U - 1) / U, cols = panels * kGemvPanel;
+        std::vector<float> w = Rand(4 * H * I, 31), r = Rand(4 * H * H, 32), b = Rand(8 * H, 33);
+        std::vector<float> wp(static_cast<size_t>(cols * I), 0.0f), rp(static_cast<size_t>(cols * H), 0.0f),
+            bias(static_cast<size_t>(cols), 0.0f);
+        for (int64_t p = 0; p < panels; ++p)
+          for (int64_t g = 0; g < 4; ++g)
+            for (int64_t u = 0; u < U && p * U + u < H; ++u) {
+              const int64_t col = p * kGemvPanel + g * U + u, row = g * H + p * U + u;
+              std::memcpy(&wp[col * I], &w[row * I], I * sizeof(float));
+              std::memcpy(&rp[col * H], &r[row * H], H * sizeof(float));
+              if (with_bias) bias[col] = b[row] + b[4 * H + row];
+            }
+        auto want_w = GemvWeights::Pack(wp.data(), I, cols, true, 1.0f, bias.data());
+        auto want_r = GemvWeights::Pack(rp.data(), H, cols, true, 1.0f, nullptr);
+        auto got = lstm_fused::Pack(w.data(), r.data(), with_bias ? b.data() : nullptr, H, I);
+        ASSERT_TRUE(want_w.ok() && want_r.ok() && got.ok()) << got.status().ToString();
+        for (int64_t kk = 0; kk < I; ++kk)
+          for (int64_t j = 0; j < cols; ++j)
+            ASSERT_EQ(got->w.at(kk, j), want_w->at(kk, j)) << "W k=" << kk << " n=" << j;
+        for (int64_t kk = 0; kk < H; ++kk)
+          for (int64_t j = 0; j < cols; ++j)
+            ASSERT_EQ(got->r.at(kk, j), want_r->at(kk, j)) << "R k=" << kk << " n=" << j;
+        for (int64_t j = 0; j < cols; ++j) ASSERT_EQ(got->w.bias()[j], bias[j]);
       }
     }
   }
