@@ -2,7 +2,9 @@
 """bf16 fast math vs fp32 vs ONNX Runtime fp32 (--threads, default 1) on the same saved inputs.
 
 For each model: saves seeded random inputs once (strata bench --save-inputs), checks the
-bf16 outputs against fp32 (max |bf16 - fp32| / max |fp32| per output), then alternates
+bf16 outputs against fp32 (max |bf16 - fp32| / max |fp32| per output) next to the model's
+own sensitivity (the same measure for fp32 run on the float inputs rounded to bf16: how far
+one bf16 rounding of the input alone moves the outputs), then alternates
 strata fp32 / strata bf16 / ORT processes `--rounds` times and prints the median of the
 per-process medians. Keep rounds and iters small on the shared machine.
 
@@ -29,6 +31,23 @@ def run(cmd, timeout=300):
     return r.stdout
 
 
+def round_to_bf16(x):
+    """Round-to-nearest-even to bf16, kept as float32."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32)
+
+
+def max_rel_err(ref_outs, got_outs):
+    err = 0.0
+    for name, ref in ref_outs.items():
+        got = got_outs[name].astype(np.float64)
+        ref = ref.astype(np.float64)
+        scale = max(np.abs(ref).max(), 1e-30)
+        err = max(err, float(np.abs(got - ref).max() / scale))
+    return err
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--strata", default=os.path.join(ROOT, "build/release/bin/strata"))
@@ -51,17 +70,21 @@ def main():
         for f in sorted(glob.glob(os.path.join(in_dir, "input_*.npy"))):
             name = os.path.basename(f)[len("input_"):-len(".npy")].split("_", 1)[1]
             feeds += ["-i", "%s=%s" % (name, f)]
+        rounded_feeds = []
+        for i in range(0, len(feeds), 2):
+            name, f = feeds[i + 1].split("=", 1)
+            x = np.load(f)
+            if x.dtype == np.float32:
+                f = os.path.join(tmp, "rounded_" + os.path.basename(f))
+                np.save(f, round_to_bf16(x))
+            rounded_feeds += ["-i", "%s=%s" % (name, f)]
         outs = {}
-        for prec in ("fp32", "bf16"):
-            d = os.path.join(tmp, prec)
-            run([args.strata, "run", path, "--threads", "1", "--precision", prec, "-o", d] + feeds)
-            outs[prec] = {os.path.basename(f): np.load(f) for f in glob.glob(os.path.join(d, "*.npy"))}
-        err = 0.0
-        for name, ref in outs["fp32"].items():
-            got = outs["bf16"][name].astype(np.float64)
-            ref = ref.astype(np.float64)
-            scale = max(np.abs(ref).max(), 1e-30)
-            err = max(err, float(np.abs(got - ref).max() / scale))
+        for key, prec, fs in (("fp32", "fp32", feeds), ("bf16", "bf16", feeds), ("fp32_rounded_in", "fp32", rounded_feeds)):
+            d = os.path.join(tmp, key)
+            run([args.strata, "run", path, "--threads", "1", "--precision", prec, "-o", d] + fs)
+            outs[key] = {os.path.basename(f): np.load(f) for f in glob.glob(os.path.join(d, "*.npy"))}
+        err = max_rel_err(outs["fp32"], outs["bf16"])
+        sens = max_rel_err(outs["fp32"], outs["fp32_rounded_in"])
         times = {"fp32": [], "bf16": [], "ort": []}
         common = ["--threads", str(args.threads), "--warmup", "2", "--iters", str(args.iters), "--creations", "1"]
         for _ in range(args.rounds):
@@ -74,8 +97,9 @@ def main():
         med = {k: statistics.median(v) if v else float("nan") for k, v in times.items()}
         rows.append((m, med, err, times))
         print("%-9s fp32 %8.2f ms  bf16 %8.2f ms  ORT %8.2f ms  bf16 vs fp32 %.2fx  bf16 vs ORT %.2fx  max rel err %.2e"
-              % (m, med["fp32"], med["bf16"], med["ort"], med["fp32"] / med["bf16"], med["ort"] / med["bf16"], err),
-              flush=True)
+              "  (fp32 on bf16-rounded inputs: %.2e)"
+              % (m, med["fp32"], med["bf16"], med["ort"], med["fp32"] / med["bf16"], med["ort"] / med["bf16"], err,
+                 sens), flush=True)
         print("          per-process medians: %s" % json.dumps(times), flush=True)
     return 0
 
