@@ -4,6 +4,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "core/inverted_residual_fusion.h"
 #include "core/layout_pass.h"
 #include "core/transformer_fusion.h"
 #include "cpu/conv_nhwc_gemm.h"  // FuseNhwcConvResidual: needs to know which convs the SGEMM runs
@@ -353,6 +354,7 @@ Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
     ASSIGN_OR_RETURN(int l, ConvertToNhwc(g, opts));
     // ResNet's conv -> Add(skip) [-> Relu] into the conv's SGEMM epilogue (NHWC only).
     if (l > 0) FuseNhwcConvResidual(g);
+    if (l > 0) FuseInvertedResidualBlocks(g);  // MobileNetV2 blocks: after the residual fusion
   }
   EliminateDeadNodes(g);
   return Status::Ok();
