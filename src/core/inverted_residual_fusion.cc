@@ -94,7 +94,7 @@ int FuseInvertedResidualBlocks(Graph& g) {
     }
     Node f;
     const Node& first = ei >= 0 ? g.nodes[ei] : dwn;
-    f.name = first.name + "/inverted_residual";
+    f.name = first.name;  // the block is named after its first conv (that node is gone)
     f.op_type = kInvertedResidualOp;
     f.domain = kInternalDomain;
     f.opset = 1;

@@ -11,11 +11,12 @@
 #include <cstring>
 
 #include "core/constant_release.h"
-#include "core/layout_pass.h"
 #include "core/inverted_residual_fusion.h"
+#include "core/layout_pass.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/conv_nhwc_block.h"
 #include "cpu/conv_nhwc_gemm.h"
+#include "cpu/conv_nhwc_stem.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/xnnpack_util.h"
 
@@ -186,6 +187,8 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   // session pool, at any thread count); depthwise ones on strata's kernel; other grouped
   // convs on XNNPACK, whose workers ParkXnnWorkers puts to sleep
   // after each operator so that the two pools never spin against each other.
+  auto stem = MakeNhwcStemConv(init, *w, b, act);  // C <= 4: a direct kernel beats the short-K GEMM
+  if (stem.ok() || stem.status().code() != StatusCode::kUnsupported) return stem;
   auto gemm = MakeNhwcGemmConv(init, *w, b, act);
   if (gemm.ok() || gemm.status().code() != StatusCode::kUnsupported) return gemm;
   if (init.has_input(3))
