@@ -356,6 +356,34 @@ TEST(NhwcDepthwiseConv, MatchesNaiveConvAtEdgeShapes) {
   }
 }
 
+TEST(NhwcStemConv, MatchesNaiveConvAtEdgeShapes) {
+  // C <= 4 without a residual runs on the direct stem kernel (conv_nhwc_stem.cc): output
+  // channels in 1-4 vectors (M = 16, 40, 32, 64) and in several groups (M = 70), pixel
+  // blocks with remainders, borders on every side, dilation, batch 2.
+  ThreadPool pool2(2);
+  std::vector<ConvCase> cases = {
+      {.h = 15, .w = 17, .c = 3, .m = 32, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}, .relu = true},  // MobileNetV2
+      {.n = 2, .h = 21, .w = 22, .c = 3, .m = 64, .kh = 7, .kw = 7, .sh = 2, .sw = 2, .pads = {3, 3, 3, 3}},
+      {.h = 9, .w = 30, .c = 1, .m = 16, .pads = {1, 1, 1, 1}},
+      {.h = 8, .w = 13, .c = 4, .m = 70, .pads = {0, 2, 1, 0}, .bias = false},
+      {.h = 10, .w = 11, .c = 2, .m = 40, .dh = 2, .dw = 2, .pads = {2, 2, 2, 2}},
+      {.h = 2, .w = 2, .c = 3, .m = 24, .kh = 5, .kw = 5, .pads = {2, 2, 2, 2}},  // every pixel on a border
+      {.h = 12, .w = 12, .c = 3, .m = 5, .kh = 1, .kw = 1},
+  };
+  uint32_t seed = 300;
+  for (const ConvCase& cc : cases) {
+    const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
+    const Tensor w = Random({cc.m, cc.c, cc.kh, cc.kw}, seed++, 0.5f);
+    const Tensor b = Random({cc.m}, seed++, 0.5f);
+    const Tensor want = NaiveConv(cc, x, w, cc.bias ? &b : nullptr, nullptr);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+      KernelRun r = RunNhwcConv(cc, x, w, cc.bias ? &b : nullptr, nullptr, pool);
+      ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
+      ExpectNear(r.y, want, "stem " + Name(cc));
+    }
+  }
+}
+
 // --- the SGEMM entry points -------------------------------------------------------------
 
 TEST(SgemmGathered, MatchesGemmOnTheSameMatrixAndChecksArguments) {
