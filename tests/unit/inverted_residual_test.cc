@@ -147,6 +147,7 @@ TEST(InvertedResidual, FusedBlockMatchesReferenceAtEdgeShapes) {
       {.cin = 16, .h = 41, .w = 37, .ce = 96, .cout = 24, .stride = 2, .relu6 = false},      // strips at stride 2
       {.cin = 8, .h = 6, .w = 6, .ce = 20, .cout = 12, .k = 5, .pads = {2, 2, 2, 2}, .bias = false},  // 5x5
       {.cin = 8, .h = 2, .w = 3, .ce = 16, .cout = 8, .stride = 2, .pads = {1, 1, 1, 1}, .residual = false},
+      {.cin = 4, .h = 3, .w = 2, .ce = 2600, .cout = 5},  // K > 2560: the project GEMM packs A
   };
   uint32_t seed = 1;
   for (const Block& b : cases) {
