@@ -142,8 +142,12 @@ class InvertedResidualKernel final : public OpKernel, public PacksConstantInputs
     const int64_t part_floats = p.exp_rows * w * ce_ + p.strip * ow * ce_;
     const int64_t total = n * oh;
     const int threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
-    // Two parts per thread balance a late worker; each costs one strip's overlap rows again.
-    const int64_t parts = threads > 1 ? std::min<int64_t>(total, 2 * threads) : 1;
+    // One part per thread: each part recomputes the expanded rows above its first strip (at
+    // stride 1, two rows), so more parts cost more. mobilenet_v2, 2 threads, loaded VM,
+    // 5 alternating runs of 300: min 2.59-2.71 ms (p10 6.5-12) with one part per thread,
+    // 2.9-3.1 (p10 10.9-13.5) with two, 2.96-3.2 with two and whole-image blocks split
+    // per phase over the pool instead. A late worker's part is taken by the caller.
+    const int64_t parts = threads > 1 ? std::min<int64_t>(total, threads) : 1;
     ASSIGN_OR_RETURN(Tensor scratch, AllocateScratch(parts * part_floats, ctx.allocator(), node));
     float* buf = scratch.mutable_data<float>();
     std::vector<Status> status(static_cast<size_t>(parts));
@@ -176,6 +180,24 @@ class InvertedResidualKernel final : public OpKernel, public PacksConstantInputs
     return sgemm::PackConvWeights(wt.data<float>(), m, c, 1);
   }
 
+  // Depthwise output rows [a, e) of image b into dw_buf (row oy at oy - oy0); the expanded
+  // rows from `lo` on are in exp_buf (or, without expand, read from xb).
+  void DwRows(const Plan& p, const float* exp_buf, int64_t lo, const float* xb, int64_t oy0, int64_t a, int64_t e,
+              float* dw_buf) const {
+    const int64_t kh = dw_.kh, erow = p.w * ce_;
+    const float* rows_small[16];
+    std::vector<const float*> rows_big(kh > 16 ? kh : 0);
+    const float** rows = kh > 16 ? rows_big.data() : rows_small;
+    for (int64_t oy = a; oy < e; ++oy) {
+      const int64_t iy0 = oy * p.sh - p.pt;
+      for (int64_t ky = 0; ky < kh; ++ky) {
+        const int64_t iy = iy0 + ky * p.dh;
+        rows[ky] = iy < 0 || iy >= p.h ? nullptr : has_expand_ ? exp_buf + (iy - lo) * erow : xb + iy * p.w * cin_;
+      }
+      dw::ConvRow(dw_, p.rg, rows, dw_buf + (oy - oy0) * p.ow * ce_);
+    }
+  }
+
   // Output rows [r0, r1) of the flattened [N * OH] rows; buf holds exp_rows expanded rows,
   // then `strip` depthwise output rows.
   Status RunRows(const Plan& p, int64_t r0, int64_t r1, float* buf) const {
@@ -183,9 +205,6 @@ class InvertedResidualKernel final : public OpKernel, public PacksConstantInputs
     float* exp_buf = buf;
     float* dw_buf = buf + p.exp_rows * erow;
     const int64_t kh = dw_.kh;
-    const float* rows_small[16];
-    std::vector<const float*> rows_big(kh > 16 ? kh : 0);
-    const float** rows = kh > 16 ? rows_big.data() : rows_small;
     sgemm::Epilogue ep_e, ep_p;
     ep_e.bias = be_.empty() ? nullptr : be_.data();
     ep_e.min = act_e_.min, ep_e.max = act_e_.max;
@@ -211,14 +230,7 @@ class InvertedResidualKernel final : public OpKernel, public PacksConstantInputs
               RowsGemm((hi - start) * w, xb + start * w * cin_, cin_, we_, exp_buf + (start - lo) * erow, ce, ep_e));
         held_b = b, held_lo = lo, held_hi = hi;
       }
-      for (int64_t oy = oy0; oy < oy1; ++oy) {
-        const int64_t iy0 = oy * p.sh - p.pt;
-        for (int64_t ky = 0; ky < kh; ++ky) {
-          const int64_t iy = iy0 + ky * p.dh;
-          rows[ky] = iy < 0 || iy >= p.h ? nullptr : has_expand_ ? exp_buf + (iy - lo) * erow : xb + iy * w * cin_;
-        }
-        dw::ConvRow(dw_, p.rg, rows, dw_buf + (oy - oy0) * p.ow * ce);
-      }
+      DwRows(p, exp_buf, lo, xb, oy0, oy0, oy1, dw_buf);
       const int64_t out_off = (b * p.oh + oy0) * p.ow * cout_;
       if (p.res) {
         ep_p.residual = p.res + out_off;
