@@ -33,6 +33,8 @@ constexpr int64_t kStripBytes = 320 * 1024;
 // B must stay in L2). mobilenet_v2, 1 thread, CPU ms per run (5 alternating pairs on the
 // loaded VM, medians): packed A for both 6.05, pointers for project only 5.53, for both 5.23.
 constexpr int64_t kMaxIndirectK = 2560;
+// Parts of the output rows run in parallel (one per thread, up to this many).
+constexpr int64_t kMaxParts = 16;
 
 // One part of the fused conv: the ONNX Conv behind it, rebuilt from the prefixed attributes.
 Node PartNode(const Node& fused, const char* prefix, const char* what) {
@@ -147,10 +149,10 @@ class InvertedResidualKernel final : public OpKernel, public PacksConstantInputs
     // 5 alternating runs of 300: min 2.59-2.71 ms (p10 6.5-12) with one part per thread,
     // 2.9-3.1 (p10 10.9-13.5) with two, 2.96-3.2 with two and whole-image blocks split
     // per phase over the pool instead. A late worker's part is taken by the caller.
-    const int64_t parts = threads > 1 ? std::min<int64_t>(total, threads) : 1;
+    const int64_t parts = threads > 1 ? std::min<int64_t>({total, threads, kMaxParts}) : 1;
     ASSIGN_OR_RETURN(Tensor scratch, AllocateScratch(parts * part_floats, ctx.allocator(), node));
     float* buf = scratch.mutable_data<float>();
-    std::vector<Status> status(static_cast<size_t>(parts));
+    Status status[kMaxParts];  // on the stack: a steady-state run allocates nothing
     auto run = [&](int64_t b, int64_t e) {
       // A chunk uses the buffers of its first part: concurrent chunks never share one.
       for (int64_t q = b; q < e; ++q)
@@ -161,8 +163,8 @@ class InvertedResidualKernel final : public OpKernel, public PacksConstantInputs
     } else {
       run(0, 1);
     }
-    for (const Status& st : status)
-      if (!st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
+    for (int64_t q = 0; q < parts; ++q)
+      if (const Status& st = status[q]; !st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
     return Status::Ok();
   }
 
