@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "core/fusion_util.h"
+#include "core/inverted_residual_fusion.h"
 #include "core/layout_pass.h"
 #include "core/transformer_fusion.h"
 
@@ -335,6 +336,7 @@ Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
     ASSIGN_OR_RETURN(int l, ConvertToNhwc(g, opts));
     // ResNet's conv -> Add(skip) [-> Relu] into the conv's SGEMM epilogue (NHWC only).
     if (l > 0) FuseNhwcConvResidual(g);
+    if (l > 0) FuseInvertedResidualBlocks(g);  // MobileNetV2 blocks: after the residual fusion
   }
   EliminateDeadNodes(g);
   return Status::Ok();

@@ -42,6 +42,21 @@ double NodeFlops(const Node& node, const std::vector<const Value*>& inputs, cons
     return 4.0 * static_cast<double>(node.GetInt("batch", 0)) * static_cast<double>(node.GetInt("num_heads", 0)) *
            static_cast<double>(node.GetInt("q_len", 0)) * static_cast<double>(node.GetInt("kv_len", 0)) *
            static_cast<double>(node.GetInt("head_dim", 0));
+  if (node.domain == kInternalDomain && node.op_type == "NhwcInvertedResidual") {
+    // Its three convs: expand 1x1 over the input pixels (absent without input 1), then the
+    // depthwise and project convs over the output pixels.
+    const Tensor* x = TensorAt(inputs, 0);
+    const Tensor* we = TensorAt(inputs, 1);
+    const Tensor* wd = TensorAt(inputs, 3);
+    const Tensor* wp = TensorAt(inputs, 5);
+    const Tensor* y = OutTensor(outputs, 0);
+    if (!x || !wd || !wp || !y || x->rank() != 4 || y->rank() != 4 || wd->rank() != 4 || wp->rank() != 4) return -1;
+    const double out_px = Prod(y->shape(), 0) / static_cast<double>(y->dim(3));
+    double f =
+        2.0 * out_px * static_cast<double>(wd->dim(0)) * Prod(wd->shape(), 2) + 2.0 * out_px * Prod(wp->shape(), 0);
+    if (we && we->rank() == 4) f += 2.0 * Prod(x->shape(), 0) / static_cast<double>(x->dim(3)) * Prod(we->shape(), 0);
+    return f;
+  }
   if (!node.domain.empty() && !nhwc_conv && !fused_matmul) return -1;
   const std::string& op = node.op_type;
   if (op == "Conv" || nhwc_conv) {

@@ -1,7 +1,7 @@
 // NhwcConv: fp32 2-D Conv on NHWC activations. Ungrouped convs run on strata's SGEMM
-// (conv_nhwc_gemm.cc), depthwise ones (multi-thread sessions) on conv_nhwc_depthwise.cc;
-// other grouped convs
-// (and CPUs without AVX-512F) go through XNNPACK's NHWC convolution.
+// (conv_nhwc_gemm.cc), depthwise ones on conv_nhwc_depthwise.cc; other grouped convs (and
+// CPUs without AVX-512F) go through XNNPACK's NHWC convolution. The fused inverted-residual
+// block (conv_nhwc_block.cc) is registered here too.
 // The operator (with its packed weights) is created once, at session creation; each run
 // only re-runs setup, which XNNPACK keeps cheap while the input shape is unchanged. With
 // auto_pad=SAME the pads depend on the input size, so the operator is re-created whenever
@@ -11,9 +11,12 @@
 #include <cstring>
 
 #include "core/constant_release.h"
+#include "core/inverted_residual_fusion.h"
 #include "core/layout_pass.h"
 #include "cpu/conv_kernels.h"
+#include "cpu/conv_nhwc_block.h"
 #include "cpu/conv_nhwc_gemm.h"
+#include "cpu/conv_nhwc_stem.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/xnnpack_util.h"
@@ -182,9 +185,11 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
     return InvalidModel(node.Describe(), ": kernel_shape does not match W ", ShapeToString(w->shape()));
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
   // Ungrouped convs run on strata's SGEMM (faster than XNNPACK's IGEMM here, and on the
-  // session pool, at any thread count); depthwise ones on strata's kernel in multi-thread
-  // sessions; other grouped convs on XNNPACK, whose workers ParkXnnWorkers puts to sleep
+  // session pool, at any thread count); depthwise ones on strata's kernel; other grouped
+  // convs on XNNPACK, whose workers ParkXnnWorkers puts to sleep
   // after each operator so that the two pools never spin against each other.
+  auto stem = MakeNhwcStemConv(init, *w, b, act);  // C <= 4: a direct kernel beats the short-K GEMM
+  if (stem.ok() || stem.status().code() != StatusCode::kUnsupported) return stem;
   // bf16 fast-math sessions take the bf16 GEMM for the same (ungrouped) convs.
   auto bf16 = MakeNhwcBf16Conv(init, *w, b, act);
   if (bf16.ok() || bf16.status().code() != StatusCode::kUnsupported) return bf16;
@@ -242,6 +247,12 @@ void RegisterNhwcConvKernels(KernelRegistry& r) {
                   },
               .reference = false,
               .impl = "nhwc-sgemm|xnnpack"});
+  r.Register({.domain = kInternalDomain,
+              .op_type = kInvertedResidualOp,
+              .types = {DataType::kFloat},
+              .factory = MakeNhwcInvertedResidual,
+              .reference = false,
+              .impl = "nhwc-block"});
   r.Register({.domain = kInternalDomain,
               .op_type = "NchwToNhwc",
               .types = {DataType::kFloat},

@@ -1,12 +1,16 @@
-// Depthwise NhwcConv (group == C == M) with AVX-512F on the session pool, used by
-// multi-thread sessions (see MakeNhwcDepthwiseConv): XNNPACK's depthwise kernels would run
-// on XNNPACK's pthreadpool while the SGEMM convs around them run on strata's pool, and on
-// a loaded 2-vCPU machine handing the cores from one pool to the other dominated.
+// Depthwise NhwcConv (group == C == M, multiplier 1) with AVX-512F on the session pool, at
+// every thread count: one kernel and one pool (XNNPACK's depthwise kernel ran on its own
+// pthreadpool beside the session's, whose spinning workers cost more than the kernel).
 //
-// Per output pixel and 16-channel vector: bias + sum over the in-bounds taps of
-// x[iy, ix, c:c+16] * w[ky, kx, c:c+16]; the valid tap range is computed once per pixel,
-// so padding costs no per-tap branches. Rows of output pixels are split over the pool.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The row kernel (dw::ConvRow) computes one output row per call from KH input row
+// pointers, so the fused inverted-residual block (conv_nhwc_block.cc) runs it on rows of
+// its strip buffer. Per 16-channel vector it keeps the 3x3 weights and bias in registers
+// and sweeps the row in blocks of 4 output pixels: each input vector loaded feeds every
+// output of the block that reads it (stride 1: 18 loads for 36 FMAs instead of 36 + 9
+// weight loads), and the 4 independent accumulators hide the FMA latency. Taps in the
+// vertical padding are dropped by the caller (null rows); the horizontal edge pixels and
+// other kernel shapes take a per-pixel loop over their in-bounds taps.
+#include "cpu/conv_nhwc_depthwise.h"
 
 #include <immintrin.h>
 
@@ -21,18 +25,14 @@
 #include "cpu/sgemm.h"
 
 namespace strata {
+namespace dw {
 namespace {
 
 #define STRATA_AVX512 __attribute__((target("avx512f")))
 
-struct DwGeo {
-  const float* x;
-  float* y;
-  const float* w;     // [kh * kw][cp]
-  const float* bias;  // [cp]
-  int64_t h, wd, c, cp, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
-  float lo, hi;
-};
+inline __mmask16 TailMask(int64_t left) {
+  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+}
 
 // First tap index t in [0, k) with 0 <= o + t * d < n, and one past the last.
 inline void TapRange(int64_t o, int64_t d, int64_t k, int64_t n, int64_t* t0, int64_t* t1) {
@@ -43,127 +43,184 @@ inline void TapRange(int64_t o, int64_t d, int64_t k, int64_t n, int64_t* t0, in
   *t1 = std::max(b, *t0);
 }
 
-// One output pixel's channels [c0, c0 + 16) (masked by m) over taps [ky0, ky1) x [kx0, kx1).
-STRATA_AVX512 inline __m512 DwPixel(const DwGeo& g, const float* xn, int64_t iy0, int64_t ix0, int64_t ky0, int64_t ky1,
-                                    int64_t kx0, int64_t kx1, int64_t c0, __mmask16 m) {
-  __m512 acc = _mm512_loadu_ps(g.bias + c0);  // bias and weights are padded to cp
-  for (int64_t ky = ky0; ky < ky1; ++ky) {
-    const int64_t xrow = (iy0 + ky * g.dh) * g.wd + ix0;  // pixel index of tap kx = 0 (may be < 0)
-    const float* wr = g.w + ky * g.kw * g.cp + c0;
+// One output pixel's channels [c0, c0 + 16) (masked by m) over its in-bounds taps, weights
+// read from memory: the edge pixels and any kernel shape.
+STRATA_AVX512 inline __m512 PixelAnyShape(const Weights& wt, const RowGeometry& g, const float* const* rows, int64_t ox,
+                                          int64_t c0, __mmask16 m) {
+  const int64_t ix0 = ox * g.stride - g.pad_left, c = wt.c;
+  int64_t kx0, kx1;
+  TapRange(ix0, g.dilation, wt.kw, g.in_w, &kx0, &kx1);
+  __m512 acc = _mm512_loadu_ps(wt.bias.data() + c0);  // padded to cp
+  for (int64_t ky = 0; ky < wt.kh; ++ky) {
+    const float* r = rows[ky];
+    if (!r) continue;
+    const float* wr = wt.w.data() + ky * wt.kw * wt.cp + c0;
     for (int64_t kx = kx0; kx < kx1; ++kx)
-      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, xn + (xrow + kx * g.dw) * g.c + c0),
-                            _mm512_loadu_ps(wr + kx * g.cp), acc);
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, r + (ix0 + kx * g.dilation) * c + c0),
+                            _mm512_loadu_ps(wr + kx * wt.cp), acc);
   }
   return acc;
 }
 
-STRATA_AVX512 void DwRows(const DwGeo& g, int64_t row_begin, int64_t row_end) {
+STRATA_AVX512 inline void EdgePixel(const Weights& wt, const RowGeometry& g, const float* const* rows, int64_t ox,
+                                    int64_t c0, __mmask16 m, __m512 lo, __m512 hi, float* y) {
+  const __m512 acc = PixelAnyShape(wt, g, rows, ox, c0, m);
+  _mm512_mask_storeu_ps(y + ox * wt.c + c0, m, _mm512_min_ps(_mm512_max_ps(acc, lo), hi));
+}
+
+STRATA_AVX512 void RowAnyShape(const Weights& wt, const RowGeometry& g, const float* const* rows, float* y) {
   const __m512 lo = _mm512_set1_ps(g.lo), hi = _mm512_set1_ps(g.hi);
-  const int64_t c = g.c;
-  // Output columns whose taps all lie inside the image: there, kPix pixels share each
-  // weight load and give kPix independent FMA chains (one chain per pixel was FMA-latency
-  // bound: ~1.7x XNNPACK's time on mobilenet_v2).
-  constexpr int kPix = 4;
-  const int64_t span = (g.kw - 1) * g.dw;
-  const int64_t ox_lo = std::min(g.ow, (g.pl + g.sw - 1) / g.sw);
-  const int64_t ox_hi =
-      g.wd - 1 - span + g.pl < 0 ? ox_lo : std::max(ox_lo, std::min(g.ow, (g.wd - 1 - span + g.pl) / g.sw + 1));
-  for (int64_t row = row_begin; row < row_end; ++row) {
-    const int64_t n = row / g.oh, oy = row - n * g.oh;
-    const int64_t iy0 = oy * g.sh - g.pt;
-    int64_t ky0, ky1;
-    TapRange(iy0, g.dh, g.kh, g.h, &ky0, &ky1);
-    const float* xn = g.x + n * g.h * g.wd * c;
-    float* yrow = g.y + row * g.ow * c;
-    for (int64_t ox = 0; ox < g.ow;) {
-      const int64_t ix0 = ox * g.sw - g.pl;
-      if (ox >= ox_lo && ox + kPix <= ox_hi) {
-        for (int64_t c0 = 0; c0 < c; c0 += 16) {
-          const __mmask16 m =
-              c - c0 >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (c - c0)) - 1);
-          __m512 acc[kPix];
-          for (int j = 0; j < kPix; ++j) acc[j] = _mm512_loadu_ps(g.bias + c0);
-          for (int64_t ky = ky0; ky < ky1; ++ky) {
-            const float* xr = xn + ((iy0 + ky * g.dh) * g.wd + ix0) * c + c0;
-            const float* wr = g.w + ky * g.kw * g.cp + c0;
-            for (int64_t kx = 0; kx < g.kw; ++kx) {
-              const __m512 wv = _mm512_loadu_ps(wr + kx * g.cp);
-              const float* xp = xr + kx * g.dw * c;
-#pragma GCC unroll 4
-              for (int j = 0; j < kPix; ++j)
-                acc[j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, xp + j * g.sw * c), wv, acc[j]);
-            }
-          }
-          for (int j = 0; j < kPix; ++j)
-            _mm512_mask_storeu_ps(yrow + (ox + j) * c + c0, m, _mm512_min_ps(_mm512_max_ps(acc[j], lo), hi));
-        }
-        ox += kPix;
-        continue;
+  for (int64_t ox = 0; ox < g.out_w; ++ox)
+    for (int64_t c0 = 0; c0 < wt.c; c0 += 16) EdgePixel(wt, g, rows, ox, c0, TailMask(wt.c - c0), lo, hi, y);
+}
+
+// kJ adjacent interior output pixels (all 3 taps of each in bounds) of a 3x3 kernel with
+// stride kS over kR in-bounds kernel rows: input column i of the block feeds output j at
+// tap kx = i - j * kS, so each input vector is loaded once per row.
+template <int kS, int kR, int kJ>
+STRATA_AVX512 inline void Block3x3(const float* const* r, const __m512* w, __m512 bias, int64_t off, int64_t c,
+                                   __mmask16 m, __m512 lo, __m512 hi, float* y) {
+  __m512 acc[kJ];
+#pragma GCC unroll 8
+  for (int j = 0; j < kJ; ++j) acc[j] = bias;
+#pragma GCC unroll 3
+  for (int ky = 0; ky < kR; ++ky) {
+    const float* xr = r[ky] + off;
+#pragma GCC unroll 16
+    for (int i = 0; i < (kJ - 1) * kS + 3; ++i) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, xr + i * c);
+#pragma GCC unroll 8
+      for (int j = 0; j < kJ; ++j) {
+        const int kx = i - j * kS;
+        if (kx >= 0 && kx < 3) acc[j] = _mm512_fmadd_ps(xv, w[ky * 3 + kx], acc[j]);
       }
-      int64_t kx0, kx1;
-      TapRange(ix0, g.dw, g.kw, g.wd, &kx0, &kx1);
-      float* yp = yrow + ox * c;
-      for (int64_t c0 = 0; c0 < c; c0 += 16) {
-        const __mmask16 m =
-            c - c0 >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (c - c0)) - 1);
-        const __m512 acc = DwPixel(g, xn, iy0, ix0, ky0, ky1, kx0, kx1, c0, m);
-        _mm512_mask_storeu_ps(yp + c0, m, _mm512_min_ps(_mm512_max_ps(acc, lo), hi));
-      }
-      ++ox;
     }
   }
+#pragma GCC unroll 8
+  for (int j = 0; j < kJ; ++j) _mm512_mask_storeu_ps(y + j * c, m, _mm512_min_ps(_mm512_max_ps(acc[j], lo), hi));
 }
+
+// A 3x3, dilation-1 row with stride kS whose in-bounds kernel rows are rows[0, kR) (the
+// caller dropped the padded ones and offset the weights to match).
+template <int kS, int kR>
+STRATA_AVX512 void Row3x3(const Weights& wt, const RowGeometry& g, const float* const* rows, const float* wbase,
+                          const float* const* all_rows, float* y) {
+  constexpr int kBlock = 4;
+  const int64_t c = wt.c, ow = g.out_w;
+  // Output columns whose 3 taps all lie inside the row.
+  const int64_t ox_lo = std::min(ow, (g.pad_left + kS - 1) / kS);
+  const int64_t last = g.in_w - 3 + g.pad_left;  // largest ox * kS with the right tap inside
+  const int64_t ox_hi = last < 0 ? ox_lo : std::max(ox_lo, std::min(ow, last / kS + 1));
+  const __m512 lo = _mm512_set1_ps(g.lo), hi = _mm512_set1_ps(g.hi);
+  for (int64_t c0 = 0; c0 < c; c0 += 16) {
+    const __mmask16 m = TailMask(c - c0);
+    __m512 w[kR * 3];
+#pragma GCC unroll 9
+    for (int t = 0; t < kR * 3; ++t) w[t] = _mm512_loadu_ps(wbase + t * wt.cp + c0);
+    const __m512 bias = _mm512_loadu_ps(wt.bias.data() + c0);
+    int64_t ox = 0;
+    for (; ox < ox_lo; ++ox) EdgePixel(wt, g, all_rows, ox, c0, m, lo, hi, y);
+    for (; ox + kBlock <= ox_hi; ox += kBlock)
+      Block3x3<kS, kR, kBlock>(rows, w, bias, (ox * kS - g.pad_left) * c + c0, c, m, lo, hi, y + ox * c + c0);
+    for (; ox < ox_hi; ++ox)
+      Block3x3<kS, kR, 1>(rows, w, bias, (ox * kS - g.pad_left) * c + c0, c, m, lo, hi, y + ox * c + c0);
+    for (; ox < ow; ++ox) EdgePixel(wt, g, all_rows, ox, c0, m, lo, hi, y);
+  }
+}
+
+template <int kS>
+void Row3x3Dispatch(const Weights& wt, const RowGeometry& g, const float* const* rows, int64_t ky0, int64_t nr,
+                    float* y) {
+  const float* wb = wt.w.data() + ky0 * 3 * wt.cp;
+  switch (nr) {
+    case 3:
+      return Row3x3<kS, 3>(wt, g, rows + ky0, wb, rows, y);
+    case 2:
+      return Row3x3<kS, 2>(wt, g, rows + ky0, wb, rows, y);
+    default:
+      return Row3x3<kS, 1>(wt, g, rows + ky0, wb, rows, y);
+  }
+}
+
+}  // namespace
+
+Weights PackWeights(const Tensor& w, const Tensor* b) {
+  Weights p;
+  p.c = w.dim(0);
+  p.kh = w.dim(2);
+  p.kw = w.dim(3);
+  p.cp = (p.c + 15) / 16 * 16;
+  const int64_t taps = p.kh * p.kw;
+  p.w.assign(static_cast<size_t>(taps * p.cp), 0.0f);
+  p.bias.assign(static_cast<size_t>(p.cp), 0.0f);
+  const float* src = w.data<float>();
+  for (int64_t ch = 0; ch < p.c; ++ch)
+    for (int64_t t = 0; t < taps; ++t) p.w[t * p.cp + ch] = src[ch * taps + t];
+  if (b) std::copy(b->data<float>(), b->data<float>() + p.c, p.bias.begin());
+  return p;
+}
+
+void ConvRow(const Weights& wt, const RowGeometry& g, const float* const* rows, float* y) {
+  if (wt.kh == 3 && wt.kw == 3 && g.dilation == 1 && (g.stride == 1 || g.stride == 2)) {
+    // The in-bounds kernel rows must be one run (always, unless the caller skips a middle row).
+    int64_t ky0 = 0, ky1 = 3;
+    while (ky0 < 3 && !rows[ky0]) ++ky0;
+    while (ky1 > ky0 && !rows[ky1 - 1]) --ky1;
+    bool run = ky0 < ky1;
+    for (int64_t k = ky0; k < ky1; ++k) run = run && rows[k];
+    if (run) {
+      if (g.stride == 1) return Row3x3Dispatch<1>(wt, g, rows, ky0, ky1 - ky0, y);
+      return Row3x3Dispatch<2>(wt, g, rows, ky0, ky1 - ky0, y);
+    }
+  }
+  RowAnyShape(wt, g, rows, y);
+}
+
+bool Available() { return sgemm::Available(); }
+
+}  // namespace dw
+
+namespace {
 
 class NhwcDepthwiseKernel final : public OpKernel {
  public:
   NhwcDepthwiseKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act)
-      : nchw_node_(OriginalNode(node, "Conv")), w_shape_(w.shape()), act_(act) {
-    const int64_t c = w.dim(0), taps = w.dim(2) * w.dim(3);
-    cp_ = (c + 15) / 16 * 16;
-    weights_.assign(static_cast<size_t>(taps * cp_), 0.0f);
-    bias_.assign(static_cast<size_t>(cp_), 0.0f);
-    const float* src = w.data<float>();
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t t = 0; t < taps; ++t) weights_[t * cp_ + ch] = src[ch * taps + t];
-    if (b) std::copy(b->data<float>(), b->data<float>() + c, bias_.begin());
-  }
+      : nchw_node_(OriginalNode(node, "Conv")), w_shape_(w.shape()), act_(act), wt_(dw::PackWeights(w, b)) {}
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.input(0);
     ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_));
     const int64_t n = xin.n, h = xin.h, w = xin.w, c = xin.c;
-    const ConvShapes& s = xin.shapes;
-    const SpatialGeometry& g = s.geo;
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, g.out[0], g.out[1], c}));
+    const SpatialGeometry& g = xin.shapes.geo;
+    const int64_t oh = g.out[0], ow = g.out[1];
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, oh, ow, c}));
     if (y->num_elements() == 0) return Status::Ok();
-    const DwGeo geo{x->data<float>(),
-                    y->mutable_data<float>(),
-                    weights_.data(),
-                    bias_.data(),
-                    h,
-                    w,
-                    c,
-                    cp_,
-                    g.out[0],
-                    g.out[1],
-                    g.kernel[0],
-                    g.kernel[1],
-                    g.strides[0],
-                    g.strides[1],
-                    g.dilations[0],
-                    g.dilations[1],
-                    g.pad_begin[0],
-                    g.pad_begin[1],
-                    act_.min,
-                    act_.max};
-    const int64_t rows = n * g.out[0];
+    const dw::RowGeometry rg{w, ow, g.strides[1], g.dilations[1], g.pad_begin[1], act_.min, act_.max};
+    const float* xd = x->data<float>();
+    float* yd = y->mutable_data<float>();
+    const int64_t kh = wt_.kh, sh = g.strides[0], dh = g.dilations[0], pt = g.pad_begin[0];
+    auto rows_fn = [&](int64_t begin, int64_t end) {
+      // Kernel heights above 16 are rare enough to pay for a heap table.
+      const float* small[16];
+      std::vector<const float*> big(kh > 16 ? kh : 0);
+      const float** rows = kh > 16 ? big.data() : small;
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t b = row / oh, oy = row - b * oh, iy0 = oy * sh - pt;
+        for (int64_t ky = 0; ky < kh; ++ky) {
+          const int64_t iy = iy0 + ky * dh;
+          rows[ky] = iy >= 0 && iy < h ? xd + ((b * h + iy) * w) * c : nullptr;
+        }
+        dw::ConvRow(wt_, rg, rows, yd + row * ow * c);
+      }
+    };
+    const int64_t rows = n * oh;
     // ~64 KiB of output per chunk: enough work to amortise a pool wake-up.
-    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.out[1] * c));
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, ow * c));
     if (ctx.pool()) {
-      ctx.pool()->Run(rows, grain, [&](int64_t b, int64_t e) { DwRows(geo, b, e); });
+      ctx.pool()->Run(rows, grain, rows_fn);
     } else {
-      DwRows(geo, 0, rows);
+      rows_fn(0, rows);
     }
     return Status::Ok();
   }
@@ -172,8 +229,7 @@ class NhwcDepthwiseKernel final : public OpKernel {
   Node nchw_node_;
   Shape w_shape_;
   FusedActivation act_;
-  int64_t cp_ = 0;
-  std::vector<float> weights_, bias_;
+  dw::Weights wt_;
 };
 
 }  // namespace
@@ -181,17 +237,9 @@ class NhwcDepthwiseKernel final : public OpKernel {
 Result<std::unique_ptr<OpKernel>> MakeNhwcDepthwiseConv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                         const FusedActivation& act) {
   const Node& node = init.node;
-  // On one thread XNNPACK's depthwise kernel is faster (kernel bench dw3x3 112x112x32: ~1.7x
-  // less CPU) and runs inline. With more threads it needs XNNPACK's own pool next to the
-  // session's, and waking one pool's parked workers after the other's kernel costs more
-  // than the kernel gains (mobilenet_v2, 2 threads, loaded VM, 3 alternating runs: median
-  // 155-218 ms with XNNPACK's, 17-40 ms with this one), so multi-thread sessions use this
-  // kernel. STRATA_NHWC_DW=1 / =0 forces it on / off (A/B comparisons).
-  const char* env = std::getenv("STRATA_NHWC_DW");
-  const bool multi_thread = init.pool && init.pool->num_threads() > 1;
-  const bool on = env && *env ? std::strcmp(env, "1") == 0 : multi_thread;
-  if (!on || !sgemm::Available())
-    return Unsupported(node.Describe(), ": the NHWC depthwise kernel is off (1-thread session or STRATA_NHWC_DW=0)");
+  // Faster than XNNPACK's depthwise kernel at one thread too (see docs/cpu-kernels.md), and it
+  // runs on the session pool.
+  if (!dw::Available()) return Unsupported(node.Describe(), ": the NHWC depthwise kernel needs AVX-512F");
   if (w.rank() != 4 || w.dim(1) != 1 || node.GetInt("group", 1) != w.dim(0))
     return Unsupported(node.Describe(), ": not a depthwise conv with multiplier 1");
   return std::unique_ptr<OpKernel>(std::make_unique<NhwcDepthwiseKernel>(node, w, b, act));

@@ -22,9 +22,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcGemmConv(const KernelInit& init, const
                                                    const FusedActivation& act);
 
 // Depthwise 2-D NhwcConv (group == C == M) with AVX-512F on the session pool
-// (conv_nhwc_depthwise.cc), for multi-thread sessions (one pool instead of two); 1-thread
-// sessions keep XNNPACK's faster kernel. STRATA_NHWC_DW=1 / =0 forces it on / off.
-// kUnsupported otherwise.
+// (conv_nhwc_depthwise.cc), at every thread count. kUnsupported otherwise.
 Result<std::unique_ptr<OpKernel>> MakeNhwcDepthwiseConv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                         const FusedActivation& act);
 

@@ -317,9 +317,7 @@ TEST(NhwcGemmConv, GroupedConvStaysOnXnnpackAndMatches) {
 }
 
 TEST(NhwcDepthwiseConv, MatchesNaiveConvAtEdgeShapes) {
-  // Both the opt-in AVX-512 kernel and XNNPACK's default path.
-  for (const char* dw : {"1", "0"}) {
-    setenv("STRATA_NHWC_DW", dw, 1);
+  {
     ThreadPool pool2(2);
     std::vector<ConvCase> cases = {
         {.n = 2, .h = 9, .w = 8, .c = 37, .m = 37, .pads = {1, 1, 1, 1}, .relu = true},  // C not a multiple of 16
@@ -331,6 +329,15 @@ TEST(NhwcDepthwiseConv, MatchesNaiveConvAtEdgeShapes) {
         // Wide rows: several 4-pixel interior blocks, a remainder and both borders.
         {.h = 5, .w = 23, .c = 40, .m = 40, .pads = {1, 1, 1, 1}, .relu = true},
         {.h = 6, .w = 30, .c = 20, .m = 20, .sh = 1, .sw = 2, .dh = 1, .dw = 2, .pads = {1, 2, 1, 0}},
+        // The 3x3 register kernel: stride 2 on odd sizes, TF-style asymmetric pads, rows with
+        // only 1 or 2 kernel rows in bounds, no pads, pads wider than the kernel reach.
+        {.h = 7, .w = 19, .c = 21, .m = 21, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}, .relu = true},
+        {.h = 8, .w = 18, .c = 96, .m = 96, .sh = 2, .sw = 2, .pads = {0, 0, 1, 1}},
+        {.h = 2, .w = 17, .c = 16, .m = 16, .pads = {1, 1, 1, 1}},
+        {.h = 1, .w = 12, .c = 33, .m = 33, .pads = {1, 1, 1, 1}},
+        {.h = 4, .w = 9, .c = 8, .m = 8, .pads = {0, 0, 0, 0}},
+        {.h = 3, .w = 6, .c = 17, .m = 17, .sh = 2, .sw = 2, .pads = {2, 3, 2, 3}},
+        {.h = 5, .w = 2, .c = 16, .m = 16, .pads = {1, 1, 1, 1}},  // no interior column
     };
     uint32_t seed = 100;
     for (ConvCase cc : cases) {
@@ -343,11 +350,38 @@ TEST(NhwcDepthwiseConv, MatchesNaiveConvAtEdgeShapes) {
       for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
         KernelRun r = RunNhwcConv(cc, x, w, cc.bias ? &b : nullptr, nullptr, pool);
         ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
-        ExpectNear(r.y, want, std::string("depthwise (STRATA_NHWC_DW=") + dw + ") " + Name(cc));
+        ExpectNear(r.y, want, "depthwise " + Name(cc));
       }
     }
   }
-  unsetenv("STRATA_NHWC_DW");
+}
+
+TEST(NhwcStemConv, MatchesNaiveConvAtEdgeShapes) {
+  // C <= 4 without a residual runs on the direct stem kernel (conv_nhwc_stem.cc): output
+  // channels in 1-4 vectors (M = 16, 40, 32, 64) and in several groups (M = 70), pixel
+  // blocks with remainders, borders on every side, dilation, batch 2.
+  ThreadPool pool2(2);
+  std::vector<ConvCase> cases = {
+      {.h = 15, .w = 17, .c = 3, .m = 32, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}, .relu = true},  // MobileNetV2
+      {.n = 2, .h = 21, .w = 22, .c = 3, .m = 64, .kh = 7, .kw = 7, .sh = 2, .sw = 2, .pads = {3, 3, 3, 3}},
+      {.h = 9, .w = 30, .c = 1, .m = 16, .pads = {1, 1, 1, 1}},
+      {.h = 8, .w = 13, .c = 4, .m = 70, .pads = {0, 2, 1, 0}, .bias = false},
+      {.h = 10, .w = 11, .c = 2, .m = 40, .dh = 2, .dw = 2, .pads = {2, 2, 2, 2}},
+      {.h = 2, .w = 2, .c = 3, .m = 24, .kh = 5, .kw = 5, .pads = {2, 2, 2, 2}},  // every pixel on a border
+      {.h = 12, .w = 12, .c = 3, .m = 5, .kh = 1, .kw = 1},
+  };
+  uint32_t seed = 300;
+  for (const ConvCase& cc : cases) {
+    const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
+    const Tensor w = Random({cc.m, cc.c, cc.kh, cc.kw}, seed++, 0.5f);
+    const Tensor b = Random({cc.m}, seed++, 0.5f);
+    const Tensor want = NaiveConv(cc, x, w, cc.bias ? &b : nullptr, nullptr);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+      KernelRun r = RunNhwcConv(cc, x, w, cc.bias ? &b : nullptr, nullptr, pool);
+      ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
+      ExpectNear(r.y, want, "stem " + Name(cc));
+    }
+  }
 }
 
 // --- the SGEMM entry points -------------------------------------------------------------

@@ -1,0 +1,305 @@
+// The fused inverted-residual block (see conv_nhwc_block.h). MobileNetV2's expanded
+// tensors (112x112x96 floats = 4.8 MB in block 2) do not fit in the 1 MiB L2, so as three
+// convs each pass streamed them through L3. Here the output is produced in strips of R
+// rows: the expand 1x1 GEMM writes the input rows that strip needs into a strip buffer
+// (~L2 size), the depthwise row kernel reads them and writes R rows of its own output,
+// and the project 1x1 GEMM (with bias, residual and clamp in its epilogue) turns those
+// into the block's output rows. Consecutive strips keep the expanded rows they share
+// (the depthwise kernel's vertical overlap) instead of recomputing them. With more
+// threads the output rows are split into parts, each with its own buffers, on the pool;
+// each part recomputes only the overlap rows above its first strip.
+#include "cpu/conv_nhwc_block.h"
+
+#include <algorithm>
+#include <cstring>
+#include <initializer_list>
+#include <vector>
+
+#include "core/constant_release.h"
+#include "core/inverted_residual_fusion.h"
+#include "core/layout_pass.h"
+#include "cpu/conv_kernels.h"
+#include "cpu/conv_nhwc_depthwise.h"
+#include "cpu/sgemm.h"
+#include "cpu/xnnpack_util.h"
+
+namespace strata {
+namespace {
+
+// Bytes of strip buffers (expanded rows + depthwise rows) a part aims for: about a third
+// of the L2, leaving room for the input rows, the output rows and the weights.
+constexpr int64_t kStripBytes = 320 * 1024;
+// Up to this K the 1x1 GEMMs read A through row pointers (whole-K tiles: a K x 32 panel of
+// B must stay in L2). mobilenet_v2, 1 thread, CPU ms per run (5 alternating pairs on the
+// loaded VM, medians): packed A for both 6.05, pointers for project only 5.53, for both 5.23.
+constexpr int64_t kMaxIndirectK = 2560;
+// Parts of the output rows run in parallel (one per thread, up to this many).
+constexpr int64_t kMaxParts = 16;
+
+// One part of the fused conv: the ONNX Conv behind it, rebuilt from the prefixed attributes.
+Node PartNode(const Node& fused, const char* prefix, const char* what) {
+  Node n;
+  n.name = fused.name + "/" + what;
+  n.op_type = "Conv";
+  n.opset = 1;
+  const size_t len = std::strlen(prefix);
+  for (const auto& [k, a] : fused.attrs)
+    if (k.compare(0, len, prefix) == 0) n.attrs[k.substr(len)] = a;
+  n.opset = static_cast<int>(n.GetInt(kOriginalOpsetAttr, 11));
+  n.attrs.erase(kOriginalOpsetAttr);
+  return n;
+}
+
+// A dense row-major A [m, k] (row stride lda) as an indirect A: one pointer per row.
+struct DenseRows {
+  const float* a;
+  int64_t lda;
+};
+void DenseRowPointers(const void* ctx, int64_t row0, int64_t rows, const float** dst) {
+  const DenseRows& d = *static_cast<const DenseRows*>(ctx);
+  for (int64_t r = 0; r < rows; ++r) dst[r] = d.a + (row0 + r) * d.lda;
+}
+
+// C = A x B + epilogue on the calling thread. Up to kMaxIndirectK, A is read in place
+// through row pointers (sgemm::GemmIndirect): no packing of rows the strip has just
+// written to L2.
+Status RowsGemm(int64_t m, const float* a, int64_t lda, const sgemm::PackedB& b, float* c, int64_t ldc,
+                const sgemm::Epilogue& ep) {
+  if (b.k() > kMaxIndirectK) return sgemm::Gemm(m, a, lda, b, c, ldc, ep, nullptr);
+  const DenseRows d{a, lda};
+  return sgemm::GemmIndirect(m, sgemm::IndirectA{DenseRowPointers, &d, 1, b.k()}, b, c, ldc, ep, nullptr);
+}
+
+class InvertedResidualKernel final : public OpKernel, public PacksConstantInputs {
+ public:
+  std::vector<size_t> PackedConstantInputs() const override { return {1, 2, 3, 4, 5, 6}; }
+
+  InvertedResidualKernel(const Node& node, const Tensor* we, const Tensor* be, const Tensor& wd, const Tensor* bd,
+                         const Tensor& wp, const Tensor* bp)
+      : expand_(PartNode(node, kExpandPrefix, "expand")),
+        dw_node_(PartNode(node, kDepthwisePrefix, "depthwise")),
+        project_(PartNode(node, kProjectPrefix, "project")),
+        has_expand_(we != nullptr),
+        has_residual_(node.inputs.size() > 7 && node.inputs[7] >= 0),
+        cin_(we ? we->dim(1) : wd.dim(0)),
+        ce_(wd.dim(0)),
+        cout_(wp.dim(0)),
+        wd_shape_(wd.shape()),
+        dw_(dw::PackWeights(wd, bd)) {
+    if (be) be_.assign(be->data<float>(), be->data<float>() + ce_);
+    if (bp) bp_.assign(bp->data<float>(), bp->data<float>() + cout_);
+  }
+
+  Status Init(const Tensor* we, const Tensor& wp) {
+    const Node* parts[] = {&expand_, &dw_node_, &project_};
+    FusedActivation* acts[] = {&act_e_, &act_d_, &act_p_};
+    for (int i = 0; i < 3; ++i) {
+      ASSIGN_OR_RETURN(*acts[i], ParseFusedActivation(*parts[i]));
+    }
+    if (we) {
+      ASSIGN_OR_RETURN(we_, Pack(*we, ce_, cin_));
+    }
+    ASSIGN_OR_RETURN(wp_, Pack(wp, cout_, ce_));
+    return Status::Ok();
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.input(0);
+    if (!x || x->dtype() != DataType::kFloat || x->rank() != 4)
+      return InvalidArgument(node.Describe(), ": input X must be a float32 NHWC tensor of rank 4, got ",
+                             x ? DataTypeName(x->dtype()) : "nothing", " ", x ? ShapeToString(x->shape()) : "");
+    const int64_t n = x->dim(0), h = x->dim(1), w = x->dim(2);
+    if (x->dim(3) != cin_)
+      return InvalidArgument(node.Describe(), ": X ", ShapeToString(x->shape()), " (NHWC) has ", x->dim(3),
+                             " channels, the block's first conv expects ", cin_);
+    // The depthwise conv's geometry (pads, auto_pad, strides) as the Conv would compute it.
+    auto ds = CheckConvShapes(dw_node_, {n, ce_, h, w}, wd_shape_, nullptr);
+    if (!ds.ok()) return MakeStatus(ds.status().code(), node.Describe(), ": ", ds.status().message());
+    const SpatialGeometry& g = ds->geo;
+    const int64_t oh = g.out[0], ow = g.out[1];
+    const Shape out_shape = {n, oh, ow, cout_};
+    const Tensor* res = nullptr;
+    if (has_residual_) {
+      res = ctx.input(7);
+      if (!res || res->dtype() != DataType::kFloat || res->shape() != out_shape)
+        return InvalidArgument(node.Describe(), ": the fused residual must be float32 ", ShapeToString(out_shape),
+                               " (the block output), got ", res ? DataTypeName(res->dtype()) : "nothing", " ",
+                               res ? ShapeToString(res->shape()) : "");
+    }
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out_shape));
+    if (y->num_elements() == 0) return Status::Ok();
+
+    Plan p;
+    p.x = x->data<float>();
+    p.res = res ? res->data<float>() : nullptr;
+    p.y = y->mutable_data<float>();
+    p.h = h, p.w = w, p.oh = oh, p.ow = ow;
+    p.sh = g.strides[0], p.dh = g.dilations[0], p.pt = g.pad_begin[0];
+    p.rg = dw::RowGeometry{w, ow, g.strides[1], g.dilations[1], g.pad_begin[1], act_d_.min, act_d_.max};
+    const int64_t span = (dw_.kh - 1) * p.dh + 1;  // input rows one output row reads
+    const int64_t row_bytes = ((has_expand_ ? p.sh * w : 0) + ow) * ce_ * static_cast<int64_t>(sizeof(float));
+    p.strip = std::clamp<int64_t>(kStripBytes / std::max<int64_t>(1, row_bytes), 1, oh);
+    p.exp_rows = has_expand_ ? std::min(h, (p.strip - 1) * p.sh + span) : 0;
+    const int64_t part_floats = p.exp_rows * w * ce_ + p.strip * ow * ce_;
+    const int64_t total = n * oh;
+    const int threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
+    // One part per thread: each part recomputes the expanded rows above its first strip (at
+    // stride 1, two rows), so more parts cost more. mobilenet_v2, 2 threads, loaded VM,
+    // 5 alternating runs of 300: min 2.59-2.71 ms (p10 6.5-12) with one part per thread,
+    // 2.9-3.1 (p10 10.9-13.5) with two, 2.96-3.2 with two and whole-image blocks split
+    // per phase over the pool instead. A late worker's part is taken by the caller.
+    const int64_t parts = threads > 1 ? std::min<int64_t>({total, threads, kMaxParts}) : 1;
+    ASSIGN_OR_RETURN(Tensor scratch, AllocateScratch(parts * part_floats, ctx.allocator(), node));
+    float* buf = scratch.mutable_data<float>();
+    Status status[kMaxParts];  // on the stack: a steady-state run allocates nothing
+    auto run = [&](int64_t b, int64_t e) {
+      // A chunk uses the buffers of its first part: concurrent chunks never share one.
+      for (int64_t q = b; q < e; ++q)
+        status[q] = RunRows(p, total * q / parts, total * (q + 1) / parts, buf + b * part_floats);
+    };
+    if (parts > 1) {
+      ctx.pool()->Run(parts, 1, run);
+    } else {
+      run(0, 1);
+    }
+    for (int64_t q = 0; q < parts; ++q)
+      if (const Status& st = status[q]; !st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
+    return Status::Ok();
+  }
+
+ private:
+  struct Plan {
+    const float* x;
+    const float* res;
+    float* y;
+    int64_t h, w, oh, ow, sh, dh, pt;
+    dw::RowGeometry rg;
+    int64_t strip, exp_rows;  // output rows per strip; expanded rows the buffer holds
+  };
+
+  static Result<sgemm::PackedB> Pack(const Tensor& wt, int64_t m, int64_t c) {
+    return sgemm::PackConvWeights(wt.data<float>(), m, c, 1);
+  }
+
+  // Depthwise output rows [a, e) of image b into dw_buf (row oy at oy - oy0); the expanded
+  // rows from `lo` on are in exp_buf (or, without expand, read from xb).
+  void DwRows(const Plan& p, const float* exp_buf, int64_t lo, const float* xb, int64_t oy0, int64_t a, int64_t e,
+              float* dw_buf) const {
+    const int64_t kh = dw_.kh, erow = p.w * ce_;
+    const float* rows_small[16];
+    std::vector<const float*> rows_big(kh > 16 ? kh : 0);
+    const float** rows = kh > 16 ? rows_big.data() : rows_small;
+    for (int64_t oy = a; oy < e; ++oy) {
+      const int64_t iy0 = oy * p.sh - p.pt;
+      for (int64_t ky = 0; ky < kh; ++ky) {
+        const int64_t iy = iy0 + ky * p.dh;
+        rows[ky] = iy < 0 || iy >= p.h ? nullptr : has_expand_ ? exp_buf + (iy - lo) * erow : xb + iy * p.w * cin_;
+      }
+      dw::ConvRow(dw_, p.rg, rows, dw_buf + (oy - oy0) * p.ow * ce_);
+    }
+  }
+
+  // Output rows [r0, r1) of the flattened [N * OH] rows; buf holds exp_rows expanded rows,
+  // then `strip` depthwise output rows.
+  Status RunRows(const Plan& p, int64_t r0, int64_t r1, float* buf) const {
+    const int64_t w = p.w, ce = ce_, erow = w * ce;
+    float* exp_buf = buf;
+    float* dw_buf = buf + p.exp_rows * erow;
+    const int64_t kh = dw_.kh;
+    sgemm::Epilogue ep_e, ep_p;
+    ep_e.bias = be_.empty() ? nullptr : be_.data();
+    ep_e.min = act_e_.min, ep_e.max = act_e_.max;
+    ep_p.bias = bp_.empty() ? nullptr : bp_.data();
+    ep_p.min = act_p_.min, ep_p.max = act_p_.max;
+    int64_t held_b = -1, held_lo = 0, held_hi = 0;  // expanded rows [lo, hi) of image held_b in exp_buf
+    for (int64_t row = r0; row < r1;) {
+      const int64_t b = row / p.oh, oy0 = row - b * p.oh;
+      const int64_t oy1 = std::min({p.oh, oy0 + p.strip, oy0 + (r1 - row)});
+      const int64_t lo = std::clamp<int64_t>(oy0 * p.sh - p.pt, 0, p.h);
+      const int64_t hi = std::max(lo, std::clamp<int64_t>((oy1 - 1) * p.sh - p.pt + (kh - 1) * p.dh + 1, 0, p.h));
+      const float* xb = p.x + b * p.h * w * cin_;
+      if (has_expand_) {
+        // Rows the previous strip already expanded move to the front of the buffer.
+        int64_t start = lo;
+        if (held_b == b && lo >= held_lo && lo < held_hi) {
+          const int64_t keep = std::min(hi, held_hi) - lo;
+          std::memmove(exp_buf, exp_buf + (lo - held_lo) * erow, static_cast<size_t>(keep * erow) * sizeof(float));
+          start = lo + keep;
+        }
+        if (start < hi)
+          RETURN_IF_ERROR(
+              RowsGemm((hi - start) * w, xb + start * w * cin_, cin_, we_, exp_buf + (start - lo) * erow, ce, ep_e));
+        held_b = b, held_lo = lo, held_hi = hi;
+      }
+      DwRows(p, exp_buf, lo, xb, oy0, oy0, oy1, dw_buf);
+      const int64_t out_off = (b * p.oh + oy0) * p.ow * cout_;
+      if (p.res) {
+        ep_p.residual = p.res + out_off;
+        ep_p.ldr = cout_;
+      }
+      RETURN_IF_ERROR(RowsGemm((oy1 - oy0) * p.ow, dw_buf, ce, wp_, p.y + out_off, cout_, ep_p));
+      row += oy1 - oy0;
+    }
+    return Status::Ok();
+  }
+
+  Node expand_, dw_node_, project_;  // the ONNX Convs, for geometry and activations
+  bool has_expand_, has_residual_;
+  int64_t cin_, ce_, cout_;
+  Shape wd_shape_;
+  dw::Weights dw_;
+  sgemm::PackedB we_, wp_;
+  std::vector<float> be_, bp_;
+  FusedActivation act_e_, act_d_, act_p_;
+};
+
+// A constant float32 tensor of rank 4 with the given dims (-1: any), or nullptr.
+const Tensor* ConstWeight(const KernelInit& init, size_t i, std::initializer_list<int64_t> dims) {
+  const Tensor* t = init.constant_input(i);
+  if (!t || t->dtype() != DataType::kFloat || t->rank() != 4 || t->num_elements() == 0) return nullptr;
+  size_t k = 0;
+  for (int64_t d : dims) {
+    if (d >= 0 && t->dim(k) != d) return nullptr;
+    ++k;
+  }
+  return t;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<OpKernel>> MakeNhwcInvertedResidual(const KernelInit& init) {
+  const Node& node = init.node;
+  if (!sgemm::Available() || !dw::Available())
+    return Unsupported(node.Describe(), ": the fused inverted-residual block needs AVX-512F");
+  if (node.inputs.size() < 6 || node.outputs.size() != 1)
+    return InvalidModel(node.Describe(), ": needs inputs X, We, Be, Wd, Bd, Wp[, Bp, R] and one output");
+  const Tensor* wd = ConstWeight(init, 3, {-1, 1, -1, -1});
+  if (!wd) return InvalidModel(node.Describe(), ": the depthwise weight must be a constant float32 [C, 1, KH, KW]");
+  const int64_t ce = wd->dim(0);
+  const Tensor* we = nullptr;
+  if (init.has_input(1)) {
+    we = ConstWeight(init, 1, {ce, -1, 1, 1});
+    if (!we) return InvalidModel(node.Describe(), ": the expand weight must be a constant float32 [", ce, ", C, 1, 1]");
+  } else if (init.has_input(2)) {
+    return InvalidModel(node.Describe(), ": an expand bias without an expand weight");
+  }
+  const Tensor* wp = ConstWeight(init, 5, {-1, ce, 1, 1});
+  if (!wp) return InvalidModel(node.Describe(), ": the project weight must be a constant float32 [M, ", ce, ", 1, 1]");
+  const Tensor* bias[3] = {nullptr, nullptr, nullptr};
+  const size_t bias_in[3] = {2, 4, 6};
+  const int64_t bias_len[3] = {ce, ce, wp->dim(0)};
+  for (int i = 0; i < 3; ++i) {
+    if (!init.has_input(bias_in[i])) continue;
+    bias[i] = init.constant_input(bias_in[i]);
+    if (!bias[i] || bias[i]->dtype() != DataType::kFloat || bias[i]->rank() != 1 || bias[i]->dim(0) != bias_len[i])
+      return InvalidModel(node.Describe(), ": bias input ", bias_in[i], " must be a constant float32 [", bias_len[i],
+                          "]");
+  }
+  auto k = std::make_unique<InvertedResidualKernel>(node, we, bias[0], *wd, bias[1], *wp, bias[2]);
+  Status st = k->Init(we, *wp);
+  if (!st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
+  return std::unique_ptr<OpKernel>(std::move(k));
+}
+
+}  // namespace strata

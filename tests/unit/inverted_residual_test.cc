@@ -1,0 +1,275 @@
+// The fused inverted-residual block (core/inverted_residual_fusion.cc, cpu/conv_nhwc_block.cc):
+// MobileNetV2-style [expand 1x1 + Clip] -> depthwise 3x3 + Clip -> project 1x1 [+ Add]
+// sessions, optimized (fused) vs the unoptimized reference, at edge shapes (1x1 spatial,
+// odd H/W, channel counts off 16, stride 1 and 2, asymmetric pads, several strips, batch
+// 2) on 1 and 2 threads; patterns that must not fuse; clear errors on bad input.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/inverted_residual_fusion.h"
+#include "core/session.h"
+#include "cpu/sgemm.h"
+#include "onnx_builder.h"
+#include "run_both.h"
+
+namespace strata {
+namespace {
+
+using namespace onnx_builder;  // AddInput, AddOutput, AddNode, Serialize
+using Feeds = std::vector<std::pair<std::string, Value>>;
+using test::AddInit;
+using test::Pseudo;
+
+void SetInts(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+void SetInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+struct Block {
+  int64_t n = 1, cin = 8, h = 9, w = 9, ce = 24, cout = 8, k = 3, stride = 1;
+  std::vector<int64_t> pads = {1, 1, 1, 1};
+  bool expand = true, residual = false, relu6 = true, bias = true;
+  int64_t dw_group = 0;  // 0: depthwise (group = ce)
+  std::string Name() const {
+    return "n" + std::to_string(n) + " " + std::to_string(cin) + "->" + std::to_string(ce) + "->" +
+           std::to_string(cout) + " " + std::to_string(h) + "x" + std::to_string(w) + " k" + std::to_string(k) + " s" +
+           std::to_string(stride) + (expand ? "" : " no-expand") + (residual ? " residual" : "") +
+           (relu6 ? " relu6" : "");
+  }
+};
+
+void AddConv(onnx::GraphProto* g, const std::string& in, const std::string& out, const std::string& wname, int64_t c,
+             int64_t m, int64_t k, int64_t stride, std::vector<int64_t> pads, int64_t group, bool bias, uint32_t seed,
+             bool add_weights = true) {
+  if (add_weights) {
+    AddInit(g, wname + "_w", {m, c / group, k, k}, seed, 1.0f / std::sqrt(static_cast<float>(c / group * k * k)));
+    if (bias) AddInit(g, wname + "_b", {m}, seed + 1000, 0.2f);
+  }
+  auto* n = bias ? AddNode(g, "Conv", {in, wname + "_w", wname + "_b"}, {out})
+                 : AddNode(g, "Conv", {in, wname + "_w"}, {out});
+  n->set_name(out);
+  SetInts(n, "kernel_shape", {k, k});
+  SetInts(n, "strides", {stride, stride});
+  SetInts(n, "pads", pads);
+  if (group != 1) SetInt(n, "group", group);
+}
+
+// Clip(0, 6) (ReLU6, as MobileNetV2 exports it) or Relu.
+void AddAct(onnx::GraphProto* g, const Block& b, const std::string& in, const std::string& out) {
+  if (b.relu6) {
+    AddNode(g, "Clip", {in, "zero", "six"}, {out});
+  } else {
+    AddNode(g, "Relu", {in}, {out});
+  }
+}
+
+// Appends block `b` reading `in` and writing `out`; weight names start with `wp` (blocks
+// given the same `wp` share weights when add_weights is false for the later ones).
+void AddBlock(onnx::GraphProto* g, const Block& b, const std::string& in, const std::string& out, const std::string& wp,
+              uint32_t seed, bool add_weights = true) {
+  std::string x = in;
+  if (b.expand) {
+    AddConv(g, x, out + "_e", wp + "e", b.cin, b.ce, 1, 1, {0, 0, 0, 0}, 1, b.bias, seed, add_weights);
+    AddAct(g, b, out + "_e", out + "_ea");
+    x = out + "_ea";
+  }
+  const int64_t group = b.dw_group ? b.dw_group : b.ce;
+  AddConv(g, x, out + "_d", wp + "d", b.ce, b.ce, b.k, b.stride, b.pads, group, b.bias, seed + 1, add_weights);
+  AddAct(g, b, out + "_d", out + "_da");
+  AddConv(g, out + "_da", b.residual ? out + "_p" : out, wp + "p", b.ce, b.cout, 1, 1, {0, 0, 0, 0}, 1, b.bias,
+          seed + 2, add_weights);
+  if (b.residual) AddNode(g, "Add", {out + "_p", in}, {out});
+}
+
+int64_t OutSize(const Block& b, int64_t in, int64_t pb, int64_t pe) { return (in + pb + pe - b.k) / b.stride + 1; }
+
+onnx::ModelProto BlockModel(const Block& b) {
+  onnx::ModelProto m = MakeModel(13, "inverted_residual_test");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {b.n, b.cin, b.h, b.w});
+  AddFloatInit(g, "zero", {}, {0.0f});
+  AddFloatInit(g, "six", {}, {6.0f});
+  AddBlock(g, b, "x", "y", "b0", 7);
+  AddOutput(g, "y", {b.n, b.cout, OutSize(b, b.h, b.pads[0], b.pads[2]), OutSize(b, b.w, b.pads[1], b.pads[3])});
+  return m;
+}
+
+Value Input(Shape shape, uint32_t seed, float scale = 2.0f) {
+  return Value(Tensor::FromVector<float>(Pseudo(static_cast<size_t>(NumElements(shape)), seed, scale), shape));
+}
+
+// max |opt - ref| <= tol * max |ref| for every output.
+void ExpectClose(const test::OptRefRuns& r, const std::string& what, double tol = 1e-4) {
+  ASSERT_EQ(r.opt.size(), r.ref.size()) << what;
+  for (size_t i = 0; i < r.opt.size(); ++i) {
+    const Tensor& a = r.opt[i].tensor();
+    const Tensor& b = r.ref[i].tensor();
+    ASSERT_EQ(a.shape(), b.shape()) << what << " output " << i;
+    double scale = 0, worst = 0;
+    for (int64_t k = 0; k < b.num_elements(); ++k) {
+      scale = std::max(scale, std::fabs(static_cast<double>(b.data<float>()[k])));
+      worst = std::max(worst, std::fabs(static_cast<double>(a.data<float>()[k]) - b.data<float>()[k]));
+    }
+    ASSERT_GT(scale, 0.0) << what << ": an all-zero reference proves nothing";
+    EXPECT_LE(worst / scale, tol) << what << " output " << i;
+  }
+}
+
+int Fused(const test::OptRefRuns& r) {
+  auto it = r.ops.find(kInvertedResidualOp);
+  return it == r.ops.end() ? 0 : it->second;
+}
+
+TEST(InvertedResidual, FusedBlockMatchesReferenceAtEdgeShapes) {
+  if (!sgemm::Available()) GTEST_SKIP() << "the fused block needs AVX-512F";
+  std::vector<Block> cases = {
+      {.residual = true},                                                                    // stride 1 + residual
+      {.cin = 16, .h = 11, .w = 13, .ce = 96, .cout = 24, .stride = 2},                      // odd H/W, stride 2
+      {.cin = 24, .h = 1, .w = 1, .ce = 144, .cout = 24, .residual = true},                  // 1x1 spatial
+      {.cin = 5, .h = 7, .w = 10, .ce = 37, .cout = 11, .stride = 2, .pads = {0, 0, 1, 1}},  // TF pads, C off 16
+      {.cin = 32, .h = 12, .w = 12, .ce = 32, .cout = 16, .expand = false},                  // expansion factor 1
+      {.n = 2, .cin = 16, .h = 40, .w = 40, .ce = 96, .cout = 16, .residual = true},         // several strips
+      {.cin = 16, .h = 41, .w = 37, .ce = 96, .cout = 24, .stride = 2, .relu6 = false},      // strips at stride 2
+      {.cin = 8, .h = 6, .w = 6, .ce = 20, .cout = 12, .k = 5, .pads = {2, 2, 2, 2}, .bias = false},  // 5x5
+      {.cin = 8, .h = 2, .w = 3, .ce = 16, .cout = 8, .stride = 2, .pads = {1, 1, 1, 1}, .residual = false},
+      {.cin = 4, .h = 3, .w = 2, .ce = 2600, .cout = 5},  // K > 2560: the project GEMM packs A
+  };
+  uint32_t seed = 1;
+  for (const Block& b : cases) {
+    for (int threads : {1, 2}) {
+      test::OptRefRuns r =
+          test::RunOptimizedAndReference(BlockModel(b), {{"x", Input({b.n, b.cin, b.h, b.w}, seed)}}, threads);
+      ExpectClose(r, b.Name() + " threads " + std::to_string(threads));
+      EXPECT_EQ(Fused(r), 1) << b.Name();
+      EXPECT_EQ(r.ops["NhwcConv"], 0) << b.Name();
+    }
+    ++seed;
+  }
+}
+
+TEST(InvertedResidual, ChainOfBlocksWithSharedWeightsMatches) {
+  if (!sgemm::Available()) GTEST_SKIP() << "the fused block needs AVX-512F";
+  // Two identical blocks reading the same weight initializers, then a stride-2 block.
+  onnx::ModelProto m = MakeModel(13, "inverted_residual_test");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {1, 16, 20, 20});
+  AddFloatInit(g, "zero", {}, {0.0f});
+  AddFloatInit(g, "six", {}, {6.0f});
+  const Block b{.cin = 16, .h = 20, .w = 20, .ce = 64, .cout = 16, .residual = true};
+  AddBlock(g, b, "x", "y1", "shared", 3);
+  AddBlock(g, b, "y1", "y2", "shared", 3, /*add_weights=*/false);
+  Block s2 = b;
+  s2.stride = 2;
+  s2.residual = false;
+  s2.cout = 24;
+  AddBlock(g, s2, "y2", "y3", "third", 9);
+  AddOutput(g, "y3", {1, 24, 10, 10});
+  for (int threads : {1, 2}) {
+    test::OptRefRuns r = test::RunOptimizedAndReference(m, {{"x", Input({1, 16, 20, 20}, 5)}}, threads);
+    ExpectClose(r, "chain threads " + std::to_string(threads));
+    EXPECT_EQ(Fused(r), 3);
+  }
+}
+
+TEST(InvertedResidual, NearMissPatternsDoNotFuse) {
+  if (!sgemm::Available()) GTEST_SKIP() << "the fused block needs AVX-512F";
+  const Block b{.cin = 8, .h = 9, .w = 9, .ce = 24, .cout = 8};
+  const Feeds feeds = {{"x", Input({1, 8, 9, 9}, 21)}};
+  auto base = [&](onnx::ModelProto* m) {
+    auto* g = m->mutable_graph();
+    AddInput(g, "x", {1, 8, 9, 9});
+    AddFloatInit(g, "zero", {}, {0.0f});
+    AddFloatInit(g, "six", {}, {6.0f});
+    AddBlock(g, b, "x", "y", "b0", 7);
+    AddOutput(g, "y", {1, 8, 9, 9});
+    return g;
+  };
+  {
+    // The depthwise output is also a graph output: nothing fuses.
+    onnx::ModelProto m = MakeModel(13);
+    AddOutput(base(&m), "y_da", {1, 24, 9, 9});
+    test::OptRefRuns r = test::RunOptimizedAndReference(m, feeds);
+    ExpectClose(r, "dw output is a graph output");
+    EXPECT_EQ(Fused(r), 0);
+    EXPECT_EQ(r.ops["NhwcConv"], 3);
+  }
+  {
+    // The expanded tensor is also a graph output: only depthwise + project fuse.
+    onnx::ModelProto m = MakeModel(13);
+    AddOutput(base(&m), "y_ea", {1, 24, 9, 9});
+    test::OptRefRuns r = test::RunOptimizedAndReference(m, feeds);
+    ExpectClose(r, "expand output is a graph output");
+    EXPECT_EQ(Fused(r), 1);
+    EXPECT_EQ(r.ops["NhwcConv"], 1);
+  }
+  {
+    // Another node reads the depthwise output: nothing fuses.
+    onnx::ModelProto m = MakeModel(13);
+    auto* g = base(&m);
+    AddNode(g, "Relu", {"y_da"}, {"side"});
+    AddOutput(g, "side", {1, 24, 9, 9});
+    test::OptRefRuns r = test::RunOptimizedAndReference(m, feeds);
+    ExpectClose(r, "dw output read elsewhere");
+    EXPECT_EQ(Fused(r), 0);
+  }
+  {
+    // group != channels in the middle conv: not depthwise, nothing fuses.
+    Block g2 = b;
+    g2.dw_group = 4;
+    test::OptRefRuns r = test::RunOptimizedAndReference(BlockModel(g2), feeds);
+    ExpectClose(r, "grouped middle conv");
+    EXPECT_EQ(Fused(r), 0);
+  }
+  {
+    // A strided "project" conv is not a 1x1 GEMM over the depthwise rows.
+    onnx::ModelProto m = MakeModel(13, "inverted_residual_test");
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {1, 8, 9, 9});
+    AddConv(g, "x", "d", "d", 8, 8, 3, 1, {1, 1, 1, 1}, 8, true, 3);
+    AddConv(g, "d", "y", "p", 8, 8, 1, 2, {0, 0, 0, 0}, 1, true, 4);
+    AddOutput(g, "y", {1, 8, 5, 5});
+    test::OptRefRuns r = test::RunOptimizedAndReference(m, feeds);
+    ExpectClose(r, "strided project");
+    EXPECT_EQ(Fused(r), 0);
+  }
+}
+
+TEST(InvertedResidual, WrongInputChannelsGiveAClearError) {
+  if (!sgemm::Available()) GTEST_SKIP() << "the fused block needs AVX-512F";
+  // The channel dim is symbolic, so the session accepts any and the fused kernel must check.
+  onnx::ModelProto m = MakeModel(13, "inverted_residual_test");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {1, -1, 6, 6});
+  AddFloatInit(g, "zero", {}, {0.0f});
+  AddFloatInit(g, "six", {}, {6.0f});
+  AddBlock(g, Block{.h = 6, .w = 6}, "x", "y", "b0", 7);
+  AddOutput(g, "y", {1, 8, 6, 6});
+  const std::string bytes = Serialize(m);
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  int fused = 0;
+  for (const auto& a : (*s)->assignments()) fused += a.op_type == kInvertedResidualOp;
+  ASSERT_EQ(fused, 1);
+  auto out = (*s)->Run({{"x", Input({1, 5, 6, 6}, 3)}});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find(kInvertedResidualOp), std::string::npos) << out.status().ToString();
+  EXPECT_NE(out.status().message().find("channels"), std::string::npos) << out.status().ToString();
+}
+
+}  // namespace
+}  // namespace strata
