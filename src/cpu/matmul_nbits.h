@@ -147,6 +147,9 @@ void MatMulInt8Vnni(const Packed& w, const QuantA& qa, int64_t n0, int64_t n1, f
 // Whether a kernel with these attributes on `isa` takes the int8 path (then Pack with
 // int8 and run PackedMatMulInt8): accuracy_level 4, AVX-512 and VNNI.
 bool UseInt8Path(const Params& p, Isa isa);
+// A GEMV (M = 1) on int8-layout weights of more than this many bytes reads 4 groups side by
+// side (matmul_nbits_vnni.cc): more concurrent streams for weights the L3 does not keep.
+inline constexpr int64_t kGemvStreamsBytes = int64_t{16} << 20;
 // Y = A . W^T + bias through the int8 path (quantizes A, then MatMulInt8Vnni in parallel).
 // Needs HasAvx512Vnni(); weights not in the int8 layout are computed in fp32.
 void PackedMatMulInt8(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);

@@ -316,6 +316,37 @@ TEST(MatmulNBitsInt8, StepsBlocksAndTilesAtEdges) {
         }
 }
 
+TEST(MatmulNBitsInt8, LargeGemvReadsGroupsSideBySide) {
+  if (!nbits::HasAvx512Vnni()) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
+  ThreadPool pool(2);
+  // Weights past kGemvStreamsBytes take the 4-group GEMV; N leaves 1-3 groups past a
+  // multiple of 4 (and the pool's chunks split the groups unevenly); K is not a multiple of
+  // the block or of the 128-code step; blocks of 16, 32 and 128 cover the three scale layouts.
+  const Case cases[] = {
+      {0, 4160, 8199, 4, 32, 1, true}, {0, 2100, 8197, 8, 16, 2, false}, {0, 4100, 8195, 4, 128, 0, true}};
+  uint32_t seed = 700;
+  for (const Case& c : cases) {
+    CaseData d = MakeCase(c, seed++);
+    d.p.accuracy_level = 4;
+    const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
+    ASSERT_GT(static_cast<int64_t>(packed.bytes()), nbits::kGemvStreamsBytes) << Describe(c, 1);
+    const std::vector<float> a = RandomA(c.K, seed);
+    // The same row twice: M = 2 runs the ordinary 2-row tile, whose row 0 does the same
+    // operations in the same order, so it must agree bit for bit.
+    std::vector<float> a2(a);
+    a2.insert(a2.end(), a.begin(), a.end());
+    std::vector<float> y2(2 * c.N, -1.0f);
+    nbits::PackedMatMulInt8(packed, a2.data(), 2, y2.data(), nullptr);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> y(c.N, -1.0f);
+      nbits::PackedMatMulInt8(packed, a.data(), 1, y.data(), p);
+      for (int64_t n = 0; n < c.N; ++n) ASSERT_EQ(y[n], y2[n]) << Describe(c, 1) << " column " << n;
+      ExpectWithinInt8Bound(Oracle(d, a, 1), y, Int8Bound(d, a, 1), c.K, Describe(c, 1));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 TEST(MatmulNBitsInt8, KOrderInt8CodesFallBackToFp32) {
   if (nbits::ResolveIsa(nullptr) != nbits::Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
   // 8-bit codes packed for the fp32 kernels (K order) must not be read by the int8 kernel.
