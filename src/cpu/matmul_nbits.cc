@@ -211,6 +211,7 @@ Packed PackInt8(const Params& p, const Inputs& in, Packed w) {
       }
     }
   }
+  w.gemv_streams = static_cast<int64_t>(w.bytes()) > kGemvStreamsBytes;
   return w;
 }
 

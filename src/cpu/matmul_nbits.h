@@ -78,15 +78,19 @@ struct Packed {
   int64_t nb_stride = 0;  // fp32 layout: per-column stride of scale/offset
   std::vector<uint8_t> codes;
   std::vector<float> scale, offset;
-  std::vector<float> bias;   // N entries (zeros when absent)
-  bool int8_layout = false;  // the int8 kernel's layout (see above)
-  int64_t steps = 0;         // int8 layout: k_pad / kInt8Step
-  int64_t lane_slots = 0;    // int8 layout: A's slots per step: 16, or 32 for blocks of 16
-  int64_t group_slots = 0;   // int8 layout: scale and zero-point entries per group
-  std::vector<uint8_t> zp8;  // int8 layout: integer zero points per slot
-  std::vector<float> zpf;    // int8 layout: float zero points per slot (zp8 then empty)
+  std::vector<float> bias;    // N entries (zeros when absent)
+  bool int8_layout = false;   // the int8 kernel's layout (see above)
+  int64_t steps = 0;          // int8 layout: k_pad / kInt8Step
+  int64_t lane_slots = 0;     // int8 layout: A's slots per step: 16, or 32 for blocks of 16
+  int64_t group_slots = 0;    // int8 layout: scale and zero-point entries per group
+  std::vector<uint8_t> zp8;   // int8 layout: integer zero points per slot
+  std::vector<float> zpf;     // int8 layout: float zero points per slot (zp8 then empty)
+  bool gemv_streams = false;  // int8 layout: a GEMV reads 4 groups side by side (kGemvStreamsBytes)
   size_t bytes() const { return codes.size() + zp8.size() + 4 * (scale.size() + offset.size() + zpf.size()); }
 };
+// A GEMV (M = 1) on int8-layout weights of more than this many bytes reads 4 groups side by
+// side (matmul_nbits_vnni.cc): more concurrent streams for weights the L3 does not keep.
+inline constexpr int64_t kGemvStreamsBytes = int64_t{16} << 20;
 // int8: the int8 (VNNI) kernel's layout, which then is the only kernel that may read the
 // weights (PackedMatMulInt8).
 Packed Pack(const Params& p, const Inputs& in, bool int8 = false);
@@ -147,9 +151,6 @@ void MatMulInt8Vnni(const Packed& w, const QuantA& qa, int64_t n0, int64_t n1, f
 // Whether a kernel with these attributes on `isa` takes the int8 path (then Pack with
 // int8 and run PackedMatMulInt8): accuracy_level 4, AVX-512 and VNNI.
 bool UseInt8Path(const Params& p, Isa isa);
-// A GEMV (M = 1) on int8-layout weights of more than this many bytes reads 4 groups side by
-// side (matmul_nbits_vnni.cc): more concurrent streams for weights the L3 does not keep.
-inline constexpr int64_t kGemvStreamsBytes = int64_t{16} << 20;
 // Y = A . W^T + bias through the int8 path (quantizes A, then MatMulInt8Vnni in parallel).
 // Needs HasAvx512Vnni(); weights not in the int8 layout are computed in fp32.
 void PackedMatMulInt8(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);

@@ -256,7 +256,7 @@ STRATA_VNNI void MatMulInt8Chunk(const Packed& w, const QuantA& qa, int64_t g0, 
       for (int64_t g = gb; g < ge; ++g) TileInt8<kBits, kMode, kFloatZp, kRows>(w, qa, m, g, s0, s1, y);
     int64_t g = gb;
     // A GEMV on weights that the last-level cache does not keep: groups side by side.
-    if (qa.M == 1 && w.bytes() > kGemvStreamsBytes)
+    if (qa.M == 1 && w.gemv_streams)
       for (; g + kGemvGroups <= ge; g += kGemvGroups)
         TileInt8<kBits, kMode, kFloatZp, 1, kGemvGroups>(w, qa, 0, g, s0, s1, y);
     for (; g < ge; ++g) {

@@ -316,35 +316,54 @@ TEST(MatmulNBitsInt8, StepsBlocksAndTilesAtEdges) {
         }
 }
 
-TEST(MatmulNBitsInt8, LargeGemvReadsGroupsSideBySide) {
+TEST(MatmulNBitsInt8, GemvGroupsSideBySideAtEdges) {
   if (!nbits::HasAvx512Vnni()) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
   ThreadPool pool(2);
-  // Weights past kGemvStreamsBytes take the 4-group GEMV; N leaves 1-3 groups past a
-  // multiple of 4 (and the pool's chunks split the groups unevenly); K is not a multiple of
-  // the block or of the 128-code step; blocks of 16, 32 and 128 cover the three scale layouts.
-  const Case cases[] = {
-      {0, 4160, 8199, 4, 32, 1, true}, {0, 2100, 8197, 8, 16, 2, false}, {0, 4100, 8195, 4, 128, 0, true}};
   uint32_t seed = 700;
-  for (const Case& c : cases) {
-    CaseData d = MakeCase(c, seed++);
-    d.p.accuracy_level = 4;
-    const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
-    ASSERT_GT(static_cast<int64_t>(packed.bytes()), nbits::kGemvStreamsBytes) << Describe(c, 1);
-    const std::vector<float> a = RandomA(c.K, seed);
-    // The same row twice: M = 2 runs the ordinary 2-row tile, whose row 0 does the same
-    // operations in the same order, so it must agree bit for bit.
-    std::vector<float> a2(a);
-    a2.insert(a2.end(), a.begin(), a.end());
-    std::vector<float> y2(2 * c.N, -1.0f);
-    nbits::PackedMatMulInt8(packed, a2.data(), 2, y2.data(), nullptr);
-    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-      std::vector<float> y(c.N, -1.0f);
-      nbits::PackedMatMulInt8(packed, a.data(), 1, y.data(), p);
-      for (int64_t n = 0; n < c.N; ++n) ASSERT_EQ(y[n], y2[n]) << Describe(c, 1) << " column " << n;
-      ExpectWithinInt8Bound(Oracle(d, a, 1), y, Int8Bound(d, a, 1), c.K, Describe(c, 1));
-      if (HasFatalFailure()) return;
-    }
-  }
+  // The 4-group GEMV (forced here; Pack sets it for large weights) against the 1-group one:
+  // the same operations per column in the same order, so bit for bit the same, and within
+  // the int8 bound. N leaves 0-3 groups past a multiple of 4 (and the pool's chunks split
+  // the groups unevenly), K is not a multiple of the block or of the 128-code step, blocks
+  // of 16, 32, 64 and 128 cover the three scale layouts.
+  for (int64_t bits : {4, 8})
+    for (int64_t bs : {16, 32, 64, 128})
+      for (int64_t K : {128, 600})
+        for (int64_t N : {16, 21, 70, 199}) {
+          const Case c{0, K, N, bits, bs, static_cast<int>(seed % 3), (seed % 2) == 1};
+          CaseData d = MakeCase(c, seed++);
+          d.p.accuracy_level = 4;
+          nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
+          ASSERT_FALSE(packed.gemv_streams) << Describe(c, 1);
+          const std::vector<float> a = RandomA(K, seed);
+          std::vector<float> y1(N, -1.0f);
+          nbits::PackedMatMulInt8(packed, a.data(), 1, y1.data(), nullptr);
+          packed.gemv_streams = true;
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::vector<float> y(N, -1.0f);
+            nbits::PackedMatMulInt8(packed, a.data(), 1, y.data(), p);
+            for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y[n], y1[n]) << Describe(c, 1) << " column " << n;
+          }
+          ExpectWithinInt8Bound(Oracle(d, a, 1), y1, Int8Bound(d, a, 1), K, Describe(c, 1));
+          if (HasFatalFailure()) return;
+        }
+}
+
+TEST(MatmulNBitsInt8, LargeWeightsTakeTheGroupsSideBySideGemv) {
+  if (!nbits::HasAvx512Vnni()) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
+  // Past kGemvStreamsBytes (int4, block 32: 0.66 bytes per weight), Pack picks the 4-group
+  // GEMV; its result is the 1-group GEMV's, bit for bit.
+  const Case c{0, 4160, 6150, 4, 32, 1, true};
+  CaseData d = MakeCase(c, 77);
+  d.p.accuracy_level = 4;
+  nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
+  ASSERT_GT(static_cast<int64_t>(packed.bytes()), nbits::kGemvStreamsBytes);
+  ASSERT_TRUE(packed.gemv_streams);
+  const std::vector<float> a = RandomA(c.K, 78);
+  std::vector<float> y(c.N), y1(c.N);
+  nbits::PackedMatMulInt8(packed, a.data(), 1, y.data(), nullptr);
+  packed.gemv_streams = false;
+  nbits::PackedMatMulInt8(packed, a.data(), 1, y1.data(), nullptr);
+  for (int64_t n = 0; n < c.N; ++n) ASSERT_EQ(y[n], y1[n]) << "column " << n;
 }
 
 TEST(MatmulNBitsInt8, KOrderInt8CodesFallBackToFp32) {
