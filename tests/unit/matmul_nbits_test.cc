@@ -119,7 +119,9 @@ TEST(MatmulNBitsKernel, OptimizedMatchesReferenceOnEdgeShapes) {
             const bool bias = (seed % 2) == 0;
             Case c{0, K, N, bits, bs, zp, bias};
             CaseData d = MakeCase(c, seed++);
-            const nbits::Packed packed = nbits::Pack(d.p, d.in());
+            nbits::Packed packed = nbits::Pack(d.p, d.in());
+            ASSERT_TRUE(packed.gemv_serial);       // small weights: a GEMV stays on the calling thread
+            packed.gemv_serial = (seed % 2) == 0;  // otherwise the pool's split is covered too
             for (int64_t M : {1, 2, 3, 16, 17, 40}) {
               const std::vector<float> a = RandomA(M * K, seed);
               const std::vector<float> want = Oracle(d, a, M);
@@ -204,7 +206,9 @@ TEST(MatmulNBitsInt8, VnniPathWithinActivationQuantizationBound) {
             const bool bias = (seed % 2) == 0;
             CaseData d = MakeCase(Case{0, K, N, bits, bs, zp, bias}, seed++);
             d.p.accuracy_level = 4;
-            const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
+            nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
+            ASSERT_TRUE(packed.gemv_serial);
+            packed.gemv_serial = (seed % 2) == 0;  // covers the pool's split of a GEMV too
             for (int64_t M : {1, 2, 3, 16, 17}) {
               const std::vector<float> a = RandomA(M * K, seed);
               std::vector<float> y(M * N, -1.0f);
@@ -334,6 +338,7 @@ TEST(MatmulNBitsInt8, GemvGroupsSideBySideAtEdges) {
           d.p.accuracy_level = 4;
           nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
           ASSERT_FALSE(packed.gemv_streams) << Describe(c, 1);
+          packed.gemv_serial = false;  // the pool below splits the groups
           const std::vector<float> a = RandomA(K, seed);
           std::vector<float> y1(N, -1.0f);
           nbits::PackedMatMulInt8(packed, a.data(), 1, y1.data(), nullptr);
@@ -358,6 +363,7 @@ TEST(MatmulNBitsInt8, LargeWeightsTakeTheGroupsSideBySideGemv) {
   nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
   ASSERT_GT(static_cast<int64_t>(packed.bytes()), nbits::kGemvStreamsBytes);
   ASSERT_TRUE(packed.gemv_streams);
+  ASSERT_FALSE(packed.gemv_serial);
   const std::vector<float> a = RandomA(c.K, 78);
   std::vector<float> y(c.N), y1(c.N);
   nbits::PackedMatMulInt8(packed, a.data(), 1, y.data(), nullptr);
