@@ -251,7 +251,8 @@ TEST(MatmulNBitsGemm, Avx512PanelGemmMatchesOracleAtTileEdges) {
   if (nbits::ResolveIsa(nullptr) != nbits::Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
   ThreadPool pool(2);
   uint32_t seed = 300;
-  // N around the 32-column panel, K across the 256-deep K block and not a multiple of the
+  // N around the 32-column panel and its 16-column halves (4 bits: byte-transposed codes),
+  // K across the 256-deep K block (and a last block of 128) and not a multiple of the
   // block, M around the 12-row tile and past the 192-row M block.
   for (int64_t bits : {4, 8})
     for (int64_t bs : {16, 32, 256})
@@ -260,7 +261,7 @@ TEST(MatmulNBitsGemm, Avx512PanelGemmMatchesOracleAtTileEdges) {
           const Case c{0, K, N, bits, bs, static_cast<int>(seed % 3), (seed % 2) == 0};
           CaseData d = MakeCase(c, seed++);
           const nbits::Packed packed = nbits::Pack(d.p, d.in());
-          for (int64_t M : {4, 12, 13, 25, 197}) {
+          for (int64_t M : {4, 12, 13, 25, 33, 197}) {
             if (M == 197 && (K != 300 || N != 33)) continue;  // one case past the M block is enough
             const std::vector<float> a = RandomA(M * K, seed);
             // Directly, on rows zero-padded to k_pad as PackedMatMul passes them.
