@@ -2,8 +2,11 @@
 // 8192}, reporting the packed-weight traffic as bytes/s, plus memcpy and a read-only
 // stream in the same binary so the GEMV can be put against the machine's bandwidth.
 //   strata_kernel_bench --benchmark_filter='NBits|Memory' --benchmark_min_time=0.1
+// STRATA_NBITS_BENCH_THREADS=N sets the pool's threads (default: one per CPU); with 1 the
+// reported CPU time is the kernel's own, which a loaded machine distorts least.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -43,7 +46,10 @@ const nbits::Packed& PackedWeights(int64_t bits, int64_t K, int64_t N, bool int8
 }
 
 ThreadPool* Pool() {
-  static ThreadPool pool(0);
+  static ThreadPool pool([] {
+    const char* t = std::getenv("STRATA_NBITS_BENCH_THREADS");
+    return t ? std::atoi(t) : 0;
+  }());
   return &pool;
 }
 

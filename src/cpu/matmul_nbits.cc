@@ -211,6 +211,8 @@ Packed PackInt8(const Params& p, const Inputs& in, Packed w) {
       }
     }
   }
+  w.gemv_streams = static_cast<int64_t>(w.bytes()) > kGemvStreamsBytes;
+  w.gemv_serial = static_cast<int64_t>(w.bytes()) < kGemvParallelMinBytes;
   return w;
 }
 
@@ -250,6 +252,7 @@ Packed Pack(const Params& p, const Inputs& in, bool int8) {
       w.offset[n * w.nb_stride + blk] = -ZeroPointAt(p, in.zero_points, n, blk) * sc;
     }
   }
+  w.gemv_serial = static_cast<int64_t>(w.bytes()) < kGemvParallelMinBytes;
   return w;
 }
 
@@ -316,6 +319,7 @@ void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y,
   const Params& p = w.p;
   const IsaFns fns = FnsFor(isa);
   if (M <= 0) return;
+  if (M == 1 && w.gemv_serial) pool = nullptr;
   // A rows zero-padded to k_pad: padded codes then multiply zeros.
   std::vector<float> a_pad;
   const float* ap = a;
@@ -375,6 +379,7 @@ void PackedMatMulInt8(const Packed& w, const float* a, int64_t M, float* y, Thre
   if (M <= 0) return;
   // The fp32 kernels' layout: compute in fp32 rather than misread it.
   if (!w.int8_layout) return PackedMatMul(Isa::kAvx512, w, a, M, y, pool);
+  if (M == 1 && w.gemv_serial) pool = nullptr;
   QuantA qa;
   QuantizeA(w, a, M, &qa);
   // Threads own disjoint groups of 4 columns; each group runs over all rows with the

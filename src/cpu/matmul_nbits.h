@@ -78,15 +78,25 @@ struct Packed {
   int64_t nb_stride = 0;  // fp32 layout: per-column stride of scale/offset
   std::vector<uint8_t> codes;
   std::vector<float> scale, offset;
-  std::vector<float> bias;   // N entries (zeros when absent)
-  bool int8_layout = false;  // the int8 kernel's layout (see above)
-  int64_t steps = 0;         // int8 layout: k_pad / kInt8Step
-  int64_t lane_slots = 0;    // int8 layout: A's slots per step: 16, or 32 for blocks of 16
-  int64_t group_slots = 0;   // int8 layout: scale and zero-point entries per group
-  std::vector<uint8_t> zp8;  // int8 layout: integer zero points per slot
-  std::vector<float> zpf;    // int8 layout: float zero points per slot (zp8 then empty)
+  std::vector<float> bias;    // N entries (zeros when absent)
+  bool int8_layout = false;   // the int8 kernel's layout (see above)
+  int64_t steps = 0;          // int8 layout: k_pad / kInt8Step
+  int64_t lane_slots = 0;     // int8 layout: A's slots per step: 16, or 32 for blocks of 16
+  int64_t group_slots = 0;    // int8 layout: scale and zero-point entries per group
+  std::vector<uint8_t> zp8;   // int8 layout: integer zero points per slot
+  std::vector<float> zpf;     // int8 layout: float zero points per slot (zp8 then empty)
+  bool gemv_streams = false;  // int8 layout: a GEMV reads 4 groups side by side (kGemvStreamsBytes)
+  bool gemv_serial = false;   // a GEMV (M = 1) runs on the calling thread (kGemvParallelMinBytes)
   size_t bytes() const { return codes.size() + zp8.size() + 4 * (scale.size() + offset.size() + zpf.size()); }
 };
+// A GEMV (M = 1) on int8-layout weights of more than this many bytes reads 4 groups side by
+// side (matmul_nbits_vnni.cc): more concurrent streams for weights the L3 does not keep.
+inline constexpr int64_t kGemvStreamsBytes = int64_t{16} << 20;
+// A GEMV (M = 1) on fewer bytes of packed weights than this runs on one thread: its work
+// (about 8 us at level 4, 20 us at level 0, one thread) cannot pay for waking a worker.
+// In-process A/B (1 vs 2 threads, min of 2000 runs): below ~0.7 MB a 2-thread level-4
+// GEMV was never faster; from 1.2 MB on it was up to 1.9x faster.
+inline constexpr int64_t kGemvParallelMinBytes = int64_t{512} << 10;
 // int8: the int8 (VNNI) kernel's layout, which then is the only kernel that may read the
 // weights (PackedMatMulInt8).
 Packed Pack(const Params& p, const Inputs& in, bool int8 = false);

@@ -55,6 +55,67 @@ STRATA_AVX512 void DequantKPanel(const Packed& w, int64_t n0, int64_t k0, int64_
   }
 }
 
+// The same for 4 bits, without a float transpose: per 16 columns and 128 k (k0 and kc are
+// multiples of 128), the 16 columns' 64 code bytes are transposed as bytes, four 16x16
+// byte transposes at once (one per 128-bit lane, 4 unpack stages), so each panel row of 16
+// columns is widened straight from one 16-byte group, then converted and scaled with the
+// 16 columns' scales and offsets (gathered once per block). In-process A/B at M = 128,
+// 2048^2: the float-transpose version cost 12% over the plain SGEMM.
+STRATA_AVX512 void DequantKPanel4(const Packed& w, int64_t n0, int64_t k0, int64_t kc, float* panel) {
+  const int log2_bs = __builtin_ctzll(static_cast<uint64_t>(w.p.block_size));
+  const int64_t nbs = w.nb_stride;
+  alignas(64) uint8_t tb[16 * 64];
+  const __m512i lanes = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(static_cast<int32_t>(nbs)));
+  const __m512i nib = _mm512_set1_epi32(0x0F);
+  for (int64_t half = 0; half < 2; ++half) {
+    const int64_t nh = n0 + 16 * half;
+    const int64_t cols = std::clamp<int64_t>(w.p.N - nh, 0, 16);
+    if (cols == 0) {
+      for (int64_t k = 0; k < kc; ++k) _mm512_store_ps(panel + k * kPanel + 16 * half, _mm512_setzero_ps());
+      continue;
+    }
+    // Missing columns read the first column's codes with zero scale and offset: zeros.
+    const __mmask16 live = static_cast<__mmask16>((1u << cols) - 1);
+    const uint8_t* col[16];
+    for (int j = 0; j < 16; ++j) col[j] = w.codes.data() + (nh + (j < cols ? j : 0)) * w.col_bytes;
+    const float* sbase = w.scale.data() + nh * nbs;
+    const float* obase = w.offset.data() + nh * nbs;
+    for (int64_t k = k0; k < k0 + kc; k += kInt8Step) {
+      __m512i r[16], t[16];
+      for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_si512(col[j] + k / 2);
+      // Four interleave stages transpose each lane's 16x16 bytes: row t, byte j = column j's byte t.
+      for (int stage = 0; stage < 4; ++stage) {
+        __m512i* src = (stage & 1) ? t : r;
+        __m512i* dst = (stage & 1) ? r : t;
+        for (int m = 0; m < 8; ++m) {
+          dst[2 * m] = _mm512_unpacklo_epi8(src[m], src[m + 8]);
+          dst[2 * m + 1] = _mm512_unpackhi_epi8(src[m], src[m + 8]);
+        }
+      }
+      for (int b = 0; b < 16; ++b) _mm512_store_si512(tb + 64 * b, r[b]);
+      for (int i = 0; i < 4; ++i) {
+        // Byte b of lane i holds codes k + 32i + b (low nibble) and k + 32i + 16 + b (high).
+        const int64_t kl = k + 32 * i, kh = kl + 16;
+        const __m512i il = _mm512_add_epi32(lanes, _mm512_set1_epi32(static_cast<int32_t>(kl >> log2_bs)));
+        const __m512i ih = _mm512_add_epi32(lanes, _mm512_set1_epi32(static_cast<int32_t>(kh >> log2_bs)));
+        const __m512 sl = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, il, sbase, 4);
+        const __m512 ol = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, il, obase, 4);
+        const __m512 sh = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, ih, sbase, 4);
+        const __m512 oh = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, ih, obase, 4);
+        float* lo_row = panel + (kl - k0) * kPanel + 16 * half;
+        float* hi_row = panel + (kh - k0) * kPanel + 16 * half;
+        for (int b = 0; b < 16; ++b) {
+          const __m512i x =
+              _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(tb + 64 * b + 16 * i)));
+          _mm512_store_ps(lo_row + b * kPanel, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(x, nib)), sl, ol));
+          _mm512_store_ps(hi_row + b * kPanel, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(x, 4)), sh, oh));
+        }
+      }
+    }
+  }
+}
+
 void ParallelRange(ThreadPool* pool, int64_t n, int64_t grain, ThreadPool::RangeRef fn) {
   if (pool) {
     pool->ParallelFor(n, grain, fn);
@@ -162,6 +223,9 @@ void PackedGemmAvx512(const Packed& w, const float* a, int64_t M, float* y, Thre
       }
     }
   });
+  // 4 bits: the byte-transposing dequantization, when the gathers' int32 offsets (16
+  // columns x nb_stride) cannot overflow.
+  const bool byte_transpose = w.p.bits == 4 && 16 * w.nb_stride < (int64_t{1} << 31) && kc_max % kInt8Step == 0;
   // Threads own disjoint ranges of 32-column panels: no two write the same outputs.
   const int64_t panels = (N + kPanel - 1) / kPanel;
   ParallelRange(pool, panels, 1, [&](int64_t p0, int64_t p1) {
@@ -175,7 +239,11 @@ void PackedGemmAvx512(const Packed& w, const float* a, int64_t M, float* y, Thre
         for (int64_t pn = p0; pn < p1; ++pn) {
           const int64_t n0 = pn * kPanel;
           const int cols = static_cast<int>(std::min(kPanel, N - n0));
-          DequantKPanel(w, n0, k0, kc, panel);
+          if (byte_transpose) {
+            DequantKPanel4(w, n0, k0, kc, panel);
+          } else {
+            DequantKPanel(w, n0, k0, kc, panel);
+          }
           si::TileEpilogue ep;
           ep.load_c = kb > 0;  // the first K block stores, later ones accumulate
           ep.bias = kb + 1 == kb_count ? w.bias.data() + n0 : nullptr;

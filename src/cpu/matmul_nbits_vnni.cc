@@ -145,80 +145,98 @@ STRATA_VNNI inline __m512 LoadZpWide(const Packed& w, size_t at) {
 // (measured: 6 steps beat 0, 3 and 12 by 5-15% on weights past the L3).
 constexpr int64_t kPrefetchSteps = 6;
 
-// Rows [m0, m0 + MR) x the 4 columns of group g over steps [s0, s1). The first K chunk
-// (s0 == 0) stores its sums plus the bias, later chunks add theirs.
-template <int kBits, int kMode, bool kFloatZp, int MR>
+// Rows [m0, m0 + MR) x the 4 columns of each of groups [g, g + NG) over steps [s0, s1). The
+// first K chunk (s0 == 0) stores its sums plus the bias, later chunks add theirs. NG > 1
+// (GEMV) reads NG groups' weights side by side: NG concurrent streams keep more cache
+// misses in flight than one, which a single core needs to approach the memory bandwidth.
+template <int kBits, int kMode, bool kFloatZp, int MR, int NG = 1>
 STRATA_VNNI void TileInt8(const Packed& w, const QuantA& qa, int64_t m0, int64_t g, int64_t s0, int64_t s1, float* y) {
   constexpr int64_t kStepBytes = kInt8Step * kBits / 8;  // code bytes per step and column
   constexpr bool kSplit = kMode == kSlotsSplit, kWide = kMode == kSlotsWide;
   constexpr int64_t L = kSplit ? 32 : 16;  // A's slots per step
   const int64_t N = w.p.N;
   const int log2_bs = __builtin_ctzll(static_cast<uint64_t>(w.p.block_size));  // no division per step
-  const uint8_t* codes = w.codes.data() + g * w.steps * kGroup * kStepBytes;
-  const size_t slot0 = static_cast<size_t>(g * w.group_slots);
-  const float* sc = w.scale.data() + slot0;
+  const uint8_t* codes[NG];
+  size_t slot0[NG];
+  const float* sc[NG];
+  for (int j = 0; j < NG; ++j) {
+    codes[j] = w.codes.data() + (g + j) * w.steps * kGroup * kStepBytes;
+    slot0[j] = static_cast<size_t>((g + j) * w.group_slots);
+    sc[j] = w.scale.data() + slot0[j];
+  }
   const int8_t* arow[MR];
   const float *sa[MR], *sq[MR];
-  __m512 acc[MR];
+  __m512 acc[NG][MR];
   for (int r = 0; r < MR; ++r) {
     arow[r] = qa.q.data() + (m0 + r) * w.k_pad;
     sa[r] = qa.sa.data() + (m0 + r) * qa.row_slots;
     sq[r] = qa.sq.data() + (m0 + r) * qa.row_slots;
-    acc[r] = _mm512_setzero_ps();
+    for (int j = 0; j < NG; ++j) acc[j][r] = _mm512_setzero_ps();
   }
   const __m512i zero = _mm512_setzero_si512();
   for (int64_t s = s0; s < s1; ++s) {
-    const uint8_t* cs = codes + s * kGroup * kStepBytes;
-    for (int64_t line = 0; line < kGroup * kStepBytes; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(cs + kPrefetchSteps * kGroup * kStepBytes + line), _MM_HINT_T0);
-    if constexpr (!kWide)  // wide blocks: 16 bytes of scales per block, read from the same line for steps
-      _mm_prefetch(reinterpret_cast<const char*>(sc + (s + kPrefetchSteps) * L), _MM_HINT_T0);
-    __m512i b[kGroup][2];
-    for (int c = 0; c < kGroup; ++c) StepCodes<kBits>(cs + c * kStepBytes, &b[c][0], &b[c][1]);
-    for (int h = 0; h < (kSplit ? 2 : 1); ++h) {
-      __m512 sv, zv;
-      if constexpr (kWide) {
-        // The step lies in one block: its 4 columns' scales and zero points on every lane.
-        const int64_t at = ((s * kInt8Step) >> log2_bs) * kGroup;
-        sv = _mm512_broadcast_f32x4(_mm_loadu_ps(sc + at));
-        zv = LoadZpWide<kFloatZp>(w, slot0 + at);
-      } else {
-        sv = _mm512_loadu_ps(sc + s * L + 16 * h);
-        zv = LoadZp<kFloatZp>(w, slot0 + s * L + 16 * h);
-      }
-      for (int r = 0; r < MR; ++r) {
-        __m512i d[kGroup];
-        if constexpr (kSplit) {
-          const __m512i av = _mm512_loadu_si512(arow[r] + s * kInt8Step + 64 * h);
-          for (int c = 0; c < kGroup; ++c) d[c] = _mm512_dpbusd_epi32(zero, b[c][h], av);
+    for (int j = 0; j < NG; ++j) {
+      const uint8_t* cs = codes[j] + s * kGroup * kStepBytes;
+      for (int64_t line = 0; line < kGroup * kStepBytes; line += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(cs + kPrefetchSteps * kGroup * kStepBytes + line), _MM_HINT_T0);
+      if constexpr (!kWide)  // wide blocks: 16 bytes of scales per block, read from the same line for steps
+        _mm_prefetch(reinterpret_cast<const char*>(sc[j] + (s + kPrefetchSteps) * L), _MM_HINT_T0);
+      __m512i b[kGroup][2];
+      for (int c = 0; c < kGroup; ++c) StepCodes<kBits>(cs + c * kStepBytes, &b[c][0], &b[c][1]);
+      for (int h = 0; h < (kSplit ? 2 : 1); ++h) {
+        __m512 sv, zv;
+        if constexpr (kWide) {
+          // The step lies in one block: its 4 columns' scales and zero points on every lane.
+          const int64_t at = ((s * kInt8Step) >> log2_bs) * kGroup;
+          sv = _mm512_broadcast_f32x4(_mm_loadu_ps(sc[j] + at));
+          zv = LoadZpWide<kFloatZp>(w, slot0[j] + at);
         } else {
-          const __m512i a0 = _mm512_loadu_si512(arow[r] + s * kInt8Step);
-          const __m512i a1 = _mm512_loadu_si512(arow[r] + s * kInt8Step + 64);
-          for (int c = 0; c < kGroup; ++c)
-            d[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, b[c][0], a0), b[c][1], a1);
+          sv = _mm512_loadu_ps(sc[j] + s * L + 16 * h);
+          zv = LoadZp<kFloatZp>(w, slot0[j] + s * L + 16 * h);
         }
-        const int64_t at = s * L + 16 * h;
-        __m512 f = _mm512_cvtepi32_ps(Reduce4(d[0], d[1], d[2], d[3]));
-        f = _mm512_fnmadd_ps(zv, _mm512_loadu_ps(sq[r] + at), f);
-        acc[r] = _mm512_fmadd_ps(f, _mm512_mul_ps(sv, _mm512_loadu_ps(sa[r] + at)), acc[r]);
+        for (int r = 0; r < MR; ++r) {
+          __m512i d[kGroup];
+          if constexpr (kSplit) {
+            const __m512i av = _mm512_loadu_si512(arow[r] + s * kInt8Step + 64 * h);
+            for (int c = 0; c < kGroup; ++c) d[c] = _mm512_dpbusd_epi32(zero, b[c][h], av);
+          } else {
+            const __m512i a0 = _mm512_loadu_si512(arow[r] + s * kInt8Step);
+            const __m512i a1 = _mm512_loadu_si512(arow[r] + s * kInt8Step + 64);
+            for (int c = 0; c < kGroup; ++c)
+              d[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, b[c][0], a0), b[c][1], a1);
+          }
+          const int64_t at = s * L + 16 * h;
+          __m512 f = _mm512_cvtepi32_ps(Reduce4(d[0], d[1], d[2], d[3]));
+          f = _mm512_fnmadd_ps(zv, _mm512_loadu_ps(sq[r] + at), f);
+          acc[j][r] = _mm512_fmadd_ps(f, _mm512_mul_ps(sv, _mm512_loadu_ps(sa[r] + at)), acc[j][r]);
+        }
       }
     }
   }
   // Slot 4i + c holds column c: sum the four 128-bit lanes.
-  const int64_t n0 = g * kGroup, cols = std::min<int64_t>(kGroup, N - n0);
-  for (int r = 0; r < MR; ++r) {
-    const __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(acc[r]),
-                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r]), 1)));
-    const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
-    alignas(16) float out[4];
-    _mm_store_ps(out, h4);
-    float* yr = y + (m0 + r) * N + n0;
-    for (int c = 0; c < cols; ++c) yr[c] = s0 == 0 ? out[c] + w.bias[n0 + c] : yr[c] + out[c];
+  for (int j = 0; j < NG; ++j) {
+    const int64_t n0 = (g + j) * kGroup, cols = std::min<int64_t>(kGroup, N - n0);
+    for (int r = 0; r < MR; ++r) {
+      const __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(acc[j][r]),
+                                      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[j][r]), 1)));
+      const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+      alignas(16) float out[4];
+      _mm_store_ps(out, h4);
+      float* yr = y + (m0 + r) * N + n0;
+      for (int c = 0; c < cols; ++c) yr[c] = s0 == 0 ? out[c] + w.bias[n0 + c] : yr[c] + out[c];
+    }
   }
 }
 
 // Rows per register tile: 4 rows x 4 columns keep B's 8 code vectors in registers across rows.
 constexpr int kRows = 4;
+// A GEMV whose weights exceed kGemvStreamsBytes reads kGemvGroups groups side by side (see
+// TileInt8). Measured (1 thread, int4/int8 8192x8192, in-process A/B, p10): 4 streams 11-28%
+// faster than 1, 2 streams 2-14%; on weights that stay in the L3 (2048^2, 4096^2 int4) 4
+// streams are 5-30% slower (the groups' power-of-two strides share L1 sets), hence the
+// threshold kGemvStreamsBytes (matmul_nbits.h), half a 32 MiB L3 (the size the OS reports in
+// a VM is not the guest's share).
+constexpr int kGemvGroups = 4;
 
 // B bytes of the groups that one pass over the row tiles reuses: they stay in L2 while a
 // row tile's A (int8 values, scales and sums: 2 bytes per code and row) stays in L1.
@@ -229,13 +247,19 @@ STRATA_VNNI void MatMulInt8Chunk(const Packed& w, const QuantA& qa, int64_t g0, 
                                  float* y) {
   const int64_t zp_bytes = kFloatZp ? 4 : 1;
   const int64_t group_bytes = (s1 - s0) * (kGroup * kInt8Step * kBits / 8 + w.group_slots / w.steps * (4 + zp_bytes));
-  const int64_t block = std::max<int64_t>(1, kGroupBlockBytes / group_bytes);
+  // One row tile (M <= 4) reuses nothing: no blocking (it would split GEMV group pairs).
+  const int64_t block = qa.M <= kRows ? g1 - g0 : std::max<int64_t>(1, kGroupBlockBytes / group_bytes);
   for (int64_t gb = g0; gb < g1; gb += block) {
     const int64_t ge = std::min(g1, gb + block);
     int64_t m = 0;
     for (; m + kRows <= qa.M; m += kRows)
       for (int64_t g = gb; g < ge; ++g) TileInt8<kBits, kMode, kFloatZp, kRows>(w, qa, m, g, s0, s1, y);
-    for (int64_t g = gb; g < ge; ++g) {
+    int64_t g = gb;
+    // A GEMV on weights that the last-level cache does not keep: groups side by side.
+    if (qa.M == 1 && w.gemv_streams)
+      for (; g + kGemvGroups <= ge; g += kGemvGroups)
+        TileInt8<kBits, kMode, kFloatZp, 1, kGemvGroups>(w, qa, 0, g, s0, s1, y);
+    for (; g < ge; ++g) {
       switch (qa.M - m) {
         case 3:
           TileInt8<kBits, kMode, kFloatZp, 3>(w, qa, m, g, s0, s1, y);

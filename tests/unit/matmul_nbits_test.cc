@@ -119,7 +119,9 @@ TEST(MatmulNBitsKernel, OptimizedMatchesReferenceOnEdgeShapes) {
             const bool bias = (seed % 2) == 0;
             Case c{0, K, N, bits, bs, zp, bias};
             CaseData d = MakeCase(c, seed++);
-            const nbits::Packed packed = nbits::Pack(d.p, d.in());
+            nbits::Packed packed = nbits::Pack(d.p, d.in());
+            ASSERT_TRUE(packed.gemv_serial);       // small weights: a GEMV stays on the calling thread
+            packed.gemv_serial = (seed % 2) == 0;  // otherwise the pool's split is covered too
             for (int64_t M : {1, 2, 3, 16, 17, 40}) {
               const std::vector<float> a = RandomA(M * K, seed);
               const std::vector<float> want = Oracle(d, a, M);
@@ -204,7 +206,9 @@ TEST(MatmulNBitsInt8, VnniPathWithinActivationQuantizationBound) {
             const bool bias = (seed % 2) == 0;
             CaseData d = MakeCase(Case{0, K, N, bits, bs, zp, bias}, seed++);
             d.p.accuracy_level = 4;
-            const nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
+            nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
+            ASSERT_TRUE(packed.gemv_serial);
+            packed.gemv_serial = (seed % 2) == 0;  // covers the pool's split of a GEMV too
             for (int64_t M : {1, 2, 3, 16, 17}) {
               const std::vector<float> a = RandomA(M * K, seed);
               std::vector<float> y(M * N, -1.0f);
@@ -247,7 +251,8 @@ TEST(MatmulNBitsGemm, Avx512PanelGemmMatchesOracleAtTileEdges) {
   if (nbits::ResolveIsa(nullptr) != nbits::Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
   ThreadPool pool(2);
   uint32_t seed = 300;
-  // N around the 32-column panel, K across the 256-deep K block and not a multiple of the
+  // N around the 32-column panel and its 16-column halves (4 bits: byte-transposed codes),
+  // K across the 256-deep K block (and a last block of 128) and not a multiple of the
   // block, M around the 12-row tile and past the 192-row M block.
   for (int64_t bits : {4, 8})
     for (int64_t bs : {16, 32, 256})
@@ -256,7 +261,7 @@ TEST(MatmulNBitsGemm, Avx512PanelGemmMatchesOracleAtTileEdges) {
           const Case c{0, K, N, bits, bs, static_cast<int>(seed % 3), (seed % 2) == 0};
           CaseData d = MakeCase(c, seed++);
           const nbits::Packed packed = nbits::Pack(d.p, d.in());
-          for (int64_t M : {4, 12, 13, 25, 197}) {
+          for (int64_t M : {4, 12, 13, 25, 33, 197}) {
             if (M == 197 && (K != 300 || N != 33)) continue;  // one case past the M block is enough
             const std::vector<float> a = RandomA(M * K, seed);
             // Directly, on rows zero-padded to k_pad as PackedMatMul passes them.
@@ -314,6 +319,58 @@ TEST(MatmulNBitsInt8, StepsBlocksAndTilesAtEdges) {
             if (HasFatalFailure()) return;
           }
         }
+}
+
+TEST(MatmulNBitsInt8, GemvGroupsSideBySideAtEdges) {
+  if (!nbits::HasAvx512Vnni()) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
+  ThreadPool pool(2);
+  uint32_t seed = 700;
+  // The 4-group GEMV (forced here; Pack sets it for large weights) against the 1-group one:
+  // the same operations per column in the same order, so bit for bit the same, and within
+  // the int8 bound. N leaves 0-3 groups past a multiple of 4 (and the pool's chunks split
+  // the groups unevenly), K is not a multiple of the block or of the 128-code step, blocks
+  // of 16, 32, 64 and 128 cover the three scale layouts.
+  for (int64_t bits : {4, 8})
+    for (int64_t bs : {16, 32, 64, 128})
+      for (int64_t K : {128, 600})
+        for (int64_t N : {16, 21, 70, 199}) {
+          const Case c{0, K, N, bits, bs, static_cast<int>(seed % 3), (seed % 2) == 1};
+          CaseData d = MakeCase(c, seed++);
+          d.p.accuracy_level = 4;
+          nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
+          ASSERT_FALSE(packed.gemv_streams) << Describe(c, 1);
+          packed.gemv_serial = false;  // the pool below splits the groups
+          const std::vector<float> a = RandomA(K, seed);
+          std::vector<float> y1(N, -1.0f);
+          nbits::PackedMatMulInt8(packed, a.data(), 1, y1.data(), nullptr);
+          packed.gemv_streams = true;
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::vector<float> y(N, -1.0f);
+            nbits::PackedMatMulInt8(packed, a.data(), 1, y.data(), p);
+            for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y[n], y1[n]) << Describe(c, 1) << " column " << n;
+          }
+          ExpectWithinInt8Bound(Oracle(d, a, 1), y1, Int8Bound(d, a, 1), K, Describe(c, 1));
+          if (HasFatalFailure()) return;
+        }
+}
+
+TEST(MatmulNBitsInt8, LargeWeightsTakeTheGroupsSideBySideGemv) {
+  if (!nbits::HasAvx512Vnni()) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
+  // Past kGemvStreamsBytes (int4, block 32: 0.66 bytes per weight), Pack picks the 4-group
+  // GEMV; its result is the 1-group GEMV's, bit for bit.
+  const Case c{0, 4160, 6150, 4, 32, 1, true};
+  CaseData d = MakeCase(c, 77);
+  d.p.accuracy_level = 4;
+  nbits::Packed packed = nbits::Pack(d.p, d.in(), /*int8=*/true);
+  ASSERT_GT(static_cast<int64_t>(packed.bytes()), nbits::kGemvStreamsBytes);
+  ASSERT_TRUE(packed.gemv_streams);
+  ASSERT_FALSE(packed.gemv_serial);
+  const std::vector<float> a = RandomA(c.K, 78);
+  std::vector<float> y(c.N), y1(c.N);
+  nbits::PackedMatMulInt8(packed, a.data(), 1, y.data(), nullptr);
+  packed.gemv_streams = false;
+  nbits::PackedMatMulInt8(packed, a.data(), 1, y1.data(), nullptr);
+  for (int64_t n = 0; n < c.N; ++n) ASSERT_EQ(y[n], y1[n]) << "column " << n;
 }
 
 TEST(MatmulNBitsInt8, KOrderInt8CodesFallBackToFp32) {
