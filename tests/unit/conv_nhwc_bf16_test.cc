@@ -186,6 +186,12 @@ TEST_F(Bf16NhwcConv, MatchesFp32ReferenceThroughLayoutPass) {
       const Tensor& y = (*got)[0].tensor();
       ASSERT_EQ(y.shape(), (*ref)[0].tensor().shape()) << what;
       EXPECT_LT(MaxRelError(y, (*ref)[0].tensor()), 1e-2) << what << " threads=" << threads;
+      if (c.c <= 4 && !c.residual) {
+        // Stems (C <= 4) take the direct fp32 stem kernel in every precision: faster than
+        // either GEMM for K = C*KH*KW this short, and exact.
+        EXPECT_LT(MaxRelError(y, (*fp32)[0].tensor()), 1e-5) << what << " threads=" << threads;
+        continue;
+      }
       // |x| <= 1 and |w| <= 1/sqrt(K): sum |x w| <= sqrt(K); fp32 summation-order noise only
       // (the skip conv's output, added in fp32, is O(1) too).
       EXPECT_LT(MaxAbsError(y, (*ref16)[0].tensor()), 2e-6 * std::sqrt(static_cast<double>(kdim)) + 1e-6)
