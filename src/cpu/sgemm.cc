@@ -67,6 +67,20 @@ struct DirectA {
   }
 };
 
+// IndirectA rows of a DirectA matrix: each row is one segment.
+void MatrixRows(const void* ctx, int64_t row0, int64_t rows, const float** dst) {
+  const DirectA& d = *static_cast<const DirectA*>(ctx);
+  for (int64_t r = 0; r < rows; ++r) dst[r] = d.a + (row0 + r) * d.lda;
+}
+
+// When Gemm reads A in place instead of packing it: B of at most this many panels (a
+// packed A tile would serve only 1-4 of them, too few to repay packing it) and K of at
+// least this much (shorter rows leave the per-tile pointer setup exposed). 1x1 NHWC convs
+// at 1 thread, min CPU ms packed -> in place: 56x56 256->64 0.650 -> 0.613, 28x28
+// 512->128 0.593 -> 0.521, 112x112 32->16 0.196 -> 0.156, 56x56 144->24 0.200 -> 0.154,
+// 14x14 576->96 0.117 -> 0.107. With more panels it was a tie on resnet's 1x1 convs.
+constexpr int64_t kMaxInPlacePanels = 4, kMinInPlaceK = 16;
+
 // A from a caller's fill callback: one tile is gathered into an L1-sized row-major
 // scratch, then packed.
 struct GatheredA {
@@ -287,6 +301,14 @@ Status Gemm(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, 
   if (!a) return InvalidArgument("sgemm::Gemm: A is null for a ", m, "x", K, " operand");
   if (!Available()) return Unsupported("sgemm::Gemm: this CPU lacks AVX-512F");
   const DirectA direct{a, lda};
+  if (b.panels() <= kMaxInPlacePanels && K >= kMinInPlaceK && K <= kMaxIndirectK) {
+    // Few panels reuse a packed A tile too little to repay the packing: broadcast A
+    // straight from its rows (one segment of K floats per row).
+    const IndirectA ia{MatrixRows, &direct, 1, K};
+    return Drive(m, b, pool, [&](int64_t i0, int64_t rows, int64_t p0, int64_t p1) {
+      return RunIndirectTask(i0, rows, p0, p1, ia, b, c, ldc, ep);
+    });
+  }
   return Drive(m, b, pool, [&](int64_t i0, int64_t rows, int64_t p0, int64_t p1) {
     return RunTask(i0, rows, p0, p1, direct, b, c, ldc, ep);
   });
