@@ -196,6 +196,8 @@ std::vector<ConvCase> EdgeCases() {
   add({.n = 2, .h = 31, .w = 29, .c = 16, .m = 48, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}});  // many M blocks
   // C >= 16 but M > 64 (three panels), still the indirect A.
   add({.h = 8, .w = 7, .c = 48, .m = 65, .pads = {1, 1, 1, 1}});
+  // 14x14: 17 row tiles, which 2 threads split over N (8 panels) instead.
+  add({.h = 14, .w = 14, .c = 32, .m = 256, .pads = {1, 1, 1, 1}, .relu = true});
   // 1x1 stride 1: X as a plain matrix (sgemm::Gemm): K < 16 packed, N <= 128 read in
   // place (also K = 2600), N > 128 packed, K > 4608 packed.
   add({.n = 2, .h = 6, .w = 5, .c = 8, .m = 40, .kh = 1, .kw = 1});

@@ -173,6 +173,15 @@ TEST_F(SgemmTest, ThreadCountDoesNotChangeResults) {
   ASSERT_TRUE(sgemm::Gemm(20, a.data(), k, *packed, d3.data(), n, ep, &three).ok());
   EXPECT_EQ(0, std::memcmp(d1.data(), d3.data(), d1.size() * sizeof(float)));
   Check({.m = 150, .n = 700, .k = 300, .threads = 2}, 33);
+  // A read in place, 17 row tiles on 2 threads: split over N (2 + 2 panels), not 9 + 8 tiles.
+  std::vector<float> e1(196 * 128), e2(196 * 128);
+  auto packed128 = sgemm::PackB(b.data(), 100, 128, false);
+  ASSERT_TRUE(packed128.ok());
+  ThreadPool two(2);
+  ASSERT_TRUE(sgemm::Gemm(196, a.data(), 100, *packed128, e1.data(), 128, ep, nullptr).ok());
+  ASSERT_TRUE(sgemm::Gemm(196, a.data(), 100, *packed128, e2.data(), 128, ep, &two).ok());
+  EXPECT_EQ(0, std::memcmp(e1.data(), e2.data(), e1.size() * sizeof(float)));
+  Check({.m = 196, .n = 128, .k = 100, .threads = 2}, 34);
 }
 
 // Gemm reads A in place (no packing) for N <= 4 panels and 16 <= K <= kMaxIndirectK;
