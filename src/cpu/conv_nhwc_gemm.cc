@@ -219,7 +219,8 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
       const int64_t wp = std::max(g.pad_begin[1] + w, (ow - 1) * g.strides[1] + g.kernel[1]);
       const double padded = static_cast<double>(n) * static_cast<double>(hp) * static_cast<double>(wp) * c;
       if (UseRowSegments(c, g.kernel[1], g.dilations[1], packed_.k(), padded, static_cast<double>(x->num_elements()))) {
-        auto buf = ctx.allocator()->Allocate(static_cast<size_t>(padded) * sizeof(float));
+        Allocator* alloc = ctx.allocator() ? ctx.allocator() : DefaultAllocator();
+        auto buf = alloc->Allocate(static_cast<size_t>(padded) * sizeof(float));
         if (!buf.ok())
           return MakeStatus(buf.status().code(), node.Describe(), ": padded input: ", buf.status().message());
         float* xp = static_cast<float*>((*buf)->data());
