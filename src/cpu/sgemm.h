@@ -87,11 +87,12 @@ struct Epilogue {
 };
 
 // C[M,N] = alpha * A[M,K] (row stride lda >= K) x B + epilogue; C row stride ldc >= N.
-// K and N come from b. With N <= 128 and 16 <= K <= kMaxIndirectK, A is read in place by
-// the indirect kernel (not packed); otherwise packed per cache block. Parallel over the pool (nullptr or 1 thread:
-// caller thread); tiny products stay on one thread. Results are bit-identical for any thread count. K == 0 gives C =
-// bias (or C + bias when accumulating), clamped. Errors (InvalidArgument) for negative m, strides too small, null
-// pointers with work to do.
+// K and N come from b. With N <= 128 and 16 <= K <= kMaxIndirectK, A is read in place
+// by the indirect kernel; otherwise it is packed per cache block. Parallel over the pool
+// (nullptr or 1 thread: caller thread); tiny products stay on one thread. Results are
+// bit-identical for any thread count. K == 0 gives C = bias (or C + bias when
+// accumulating), clamped.
+// Errors (InvalidArgument) for negative m, strides too small, null pointers with work to do.
 Status Gemm(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
             ThreadPool* pool);
 
