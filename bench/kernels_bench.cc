@@ -5,6 +5,7 @@
 //   strata_kernel_bench --benchmark_min_time=0.05
 #include <benchmark/benchmark.h>
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -60,6 +61,20 @@ void BM_NhwcConv(benchmark::State& state, int64_t hw, int64_t cin, int64_t cout,
           {RandomTensor({1, hw, hw, cin}), RandomTensor({cout, cin / group, ksize, ksize}), RandomTensor({cout})}, true,
           2.0 * out * out * cout * (cin / group) * ksize * ksize, "strata.internal");
 }
+// ResNet's fused block tail: the conv with the skip input added and Relu in its epilogue
+// (what FuseNhwcConvResidual makes of conv -> Add -> Relu). Stride 1, same padding.
+void BM_NhwcConvResidual(benchmark::State& state, int64_t hw, int64_t cin, int64_t cout, int64_t ksize) {
+  const int64_t pad = ksize / 2;
+  RunNode(state, "NhwcConv",
+          {{"pads", Ints({pad, pad, pad, pad})},
+           {"strata_onnx_opset", Int(13)},
+           {"activation", Attribute::String("Relu")},
+           {"activation_min", Attribute::Float(0.0f)},
+           {"activation_max", Attribute::Float(std::numeric_limits<float>::infinity())}},
+          {RandomTensor({1, hw, hw, cin}), RandomTensor({cout, cin, ksize, ksize}), RandomTensor({cout}),
+           RandomTensor({1, hw, hw, cout})},
+          true, 2.0 * hw * hw * cout * cin * ksize * ksize, "strata.internal");
+}
 void BM_MaxPool(benchmark::State& state, int64_t hw, int64_t c) {
   int64_t out = (hw + 2 - 3) / 2 + 1;
   RunNode(state, "MaxPool", {{"kernel_shape", Ints({3, 3})}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}},
@@ -89,10 +104,24 @@ BENCHMARK_CAPTURE(BM_NhwcConv, 3x3_7x512to512, 7, 512, 512, 3, 1, 1) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_56x256to64, 56, 256, 64, 1, 1, 1) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_56x64to256, 56, 64, 256, 1, 1, 1) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_7x512to2048, 7, 512, 2048, 1, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_7x2048to512, 7, 2048, 512, 1, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_28x512to128, 28, 512, 128, 1, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_14x1024to256, 14, 1024, 256, 1, 1, 1) THREADS;
+// mobilenet_v2's pointwise convs: N = 24-64, K = 144-384.
+BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_56x144to24, 56, 144, 24, 1, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_28x192to32, 28, 192, 32, 1, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_14x384to64, 14, 384, 64, 1, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_14x576to96, 14, 576, 96, 1, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_56x24to144, 56, 24, 144, 1, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_112x32to16, 112, 32, 16, 1, 1, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConv, 1x1_56x64to64, 56, 64, 64, 1, 1, 1) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcConv, dw3x3_112x32, 112, 32, 32, 3, 1, 32) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcConv, dw3x3s2_112x96, 112, 96, 96, 3, 2, 96) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcConv, dw3x3_56x144, 56, 144, 144, 3, 1, 144) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcConv, stem3x3s2_224x3to32, 224, 3, 32, 3, 2, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConvResidual, 1x1_56x64to256, 56, 64, 256, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConvResidual, 3x3_56x64to64, 56, 64, 64, 3) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcConvResidual, 1x1_14x256to1024, 14, 256, 1024, 1) THREADS;
 BENCHMARK_CAPTURE(BM_MaxPool, 3x3s2_112x64, 112, 64) THREADS;
 
 }  // namespace

@@ -44,13 +44,66 @@ void Im2colPointers(const void* ctx, int64_t row0, int64_t rows, const float** d
   }
 }
 
+// A zero-padded copy of X: every tap of every output pixel lies inside it, so with
+// dilation 1 along W one kernel row of a receptive field is one contiguous run of KW * C
+// floats, in the packed weight's k = (ky * KW + kx) * C + c order.
+struct PaddedImage {
+  const float* xp;  // [N][hp][wp][C]
+  int64_t hp, wp, c, oh, ow, kh, sh, sw, dh;
+};
+
+// IndirectA rows over a PaddedImage: KH segments of KW * C floats per output pixel.
+void PaddedRowPointers(const void* ctx, int64_t row0, int64_t rows, const float** dst) {
+  const PaddedImage& g = *static_cast<const PaddedImage*>(ctx);
+  const int64_t ohw = g.oh * g.ow, row_step = g.dh * g.wp * g.c;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t p = row0 + r, n = p / ohw, q = p - n * ohw, oy = q / g.ow, ox = q - oy * g.ow;
+    const float* src = g.xp + ((n * g.hp + oy * g.sh) * g.wp + ox * g.sw) * g.c;
+    for (int64_t ky = 0; ky < g.kh; ++ky) dst[ky * sgemm::kIndirectRows + r] = src + ky * row_step;
+  }
+}
+
+// Whether a short-channel conv (C < 16, e.g. the 7x7 RGB stem: segments of 3 floats)
+// should run on kernel-row segments of a padded copy of X instead of gathering im2col
+// rows: at least 16 floats per segment, and a copy not much larger than X itself.
+// The 7x7 s2 224x224x3 -> 64 stem at 1 thread, min CPU ms: gathered 2.30, row segments
+// 1.47 (the copy included). Not for C >= 16: the copy cost more than it saved (3x3 s2
+// 56x56x128: 1.30 -> 1.43).
+bool UseRowSegments(int64_t c, int64_t kw, int64_t dw, int64_t k, double padded_floats, double x_floats) {
+  return c < 16 && dw == 1 && kw * c >= 16 && k <= sgemm::kMaxIndirectK && padded_floats <= 2.0 * x_floats + 65536.0;
+}
+
+// Writes X [N][H][W][C] into the zero-padded image [N][hp][wp][C] with X at (pt, pl);
+// rows of the padded image are split over the pool.
+void PadImage(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
+              int64_t wp, float* xp, ThreadPool* pool) {
+  const auto rows = [=](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / hp, iy = row - b * hp - pt;
+      float* d = xp + row * wp * c;
+      if (iy < 0 || iy >= h) {
+        std::memset(d, 0, static_cast<size_t>(wp * c) * sizeof(float));
+        continue;
+      }
+      std::memset(d, 0, static_cast<size_t>(pl * c) * sizeof(float));
+      std::memcpy(d + pl * c, x + (b * h + iy) * w * c, static_cast<size_t>(w * c) * sizeof(float));
+      std::memset(d + (pl + w) * c, 0, static_cast<size_t>((wp - pl - w) * c) * sizeof(float));
+    }
+  };
+  if (pool && pool->num_threads() > 1 && n * hp * wp * c >= (int64_t{1} << 16))
+    pool->Run(n * hp, 16, rows);
+  else
+    rows(0, n * hp);
+}
+
 // Whether the indirect (pointer) A beats gathering + packing it. It skips the packing
 // (a large share at N = 64) but runs whole-K tiles, so each B panel (K x 32 floats) must
 // stay in L2. Measured at 1 thread (CPU ms, gathered / indirect / XNNPACK): 3x3 56x56
 // 64->64 1.57 / 1.35 / 1.39; 3x3 s2 128->128 1.49 / 1.31 / 1.51; 3x3 14x14 256->256
-// (K = 2304) 1.29 / 1.29 / 1.49; 3x3 7x7 512->512 (K = 4608) 1.42 / 1.42-1.58 / 1.73.
-// Short segments (C < 16, e.g. an RGB stem) leave the per-tap pointer setup too large.
-bool UseIndirect(int64_t c, int64_t k) { return c >= 16 && k <= 2560; }
+// (K = 2304) 1.29 / 1.29 / 1.49; 3x3 7x7 512->512 (K = 4608), later re-measured as min
+// CPU ms of 6 runs: 1.43 / 1.26 (2 threads 0.80 / 0.69). Short segments (C < 16, e.g. an RGB stem) leave the per-tap
+// pointer setup too large.
+bool UseIndirect(int64_t c, int64_t k) { return c >= 16 && k <= sgemm::kMaxIndirectK; }
 
 // Writes im2col rows [row0, row0 + rows) x columns [k0, k0 + kc) row-major into dst.
 void FillIm2col(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld) {
@@ -161,7 +214,21 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
                        g.pad_begin[0],
                        g.pad_begin[1],
                        zeros_.data()};
-      if (UseIndirect(c, packed_.k())) {
+      // Padded extent: every row / column any output pixel's window reaches, and X itself.
+      const int64_t hp = std::max(g.pad_begin[0] + h, (oh - 1) * g.strides[0] + (g.kernel[0] - 1) * g.dilations[0] + 1);
+      const int64_t wp = std::max(g.pad_begin[1] + w, (ow - 1) * g.strides[1] + g.kernel[1]);
+      const double padded = static_cast<double>(n) * static_cast<double>(hp) * static_cast<double>(wp) * c;
+      if (UseRowSegments(c, g.kernel[1], g.dilations[1], packed_.k(), padded, static_cast<double>(x->num_elements()))) {
+        Allocator* alloc = ctx.allocator() ? ctx.allocator() : DefaultAllocator();
+        auto buf = alloc->Allocate(static_cast<size_t>(padded) * sizeof(float));
+        if (!buf.ok())
+          return MakeStatus(buf.status().code(), node.Describe(), ": padded input: ", buf.status().message());
+        float* xp = static_cast<float*>((*buf)->data());
+        PadImage(x->data<float>(), n, h, w, c, g.pad_begin[0], g.pad_begin[1], hp, wp, xp, ctx.pool());
+        const PaddedImage pimg{xp, hp, wp, c, oh, ow, g.kernel[0], g.strides[0], g.strides[1], g.dilations[0]};
+        const sgemm::IndirectA ia{PaddedRowPointers, &pimg, g.kernel[0], g.kernel[1] * c};
+        st = sgemm::GemmIndirect(rows, ia, packed_, out, m, ep, ctx.pool());
+      } else if (UseIndirect(c, packed_.k())) {
         const sgemm::IndirectA ia{Im2colPointers, &geo, g.kernel[0] * g.kernel[1], c};
         st = sgemm::GemmIndirect(rows, ia, packed_, out, m, ep, ctx.pool());
       } else {

@@ -11,10 +11,12 @@
 namespace strata {
 
 // Ungrouped 2-D NhwcConv as one GEMM: Y[N*OH*OW, M] = im2col(X)[N*OH*OW, KH*KW*C] x W'
-// with W' packed once here. A 1x1 stride-1 unpadded conv packs X as a plain matrix. Other
-// shapes (strides, pads, dilations, auto_pad) with C >= 16 and K <= 2560 read im2col(X)
-// through per-tap pointers into X (sgemm::GemmIndirect: no gather, no packing); the rest
-// gather their im2col rows per micro-tile.
+// with W' packed once here. A 1x1 stride-1 unpadded conv is a plain sgemm::Gemm over X.
+// Other shapes (strides, pads, dilations, auto_pad) with C >= 16 and K <= 4608 read
+// im2col(X) through per-tap pointers into X (sgemm::GemmIndirect: no gather, no packing);
+// short-channel convs (C < 16 with KW * C >= 16, e.g. the RGB stem, dilation 1 along W)
+// through per-kernel-row pointers into a zero-padded copy of X; the rest gather their
+// im2col rows per micro-tile.
 // Bias, the fused activation and an optional residual (input 3, NHWC, the output's
 // shape) are applied in the GEMM epilogue.
 // kUnsupported when group != 1 or the CPU lacks AVX-512F: the caller keeps XNNPACK.

@@ -67,6 +67,20 @@ struct DirectA {
   }
 };
 
+// IndirectA rows of a DirectA matrix: each row is one segment.
+void MatrixRows(const void* ctx, int64_t row0, int64_t rows, const float** dst) {
+  const DirectA& d = *static_cast<const DirectA*>(ctx);
+  for (int64_t r = 0; r < rows; ++r) dst[r] = d.a + (row0 + r) * d.lda;
+}
+
+// When Gemm reads A in place instead of packing it: B of at most this many panels (a
+// packed A tile would serve only 1-4 of them, too few to repay packing it) and K of at
+// least this much (shorter rows leave the per-tile pointer setup exposed). 1x1 NHWC convs
+// at 1 thread, min CPU ms packed -> in place: 56x56 256->64 0.650 -> 0.613, 28x28
+// 512->128 0.593 -> 0.521, 112x112 32->16 0.196 -> 0.156, 56x56 144->24 0.200 -> 0.154,
+// 14x14 576->96 0.117 -> 0.107. With more panels it was a tie on resnet's 1x1 convs.
+constexpr int64_t kMaxInPlacePanels = 4, kMinInPlaceK = 16;
+
 // A from a caller's fill callback: one tile is gathered into an L1-sized row-major
 // scratch, then packed.
 struct GatheredA {
@@ -185,7 +199,8 @@ struct Split {
   int64_t mc, m_blocks, n_chunks, per_chunk;
 };
 
-Split PlanSplit(int64_t m, int64_t panels, int64_t threads) {
+// packs_a: whether each task packs (or gathers) its rows of A; indirect A reads them in place.
+Split PlanSplit(int64_t m, int64_t panels, int64_t threads, bool packs_a) {
   const int64_t tiles = (m + kMr - 1) / kMr;
   // N chunks, one per thread: each thread streams only its part of B but packs the whole
   // A block, which pays off when B dominates (few rows) or when the packed tile is reused
@@ -202,9 +217,14 @@ Split PlanSplit(int64_t m, int64_t panels, int64_t threads) {
   const int64_t mc = std::min(kMc, (tiles + blocks - 1) / blocks * kMr);
   blocks = (m + mc - 1) / mc;
   // Whole tiles cannot always be spread evenly (17 tiles on 2 threads: 9 and 8); past 5%
-  // of idle time, wide products take the N split instead.
+  // of idle time, wide products take the N split instead, and so do products whose A is
+  // read in place (no packing to duplicate) when their busiest thread does less that way
+  // (3x3 14x14 256->256 on 2 threads: 9 + 8 row tiles, or 4 + 4 panels).
   const int64_t busiest = std::min(m, (blocks + threads - 1) / threads * mc);
-  if (busiest * threads * 20 > m * 21 && panels >= 8 * threads) return by_n;
+  if (busiest * threads * 20 > m * 21) {
+    if (panels >= 8 * threads) return by_n;
+    if (!packs_a && m * by_n.per_chunk < busiest * panels) return by_n;
+  }
   return {mc, blocks, 1, panels};
 }
 
@@ -234,7 +254,7 @@ Status CheckProduct(const char* fn, int64_t m, const PackedB& b, float* c, int64
 // The split over the pool, shared by all A sources: task(i0, rows, p0, p1) computes rows
 // [i0, i0 + rows) x panels [p0, p1) and returns false when it could not get its scratch.
 template <typename Task>
-Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, const Task& task) {
+Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const Task& task) {
   const int64_t panels = b.panels();
   const int64_t threads = pool ? pool->num_threads() : 1;
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(b.n()) * static_cast<double>(b.k());
@@ -243,7 +263,7 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, const Task& task) {
     for (int64_t i0 = 0; i0 < m && !oom; i0 += kMc)
       if (!task(i0, std::min(kMc, m - i0), int64_t{0}, panels)) oom = true;
   } else {
-    const Split sp = PlanSplit(m, panels, threads);
+    const Split sp = PlanSplit(m, panels, threads, packs_a);
     pool->Run(sp.m_blocks * sp.n_chunks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         const int64_t i0 = (t / sp.n_chunks) * sp.mc, p0 = (t % sp.n_chunks) * sp.per_chunk;
@@ -287,7 +307,15 @@ Status Gemm(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, 
   if (!a) return InvalidArgument("sgemm::Gemm: A is null for a ", m, "x", K, " operand");
   if (!Available()) return Unsupported("sgemm::Gemm: this CPU lacks AVX-512F");
   const DirectA direct{a, lda};
-  return Drive(m, b, pool, [&](int64_t i0, int64_t rows, int64_t p0, int64_t p1) {
+  if (b.panels() <= kMaxInPlacePanels && K >= kMinInPlaceK && K <= kMaxIndirectK) {
+    // Few panels reuse a packed A tile too little to repay the packing: broadcast A
+    // straight from its rows (one segment of K floats per row).
+    const IndirectA ia{MatrixRows, &direct, 1, K};
+    return Drive(m, b, pool, false, [&](int64_t i0, int64_t rows, int64_t p0, int64_t p1) {
+      return RunIndirectTask(i0, rows, p0, p1, ia, b, c, ldc, ep);
+    });
+  }
+  return Drive(m, b, pool, true, [&](int64_t i0, int64_t rows, int64_t p0, int64_t p1) {
     return RunTask(i0, rows, p0, p1, direct, b, c, ldc, ep);
   });
 }
@@ -299,7 +327,7 @@ Status GemmGathered(int64_t m, const ASource& a, const PackedB& b, float* c, int
   if (done) return Status::Ok();
   if (!a.fill) return InvalidArgument("sgemm::GemmGathered: no A fill callback for a ", m, "x", b.k(), " operand");
   if (!Available()) return Unsupported("sgemm::GemmGathered: this CPU lacks AVX-512F");
-  return Drive(m, b, pool, [&](int64_t i0, int64_t rows, int64_t p0, int64_t p1) {
+  return Drive(m, b, pool, true, [&](int64_t i0, int64_t rows, int64_t p0, int64_t p1) {
     float* scratch = ThreadGatherBuffer();
     return scratch && RunTask(i0, rows, p0, p1, GatheredA{&a, scratch}, b, c, ldc, ep);
   });
@@ -315,7 +343,7 @@ Status GemmIndirect(int64_t m, const IndirectA& a, const PackedB& b, float* c, i
   if (a.taps <= 0 || a.seg <= 0 || internal::MulOverflows(a.taps, a.seg) || a.taps * a.seg != b.k())
     return InvalidArgument("sgemm::GemmIndirect: ", a.taps, " segments of ", a.seg, " floats do not make K=", b.k());
   if (!Available()) return Unsupported("sgemm::GemmIndirect: this CPU lacks AVX-512F");
-  return Drive(m, b, pool, [&](int64_t i0, int64_t rows, int64_t p0, int64_t p1) {
+  return Drive(m, b, pool, false, [&](int64_t i0, int64_t rows, int64_t p0, int64_t p1) {
     return RunIndirectTask(i0, rows, p0, p1, a, b, c, ldc, ep);
   });
 }

@@ -91,9 +91,11 @@ struct Epilogue {
 };
 
 // C[M,N] = alpha * A[M,K] (row stride lda >= K) x B + epilogue; C row stride ldc >= N.
-// K and N come from b. Parallel over the pool (nullptr or 1 thread: caller thread);
-// tiny products stay on one thread. Results are bit-identical for any thread count.
-// K == 0 gives C = bias (or C + bias when accumulating), clamped.
+// K and N come from b. With N <= 128 and 16 <= K <= kMaxIndirectK, A is read in place
+// by the indirect kernel; otherwise it is packed per cache block. Parallel over the pool
+// (nullptr or 1 thread: caller thread); tiny products stay on one thread. Results are
+// bit-identical for any thread count. K == 0 gives C = bias (or C + bias when
+// accumulating), clamped.
 // Errors (InvalidArgument) for negative m, strides too small, null pointers with work to do.
 Status Gemm(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
             ThreadPool* pool);
@@ -119,9 +121,12 @@ Status GemmGathered(int64_t m, const ASource& a, const PackedB& b, float* c, int
 // An implicit-GEMM convolution points (output pixel, kernel tap) at that input pixel's C
 // channels, or at a row of zeros in the padding: the micro-kernel then broadcasts A
 // straight from the input, with no gather and no packing. Whole K per tile (no K
-// blocking): meant for small N and K (B's panels stay in L2), e.g. 3x3 convs with 64
-// channels, where packing A was a large share of the time. rows may run concurrently.
+// blocking): meant for K <= kMaxIndirectK (each whole-K B panel stays in L2), e.g. 3x3
+// convs, where packing A was a large share of the time. rows may run concurrently.
 inline constexpr int64_t kIndirectRows = 12;
+// Largest K the indirect kernel is used for: a B panel of K x 32 floats (576 KiB at 4608,
+// resnet's 3x3 512-channel convs) still fits the 1 MiB L2 next to the A rows.
+inline constexpr int64_t kMaxIndirectK = 4608;
 struct IndirectA {
   using RowsFn = void (*)(const void* ctx, int64_t row0, int64_t rows, const float** dst);
   RowsFn rows = nullptr;

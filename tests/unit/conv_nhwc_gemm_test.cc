@@ -196,11 +196,24 @@ std::vector<ConvCase> EdgeCases() {
   add({.n = 2, .h = 31, .w = 29, .c = 16, .m = 48, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}});  // many M blocks
   // C >= 16 but M > 64 (three panels), still the indirect A.
   add({.h = 8, .w = 7, .c = 48, .m = 65, .pads = {1, 1, 1, 1}});
-  // 1x1 stride 1: X packed as a plain matrix (sgemm::Gemm), also with K > 2560.
+  // 14x14: 17 row tiles, which 2 threads split over N (8 panels) instead.
+  add({.h = 14, .w = 14, .c = 32, .m = 256, .pads = {1, 1, 1, 1}, .relu = true});
+  // 1x1 stride 1: X as a plain matrix (sgemm::Gemm): K < 16 packed, N <= 128 read in
+  // place (also K = 2600), N > 128 packed, K > 4608 packed.
   add({.n = 2, .h = 6, .w = 5, .c = 8, .m = 40, .kh = 1, .kw = 1});
   add({.h = 2, .w = 3, .c = 2600, .m = 35, .kh = 1, .kw = 1});
-  // K > 2560 with padding: gathered A although C >= 16.
+  add({.h = 5, .w = 6, .c = 40, .m = 130, .kh = 1, .kw = 1});
+  add({.h = 1, .w = 3, .c = 4700, .m = 20, .kh = 1, .kw = 1});
+  // C >= 16 with 2560 < K <= 4608: still the indirect A (resnet's 3x3 512-channel convs).
   add({.h = 3, .w = 4, .c = 300, .m = 20, .pads = {1, 1, 1, 1}});
+  // K > 4608 with padding: gathered A although C >= 16.
+  add({.h = 3, .w = 3, .c = 520, .m = 33, .pads = {1, 1, 1, 1}});
+  // C < 16 with KW * C >= 16 and dilation 1 along W: kernel-row segments of a padded copy.
+  add({.n = 2, .h = 11, .w = 13, .c = 3, .m = 33, .kh = 7, .kw = 7, .sh = 2, .sw = 2, .pads = {3, 2, 1, 3}});
+  add({.h = 9, .w = 8, .c = 15, .m = 17, .dh = 2, .pads = {2, 1, 2, 1}, .relu = true});  // vertical dilation
+  add({.h = 4, .w = 20, .c = 1, .m = 5, .kh = 1, .kw = 16, .pads = {0, 2, 0, 3}});       // one kernel row
+  add({.h = 10, .w = 11, .c = 8, .m = 20, .sh = 3, .sw = 3, .pads = {1, 0, 0, 2}});      // windows skip the edge
+  add({.h = 2, .w = 2, .c = 4, .m = 3, .kh = 5, .kw = 5, .pads = {2, 2, 2, 2}, .bias = false});  // kernel > input
   return v;
 }
 
@@ -249,9 +262,13 @@ TEST(NhwcGemmConv, AutoPadSameMatchesExplicitPads) {
 TEST(NhwcGemmConv, ResidualAndReluInTheEpilogue) {
   if (!sgemm::Available()) GTEST_SKIP();
   ThreadPool pool2(2);
-  for (ConvCase cc : {ConvCase{.h = 6, .w = 6, .c = 70, .m = 33, .pads = {1, 1, 1, 1}},  // K = 630: 3 K blocks
-                      ConvCase{.n = 2, .h = 15, .w = 15, .c = 16, .m = 64, .kh = 1, .kw = 1},
-                      ConvCase{.h = 9, .w = 9, .c = 8, .m = 12, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}}}) {
+  for (ConvCase cc :
+       {ConvCase{.h = 6, .w = 6, .c = 70, .m = 33, .pads = {1, 1, 1, 1}},  // K = 630: 3 K blocks
+        ConvCase{.n = 2, .h = 15, .w = 15, .c = 16, .m = 64, .kh = 1, .kw = 1},
+        ConvCase{.h = 9, .w = 9, .c = 8, .m = 12, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}},
+        // RGB-stem-like: the padded kernel-row path.
+        ConvCase{
+            .n = 2, .h = 17, .w = 15, .c = 3, .m = 40, .kh = 7, .kw = 7, .sh = 2, .sw = 2, .pads = {3, 3, 3, 3}}}) {
     cc.relu = cc.residual = true;
     const int64_t oh = OutSize(cc.h, cc.kh, cc.sh, 1, cc.pads[0], cc.pads[2]);
     const int64_t ow = OutSize(cc.w, cc.kw, cc.sw, 1, cc.pads[1], cc.pads[3]);
@@ -388,7 +405,9 @@ TEST(NhwcStemConv, MatchesNaiveConvAtEdgeShapes) {
 
 TEST(SgemmGathered, MatchesGemmOnTheSameMatrixAndChecksArguments) {
   if (!sgemm::Available()) GTEST_SKIP();
-  const int64_t m = 203, k = 300, n = 45;  // two M blocks, two K blocks, a partial panel
+  // Two M blocks, two K blocks, a partial panel; N > 128, so Gemm packs A as well (it
+  // reads A in place for N <= 128, which rounds differently).
+  const int64_t m = 203, k = 300, n = 150;
   const Tensor a = Random({m, k}, 1), bm = Random({k, n}, 2), bias = Random({n}, 3), res = Random({m, n}, 4);
   auto packed = sgemm::PackB(bm.data<float>(), k, n, false);
   ASSERT_TRUE(packed.ok());
@@ -414,7 +433,7 @@ TEST(SgemmGathered, MatchesGemmOnTheSameMatrixAndChecksArguments) {
   EXPECT_EQ(0, std::memcmp(direct.data(), gathered.data(), direct.size() * sizeof(float)));
   // Spot-check against a plain sum: the residual and bias are added before the clamp.
   for (int64_t i : {int64_t{0}, int64_t{101}, m - 1})
-    for (int64_t j : {int64_t{0}, int64_t{33}, n - 1}) {
+    for (int64_t j : {int64_t{0}, int64_t{33}, int64_t{140}, n - 1}) {
       double s = bias.data<float>()[j] + res.data<float>()[i * n + j];
       for (int64_t kk = 0; kk < k; ++kk) s += double(a.data<float>()[i * k + kk]) * bm.data<float>()[kk * n + j];
       EXPECT_NEAR(direct[i * n + j], std::max(s, 0.0), 1e-3) << i << "," << j;
