@@ -136,11 +136,16 @@ class KernelRegistry {
   // All kernels for an op, for tests that compare optimized with reference.
   std::vector<const KernelDef*> FindAll(const std::string& domain, const std::string& op_type) const;
   const std::vector<KernelDef>& all() const { return defs_; }
+  // Run once on each pool worker thread at session creation (ThreadPool's init): the
+  // kernels' per-thread scratch is made then, not in whichever run a worker first works.
+  void SetThreadInit(void (*fn)()) { thread_init_ = fn; }
+  void (*thread_init() const)() { return thread_init_; }
 
  private:
   const KernelDef* Best(const std::string& domain, const std::string& op_type, int opset, DataType dtype,
                         bool want_reference, const KernelInit* init) const;
   std::vector<KernelDef> defs_;
+  void (*thread_init_)() = nullptr;
 };
 
 // The CPU kernel registry, built once on first use by explicit registration calls

@@ -66,7 +66,7 @@ Status Session::Init(std::shared_ptr<Model> model, const SessionOptions& opts) {
     if (!g.IsConstant(v)) inputs_.push_back(g.values[v]);
   for (int v : g.outputs) outputs_.push_back(g.values[v]);
 
-  pool_ = std::make_unique<ThreadPool>(opts.threads);
+  pool_ = std::make_unique<ThreadPool>(opts.threads, CpuKernels().thread_init());
   allocator_ = std::make_unique<CachingAllocator>(opts.memory_cap_bytes);
 
   OptimizerOptions oo;
@@ -138,8 +138,7 @@ Status Session::CheckInput(const ValueInfo& vi, const Value& v) {
   const TypeInfo& t = vi.type;
   if (v.empty()) return InvalidArgument("input '", vi.name, "' is empty");
   if (t.kind == TypeInfo::Kind::kTensor) {
-    if (!v.is_tensor())
-      return InvalidArgument("input '", vi.name, "' must be a tensor of type ", t.ToString());
+    if (!v.is_tensor()) return InvalidArgument("input '", vi.name, "' must be a tensor of type ", t.ToString());
     const Tensor& x = v.tensor();
     if (t.elem_type != DataType::kUndefined && x.dtype() != t.elem_type)
       return InvalidArgument("input '", vi.name, "' has dtype ", DataTypeName(x.dtype()), " but the model expects ",
@@ -149,8 +148,8 @@ Status Session::CheckInput(const ValueInfo& vi, const Value& v) {
       for (size_t i = 0; ok && i < t.dims.size(); ++i)
         if (t.dims[i].known() && t.dims[i].value != x.dim(i)) ok = false;
       if (!ok)
-        return InvalidArgument("input '", vi.name, "' has shape ", ShapeToString(x.shape()),
-                               " but the model expects ", t.ToString());
+        return InvalidArgument("input '", vi.name, "' has shape ", ShapeToString(x.shape()), " but the model expects ",
+                               t.ToString());
     }
   } else if (t.kind == TypeInfo::Kind::kSequence && !v.is_sequence()) {
     return InvalidArgument("input '", vi.name, "' must be a sequence (", t.ToString(), ")");

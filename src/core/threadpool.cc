@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <thread>
 
 namespace strata {
 
@@ -44,10 +45,20 @@ constexpr auto kIdleSpin = std::chrono::microseconds(200);
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, ThreadInit init) {
   if (threads <= 0) threads = static_cast<int>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN)));
   threads_ = threads;
-  for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  inits_pending_.store(init ? threads_ - 1 : 0, std::memory_order_relaxed);
+  for (int i = 1; i < threads_; ++i)
+    workers_.emplace_back([this, init] {
+      if (init) {
+        init();
+        inits_pending_.fetch_sub(1, std::memory_order_release);
+      }
+      WorkerLoop();
+    });
+  // Threads start within tens of microseconds; this runs once per session.
+  while (inits_pending_.load(std::memory_order_acquire) > 0) std::this_thread::yield();
 }
 
 pthreadpool* ThreadPool::handle() const {

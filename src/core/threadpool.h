@@ -22,8 +22,13 @@ namespace strata {
 
 class ThreadPool {
  public:
-  // threads <= 0 means "number of online CPUs".
-  explicit ThreadPool(int threads);
+  // Runs once on each worker thread before it takes any work.
+  using ThreadInit = void (*)();
+  // threads <= 0 means "number of online CPUs". With `init`, the constructor returns once
+  // every worker has run it: kernels' per-thread scratch then exists before the first run
+  // (KernelRegistry::thread_init), so runs after the first never allocate, even on a worker
+  // that took no task in the first.
+  explicit ThreadPool(int threads, ThreadInit init = nullptr);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -90,6 +95,7 @@ class ThreadPool {
   std::atomic<uint32_t> wake_{0};  // bumped per region; sleeping workers wait on it
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<int> inits_pending_{0};  // workers yet to run the constructor's ThreadInit
   RangeFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0, chunk_ = 0;

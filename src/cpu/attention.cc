@@ -139,13 +139,20 @@ struct AttentionGeometry {
 
 class AttentionKernel final : public OpKernel {
  public:
-  AttentionKernel(AttentionGeometry geo, Shape out_shape, float scale, bool divide, bool reference, int threads)
-      : geo_(geo), out_shape_(std::move(out_shape)), scale_(scale), divide_(divide), ref_(reference) {
-    // One score tile per thread that can run heads at once, made here: a tile made lazily
-    // (per thread, on its first head) would allocate in whichever later run a worker first
-    // takes a head, and runs are allocation-free after the first. Concurrent runs of one
-    // session may need more; those are added once and kept.
-    for (int i = 0; i < threads; ++i) free_tiles_.push_back(NewTile());
+  AttentionKernel(AttentionGeometry geo, Shape out_shape, float scale, bool divide, bool reference)
+      : geo_(geo), out_shape_(std::move(out_shape)), scale_(scale), divide_(divide), ref_(reference) {}
+
+  // One task scratch (score tile + packed K or V) per thread that can run heads at once,
+  // made here: made lazily, on a worker's first head, it would allocate in whichever later
+  // run that worker first takes one, and runs are allocation-free after the first.
+  // Concurrent runs of one session may need more; those are added once and kept.
+  Status MakeScratch(int threads) {
+    free_.reserve(static_cast<size_t>(threads));
+    for (int i = 0; i < threads; ++i) {
+      ASSIGN_OR_RETURN(std::unique_ptr<TaskScratch> t, NewScratch());
+      free_.push_back(std::move(t));
+    }
+    return Status::Ok();
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -177,9 +184,9 @@ class AttentionKernel final : public OpKernel {
     const int64_t tasks = g.batch * g.heads;
     std::atomic<int64_t> failed{tasks};
     auto run = [&](int64_t t0, int64_t t1) {
-      TileLease tile(*this);
+      Lease scratch(*this);
       for (int64_t t = t0; t < t1; ++t)
-        if (!Head(t, qkv, mp, ms, yp, tile.data()).ok()) {
+        if (!scratch.get() || !Head(t, qkv, mp, ms, yp, scratch.get()).ok()) {
           int64_t cur = failed.load();
           while (t < cur && !failed.compare_exchange_weak(cur, t)) {
           }
@@ -192,44 +199,63 @@ class AttentionKernel final : public OpKernel {
     // Only the first failing head is remembered; it is re-run alone to report its error.
     const int64_t t = failed.load();
     if (t < tasks) {
-      TileLease tile(*this);
-      Status st = Head(t, qkv, mp, ms, yp, tile.data());
+      Lease scratch(*this);
+      if (!scratch.get())
+        return MakeStatus(StatusCode::kOutOfMemory, node.Describe(), ": cannot allocate attention scratch");
+      Status st = Head(t, qkv, mp, ms, yp, scratch.get());
       return Status(st.code(), node.Describe() + ": " + st.message());
     }
     return Status::Ok();
   }
 
  private:
-  using Tile = std::unique_ptr<float[]>;
-  Tile NewTile() const { return Tile(new float[std::max<int64_t>(1, geo_.q_len * geo_.kv_len)]); }
+  struct TaskScratch {
+    std::unique_ptr<float[]> tile;  // [Sq, Skv] scores
+    sgemm::PackedB packed;          // K^T, then V, packed for the two products
+  };
+  Result<std::unique_ptr<TaskScratch>> NewScratch() const {
+    const AttentionGeometry& g = geo_;
+    auto t = std::make_unique<TaskScratch>();
+    t->tile.reset(new float[std::max<int64_t>(1, g.q_len * g.kv_len)]);
+    if (!ref_) {
+      RETURN_IF_ERROR(t->packed.Reserve(g.head_dim, g.kv_len));  // S = Q K^T: B is [D, Skv]
+      RETURN_IF_ERROR(t->packed.Reserve(g.kv_len, g.head_dim));  // O = S V: B is [Skv, D]
+    }
+    return t;
+  }
 
-  // Takes a free tile for one task and gives it back when the task ends.
-  class TileLease {
+  // Takes a free task scratch and gives it back when the task ends.
+  class Lease {
    public:
-    explicit TileLease(const AttentionKernel& k) : k_(k) {
+    explicit Lease(const AttentionKernel& k) : k_(k) {
       {
-        std::lock_guard<std::mutex> lock(k_.tiles_mu_);
-        if (!k_.free_tiles_.empty()) {
-          tile_ = std::move(k_.free_tiles_.back());
-          k_.free_tiles_.pop_back();
+        std::lock_guard<std::mutex> lock(k_.free_mu_);
+        if (!k_.free_.empty()) {
+          t_ = std::move(k_.free_.back());
+          k_.free_.pop_back();
         }
       }
-      if (!tile_) tile_ = k_.NewTile();
+      if (!t_) {
+        auto made = k_.NewScratch();
+        if (made.ok()) t_ = std::move(*made);
+      }
     }
-    ~TileLease() {
-      std::lock_guard<std::mutex> lock(k_.tiles_mu_);
-      k_.free_tiles_.push_back(std::move(tile_));
+    ~Lease() {
+      if (!t_) return;
+      std::lock_guard<std::mutex> lock(k_.free_mu_);
+      k_.free_.push_back(std::move(t_));
     }
-    TileLease(const TileLease&) = delete;
-    TileLease& operator=(const TileLease&) = delete;
-    float* data() const { return tile_.get(); }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    TaskScratch* get() const { return t_.get(); }
 
    private:
     const AttentionKernel& k_;
-    Tile tile_;
+    std::unique_ptr<TaskScratch> t_;
   };
 
-  Status Head(int64_t t, const float* const* qkv, const float* mp, const Shape& ms, float* yp, float* s) const {
+  Status Head(int64_t t, const float* const* qkv, const float* mp, const Shape& ms, float* yp,
+              TaskScratch* scratch) const {
     const AttentionGeometry& g = geo_;
     const int64_t b = t / g.heads, h = t % g.heads, hd = g.heads * g.head_dim, d = g.head_dim;
     const int64_t sq = g.q_len, skv = g.kv_len;
@@ -237,6 +263,7 @@ class AttentionKernel final : public OpKernel {
     const float* k = qkv[1] + b * skv * hd + h * d;
     const float* v = qkv[2] + b * skv * hd + h * d;
     float* o = yp + b * sq * hd + h * d;
+    float* s = scratch->tile.get();
     if (ref_) {
       for (int64_t i = 0; i < sq; ++i)
         for (int64_t j = 0; j < skv; ++j) {
@@ -245,13 +272,15 @@ class AttentionKernel final : public OpKernel {
           s[i * skv + j] = acc;
         }
     } else {
-      RETURN_IF_ERROR(sgemm::GemmUnpacked(sq, skv, d, q, hd, k, hd, true, s, skv, sgemm::Epilogue{}, nullptr));
+      RETURN_IF_ERROR(
+          sgemm::GemmUnpacked(sq, skv, d, q, hd, k, hd, true, s, skv, sgemm::Epilogue{}, nullptr, &scratch->packed));
     }
     for (int64_t i = 0; i < sq; ++i) {
       const float* mr = mp ? mp + b * ms[0] + h * ms[1] + i * ms[2] : nullptr;
       ScaleMaskSoftmaxRow(s + i * skv, mr, ms[3], s + i * skv, skv, scale_, divide_, ref_);
     }
-    if (!ref_) return sgemm::GemmUnpacked(sq, d, skv, s, skv, v, hd, false, o, hd, sgemm::Epilogue{}, nullptr);
+    if (!ref_)
+      return sgemm::GemmUnpacked(sq, d, skv, s, skv, v, hd, false, o, hd, sgemm::Epilogue{}, nullptr, &scratch->packed);
     for (int64_t i = 0; i < sq; ++i)
       for (int64_t c = 0; c < d; ++c) {
         float acc = 0.0f;
@@ -266,9 +295,9 @@ class AttentionKernel final : public OpKernel {
   float scale_;
   bool divide_;
   bool ref_;
-  mutable std::mutex tiles_mu_;
-  // Its capacity covers the tiles made at creation, so giving one back does not allocate.
-  mutable std::vector<Tile> free_tiles_;
+  mutable std::mutex free_mu_;
+  // Its capacity covers the scratch made at creation, so giving one back does not allocate.
+  mutable std::vector<std::unique_ptr<TaskScratch>> free_;
 };
 
 Result<float> ScaleAttr(const Node& node) {
@@ -303,9 +332,11 @@ Result<std::unique_ptr<OpKernel>> MakeAttention(const KernelInit& init, bool ref
                         "head_dim and an output_shape of batch*q_len*num_heads*head_dim elements");
   // The SGEMM path needs AVX-512; the pass only emits Attention where it has it.
   reference = reference || !sgemm::Available();
-  const int threads = init.pool ? std::max(1, init.pool->num_threads()) : 1;
-  return std::unique_ptr<OpKernel>(std::make_unique<AttentionKernel>(
-      g, Shape(out.begin(), out.end()), scale, node.GetInt("divide", 0) == 1, reference, threads));
+  auto k = std::make_unique<AttentionKernel>(g, Shape(out.begin(), out.end()), scale, node.GetInt("divide", 0) == 1,
+                                             reference);
+  const Status made = k->MakeScratch(init.pool ? std::max(1, init.pool->num_threads()) : 1);
+  if (!made.ok()) return Status(made.code(), node.Describe() + ": " + made.message());
+  return std::unique_ptr<OpKernel>(std::move(k));
 }
 
 Result<std::unique_ptr<OpKernel>> MakeMaskedSoftmax(const KernelInit& init, bool reference) {

@@ -2,11 +2,13 @@
 
 #include "core/kernel.h"
 #include "cpu/gemm_bf16.h"
+#include "cpu/sgemm.h"
 #include "cpu/transformer_kernels.h"
 
 namespace strata {
 
 void RegisterAllCpuKernels(KernelRegistry& r) {
+  r.SetThreadInit(sgemm::PrepareThreadScratch);
   RegisterElementwiseKernels(r);
   RegisterTensorKernels(r);
   // Before the fp32 Gemm/Conv kernels: equal-priority ties go to the first registered.

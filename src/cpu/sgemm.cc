@@ -359,10 +359,25 @@ Status GemmUnpacked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda
     return Gemm(m, a, lda, empty, c, ldc, ep, pool);
   }
   thread_local PackedB scratch;
-  Status st = PackBInto(b, k, n, ldb, trans_b, &scratch);
-  if (st.ok()) st = Gemm(m, a, lda, scratch, c, ldc, ep, pool);
+  Status st = GemmUnpacked(m, n, k, a, lda, b, ldb, trans_b, c, ldc, ep, pool, &scratch);
   if (scratch.bytes() > kMaxRetainedScratchFloats * 4) scratch = PackedB();
   return st;
+}
+
+Status GemmUnpacked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                    bool trans_b, float* c, int64_t ldc, const Epilogue& ep, ThreadPool* pool, PackedB* scratch) {
+  if (m < 0 || n < 0 || k < 0) return InvalidArgument("sgemm::GemmUnpacked: negative size M=", m, " N=", n, " K=", k);
+  if (m == 0 || n == 0) return Status::Ok();
+  if (!scratch) return InvalidArgument("sgemm::GemmUnpacked: no scratch");
+  RETURN_IF_ERROR(PackBInto(b, k, n, ldb, trans_b, scratch));
+  return Gemm(m, a, lda, *scratch, c, ldc, ep, pool);
+}
+
+void PrepareThreadScratch() {
+  if (!Available()) return;
+  ThreadABuffer();
+  ThreadGatherBuffer();
+  ThreadPointerTable(49 * kMr);
 }
 
 }  // namespace strata::sgemm

@@ -36,6 +36,9 @@ class PackedB {
   const float* panel(int64_t p) const { return data_.get() + p * k_ * kPanelWidth; }
   // Bytes held (for memory accounting).
   int64_t bytes() const { return capacity_ * static_cast<int64_t>(sizeof(float)); }
+  // Sizes the storage for a later PackBInto of K x N, which then reuses it without
+  // allocating (scratch made at session creation). Errors as PackB's.
+  Status Reserve(int64_t k, int64_t n) { return Reserve("PackedB::Reserve", k, n); }
 
  private:
   friend Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out);
@@ -143,6 +146,16 @@ Status GemmIndirect(int64_t m, const IndirectA& a, const PackedB& b, float* c, i
 // ldb is B's row stride: >= N for [K,N], >= K for trans_b's [N,K].
 Status GemmUnpacked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                     bool trans_b, float* c, int64_t ldc, const Epilogue& ep, ThreadPool* pool);
+// Same, packing B into the caller's `scratch` (e.g. one per task, reserved at session
+// creation) instead of the calling thread's.
+Status GemmUnpacked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                    bool trans_b, float* c, int64_t ldc, const Epilogue& ep, ThreadPool* pool, PackedB* scratch);
+
+// Makes the calling thread's fixed-size scratch (the A block, the gather tile, a pointer
+// table for up to a 7x7 conv's taps) now rather than on its first product: pool workers
+// run this at session creation (KernelRegistry::thread_init), so that a worker which sat
+// out the warm-up runs does not allocate in a later one.
+void PrepareThreadScratch();
 
 // True when the CPU and OS support AVX-512F (checked once). STRATA_SGEMM=0 in the
 // environment turns the kernel off (A/B comparisons, bisecting).
