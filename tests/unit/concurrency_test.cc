@@ -451,5 +451,30 @@ TEST(ConcurrencyThreadPool, CreateUseDestroy) {
   EXPECT_EQ(bad.load(), 0);
 }
 
+// The init hook runs once on every worker, each on its own thread, before the constructor
+// returns (sessions rely on it to make per-thread scratch before the first run).
+std::atomic<int> g_inits{0};
+std::atomic<bool> g_init_on_caller{false};
+thread_local bool t_inited = false;
+std::thread::id g_constructing;
+
+void CountInit() {
+  if (std::this_thread::get_id() == g_constructing) g_init_on_caller = true;
+  EXPECT_FALSE(t_inited) << "init ran twice on one thread";
+  t_inited = true;
+  g_inits.fetch_add(1);
+}
+
+TEST(ConcurrencyThreadPool, InitRunsOnEveryWorkerBeforeTheConstructorReturns) {
+  for (int threads : {1, 2, 5}) {
+    g_inits = 0;
+    g_init_on_caller = false;
+    g_constructing = std::this_thread::get_id();
+    ThreadPool pool(threads, CountInit);
+    EXPECT_EQ(g_inits.load(), threads - 1) << threads << " threads";
+    EXPECT_FALSE(g_init_on_caller.load()) << "the calling thread is not a worker";
+  }
+}
+
 }  // namespace
 }  // namespace strata
