@@ -35,6 +35,9 @@ struct NhwcConvInput {
 };
 Result<NhwcConvInput> CheckNhwcConvInput(const Node& node, const Tensor* x, const Node& nchw_node,
                                          const Shape& w_shape);
+// The fused residual input (3) of an NHWC conv: nullptr when the node has none, else it must
+// be float32 shaped like the conv output.
+Result<const Tensor*> NhwcConvResidual(const KernelContext& ctx, bool has_residual, const Shape& out_shape);
 
 Result<std::unique_ptr<OpKernel>> MakeRefConv(const KernelInit& init);
 Result<std::unique_ptr<OpKernel>> MakeRefConvTranspose(const KernelInit& init);

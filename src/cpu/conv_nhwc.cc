@@ -45,6 +45,17 @@ Result<NhwcConvInput> CheckNhwcConvInput(const Node& node, const Tensor* x, cons
   return in;
 }
 
+Result<const Tensor*> NhwcConvResidual(const KernelContext& ctx, bool has_residual, const Shape& out_shape) {
+  if (!has_residual) return nullptr;
+  const Node& node = ctx.node();
+  const Tensor* res = ctx.input(3);
+  if (!res) return InvalidArgument(node.Describe(), ": the fused residual input is missing");
+  if (res->dtype() != DataType::kFloat || res->shape() != out_shape)
+    return InvalidArgument(node.Describe(), ": the fused residual must be float32 ", ShapeToString(out_shape),
+                           " (the conv output), got ", DataTypeName(res->dtype()), " ", ShapeToString(res->shape()));
+  return res;
+}
+
 Status RunNchwFallback(KernelContext& ctx, const OpKernel& ref, const Node& nchw_node) {
   const Node& node = ctx.node();
   const Tensor* x = ctx.input(0);

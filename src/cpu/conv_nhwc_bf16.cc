@@ -139,15 +139,7 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
     const SpatialGeometry& g = xin.shapes.geo;
     const int64_t m = w_shape_[0], oh = g.out[0], ow = g.out[1];
     const Shape out_shape = {xin.n, oh, ow, m};
-    const Tensor* res = nullptr;
-    if (has_residual_) {
-      res = ctx.input(3);
-      if (!res) return InvalidArgument(node.Describe(), ": the fused residual input is missing");
-      if (res->dtype() != DataType::kFloat || res->shape() != out_shape)
-        return InvalidArgument(node.Describe(), ": the fused residual must be float32 ", ShapeToString(out_shape),
-                               " (the conv output), got ", DataTypeName(res->dtype()), " ",
-                               ShapeToString(res->shape()));
-    }
+    ASSIGN_OR_RETURN(const Tensor* res, NhwcConvResidual(ctx, has_residual_, out_shape));
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out_shape));
     if (y->num_elements() == 0) return Status::Ok();
 

@@ -45,13 +45,6 @@ void AddValues(onnx::GraphProto* g, const std::string& name, const std::vector<i
   for (float v : vals) t->add_float_data(v);
 }
 
-void SetInts(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
 // Conv `out` = Conv(in, W[m, c, k, k], B[m]); W scaled by 1/sqrt(c*k*k) keeps outputs O(1).
 // With round_w, W holds its bf16-rounded values (the tight reference).
 void AddConv(onnx::GraphProto* g, const std::string& in, const std::string& out, int64_t c, int64_t m, int64_t k,

@@ -549,13 +549,6 @@ void AddInit(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> 
   for (int64_t i = 0; i < v.num_elements(); ++i) t->add_float_data(v.data<float>()[i]);
 }
 
-void SetInts(onnx::NodeProto* n, const std::string& name, std::initializer_list<int64_t> v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
 void Conv(onnx::GraphProto* g, const std::string& in, const std::string& out, int64_t c, int64_t m, int64_t k,
           int64_t stride, int64_t pad, uint32_t seed, int64_t group = 1, int64_t dil = 1) {
   AddInit(g, out + "_w", {m, c / group, k, k}, seed, 1.0f / std::sqrt(float(c / group * k * k)));

@@ -27,19 +27,6 @@ using Feeds = std::vector<std::pair<std::string, Value>>;
 using test::AddInit;
 using test::Pseudo;
 
-void SetInts(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-void SetInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
 struct Block {
   int64_t n = 1, cin = 8, h = 9, w = 9, ce = 24, cout = 8, k = 3, stride = 1;
   std::vector<int64_t> pads = {1, 1, 1, 1};

@@ -28,18 +28,6 @@ using Feeds = std::vector<std::pair<std::string, Value>>;
 using test::AddInit;
 using test::Pseudo;
 
-void SetInts(onnx::NodeProto* n, const std::string& name, std::initializer_list<int64_t> v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-void SetInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
 void SetString(onnx::NodeProto* n, const std::string& name, const std::string& v) {
   auto* a = n->add_attribute();
   a->set_name(name);

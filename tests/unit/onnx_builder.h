@@ -23,6 +23,20 @@ inline onnx::ModelProto MakeModel(int opset, const std::string& producer = "stra
   return m;
 }
 
+// INTS / INT attributes on a node.
+inline void SetInts(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+inline void SetInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
 // A tensor type; a negative dim becomes the symbolic dim "n".
 inline void SetType(onnx::TypeProto* t, int elem, std::initializer_list<int64_t> dims) {
   auto* tt = t->mutable_tensor_type();
