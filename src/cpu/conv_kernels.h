@@ -35,6 +35,16 @@ struct NhwcConvInput {
 };
 Result<NhwcConvInput> CheckNhwcConvInput(const Node& node, const Tensor* x, const Node& nchw_node,
                                          const Shape& w_shape);
+// A 2-D NHWC conv's sliding window over X [N][H][W][C], in the terms the im2col gathers of
+// the SGEMM and bf16 conv kernels read it.
+struct NhwcWindow {
+  const float* x;
+  int64_t h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
+};
+NhwcWindow MakeNhwcWindow(const float* x, const NhwcConvInput& in);
+// 1x1, stride 1, no padding: X itself is the [N*H*W, C] A matrix.
+bool IsPointwiseNhwc(const SpatialGeometry& g);
+
 // The fused residual input (3) of an NHWC conv: nullptr when the node has none, else it must
 // be float32 shaped like the conv output.
 Result<const Tensor*> NhwcConvResidual(const KernelContext& ctx, bool has_residual, const Shape& out_shape);

@@ -45,6 +45,17 @@ Result<NhwcConvInput> CheckNhwcConvInput(const Node& node, const Tensor* x, cons
   return in;
 }
 
+NhwcWindow MakeNhwcWindow(const float* x, const NhwcConvInput& in) {
+  const SpatialGeometry& g = in.shapes.geo;
+  return {x,           in.h,         in.w,         in.c,           g.out[0],       g.out[1],       g.kernel[0],
+          g.kernel[1], g.strides[0], g.strides[1], g.dilations[0], g.dilations[1], g.pad_begin[0], g.pad_begin[1]};
+}
+
+bool IsPointwiseNhwc(const SpatialGeometry& g) {
+  return g.kernel[0] == 1 && g.kernel[1] == 1 && g.strides[0] == 1 && g.strides[1] == 1 && g.pad_begin[0] == 0 &&
+         g.pad_begin[1] == 0 && g.pad_end[0] == 0 && g.pad_end[1] == 0;
+}
+
 Result<const Tensor*> NhwcConvResidual(const KernelContext& ctx, bool has_residual, const Shape& out_shape) {
   if (!has_residual) return nullptr;
   const Node& node = ctx.node();
@@ -203,7 +214,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   // stem kernel beats the SGEMM's gathered tiles (0.15 vs 0.44 ms on mobilenet_v2's); from 16
   // on (7x7 over 3 channels: 21) the SGEMM reads padded kernel-row segments in place and wins
   // (1.3 vs 1.6-1.9 ms at 1 thread, 0.7 vs 1.6 at 2, `strata_kernel_bench` BM_NhwcConv/stem*).
-  if (w->dim(1) * w->dim(3) < 16) {
+  if (w->dim(1) * w->dim(3) < kMinRowSegmentFloats) {
     auto stem = MakeNhwcStemConv(init, *w, b, act);
     if (stem.ok() || stem.status().code() != StatusCode::kUnsupported) return stem;
   }

@@ -26,10 +26,6 @@ namespace strata {
 namespace {
 
 // One Compute's gather geometry (lives on Compute's stack).
-struct NhwcGather {
-  const float* x;
-  int64_t h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
-};
 
 // GCC takes a target pragma; clang (the fuzz and sanitizer builds) an attribute push. The
 // gather is reached only through GemmBf16Gathered, after Bf16GemmAvailable().
@@ -70,7 +66,7 @@ inline void FillSegment(float* row, int64_t lo, int64_t hi, int64_t a, int64_t b
 // channel k % C of tap k / C. Walks one kernel row (KW*C columns) at a time: with dilation
 // 1 its in-image taps are one contiguous run of input pixels, the rest padding zeros.
 void GatherIm2colRows(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld) {
-  const NhwcGather& g = *static_cast<const NhwcGather*>(ctx);
+  const NhwcWindow& g = *static_cast<const NhwcWindow*>(ctx);
   const int64_t c = g.c, kwc = g.kw * c, end = k0 + kc, ohw = g.oh * g.ow;
   int64_t img = row0 / ohw, q = row0 - img * ohw, oy = q / g.ow, ox = q - oy * g.ow;
   for (int64_t r = 0; r < rows; ++r) {
@@ -153,23 +149,9 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
     }
     const int64_t rows = xin.n * oh * ow;
     float* out = y->mutable_data<float>();
-    const bool direct = g.kernel[0] == 1 && g.kernel[1] == 1 && g.strides[0] == 1 && g.strides[1] == 1 &&
-                        g.pad_begin[0] == 0 && g.pad_begin[1] == 0 && g.pad_end[0] == 0 && g.pad_end[1] == 0;
-    if (direct) return GemmBf16(node, rows, x->data<float>(), xin.c, false, packed_, out, m, ep, ctx.pool());
-    const NhwcGather geo{x->data<float>(),
-                         xin.h,
-                         xin.w,
-                         xin.c,
-                         oh,
-                         ow,
-                         g.kernel[0],
-                         g.kernel[1],
-                         g.strides[0],
-                         g.strides[1],
-                         g.dilations[0],
-                         g.dilations[1],
-                         g.pad_begin[0],
-                         g.pad_begin[1]};
+    if (IsPointwiseNhwc(g))
+      return GemmBf16(node, rows, x->data<float>(), xin.c, false, packed_, out, m, ep, ctx.pool());
+    const NhwcWindow geo = MakeNhwcWindow(x->data<float>(), xin);
     return GemmBf16Gathered(node, rows, GatherIm2colRows, &geo, packed_, out, m, ep, ctx.pool());
   }
 

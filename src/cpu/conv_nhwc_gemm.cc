@@ -17,9 +17,7 @@ namespace strata {
 namespace {
 
 // What the im2col fill of one Compute needs; lives on Compute's stack.
-struct Im2col {
-  const float* x;
-  int64_t h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
+struct Im2col : NhwcWindow {
   const float* zeros;  // c zeros: the indirect A's source for taps in the padding
 };
 
@@ -70,7 +68,8 @@ void PaddedRowPointers(const void* ctx, int64_t row0, int64_t rows, const float*
 // 1.47 (the copy included). Not for C >= 16: the copy cost more than it saved (3x3 s2
 // 56x56x128: 1.30 -> 1.43).
 bool UseRowSegments(int64_t c, int64_t kw, int64_t dw, int64_t k, double padded_floats, double x_floats) {
-  return c < 16 && dw == 1 && kw * c >= 16 && k <= sgemm::kMaxIndirectK && padded_floats <= 2.0 * x_floats + 65536.0;
+  return c < 16 && dw == 1 && kw * c >= kMinRowSegmentFloats && k <= sgemm::kMaxIndirectK &&
+         padded_floats <= 2.0 * x_floats + 65536.0;
 }
 
 // Writes X [N][H][W][C] into the zero-padded image [N][hp][wp][C] with X at (pt, pl);
@@ -182,30 +181,13 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
     const int64_t rows = n * oh * ow;
     float* out = y->mutable_data<float>();
     Status st;
-    const bool direct = g.kernel[0] == 1 && g.kernel[1] == 1 && g.strides[0] == 1 && g.strides[1] == 1 &&
-                        g.pad_begin[0] == 0 && g.pad_begin[1] == 0 && g.pad_end[0] == 0 && g.pad_end[1] == 0;
     // 1x1 stride-1 convs pack X as a plain matrix: the indirect A (one pointer per pixel)
     // won on 1x1 56x56 256->64 (0.57-0.61 vs 0.65-0.66 CPU ms) but lost on mobilenet_v2's
     // pointwise convs (6.8-8.1 vs 6.4-6.5 CPU ms per run at 1 thread).
-    if (direct) {
-      // 1x1, stride 1, no padding: X itself is the [N*H*W, C] A matrix.
+    if (IsPointwiseNhwc(g)) {
       st = sgemm::Gemm(rows, x->data<float>(), c, packed_, out, m, ep, ctx.pool());
     } else {
-      const Im2col geo{x->data<float>(),
-                       h,
-                       w,
-                       c,
-                       oh,
-                       ow,
-                       g.kernel[0],
-                       g.kernel[1],
-                       g.strides[0],
-                       g.strides[1],
-                       g.dilations[0],
-                       g.dilations[1],
-                       g.pad_begin[0],
-                       g.pad_begin[1],
-                       zeros_.data()};
+      const Im2col geo{MakeNhwcWindow(x->data<float>(), xin), zeros_.data()};
       // Padded extent: every row / column any output pixel's window reaches, and X itself.
       const int64_t hp = std::max(g.pad_begin[0] + h, (oh - 1) * g.strides[0] + (g.kernel[0] - 1) * g.dilations[0] + 1);
       const int64_t wp = std::max(g.pad_begin[1] + w, (ow - 1) * g.strides[1] + g.kernel[1]);

@@ -31,6 +31,10 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcDepthwiseConv(const KernelInit& init, 
 // True when MakeNhwcGemmConv would take a Conv with this weight and attributes (the fusion
 // pass only gives residual inputs to convs that can consume them).
 bool NhwcGemmConvApplies(const Node& node, const Tensor& w);
+// Short-channel convs (C < 16) whose kernel rows span at least this many floats (KW * C;
+// the 7x7 RGB stem: 21) run on kernel-row segments of a zero-padded X; shorter rows (the
+// 3x3 RGB stem: 9) are where the direct stem kernel (conv_nhwc_stem.cc) wins instead.
+inline constexpr int64_t kMinRowSegmentFloats = 16;
 
 // After ConvertToNhwc: NhwcConv -> Add(other) [-> Relu] becomes one NhwcConv with `other`
 // as input 3 (residual) and activation=Relu, when the conv output feeds only the Add, the

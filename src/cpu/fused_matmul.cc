@@ -21,6 +21,25 @@
 #include "cpu/transformer_kernels.h"
 
 namespace strata {
+
+Result<FusedMatMulCall> BeginFusedMatMul(KernelContext& ctx, int64_t k, int64_t n) {
+  const Node& node = ctx.node();
+  const Tensor* a = ctx.input(0);
+  if (!a) return InvalidArgument(node.Describe(), ": FusedMatMul needs input A");
+  if (a->dtype() != DataType::kFloat)
+    return InvalidArgument(node.Describe(), ": A dtype ", DataTypeName(a->dtype()), " differs from W's float32");
+  FusedMatMulCall call;
+  ASSIGN_OR_RETURN(call.d, ComputeMatMulDims(a->shape(), {k, n}, node));
+  const Tensor* res = ctx.input(3);
+  if (res && (res->dtype() != DataType::kFloat || res->shape() != call.d.out))
+    return InvalidArgument(node.Describe(), ": residual ", DataTypeName(res->dtype()), " ", ShapeToString(res->shape()),
+                           " must be float32 of the output shape ", ShapeToString(call.d.out));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, call.d.out));
+  call.a = a->data<float>();
+  call.residual = res ? res->data<float>() : nullptr;
+  call.y = y->mutable_data<float>();
+  return call;
+}
 namespace {
 
 enum class Act { kNone, kGelu, kFastGelu };
@@ -56,28 +75,19 @@ class FusedMatMulKernel final : public OpKernel, public PacksConstantInputs {
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const int64_t n = static_cast<int64_t>(bias_.size());
-    const Tensor* a = ctx.input(0);
-    if (!a) return InvalidArgument(node.Describe(), ": FusedMatMul needs input A");
-    if (a->dtype() != DataType::kFloat)
-      return InvalidArgument(node.Describe(), ": A dtype ", DataTypeName(a->dtype()), " differs from W's float32");
-    ASSIGN_OR_RETURN(MatMulDims d, ComputeMatMulDims(a->shape(), {k_, n}, node));
-    const Tensor* res = ctx.input(3);
-    if (res && (res->dtype() != DataType::kFloat || res->shape() != d.out))
-      return InvalidArgument(node.Describe(), ": residual ", DataTypeName(res->dtype()), " ",
-                             ShapeToString(res->shape()), " must be float32 of the output shape ",
-                             ShapeToString(d.out));
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, d.out));
-    const int64_t rows = d.batch * d.M;
+    ASSIGN_OR_RETURN(FusedMatMulCall call, BeginFusedMatMul(ctx, k_, n));
+    const int64_t rows = call.d.batch * call.d.M;
     if (rows == 0 || n == 0) return Status::Ok();
-    const float* ap = a->data<float>();
-    float* yp = y->mutable_data<float>();
+    const float* ap = call.a;
+    const float* res = call.residual;
+    float* yp = call.y;
     if (reference_) {
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < n; ++j) {
           float acc = 0.0f;
           for (int64_t k = 0; k < k_; ++k) acc += ap[r * k_ + k] * w_[k * n + j];
           acc += bias_[j];
-          if (res) acc += res->data<float>()[r * n + j];
+          if (res) acc += res[r * n + j];
           yp[r * n + j] = act_ == Act::kNone ? acc : RefGelu(acc, act_);
         }
       return Status::Ok();
@@ -85,7 +95,7 @@ class FusedMatMulKernel final : public OpKernel, public PacksConstantInputs {
     sgemm::Epilogue ep;
     ep.bias = bias_.data();
     if (res) {
-      ep.residual = res->data<float>();
+      ep.residual = res;
       ep.ldr = n;
     }
     // With a 2-D W every A matrix meets the same W: all batches are one tall product.

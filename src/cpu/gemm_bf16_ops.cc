@@ -85,26 +85,15 @@ class Bf16FusedMatMulKernel final : public bf16_internal::Bf16KernelBase, public
   std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
-    const Tensor* a = ctx.input(0);
-    if (!a) return InvalidArgument(node.Describe(), ": FusedMatMul needs input A");
-    if (a->dtype() != DataType::kFloat)
-      return InvalidArgument(node.Describe(), ": A dtype ", DataTypeName(a->dtype()), " differs from W's float32");
-    ASSIGN_OR_RETURN(MatMulDims d, ComputeMatMulDims(a->shape(), {b_.K, b_.N}, node));
-    const Tensor* res = ctx.input(3);
-    if (res && (res->dtype() != DataType::kFloat || res->shape() != d.out))
-      return InvalidArgument(node.Describe(), ": residual ", DataTypeName(res->dtype()), " ",
-                             ShapeToString(res->shape()), " must be float32 of the output shape ",
-                             ShapeToString(d.out));
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, d.out));
+    ASSIGN_OR_RETURN(FusedMatMulCall call, BeginFusedMatMul(ctx, b_.K, b_.N));
     Bf16Epilogue ep;
     ep.bias = bias_.data();
     ep.gelu = gelu_;
-    if (res) {
-      ep.residual = res->data<float>();
+    if (call.residual) {
+      ep.residual = call.residual;
       ep.ldr = b_.N;
     }
-    return GemmBf16(node, d.batch * d.M, a->data<float>(), b_.K, false, b_, y->mutable_data<float>(), b_.N, ep,
-                    ctx.pool());
+    return GemmBf16(node, call.d.batch * call.d.M, call.a, b_.K, false, b_, call.y, b_.N, ep, ctx.pool());
   }
 
  private:

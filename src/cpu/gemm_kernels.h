@@ -31,11 +31,11 @@ class BatchIndex {
 };
 
 struct MatMulDims {
-  Shape out;                      // final output shape
+  Shape out;  // final output shape
   int64_t M = 0, N = 0, K = 0;
-  int64_t batch = 1;              // number of output matrices
-  BatchIndex a_index;             // per output matrix: index of the A matrix
-  BatchIndex b_index;             // per output matrix: index of the B matrix
+  int64_t batch = 1;   // number of output matrices
+  BatchIndex a_index;  // per output matrix: index of the A matrix
+  BatchIndex b_index;  // per output matrix: index of the B matrix
 };
 Result<MatMulDims> ComputeMatMulDims(const Shape& a, const Shape& b, const Node& node);
 
@@ -48,6 +48,16 @@ struct Fp32MatMulCall {
   float* y = nullptr;
 };
 Result<Fp32MatMulCall> BeginFp32MatMul(KernelContext& ctx);
+// The common start of the FusedMatMul kernels (fp32 and bf16) for constant W [K, N]: A
+// present and float32, the optional residual (input 3) float32 of the output shape, the
+// output allocated. `residual` is null without one. Errors name the node.
+struct FusedMatMulCall {
+  MatMulDims d;
+  const float* a = nullptr;
+  const float* residual = nullptr;
+  float* y = nullptr;
+};
+Result<FusedMatMulCall> BeginFusedMatMul(KernelContext& ctx, int64_t k, int64_t n);
 
 // Gemm geometry after transA/transB, with C validated against [M, N].
 struct GemmDims {

@@ -98,9 +98,10 @@ inline std::vector<float> PseudoRandom(size_t n, uint32_t seed) {
   return v;
 }
 
-// A float initializer of PseudoRandom values.
-inline onnx::TensorProto* AddPseudoRandomInit(onnx::GraphProto* g, const std::string& name,
-                                              std::initializer_list<int64_t> dims, uint32_t seed) {
+// A float initializer of shape `dims` whose values `fill(n)` makes (n = the element count).
+template <typename Fill>
+onnx::TensorProto* AddFloatInit(onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& dims,
+                                Fill fill) {
   auto* t = g->add_initializer();
   t->set_name(name);
   t->set_data_type(onnx::TensorProto::FLOAT);
@@ -109,8 +110,14 @@ inline onnx::TensorProto* AddPseudoRandomInit(onnx::GraphProto* g, const std::st
     t->add_dims(d);
     n *= static_cast<size_t>(d);
   }
-  for (float v : PseudoRandom(n, seed)) t->add_float_data(v);
+  for (float v : fill(n)) t->add_float_data(v);
   return t;
+}
+
+// A float initializer of PseudoRandom values.
+inline onnx::TensorProto* AddPseudoRandomInit(onnx::GraphProto* g, const std::string& name,
+                                              std::initializer_list<int64_t> dims, uint32_t seed) {
+  return AddFloatInit(g, name, dims, [seed](size_t n) { return PseudoRandom(n, seed); });
 }
 
 inline std::string Serialize(const onnx::ModelProto& m) {

@@ -31,15 +31,7 @@ inline std::vector<float> Pseudo(size_t n, uint32_t seed, float scale = 1.0f) {
 // A float initializer of shape `dims` filled with Pseudo(.., seed, scale).
 inline void AddInit(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, uint32_t seed,
                     float scale = 0.5f) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  size_t n = 1;
-  for (int64_t d : dims) {
-    t->add_dims(d);
-    n *= static_cast<size_t>(d);
-  }
-  for (float v : Pseudo(n, seed, scale)) t->add_float_data(v);
+  onnx_builder::AddFloatInit(g, name, dims, [&](size_t n) { return Pseudo(n, seed, scale); });
 }
 
 struct OptRefRuns {
