@@ -3,9 +3,8 @@
 
 #include <vector>
 
+#include "core/fusion_util.h"
 #include "core/layout_pass.h"
-#include "cpu/conv_nhwc_depthwise.h"
-#include "cpu/conv_nhwc_gemm.h"
 
 namespace strata {
 namespace {
@@ -28,12 +27,14 @@ bool AllEqual(const std::vector<int64_t>& v, int64_t x) {
   return true;
 }
 
-// A 1x1, stride-1, unpadded, ungrouped conv that the SGEMM runs; `residual_ok` allows the
-// fused residual input 3.
+// A 1x1, stride-1, unpadded, ungrouped conv with constant float weights; `residual_ok`
+// allows the fused residual input 3.
 const Tensor* PointwiseWeight(const Graph& g, const Node& n, bool residual_ok) {
-  if (!IsCpuNhwcConv(n) || n.inputs.size() > (residual_ok ? 4u : 3u)) return nullptr;
+  if (!IsCpuNhwcConv(n) || n.inputs.size() > (residual_ok ? 4u : 3u) || n.GetInt("group", 1) != 1) return nullptr;
   const Tensor* w = g.Constant(n.inputs[1]);
-  if (!w || !NhwcGemmConvApplies(n, *w) || w->dim(2) != 1 || w->dim(3) != 1 || !BiasOk(g, n, w->dim(0))) return nullptr;
+  if (!w || w->dtype() != DataType::kFloat || w->rank() != 4 || w->num_elements() == 0 || w->dim(2) != 1 ||
+      w->dim(3) != 1 || !BiasOk(g, n, w->dim(0)))
+    return nullptr;
   if (!AllEqual(n.GetInts("strides", {1, 1}), 1) || !AllEqual(n.GetInts("pads", {0, 0, 0, 0}), 0) ||
       !AllEqual(n.GetInts("dilations", {1, 1}), 1))
     return nullptr;
@@ -59,38 +60,25 @@ void CopyAttrs(const Node& from, const char* prefix, Node* to) {
 }  // namespace
 
 int FuseInvertedResidualBlocks(Graph& g) {
-  if (!dw::Available()) return 0;
-  const size_t nv = g.values.size();
-  std::vector<int> uses(nv, 0), producer(nv, -1);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (int v : g.nodes[i].inputs)
-      if (v >= 0) ++uses[v];
-    for (int v : g.nodes[i].outputs)
-      if (v >= 0) producer[v] = static_cast<int>(i);
-  }
-  for (int v : g.outputs)
-    if (v >= 0) ++uses[v];  // a graph output is one more reader
-  // Values read by subgraphs are NCHW originals, never the NHWC twins fused here.
-
-  std::vector<bool> drop(g.nodes.size(), false);
+  const GraphUses gu(g);
+  std::vector<char> drop(g.nodes.size(), 0);
   int fused = 0;
   for (size_t pi = 0; pi < g.nodes.size(); ++pi) {
     const Node& proj = g.nodes[pi];
     const Tensor* wp = PointwiseWeight(g, proj, /*residual_ok=*/true);
     if (!wp) continue;
     const int d_out = proj.inputs[0];
-    if (producer[d_out] < 0 || drop[producer[d_out]] || uses[d_out] != 1) continue;
-    const size_t di = producer[d_out];
+    const int di = gu.Producer(d_out);
+    if (di < 0 || drop[di] || !gu.Intermediate(d_out)) continue;
     const Node& dwn = g.nodes[di];
     const Tensor* wd = DepthwiseWeight(g, dwn);
     if (!wd || wd->dim(0) != wp->dim(1)) continue;
     // The expand conv is optional (MobileNetV2's first block has none).
     const int e_out = dwn.inputs[0];
-    int ei = -1;
-    if (producer[e_out] >= 0 && !drop[producer[e_out]] && uses[e_out] == 1) {
-      const Node& exp = g.nodes[producer[e_out]];
-      const Tensor* we = PointwiseWeight(g, exp, /*residual_ok=*/false);
-      if (we && we->dim(0) == wd->dim(0)) ei = producer[e_out];
+    int ei = gu.Producer(e_out);
+    if (ei >= 0) {
+      const Tensor* we = drop[ei] || !gu.Intermediate(e_out) ? nullptr : PointwiseWeight(g, g.nodes[ei], false);
+      if (!we || we->dim(0) != wd->dim(0)) ei = -1;
     }
     Node f;
     const Node& first = ei >= 0 ? g.nodes[ei] : dwn;
@@ -111,18 +99,14 @@ int FuseInvertedResidualBlocks(Graph& g) {
     CopyAttrs(dwn, kDepthwisePrefix, &f);
     CopyAttrs(proj, kProjectPrefix, &f);
     f.outputs = proj.outputs;
-    if (ei >= 0) drop[ei] = true;
-    drop[di] = true;
+    // The kernel registry decides whether this CPU runs the block (AVX-512 SGEMM and depthwise).
+    if (!OptimizedKernelCovers(f, g, KernelConfig{})) continue;
+    if (ei >= 0) drop[ei] = 1;
+    drop[di] = 1;
     g.nodes[pi] = std::move(f);
     ++fused;
   }
-  if (fused) {
-    std::vector<Node> kept;
-    kept.reserve(g.nodes.size());
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (!drop[i]) kept.push_back(std::move(g.nodes[i]));
-    g.nodes = std::move(kept);
-  }
+  if (fused) RemoveDroppedNodes(g, drop);
   return fused;
 }
 

@@ -15,10 +15,12 @@
 #include "core/layout_pass.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/conv_nhwc_block.h"
+#include "cpu/conv_nhwc_depthwise.h"
 #include "cpu/conv_nhwc_gemm.h"
 #include "cpu/conv_nhwc_stem.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/nhwc_kernels.h"
+#include "cpu/sgemm.h"
 #include "cpu/xnnpack_util.h"
 
 namespace strata {
@@ -279,6 +281,9 @@ void RegisterNhwcConvKernels(KernelRegistry& r) {
               .op_type = kInvertedResidualOp,
               .types = {DataType::kFloat},
               .factory = MakeNhwcInvertedResidual,
+              // Its 1x1 convs need the AVX-512 SGEMM and its depthwise conv the AVX-512 kernel;
+              // the fusion pass asks this before it fuses.
+              .covers = [](const KernelInit&) { return sgemm::Available() && dw::Available(); },
               .reference = false,
               .impl = "nhwc-block"});
   r.Register({.domain = kInternalDomain,
