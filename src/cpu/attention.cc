@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "core/kernel.h"
@@ -215,8 +216,16 @@ class AttentionKernel final : public OpKernel {
   };
   Result<std::unique_ptr<TaskScratch>> NewScratch() const {
     const AttentionGeometry& g = geo_;
-    auto t = std::make_unique<TaskScratch>();
-    t->tile.reset(new float[std::max<int64_t>(1, g.q_len * g.kv_len)]);
+    // Never throws: a lease runs on pool workers, where a bad_alloc would end the process.
+    int64_t tile = 0;
+    if (__builtin_mul_overflow(g.q_len, g.kv_len, &tile) || tile > (int64_t{1} << 40))
+      return MakeStatus(StatusCode::kOutOfMemory, "attention score tile of ", g.q_len, "x", g.kv_len,
+                        " floats is too large");
+    std::unique_ptr<TaskScratch> t(new (std::nothrow) TaskScratch);
+    if (t) t->tile.reset(new (std::nothrow) float[static_cast<size_t>(std::max<int64_t>(1, tile))]);
+    if (!t || !t->tile)
+      return MakeStatus(StatusCode::kOutOfMemory, "cannot allocate an attention score tile of ", g.q_len, "x", g.kv_len,
+                        " floats");
     if (!ref_) {
       RETURN_IF_ERROR(t->packed.Reserve(g.head_dim, g.kv_len));  // S = Q K^T: B is [D, Skv]
       RETURN_IF_ERROR(t->packed.Reserve(g.kv_len, g.head_dim));  // O = S V: B is [Skv, D]

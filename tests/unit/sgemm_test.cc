@@ -273,6 +273,37 @@ TEST_F(SgemmTest, BadArgumentsGiveClearErrors) {
   EXPECT_NE(st.message().find("clamp range"), std::string::npos) << st.message();
   st = sgemm::GemmUnpacked(2, -3, 8, a.data(), 8, b.data(), 8, false, c.data(), 8, {}, nullptr);
   EXPECT_NE(st.message().find("negative size"), std::string::npos) << st.message();
+  sgemm::PackedB* no_scratch = nullptr;
+  st = sgemm::GemmUnpacked(2, 8, 8, a.data(), 8, b.data(), 8, false, c.data(), 8, {}, nullptr, no_scratch);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("no scratch"), std::string::npos) << st.message();
+}
+
+// The caller-scratch overload (Attention keeps one PackedB per task) repacks B into the
+// same scratch for every call: a larger B after a smaller one must grow it, a smaller
+// one after a larger must not read stale panels, and trans_b must not leak between calls.
+TEST_F(SgemmTest, CallerScratchIsReusedAcrossShapes) {
+  struct Shape {
+    int64_t m, n, k;
+    bool trans_b;
+  };
+  const Shape shapes[] = {{5, 17, 9, false}, {13, 64, 300, true}, {3, 1, 1, false}, {12, 33, 65, false},
+                          {1, 129, 7, true}, {0, 4, 4, false},    {4, 0, 4, true},  {7, 31, 13, true}};
+  sgemm::PackedB scratch;
+  uint32_t seed = 700;
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " trans_b=" << sh.trans_b);
+    const int64_t ldb = sh.trans_b ? sh.k : sh.n;
+    std::vector<float> a = Rand(std::max<int64_t>(1, sh.m * sh.k), seed++);
+    std::vector<float> b = Rand(std::max<int64_t>(1, sh.n * sh.k), seed++);
+    std::vector<float> c(static_cast<size_t>(std::max<int64_t>(1, sh.m * sh.n)), -7.0f);
+    std::vector<float> expect = c;
+    Reference(sh.m, sh.n, sh.k, a.data(), sh.k, b.data(), ldb, sh.trans_b, expect.data(), sh.n, {});
+    Status st = sgemm::GemmUnpacked(sh.m, sh.n, sh.k, a.data(), sh.k, b.data(), ldb, sh.trans_b, c.data(), sh.n, {},
+                                    nullptr, &scratch);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], expect[i], 1e-5 * (sh.k + 1)) << "at " << i;
+  }
 }
 
 // ---------------------------------------------------------------- MatMul / Gemm nodes

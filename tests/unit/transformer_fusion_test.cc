@@ -496,13 +496,15 @@ TEST(TransformerFusion, VectorLayerNormMatchesReference) {
       }
 }
 
-TEST(TransformerFusion, AttentionWithOverflowingGeometryIsAnError) {
+// A model that carries strata.internal's Attention itself, with the given geometry;
+// Q, K, V and Y are float [dims].
+std::string AttentionModel(int64_t batch, int64_t q_len, int64_t kv_len, std::initializer_list<int64_t> dims) {
   onnx::ModelProto m = MakeModel(17);
   auto* imp = m.add_opset_import();
   imp->set_domain("strata.internal");
   imp->set_version(1);
   auto* g = m.mutable_graph();
-  for (const char* in : {"q", "k", "v"}) AddInput(g, in, {1, 4, 8});
+  for (const char* in : {"q", "k", "v"}) AddInput(g, in, dims);
   auto* n = AddNode(g, "Attention", {"q", "k", "v"}, {"y"});
   n->set_domain("strata.internal");
   auto set_int = [&](const char* name, int64_t v) {
@@ -511,9 +513,9 @@ TEST(TransformerFusion, AttentionWithOverflowingGeometryIsAnError) {
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(v);
   };
-  set_int("batch", int64_t{1} << 40);
-  set_int("q_len", int64_t{1} << 40);
-  set_int("kv_len", 4);
+  set_int("batch", batch);
+  set_int("q_len", q_len);
+  set_int("kv_len", kv_len);
   set_int("num_heads", 2);
   set_int("head_dim", 4);
   auto* sc = n->add_attribute();
@@ -523,12 +525,32 @@ TEST(TransformerFusion, AttentionWithOverflowingGeometryIsAnError) {
   auto* os = n->add_attribute();
   os->set_name("output_shape");
   os->set_type(onnx::AttributeProto::INTS);
-  for (int64_t d : {1, 4, 8}) os->add_ints(d);
-  AddOutput(g, "y", {1, 4, 8});
-  const std::string bytes = Serialize(m);
+  for (int64_t d : dims) os->add_ints(d);
+  AddOutput(g, "y", dims);
+  return Serialize(m);
+}
+
+TEST(TransformerFusion, AttentionWithOverflowingGeometryIsAnError) {
+  const std::string bytes = AttentionModel(int64_t{1} << 40, int64_t{1} << 40, 4, {1, 4, 8});
   auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("Attention needs"), std::string::npos) << s.status().ToString();
+}
+
+// An empty batch passes the element checks, but each head's score tile (q_len x kv_len
+// floats, made per thread at creation) would be 2^42 floats: refused with the node named,
+// not a bad_alloc thrown through the library.
+TEST(TransformerFusion, AttentionScoreTileTooLargeIsAnError) {
+  const std::string bytes = AttentionModel(0, int64_t{1} << 21, int64_t{1} << 21, {0, 4, 8});
+  for (int threads : {1, 2}) {
+    SessionOptions opts;
+    opts.threads = threads;
+    auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), opts);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), StatusCode::kOutOfMemory) << s.status().ToString();
+    EXPECT_NE(s.status().message().find("Attention"), std::string::npos) << s.status().ToString();
+    EXPECT_NE(s.status().message().find("2097152x2097152"), std::string::npos) << s.status().ToString();
+  }
 }
 
 // ---- the real (small) exports ----
