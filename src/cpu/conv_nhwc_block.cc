@@ -47,7 +47,7 @@ constexpr int64_t kMaxParts = 16;
 // amplified by all the layers after it: on mobilenet_v2 (random weights, bf16_compare.py)
 // bf16 in any single one of blocks 1-7 (widths 32-192) moves the logits 1.1-4.4e-2
 // relative, in all 17 blocks 5.0e-2 (rounding only the 1x1 weights, activations fp32: also
-// 5.0e-2), in blocks 12-17 (widths 576 and 960) 5.3e-3, in 10-17 (from width 384) 9.2e-3.
+// 5.0e-2), in blocks 12-17 (widths 576 and 960) 5.3e-3, in 8-17 (from width 384) 1.1e-2.
 constexpr int64_t kMinBf16ExpandWidth = 512;
 
 // One part of the fused conv: the ONNX Conv behind it, rebuilt from the prefixed attributes.
