@@ -54,6 +54,36 @@ void BM_Bf16NhwcConv(benchmark::State& state, int64_t hw, int64_t cin, int64_t c
               .label = bf16 ? "bf16" : "fp32"});
 }
 
+// mobilenet_v2's fused inverted-residual block (expand 1x1 + ReLU6, depthwise 3x3 + ReLU6,
+// project 1x1 [+ residual]) on NHWC input; bf16 covers blocks with ce >= 512.
+void BM_Bf16InvertedResidual(benchmark::State& state, int64_t hw, int64_t cin, int64_t ce, int64_t cout,
+                             bool residual) {
+  const bool bf16 = state.range(1) != 0;
+  std::map<std::string, Attribute> attrs = {{"depthwise.group", bench::IntAttr(ce)},
+                                            {"depthwise.kernel_shape", IntsAttr({3, 3})},
+                                            {"depthwise.pads", IntsAttr({1, 1, 1, 1})}};
+  for (const char* part : {"expand.", "depthwise."}) {
+    attrs[std::string(part) + "activation"] = Attribute::String("Clip");
+    attrs[std::string(part) + "activation_min"] = Attribute::Float(0.0f);
+    attrs[std::string(part) + "activation_max"] = Attribute::Float(6.0f);
+  }
+  std::vector<Tensor> in = {RandomInput({1, hw, hw, cin}),
+                            RandomInput({ce, cin, 1, 1}),
+                            RandomInput({ce}),
+                            RandomInput({ce, 1, 3, 3}),
+                            RandomInput({ce}),
+                            RandomInput({cout, ce, 1, 1}),
+                            RandomInput({cout})};
+  if (residual) in.push_back(RandomInput({1, hw, hw, cout}));
+  bench::RunNodeBenchmark(state, {.op = "NhwcInvertedResidual",
+                                  .domain = "strata.internal",
+                                  .attrs = std::move(attrs),
+                                  .inputs = std::move(in),
+                                  .config = {.bf16_fast_math = bf16},
+                                  .flops = 2.0 * hw * hw * ce * (cin + 9 + cout),
+                                  .label = bf16 ? "bf16" : "fp32"});
+}
+
 #define AB ->Args({1, 0})->Args({1, 1})->Unit(benchmark::kMillisecond)
 BENCHMARK_CAPTURE(BM_Bf16MatMul, 128x768x768, 128, 768, 768) AB;
 BENCHMARK_CAPTURE(BM_Bf16MatMul, 128x3072x768, 128, 3072, 768) AB;
@@ -76,6 +106,10 @@ BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 1x1_14x1024to256, 14, 1024, 256, 1, 1) AB2;
 BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 7x7s2_224x3to64, 224, 3, 64, 7, 2) AB2;
 BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 1x1_7x160to960, 7, 160, 960, 1, 1) AB2;
 BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 3x3s2_224x3to32, 224, 3, 32, 3, 2) AB2;
+// mobilenet_v2 blocks 13 (14^2 96->576->96 + residual), 15 and 17 (7^2 160->960->160/320).
+BENCHMARK_CAPTURE(BM_Bf16InvertedResidual, 14x96to576to96_res, 14, 96, 576, 96, true) AB2;
+BENCHMARK_CAPTURE(BM_Bf16InvertedResidual, 7x160to960to160_res, 7, 160, 960, 160, true) AB2;
+BENCHMARK_CAPTURE(BM_Bf16InvertedResidual, 7x160to960to320, 7, 160, 960, 320, false) AB2;
 
 }  // namespace
 }  // namespace strata

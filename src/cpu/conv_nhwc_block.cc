@@ -8,17 +8,24 @@
 // (the depthwise kernel's vertical overlap) instead of recomputing them. With more
 // threads the output rows are split into parts, each with its own buffers, on the pool;
 // each part recomputes only the overlap rows above its first strip.
+// In bf16 fast-math sessions (precision=bf16 on an AVX512_BF16 CPU) the two 1x1 GEMMs run
+// on vdpbf16ps with fp32 accumulation and the weights packed to bf16 once here: the new
+// input rows of a strip are rounded to bf16 pairs before the expand GEMM, and each
+// depthwise output row is rounded while it is in L1, so the project GEMM reads its A in
+// place (conv_nhwc_block_bf16.cc). The depthwise conv and the expanded rows stay fp32.
 #include "cpu/conv_nhwc_block.h"
 
 #include <algorithm>
 #include <cstring>
 #include <initializer_list>
+#include <type_traits>
 #include <vector>
 
 #include "core/constant_release.h"
 #include "core/inverted_residual_fusion.h"
 #include "core/layout_pass.h"
 #include "cpu/conv_kernels.h"
+#include "cpu/conv_nhwc_block_bf16.h"
 #include "cpu/conv_nhwc_depthwise.h"
 #include "cpu/sgemm.h"
 #include "cpu/xnnpack_util.h"
@@ -35,6 +42,13 @@ constexpr int64_t kStripBytes = 320 * 1024;
 constexpr int64_t kMaxIndirectK = 2560;
 // Parts of the output rows run in parallel (one per thread, up to this many).
 constexpr int64_t kMaxParts = 16;
+// In bf16 sessions, blocks whose expanded width (the depthwise channels) is below this stay
+// fp32. They are the early blocks of MobileNet-style nets, where any bf16 rounding is
+// amplified by all the layers after it: on mobilenet_v2 (random weights, bf16_compare.py)
+// bf16 in any single one of blocks 1-7 (widths 32-192) moves the logits 1.1-4.4e-2
+// relative, in all 17 blocks 5.0e-2 (rounding only the 1x1 weights, activations fp32: also
+// 5.0e-2), in blocks 12-17 (widths 576 and 960) 5.3e-3, in 8-17 (from width 384) 1.1e-2.
+constexpr int64_t kMinBf16ExpandWidth = 512;
 
 // One part of the fused conv: the ONNX Conv behind it, rebuilt from the prefixed attributes.
 Node PartNode(const Node& fused, const char* prefix, const char* what) {
@@ -70,7 +84,13 @@ Status RowsGemm(int64_t m, const float* a, int64_t lda, const sgemm::PackedB& b,
   return sgemm::GemmIndirect(m, sgemm::IndirectA{DenseRowPointers, &d, 1, b.k()}, b, c, ldc, ep, nullptr);
 }
 
-class InvertedResidualKernel final : public OpKernel, public PacksConstantInputs {
+// kBf16: the 1x1 GEMMs on bf16 (the kernel is then one of IsBf16Kernel's).
+template <bool kBf16>
+class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_internal::Bf16KernelBase, OpKernel>,
+                                     public PacksConstantInputs {
+  using PackedW = std::conditional_t<kBf16, PackedBf16B, sgemm::PackedB>;
+  using Epilogue = std::conditional_t<kBf16, Bf16Epilogue, sgemm::Epilogue>;
+
  public:
   std::vector<size_t> PackedConstantInputs() const override { return {1, 2, 3, 4, 5, 6}; }
 
@@ -138,10 +158,15 @@ class InvertedResidualKernel final : public OpKernel, public PacksConstantInputs
     p.sh = g.strides[0], p.dh = g.dilations[0], p.pt = g.pad_begin[0];
     p.rg = dw::RowGeometry{w, ow, g.strides[1], g.dilations[1], g.pad_begin[1], act_d_.min, act_d_.max};
     const int64_t span = (dw_.kh - 1) * p.dh + 1;  // input rows one output row reads
-    const int64_t row_bytes = ((has_expand_ ? p.sh * w : 0) + ow) * ce_ * static_cast<int64_t>(sizeof(float));
+    // Words (floats or bf16 pairs) per pixel row: an expanded row, its bf16 input row, a
+    // depthwise output row.
+    const int64_t exp_px = has_expand_ ? ce_ + (kBf16 ? block_bf16::PairsPerRow(cin_) : 0) : 0;
+    const int64_t dw_px = kBf16 ? block_bf16::PairsPerRow(ce_) : ce_;
+    const int64_t row_bytes = (p.sh * w * exp_px + ow * dw_px) * static_cast<int64_t>(sizeof(float));
     p.strip = std::clamp<int64_t>(kStripBytes / std::max<int64_t>(1, row_bytes), 1, oh);
     p.exp_rows = has_expand_ ? std::min(h, (p.strip - 1) * p.sh + span) : 0;
-    const int64_t part_floats = p.exp_rows * w * ce_ + p.strip * ow * ce_;
+    // bf16 adds one fp32 depthwise row, rounded into the strip's pair rows.
+    const int64_t part_floats = p.exp_rows * w * exp_px + p.strip * ow * dw_px + (kBf16 ? ow * ce_ : 0);
     const int64_t total = n * oh;
     const int threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
     // One part per thread: each part recomputes the expanded rows above its first strip (at
@@ -178,14 +203,32 @@ class InvertedResidualKernel final : public OpKernel, public PacksConstantInputs
     int64_t strip, exp_rows;  // output rows per strip; expanded rows the buffer holds
   };
 
-  static Result<sgemm::PackedB> Pack(const Tensor& wt, int64_t m, int64_t c) {
-    return sgemm::PackConvWeights(wt.data<float>(), m, c, 1);
+  // A 1x1 weight [m, c, 1, 1] as the GEMM's B (K = c, N = m).
+  static Result<PackedW> Pack(const Tensor& wt, int64_t m, int64_t c) {
+    if constexpr (kBf16) {
+      return PackBf16(wt.data<float>(), c, m, /*trans=*/true);
+    } else {
+      return sgemm::PackConvWeights(wt.data<float>(), m, c, 1);
+    }
   }
 
-  // Depthwise output rows [a, e) of image b into dw_buf (row oy at oy - oy0); the expanded
-  // rows from `lo` on are in exp_buf (or, without expand, read from xb).
+  // C[m, N] = A x B + ep, A being m rows of K = b's K (fp32 rows lda floats apart, or with
+  // kBf16 pair rows lda words apart).
+  static Status Gemm(int64_t m, const void* a, int64_t lda, const PackedW& b, float* c, int64_t ldc,
+                     const Epilogue& ep) {
+    if constexpr (kBf16) {
+      block_bf16::PairRowsGemm(m, static_cast<const uint32_t*>(a), lda, b, c, ldc, ep);
+      return Status::Ok();
+    } else {
+      return RowsGemm(m, static_cast<const float*>(a), lda, b, c, ldc, ep);
+    }
+  }
+
+  // Depthwise output rows [a, e) of image b into dw_buf (row oy at oy - oy0; with kBf16 as
+  // pair rows, each computed into the fp32 row_tmp first); the expanded rows from `lo` on
+  // are in exp_buf (or, without expand, read from xb).
   void DwRows(const Plan& p, const float* exp_buf, int64_t lo, const float* xb, int64_t oy0, int64_t a, int64_t e,
-              float* dw_buf) const {
+              void* dw_buf, float* row_tmp) const {
     const int64_t kh = dw_.kh, erow = p.w * ce_;
     const float* rows_small[16];
     std::vector<const float*> rows_big(kh > 16 ? kh : 0);
@@ -196,18 +239,29 @@ class InvertedResidualKernel final : public OpKernel, public PacksConstantInputs
         const int64_t iy = iy0 + ky * p.dh;
         rows[ky] = iy < 0 || iy >= p.h ? nullptr : has_expand_ ? exp_buf + (iy - lo) * erow : xb + iy * p.w * cin_;
       }
-      dw::ConvRow(dw_, p.rg, rows, dw_buf + (oy - oy0) * p.ow * ce_);
+      if constexpr (kBf16) {
+        dw::ConvRow(dw_, p.rg, rows, row_tmp);
+        const int64_t ldp = block_bf16::PairsPerRow(ce_);
+        block_bf16::RoundRows(row_tmp, ce_, p.ow, ce_, static_cast<uint32_t*>(dw_buf) + (oy - oy0) * p.ow * ldp, ldp);
+      } else {
+        dw::ConvRow(dw_, p.rg, rows, static_cast<float*>(dw_buf) + (oy - oy0) * p.ow * ce_);
+      }
     }
   }
 
   // Output rows [r0, r1) of the flattened [N * OH] rows; buf holds exp_rows expanded rows,
-  // then `strip` depthwise output rows.
+  // then `strip` depthwise output rows; with kBf16 then exp_rows bf16 input rows and one
+  // fp32 depthwise row.
   Status RunRows(const Plan& p, int64_t r0, int64_t r1, float* buf) const {
     const int64_t w = p.w, ce = ce_, erow = w * ce;
+    const int64_t ldp_in = block_bf16::PairsPerRow(cin_), ldp_dw = block_bf16::PairsPerRow(ce);
     float* exp_buf = buf;
     float* dw_buf = buf + p.exp_rows * erow;
+    float* after_dw = dw_buf + p.strip * p.ow * (kBf16 ? ldp_dw : ce);
+    uint32_t* x16 = reinterpret_cast<uint32_t*>(after_dw);  // kBf16: the new input rows as pairs
+    float* row_tmp = after_dw + (has_expand_ ? p.exp_rows * w * ldp_in : 0);
     const int64_t kh = dw_.kh;
-    sgemm::Epilogue ep_e, ep_p;
+    Epilogue ep_e, ep_p;
     ep_e.bias = be_.empty() ? nullptr : be_.data();
     ep_e.min = act_e_.min, ep_e.max = act_e_.max;
     ep_p.bias = bp_.empty() ? nullptr : bp_.data();
@@ -227,18 +281,25 @@ class InvertedResidualKernel final : public OpKernel, public PacksConstantInputs
           std::memmove(exp_buf, exp_buf + (lo - held_lo) * erow, static_cast<size_t>(keep * erow) * sizeof(float));
           start = lo + keep;
         }
-        if (start < hi)
-          RETURN_IF_ERROR(
-              RowsGemm((hi - start) * w, xb + start * w * cin_, cin_, we_, exp_buf + (start - lo) * erow, ce, ep_e));
+        if (start < hi) {
+          const float* xs = xb + start * w * cin_;
+          float* dst = exp_buf + (start - lo) * erow;
+          if constexpr (kBf16) {
+            block_bf16::RoundRows(xs, cin_, (hi - start) * w, cin_, x16, ldp_in);
+            RETURN_IF_ERROR(Gemm((hi - start) * w, x16, ldp_in, we_, dst, ce, ep_e));
+          } else {
+            RETURN_IF_ERROR(Gemm((hi - start) * w, xs, cin_, we_, dst, ce, ep_e));
+          }
+        }
         held_b = b, held_lo = lo, held_hi = hi;
       }
-      DwRows(p, exp_buf, lo, xb, oy0, oy0, oy1, dw_buf);
+      DwRows(p, exp_buf, lo, xb, oy0, oy0, oy1, dw_buf, row_tmp);
       const int64_t out_off = (b * p.oh + oy0) * p.ow * cout_;
       if (p.res) {
         ep_p.residual = p.res + out_off;
         ep_p.ldr = cout_;
       }
-      RETURN_IF_ERROR(RowsGemm((oy1 - oy0) * p.ow, dw_buf, ce, wp_, p.y + out_off, cout_, ep_p));
+      RETURN_IF_ERROR(Gemm((oy1 - oy0) * p.ow, dw_buf, kBf16 ? ldp_dw : ce, wp_, p.y + out_off, cout_, ep_p));
       row += oy1 - oy0;
     }
     return Status::Ok();
@@ -249,7 +310,7 @@ class InvertedResidualKernel final : public OpKernel, public PacksConstantInputs
   int64_t cin_, ce_, cout_;
   Shape wd_shape_;
   dw::Weights dw_;
-  sgemm::PackedB we_, wp_;
+  PackedW we_, wp_;
   std::vector<float> be_, bp_;
   FusedActivation act_e_, act_d_, act_p_;
 };
@@ -264,6 +325,15 @@ const Tensor* ConstWeight(const KernelInit& init, size_t i, std::initializer_lis
     ++k;
   }
   return t;
+}
+
+template <bool kBf16>
+Result<std::unique_ptr<OpKernel>> Build(const Node& node, const Tensor* we, const Tensor* const* bias, const Tensor& wd,
+                                        const Tensor& wp) {
+  auto k = std::make_unique<InvertedResidualKernel<kBf16>>(node, we, bias[0], wd, bias[1], wp, bias[2]);
+  Status st = k->Init(we, wp);
+  if (!st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
+  return std::unique_ptr<OpKernel>(std::move(k));
 }
 
 }  // namespace
@@ -296,10 +366,11 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcInvertedResidual(const KernelInit& ini
       return InvalidModel(node.Describe(), ": bias input ", bias_in[i], " must be a constant float32 [", bias_len[i],
                           "]");
   }
-  auto k = std::make_unique<InvertedResidualKernel>(node, we, bias[0], *wd, bias[1], *wp, bias[2]);
-  Status st = k->Init(we, *wp);
-  if (!st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
-  return std::unique_ptr<OpKernel>(std::move(k));
+  // bf16 fast-math sessions run the 1x1 GEMMs of wide blocks on bf16 (the session test is
+  // MakeNhwcBf16Conv's); see kMinBf16ExpandWidth for why narrow ones stay fp32.
+  if (ce >= kMinBf16ExpandWidth && init.config.bf16_fast_math && !init.config.prefer_reference && Bf16GemmAvailable())
+    return Build<true>(node, we, bias, *wd, *wp);
+  return Build<false>(node, we, bias, *wd, *wp);
 }
 
 }  // namespace strata

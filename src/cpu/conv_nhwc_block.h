@@ -11,7 +11,8 @@ namespace strata {
 
 // Kernel factory for kInvertedResidualOp nodes. kInvalidModel for weights that are not
 // constant float32 of matching shapes; kUnsupported without AVX-512F (the fusion pass
-// only forms the node where it runs).
+// only forms the node where it runs). In bf16 fast-math sessions on an AVX512_BF16 CPU the
+// two 1x1 convs run on bf16 (the kernel is then one IsBf16Kernel reports).
 Result<std::unique_ptr<OpKernel>> MakeNhwcInvertedResidual(const KernelInit& init);
 
 }  // namespace strata

@@ -124,6 +124,12 @@ void Block(const uint32_t* a, int64_t a_stride, int64_t m_rows, const uint32_t* 
 // Converts 32 floats of row k (lo) and row k+1 (hi; nullptr = zeros) into 32 bf16 pairs.
 void PackPairs32(const float* lo, const float* hi, int n, uint32_t* dst);
 
+// Block with A as m_rows rows of bf16 pairs a_rs uint32 apart (`a` at the chunk of row 0)
+// instead of 12-row tiles: run-time A already rounded by its producer (the fused
+// inverted-residual block, conv_nhwc_block_bf16.cc).
+void BlockRows(const uint32_t* a, int64_t a_rs, int64_t m_rows, const uint32_t* b, int64_t b_stride, int64_t n_cols,
+               int64_t kpc, float* c, int64_t ldc, bool accumulate, const Bf16Epilogue* ep, int64_t m0, int64_t n0);
+
 }  // namespace bf16_internal
 
 }  // namespace strata

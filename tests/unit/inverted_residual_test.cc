@@ -2,20 +2,26 @@
 // MobileNetV2-style [expand 1x1 + Clip] -> depthwise 3x3 + Clip -> project 1x1 [+ Add]
 // sessions, optimized (fused) vs the unoptimized reference, at edge shapes (1x1 spatial,
 // odd H/W, channel counts off 16, stride 1 and 2, asymmetric pads, several strips, batch
-// 2) on 1 and 2 threads; patterns that must not fuse; clear errors on bad input.
+// 2) on 1 and 2 threads; patterns that must not fuse; clear errors on bad input; in bf16
+// sessions the wide blocks' bf16 path against the fp32 reference and which blocks take it.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "core/inverted_residual_fusion.h"
+#include "core/layout_pass.h"
 #include "core/session.h"
+#include "cpu/conv_nhwc_block.h"
+#include "cpu/gemm_bf16.h"
 #include "cpu/sgemm.h"
+#include "ir_builder.h"
 #include "onnx_builder.h"
 #include "run_both.h"
 
@@ -256,6 +262,128 @@ TEST(InvertedResidual, WrongInputChannelsGiveAClearError) {
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find(kInvertedResidualOp), std::string::npos) << out.status().ToString();
   EXPECT_NE(out.status().message().find("channels"), std::string::npos) << out.status().ToString();
+}
+
+// ------------------------------------------------------------------------------ bf16
+
+// One optimized session (bf16 fast math or fp32) on `threads` threads; its outputs.
+std::vector<Value> RunSession(const onnx::ModelProto& m, const Feeds& feeds, int threads, bool bf16,
+                              std::map<std::string, int>* ops = nullptr) {
+  const std::string bytes = Serialize(m);
+  SessionOptions so;
+  so.threads = threads;
+  so.kernel.bf16_fast_math = bf16;
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), so);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  if (!s.ok()) return {};
+  if (ops)
+    for (const auto& a : (*s)->assignments()) ++(*ops)[a.op_type];
+  auto out = (*s)->Run(feeds);
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  return out.ok() ? *out : std::vector<Value>{};
+}
+
+bool SameBits(const Value& a, const Value& b) {
+  const Tensor& x = a.tensor();
+  const Tensor& y = b.tensor();
+  return x.shape() == y.shape() && std::memcmp(x.raw_data(), y.raw_data(), x.byte_size()) == 0;
+}
+
+class InvertedResidualBf16 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!sgemm::Available() || !Bf16GemmAvailable()) GTEST_SKIP() << "needs AVX-512F and AVX512_BF16";
+  }
+};
+
+// Wide blocks (expanded width >= 512) in a bf16 session: the fused block on bf16 against the
+// unfused fp32 reference graph, within bf16's rounding of activations and 1x1 weights.
+TEST_F(InvertedResidualBf16, WideBlocksMatchTheFp32GraphWithinBf16Tolerance) {
+  std::vector<Block> cases = {
+      {.cin = 64, .h = 9, .w = 11, .ce = 576, .cout = 64, .residual = true},                  // stride 1, odd W
+      {.cin = 96, .h = 13, .w = 13, .ce = 576, .cout = 160, .stride = 2},                     // stride 2, odd H/W
+      {.cin = 17, .h = 7, .w = 5, .ce = 515, .cout = 33, .stride = 2, .pads = {0, 0, 1, 1}},  // odd K, odd N
+      {.cin = 520, .h = 6, .w = 7, .ce = 520, .cout = 40, .expand = false},                   // expansion factor 1
+      {.n = 2, .cin = 32, .h = 30, .w = 30, .ce = 576, .cout = 32, .residual = true},         // several strips
+      {.cin = 400, .h = 5, .w = 5, .ce = 960, .cout = 320, .relu6 = false, .bias = false},    // K chunks in both GEMMs
+      {.cin = 24, .h = 1, .w = 1, .ce = 600, .cout = 24, .residual = true},                   // 1x1 spatial
+  };
+  uint32_t seed = 40;
+  for (const Block& b : cases) {
+    const Feeds feeds = {{"x", Input({b.n, b.cin, b.h, b.w}, seed++)}};
+    for (int threads : {1, 2}) {
+      const std::string what = b.Name() + " threads " + std::to_string(threads);
+      test::OptRefRuns r = test::RunOptimizedAndReference(BlockModel(b), feeds, threads);
+      std::map<std::string, int> ops;
+      r.opt = RunSession(BlockModel(b), feeds, threads, /*bf16=*/true, &ops);
+      const std::vector<Value> fp32 = RunSession(BlockModel(b), feeds, threads, /*bf16=*/false);
+      ASSERT_EQ(r.opt.size(), 1u) << what;
+      ASSERT_EQ(fp32.size(), 1u) << what;
+      EXPECT_EQ(ops[kInvertedResidualOp], 1) << what;
+      EXPECT_EQ(ops["NhwcConv"], 0) << what;
+      // Two roundings to bf16 (2^-9 relative each) per product: a few 1e-3 of the output scale.
+      ExpectClose(r, what, 1e-2);
+      EXPECT_FALSE(SameBits(r.opt[0], fp32[0])) << what << ": the bf16 rounding should be visible";
+    }
+  }
+}
+
+// Narrow blocks stay fp32 in bf16 sessions (see kMinBf16ExpandWidth): bit for bit the
+// fp32 session's output.
+TEST_F(InvertedResidualBf16, NarrowBlocksStayFp32InBf16Sessions) {
+  const Block b{.cin = 16, .h = 11, .w = 13, .ce = 96, .cout = 24, .stride = 2};
+  const Feeds feeds = {{"x", Input({1, 16, 11, 13}, 61)}};
+  for (int threads : {1, 2}) {
+    std::map<std::string, int> ops;
+    const std::vector<Value> bf16 = RunSession(BlockModel(b), feeds, threads, true, &ops);
+    const std::vector<Value> fp32 = RunSession(BlockModel(b), feeds, threads, false);
+    ASSERT_EQ(bf16.size(), 1u);
+    ASSERT_EQ(fp32.size(), 1u);
+    EXPECT_EQ(ops[kInvertedResidualOp], 1);
+    EXPECT_TRUE(SameBits(bf16[0], fp32[0])) << "threads " << threads;
+  }
+}
+
+// Builds the fused node directly and asks its factory which kernel it makes.
+class FusedNodeFactory {
+ public:
+  FusedNodeFactory(int64_t cin, int64_t ce, int64_t cout) {
+    using testing::SetInt;
+    using testing::SetInts;
+    auto w = [](Shape shape, uint32_t seed) {
+      return Tensor::FromVector<float>(test::Pseudo(static_cast<size_t>(NumElements(shape)), seed, 0.1f), shape);
+    };
+    const int x = b_.Value("x", {1, 7, 7, cin});
+    const int we = b_.Const("we", w({ce, cin, 1, 1}, 1)), wd = b_.Const("wd", w({ce, 1, 3, 3}, 2));
+    const int wp = b_.Const("wp", w({cout, ce, 1, 1}, 3));
+    Node& n = b_.Add(kInvertedResidualOp, {x, we, -1, wd, -1, wp, -1}, {b_.Out("y")}, 1);
+    n.domain = kInternalDomain;
+    SetInt(n, std::string(kDepthwisePrefix) + "group", ce);
+    SetInts(n, std::string(kDepthwisePrefix) + "kernel_shape", {3, 3});
+    SetInts(n, std::string(kDepthwisePrefix) + "pads", {1, 1, 1, 1});
+  }
+  // True if the factory built a bf16 kernel; fails the test if it built nothing.
+  bool MakesBf16(bool bf16_fast_math) const {
+    KernelConfig config;
+    config.bf16_fast_math = bf16_fast_math;
+    auto k = MakeNhwcInvertedResidual(KernelInit{b_.g.nodes[0], b_.g, nullptr, config});
+    EXPECT_TRUE(k.ok()) << k.status().ToString();
+    return k.ok() && IsBf16Kernel(**k);
+  }
+
+ private:
+  testing::IrBuilder b_;
+};
+
+TEST_F(InvertedResidualBf16, OnlyBf16SessionsSelectTheBf16BlockKernel) {
+  const FusedNodeFactory wide(32, 576, 64), narrow(32, 192, 64);
+  EXPECT_TRUE(wide.MakesBf16(true));
+  EXPECT_FALSE(wide.MakesBf16(false));
+  EXPECT_FALSE(narrow.MakesBf16(true));
+  // A CPU without avx512_bf16 (simulated) keeps the fp32 block.
+  SetBf16DisabledForTesting(true);
+  EXPECT_FALSE(wide.MakesBf16(true));
+  SetBf16DisabledForTesting(false);
 }
 
 }  // namespace

@@ -16,7 +16,9 @@
 #include "core/onnx_import.h"
 #include "core/optimizer.h"
 #include "core/session.h"
+#include "core/threadpool.h"
 #include "cpu/sgemm.h"
+#include "cpu/xnnpack_util.h"
 #include "onnx_builder.h"
 #include "run_both.h"
 
@@ -119,6 +121,29 @@ onnx::ModelProto SmallNet() {
   AddOutput(g, "out", {2, 5});
   AddOutput(g, "feat", {2, 8, 2, 2});
   return m;
+}
+
+// The layout changes themselves, exactly, at channel counts with fast paths (3: RGB inputs)
+// and without, pixel counts off the 16-pixel vector, batch 2, with and without a pool.
+TEST(Layout, TransposesMatchElementwiseDefinition) {
+  ThreadPool pool(2);
+  for (int64_t c : {1, 2, 3, 4, 17}) {
+    for (int64_t hw : {1, 15, 16, 33, 4099, 150 * 150}) {
+      for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        const int64_t n = 2, total = n * c * hw;
+        std::vector<float> in(static_cast<size_t>(total)), nhwc(in.size()), back(in.size());
+        for (int64_t i = 0; i < total; ++i) in[i] = static_cast<float>(i);
+        TransposeNchwToNhwc(in.data(), nhwc.data(), n, c, hw, tp);
+        bool ok = true;
+        for (int64_t b = 0; b < n && ok; ++b)
+          for (int64_t p = 0; p < hw && ok; ++p)
+            for (int64_t ch = 0; ch < c && ok; ++ch) ok = nhwc[(b * hw + p) * c + ch] == in[(b * c + ch) * hw + p];
+        EXPECT_TRUE(ok) << "NCHW -> NHWC c=" << c << " hw=" << hw << (tp ? " pool" : "");
+        TransposeNhwcToNchw(nhwc.data(), back.data(), n, c, hw, tp);
+        EXPECT_EQ(back, in) << "round trip c=" << c << " hw=" << hw << (tp ? " pool" : "");
+      }
+    }
+  }
 }
 
 TEST(Layout, SmallNetMatchesReference) {
