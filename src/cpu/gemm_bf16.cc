@@ -223,6 +223,7 @@ struct ASource {
   int64_t lda = 0;
   bool trans_a = false;
   Bf16RowsFn fill = nullptr;
+  Bf16PairRowsFn pair_fill = nullptr;  // fill and pair_fill share fill_ctx
   const void* fill_ctx = nullptr;
 };
 
@@ -234,6 +235,14 @@ void PackATiles(const ASource& src, int64_t K, int64_t m0, int64_t rows, int64_t
   const int64_t lda = src.lda;
   const int64_t tiles = (rows + kBf16MR - 1) / kBf16MR;
   const int64_t kvalid = std::min<int64_t>(K - 2 * kp0, 2 * kpc), ldp = RowPairs(kpc);
+  if (src.pair_fill) {
+    // Already bf16: written straight into the pack. Rows past `rows` are never read (the
+    // micro-kernel for a partial tile reads only its rows).
+    for (int64_t t = 0; t < tiles; ++t)
+      src.pair_fill(src.fill_ctx, m0 + t * kBf16MR, std::min<int64_t>(kBf16MR, rows - t * kBf16MR), kp0, kpc,
+                    dst + t * kBf16MR * ldp, ldp);
+    return;
+  }
   if (src.fill) {
     // One tile at a time through an fp32 scratch that stays in L1 (12 x 384 floats).
     thread_local std::vector<float> scratch;
@@ -321,7 +330,7 @@ void GemmBlockItem(int64_t M, int64_t N, int64_t K, const ASource& src, const Pa
     PackATiles(src, K, m0, rows, kp0, kpc, apack.data());
     const bool last = kp0 + kpc == b.kp;
     // trans_a packs [kpc][12] tiles; the other sources pair rows.
-    const int64_t a_rs = src.trans_a && !src.fill ? 0 : RowPairs(kpc);
+    const int64_t a_rs = src.trans_a && !src.fill && !src.pair_fill ? 0 : RowPairs(kpc);
     BlockAny(apack.data(), a_rs ? kBf16MR * a_rs : kpc * kBf16MR, a_rs, rows, b.panel(n0 / kBf16NR) + kp0 * kBf16NR,
              b.kp * kBf16NR, cols, kpc, c + m0 * ldc + n0, ldc, kp0 > 0, last ? &ep : nullptr, m0, n0);
   }
@@ -348,7 +357,7 @@ Status RunGemmBf16(const Node& node, int64_t M, const ASource& src, const Packed
   if (!Bf16GemmAvailable())
     return Unsupported(node.Describe(), ": bf16 GEMM needs a CPU with avx512_bf16 (or it was disabled)");
   if (M < 0) return InvalidArgument(node.Describe(), ": bf16 GEMM: negative M=", M);
-  if (ldc < N || (!src.fill && src.lda < (src.trans_a ? M : K)) || (ep.residual && ep.ldr < N))
+  if (ldc < N || (!src.fill && !src.pair_fill && src.lda < (src.trans_a ? M : K)) || (ep.residual && ep.ldr < N))
     return InvalidArgument(node.Describe(), ": bf16 GEMM: row strides lda=", src.lda, " ldc=", ldc, " ldr=", ep.ldr,
                            " too small for M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return Status::Ok();
@@ -400,6 +409,15 @@ Status GemmBf16Gathered(const Node& node, int64_t M, Bf16RowsFn fill, const void
   if (!fill) return InvalidArgument(node.Describe(), ": bf16 GEMM: no A source");
   ASource src;
   src.fill = fill;
+  src.fill_ctx = fill_ctx;
+  return RunGemmBf16(node, M, src, b, c, ldc, ep, pool);
+}
+
+Status GemmBf16GatheredPairs(const Node& node, int64_t M, Bf16PairRowsFn fill, const void* fill_ctx,
+                             const PackedBf16B& b, float* c, int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool) {
+  if (!fill) return InvalidArgument(node.Describe(), ": bf16 GEMM: no A source");
+  ASource src;
+  src.pair_fill = fill;
   src.fill_ctx = fill_ctx;
   return RunGemmBf16(node, M, src, b, c, ldc, ep, pool);
 }

@@ -84,6 +84,17 @@ using Bf16RowsFn = void (*)(const void* ctx, int64_t row0, int64_t rows, int64_t
 Status GemmBf16Gathered(const Node& node, int64_t M, Bf16RowsFn fill, const void* fill_ctx, const PackedBf16B& b,
                         float* c, int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool);
 
+// A source that is already bf16: writes K pairs [kp0, kp0 + kpc) of rows [row0, row0 + rows)
+// of A as bf16 pairs (element 2k in the low half), row-major with row stride ldp pairs, into
+// dst (called per 12-row tile and K chunk). Pairs past kpc need not be written.
+using Bf16PairRowsFn = void (*)(const void* ctx, int64_t row0, int64_t rows, int64_t kp0, int64_t kpc, uint32_t* dst,
+                                int64_t ldp);
+
+// GemmBf16 with A produced by `fill` as bf16 pairs (NHWC Conv: im2col rows copied from a
+// bf16 copy of X, so each input value is rounded once, not once per tap that reads it).
+Status GemmBf16GatheredPairs(const Node& node, int64_t M, Bf16PairRowsFn fill, const void* fill_ctx,
+                             const PackedBf16B& b, float* c, int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool);
+
 // MatMul/Gemm with a constant float B when bf16 fast math applies; otherwise (option off,
 // CPU without avx512_bf16, shapes it does not cover) the fp32 MakeFast* kernel.
 Result<std::unique_ptr<OpKernel>> MakeBf16MatMul(const KernelInit& init);
