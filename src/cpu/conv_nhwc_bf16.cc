@@ -131,6 +131,46 @@ void GatherPairRows(const void* ctx, int64_t row0, int64_t rows, int64_t kp0, in
   }
 }
 
+// A zero-padded bf16 copy of X: every tap of every output pixel lies inside it, so with
+// dilation 1 along W a kernel row of a receptive field is one contiguous run of KW*C values
+// and the gather is one unconditional copy per kernel row (a 7x7 RGB stem's 21 values and
+// its zero pad column: one masked load and store).
+struct PaddedBf16Image {
+  const uint16_t* xp;  // [N][hp][wp][C]
+  int64_t hp, wp, c, oh, ow, kh, kw, sh, sw, dh, seg;
+};
+
+// Writes n values at d: the first ncopy from s, the rest zeros.
+inline void CopyPadRun(uint16_t* d, const uint16_t* s, int64_t ncopy, int64_t n) {
+  for (int64_t i = 0; i < n; i += 32)
+    _mm512_mask_storeu_epi16(d + i, LaneMask32(n - i), _mm512_maskz_loadu_epi16(LaneMask32(ncopy - i), s + i));
+}
+
+// Bf16PairRowsFn over a PaddedBf16Image (same columns as GatherPairRows).
+void GatherPaddedPairRows(const void* ctx, int64_t row0, int64_t rows, int64_t kp0, int64_t kpc, uint32_t* dst,
+                          int64_t ldp) {
+  const PaddedBf16Image& g = *static_cast<const PaddedBf16Image*>(ctx);
+  const int64_t c = g.c, kwc = g.kw * c, s = g.seg, k0 = 2 * kp0, end = 2 * (kp0 + kpc), ohw = g.oh * g.ow;
+  const int64_t ky_step = g.dh * g.wp * c;
+  int64_t img = row0 / ohw, q = row0 - img * ohw, oy = q / g.ow, ox = q - oy * g.ow;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* src = g.xp + ((img * g.hp + oy * g.sh) * g.wp + ox * g.sw) * c;
+    uint16_t* row = reinterpret_cast<uint16_t*>(dst + r * ldp) - k0;  // row[k] is column k
+    for (int64_t ky = k0 / s, seg = ky * s; seg < end; ++ky, seg += s) {
+      const int64_t lo = std::max(k0, seg), hi = std::min(end, seg + s);
+      // Column k of this segment is kernel-row value k - seg (the pad column past kwc: zero).
+      CopyPadRun(row + lo, src + ky * ky_step + (lo - seg), std::max<int64_t>(0, seg + kwc - lo), hi - lo);
+    }
+    if (++ox == g.ow) {
+      ox = 0;
+      if (++oy == g.oh) {
+        oy = 0;
+        ++img;
+      }
+    }
+  }
+}
+
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
@@ -154,6 +194,29 @@ void RoundInput(const float* x, int64_t n, uint16_t* xh, ThreadPool* pool) {
     pool->Run(chunks, 1, body);
   else
     body(0, chunks);
+}
+
+// Writes X [N][H][W][C] rounded to bf16 into the zero-padded image [N][hp][wp][C] with X at
+// (pt, pl); rows of the padded image are split over the pool.
+void RoundPadded(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
+                 int64_t wp, uint16_t* xp, ThreadPool* pool) {
+  const auto rows = [=](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / hp, iy = row - b * hp - pt;
+      uint16_t* d = xp + row * wp * c;
+      if (iy < 0 || iy >= h) {
+        std::memset(d, 0, static_cast<size_t>(wp * c) * sizeof(uint16_t));
+        continue;
+      }
+      std::memset(d, 0, static_cast<size_t>(pl * c) * sizeof(uint16_t));
+      RoundToBf16(x + (b * h + iy) * w * c, w * c, d + pl * c);
+      std::memset(d + (pl + w) * c, 0, static_cast<size_t>((wp - pl - w) * c) * sizeof(uint16_t));
+    }
+  };
+  if (pool && pool->num_threads() > 1 && n * hp * wp * c >= (int64_t{1} << 16))
+    pool->Run(n * hp, 16, rows);
+  else
+    rows(0, n * hp);
 }
 
 class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public PacksConstantInputs {
@@ -195,12 +258,25 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
     // The plain-matrix path needs K == C (an odd C pads each pixel's K to whole pairs).
     if (IsPointwiseNhwc(g) && packed_.K == xin.c)
       return GemmBf16(node, rows, x->data<float>(), xin.c, false, packed_, out, m, ep, ctx.pool());
-    const int64_t xn = x->num_elements();
+    const int64_t xn = x->num_elements(), h = xin.h, w = xin.w, c = xin.c;
+    // Padded extent: every row / column any output pixel's window reaches, and X itself.
+    const int64_t hp = std::max(g.pad_begin[0] + h, (oh - 1) * g.strides[0] + (g.kernel[0] - 1) * g.dilations[0] + 1);
+    const int64_t wp = std::max(g.pad_begin[1] + w, (ow - 1) * g.strides[1] + g.kernel[1]);
+    const double padded = static_cast<double>(xin.n) * static_cast<double>(hp) * static_cast<double>(wp) * c;
+    // Padding the copy costs nothing extra (X is rounded either way) unless it is much
+    // larger than X; dilated kernel rows are not contiguous runs, so they gather per tap.
+    const bool use_padded = g.dilations[1] == 1 && padded <= 2.0 * static_cast<double>(xn) + 65536.0;
     Allocator* alloc = ctx.allocator() ? ctx.allocator() : DefaultAllocator();
-    auto buf = alloc->Allocate(static_cast<size_t>(xn) * sizeof(uint16_t));
+    auto buf = alloc->Allocate(static_cast<size_t>(use_padded ? padded : static_cast<double>(xn)) * sizeof(uint16_t));
     if (!buf.ok())
       return MakeStatus(buf.status().code(), node.Describe(), ": bf16 input copy: ", buf.status().message());
     uint16_t* xh = static_cast<uint16_t*>((*buf)->data());
+    if (use_padded) {
+      RoundPadded(x->data<float>(), xin.n, h, w, c, g.pad_begin[0], g.pad_begin[1], hp, wp, xh, ctx.pool());
+      const PaddedBf16Image pimg{
+          xh, hp, wp, c, oh, ow, g.kernel[0], g.kernel[1], g.strides[0], g.strides[1], g.dilations[0], seg_};
+      return GemmBf16GatheredPairs(node, rows, GatherPaddedPairRows, &pimg, packed_, out, m, ep, ctx.pool());
+    }
     RoundInput(x->data<float>(), xn, xh, ctx.pool());
     Bf16Window geo;
     static_cast<NhwcWindow&>(geo) = MakeNhwcWindow(x->data<float>(), xin);
