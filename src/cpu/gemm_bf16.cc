@@ -198,6 +198,21 @@ constexpr MicroFn kMicro[kBf16MR + 1] = {nullptr,         Micro<1, kRows>, Micro
                                          Micro<8, kRows>, Micro<9, kRows>, Micro<10, kRows>, Micro<11, kRows>,
                                          Micro<12, kRows>};
 
+// The row tiles of a block: ceil(rows / 12) tiles, as even as possible when balanced
+// (49 rows: 10+10+10+10+9), else 12 rows each and the rest last. A tile of few rows is
+// bound by vdpbf16ps latency, not throughput (a 1-row tile takes about half the time of a
+// 12-row one), so an even split saves up to a tile's worth per block.
+struct TileSplit {
+  TileSplit(int64_t rows, bool balanced)
+      : rows(rows),
+        tiles((rows + kBf16MR - 1) / kBf16MR),
+        base(balanced && tiles > 0 ? rows / tiles : kBf16MR),
+        extra(balanced && tiles > 0 ? rows % tiles : 0) {}
+  int64_t start(int64_t t) const { return t * base + std::min(t, extra); }
+  int64_t count(int64_t t) const { return std::min(base + (t < extra ? 1 : 0), rows - start(t)); }
+  int64_t rows, tiles, base, extra;
+};
+
 // Rows of pairs in the A pack are padded to a multiple of 16 pairs: whole-vector stores.
 inline int64_t RowPairs(int64_t kpc) { return (kpc + 15) / 16 * 16; }
 
@@ -230,17 +245,17 @@ struct ASource {
 // Packs rows [m0, m0 + rows) and K pairs [kp0, kp0 + kpc) of A: 12-row tiles of
 // [12][RowPairs(kpc)] pair rows (tiles 12 * RowPairs(kpc) apart), or for trans_a tiles of
 // [kpc][12] (kpc * 12 apart). Missing rows and the odd-K tail are zero.
-void PackATiles(const ASource& src, int64_t K, int64_t m0, int64_t rows, int64_t kp0, int64_t kpc, uint32_t* dst) {
+void PackATiles(const ASource& src, int64_t K, int64_t m0, const TileSplit& split, int64_t kp0, int64_t kpc,
+                uint32_t* dst) {
   const float* a = src.a;
   const int64_t lda = src.lda;
-  const int64_t tiles = (rows + kBf16MR - 1) / kBf16MR;
+  const int64_t tiles = split.tiles;
   const int64_t kvalid = std::min<int64_t>(K - 2 * kp0, 2 * kpc), ldp = RowPairs(kpc);
   if (src.pair_fill) {
     // Already bf16: written straight into the pack. Rows past `rows` are never read (the
     // micro-kernel for a partial tile reads only its rows).
     for (int64_t t = 0; t < tiles; ++t)
-      src.pair_fill(src.fill_ctx, m0 + t * kBf16MR, std::min<int64_t>(kBf16MR, rows - t * kBf16MR), kp0, kpc,
-                    dst + t * kBf16MR * ldp, ldp);
+      src.pair_fill(src.fill_ctx, m0 + split.start(t), split.count(t), kp0, kpc, dst + t * kBf16MR * ldp, ldp);
     return;
   }
   if (src.fill) {
@@ -248,8 +263,8 @@ void PackATiles(const ASource& src, int64_t K, int64_t m0, int64_t rows, int64_t
     thread_local std::vector<float> scratch;
     scratch.resize(static_cast<size_t>(kBf16MR * 2 * kKcPairs));
     for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t r = std::min<int64_t>(kBf16MR, rows - t * kBf16MR);
-      src.fill(src.fill_ctx, m0 + t * kBf16MR, r, 2 * kp0, kvalid, scratch.data(), 2 * kKcPairs);
+      const int64_t r = split.count(t);
+      src.fill(src.fill_ctx, m0 + split.start(t), r, 2 * kp0, kvalid, scratch.data(), 2 * kKcPairs);
       PackRows(scratch.data(), 2 * kKcPairs, r, kvalid, ldp, dst + t * kBf16MR * ldp);
     }
     return;
@@ -258,7 +273,7 @@ void PackATiles(const ASource& src, int64_t K, int64_t m0, int64_t rows, int64_t
     std::memset(dst, 0, static_cast<size_t>(tiles * kpc * kBf16MR) * sizeof(uint32_t));
     // A is [K, M]: 12 consecutive rows of one K pair are contiguous in memory.
     for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t mt = m0 + t * kBf16MR, r = std::min<int64_t>(kBf16MR, rows - t * kBf16MR);
+      const int64_t mt = m0 + split.start(t), r = split.count(t);
       const __mmask16 mask = LaneMask(r);
       uint32_t* tile = dst + t * kpc * kBf16MR;
       for (int64_t kp = 0; kp < kpc; ++kp) {
@@ -273,26 +288,25 @@ void PackATiles(const ASource& src, int64_t K, int64_t m0, int64_t rows, int64_t
   }
   // A is [M, K]: a row's consecutive floats are already (k, k+1) pairs.
   for (int64_t t = 0; t < tiles; ++t)
-    PackRows(a + (m0 + t * kBf16MR) * lda + 2 * kp0, lda, std::min<int64_t>(kBf16MR, rows - t * kBf16MR), kvalid, ldp,
-             dst + t * kBf16MR * ldp);
+    PackRows(a + (m0 + split.start(t)) * lda + 2 * kp0, lda, split.count(t), kvalid, ldp, dst + t * kBf16MR * ldp);
 }
 
 // Block with A in either layout: a_rs = 0 for [kpc][12] tiles, else the pair-row stride.
-void BlockAny(const uint32_t* a, int64_t a_stride, int64_t a_rs, int64_t m_rows, const uint32_t* b, int64_t b_stride,
-              int64_t n_cols, int64_t kpc, float* c, int64_t ldc, bool accumulate, const Bf16Epilogue* ep, int64_t m0,
-              int64_t n0) {
-  const int64_t panels = (n_cols + kBf16NR - 1) / kBf16NR, tiles = (m_rows + kBf16MR - 1) / kBf16MR;
+void BlockAny(const uint32_t* a, int64_t a_stride, int64_t a_rs, const TileSplit& split, const uint32_t* b,
+              int64_t b_stride, int64_t n_cols, int64_t kpc, float* c, int64_t ldc, bool accumulate,
+              const Bf16Epilogue* ep, int64_t m0, int64_t n0) {
+  const int64_t panels = (n_cols + kBf16NR - 1) / kBf16NR, tiles = split.tiles;
   const MicroFn* micro = a_rs ? kMicro<true> : kMicro<false>;
   // Panel-outer: one B panel chunk stays in L1 while every A tile streams past it.
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t cols = std::min<int64_t>(kBf16NR, n_cols - p * kBf16NR);
     const float* col_bias = ep && ep->bias && !ep->bias_per_row ? ep->bias + n0 + p * kBf16NR : nullptr;
     for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t rows = std::min<int64_t>(kBf16MR, m_rows - t * kBf16MR);
-      const float* row_bias = ep && ep->bias && ep->bias_per_row ? ep->bias + m0 + t * kBf16MR : nullptr;
-      const float* res = ep && ep->residual ? ep->residual + (m0 + t * kBf16MR) * ep->ldr + n0 + p * kBf16NR : nullptr;
-      micro[rows](a + t * a_stride, a_rs, b + p * b_stride, kpc, c + t * kBf16MR * ldc + p * kBf16NR, ldc, cols,
-                  accumulate, ep, row_bias, col_bias, res, ep ? ep->ldr : 0);
+      const int64_t rows = split.count(t), r0 = split.start(t);
+      const float* row_bias = ep && ep->bias && ep->bias_per_row ? ep->bias + m0 + r0 : nullptr;
+      const float* res = ep && ep->residual ? ep->residual + (m0 + r0) * ep->ldr + n0 + p * kBf16NR : nullptr;
+      micro[rows](a + t * a_stride, a_rs, b + p * b_stride, kpc, c + r0 * ldc + p * kBf16NR, ldc, cols, accumulate, ep,
+                  row_bias, col_bias, res, ep ? ep->ldr : 0);
     }
   }
 }
@@ -303,7 +317,8 @@ namespace bf16_internal {
 
 void Block(const uint32_t* a, int64_t a_stride, int64_t m_rows, const uint32_t* b, int64_t b_stride, int64_t n_cols,
            int64_t kpc, float* c, int64_t ldc, bool accumulate, const Bf16Epilogue* ep, int64_t m0, int64_t n0) {
-  BlockAny(a, a_stride, 0, m_rows, b, b_stride, n_cols, kpc, c, ldc, accumulate, ep, m0, n0);
+  BlockAny(a, a_stride, 0, TileSplit(m_rows, /*balanced=*/false), b, b_stride, n_cols, kpc, c, ldc, accumulate, ep, m0,
+           n0);
 }
 
 void PackPairs32(const float* lo, const float* hi, int n, uint32_t* dst) {
@@ -322,16 +337,17 @@ namespace {
 void GemmBlockItem(int64_t M, int64_t N, int64_t K, const ASource& src, const PackedBf16B& b, float* c, int64_t ldc,
                    const Bf16Epilogue& ep, int64_t m0, int64_t n0, int64_t nc) {
   const int64_t rows = std::min(kMc, M - m0), cols = std::min(nc, N - n0);
-  const int64_t tiles = (rows + kBf16MR - 1) / kBf16MR;
+  const TileSplit split(rows, /*balanced=*/true);
+  const int64_t tiles = split.tiles;
   thread_local std::vector<uint32_t> apack;
   apack.resize(static_cast<size_t>(tiles * RowPairs(kKcPairs) * kBf16MR));
   for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
     const int64_t kpc = std::min(kKcPairs, b.kp - kp0);
-    PackATiles(src, K, m0, rows, kp0, kpc, apack.data());
+    PackATiles(src, K, m0, split, kp0, kpc, apack.data());
     const bool last = kp0 + kpc == b.kp;
     // trans_a packs [kpc][12] tiles; the other sources pair rows.
     const int64_t a_rs = src.trans_a && !src.fill && !src.pair_fill ? 0 : RowPairs(kpc);
-    BlockAny(apack.data(), a_rs ? kBf16MR * a_rs : kpc * kBf16MR, a_rs, rows, b.panel(n0 / kBf16NR) + kp0 * kBf16NR,
+    BlockAny(apack.data(), a_rs ? kBf16MR * a_rs : kpc * kBf16MR, a_rs, split, b.panel(n0 / kBf16NR) + kp0 * kBf16NR,
              b.kp * kBf16NR, cols, kpc, c + m0 * ldc + n0, ldc, kp0 > 0, last ? &ep : nullptr, m0, n0);
   }
   // GELU while the block is still in L2.
