@@ -196,6 +196,26 @@ void RoundInput(const float* x, int64_t n, uint16_t* xh, ThreadPool* pool) {
     body(0, chunks);
 }
 
+// Bf16IndirectA rows over a PaddedBf16Image with even C (no pad column, every kernel row
+// starts on a whole pair): kernel row ky of an output pixel is read in place.
+void PaddedSegmentPointers(const void* ctx, int64_t row0, int64_t n, const uint32_t** dst) {
+  const PaddedBf16Image& g = *static_cast<const PaddedBf16Image*>(ctx);
+  const uint32_t* xp = reinterpret_cast<const uint32_t*>(g.xp);
+  const int64_t half = g.c / 2, ky_step = g.dh * g.wp * half, ohw = g.oh * g.ow;
+  int64_t img = row0 / ohw, q = row0 - img * ohw, oy = q / g.ow, ox = q - oy * g.ow;
+  for (int64_t r = 0; r < n; ++r) {
+    const uint32_t* src = xp + ((img * g.hp + oy * g.sh) * g.wp + ox * g.sw) * half;
+    for (int64_t ky = 0; ky < g.kh; ++ky) dst[ky * kBf16MR + r] = src + ky * ky_step;
+    if (++ox == g.ow) {
+      ox = 0;
+      if (++oy == g.oh) {
+        oy = 0;
+        ++img;
+      }
+    }
+  }
+}
+
 // Writes X [N][H][W][C] rounded to bf16 into the zero-padded image [N][hp][wp][C] with X at
 // (pt, pl); rows of the padded image are split over the pool.
 void RoundPadded(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
@@ -275,6 +295,12 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
       RoundPadded(x->data<float>(), xin.n, h, w, c, g.pad_begin[0], g.pad_begin[1], hp, wp, xh, ctx.pool());
       const PaddedBf16Image pimg{
           xh, hp, wp, c, oh, ow, g.kernel[0], g.kernel[1], g.strides[0], g.strides[1], g.dilations[0], seg_};
+      // Even C: the GEMM reads A's kernel rows in place. Odd C (RGB stems): the pad column
+      // is not in the image, so tiles are copied out.
+      if (c % 2 == 0) {
+        const Bf16IndirectA ia{PaddedSegmentPointers, &pimg, g.kernel[0], g.kernel[1] * c / 2};
+        return GemmBf16Indirect(node, rows, ia, packed_, out, m, ep, ctx.pool());
+      }
       return GemmBf16GatheredPairs(node, rows, GatherPaddedPairRows, &pimg, packed_, out, m, ep, ctx.pool());
     }
     RoundInput(x->data<float>(), xn, xh, ctx.pool());

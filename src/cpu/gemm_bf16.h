@@ -95,6 +95,20 @@ using Bf16PairRowsFn = void (*)(const void* ctx, int64_t row0, int64_t rows, int
 Status GemmBf16GatheredPairs(const Node& node, int64_t M, Bf16PairRowsFn fill, const void* fill_ctx,
                              const PackedBf16B& b, float* c, int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool);
 
+// A read in place as bf16 pairs (NHWC Conv over a zero-padded bf16 copy of X: no gather, no
+// packing). Each row's K is `segs` segments of seg_pairs consecutive pairs (one kernel row
+// of a receptive field); `rows` writes, for rows [row0, row0 + n) (n <= 12), the address of
+// row r's segment s to dst[s * 12 + r].
+struct Bf16IndirectA {
+  void (*rows)(const void* ctx, int64_t row0, int64_t n, const uint32_t** dst) = nullptr;
+  const void* ctx = nullptr;
+  int64_t segs = 0, seg_pairs = 0;
+};
+
+// GemmBf16 with A read through `a` (b.K must be 2 * a.segs * a.seg_pairs).
+Status GemmBf16Indirect(const Node& node, int64_t M, const Bf16IndirectA& a, const PackedBf16B& b, float* c,
+                        int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool);
+
 // MatMul/Gemm with a constant float B when bf16 fast math applies; otherwise (option off,
 // CPU without avx512_bf16, shapes it does not cover) the fp32 MakeFast* kernel.
 Result<std::unique_ptr<OpKernel>> MakeBf16MatMul(const KernelInit& init);
