@@ -3,11 +3,12 @@
 // W' ([M][KH][S], S = KW*C rounded up to even, K = KH*S: an NHWC pixel's receptive field in
 // storage order, each kernel row padded to whole bf16 pairs) is packed to bf16 32-column
 // panels once here and the fp32 weight is released. A 1x1 stride-1 unpadded conv with even
-// C reads X as a plain [N*H*W, C] matrix; other shapes round X to a bf16 NHWC copy once per
-// run and copy each 12-pixel tile's im2col rows from it as bf16 pairs (half the bytes of an
-// fp32 gather, and each input rounded once instead of once per tap). Bias, the fused
-// Relu/Clip and the residual input (input 3) are applied in the GEMM's store, as in the fp32
-// NhwcConv (conv_nhwc_gemm.cc).
+// C reads X as a plain [N*H*W, C] matrix. Other shapes round X once per run into a
+// zero-padded bf16 NHWC copy (each input rounded once, not once per tap that reads it):
+// with even C the GEMM reads each kernel row of a receptive field in place through row
+// pointers (no im2col copy); with odd C each 12-pixel tile's rows are copied out as bf16
+// pairs. Bias, the fused Relu/Clip and the residual input (input 3) are applied in the
+// GEMM's store, as in the fp32 NhwcConv (conv_nhwc_gemm.cc).
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own _mm512_undefined_* temporaries.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 

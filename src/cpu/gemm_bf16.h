@@ -7,6 +7,7 @@
 //   B panels: [panel of 32 columns][K pair][32 columns]   (what vdpbf16ps multiplies)
 //   A tiles:  [tile of 12 rows][K pair][12 rows]          (PackBf16A: NCHW Conv weights)
 //   run-time A (GemmBf16*, per K chunk): [tile][12 rows][K pairs, padded to 16]
+//   indirect A (GemmBf16Indirect): read in place, one pointer per row and K segment
 //   The micro-kernel broadcasts one pair per row and multiplies it with a B panel row.
 // An odd K is padded with a zero element, a partial panel/tile with zero columns/rows.
 #pragma once
