@@ -441,10 +441,13 @@ Status RunGemmBf16(const Node& node, int64_t M, const ASource& src, const Packed
   }
   const int64_t threads = pool ? pool->num_threads() : 1;
   const int64_t mb = (M + kMc - 1) / kMc;
-  // Tall products (conv pixels) give every thread several row blocks: then one item spans
-  // all columns (up to 512), so each A block is gathered and rounded once, not once per
-  // 128 columns; B's K chunk for 512 columns (384 KiB) still fits in L2.
-  const int64_t nc = mb >= 4 * threads ? std::min<int64_t>((N + kBf16NR - 1) / kBf16NR * kBf16NR, 512) : kNc;
+  // An item spans as many columns as it can (up to 512: B's K chunk for them, 384 KiB,
+  // still fits in L2), so each A block is gathered and rounded once per 512 columns, not
+  // once per 128; columns are split finer only to give every thread about 4 items (1x1
+  // 14x14 256->1024 at 1 thread used to round its A 8 times).
+  int64_t nc = std::min<int64_t>((N + kBf16NR - 1) / kBf16NR * kBf16NR, 512);
+  while (threads > 1 && nc > kNc && mb * ((N + nc - 1) / nc) < 4 * threads)
+    nc = std::max<int64_t>(kNc, nc / 2 / kBf16NR * kBf16NR);
   const int64_t nb = (N + nc - 1) / nc;
   auto body = [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item)
