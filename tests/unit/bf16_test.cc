@@ -159,6 +159,47 @@ TEST_F(Bf16Test, GemmEmptyAndBadStrides) {
   EXPECT_EQ(c, (std::vector<float>{0.0f, 4.0f, 0.0f, 4.0f}));
 }
 
+// GemmBf16Gathered (fp32 rows from a callback) and GemmBf16GatheredPairs (bf16 pairs): the
+// callbacks copy from a row-major A; K spans two chunks, rows two blocks with a short tile.
+struct RowMajor {
+  const float* a;
+  int64_t K;
+};
+void CopyFloatRows(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld) {
+  const auto& g = *static_cast<const RowMajor*>(ctx);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < kc; ++k) dst[r * ld + k] = g.a[(row0 + r) * g.K + k0 + k];
+}
+void CopyPairRows(const void* ctx, int64_t row0, int64_t rows, int64_t kp0, int64_t kpc, uint32_t* dst, int64_t ldp) {
+  const auto& g = *static_cast<const RowMajor*>(ctx);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t q = 0; q < kpc; ++q) {
+      const int64_t k = 2 * (kp0 + q);
+      const float lo = g.a[(row0 + r) * g.K + k], hi = k + 1 < g.K ? g.a[(row0 + r) * g.K + k + 1] : 0.0f;
+      dst[r * ldp + q] = FloatToBf16(lo) | (static_cast<uint32_t>(FloatToBf16(hi)) << 16);
+    }
+}
+
+TEST_F(Bf16Test, GatheredGemmsMatchReference) {
+  ThreadPool pool(2);
+  const Node node = DummyNode();
+  const int64_t M = 101, N = 45, K = 401;
+  auto a = Random(M * K, 71), b = Random(K * N, 72), bias = Random(N, 73);
+  auto packed = PackBf16(b.data(), K, N, false);
+  ASSERT_TRUE(packed.ok());
+  const RowMajor rm{a.data(), K};
+  Bf16Epilogue ep;
+  ep.bias = bias.data();
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    std::vector<float> c(static_cast<size_t>(M * N), -7.0f);
+    ASSERT_TRUE(GemmBf16Gathered(node, M, CopyFloatRows, &rm, *packed, c.data(), N, ep, p).ok());
+    CheckGemm(M, N, K, a, false, b, false, 1.0f, ep, c);
+    std::vector<float> c2(static_cast<size_t>(M * N), -7.0f);
+    ASSERT_TRUE(GemmBf16GatheredPairs(node, M, CopyPairRows, &rm, *packed, c2.data(), N, ep, p).ok());
+    CheckGemm(M, N, K, a, false, b, false, 1.0f, ep, c2);
+  }
+}
+
 // The indirect A (GemmBf16Indirect): rows store their segments in reverse order, so a
 // segment read from the wrong pointer shows; segments longer than one K chunk (192 pairs),
 // uneven row tiles, one and two threads.
