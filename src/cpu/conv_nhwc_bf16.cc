@@ -1,11 +1,14 @@
 // bf16 fast-math NhwcConv (session option precision=bf16): the ungrouped NHWC conv as
-// Y[N*OH*OW, M] = im2col(X)[N*OH*OW, KH*KW*C] x W' on the bf16 GEMM (gemm_bf16.cc).
-// W' ([M][KH][KW][C], K in the order an NHWC pixel's receptive field is stored) is packed
-// to bf16 32-column panels once here and the fp32 weight is released. A 1x1 stride-1
-// unpadded conv reads X as a plain [N*H*W, C] matrix; other shapes gather each 12-pixel
-// tile's im2col rows into an L1 scratch, rounded to bf16 pairs right away. Bias, the fused
-// Relu/Clip and the residual input (input 3) are applied in the GEMM's store, as in the
-// fp32 NhwcConv (conv_nhwc_gemm.cc).
+// Y[N*OH*OW, M] = im2col(X)[N*OH*OW, K] x W' on the bf16 GEMM (gemm_bf16.cc).
+// W' ([M][KH][S], S = KW*C rounded up to even, K = KH*S: an NHWC pixel's receptive field in
+// storage order, each kernel row padded to whole bf16 pairs) is packed to bf16 32-column
+// panels once here and the fp32 weight is released. A 1x1 stride-1 unpadded conv with even
+// C reads X as a plain [N*H*W, C] matrix. Other shapes round X once per run into a
+// zero-padded bf16 NHWC copy (each input rounded once, not once per tap that reads it):
+// with even C the GEMM reads each kernel row of a receptive field in place through row
+// pointers (no im2col copy); with odd C each 12-pixel tile's rows are copied out as bf16
+// pairs. Bias, the fused Relu/Clip and the residual input (input 3) are applied in the
+// GEMM's store, as in the fp32 NhwcConv (conv_nhwc_gemm.cc).
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own _mm512_undefined_* temporaries.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -25,10 +28,14 @@
 namespace strata {
 namespace {
 
-// One Compute's gather geometry (lives on Compute's stack).
+// One Compute's gather geometry over the bf16 copy of X (lives on Compute's stack).
+struct Bf16Window : NhwcWindow {
+  const uint16_t* xh;  // X rounded to bf16, [N][H][W][C]
+  int64_t seg;         // elements per kernel row of the packed K: KW*C rounded up to even
+};
 
 // GCC takes a target pragma; clang (the fuzz and sanitizer builds) an attribute push. The
-// gather is reached only through GemmBf16Gathered, after Bf16GemmAvailable().
+// gather is reached only through GemmBf16GatheredPairs, after Bf16GemmAvailable().
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))), \
                              apply_to = function)
@@ -39,21 +46,26 @@ namespace {
 
 using bf16_internal::LaneMask;
 
-// Runs are often short (a 3-channel stem: 3 to 21 floats), where library memcpy/memset
-// calls cost more than the copy: masked 16-float moves instead.
-inline void CopyRun(float* d, const float* s, int64_t n) {
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = LaneMask(n - i);
-    _mm512_mask_storeu_ps(d + i, m, _mm512_maskz_loadu_ps(m, s + i));
-  }
-}
-inline void ZeroRun(float* d, int64_t n) {
-  for (int64_t i = 0; i < n; i += 16) _mm512_mask_storeu_ps(d + i, LaneMask(n - i), _mm512_setzero_ps());
+// The first n of 32 lanes (n clamped to [0, 32]).
+inline __mmask32 LaneMask32(int64_t n) {
+  return n >= 32 ? static_cast<__mmask32>(0xFFFFFFFFu) : n <= 0 ? 0 : static_cast<__mmask32>((1u << n) - 1);
 }
 
-// Columns [lo, hi) of `row` (indexed by im2col column) from the segment [seg, seg_end) whose
-// in-image part [a, b) starts at input address `src` (column a); the rest is padding.
-inline void FillSegment(float* row, int64_t lo, int64_t hi, int64_t a, int64_t b, const float* src) {
+// Runs are often short (a 3-channel stem: 21 values), where library memcpy/memset calls
+// cost more than the copy: masked 32-value moves instead.
+inline void CopyRun(uint16_t* d, const uint16_t* s, int64_t n) {
+  for (int64_t i = 0; i < n; i += 32) {
+    const __mmask32 m = LaneMask32(n - i);
+    _mm512_mask_storeu_epi16(d + i, m, _mm512_maskz_loadu_epi16(m, s + i));
+  }
+}
+inline void ZeroRun(uint16_t* d, int64_t n) {
+  for (int64_t i = 0; i < n; i += 32) _mm512_mask_storeu_epi16(d + i, LaneMask32(n - i), _mm512_setzero_si512());
+}
+
+// Columns [lo, hi) of `row` (indexed by im2col column) from the segment whose in-image part
+// [a, b) starts at input address `src` (column a); the rest is padding.
+inline void FillSegment(uint16_t* row, int64_t lo, int64_t hi, int64_t a, int64_t b, const uint16_t* src) {
   const int64_t z0 = std::min(hi, a);
   if (lo < z0) ZeroRun(row + lo, z0 - lo);
   const int64_t c0 = std::max(lo, a), c1 = std::min(hi, b);
@@ -62,24 +74,34 @@ inline void FillSegment(float* row, int64_t lo, int64_t hi, int64_t a, int64_t b
   if (z1 < hi) ZeroRun(row + z1, hi - z1);
 }
 
-// Bf16RowsFn: im2col rows [row0, row0 + rows), columns [k0, k0 + kc), column k being
-// channel k % C of tap k / C. Walks one kernel row (KW*C columns) at a time: with dilation
-// 1 its in-image taps are one contiguous run of input pixels, the rest padding zeros.
-void GatherIm2colRows(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld) {
-  const NhwcWindow& g = *static_cast<const NhwcWindow*>(ctx);
-  const int64_t c = g.c, kwc = g.kw * c, end = k0 + kc, ohw = g.oh * g.ow;
+// Rounds n floats to bf16 (round to nearest even, as the GEMM's own packing does).
+void RoundToBf16(const float* x, int64_t n, uint16_t* d) {
+  for (int64_t i = 0; i < n; i += 32) {
+    const __m512 lo = _mm512_maskz_loadu_ps(LaneMask(n - i), x + i);
+    const __m512 hi = _mm512_maskz_loadu_ps(LaneMask(n - i - 16), x + i + 16);
+    _mm512_mask_storeu_epi16(d + i, LaneMask32(n - i), reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+  }
+}
+
+// Bf16PairRowsFn: im2col rows [row0, row0 + rows), K pairs [kp0, kp0 + kpc); column k is
+// channel (k % S) % C of tap (k / S, (k % S) / C), and column S-1 of a kernel row with odd
+// KW*C is a zero pad. Walks one kernel row at a time: with dilation 1 its in-image taps are
+// one contiguous run of input pixels, the rest padding zeros.
+void GatherPairRows(const void* ctx, int64_t row0, int64_t rows, int64_t kp0, int64_t kpc, uint32_t* dst, int64_t ldp) {
+  const Bf16Window& g = *static_cast<const Bf16Window*>(ctx);
+  const int64_t c = g.c, kwc = g.kw * c, s = g.seg, k0 = 2 * kp0, end = 2 * (kp0 + kpc), ohw = g.oh * g.ow;
   int64_t img = row0 / ohw, q = row0 - img * ohw, oy = q / g.ow, ox = q - oy * g.ow;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
-    const float* ximg = g.x + img * g.h * g.w * c;
-    float* row = dst + r * ld - k0;  // row[k] is column k
-    for (int64_t ky = k0 / kwc, seg = ky * kwc; seg < end; ++ky, seg += kwc) {
-      const int64_t lo = std::max(k0, seg), hi = std::min(end, seg + kwc), iy = iy0 + ky * g.dh;
+    const uint16_t* ximg = g.xh + img * g.h * g.w * c;
+    uint16_t* row = reinterpret_cast<uint16_t*>(dst + r * ldp) - k0;  // row[k] is column k
+    for (int64_t ky = k0 / s, seg = ky * s; seg < end; ++ky, seg += s) {
+      const int64_t lo = std::max(k0, seg), hi = std::min(end, seg + s), iy = iy0 + ky * g.dh;
       if (iy < 0 || iy >= g.h) {
         ZeroRun(row + lo, hi - lo);
         continue;
       }
-      const float* xrow = ximg + iy * g.w * c;
+      const uint16_t* xrow = ximg + iy * g.w * c;
       if (g.dw == 1) {
         // Taps kx in [kx_a, kx_b) fall inside the image: columns [a, b) of this segment.
         const int64_t kx_a = std::clamp<int64_t>(-ix0, 0, g.kw), kx_b = std::clamp<int64_t>(g.w - ix0, 0, g.kw);
@@ -97,6 +119,48 @@ void GatherIm2colRows(const void* ctx, int64_t row0, int64_t rows, int64_t k0, i
           CopyRun(row + tlo, xrow + ix * c + (tlo - tap), thi - tlo);
         }
       }
+      const int64_t pad = std::max(lo, seg + kwc);  // the odd-KW*C pad column
+      if (pad < hi) ZeroRun(row + pad, hi - pad);
+    }
+    if (++ox == g.ow) {
+      ox = 0;
+      if (++oy == g.oh) {
+        oy = 0;
+        ++img;
+      }
+    }
+  }
+}
+
+// A zero-padded bf16 copy of X: every tap of every output pixel lies inside it, so with
+// dilation 1 along W a kernel row of a receptive field is one contiguous run of KW*C values
+// and the gather is one unconditional copy per kernel row (a 7x7 RGB stem's 21 values and
+// its zero pad column: one masked load and store).
+struct PaddedBf16Image {
+  const uint16_t* xp;  // [N][hp][wp][C]
+  int64_t hp, wp, c, oh, ow, kh, kw, sh, sw, dh, seg;
+};
+
+// Writes n values at d: the first ncopy from s, the rest zeros.
+inline void CopyPadRun(uint16_t* d, const uint16_t* s, int64_t ncopy, int64_t n) {
+  for (int64_t i = 0; i < n; i += 32)
+    _mm512_mask_storeu_epi16(d + i, LaneMask32(n - i), _mm512_maskz_loadu_epi16(LaneMask32(ncopy - i), s + i));
+}
+
+// Bf16PairRowsFn over a PaddedBf16Image (same columns as GatherPairRows).
+void GatherPaddedPairRows(const void* ctx, int64_t row0, int64_t rows, int64_t kp0, int64_t kpc, uint32_t* dst,
+                          int64_t ldp) {
+  const PaddedBf16Image& g = *static_cast<const PaddedBf16Image*>(ctx);
+  const int64_t c = g.c, kwc = g.kw * c, s = g.seg, k0 = 2 * kp0, end = 2 * (kp0 + kpc), ohw = g.oh * g.ow;
+  const int64_t ky_step = g.dh * g.wp * c;
+  int64_t img = row0 / ohw, q = row0 - img * ohw, oy = q / g.ow, ox = q - oy * g.ow;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* src = g.xp + ((img * g.hp + oy * g.sh) * g.wp + ox * g.sw) * c;
+    uint16_t* row = reinterpret_cast<uint16_t*>(dst + r * ldp) - k0;  // row[k] is column k
+    for (int64_t ky = k0 / s, seg = ky * s; seg < end; ++ky, seg += s) {
+      const int64_t lo = std::max(k0, seg), hi = std::min(end, seg + s);
+      // Column k of this segment is kernel-row value k - seg (the pad column past kwc: zero).
+      CopyPadRun(row + lo, src + ky * ky_step + (lo - seg), std::max<int64_t>(0, seg + kwc - lo), hi - lo);
     }
     if (++ox == g.ow) {
       ox = 0;
@@ -114,6 +178,68 @@ void GatherIm2colRows(const void* ctx, int64_t row0, int64_t rows, int64_t k0, i
 #pragma GCC pop_options
 #endif
 
+// Kernel rows of the packed K are padded to whole bf16 pairs: then no pair straddles two
+// kernel rows, and each row's in-image run is one copy from the bf16 image (a 7x7 RGB stem
+// pads 21 values to 22).
+int64_t SegmentLength(const Tensor& w) { return (w.dim(3) * w.dim(1) + 1) / 2 * 2; }
+
+// X rounded to bf16 once per run (split over the pool when large).
+void RoundInput(const float* x, int64_t n, uint16_t* xh, ThreadPool* pool) {
+  constexpr int64_t kChunk = int64_t{1} << 14;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const auto body = [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      RoundToBf16(x + i * kChunk, std::min(kChunk, n - i * kChunk), xh + i * kChunk);
+  };
+  if (pool && pool->num_threads() > 1 && chunks > 1)
+    pool->Run(chunks, 1, body);
+  else
+    body(0, chunks);
+}
+
+// Bf16IndirectA rows over a PaddedBf16Image with even C (no pad column, every kernel row
+// starts on a whole pair): kernel row ky of an output pixel is read in place.
+void PaddedSegmentPointers(const void* ctx, int64_t row0, int64_t n, const uint32_t** dst) {
+  const PaddedBf16Image& g = *static_cast<const PaddedBf16Image*>(ctx);
+  const uint32_t* xp = reinterpret_cast<const uint32_t*>(g.xp);
+  const int64_t half = g.c / 2, ky_step = g.dh * g.wp * half, ohw = g.oh * g.ow;
+  int64_t img = row0 / ohw, q = row0 - img * ohw, oy = q / g.ow, ox = q - oy * g.ow;
+  for (int64_t r = 0; r < n; ++r) {
+    const uint32_t* src = xp + ((img * g.hp + oy * g.sh) * g.wp + ox * g.sw) * half;
+    for (int64_t ky = 0; ky < g.kh; ++ky) dst[ky * kBf16MR + r] = src + ky * ky_step;
+    if (++ox == g.ow) {
+      ox = 0;
+      if (++oy == g.oh) {
+        oy = 0;
+        ++img;
+      }
+    }
+  }
+}
+
+// Writes X [N][H][W][C] rounded to bf16 into the zero-padded image [N][hp][wp][C] with X at
+// (pt, pl); rows of the padded image are split over the pool.
+void RoundPadded(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
+                 int64_t wp, uint16_t* xp, ThreadPool* pool) {
+  const auto rows = [=](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / hp, iy = row - b * hp - pt;
+      uint16_t* d = xp + row * wp * c;
+      if (iy < 0 || iy >= h) {
+        std::memset(d, 0, static_cast<size_t>(wp * c) * sizeof(uint16_t));
+        continue;
+      }
+      std::memset(d, 0, static_cast<size_t>(pl * c) * sizeof(uint16_t));
+      RoundToBf16(x + (b * h + iy) * w * c, w * c, d + pl * c);
+      std::memset(d + (pl + w) * c, 0, static_cast<size_t>((wp - pl - w) * c) * sizeof(uint16_t));
+    }
+  };
+  if (pool && pool->num_threads() > 1 && n * hp * wp * c >= (int64_t{1} << 16))
+    pool->Run(n * hp, 16, rows);
+  else
+    rows(0, n * hp);
+}
+
 class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public PacksConstantInputs {
  public:
   // W is packed and B copied at creation: neither constant is read afterwards.
@@ -124,6 +250,7 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
         w_shape_(w.shape()),
         act_(act),
         packed_(std::move(packed)),
+        seg_(SegmentLength(w)),
         has_residual_(node.inputs.size() > 3 && node.inputs[3] >= 0) {
     if (b) bias_.assign(b->data<float>(), b->data<float>() + w.dim(0));
   }
@@ -149,10 +276,40 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
     }
     const int64_t rows = xin.n * oh * ow;
     float* out = y->mutable_data<float>();
-    if (IsPointwiseNhwc(g))
+    // The plain-matrix path needs K == C (an odd C pads each pixel's K to whole pairs).
+    if (IsPointwiseNhwc(g) && packed_.K == xin.c)
       return GemmBf16(node, rows, x->data<float>(), xin.c, false, packed_, out, m, ep, ctx.pool());
-    const NhwcWindow geo = MakeNhwcWindow(x->data<float>(), xin);
-    return GemmBf16Gathered(node, rows, GatherIm2colRows, &geo, packed_, out, m, ep, ctx.pool());
+    const int64_t xn = x->num_elements(), h = xin.h, w = xin.w, c = xin.c;
+    // Padded extent: every row / column any output pixel's window reaches, and X itself.
+    const int64_t hp = std::max(g.pad_begin[0] + h, (oh - 1) * g.strides[0] + (g.kernel[0] - 1) * g.dilations[0] + 1);
+    const int64_t wp = std::max(g.pad_begin[1] + w, (ow - 1) * g.strides[1] + g.kernel[1]);
+    const double padded = static_cast<double>(xin.n) * static_cast<double>(hp) * static_cast<double>(wp) * c;
+    // Padding the copy costs nothing extra (X is rounded either way) unless it is much
+    // larger than X; dilated kernel rows are not contiguous runs, so they gather per tap.
+    const bool use_padded = g.dilations[1] == 1 && padded <= 2.0 * static_cast<double>(xn) + 65536.0;
+    Allocator* alloc = ctx.allocator() ? ctx.allocator() : DefaultAllocator();
+    auto buf = alloc->Allocate(static_cast<size_t>(use_padded ? padded : static_cast<double>(xn)) * sizeof(uint16_t));
+    if (!buf.ok())
+      return MakeStatus(buf.status().code(), node.Describe(), ": bf16 input copy: ", buf.status().message());
+    uint16_t* xh = static_cast<uint16_t*>((*buf)->data());
+    if (use_padded) {
+      RoundPadded(x->data<float>(), xin.n, h, w, c, g.pad_begin[0], g.pad_begin[1], hp, wp, xh, ctx.pool());
+      const PaddedBf16Image pimg{
+          xh, hp, wp, c, oh, ow, g.kernel[0], g.kernel[1], g.strides[0], g.strides[1], g.dilations[0], seg_};
+      // Even C: the GEMM reads A's kernel rows in place. Odd C (RGB stems): the pad column
+      // is not in the image, so tiles are copied out.
+      if (c % 2 == 0) {
+        const Bf16IndirectA ia{PaddedSegmentPointers, &pimg, g.kernel[0], g.kernel[1] * c / 2};
+        return GemmBf16Indirect(node, rows, ia, packed_, out, m, ep, ctx.pool());
+      }
+      return GemmBf16GatheredPairs(node, rows, GatherPaddedPairRows, &pimg, packed_, out, m, ep, ctx.pool());
+    }
+    RoundInput(x->data<float>(), xn, xh, ctx.pool());
+    Bf16Window geo;
+    static_cast<NhwcWindow&>(geo) = MakeNhwcWindow(x->data<float>(), xin);
+    geo.xh = xh;
+    geo.seg = seg_;
+    return GemmBf16GatheredPairs(node, rows, GatherPairRows, &geo, packed_, out, m, ep, ctx.pool());
   }
 
  private:
@@ -160,6 +317,7 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
   Shape w_shape_;
   FusedActivation act_;
   PackedBf16B packed_;
+  int64_t seg_;  // packed K elements per kernel row (KW*C rounded up to even)
   std::vector<float> bias_;
   bool has_residual_ = false;
 };
@@ -174,14 +332,17 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const
   // Grouped (depthwise) convs stay fp32: they are memory-bound, bf16 saves no FLOPs there.
   if (node.GetInt("group", 1) != 1 || w.dtype() != DataType::kFloat || w.rank() != 4 || w.num_elements() == 0)
     return Unsupported(node.Describe(), ": the bf16 NHWC conv needs group 1 and a float32 OIHW weight");
-  // OIHW -> [M][KH*KW][C] (B^T with K in im2col order); the fp32 copy lives only until packed.
-  const int64_t m = w.dim(0), c = w.dim(1), taps = w.dim(2) * w.dim(3);
-  std::vector<float> ohwi(static_cast<size_t>(m * taps * c));
+  // OIHW -> [M][KH][S] (B^T with K in im2col order, kernel rows padded to S with zeros);
+  // the fp32 copy lives only until packed.
+  const int64_t m = w.dim(0), c = w.dim(1), kh = w.dim(2), kw = w.dim(3), seg = SegmentLength(w);
+  std::vector<float> wk(static_cast<size_t>(m * kh * seg), 0.0f);
   const float* src = w.data<float>();
   for (int64_t o = 0; o < m; ++o)
     for (int64_t i = 0; i < c; ++i)
-      for (int64_t t = 0; t < taps; ++t) ohwi[(o * taps + t) * c + i] = src[(o * c + i) * taps + t];
-  auto packed = PackBf16(ohwi.data(), taps * c, m, /*trans=*/true);
+      for (int64_t ky = 0; ky < kh; ++ky)
+        for (int64_t kx = 0; kx < kw; ++kx)
+          wk[(o * kh + ky) * seg + kx * c + i] = src[((o * c + i) * kh + ky) * kw + kx];
+  auto packed = PackBf16(wk.data(), kh * seg, m, /*trans=*/true);
   if (!packed.ok()) return MakeStatus(packed.status().code(), node.Describe(), ": ", packed.status().message());
   return std::unique_ptr<OpKernel>(std::make_unique<NhwcBf16ConvKernel>(node, w, b, act, std::move(packed).value()));
 }

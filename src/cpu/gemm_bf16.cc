@@ -136,14 +136,23 @@ namespace {
 using bf16_internal::LaneMask;
 using bf16_internal::PairsFrom;
 
+// How the micro-kernel finds A's pairs: a 12-row tile ([kpc][12]), R rows of pairs a_rs
+// apart (what the GEMM drivers pack, with no transposing scatter; the pair broadcasts then
+// address the rows from a few base registers), or R row pointers (indirect A, read in
+// place; a_rs is the pair offset into each row).
+enum class ALayout { kTile, kRows, kPointers };
+
 // C tile of R rows x up to 32 columns: the K loop keeps 2R zmm accumulators in registers.
-// A is a 12-row tile ([kpc][12], kRows false) or R rows of pairs a_rs apart (kRows: what
-// the GEMM drivers pack, with no transposing scatter; the pair broadcasts then address
-// the rows from a few base registers).
-template <int R, bool kRows>
-void Micro(const uint32_t* a, int64_t a_rs, const uint32_t* b, int64_t kpc, float* c, int64_t ldc, int64_t ncols,
+template <int R, ALayout kLayout>
+void Micro(const void* a_src, int64_t a_rs, const uint32_t* b, int64_t kpc, float* c, int64_t ldc, int64_t ncols,
            bool accumulate, const Bf16Epilogue* ep, const float* row_bias, const float* col_bias, const float* res,
            int64_t ldr) {
+  const uint32_t* a = static_cast<const uint32_t*>(a_src);
+  const uint32_t* rp[R];
+  if constexpr (kLayout == ALayout::kPointers) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) rp[r] = static_cast<const uint32_t* const*>(a_src)[r] + a_rs;
+  }
   __m512 acc0[R], acc1[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
@@ -152,7 +161,9 @@ void Micro(const uint32_t* a, int64_t a_rs, const uint32_t* b, int64_t kpc, floa
     const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + k * kBf16NR + 16));
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const uint32_t pair = kRows ? a[r * a_rs + k] : a[k * kBf16MR + r];
+      const uint32_t pair = kLayout == ALayout::kPointers ? rp[r][k]
+                            : kLayout == ALayout::kRows   ? a[r * a_rs + k]
+                                                          : a[k * kBf16MR + r];
       const __m512bh av = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair)));
       acc0[r] = _mm512_dpbf16_ps(acc0[r], av, b0);
       acc1[r] = _mm512_dpbf16_ps(acc1[r], av, b1);
@@ -190,13 +201,27 @@ void Micro(const uint32_t* a, int64_t a_rs, const uint32_t* b, int64_t kpc, floa
   }
 }
 
-using MicroFn = void (*)(const uint32_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, int64_t, bool,
+using MicroFn = void (*)(const void*, int64_t, const uint32_t*, int64_t, float*, int64_t, int64_t, bool,
                          const Bf16Epilogue*, const float*, const float*, const float*, int64_t);
-template <bool kRows>
-constexpr MicroFn kMicro[kBf16MR + 1] = {nullptr,         Micro<1, kRows>, Micro<2, kRows>,  Micro<3, kRows>,
-                                         Micro<4, kRows>, Micro<5, kRows>, Micro<6, kRows>,  Micro<7, kRows>,
-                                         Micro<8, kRows>, Micro<9, kRows>, Micro<10, kRows>, Micro<11, kRows>,
-                                         Micro<12, kRows>};
+template <ALayout L>
+constexpr MicroFn kMicro[kBf16MR + 1] = {nullptr,      Micro<1, L>,  Micro<2, L>, Micro<3, L>, Micro<4, L>,
+                                         Micro<5, L>,  Micro<6, L>,  Micro<7, L>, Micro<8, L>, Micro<9, L>,
+                                         Micro<10, L>, Micro<11, L>, Micro<12, L>};
+
+// The row tiles of a block: ceil(rows / 12) tiles, as even as possible when balanced
+// (49 rows: 10+10+10+10+9), else 12 rows each and the rest last. A tile of few rows is
+// bound by vdpbf16ps latency, not throughput (a 1-row tile takes about half the time of a
+// 12-row one), so an even split saves up to a tile's worth per block.
+struct TileSplit {
+  TileSplit(int64_t rows, bool balanced)
+      : rows(rows),
+        tiles((rows + kBf16MR - 1) / kBf16MR),
+        base(balanced && tiles > 0 ? rows / tiles : kBf16MR),
+        extra(balanced && tiles > 0 ? rows % tiles : 0) {}
+  int64_t start(int64_t t) const { return t * base + std::min(t, extra); }
+  int64_t count(int64_t t) const { return std::min(base + (t < extra ? 1 : 0), rows - start(t)); }
+  int64_t rows, tiles, base, extra;
+};
 
 // Rows of pairs in the A pack are padded to a multiple of 16 pairs: whole-vector stores.
 inline int64_t RowPairs(int64_t kpc) { return (kpc + 15) / 16 * 16; }
@@ -223,24 +248,34 @@ struct ASource {
   int64_t lda = 0;
   bool trans_a = false;
   Bf16RowsFn fill = nullptr;
+  Bf16PairRowsFn pair_fill = nullptr;  // fill and pair_fill share fill_ctx
   const void* fill_ctx = nullptr;
+  const Bf16IndirectA* indirect = nullptr;
 };
 
 // Packs rows [m0, m0 + rows) and K pairs [kp0, kp0 + kpc) of A: 12-row tiles of
 // [12][RowPairs(kpc)] pair rows (tiles 12 * RowPairs(kpc) apart), or for trans_a tiles of
 // [kpc][12] (kpc * 12 apart). Missing rows and the odd-K tail are zero.
-void PackATiles(const ASource& src, int64_t K, int64_t m0, int64_t rows, int64_t kp0, int64_t kpc, uint32_t* dst) {
+void PackATiles(const ASource& src, int64_t K, int64_t m0, const TileSplit& split, int64_t kp0, int64_t kpc,
+                uint32_t* dst) {
   const float* a = src.a;
   const int64_t lda = src.lda;
-  const int64_t tiles = (rows + kBf16MR - 1) / kBf16MR;
+  const int64_t tiles = split.tiles;
   const int64_t kvalid = std::min<int64_t>(K - 2 * kp0, 2 * kpc), ldp = RowPairs(kpc);
+  if (src.pair_fill) {
+    // Already bf16: written straight into the pack. Rows past `rows` are never read (the
+    // micro-kernel for a partial tile reads only its rows).
+    for (int64_t t = 0; t < tiles; ++t)
+      src.pair_fill(src.fill_ctx, m0 + split.start(t), split.count(t), kp0, kpc, dst + t * kBf16MR * ldp, ldp);
+    return;
+  }
   if (src.fill) {
     // One tile at a time through an fp32 scratch that stays in L1 (12 x 384 floats).
     thread_local std::vector<float> scratch;
     scratch.resize(static_cast<size_t>(kBf16MR * 2 * kKcPairs));
     for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t r = std::min<int64_t>(kBf16MR, rows - t * kBf16MR);
-      src.fill(src.fill_ctx, m0 + t * kBf16MR, r, 2 * kp0, kvalid, scratch.data(), 2 * kKcPairs);
+      const int64_t r = split.count(t);
+      src.fill(src.fill_ctx, m0 + split.start(t), r, 2 * kp0, kvalid, scratch.data(), 2 * kKcPairs);
       PackRows(scratch.data(), 2 * kKcPairs, r, kvalid, ldp, dst + t * kBf16MR * ldp);
     }
     return;
@@ -249,7 +284,7 @@ void PackATiles(const ASource& src, int64_t K, int64_t m0, int64_t rows, int64_t
     std::memset(dst, 0, static_cast<size_t>(tiles * kpc * kBf16MR) * sizeof(uint32_t));
     // A is [K, M]: 12 consecutive rows of one K pair are contiguous in memory.
     for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t mt = m0 + t * kBf16MR, r = std::min<int64_t>(kBf16MR, rows - t * kBf16MR);
+      const int64_t mt = m0 + split.start(t), r = split.count(t);
       const __mmask16 mask = LaneMask(r);
       uint32_t* tile = dst + t * kpc * kBf16MR;
       for (int64_t kp = 0; kp < kpc; ++kp) {
@@ -264,26 +299,31 @@ void PackATiles(const ASource& src, int64_t K, int64_t m0, int64_t rows, int64_t
   }
   // A is [M, K]: a row's consecutive floats are already (k, k+1) pairs.
   for (int64_t t = 0; t < tiles; ++t)
-    PackRows(a + (m0 + t * kBf16MR) * lda + 2 * kp0, lda, std::min<int64_t>(kBf16MR, rows - t * kBf16MR), kvalid, ldp,
-             dst + t * kBf16MR * ldp);
+    PackRows(a + (m0 + split.start(t)) * lda + 2 * kp0, lda, split.count(t), kvalid, ldp, dst + t * kBf16MR * ldp);
 }
 
-// Block with A in either layout: a_rs = 0 for [kpc][12] tiles, else the pair-row stride.
-void BlockAny(const uint32_t* a, int64_t a_stride, int64_t a_rs, int64_t m_rows, const uint32_t* b, int64_t b_stride,
-              int64_t n_cols, int64_t kpc, float* c, int64_t ldc, bool accumulate, const Bf16Epilogue* ep, int64_t m0,
-              int64_t n0) {
-  const int64_t panels = (n_cols + kBf16NR - 1) / kBf16NR, tiles = (m_rows + kBf16MR - 1) / kBf16MR;
-  const MicroFn* micro = a_rs ? kMicro<true> : kMicro<false>;
+// Block with A in any layout (see Micro): tiles a_stride uint32 (kPointers: pointers) apart.
+void BlockAny(ALayout layout, const void* a, int64_t a_stride, int64_t a_rs, const TileSplit& split, const uint32_t* b,
+              int64_t b_stride, int64_t n_cols, int64_t kpc, float* c, int64_t ldc, bool accumulate,
+              const Bf16Epilogue* ep, int64_t m0, int64_t n0) {
+  const int64_t panels = (n_cols + kBf16NR - 1) / kBf16NR, tiles = split.tiles;
+  const MicroFn* micro = layout == ALayout::kPointers ? kMicro<ALayout::kPointers>
+                         : layout == ALayout::kRows   ? kMicro<ALayout::kRows>
+                                                      : kMicro<ALayout::kTile>;
+  const auto tile = [&](int64_t t) -> const void* {
+    if (layout == ALayout::kPointers) return static_cast<const uint32_t* const*>(a) + t * a_stride;
+    return static_cast<const uint32_t*>(a) + t * a_stride;
+  };
   // Panel-outer: one B panel chunk stays in L1 while every A tile streams past it.
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t cols = std::min<int64_t>(kBf16NR, n_cols - p * kBf16NR);
     const float* col_bias = ep && ep->bias && !ep->bias_per_row ? ep->bias + n0 + p * kBf16NR : nullptr;
     for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t rows = std::min<int64_t>(kBf16MR, m_rows - t * kBf16MR);
-      const float* row_bias = ep && ep->bias && ep->bias_per_row ? ep->bias + m0 + t * kBf16MR : nullptr;
-      const float* res = ep && ep->residual ? ep->residual + (m0 + t * kBf16MR) * ep->ldr + n0 + p * kBf16NR : nullptr;
-      micro[rows](a + t * a_stride, a_rs, b + p * b_stride, kpc, c + t * kBf16MR * ldc + p * kBf16NR, ldc, cols,
-                  accumulate, ep, row_bias, col_bias, res, ep ? ep->ldr : 0);
+      const int64_t rows = split.count(t), r0 = split.start(t);
+      const float* row_bias = ep && ep->bias && ep->bias_per_row ? ep->bias + m0 + r0 : nullptr;
+      const float* res = ep && ep->residual ? ep->residual + (m0 + r0) * ep->ldr + n0 + p * kBf16NR : nullptr;
+      micro[rows](tile(t), a_rs, b + p * b_stride, kpc, c + r0 * ldc + p * kBf16NR, ldc, cols, accumulate, ep, row_bias,
+                  col_bias, res, ep ? ep->ldr : 0);
     }
   }
 }
@@ -294,7 +334,8 @@ namespace bf16_internal {
 
 void Block(const uint32_t* a, int64_t a_stride, int64_t m_rows, const uint32_t* b, int64_t b_stride, int64_t n_cols,
            int64_t kpc, float* c, int64_t ldc, bool accumulate, const Bf16Epilogue* ep, int64_t m0, int64_t n0) {
-  BlockAny(a, a_stride, 0, m_rows, b, b_stride, n_cols, kpc, c, ldc, accumulate, ep, m0, n0);
+  BlockAny(ALayout::kTile, a, a_stride, 0, TileSplit(m_rows, /*balanced=*/false), b, b_stride, n_cols, kpc, c, ldc,
+           accumulate, ep, m0, n0);
 }
 
 void PackPairs32(const float* lo, const float* hi, int n, uint32_t* dst) {
@@ -315,20 +356,50 @@ void BlockRows(const uint32_t* a, int64_t a_rs, int64_t m_rows, const uint32_t* 
 
 namespace {
 
+// One item with an indirect A: the row pointers of each tile are made once, then K runs
+// segment by segment (a segment longer than kKcPairs in kKcPairs pieces).
+void IndirectBlockItem(const Bf16IndirectA& ia, const PackedBf16B& b, float* c, int64_t ldc, const Bf16Epilogue& ep,
+                       int64_t m0, int64_t n0, const TileSplit& split, int64_t cols) {
+  const int64_t per_tile = ia.segs * kBf16MR;
+  thread_local std::vector<const uint32_t*> ptrs;
+  ptrs.resize(static_cast<size_t>(split.tiles * per_tile));
+  for (int64_t t = 0; t < split.tiles; ++t)
+    ia.rows(ia.ctx, m0 + split.start(t), split.count(t), ptrs.data() + t * per_tile);
+  for (int64_t s = 0; s < ia.segs; ++s)
+    for (int64_t q0 = 0; q0 < ia.seg_pairs; q0 += kKcPairs) {
+      const int64_t qc = std::min(kKcPairs, ia.seg_pairs - q0);
+      const bool first = s == 0 && q0 == 0, last = s + 1 == ia.segs && q0 + qc == ia.seg_pairs;
+      BlockAny(ALayout::kPointers, ptrs.data() + s * kBf16MR, per_tile, q0, split,
+               b.panel(n0 / kBf16NR) + (s * ia.seg_pairs + q0) * kBf16NR, b.kp * kBf16NR, cols, qc, c + m0 * ldc + n0,
+               ldc, !first, last ? &ep : nullptr, m0, n0);
+    }
+}
+
+// One item with A packed per K chunk (fp32 A rounded, or gathered rows).
+void PackedBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float* c, int64_t ldc, const Bf16Epilogue& ep,
+                     int64_t m0, int64_t n0, const TileSplit& split, int64_t cols) {
+  thread_local std::vector<uint32_t> apack;
+  apack.resize(static_cast<size_t>(split.tiles * RowPairs(kKcPairs) * kBf16MR));
+  for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
+    const int64_t kpc = std::min(kKcPairs, b.kp - kp0);
+    PackATiles(src, K, m0, split, kp0, kpc, apack.data());
+    const bool last = kp0 + kpc == b.kp;
+    // trans_a packs [kpc][12] tiles; the other sources pair rows.
+    const int64_t a_rs = src.trans_a && !src.fill && !src.pair_fill ? 0 : RowPairs(kpc);
+    BlockAny(a_rs ? ALayout::kRows : ALayout::kTile, apack.data(), a_rs ? kBf16MR * a_rs : kpc * kBf16MR, a_rs, split,
+             b.panel(n0 / kBf16NR) + kp0 * kBf16NR, b.kp * kBf16NR, cols, kpc, c + m0 * ldc + n0, ldc, kp0 > 0,
+             last ? &ep : nullptr, m0, n0);
+  }
+}
+
 void GemmBlockItem(int64_t M, int64_t N, int64_t K, const ASource& src, const PackedBf16B& b, float* c, int64_t ldc,
                    const Bf16Epilogue& ep, int64_t m0, int64_t n0, int64_t nc) {
   const int64_t rows = std::min(kMc, M - m0), cols = std::min(nc, N - n0);
-  const int64_t tiles = (rows + kBf16MR - 1) / kBf16MR;
-  thread_local std::vector<uint32_t> apack;
-  apack.resize(static_cast<size_t>(tiles * RowPairs(kKcPairs) * kBf16MR));
-  for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
-    const int64_t kpc = std::min(kKcPairs, b.kp - kp0);
-    PackATiles(src, K, m0, rows, kp0, kpc, apack.data());
-    const bool last = kp0 + kpc == b.kp;
-    // trans_a packs [kpc][12] tiles; the other sources pair rows.
-    const int64_t a_rs = src.trans_a && !src.fill ? 0 : RowPairs(kpc);
-    BlockAny(apack.data(), a_rs ? kBf16MR * a_rs : kpc * kBf16MR, a_rs, rows, b.panel(n0 / kBf16NR) + kp0 * kBf16NR,
-             b.kp * kBf16NR, cols, kpc, c + m0 * ldc + n0, ldc, kp0 > 0, last ? &ep : nullptr, m0, n0);
+  const TileSplit split(rows, /*balanced=*/true);
+  if (src.indirect) {
+    IndirectBlockItem(*src.indirect, b, c, ldc, ep, m0, n0, split, cols);
+  } else {
+    PackedBlockItem(K, src, b, c, ldc, ep, m0, n0, split, cols);
   }
   // GELU while the block is still in L2.
   if (ep.gelu != Bf16Epilogue::Gelu::kNone)
@@ -353,7 +424,11 @@ Status RunGemmBf16(const Node& node, int64_t M, const ASource& src, const Packed
   if (!Bf16GemmAvailable())
     return Unsupported(node.Describe(), ": bf16 GEMM needs a CPU with avx512_bf16 (or it was disabled)");
   if (M < 0) return InvalidArgument(node.Describe(), ": bf16 GEMM: negative M=", M);
-  if (ldc < N || (!src.fill && src.lda < (src.trans_a ? M : K)) || (ep.residual && ep.ldr < N))
+  if (src.indirect && 2 * src.indirect->segs * src.indirect->seg_pairs != K)
+    return InvalidArgument(node.Describe(), ": bf16 GEMM: indirect A has ", src.indirect->segs, " segments of ",
+                           src.indirect->seg_pairs, " pairs, but B has K=", K);
+  if (ldc < N || (!src.fill && !src.pair_fill && !src.indirect && src.lda < (src.trans_a ? M : K)) ||
+      (ep.residual && ep.ldr < N))
     return InvalidArgument(node.Describe(), ": bf16 GEMM: row strides lda=", src.lda, " ldc=", ldc, " ldr=", ep.ldr,
                            " too small for M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return Status::Ok();
@@ -371,10 +446,13 @@ Status RunGemmBf16(const Node& node, int64_t M, const ASource& src, const Packed
   }
   const int64_t threads = pool ? pool->num_threads() : 1;
   const int64_t mb = (M + kMc - 1) / kMc;
-  // Tall products (conv pixels) give every thread several row blocks: then one item spans
-  // all columns (up to 512), so each A block is gathered and rounded once, not once per
-  // 128 columns; B's K chunk for 512 columns (384 KiB) still fits in L2.
-  const int64_t nc = mb >= 4 * threads ? std::min<int64_t>((N + kBf16NR - 1) / kBf16NR * kBf16NR, 512) : kNc;
+  // An item spans as many columns as it can (up to 512: B's K chunk for them, 384 KiB,
+  // still fits in L2), so each A block is gathered and rounded once per 512 columns, not
+  // once per 128; columns are split finer only to give every thread about 4 items (1x1
+  // 14x14 256->1024 at 1 thread used to round its A 8 times).
+  int64_t nc = std::min<int64_t>((N + kBf16NR - 1) / kBf16NR * kBf16NR, 512);
+  while (threads > 1 && nc > kNc && mb * ((N + nc - 1) / nc) < 4 * threads)
+    nc = std::max<int64_t>(kNc, nc / 2 / kBf16NR * kBf16NR);
   const int64_t nb = (N + nc - 1) / nc;
   auto body = [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item)
@@ -406,6 +484,24 @@ Status GemmBf16Gathered(const Node& node, int64_t M, Bf16RowsFn fill, const void
   ASource src;
   src.fill = fill;
   src.fill_ctx = fill_ctx;
+  return RunGemmBf16(node, M, src, b, c, ldc, ep, pool);
+}
+
+Status GemmBf16GatheredPairs(const Node& node, int64_t M, Bf16PairRowsFn fill, const void* fill_ctx,
+                             const PackedBf16B& b, float* c, int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool) {
+  if (!fill) return InvalidArgument(node.Describe(), ": bf16 GEMM: no A source");
+  ASource src;
+  src.pair_fill = fill;
+  src.fill_ctx = fill_ctx;
+  return RunGemmBf16(node, M, src, b, c, ldc, ep, pool);
+}
+
+Status GemmBf16Indirect(const Node& node, int64_t M, const Bf16IndirectA& a, const PackedBf16B& b, float* c,
+                        int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool) {
+  if (!a.rows || a.segs <= 0 || a.seg_pairs <= 0)
+    return InvalidArgument(node.Describe(), ": bf16 GEMM: indirect A without rows or segments");
+  ASource src;
+  src.indirect = &a;
   return RunGemmBf16(node, M, src, b, c, ldc, ep, pool);
 }
 

@@ -7,6 +7,7 @@
 //   B panels: [panel of 32 columns][K pair][32 columns]   (what vdpbf16ps multiplies)
 //   A tiles:  [tile of 12 rows][K pair][12 rows]          (PackBf16A: NCHW Conv weights)
 //   run-time A (GemmBf16*, per K chunk): [tile][12 rows][K pairs, padded to 16]
+//   indirect A (GemmBf16Indirect): read in place, one pointer per row and K segment
 //   The micro-kernel broadcasts one pair per row and multiplies it with a B panel row.
 // An odd K is padded with a zero element, a partial panel/tile with zero columns/rows.
 #pragma once
@@ -83,6 +84,31 @@ using Bf16RowsFn = void (*)(const void* ctx, int64_t row0, int64_t rows, int64_t
 // is gathered into an L1-sized fp32 scratch and rounded to bf16 pairs at once.
 Status GemmBf16Gathered(const Node& node, int64_t M, Bf16RowsFn fill, const void* fill_ctx, const PackedBf16B& b,
                         float* c, int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool);
+
+// A source that is already bf16: writes K pairs [kp0, kp0 + kpc) of rows [row0, row0 + rows)
+// of A as bf16 pairs (element 2k in the low half), row-major with row stride ldp pairs, into
+// dst (called per 12-row tile and K chunk). Pairs past kpc need not be written.
+using Bf16PairRowsFn = void (*)(const void* ctx, int64_t row0, int64_t rows, int64_t kp0, int64_t kpc, uint32_t* dst,
+                                int64_t ldp);
+
+// GemmBf16 with A produced by `fill` as bf16 pairs (NHWC Conv: im2col rows copied from a
+// bf16 copy of X, so each input value is rounded once, not once per tap that reads it).
+Status GemmBf16GatheredPairs(const Node& node, int64_t M, Bf16PairRowsFn fill, const void* fill_ctx,
+                             const PackedBf16B& b, float* c, int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool);
+
+// A read in place as bf16 pairs (NHWC Conv over a zero-padded bf16 copy of X: no gather, no
+// packing). Each row's K is `segs` segments of seg_pairs consecutive pairs (one kernel row
+// of a receptive field); `rows` writes, for rows [row0, row0 + n) (n <= 12), the address of
+// row r's segment s to dst[s * 12 + r].
+struct Bf16IndirectA {
+  void (*rows)(const void* ctx, int64_t row0, int64_t n, const uint32_t** dst) = nullptr;
+  const void* ctx = nullptr;
+  int64_t segs = 0, seg_pairs = 0;
+};
+
+// GemmBf16 with A read through `a` (b.K must be 2 * a.segs * a.seg_pairs).
+Status GemmBf16Indirect(const Node& node, int64_t M, const Bf16IndirectA& a, const PackedBf16B& b, float* c,
+                        int64_t ldc, const Bf16Epilogue& ep, ThreadPool* pool);
 
 // MatMul/Gemm with a constant float B when bf16 fast math applies; otherwise (option off,
 // CPU without avx512_bf16, shapes it does not cover) the fp32 MakeFast* kernel.

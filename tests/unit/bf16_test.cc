@@ -93,9 +93,12 @@ TEST(Bf16ConvertTest, RoundsToNearestEven) {
 TEST_F(Bf16Test, GemmEdgeSizesMatchReference) {
   ThreadPool pool(2);
   const Node node = DummyNode();
-  // 1s, odd K (pair padding), a tile + 1 in every direction, two K chunks (K > 384).
-  const int64_t sizes[][3] = {{1, 1, 1},     {1, 33, 7},   {13, 31, 3},    {12, 32, 2}, {25, 65, 385},
-                              {97, 129, 64}, {2, 17, 769}, {128, 96, 768}, {37, 1, 5},  {5, 300, 1}};
+  // 1s, odd K (pair padding), a tile + 1 in every direction, two K chunks (K > 384), row
+  // blocks split into uneven tiles (49: 10+10+10+10+9; 200: 96 + 96 + 8), N > 512 (column
+  // blocks of 512, or of 128 to give 2 threads enough items).
+  const int64_t sizes[][3] = {{1, 1, 1},     {1, 33, 7},    {13, 31, 3},    {12, 32, 2}, {25, 65, 385},
+                              {97, 129, 64}, {2, 17, 769},  {128, 96, 768}, {37, 1, 5},  {5, 300, 1},
+                              {49, 64, 100}, {200, 40, 33}, {50, 1100, 70}};
   uint32_t seed = 1;
   for (const auto& s : sizes) {
     const int64_t M = s[0], N = s[1], K = s[2];
@@ -154,6 +157,107 @@ TEST_F(Bf16Test, GemmEmptyAndBadStrides) {
   ep.min = 0.0f;
   ASSERT_TRUE(GemmBf16(node, 2, nullptr, 0, false, *empty_k, c.data(), 2, ep, nullptr).ok());
   EXPECT_EQ(c, (std::vector<float>{0.0f, 4.0f, 0.0f, 4.0f}));
+}
+
+// GemmBf16Gathered (fp32 rows from a callback) and GemmBf16GatheredPairs (bf16 pairs): the
+// callbacks copy from a row-major A; K spans two chunks, rows two blocks with a short tile.
+struct RowMajor {
+  const float* a;
+  int64_t K;
+};
+void CopyFloatRows(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld) {
+  const auto& g = *static_cast<const RowMajor*>(ctx);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < kc; ++k) dst[r * ld + k] = g.a[(row0 + r) * g.K + k0 + k];
+}
+void CopyPairRows(const void* ctx, int64_t row0, int64_t rows, int64_t kp0, int64_t kpc, uint32_t* dst, int64_t ldp) {
+  const auto& g = *static_cast<const RowMajor*>(ctx);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t q = 0; q < kpc; ++q) {
+      const int64_t k = 2 * (kp0 + q);
+      const float lo = g.a[(row0 + r) * g.K + k], hi = k + 1 < g.K ? g.a[(row0 + r) * g.K + k + 1] : 0.0f;
+      dst[r * ldp + q] = FloatToBf16(lo) | (static_cast<uint32_t>(FloatToBf16(hi)) << 16);
+    }
+}
+
+TEST_F(Bf16Test, GatheredGemmsMatchReference) {
+  ThreadPool pool(2);
+  const Node node = DummyNode();
+  const int64_t M = 101, N = 45, K = 401;
+  auto a = Random(M * K, 71), b = Random(K * N, 72), bias = Random(N, 73);
+  auto packed = PackBf16(b.data(), K, N, false);
+  ASSERT_TRUE(packed.ok());
+  const RowMajor rm{a.data(), K};
+  Bf16Epilogue ep;
+  ep.bias = bias.data();
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    std::vector<float> c(static_cast<size_t>(M * N), -7.0f);
+    ASSERT_TRUE(GemmBf16Gathered(node, M, CopyFloatRows, &rm, *packed, c.data(), N, ep, p).ok());
+    CheckGemm(M, N, K, a, false, b, false, 1.0f, ep, c);
+    std::vector<float> c2(static_cast<size_t>(M * N), -7.0f);
+    ASSERT_TRUE(GemmBf16GatheredPairs(node, M, CopyPairRows, &rm, *packed, c2.data(), N, ep, p).ok());
+    CheckGemm(M, N, K, a, false, b, false, 1.0f, ep, c2);
+  }
+}
+
+// The indirect A (GemmBf16Indirect): rows store their segments in reverse order, so a
+// segment read from the wrong pointer shows; segments longer than one K chunk (192 pairs),
+// uneven row tiles, one and two threads.
+struct ReversedSegments {
+  const uint32_t* a;
+  int64_t kp, segs, seg_pairs;
+};
+void ReversedSegmentRows(const void* ctx, int64_t row0, int64_t n, const uint32_t** dst) {
+  const auto& g = *static_cast<const ReversedSegments*>(ctx);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t s = 0; s < g.segs; ++s)
+      dst[s * kBf16MR + r] = g.a + (row0 + r) * g.kp + (g.segs - 1 - s) * g.seg_pairs;
+}
+
+TEST_F(Bf16Test, IndirectGemmMatchesReference) {
+  ThreadPool pool(2);
+  const Node node = DummyNode();
+  const int64_t sizes[][4] = {{29, 40, 3, 200}, {1, 33, 1, 1}, {13, 64, 2, 7}, {200, 70, 2, 96}};
+  uint32_t seed = 100;
+  for (const auto& sz : sizes) {
+    const int64_t M = sz[0], N = sz[1], segs = sz[2], seg_pairs = sz[3], kp = segs * seg_pairs, K = 2 * kp;
+    auto a = Random(M * K, seed++), b = Random(K * N, seed++), bias = Random(N, seed++);
+    std::vector<uint32_t> pairs(static_cast<size_t>(M * kp));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t s = 0; s < segs; ++s)
+        for (int64_t q = 0; q < seg_pairs; ++q) {
+          const int64_t k = 2 * (s * seg_pairs + q);
+          pairs[m * kp + (segs - 1 - s) * seg_pairs + q] =
+              FloatToBf16(a[m * K + k]) | (static_cast<uint32_t>(FloatToBf16(a[m * K + k + 1])) << 16);
+        }
+    auto packed = PackBf16(b.data(), K, N, false);
+    ASSERT_TRUE(packed.ok());
+    const ReversedSegments rs{pairs.data(), kp, segs, seg_pairs};
+    const Bf16IndirectA ia{ReversedSegmentRows, &rs, segs, seg_pairs};
+    Bf16Epilogue ep;
+    ep.bias = bias.data();
+    ep.min = -0.5f;
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> c(static_cast<size_t>(M * N), -7.0f);
+      Status st = GemmBf16Indirect(node, M, ia, *packed, c.data(), N, ep, p);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      CheckGemm(M, N, K, a, false, b, false, 1.0f, ep, c);
+    }
+  }
+  // Bad segment geometry or no A source: errors naming the node.
+  auto packed = PackBf16(Random(8 * 4, 1).data(), 8, 4, false);
+  ASSERT_TRUE(packed.ok());
+  std::vector<uint32_t> pairs(4 * 2);
+  std::vector<float> c(4 * 4);
+  const ReversedSegments rs{pairs.data(), 2, 1, 2};
+  Status k_mismatch = GemmBf16Indirect(node, 4, {ReversedSegmentRows, &rs, 1, 2}, *packed, c.data(), 4, {}, nullptr);
+  EXPECT_EQ(k_mismatch.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(k_mismatch.message().find("bf16_test"), std::string::npos) << k_mismatch.message();
+  EXPECT_NE(k_mismatch.message().find("K=8"), std::string::npos) << k_mismatch.message();
+  EXPECT_EQ(GemmBf16Indirect(node, 4, {nullptr, &rs, 2, 2}, *packed, c.data(), 4, {}, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(GemmBf16GatheredPairs(node, 4, nullptr, nullptr, *packed, c.data(), 4, {}, nullptr).code(),
+            StatusCode::kInvalidArgument);
 }
 
 RunOptions RefOptions() {

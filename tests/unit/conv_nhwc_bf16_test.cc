@@ -146,6 +146,14 @@ TEST_F(Bf16NhwcConv, MatchesFp32ReferenceThroughLayoutPass) {
       {1, 33, 1, 1, 31, 3, 1, 1, 1, false, false},    // single pixel: only the centre tap is inside
       {1, 130, 5, 6, 50, 3, 1, 0, 1, true, false},    // no padding, K = 1170 (odd pairs)
       {2, 200, 7, 7, 520, 1, 1, 0, 1, true, true},    // N > 512: two column blocks
+      // Kernel rows of odd KW*C are padded to whole pairs (S = 92 here, K = 644): the K chunk
+      // boundary (pair 192) falls inside a kernel row.
+      {1, 13, 9, 9, 20, 7, 1, 3, 1, false, true},
+      {1, 7, 6, 5, 9, 1, 1, 0, 1, false, false},     // 1x1 stride 1, odd C: gathered pairs, K = 8
+      {2, 3, 19, 17, 33, 7, 2, 3, 1, true, true},    // 7x7 stem, batch 2, residual, partial panel
+      {1, 5, 12, 12, 9, 3, 1, 2, 2, false, true},    // dilation 2 with odd KW*C (per-tap gather + pad)
+      {1, 8, 13, 1, 5, 3, 1, 1, 1, true, true},      // 13 output pixels: one 12-row tile + 1
+      {1, 16, 1, 1, 8, 3, 1, 100, 1, false, false},  // padding far larger than X: unpadded bf16 copy
   };
   for (const Case& c : cases) {
     const int64_t oh = c.Out(c.h), ow = c.Out(c.w);
