@@ -349,7 +349,10 @@ void PackPairs32(const float* lo, const float* hi, int n, uint32_t* dst) {
 
 void BlockRows(const uint32_t* a, int64_t a_rs, int64_t m_rows, const uint32_t* b, int64_t b_stride, int64_t n_cols,
                int64_t kpc, float* c, int64_t ldc, bool accumulate, const Bf16Epilogue* ep, int64_t m0, int64_t n0) {
-  BlockAny(a, kBf16MR * a_rs, a_rs, m_rows, b, b_stride, n_cols, kpc, c, ldc, accumulate, ep, m0, n0);
+  // Unbalanced split: tile t's rows start at row 12t, which BlockAny finds t * 12 * a_rs
+  // past `a`.
+  BlockAny(ALayout::kRows, a, kBf16MR * a_rs, a_rs, TileSplit(m_rows, /*balanced=*/false), b, b_stride, n_cols, kpc, c,
+           ldc, accumulate, ep, m0, n0);
 }
 
 }  // namespace bf16_internal
