@@ -283,23 +283,15 @@ STRATA_AVX512 inline float OffsetDot512(const float* o, const float* asum, int64
 // hardware prefetcher and the GEMV past the L3 waited on memory: in-process A/B (1 thread,
 // int4, min CPU time) 8192^2 3.3 -> 1.9-2.0 ms, 4096x8192 1.6 -> 0.9 ms; at 4096x2048
 // (in the L3) no change. T1/NTA hints and prefetching two groups ahead measured the same.
+// The prefetches are written out in the loops on purpose: with the scale prefetch in a
+// helper that returned early on 3 of 4 blocks, GCC 12 dropped it from the binary (and the
+// GEMV ran ~1.5x slower past the L3): check `objdump -d` for prefetcht0 after changing them.
 struct Prefetch {
   const uint8_t* codes;         // the next group's codes (or this call's first column)
   const float *scale, *offset;  // the next group's scales and offsets
-  int64_t line_step;            // 64, or 0 when there is no whole next group (the same line again)
+  int64_t code_step;            // bytes per 64-byte line: 64, or 0 without a whole next group (the same line again)
+  int64_t scale_step;           // floats per block: 4 (4 columns), or 0
 };
-
-// One 64-byte line `line` of the next group's codes.
-STRATA_AVX512 inline void PrefetchCodes(const Prefetch& pf, int64_t line) {
-  _mm_prefetch(reinterpret_cast<const char*>(pf.codes + pf.line_step * line), _MM_HINT_T0);
-}
-// The next group's scales and offsets of block b: its 4 columns' entries take 4 floats per
-// block in all, so one line each per 4 blocks.
-STRATA_AVX512 inline void PrefetchScales(const Prefetch& pf, int64_t b) {
-  if ((b & 3) != 0) return;
-  _mm_prefetch(reinterpret_cast<const char*>(pf.scale + pf.line_step / 16 * b), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(pf.offset + pf.line_step / 16 * b), _MM_HINT_T0);
-}
 
 // 8 bits: widen, convert, FMA with A, one FMA per block with the scale; the zero-point term
 // as the offsets' dot with A's per-block sums.
@@ -316,8 +308,12 @@ STRATA_AVX512 void Gemv8Cols(const Packed& w, const float* a, const float* asum,
   }
   const int64_t bs = w.p.block_size, nb = w.k_pad / bs, lines = bs / 16;  // a group: 4 * bs bytes per block
   for (int64_t b = 0; b < nb; ++b) {
-    for (int64_t l = 0; l < lines; ++l) PrefetchCodes(pf, b * lines + l);
-    PrefetchScales(pf, b);
+    for (int64_t l = 0; l < lines; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(pf.codes + pf.code_step * (b * lines + l)), _MM_HINT_T0);
+    if ((b & 3) == 0) {  // 4 columns' scales and offsets: 4 floats per block
+      _mm_prefetch(reinterpret_cast<const char*>(pf.scale + pf.scale_step * b), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pf.offset + pf.scale_step * b), _MM_HINT_T0);
+    }
     __m512 acc0[NC], acc1[NC];
     for (int j = 0; j < NC; ++j) acc0[j] = acc1[j] = _mm512_setzero_ps();
     int64_t k = b * bs;
@@ -359,8 +355,11 @@ STRATA_AVX512 void Gemv4Cols(const Packed& w, const float* a, float* y, int64_t 
   const int64_t bs = w.p.block_size;
   if (bs == 16) {  // two blocks, two tables per chunk
     for (int64_t c = 0; c < w.k_pad / 32; ++c) {
-      PrefetchCodes(pf, c);
-      PrefetchScales(pf, 2 * c);  // blocks 2c and 2c + 1: 2c + 1 never starts a line
+      _mm_prefetch(reinterpret_cast<const char*>(pf.codes + pf.code_step * c), _MM_HINT_T0);
+      if ((c & 1) == 0) {  // blocks 2c and 2c + 1: 2c + 1 never starts a line
+        _mm_prefetch(reinterpret_cast<const char*>(pf.scale + pf.scale_step * 2 * c), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(pf.offset + pf.scale_step * 2 * c), _MM_HINT_T0);
+      }
       const __m512 a0 = _mm512_loadu_ps(a + 32 * c), a1 = _mm512_loadu_ps(a + 32 * c + 16);
       for (int j = 0; j < NC; ++j) {
         const __m512 t0 = _mm512_fmadd_ps(iota, _mm512_set1_ps(sc[j][2 * c]), _mm512_set1_ps(of[j][2 * c]));
@@ -373,11 +372,14 @@ STRATA_AVX512 void Gemv4Cols(const Packed& w, const float* a, float* y, int64_t 
   } else {
     const int64_t nb = w.k_pad / bs, cpb = bs / 32;  // chunks per block
     for (int64_t b = 0; b < nb; ++b) {
-      PrefetchScales(pf, b);
+      if ((b & 3) == 0) {  // 4 columns' scales and offsets: 4 floats per block
+        _mm_prefetch(reinterpret_cast<const char*>(pf.scale + pf.scale_step * b), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(pf.offset + pf.scale_step * b), _MM_HINT_T0);
+      }
       __m512 t[NC];
       for (int j = 0; j < NC; ++j) t[j] = _mm512_fmadd_ps(iota, _mm512_set1_ps(sc[j][b]), _mm512_set1_ps(of[j][b]));
       for (int64_t c = b * cpb; c < (b + 1) * cpb; ++c) {
-        PrefetchCodes(pf, c);
+        _mm_prefetch(reinterpret_cast<const char*>(pf.codes + pf.code_step * c), _MM_HINT_T0);
         const __m512 a0 = _mm512_loadu_ps(a + 32 * c), a1 = _mm512_loadu_ps(a + 32 * c + 16);
         for (int j = 0; j < NC; ++j) {
           const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col[j] + 16 * c)));
@@ -415,9 +417,9 @@ STRATA_AVX512 void GemvAvx512(const Packed& w, const float* a, const float* asum
     // The next group of 4 columns, read linearly over this group's K; without a whole next
     // group (the end of the weights), line 0 of this call's first column again.
     const bool next = n + 8 <= w.p.N;
-    const int64_t at = next ? n + 4 : n0;
+    const int64_t at = next ? n + 4 : 0;
     const Prefetch pf{w.codes.data() + at * w.col_bytes, w.scale.data() + at * w.nb_stride,
-                      w.offset.data() + at * w.nb_stride, next ? 64 : 0};
+                      w.offset.data() + at * w.nb_stride, next ? 64 : 0, next ? 4 : 0};
     const int64_t cols = std::min<int64_t>(4, n1 - n);
     if (w.p.bits == 4) {
       if (cols == 4) {
