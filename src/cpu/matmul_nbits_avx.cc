@@ -287,7 +287,7 @@ STRATA_AVX512 inline float OffsetDot512(const float* o, const float* asum, int64
 // helper that returned early on 3 of 4 blocks, GCC 12 dropped it from the binary (and the
 // GEMV ran ~1.5x slower past the L3): check `objdump -d` for prefetcht0 after changing them.
 struct Prefetch {
-  const uint8_t* codes;         // the next group's codes (or this call's first column)
+  const uint8_t* codes;         // the next group's codes (or line 0 of the weights)
   const float *scale, *offset;  // the next group's scales and offsets
   int64_t code_step;            // bytes per 64-byte line: 64, or 0 without a whole next group (the same line again)
   int64_t scale_step;           // floats per block: 4 (4 columns), or 0
@@ -295,7 +295,7 @@ struct Prefetch {
 
 // 8 bits: widen, convert, FMA with A, one FMA per block with the scale; the zero-point term
 // as the offsets' dot with A's per-block sums.
-template <int NC>
+template <int NC, bool kPrefetch>
 STRATA_AVX512 void Gemv8Cols(const Packed& w, const float* a, const float* asum, float* y, int64_t n,
                              const Prefetch& pf) {
   const uint8_t* col[NC];
@@ -308,11 +308,13 @@ STRATA_AVX512 void Gemv8Cols(const Packed& w, const float* a, const float* asum,
   }
   const int64_t bs = w.p.block_size, nb = w.k_pad / bs, lines = bs / 16;  // a group: 4 * bs bytes per block
   for (int64_t b = 0; b < nb; ++b) {
-    for (int64_t l = 0; l < lines; ++l)
-      _mm_prefetch(reinterpret_cast<const char*>(pf.codes + pf.code_step * (b * lines + l)), _MM_HINT_T0);
-    if ((b & 3) == 0) {  // 4 columns' scales and offsets: 4 floats per block
-      _mm_prefetch(reinterpret_cast<const char*>(pf.scale + pf.scale_step * b), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(pf.offset + pf.scale_step * b), _MM_HINT_T0);
+    if constexpr (kPrefetch) {
+      for (int64_t l = 0; l < lines; ++l)
+        _mm_prefetch(reinterpret_cast<const char*>(pf.codes + pf.code_step * (b * lines + l)), _MM_HINT_T0);
+      if ((b & 3) == 0) {  // 4 columns' scales and offsets: 4 floats per block
+        _mm_prefetch(reinterpret_cast<const char*>(pf.scale + pf.scale_step * b), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(pf.offset + pf.scale_step * b), _MM_HINT_T0);
+      }
     }
     __m512 acc0[NC], acc1[NC];
     for (int j = 0; j < NC; ++j) acc0[j] = acc1[j] = _mm512_setzero_ps();
@@ -415,7 +417,7 @@ STRATA_AVX512 void Tile512(const float* a, int64_t lda, const float* panel, int6
 STRATA_AVX512 void GemvAvx512(const Packed& w, const float* a, const float* asum, float* y, int64_t n0, int64_t n1) {
   for (int64_t n = n0; n < n1; n += 4) {
     // The next group of 4 columns, read linearly over this group's K; without a whole next
-    // group (the end of the weights), line 0 of this call's first column again.
+    // group (the end of the weights), line 0 of the weights again.
     const bool next = n + 8 <= w.p.N;
     const int64_t at = next ? n + 4 : 0;
     const Prefetch pf{w.codes.data() + at * w.col_bytes, w.scale.data() + at * w.nb_stride,
@@ -429,9 +431,10 @@ STRATA_AVX512 void GemvAvx512(const Packed& w, const float* a, const float* asum
       }
     } else {
       if (cols == 4) {
-        Gemv8Cols<4>(w, a, asum, y, n, pf);
+        w.gemv_streams ? Gemv8Cols<4, true>(w, a, asum, y, n, pf) : Gemv8Cols<4, false>(w, a, asum, y, n, pf);
       } else {
-        for (int64_t j = n; j < n + cols; ++j) Gemv8Cols<1>(w, a, asum, y, j, pf);
+        for (int64_t j = n; j < n + cols; ++j)
+          w.gemv_streams ? Gemv8Cols<1, true>(w, a, asum, y, j, pf) : Gemv8Cols<1, false>(w, a, asum, y, j, pf);
       }
     }
   }

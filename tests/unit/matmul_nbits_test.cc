@@ -139,12 +139,12 @@ TEST(MatmulNBitsKernel, OptimizedMatchesReferenceOnEdgeShapes) {
 }
 
 // The AVX-512 level-0 GEMV prefetches the next whole group of 4 columns while it computes
-// one (or, without one, re-touches the first line of its range), so what it prefetches
-// depends on where a call's column range starts and ends. Results must not: every column's
-// arithmetic is the same whether it runs in a 4-column group or alone, and in one call or
-// several. Checked bit for bit across splits, and against the oracle, at K not a multiple
-// of the block or of 128, N around the group (no next group, a partial one), blocks 16-256
-// and all zero-point kinds.
+// one (4 bits always; 8 bits when Packed::gemv_streams, set by Pack past kGemvStreamsBytes
+// and forced here both ways), so what it prefetches depends on where a call's column range
+// starts and ends. Results must not: every column's arithmetic is the same with or without
+// the prefetch, in a 4-column group or alone, in one call or several. Checked bit for bit,
+// and against the oracle, at K not a multiple of the block or of 128, N around the group
+// (no next group, a partial one), blocks 16-256 and all zero-point kinds.
 TEST(MatmulNBitsKernel, Avx512GemvPrefetchLeavesResultsUnchanged) {
   if (nbits::ResolveIsa(nullptr) != nbits::Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
   uint32_t seed = 900;
@@ -154,7 +154,8 @@ TEST(MatmulNBitsKernel, Avx512GemvPrefetchLeavesResultsUnchanged) {
         for (int64_t N : {4, 5, 8, 9, 13, 30}) {
           const Case c{1, K, N, bits, bs, static_cast<int>(seed % 3), false};
           CaseData d = MakeCase(c, seed++);
-          const nbits::Packed w = nbits::Pack(d.p, d.in());
+          nbits::Packed w = nbits::Pack(d.p, d.in());
+          ASSERT_FALSE(w.gemv_streams);  // small weights
           const std::vector<float> a = RandomA(K, seed);
           // The GEMV's inputs as PackedMatMul makes them: the row padded to k_pad, per-block sums.
           std::vector<float> row(w.k_pad, 0.0f), asum(w.nb_stride, 0.0f);
@@ -167,29 +168,37 @@ TEST(MatmulNBitsKernel, Avx512GemvPrefetchLeavesResultsUnchanged) {
           nbits::GemvAvx512(w, row.data(), asum.data(), whole.data(), 0, N);
           ExpectClose(Oracle(d, a, 1), whole, K, what);
           if (HasFatalFailure()) return;
-          // Two calls split at every group boundary, and one call per column.
-          for (int64_t split = 4; split < N; split += 4) {
+          for (bool streams : {false, true}) {
+            w.gemv_streams = streams;
+            const std::string how = what + (streams ? " streams" : "");
             std::vector<float> y(N, -1.0f);
-            nbits::GemvAvx512(w, row.data(), asum.data(), y.data(), 0, split);
-            nbits::GemvAvx512(w, row.data(), asum.data(), y.data(), split, N);
-            for (int64_t n = 0; n < N; ++n)
-              ASSERT_EQ(y[n], whole[n]) << what << " split at " << split << ", column " << n;
+            nbits::GemvAvx512(w, row.data(), asum.data(), y.data(), 0, N);
+            for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y[n], whole[n]) << how << ", column " << n;
+            // Two calls split at every group boundary, and one call per column.
+            for (int64_t split = 4; split < N; split += 4) {
+              std::fill(y.begin(), y.end(), -1.0f);
+              nbits::GemvAvx512(w, row.data(), asum.data(), y.data(), 0, split);
+              nbits::GemvAvx512(w, row.data(), asum.data(), y.data(), split, N);
+              for (int64_t n = 0; n < N; ++n)
+                ASSERT_EQ(y[n], whole[n]) << how << ", split at " << split << ", column " << n;
+            }
+            std::fill(y.begin(), y.end(), -1.0f);
+            for (int64_t n = 0; n < N; ++n) nbits::GemvAvx512(w, row.data(), asum.data(), y.data(), n, n + 1);
+            for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y[n], whole[n]) << how << ", column " << n << " alone";
           }
-          std::vector<float> single(N, -1.0f);
-          for (int64_t n = 0; n < N; ++n) nbits::GemvAvx512(w, row.data(), asum.data(), single.data(), n, n + 1);
-          for (int64_t n = 0; n < N; ++n) ASSERT_EQ(single[n], whole[n]) << what << " column " << n << " alone";
         }
 }
 
-// A GEMV on weights past the L3 (int4, 0.75 bytes per weight packed: ~19 MiB here), the
-// case the prefetch is for: against the oracle, and the pool's split bit for bit the
-// serial result.
+// A GEMV on weights past kGemvStreamsBytes (int4, 0.75 bytes per weight packed: ~19 MiB
+// here), the case the prefetch is for: against the oracle, and the pool's split bit for
+// bit the serial result.
 TEST(MatmulNBitsKernel, LargeGemvMatchesOracleAndIsSplitIndependent) {
   ThreadPool pool(2);
   const Case c{1, 4160, 6150, 4, 32, 1, true};
   CaseData d = MakeCase(c, 91);
   nbits::Packed w = nbits::Pack(d.p, d.in());
-  ASSERT_GT(static_cast<int64_t>(w.bytes()), int64_t{16} << 20);
+  ASSERT_GT(static_cast<int64_t>(w.bytes()), nbits::kGemvStreamsBytes);
+  ASSERT_TRUE(w.gemv_streams);
   ASSERT_FALSE(w.gemv_serial);
   const std::vector<float> a = RandomA(c.K, 92);
   const std::vector<float> want = Oracle(d, a, 1);
