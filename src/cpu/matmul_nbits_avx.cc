@@ -4,7 +4,7 @@
 // whole is compiled for baseline x86-64 and matmul_nbits.cc picks a version at run time.
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own _mm512_undefined_* temporaries.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"  // the same, in _mm512_reduce_add_ps
 
 #include <immintrin.h>
 
@@ -282,7 +282,7 @@ STRATA_AVX512 inline float OffsetDot512(const float* o, const float* asum, int64
 // Without it, each column's codes (4 KiB at K = 8192, 4 bits) are a new page for the
 // hardware prefetcher and the GEMV past the L3 waited on memory: in-process A/B (1 thread,
 // int4, min CPU time) 8192^2 3.3 -> 1.9-2.0 ms, 4096x8192 1.6 -> 0.9 ms; at 4096x2048
-// (in the L3) no change. T1/NTA hints and prefetching two groups ahead measured the same.
+// (in the L3) no loss. T1/NTA hints and prefetching two groups ahead measured the same.
 // The prefetches are written out in the loops on purpose: with the scale prefetch in a
 // helper that returned early on 3 of 4 blocks, GCC 12 dropped it from the binary (and the
 // GEMV ran ~1.5x slower past the L3): check `objdump -d` for prefetcht0 after changing them.
