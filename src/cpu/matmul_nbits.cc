@@ -252,6 +252,7 @@ Packed Pack(const Params& p, const Inputs& in, bool int8) {
       w.offset[n * w.nb_stride + blk] = -ZeroPointAt(p, in.zero_points, n, blk) * sc;
     }
   }
+  w.gemv_streams = static_cast<int64_t>(w.bytes()) > kGemvStreamsBytes;
   w.gemv_serial = static_cast<int64_t>(w.bytes()) < kGemvParallelMinBytes;
   return w;
 }

@@ -78,19 +78,22 @@ struct Packed {
   int64_t nb_stride = 0;  // fp32 layout: per-column stride of scale/offset
   std::vector<uint8_t> codes;
   std::vector<float> scale, offset;
-  std::vector<float> bias;    // N entries (zeros when absent)
-  bool int8_layout = false;   // the int8 kernel's layout (see above)
-  int64_t steps = 0;          // int8 layout: k_pad / kInt8Step
-  int64_t lane_slots = 0;     // int8 layout: A's slots per step: 16, or 32 for blocks of 16
-  int64_t group_slots = 0;    // int8 layout: scale and zero-point entries per group
-  std::vector<uint8_t> zp8;   // int8 layout: integer zero points per slot
-  std::vector<float> zpf;     // int8 layout: float zero points per slot (zp8 then empty)
-  bool gemv_streams = false;  // int8 layout: a GEMV reads 4 groups side by side (kGemvStreamsBytes)
-  bool gemv_serial = false;   // a GEMV (M = 1) runs on the calling thread (kGemvParallelMinBytes)
+  std::vector<float> bias;   // N entries (zeros when absent)
+  bool int8_layout = false;  // the int8 kernel's layout (see above)
+  int64_t steps = 0;         // int8 layout: k_pad / kInt8Step
+  int64_t lane_slots = 0;    // int8 layout: A's slots per step: 16, or 32 for blocks of 16
+  int64_t group_slots = 0;   // int8 layout: scale and zero-point entries per group
+  std::vector<uint8_t> zp8;  // int8 layout: integer zero points per slot
+  std::vector<float> zpf;    // int8 layout: float zero points per slot (zp8 then empty)
+  // A GEMV on weights past kGemvStreamsBytes: int8 layout, it reads 4 groups side by side;
+  // fp32 layout, 8 bits, the AVX-512 GEMV prefetches the next group (4 bits always does).
+  bool gemv_streams = false;
+  bool gemv_serial = false;  // a GEMV (M = 1) runs on the calling thread (kGemvParallelMinBytes)
   size_t bytes() const { return codes.size() + zp8.size() + 4 * (scale.size() + offset.size() + zpf.size()); }
 };
-// A GEMV (M = 1) on int8-layout weights of more than this many bytes reads 4 groups side by
-// side (matmul_nbits_vnni.cc): more concurrent streams for weights the L3 does not keep.
+// A GEMV (M = 1) on more bytes of packed weights than this reads for weights the L3 does
+// not keep: int8 layout, 4 groups side by side (matmul_nbits_vnni.cc, more concurrent
+// streams); fp32 layout, 8 bits, with a prefetch of the next group (matmul_nbits_avx.cc).
 inline constexpr int64_t kGemvStreamsBytes = int64_t{16} << 20;
 // A GEMV (M = 1) on fewer bytes of packed weights than this runs on one thread: its work
 // (about 8 us at level 4, 20 us at level 0, one thread) cannot pay for waking a worker.

@@ -138,6 +138,79 @@ TEST(MatmulNBitsKernel, OptimizedMatchesReferenceOnEdgeShapes) {
           }
 }
 
+// The AVX-512 level-0 GEMV prefetches the next whole group of 4 columns while it computes
+// one (4 bits always; 8 bits when Packed::gemv_streams, set by Pack past kGemvStreamsBytes
+// and forced here both ways), so what it prefetches depends on where a call's column range
+// starts and ends. Results must not: every column's arithmetic is the same with or without
+// the prefetch, in a 4-column group or alone, in one call or several. Checked bit for bit,
+// and against the oracle, at K not a multiple of the block or of 128, N around the group
+// (no next group, a partial one), blocks 16-256 and all zero-point kinds.
+TEST(MatmulNBitsKernel, Avx512GemvPrefetchLeavesResultsUnchanged) {
+  if (nbits::ResolveIsa(nullptr) != nbits::Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  uint32_t seed = 900;
+  for (int64_t bits : {4, 8})
+    for (int64_t bs : {16, 32, 64, 128, 256})
+      for (int64_t K : {200, 600})
+        for (int64_t N : {4, 5, 8, 9, 13, 30}) {
+          const Case c{1, K, N, bits, bs, static_cast<int>(seed % 3), false};
+          CaseData d = MakeCase(c, seed++);
+          nbits::Packed w = nbits::Pack(d.p, d.in());
+          ASSERT_FALSE(w.gemv_streams);  // small weights
+          const std::vector<float> a = RandomA(K, seed);
+          // The GEMV's inputs as PackedMatMul makes them: the row padded to k_pad, per-block sums.
+          std::vector<float> row(w.k_pad, 0.0f), asum(w.nb_stride, 0.0f);
+          std::copy(a.begin(), a.end(), row.begin());
+          for (int64_t k = 0; k < K; ++k) asum[k / bs] += a[k];
+          const std::string what = "bits=" + std::to_string(bits) + " bs=" + std::to_string(bs) +
+                                   " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+                                   " zp=" + std::to_string(c.zp);
+          std::vector<float> whole(N, -1.0f);
+          nbits::GemvAvx512(w, row.data(), asum.data(), whole.data(), 0, N);
+          ExpectClose(Oracle(d, a, 1), whole, K, what);
+          if (HasFatalFailure()) return;
+          for (bool streams : {false, true}) {
+            w.gemv_streams = streams;
+            const std::string how = what + (streams ? " streams" : "");
+            std::vector<float> y(N, -1.0f);
+            nbits::GemvAvx512(w, row.data(), asum.data(), y.data(), 0, N);
+            for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y[n], whole[n]) << how << ", column " << n;
+            // Two calls split at every group boundary, and one call per column.
+            for (int64_t split = 4; split < N; split += 4) {
+              std::fill(y.begin(), y.end(), -1.0f);
+              nbits::GemvAvx512(w, row.data(), asum.data(), y.data(), 0, split);
+              nbits::GemvAvx512(w, row.data(), asum.data(), y.data(), split, N);
+              for (int64_t n = 0; n < N; ++n)
+                ASSERT_EQ(y[n], whole[n]) << how << ", split at " << split << ", column " << n;
+            }
+            std::fill(y.begin(), y.end(), -1.0f);
+            for (int64_t n = 0; n < N; ++n) nbits::GemvAvx512(w, row.data(), asum.data(), y.data(), n, n + 1);
+            for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y[n], whole[n]) << how << ", column " << n << " alone";
+          }
+        }
+}
+
+// A GEMV on weights past kGemvStreamsBytes (int4, 0.75 bytes per weight packed: ~19 MiB
+// here), the case the prefetch is for: against the oracle, and the pool's split bit for
+// bit the serial result.
+TEST(MatmulNBitsKernel, LargeGemvMatchesOracleAndIsSplitIndependent) {
+  ThreadPool pool(2);
+  const Case c{1, 4160, 6150, 4, 32, 1, true};
+  CaseData d = MakeCase(c, 91);
+  nbits::Packed w = nbits::Pack(d.p, d.in());
+  ASSERT_GT(static_cast<int64_t>(w.bytes()), nbits::kGemvStreamsBytes);
+  ASSERT_TRUE(w.gemv_streams);
+  ASSERT_FALSE(w.gemv_serial);
+  const std::vector<float> a = RandomA(c.K, 92);
+  const std::vector<float> want = Oracle(d, a, 1);
+  for (nbits::Isa isa : AvailableIsas()) {
+    std::vector<float> serial(c.N, -1.0f), split(c.N, -1.0f);
+    nbits::PackedMatMul(isa, w, a.data(), 1, serial.data(), nullptr);
+    nbits::PackedMatMul(isa, w, a.data(), 1, split.data(), &pool);
+    ExpectClose(want, serial, c.K, nbits::IsaName(isa));
+    for (int64_t n = 0; n < c.N; ++n) ASSERT_EQ(split[n], serial[n]) << nbits::IsaName(isa) << " column " << n;
+  }
+}
+
 TEST(MatmulNBitsKernel, ForcedIsaIsHonoured) {
   EXPECT_EQ(nbits::ResolveIsa("scalar"), nbits::Isa::kScalar);
   __builtin_cpu_init();
