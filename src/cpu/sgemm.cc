@@ -93,18 +93,25 @@ struct GatheredA {
 };
 
 // Row tiles of an M block of mrows <= kMc rows: starts[0..n] (n returned, starts[n] =
-// mrows). Tiles of 1-3 rows are FMA-latency bound, so a 13-15 row tail is split into two
-// tiles of 6-8 rows instead of 12 + 1-3.
-constexpr int kMaxTiles = kMc / 4 + 1;
+// mrows). The fewest tiles of at most kMr rows, their heights differing by at most one
+// (49 rows: 10+10+10+10+9, not 12+12+12+6+7; 100: 12+8x11, not 8x12+4): a tile of few
+// rows has too few accumulators to cover the FMA latency and reloads B for little work.
+// Row tiling does not change any C element's sequence of FMAs.
+constexpr int kMaxTiles = kMc / kMr;
 int TileStarts(int64_t mrows, int64_t* starts) {
-  int n = 0;
-  for (int64_t ir = 0; ir < mrows;) {
-    const int64_t left = mrows - ir;
-    starts[n++] = ir;
-    ir += left > kMr && left < kMr + 4 ? left / 2 : std::min<int64_t>(kMr, left);
+  const int64_t n = (mrows + kMr - 1) / kMr, base = mrows / n, taller = mrows % n;
+  for (int64_t t = 0, ir = 0; t <= n; ++t) {
+    starts[t] = ir;
+    ir += base + (t < taller);
   }
-  starts[n] = mrows;
-  return n;
+  return static_cast<int>(n);
+}
+
+// Rows of each of `blocks` M blocks (a multiple of kMr, at most kMc) that spread m's row
+// tiles evenly over them: 196 rows in 2 blocks are 108 + 88, not 192 + 4.
+int64_t EvenBlockRows(int64_t m, int64_t blocks) {
+  const int64_t tiles = (m + kMr - 1) / kMr;
+  return std::min(kMc, (tiles + blocks - 1) / blocks * kMr);
 }
 
 // Rows [i0, i0 + mrows) x panels [p0, p1), all of K. Returns false when the A buffer
@@ -206,7 +213,8 @@ Split PlanSplit(int64_t m, int64_t panels, int64_t threads, bool packs_a) {
   // A block, which pays off when B dominates (few rows) or when the packed tile is reused
   // over many panels (>= 8 per thread: N >= 512 on 2 threads).
   const int64_t n_chunks = std::min(panels, threads), per_chunk = (panels + n_chunks - 1) / n_chunks;
-  const Split by_n{kMc, (m + kMc - 1) / kMc, (panels + per_chunk - 1) / per_chunk, per_chunk};
+  const int64_t mc_n = EvenBlockRows(m, (m + kMc - 1) / kMc);
+  const Split by_n{mc_n, (m + mc_n - 1) / mc_n, (panels + per_chunk - 1) / per_chunk, per_chunk};
   if (tiles < 4 * threads && panels > 1) return by_n;
   // Otherwise M blocks only, so each thread packs (or gathers) only its own rows of A. The
   // cache-blocking count is rounded up to a multiple of the thread count and the rows
@@ -214,7 +222,7 @@ Split PlanSplit(int64_t m, int64_t panels, int64_t threads, bool packs_a) {
   // threads left one thread a block more; 2 blocks of 192 + 4 rows left it idle).
   int64_t blocks = (m + kMc - 1) / kMc;
   blocks = (blocks + threads - 1) / threads * threads;
-  const int64_t mc = std::min(kMc, (tiles + blocks - 1) / blocks * kMr);
+  const int64_t mc = EvenBlockRows(m, blocks);
   blocks = (m + mc - 1) / mc;
   // Whole tiles cannot always be spread evenly (17 tiles on 2 threads: 9 and 8); past 5%
   // of idle time, wide products take the N split instead, and so do products whose A is
@@ -260,8 +268,9 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const 
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(b.n()) * static_cast<double>(b.k());
   std::atomic<bool> oom{false};
   if (threads <= 1 || flops < kMinParallelFlops) {
-    for (int64_t i0 = 0; i0 < m && !oom; i0 += kMc)
-      if (!task(i0, std::min(kMc, m - i0), int64_t{0}, panels)) oom = true;
+    const int64_t mc = EvenBlockRows(m, (m + kMc - 1) / kMc);
+    for (int64_t i0 = 0; i0 < m && !oom; i0 += mc)
+      if (!task(i0, std::min(mc, m - i0), int64_t{0}, panels)) oom = true;
   } else {
     const Split sp = PlanSplit(m, panels, threads, packs_a);
     pool->Run(sp.m_blocks * sp.n_chunks, 1, [&](int64_t begin, int64_t end) {
