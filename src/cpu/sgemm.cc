@@ -169,15 +169,25 @@ const float** ThreadPointerTable(int64_t entries) {
   return buf.p;
 }
 
-// RunTask for IndirectA: per row tile, the pointer table once, then every panel of the
-// task over the whole K (no packing, so nothing to reuse across K blocks).
+// Above this many bytes of B in a task's panels, RunIndirectTask runs panel by panel
+// (each whole-K panel read once from L3/DRAM, then from L2 by every row tile) instead of
+// tile by tile (B re-streamed from L3 per tile): resnet's 7x7 3x3 512->512 conv has 9.4 MB
+// of B for 5 row tiles. Below it B stays in L2 across tiles and the tile-outer order keeps
+// each tile's A rows in L1 across panels.
+constexpr int64_t kMaxTileOuterBBytes = 512 * 1024;
+
+// RunTask for IndirectA over the whole K (no packing, so nothing to reuse across K
+// blocks): per row tile its pointer table, then the task's panels; or, past
+// kMaxTileOuterBBytes of B, every tile's pointer table first and the panels outermost.
 bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const IndirectA& a, const PackedB& b, float* c,
                      int64_t ldc, const Epilogue& ep) {
-  const float** ptrs = ThreadPointerTable(a.taps * kMr);
-  if (!ptrs) return false;
-  const int64_t N = b.n();
+  const int64_t N = b.n(), table = a.taps * kMr;
   int64_t tile_start[kMaxTiles + 1];
   const int ntiles = TileStarts(mrows, tile_start);
+  const bool panel_outer =
+      ntiles > 1 && (p1 - p0) * b.k() * kPanelWidth * static_cast<int64_t>(sizeof(float)) > kMaxTileOuterBBytes;
+  const float** ptrs = ThreadPointerTable(table * (panel_outer ? ntiles : 1));
+  if (!ptrs) return false;
   internal::TileEpilogue te;
   te.alpha = ep.alpha;
   te.load_c = ep.accumulate;
@@ -185,16 +195,23 @@ bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const In
   te.min = ep.min;
   te.max = ep.max;
   te.ldr = ep.ldr;
-  for (int t = 0; t < ntiles; ++t) {
+  auto tile = [&](int t, int64_t p, const float** tp) {
     const int64_t row0 = i0 + tile_start[t];
-    const int rows = static_cast<int>(tile_start[t + 1] - tile_start[t]);
-    a.rows(a.ctx, row0, rows, ptrs);
-    for (int64_t p = p0; p < p1; ++p) {
-      const int cols = static_cast<int>(std::min(kPanelWidth, N - p * kPanelWidth));
-      te.bias = ep.bias ? ep.bias + p * kPanelWidth : nullptr;
-      te.residual = ep.residual ? ep.residual + row0 * ep.ldr + p * kPanelWidth : nullptr;
-      internal::TileIndirectAvx512(rows, cols, a.taps, a.seg, ptrs, b.panel(p), c + row0 * ldc + p * kPanelWidth, ldc,
-                                   te);
+    const int cols = static_cast<int>(std::min(kPanelWidth, N - p * kPanelWidth));
+    te.bias = ep.bias ? ep.bias + p * kPanelWidth : nullptr;
+    te.residual = ep.residual ? ep.residual + row0 * ep.ldr + p * kPanelWidth : nullptr;
+    internal::TileIndirectAvx512(static_cast<int>(tile_start[t + 1] - tile_start[t]), cols, a.taps, a.seg, tp,
+                                 b.panel(p), c + row0 * ldc + p * kPanelWidth, ldc, te);
+  };
+  if (panel_outer) {
+    for (int t = 0; t < ntiles; ++t)
+      a.rows(a.ctx, i0 + tile_start[t], tile_start[t + 1] - tile_start[t], ptrs + t * table);
+    for (int64_t p = p0; p < p1; ++p)
+      for (int t = 0; t < ntiles; ++t) tile(t, p, ptrs + t * table);
+  } else {
+    for (int t = 0; t < ntiles; ++t) {
+      a.rows(a.ctx, i0 + tile_start[t], tile_start[t + 1] - tile_start[t], ptrs);
+      for (int64_t p = p0; p < p1; ++p) tile(t, p, ptrs);
     }
   }
   return true;
@@ -386,7 +403,8 @@ void PrepareThreadScratch() {
   if (!Available()) return;
   ThreadABuffer();
   ThreadGatherBuffer();
-  ThreadPointerTable(49 * kMr);
+  // A 7x7 conv's taps for one tile, or a 3x3 conv's for a whole M block (panel-outer order).
+  ThreadPointerTable(std::max<int64_t>(49, 9 * kMaxTiles) * kMr);
 }
 
 }  // namespace strata::sgemm
