@@ -1,9 +1,10 @@
 // SGEMM driver: argument checks, cache blocking and the split over the pool (B packing: sgemm_pack.cc).
 // Loop nest per task (rows [i0, i0+mc) x panels [p0, p1)):
-//   for each K block (kKc):  pack A block -> for each B panel -> for each 12-row tile: micro-kernel
+//   for each K block (kKc):  pack A block -> for each B panel -> for each row tile (<= 12 rows): micro-kernel
 // The B panel slice (32 KiB) stays in L1 across the tiles of the M block; the packed A
-// block stays in L2 across panels. Each C element is computed by the same sequence of
-// FMAs whatever the split, so results do not depend on the thread count.
+// block stays in L2 across panels (indirect A: see RunIndirectTask). Each C element is
+// computed by the same sequence of FMAs whatever the split or row tiling, so results do not
+// depend on the thread count.
 #include "cpu/sgemm.h"
 
 #include <algorithm>
