@@ -1,9 +1,10 @@
 // SGEMM driver: argument checks, cache blocking and the split over the pool (B packing: sgemm_pack.cc).
 // Loop nest per task (rows [i0, i0+mc) x panels [p0, p1)):
-//   for each K block (kKc):  pack A block -> for each B panel -> for each 12-row tile: micro-kernel
+//   for each K block (kKc):  pack A block -> for each B panel -> for each row tile (<= 12 rows): micro-kernel
 // The B panel slice (32 KiB) stays in L1 across the tiles of the M block; the packed A
-// block stays in L2 across panels. Each C element is computed by the same sequence of
-// FMAs whatever the split, so results do not depend on the thread count.
+// block stays in L2 across panels (indirect A: see RunIndirectTask). Each C element is
+// computed by the same sequence of FMAs whatever the split or row tiling, so results do not
+// depend on the thread count.
 #include "cpu/sgemm.h"
 
 #include <algorithm>
@@ -93,18 +94,25 @@ struct GatheredA {
 };
 
 // Row tiles of an M block of mrows <= kMc rows: starts[0..n] (n returned, starts[n] =
-// mrows). Tiles of 1-3 rows are FMA-latency bound, so a 13-15 row tail is split into two
-// tiles of 6-8 rows instead of 12 + 1-3.
-constexpr int kMaxTiles = kMc / 4 + 1;
+// mrows). The fewest tiles of at most kMr rows, their heights differing by at most one
+// (49 rows: 10+10+10+10+9, not 12+12+12+6+7; 100: 12+8x11, not 8x12+4): a tile of few
+// rows has too few accumulators to cover the FMA latency and reloads B for little work.
+// Row tiling does not change any C element's sequence of FMAs.
+constexpr int kMaxTiles = kMc / kMr;
 int TileStarts(int64_t mrows, int64_t* starts) {
-  int n = 0;
-  for (int64_t ir = 0; ir < mrows;) {
-    const int64_t left = mrows - ir;
-    starts[n++] = ir;
-    ir += left > kMr && left < kMr + 4 ? left / 2 : std::min<int64_t>(kMr, left);
+  const int64_t n = (mrows + kMr - 1) / kMr, base = mrows / n, taller = mrows % n;
+  for (int64_t t = 0, ir = 0; t <= n; ++t) {
+    starts[t] = ir;
+    ir += base + (t < taller);
   }
-  starts[n] = mrows;
-  return n;
+  return static_cast<int>(n);
+}
+
+// Rows of each of `blocks` M blocks (a multiple of kMr, at most kMc) that spread m's row
+// tiles evenly over them: 196 rows in 2 blocks are 108 + 88, not 192 + 4.
+int64_t EvenBlockRows(int64_t m, int64_t blocks) {
+  const int64_t tiles = (m + kMr - 1) / kMr;
+  return std::min(kMc, (tiles + blocks - 1) / blocks * kMr);
 }
 
 // Rows [i0, i0 + mrows) x panels [p0, p1), all of K. Returns false when the A buffer
@@ -162,15 +170,25 @@ const float** ThreadPointerTable(int64_t entries) {
   return buf.p;
 }
 
-// RunTask for IndirectA: per row tile, the pointer table once, then every panel of the
-// task over the whole K (no packing, so nothing to reuse across K blocks).
+// Above this many bytes of B in a task's panels, RunIndirectTask runs panel by panel
+// (each whole-K panel read once from L3/DRAM, then from L2 by every row tile) instead of
+// tile by tile (B re-streamed from L3 per tile): resnet's 7x7 3x3 512->512 conv has 9.4 MB
+// of B for 5 row tiles. Below it B stays in L2 across tiles and the tile-outer order keeps
+// each tile's A rows in L1 across panels.
+constexpr int64_t kMaxTileOuterBBytes = 512 * 1024;
+
+// RunTask for IndirectA over the whole K (no packing, so nothing to reuse across K
+// blocks): per row tile its pointer table, then the task's panels; or, past
+// kMaxTileOuterBBytes of B, every tile's pointer table first and the panels outermost.
 bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const IndirectA& a, const PackedB& b, float* c,
                      int64_t ldc, const Epilogue& ep) {
-  const float** ptrs = ThreadPointerTable(a.taps * kMr);
-  if (!ptrs) return false;
-  const int64_t N = b.n();
+  const int64_t N = b.n(), table = a.taps * kMr;
   int64_t tile_start[kMaxTiles + 1];
   const int ntiles = TileStarts(mrows, tile_start);
+  const bool panel_outer =
+      ntiles > 1 && (p1 - p0) * b.k() * kPanelWidth * static_cast<int64_t>(sizeof(float)) > kMaxTileOuterBBytes;
+  const float** ptrs = ThreadPointerTable(table * (panel_outer ? ntiles : 1));
+  if (!ptrs) return false;
   internal::TileEpilogue te;
   te.alpha = ep.alpha;
   te.load_c = ep.accumulate;
@@ -178,16 +196,23 @@ bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const In
   te.min = ep.min;
   te.max = ep.max;
   te.ldr = ep.ldr;
-  for (int t = 0; t < ntiles; ++t) {
+  auto tile = [&](int t, int64_t p, const float** tp) {
     const int64_t row0 = i0 + tile_start[t];
-    const int rows = static_cast<int>(tile_start[t + 1] - tile_start[t]);
-    a.rows(a.ctx, row0, rows, ptrs);
-    for (int64_t p = p0; p < p1; ++p) {
-      const int cols = static_cast<int>(std::min(kPanelWidth, N - p * kPanelWidth));
-      te.bias = ep.bias ? ep.bias + p * kPanelWidth : nullptr;
-      te.residual = ep.residual ? ep.residual + row0 * ep.ldr + p * kPanelWidth : nullptr;
-      internal::TileIndirectAvx512(rows, cols, a.taps, a.seg, ptrs, b.panel(p), c + row0 * ldc + p * kPanelWidth, ldc,
-                                   te);
+    const int cols = static_cast<int>(std::min(kPanelWidth, N - p * kPanelWidth));
+    te.bias = ep.bias ? ep.bias + p * kPanelWidth : nullptr;
+    te.residual = ep.residual ? ep.residual + row0 * ep.ldr + p * kPanelWidth : nullptr;
+    internal::TileIndirectAvx512(static_cast<int>(tile_start[t + 1] - tile_start[t]), cols, a.taps, a.seg, tp,
+                                 b.panel(p), c + row0 * ldc + p * kPanelWidth, ldc, te);
+  };
+  if (panel_outer) {
+    for (int t = 0; t < ntiles; ++t)
+      a.rows(a.ctx, i0 + tile_start[t], tile_start[t + 1] - tile_start[t], ptrs + t * table);
+    for (int64_t p = p0; p < p1; ++p)
+      for (int t = 0; t < ntiles; ++t) tile(t, p, ptrs + t * table);
+  } else {
+    for (int t = 0; t < ntiles; ++t) {
+      a.rows(a.ctx, i0 + tile_start[t], tile_start[t + 1] - tile_start[t], ptrs);
+      for (int64_t p = p0; p < p1; ++p) tile(t, p, ptrs);
     }
   }
   return true;
@@ -206,7 +231,8 @@ Split PlanSplit(int64_t m, int64_t panels, int64_t threads, bool packs_a) {
   // A block, which pays off when B dominates (few rows) or when the packed tile is reused
   // over many panels (>= 8 per thread: N >= 512 on 2 threads).
   const int64_t n_chunks = std::min(panels, threads), per_chunk = (panels + n_chunks - 1) / n_chunks;
-  const Split by_n{kMc, (m + kMc - 1) / kMc, (panels + per_chunk - 1) / per_chunk, per_chunk};
+  const int64_t mc_n = EvenBlockRows(m, (m + kMc - 1) / kMc);
+  const Split by_n{mc_n, (m + mc_n - 1) / mc_n, (panels + per_chunk - 1) / per_chunk, per_chunk};
   if (tiles < 4 * threads && panels > 1) return by_n;
   // Otherwise M blocks only, so each thread packs (or gathers) only its own rows of A. The
   // cache-blocking count is rounded up to a multiple of the thread count and the rows
@@ -214,7 +240,7 @@ Split PlanSplit(int64_t m, int64_t panels, int64_t threads, bool packs_a) {
   // threads left one thread a block more; 2 blocks of 192 + 4 rows left it idle).
   int64_t blocks = (m + kMc - 1) / kMc;
   blocks = (blocks + threads - 1) / threads * threads;
-  const int64_t mc = std::min(kMc, (tiles + blocks - 1) / blocks * kMr);
+  const int64_t mc = EvenBlockRows(m, blocks);
   blocks = (m + mc - 1) / mc;
   // Whole tiles cannot always be spread evenly (17 tiles on 2 threads: 9 and 8); past 5%
   // of idle time, wide products take the N split instead, and so do products whose A is
@@ -260,8 +286,9 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const 
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(b.n()) * static_cast<double>(b.k());
   std::atomic<bool> oom{false};
   if (threads <= 1 || flops < kMinParallelFlops) {
-    for (int64_t i0 = 0; i0 < m && !oom; i0 += kMc)
-      if (!task(i0, std::min(kMc, m - i0), int64_t{0}, panels)) oom = true;
+    const int64_t mc = EvenBlockRows(m, (m + kMc - 1) / kMc);
+    for (int64_t i0 = 0; i0 < m && !oom; i0 += mc)
+      if (!task(i0, std::min(mc, m - i0), int64_t{0}, panels)) oom = true;
   } else {
     const Split sp = PlanSplit(m, panels, threads, packs_a);
     pool->Run(sp.m_blocks * sp.n_chunks, 1, [&](int64_t begin, int64_t end) {
@@ -377,7 +404,8 @@ void PrepareThreadScratch() {
   if (!Available()) return;
   ThreadABuffer();
   ThreadGatherBuffer();
-  ThreadPointerTable(49 * kMr);
+  // A 7x7 conv's taps for one tile, or a 3x3 conv's for a whole M block (panel-outer order).
+  ThreadPointerTable(std::max<int64_t>(49, 9 * kMaxTiles) * kMr);
 }
 
 }  // namespace strata::sgemm

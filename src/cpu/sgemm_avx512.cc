@@ -6,6 +6,9 @@
 
 #include <immintrin.h>
 
+#include <array>
+#include <utility>
+
 #include "cpu/sgemm_internal.h"
 #include "cpu/sgemm_transpose.h"
 
@@ -85,7 +88,10 @@ STRATA_AVX512 __attribute__((always_inline)) inline void PrefetchTileOperands(in
 
 // One MR x 32 tile: 2*MR accumulators, B from the packed panel (two aligned loads per
 // k), A broadcast from the packed tile (folded into the FMA as an embedded broadcast).
-template <int MR>
+// kHalf: a last panel of at most 16 columns (N = 16, 144, ...) only touches the first
+// half of each panel row, so the padding columns cost no FMAs; acc1 stays zero and its
+// store is fully masked.
+template <int MR, bool kHalf>
 STRATA_AVX512 void Tile(int cols, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
                         const TileEpilogue& e) {
   __m512 acc0[MR], acc1[MR];
@@ -98,16 +104,21 @@ STRATA_AVX512 void Tile(int cols, int64_t kc, const float* ap, const float* bp, 
 
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_load_ps(bp);
-    const __m512 b1 = _mm512_load_ps(bp + 16);
     // The B panel streams from L3/DRAM on the first tile of a block: fetch ahead.
+    const __m512 b0 = _mm512_load_ps(bp);
     _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32 + 16), _MM_HINT_T0);
+    if constexpr (kHalf) {
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; ++i) {
-      const __m512 av = _mm512_set1_ps(ap[i]);
-      acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
-      acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
+      for (int i = 0; i < MR; ++i) acc0[i] = _mm512_fmadd_ps(_mm512_set1_ps(ap[i]), b0, acc0[i]);
+    } else {
+      const __m512 b1 = _mm512_load_ps(bp + 16);
+      _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32 + 16), _MM_HINT_T0);
+#pragma GCC unroll 12
+      for (int i = 0; i < MR; ++i) {
+        const __m512 av = _mm512_set1_ps(ap[i]);
+        acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
+        acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
+      }
     }
     ap += kMr;
     bp += 32;
@@ -118,8 +129,8 @@ STRATA_AVX512 void Tile(int cols, int64_t kc, const float* ap, const float* bp, 
 // The same tile with A read through per-row segment pointers (IndirectA): each k
 // broadcasts row i's value straight from its source (the conv input), so nothing is
 // gathered or packed. One pass over all of K, so sums differ from Tile's per-K-block ones
-// in rounding only.
-template <int MR>
+// in rounding only. kHalf as in Tile.
+template <int MR, bool kHalf>
 STRATA_AVX512 void TileIndirect(int cols, int64_t taps, int64_t seg, const float* const* ptrs, const float* bp,
                                 float* c, int64_t ldc, const TileEpilogue& e) {
   __m512 acc0[MR], acc1[MR];
@@ -136,14 +147,19 @@ STRATA_AVX512 void TileIndirect(int cols, int64_t taps, int64_t seg, const float
 #pragma GCC unroll 4
     for (int64_t k = 0; k < seg; ++k) {
       const __m512 b0 = _mm512_load_ps(bp);
-      const __m512 b1 = _mm512_load_ps(bp + 16);
       _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32 + 16), _MM_HINT_T0);
+      if constexpr (kHalf) {
 #pragma GCC unroll 12
-      for (int i = 0; i < MR; ++i) {
-        const __m512 av = _mm512_set1_ps(a[i][k]);
-        acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
-        acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
+        for (int i = 0; i < MR; ++i) acc0[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i][k]), b0, acc0[i]);
+      } else {
+        const __m512 b1 = _mm512_load_ps(bp + 16);
+        _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32 + 16), _MM_HINT_T0);
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; ++i) {
+          const __m512 av = _mm512_set1_ps(a[i][k]);
+          acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
+          acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
+        }
       }
       bp += 32;
     }
@@ -151,70 +167,42 @@ STRATA_AVX512 void TileIndirect(int cols, int64_t taps, int64_t seg, const float
   StoreTile<MR>(acc0, acc1, cols, c, ldc, e);
 }
 
+// The tile for a row count in [1, kMr] and a panel of `cols` columns: a table of the
+// instantiations, indexed [half][rows - 1].
+template <template <int, bool> class Fn, int... R>
+constexpr auto MakeTable(std::integer_sequence<int, R...>) {
+  using F = decltype(&Fn<1, false>::Run);
+  return std::array<std::array<F, sizeof...(R)>, 2>{{{&Fn<R + 1, false>::Run...}, {&Fn<R + 1, true>::Run...}}};
+}
+template <int MR, bool kHalf>
+struct PackedTile {
+  static void Run(int cols, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
+                  const TileEpilogue& e) {
+    Tile<MR, kHalf>(cols, kc, ap, bp, c, ldc, e);
+  }
+};
+template <int MR, bool kHalf>
+struct IndirectTile {
+  static void Run(int cols, int64_t taps, int64_t seg, const float* const* a, const float* bp, float* c, int64_t ldc,
+                  const TileEpilogue& e) {
+    TileIndirect<MR, kHalf>(cols, taps, seg, a, bp, c, ldc, e);
+  }
+};
+constexpr auto kPackedTiles = MakeTable<PackedTile>(std::make_integer_sequence<int, kMr>());
+constexpr auto kIndirectTiles = MakeTable<IndirectTile>(std::make_integer_sequence<int, kMr>());
+
 }  // namespace
 
 void TileAvx512(int rows, int cols, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
                 const TileEpilogue& e) {
-  switch (rows) {
-    case 12:
-      return Tile<12>(cols, kc, ap, bp, c, ldc, e);
-    case 11:
-      return Tile<11>(cols, kc, ap, bp, c, ldc, e);
-    case 10:
-      return Tile<10>(cols, kc, ap, bp, c, ldc, e);
-    case 9:
-      return Tile<9>(cols, kc, ap, bp, c, ldc, e);
-    case 8:
-      return Tile<8>(cols, kc, ap, bp, c, ldc, e);
-    case 7:
-      return Tile<7>(cols, kc, ap, bp, c, ldc, e);
-    case 6:
-      return Tile<6>(cols, kc, ap, bp, c, ldc, e);
-    case 5:
-      return Tile<5>(cols, kc, ap, bp, c, ldc, e);
-    case 4:
-      return Tile<4>(cols, kc, ap, bp, c, ldc, e);
-    case 3:
-      return Tile<3>(cols, kc, ap, bp, c, ldc, e);
-    case 2:
-      return Tile<2>(cols, kc, ap, bp, c, ldc, e);
-    case 1:
-      return Tile<1>(cols, kc, ap, bp, c, ldc, e);
-    default:
-      return;  // the driver never asks for other row counts
-  }
+  if (rows < 1 || rows > kMr) return;  // the driver never asks for other row counts
+  kPackedTiles[cols <= 16][rows - 1](cols, kc, ap, bp, c, ldc, e);
 }
 
 void TileIndirectAvx512(int rows, int cols, int64_t taps, int64_t seg, const float* const* a, const float* bp, float* c,
                         int64_t ldc, const TileEpilogue& e) {
-  switch (rows) {
-    case 12:
-      return TileIndirect<12>(cols, taps, seg, a, bp, c, ldc, e);
-    case 11:
-      return TileIndirect<11>(cols, taps, seg, a, bp, c, ldc, e);
-    case 10:
-      return TileIndirect<10>(cols, taps, seg, a, bp, c, ldc, e);
-    case 9:
-      return TileIndirect<9>(cols, taps, seg, a, bp, c, ldc, e);
-    case 8:
-      return TileIndirect<8>(cols, taps, seg, a, bp, c, ldc, e);
-    case 7:
-      return TileIndirect<7>(cols, taps, seg, a, bp, c, ldc, e);
-    case 6:
-      return TileIndirect<6>(cols, taps, seg, a, bp, c, ldc, e);
-    case 5:
-      return TileIndirect<5>(cols, taps, seg, a, bp, c, ldc, e);
-    case 4:
-      return TileIndirect<4>(cols, taps, seg, a, bp, c, ldc, e);
-    case 3:
-      return TileIndirect<3>(cols, taps, seg, a, bp, c, ldc, e);
-    case 2:
-      return TileIndirect<2>(cols, taps, seg, a, bp, c, ldc, e);
-    case 1:
-      return TileIndirect<1>(cols, taps, seg, a, bp, c, ldc, e);
-    default:
-      return;  // the driver never asks for other row counts
-  }
+  if (rows < 1 || rows > kMr) return;  // the driver never asks for other row counts
+  kIndirectTiles[cols <= 16][rows - 1](cols, taps, seg, a, bp, c, ldc, e);
 }
 
 STRATA_AVX512 void PackAAvx512(const float* a, int64_t lda, int64_t rows, int64_t kc, float* dst) {

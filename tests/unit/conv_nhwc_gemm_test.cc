@@ -214,6 +214,14 @@ std::vector<ConvCase> EdgeCases() {
   add({.h = 4, .w = 20, .c = 1, .m = 5, .kh = 1, .kw = 16, .pads = {0, 2, 0, 3}});       // one kernel row
   add({.h = 10, .w = 11, .c = 8, .m = 20, .sh = 3, .sw = 3, .pads = {1, 0, 0, 2}});      // windows skip the edge
   add({.h = 2, .w = 2, .c = 4, .m = 3, .kh = 5, .kw = 5, .pads = {2, 2, 2, 2}, .bias = false});  // kernel > input
+  // Even row tiles (49 rows: 10+10+10+10+9; 196 in blocks of 108 + 88) on the indirect A,
+  // with N of half a panel (16), 1.5 panels (48) and a half-width last panel (144).
+  add({.h = 7, .w = 7, .c = 32, .m = 48, .pads = {1, 1, 1, 1}, .relu = true});
+  add({.h = 14, .w = 14, .c = 16, .m = 16, .pads = {1, 1, 1, 1}});
+  add({.h = 5, .w = 5, .c = 24, .m = 144, .pads = {1, 1, 1, 1}});
+  // 1x1 with N = 16 (mobilenet_v2's first project) and N = 144 (its 56x56 expand: packed A).
+  add({.h = 7, .w = 7, .c = 32, .m = 16, .kh = 1, .kw = 1});
+  add({.h = 14, .w = 14, .c = 24, .m = 144, .kh = 1, .kw = 1, .relu = true});
   return v;
 }
 

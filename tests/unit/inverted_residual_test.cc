@@ -141,6 +141,10 @@ TEST(InvertedResidual, FusedBlockMatchesReferenceAtEdgeShapes) {
       {.cin = 8, .h = 6, .w = 6, .ce = 20, .cout = 12, .k = 5, .pads = {2, 2, 2, 2}, .bias = false},  // 5x5
       {.cin = 8, .h = 2, .w = 3, .ce = 16, .cout = 8, .stride = 2, .pads = {1, 1, 1, 1}, .residual = false},
       {.cin = 4, .h = 3, .w = 2, .ce = 2600, .cout = 5},  // K > 2560: the project GEMM packs A
+      // Half-width last panels (expand 144 = 4.5 panels, project 33 and 16) and strips of
+      // 14 / 7 pixel rows (even row tiles of 196 / 49 rows).
+      {.cin = 24, .h = 14, .w = 14, .ce = 144, .cout = 33},
+      {.cin = 16, .h = 7, .w = 7, .ce = 48, .cout = 16, .residual = true, .relu6 = false},
   };
   uint32_t seed = 1;
   for (const Block& b : cases) {

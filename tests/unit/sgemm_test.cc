@@ -207,6 +207,36 @@ TEST_F(SgemmTest, InPlaceAAndPackedAAgreeAtTheBounds) {
   Check({.m = 77, .n = 31, .k = 17, .ep = ep, .unpacked = true}, seed++);
 }
 
+// Row tiles of even height (rows 49 = 10+10+10+10+9, 196 = blocks of 108 + 88) and the
+// half-width micro-kernel for a last panel of <= 16 columns, on the in-place A (K = 40)
+// and the packed A (K = 8 < 16; N = 144 has 5 panels), 1 and 2 threads: against the
+// reference, and bit-identical across thread counts.
+TEST_F(SgemmTest, EvenRowTilesAndHalfPanelsAtEdgeSizes) {
+  uint32_t seed = 300;
+  for (int64_t m : {1, 11, 13, 25, 49, 196})
+    for (int64_t n : {1, 16, 24, 31, 33, 144})
+      for (int64_t k : {8, 40}) {
+        SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << n << " K=" << k);
+        std::vector<float> a = Rand(m * k, seed), b = Rand(k * n, seed + 1), bias = Rand(n, seed + 2);
+        seed += 3;
+        auto packed = sgemm::PackB(b.data(), k, n, false);
+        ASSERT_TRUE(packed.ok());
+        sgemm::Epilogue ep;
+        ep.bias = bias.data();
+        std::vector<float> c1(m * n), c2(m * n), want(m * n);
+        Reference(m, n, k, a.data(), k, b.data(), n, false, want.data(), n, ep);
+        ThreadPool two(2);
+        ASSERT_TRUE(sgemm::Gemm(m, a.data(), k, *packed, c1.data(), n, ep, nullptr).ok());
+        ASSERT_TRUE(sgemm::Gemm(m, a.data(), k, *packed, c2.data(), n, ep, &two).ok());
+        EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)));
+        for (int64_t i = 0; i < m * n; ++i)
+          ASSERT_NEAR(c1[i], want[i], 1e-5 * (k + 1)) << "C[" << i / n << "," << i % n << "]";
+      }
+  // Large enough for the pool to split (> 4 MFLOP): 196 and 49 rows over 2 threads.
+  for (int64_t m : {49, 196})
+    for (int64_t n : {16, 144}) Check({.m = m, .n = n, .k = 600, .pad = 1, .threads = 2}, seed++);
+}
+
 // The residual epilogue on both A paths: C = A x B + bias + R, clamped, against the
 // product computed without it; also bit-identical on 1 and 3 threads.
 TEST_F(SgemmTest, ResidualOnInPlaceAndPackedA) {
