@@ -6,11 +6,18 @@
 //    preempted (or still asleep) when the region starts finds nothing left to do and
 //    never delays the caller beyond the one chunk it may already hold. Concurrent or
 //    nested regions on the same pool run inline instead of queueing.
+//    When the scheduler puts the pool's worker(s) on the caller's CPU, a parallel region only
+//    makes them take turns with the caller (and an idle worker's spin takes the caller's
+//    time): each worker records the CPU it last saw a region on, declines the chunks of a
+//    region whose caller runs on its own CPU and sleeps at once instead of spinning, and the
+//    caller runs regions inline while every worker was last seen on its CPU, waking the
+//    workers every kProbeEvery-th region to find out whether one has moved elsewhere.
 //  * a pthreadpool, created only for XNNPACK operators, on first use (handle()).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -24,7 +31,9 @@ class ThreadPool {
  public:
   // Runs once on each worker thread before it takes any work.
   using ThreadInit = void (*)();
-  // threads <= 0 means "number of online CPUs". With `init`, the constructor returns once
+  // threads <= 0 means "number of CPUs the calling thread may run on" (its affinity mask). A
+  // caller confined to one CPU gets a one-thread pool whatever `threads` says: a worker could
+  // only take turns with it. With `init`, the constructor returns once
   // every worker has run it: kernels' per-thread scratch then exists before the first run
   // (KernelRegistry::thread_init), so runs after the first never allocate, even on a worker
   // that took no task in the first.
@@ -75,7 +84,9 @@ class ThreadPool {
   pthreadpool* handle() const;
 
  private:
-  void WorkerLoop();
+  void WorkerLoop(int index);
+  // True when every worker was last seen running on `cpu` (the caller's CPU).
+  bool Colocated(int cpu) const;
   // Claims and runs chunks of the current region (generation `gen`) until none is left.
   void Drain(uint32_t gen);
   // False (nothing run) when another region is active on this pool.
@@ -96,6 +107,12 @@ class ThreadPool {
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
   std::atomic<int> inits_pending_{0};  // workers yet to run the constructor's ThreadInit
+  // Co-location: the CPU the current region's caller started on, and per worker the CPU it
+  // last saw a region on (-1: none yet). inline_regions_ counts the regions run inline since
+  // the last probe; only the holder of busy_ touches it.
+  std::atomic<int> caller_cpu_{-1};
+  std::unique_ptr<std::atomic<int>[]> worker_cpu_;
+  int inline_regions_ = 0;
   RangeFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0, chunk_ = 0;
