@@ -57,6 +57,21 @@ int AllowedCpus() {
   return CPU_COUNT(&set);
 }
 
+// Moves the calling thread off `cpu` when its affinity allows another CPU, and leaves its
+// affinity as it was: a mask without `cpu` migrates the thread at once, and restoring the
+// mask does not move it back. The scheduler stays free to place it later. False when the
+// thread is still on `cpu` (confined to it, or a call failed).
+bool MoveOffCpu(int cpu) {
+  cpu_set_t mask, others;
+  CPU_ZERO(&mask);
+  if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(mask), &mask) != 0) return false;
+  CPU_OR(&others, &mask, &mask);
+  CPU_CLR(cpu, &others);
+  if (CPU_COUNT(&others) == 0 || sched_setaffinity(0, sizeof(others), &others) != 0) return false;
+  sched_setaffinity(0, sizeof(mask), &mask);
+  return sched_getcpu() != cpu;
+}
+
 }  // namespace
 
 ThreadPool::ThreadPool(int threads, ThreadInit init) {
@@ -123,7 +138,11 @@ void ThreadPool::WorkerLoop(int index) {
     // sched_getcpu reads the rseq area (glibc >= 2.35): no system call. On the caller's CPU,
     // claiming a chunk would only interleave with the caller, and a chunk held while
     // descheduled makes the caller wait for it: leave the region to the caller.
-    const int cpu = sched_getcpu();
+    int cpu = sched_getcpu();
+    // A worker woken on its caller's CPU tends to stay there (wake-up placement favours the
+    // waker's CPU, and a sleeping thread is never load-balanced away): move off it once
+    // per sighting, so a probe finds the worker on a free CPU when there is one.
+    if (cpu >= 0 && cpu == caller_cpu_.load(std::memory_order_acquire) && MoveOffCpu(cpu)) cpu = sched_getcpu();
     worker_cpu_[index].store(cpu, std::memory_order_relaxed);
     spin = cpu < 0 || cpu != caller_cpu_.load(std::memory_order_acquire);
     if (spin) Drain(ClaimGen(claim_.load(std::memory_order_acquire)));
