@@ -59,13 +59,16 @@ void PinWorker() {
 }
 
 // One ParallelFor of n items with grain 1: returns "" when every index ran exactly once,
-// and counts the chunks run by threads other than the caller in *foreign.
+// and counts the chunks run by threads other than the caller in *foreign. Each chunk yields
+// its CPU once, so a runnable worker on the caller's CPU gets to run while the region is
+// open (and would claim chunks if it did not decline them).
 std::string RunAndCount(ThreadPool& pool, int64_t n, int* foreign) {
   std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
   std::atomic<int> others{0};
   const std::thread::id caller = std::this_thread::get_id();
   pool.ParallelFor(n, 1, [&](int64_t b, int64_t e) {
     if (std::this_thread::get_id() != caller) others.fetch_add(1);
+    sched_yield();
     for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
   });
   *foreign += others.load();
