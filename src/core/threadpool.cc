@@ -43,11 +43,12 @@ void FutexWakeAll(std::atomic<uint32_t>* word) {
 // shared core between runs.
 constexpr auto kIdleSpin = std::chrono::microseconds(200);
 
-// While every worker shares the caller's CPU, regions run inline and one in kProbeEvery
-// wakes the workers to see where the scheduler puts them now: one futex wake and two
-// context switches per probe, and a worker that moved to another CPU is back within
-// kProbeEvery regions.
-constexpr int kProbeEvery = 64;
+// While every worker shares the caller's CPU, regions run inline, and the first region
+// after this interval wakes the workers to see where they are now (a probe costs a futex
+// wake and two context switches, a few microseconds). Time, not a region count: a false
+// sighting (the caller briefly migrated onto the worker's CPU) must not cost an LSTM, with
+// a few millisecond-long regions per run, many runs on one thread.
+constexpr auto kProbeInterval = std::chrono::milliseconds(1);
 
 // CPUs the calling thread may run on (0 when unknown, e.g. more CPUs than a cpu_set_t holds).
 int AllowedCpus() {
@@ -135,13 +136,12 @@ void ThreadPool::WorkerLoop(int index) {
     }
     seen = w;
     if (stop_.load(std::memory_order_acquire)) return;
-    // sched_getcpu reads the rseq area (glibc >= 2.35): no system call. On the caller's CPU,
-    // claiming a chunk would only interleave with the caller, and a chunk held while
-    // descheduled makes the caller wait for it: leave the region to the caller.
+    // sched_getcpu reads the rseq area (glibc >= 2.35): no system call. A worker woken on
+    // its caller's CPU tends to stay there (wake-up placement favours the waker's CPU, and a
+    // sleeping thread is never load-balanced away): it moves off it when its mask allows.
+    // Still there, claiming a chunk would only interleave with the caller, and a chunk held
+    // while descheduled makes the caller wait for it: the region is left to the caller.
     int cpu = sched_getcpu();
-    // A worker woken on its caller's CPU tends to stay there (wake-up placement favours the
-    // waker's CPU, and a sleeping thread is never load-balanced away): move off it once
-    // per sighting, so a probe finds the worker on a free CPU when there is one.
     if (cpu >= 0 && cpu == caller_cpu_.load(std::memory_order_acquire) && MoveOffCpu(cpu)) cpu = sched_getcpu();
     worker_cpu_[index].store(cpu, std::memory_order_relaxed);
     spin = cpu < 0 || cpu != caller_cpu_.load(std::memory_order_acquire);
@@ -175,11 +175,15 @@ bool ThreadPool::RunRegion(int64_t n, int64_t chunk, int64_t nchunks, RangeFn fn
   // does a region whose caller shares its CPU with every worker (except probes).
   if (busy_.exchange(true, std::memory_order_acquire)) return false;
   const int cpu = sched_getcpu();
-  if (Colocated(cpu) && ++inline_regions_ < kProbeEvery) {
-    busy_.store(false, std::memory_order_release);
-    return false;
+  if (Colocated(cpu)) {
+    const auto now = std::chrono::steady_clock::now();
+    if (inline_since_ == std::chrono::steady_clock::time_point{}) inline_since_ = now;
+    if (now - inline_since_ < kProbeInterval) {
+      busy_.store(false, std::memory_order_release);
+      return false;
+    }
   }
-  inline_regions_ = 0;
+  inline_since_ = {};
   caller_cpu_.store(cpu, std::memory_order_relaxed);  // published by the seq_cst wake_ bump
   fn_ = fn;
   ctx_ = ctx;

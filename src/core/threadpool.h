@@ -8,14 +8,16 @@
 //    nested regions on the same pool run inline instead of queueing.
 //    When the scheduler puts the pool's worker(s) on the caller's CPU, a parallel region only
 //    makes them take turns with the caller (and an idle worker's spin takes the caller's
-//    time): each worker records the CPU it last saw a region on, declines the chunks of a
-//    region whose caller runs on its own CPU and sleeps at once instead of spinning, and the
-//    caller runs regions inline while every worker was last seen on its CPU, waking the
-//    workers every kProbeEvery-th region to find out whether one has moved elsewhere.
+//    time): each worker records the CPU it last saw a region on; one that sees a region on
+//    its caller's CPU moves itself off it when its affinity allows, and otherwise declines
+//    the region's chunks and sleeps at once instead of spinning. The caller runs regions
+//    inline while every worker was last seen on its CPU, and wakes them again after
+//    kProbeInterval to see whether one is elsewhere now.
 //  * a pthreadpool, created only for XNNPACK operators, on first use (handle()).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -108,11 +110,11 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   std::atomic<int> inits_pending_{0};  // workers yet to run the constructor's ThreadInit
   // Co-location: the CPU the current region's caller started on, and per worker the CPU it
-  // last saw a region on (-1: none yet). inline_regions_ counts the regions run inline since
-  // the last probe; only the holder of busy_ touches it.
+  // last saw a region on (-1: none yet). inline_since_: when regions started running inline
+  // because of it (zero: they do not); only the holder of busy_ touches it.
   std::atomic<int> caller_cpu_{-1};
   std::unique_ptr<std::atomic<int>[]> worker_cpu_;
-  int inline_regions_ = 0;
+  std::chrono::steady_clock::time_point inline_since_{};
   RangeFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0, chunk_ = 0;
