@@ -6,11 +6,20 @@
 //    preempted (or still asleep) when the region starts finds nothing left to do and
 //    never delays the caller beyond the one chunk it may already hold. Concurrent or
 //    nested regions on the same pool run inline instead of queueing.
+//    When the scheduler puts the pool's worker(s) on the caller's CPU, a parallel region only
+//    makes them take turns with the caller (and an idle worker's spin takes the caller's
+//    time): each worker records the CPU it last saw a region on; one that sees a region on
+//    its caller's CPU moves itself off it when its affinity allows, and otherwise declines
+//    the region's chunks and sleeps at once instead of spinning. The caller runs regions
+//    inline while every worker was last seen on its CPU, and wakes them again after
+//    kProbeInterval to see whether one is elsewhere now.
 //  * a pthreadpool, created only for XNNPACK operators, on first use (handle()).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -24,7 +33,9 @@ class ThreadPool {
  public:
   // Runs once on each worker thread before it takes any work.
   using ThreadInit = void (*)();
-  // threads <= 0 means "number of online CPUs". With `init`, the constructor returns once
+  // threads <= 0 means "number of CPUs the calling thread may run on" (its affinity mask). A
+  // caller confined to one CPU gets a one-thread pool whatever `threads` says: a worker could
+  // only take turns with it. With `init`, the constructor returns once
   // every worker has run it: kernels' per-thread scratch then exists before the first run
   // (KernelRegistry::thread_init), so runs after the first never allocate, even on a worker
   // that took no task in the first.
@@ -75,7 +86,9 @@ class ThreadPool {
   pthreadpool* handle() const;
 
  private:
-  void WorkerLoop();
+  void WorkerLoop(int index);
+  // True when every worker was last seen running on `cpu` (the caller's CPU).
+  bool Colocated(int cpu) const;
   // Claims and runs chunks of the current region (generation `gen`) until none is left.
   void Drain(uint32_t gen);
   // False (nothing run) when another region is active on this pool.
@@ -96,6 +109,12 @@ class ThreadPool {
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
   std::atomic<int> inits_pending_{0};  // workers yet to run the constructor's ThreadInit
+  // Co-location: the CPU the current region's caller started on, and per worker the CPU it
+  // last saw a region on (-1: none yet). inline_since_: when regions started running inline
+  // because of it (zero: they do not); only the holder of busy_ touches it.
+  std::atomic<int> caller_cpu_{-1};
+  std::unique_ptr<std::atomic<int>[]> worker_cpu_;
+  std::chrono::steady_clock::time_point inline_since_{};
   RangeFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0, chunk_ = 0;
