@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cpu/bf16_simd.h"
+#include "cpu/bf16_target.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/xnnpack_util.h"
@@ -31,14 +32,7 @@ struct ConvGeo {
   bool pointwise;  // 1x1, stride 1, no padding: im2col(X) is X itself
 };
 
-// GCC takes a target pragma; clang (the fuzz and sanitizer builds) an attribute push.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
-#endif
+STRATA_BF16_TARGET_BEGIN
 
 using bf16_internal::LaneMask;
 using bf16_internal::PairsFrom;
@@ -137,11 +131,7 @@ void PackIm2col(const float* x, const ConvGeo& g, int64_t K, int64_t j0, int64_t
   }
 }
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+STRATA_BF16_TARGET_END
 
 class Bf16ConvKernel final : public bf16_internal::Bf16KernelBase {
  public:

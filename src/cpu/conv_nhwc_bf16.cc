@@ -20,6 +20,7 @@
 
 #include "core/constant_release.h"
 #include "cpu/bf16_simd.h"
+#include "cpu/bf16_target.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/nhwc_kernels.h"
@@ -34,15 +35,8 @@ struct Bf16Window : NhwcWindow {
   int64_t seg;         // elements per kernel row of the packed K: KW*C rounded up to even
 };
 
-// GCC takes a target pragma; clang (the fuzz and sanitizer builds) an attribute push. The
-// gather is reached only through GemmBf16GatheredPairs, after Bf16GemmAvailable().
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
-#endif
+// The gather is reached only through GemmBf16GatheredPairs, after Bf16GemmAvailable().
+STRATA_BF16_TARGET_BEGIN
 
 using bf16_internal::LaneMask;
 
@@ -172,11 +166,7 @@ void GatherPaddedPairRows(const void* ctx, int64_t row0, int64_t rows, int64_t k
   }
 }
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+STRATA_BF16_TARGET_END
 
 // Kernel rows of the packed K are padded to whole bf16 pairs: then no pair straddles two
 // kernel rows, and each row's in-image run is one copy from the bf16 image (a 7x7 RGB stem

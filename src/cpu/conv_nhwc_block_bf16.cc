@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "cpu/bf16_simd.h"
+#include "cpu/bf16_target.h"
 
 namespace strata::block_bf16 {
 
@@ -17,14 +18,7 @@ namespace strata::block_bf16 {
 constexpr int64_t kKcPairs = 192;
 constexpr int64_t kMc = 96;
 
-// GCC takes a target pragma; clang (the fuzz and sanitizer builds) an attribute push.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
-#endif
+STRATA_BF16_TARGET_BEGIN
 
 using bf16_internal::LaneMask;
 
@@ -60,10 +54,6 @@ void PairRowsGemm(int64_t m, const uint32_t* a, int64_t ldp, const PackedBf16B& 
   }
 }
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+STRATA_BF16_TARGET_END
 
 }  // namespace strata::block_bf16

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cpu/bf16_simd.h"
+#include "cpu/bf16_target.h"
 #include "cpu/transformer_kernels.h"
 #include "plugin/cpu_features.h"
 
@@ -122,14 +123,7 @@ Result<PackedBf16A> PackBf16A(const float* a, int64_t M, int64_t K) {
 }
 
 // ---------------------------------------------------------------------------- AVX-512
-// GCC takes a target pragma; clang (the fuzz and sanitizer builds) an attribute push.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
-#endif
+STRATA_BF16_TARGET_BEGIN
 
 namespace {
 
@@ -412,11 +406,7 @@ void GemmBlockItem(int64_t M, int64_t N, int64_t K, const ASource& src, const Pa
 
 }  // namespace
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+STRATA_BF16_TARGET_END
 // ---------------------------------------------------------------------------- driver
 
 namespace {
