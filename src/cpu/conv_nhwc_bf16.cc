@@ -207,29 +207,6 @@ void PaddedSegmentPointers(const void* ctx, int64_t row0, int64_t n, const uint3
   }
 }
 
-// Writes X [N][H][W][C] rounded to bf16 into the zero-padded image [N][hp][wp][C] with X at
-// (pt, pl); rows of the padded image are split over the pool.
-void RoundPadded(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
-                 int64_t wp, uint16_t* xp, ThreadPool* pool) {
-  const auto rows = [=](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t b = row / hp, iy = row - b * hp - pt;
-      uint16_t* d = xp + row * wp * c;
-      if (iy < 0 || iy >= h) {
-        std::memset(d, 0, static_cast<size_t>(wp * c) * sizeof(uint16_t));
-        continue;
-      }
-      std::memset(d, 0, static_cast<size_t>(pl * c) * sizeof(uint16_t));
-      RoundToBf16(x + (b * h + iy) * w * c, w * c, d + pl * c);
-      std::memset(d + (pl + w) * c, 0, static_cast<size_t>((wp - pl - w) * c) * sizeof(uint16_t));
-    }
-  };
-  if (pool && pool->num_threads() > 1 && n * hp * wp * c >= (int64_t{1} << 16))
-    pool->Run(n * hp, 16, rows);
-  else
-    rows(0, n * hp);
-}
-
 class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public PacksConstantInputs {
  public:
   // W is packed and B copied at creation: neither constant is read afterwards.
@@ -283,7 +260,8 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
       return MakeStatus(buf.status().code(), node.Describe(), ": bf16 input copy: ", buf.status().message());
     uint16_t* xh = static_cast<uint16_t*>((*buf)->data());
     if (use_padded) {
-      RoundPadded(x->data<float>(), xin.n, h, w, c, g.pad_begin[0], g.pad_begin[1], hp, wp, xh, ctx.pool());
+      PadNhwcImage(x->data<float>(), xin.n, h, w, c, g.pad_begin[0], g.pad_begin[1], hp, wp, xh, ctx.pool(),
+                   RoundToBf16);
       const PaddedBf16Image pimg{
           xh, hp, wp, c, oh, ow, g.kernel[0], g.kernel[1], g.strides[0], g.strides[1], g.dilations[0], seg_};
       // Even C: the GEMM reads A's kernel rows in place. Odd C (RGB stems): the pad column

@@ -72,29 +72,6 @@ bool UseRowSegments(int64_t c, int64_t kw, int64_t dw, int64_t k, double padded_
          padded_floats <= 2.0 * x_floats + 65536.0;
 }
 
-// Writes X [N][H][W][C] into the zero-padded image [N][hp][wp][C] with X at (pt, pl);
-// rows of the padded image are split over the pool.
-void PadImage(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
-              int64_t wp, float* xp, ThreadPool* pool) {
-  const auto rows = [=](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t b = row / hp, iy = row - b * hp - pt;
-      float* d = xp + row * wp * c;
-      if (iy < 0 || iy >= h) {
-        std::memset(d, 0, static_cast<size_t>(wp * c) * sizeof(float));
-        continue;
-      }
-      std::memset(d, 0, static_cast<size_t>(pl * c) * sizeof(float));
-      std::memcpy(d + pl * c, x + (b * h + iy) * w * c, static_cast<size_t>(w * c) * sizeof(float));
-      std::memset(d + (pl + w) * c, 0, static_cast<size_t>((wp - pl - w) * c) * sizeof(float));
-    }
-  };
-  if (pool && pool->num_threads() > 1 && n * hp * wp * c >= (int64_t{1} << 16))
-    pool->Run(n * hp, 16, rows);
-  else
-    rows(0, n * hp);
-}
-
 // Whether the indirect (pointer) A beats gathering + packing it. It skips the packing
 // (a large share at N = 64) but runs whole-K tiles, so each B panel (K x 32 floats) must
 // stay in L2. Measured at 1 thread (CPU ms, gathered / indirect / XNNPACK): 3x3 56x56
@@ -198,7 +175,9 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
         if (!buf.ok())
           return MakeStatus(buf.status().code(), node.Describe(), ": padded input: ", buf.status().message());
         float* xp = static_cast<float*>((*buf)->data());
-        PadImage(x->data<float>(), n, h, w, c, g.pad_begin[0], g.pad_begin[1], hp, wp, xp, ctx.pool());
+        PadNhwcImage(
+            x->data<float>(), n, h, w, c, g.pad_begin[0], g.pad_begin[1], hp, wp, xp, ctx.pool(),
+            [](const float* s, int64_t k, float* d) { std::memcpy(d, s, static_cast<size_t>(k) * sizeof(float)); });
         const PaddedImage pimg{xp, hp, wp, c, oh, ow, g.kernel[0], g.strides[0], g.strides[1], g.dilations[0]};
         const sgemm::IndirectA ia{PaddedRowPointers, &pimg, g.kernel[0], g.kernel[1] * c};
         st = sgemm::GemmIndirect(rows, ia, packed_, out, m, ep, ctx.pool());

@@ -7,6 +7,8 @@
 //                             [N, 1, 1, C]), so a following Flatten/Reshape needs no transpose
 #pragma once
 
+#include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "core/kernel.h"
@@ -24,5 +26,30 @@ Status RunNchwFallback(KernelContext& ctx, const OpKernel& ref, const Node& nchw
 // The original ONNX node behind an internal NHWC node: same attributes and inputs, the
 // ONNX op type, domain "" and the opset recorded by the pass. Used to build the fallbacks.
 Node OriginalNode(const Node& nhwc_node, const char* onnx_op);
+
+// Writes X [N][H][W][C] into the zero-padded image [N][hp][wp][C] of T with X at (pt, pl);
+// copy(src, count, dst) writes one row of `count` floats as T. Rows of the padded image
+// are split over the pool when the image is large.
+template <typename T, typename RowCopy>
+void PadNhwcImage(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
+                  int64_t wp, T* xp, ThreadPool* pool, RowCopy copy) {
+  const auto rows = [=](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / hp, iy = row - b * hp - pt;
+      T* d = xp + row * wp * c;
+      if (iy < 0 || iy >= h) {
+        std::memset(d, 0, static_cast<size_t>(wp * c) * sizeof(T));
+        continue;
+      }
+      std::memset(d, 0, static_cast<size_t>(pl * c) * sizeof(T));
+      copy(x + (b * h + iy) * w * c, w * c, d + pl * c);
+      std::memset(d + (pl + w) * c, 0, static_cast<size_t>((wp - pl - w) * c) * sizeof(T));
+    }
+  };
+  if (pool && pool->num_threads() > 1 && n * hp * wp * c >= (int64_t{1} << 16))
+    pool->Run(n * hp, 16, rows);
+  else
+    rows(0, n * hp);
+}
 
 }  // namespace strata
