@@ -42,6 +42,26 @@ struct NhwcWindow {
   int64_t h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
 };
 NhwcWindow MakeNhwcWindow(const float* x, const NhwcConvInput& in);
+// Output pixel (img, oy, ox) of the NHWC conv GEMM's row `row` ([N][OH][OW] order), stepped
+// row by row: the im2col gathers and pointer tables divide once per call, not per row.
+struct PixelCursor {
+  PixelCursor(int64_t row, int64_t oh, int64_t ow) : oh(oh), ow(ow) {
+    img = row / (oh * ow);
+    const int64_t q = row - img * oh * ow;
+    oy = q / ow;
+    ox = q - oy * ow;
+  }
+  void Next() {
+    if (++ox == ow) {
+      ox = 0;
+      if (++oy == oh) {
+        oy = 0;
+        ++img;
+      }
+    }
+  }
+  int64_t oh, ow, img, oy, ox;
+};
 // 1x1, stride 1, no padding: X itself is the [N*H*W, C] A matrix.
 bool IsPointwiseNhwc(const SpatialGeometry& g);
 

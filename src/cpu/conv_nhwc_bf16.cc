@@ -83,11 +83,11 @@ void RoundToBf16(const float* x, int64_t n, uint16_t* d) {
 // one contiguous run of input pixels, the rest padding zeros.
 void GatherPairRows(const void* ctx, int64_t row0, int64_t rows, int64_t kp0, int64_t kpc, uint32_t* dst, int64_t ldp) {
   const Bf16Window& g = *static_cast<const Bf16Window*>(ctx);
-  const int64_t c = g.c, kwc = g.kw * c, s = g.seg, k0 = 2 * kp0, end = 2 * (kp0 + kpc), ohw = g.oh * g.ow;
-  int64_t img = row0 / ohw, q = row0 - img * ohw, oy = q / g.ow, ox = q - oy * g.ow;
+  const int64_t c = g.c, kwc = g.kw * c, s = g.seg, k0 = 2 * kp0, end = 2 * (kp0 + kpc);
+  PixelCursor px(row0, g.oh, g.ow);
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
-    const uint16_t* ximg = g.xh + img * g.h * g.w * c;
+    const int64_t iy0 = px.oy * g.sh - g.pt, ix0 = px.ox * g.sw - g.pl;
+    const uint16_t* ximg = g.xh + px.img * g.h * g.w * c;
     uint16_t* row = reinterpret_cast<uint16_t*>(dst + r * ldp) - k0;  // row[k] is column k
     for (int64_t ky = k0 / s, seg = ky * s; seg < end; ++ky, seg += s) {
       const int64_t lo = std::max(k0, seg), hi = std::min(end, seg + s), iy = iy0 + ky * g.dh;
@@ -116,13 +116,7 @@ void GatherPairRows(const void* ctx, int64_t row0, int64_t rows, int64_t kp0, in
       const int64_t pad = std::max(lo, seg + kwc);  // the odd-KW*C pad column
       if (pad < hi) ZeroRun(row + pad, hi - pad);
     }
-    if (++ox == g.ow) {
-      ox = 0;
-      if (++oy == g.oh) {
-        oy = 0;
-        ++img;
-      }
-    }
+    px.Next();
   }
 }
 
@@ -145,24 +139,18 @@ inline void CopyPadRun(uint16_t* d, const uint16_t* s, int64_t ncopy, int64_t n)
 void GatherPaddedPairRows(const void* ctx, int64_t row0, int64_t rows, int64_t kp0, int64_t kpc, uint32_t* dst,
                           int64_t ldp) {
   const PaddedBf16Image& g = *static_cast<const PaddedBf16Image*>(ctx);
-  const int64_t c = g.c, kwc = g.kw * c, s = g.seg, k0 = 2 * kp0, end = 2 * (kp0 + kpc), ohw = g.oh * g.ow;
+  const int64_t c = g.c, kwc = g.kw * c, s = g.seg, k0 = 2 * kp0, end = 2 * (kp0 + kpc);
   const int64_t ky_step = g.dh * g.wp * c;
-  int64_t img = row0 / ohw, q = row0 - img * ohw, oy = q / g.ow, ox = q - oy * g.ow;
+  PixelCursor px(row0, g.oh, g.ow);
   for (int64_t r = 0; r < rows; ++r) {
-    const uint16_t* src = g.xp + ((img * g.hp + oy * g.sh) * g.wp + ox * g.sw) * c;
+    const uint16_t* src = g.xp + ((px.img * g.hp + px.oy * g.sh) * g.wp + px.ox * g.sw) * c;
     uint16_t* row = reinterpret_cast<uint16_t*>(dst + r * ldp) - k0;  // row[k] is column k
     for (int64_t ky = k0 / s, seg = ky * s; seg < end; ++ky, seg += s) {
       const int64_t lo = std::max(k0, seg), hi = std::min(end, seg + s);
       // Column k of this segment is kernel-row value k - seg (the pad column past kwc: zero).
       CopyPadRun(row + lo, src + ky * ky_step + (lo - seg), std::max<int64_t>(0, seg + kwc - lo), hi - lo);
     }
-    if (++ox == g.ow) {
-      ox = 0;
-      if (++oy == g.oh) {
-        oy = 0;
-        ++img;
-      }
-    }
+    px.Next();
   }
 }
 
@@ -192,18 +180,12 @@ void RoundInput(const float* x, int64_t n, uint16_t* xh, ThreadPool* pool) {
 void PaddedSegmentPointers(const void* ctx, int64_t row0, int64_t n, const uint32_t** dst) {
   const PaddedBf16Image& g = *static_cast<const PaddedBf16Image*>(ctx);
   const uint32_t* xp = reinterpret_cast<const uint32_t*>(g.xp);
-  const int64_t half = g.c / 2, ky_step = g.dh * g.wp * half, ohw = g.oh * g.ow;
-  int64_t img = row0 / ohw, q = row0 - img * ohw, oy = q / g.ow, ox = q - oy * g.ow;
+  const int64_t half = g.c / 2, ky_step = g.dh * g.wp * half;
+  PixelCursor px(row0, g.oh, g.ow);
   for (int64_t r = 0; r < n; ++r) {
-    const uint32_t* src = xp + ((img * g.hp + oy * g.sh) * g.wp + ox * g.sw) * half;
+    const uint32_t* src = xp + ((px.img * g.hp + px.oy * g.sh) * g.wp + px.ox * g.sw) * half;
     for (int64_t ky = 0; ky < g.kh; ++ky) dst[ky * kBf16MR + r] = src + ky * ky_step;
-    if (++ox == g.ow) {
-      ox = 0;
-      if (++oy == g.oh) {
-        oy = 0;
-        ++img;
-      }
-    }
+    px.Next();
   }
 }
 

@@ -25,11 +25,10 @@ struct Im2col : NhwcWindow {
 // NHWC pixel), or the zero row where the tap falls in the padding.
 void Im2colPointers(const void* ctx, int64_t row0, int64_t rows, const float** dst) {
   const Im2col& g = *static_cast<const Im2col*>(ctx);
-  const int64_t ohw = g.oh * g.ow;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t p = row0 + r, n = p / ohw, q = p - n * ohw, oy = q / g.ow, ox = q - oy * g.ow;
-    const int64_t iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
-    const float* xn = g.x + n * g.h * g.w * g.c;
+  PixelCursor px(row0, g.oh, g.ow);
+  for (int64_t r = 0; r < rows; ++r, px.Next()) {
+    const int64_t iy0 = px.oy * g.sh - g.pt, ix0 = px.ox * g.sw - g.pl;
+    const float* xn = g.x + px.img * g.h * g.w * g.c;
     const float** d = dst + r;
     for (int64_t ky = 0; ky < g.kh; ++ky) {
       const int64_t iy = iy0 + ky * g.dh;
@@ -53,10 +52,10 @@ struct PaddedImage {
 // IndirectA rows over a PaddedImage: KH segments of KW * C floats per output pixel.
 void PaddedRowPointers(const void* ctx, int64_t row0, int64_t rows, const float** dst) {
   const PaddedImage& g = *static_cast<const PaddedImage*>(ctx);
-  const int64_t ohw = g.oh * g.ow, row_step = g.dh * g.wp * g.c;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t p = row0 + r, n = p / ohw, q = p - n * ohw, oy = q / g.ow, ox = q - oy * g.ow;
-    const float* src = g.xp + ((n * g.hp + oy * g.sh) * g.wp + ox * g.sw) * g.c;
+  const int64_t row_step = g.dh * g.wp * g.c;
+  PixelCursor px(row0, g.oh, g.ow);
+  for (int64_t r = 0; r < rows; ++r, px.Next()) {
+    const float* src = g.xp + ((px.img * g.hp + px.oy * g.sh) * g.wp + px.ox * g.sw) * g.c;
     for (int64_t ky = 0; ky < g.kh; ++ky) dst[ky * sgemm::kIndirectRows + r] = src + ky * row_step;
   }
 }
@@ -84,11 +83,11 @@ bool UseIndirect(int64_t c, int64_t k) { return c >= 16 && k <= sgemm::kMaxIndir
 // Writes im2col rows [row0, row0 + rows) x columns [k0, k0 + kc) row-major into dst.
 void FillIm2col(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld) {
   const Im2col& g = *static_cast<const Im2col*>(ctx);
-  const int64_t c = g.c, end = k0 + kc, ohw = g.oh * g.ow, kwc = g.kw * c;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t p = row0 + r, n = p / ohw, q = p - n * ohw, oy = q / g.ow, ox = q - oy * g.ow;
-    const int64_t iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
-    const float* xn = g.x + n * g.h * g.w * c;
+  const int64_t c = g.c, end = k0 + kc, kwc = g.kw * c;
+  PixelCursor px(row0, g.oh, g.ow);
+  for (int64_t r = 0; r < rows; ++r, px.Next()) {
+    const int64_t iy0 = px.oy * g.sh - g.pt, ix0 = px.ox * g.sw - g.pl;
+    const float* xn = g.x + px.img * g.h * g.w * c;
     float* d = dst + r * ld - k0;
     for (int64_t k = k0; k < end;) {
       const int64_t tap = k / c, c0 = k - tap * c, ky = tap / g.kw, kx = tap - ky * g.kw;
