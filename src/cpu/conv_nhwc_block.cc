@@ -165,8 +165,8 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
     const int64_t row_bytes = (p.sh * w * exp_px + ow * dw_px) * static_cast<int64_t>(sizeof(float));
     p.strip = std::clamp<int64_t>(kStripBytes / std::max<int64_t>(1, row_bytes), 1, oh);
     p.exp_rows = has_expand_ ? std::min(h, (p.strip - 1) * p.sh + span) : 0;
-    // bf16 adds one fp32 depthwise row, rounded into the strip's pair rows.
-    const int64_t part_floats = p.exp_rows * w * exp_px + p.strip * ow * dw_px + (kBf16 ? ow * ce_ : 0);
+    // bf16 adds two fp32 depthwise rows, rounded into the strip's pair rows.
+    const int64_t part_floats = p.exp_rows * w * exp_px + p.strip * ow * dw_px + (kBf16 ? 2 * ow * ce_ : 0);
     const int64_t total = n * oh;
     const int threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
     // One part per thread: each part recomputes the expanded rows above its first strip (at
@@ -225,33 +225,41 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
   }
 
   // Depthwise output rows [a, e) of image b into dw_buf (row oy at oy - oy0; with kBf16 as
-  // pair rows, each computed into the fp32 row_tmp first); the expanded rows from `lo` on
-  // are in exp_buf (or, without expand, read from xb).
+  // pair rows, computed into the fp32 row_tmp, two rows long, first); the expanded rows from
+  // `lo` on are in exp_buf (or, without expand, read from xb). At vertical stride and
+  // dilation 1 two output rows at a time: they share KH - 1 of their input rows.
   void DwRows(const Plan& p, const float* exp_buf, int64_t lo, const float* xb, int64_t oy0, int64_t a, int64_t e,
               void* dw_buf, float* row_tmp) const {
     const int64_t kh = dw_.kh, erow = p.w * ce_;
-    const float* rows_small[16];
-    std::vector<const float*> rows_big(kh > 16 ? kh : 0);
+    const float* rows_small[17];
+    std::vector<const float*> rows_big(kh > 16 ? kh + 1 : 0);
     const float** rows = kh > 16 ? rows_big.data() : rows_small;
-    for (int64_t oy = a; oy < e; ++oy) {
+    const bool pairs = p.sh == 1 && p.dh == 1;
+    for (int64_t oy = a; oy < e;) {
+      const int64_t n = pairs && oy + 1 < e ? 2 : 1;
       const int64_t iy0 = oy * p.sh - p.pt;
-      for (int64_t ky = 0; ky < kh; ++ky) {
+      for (int64_t ky = 0; ky < kh + n - 1; ++ky) {
         const int64_t iy = iy0 + ky * p.dh;
         rows[ky] = iy < 0 || iy >= p.h ? nullptr : has_expand_ ? exp_buf + (iy - lo) * erow : xb + iy * p.w * cin_;
       }
-      if constexpr (kBf16) {
-        dw::ConvRow(dw_, p.rg, rows, row_tmp);
-        const int64_t ldp = block_bf16::PairsPerRow(ce_);
-        block_bf16::RoundRows(row_tmp, ce_, p.ow, ce_, static_cast<uint32_t*>(dw_buf) + (oy - oy0) * p.ow * ldp, ldp);
+      float* y = kBf16 ? row_tmp : static_cast<float*>(dw_buf) + (oy - oy0) * p.ow * ce_;
+      if (n == 2) {
+        dw::ConvRowPair(dw_, p.rg, rows, y, y + p.ow * ce_);
       } else {
-        dw::ConvRow(dw_, p.rg, rows, static_cast<float*>(dw_buf) + (oy - oy0) * p.ow * ce_);
+        dw::ConvRow(dw_, p.rg, rows, y);
       }
+      if constexpr (kBf16) {
+        const int64_t ldp = block_bf16::PairsPerRow(ce_);
+        block_bf16::RoundRows(row_tmp, ce_, n * p.ow, ce_, static_cast<uint32_t*>(dw_buf) + (oy - oy0) * p.ow * ldp,
+                              ldp);
+      }
+      oy += n;
     }
   }
 
   // Output rows [r0, r1) of the flattened [N * OH] rows; buf holds exp_rows expanded rows,
-  // then `strip` depthwise output rows; with kBf16 then exp_rows bf16 input rows and one
-  // fp32 depthwise row.
+  // then `strip` depthwise output rows; with kBf16 then exp_rows bf16 input rows and two
+  // fp32 depthwise rows.
   Status RunRows(const Plan& p, int64_t r0, int64_t r1, float* buf) const {
     const int64_t w = p.w, ce = ce_, erow = w * ce;
     const int64_t ldp_in = block_bf16::PairsPerRow(cin_), ldp_dw = block_bf16::PairsPerRow(ce);

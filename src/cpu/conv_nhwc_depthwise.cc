@@ -128,6 +128,72 @@ STRATA_AVX512 void Row3x3(const Weights& wt, const RowGeometry& g, const float* 
   }
 }
 
+// Two vertically adjacent output rows of a 3x3, stride-1 (both ways), dilation-1 conv with
+// all 4 input rows r[0..3] in bounds: y0 from r[0..2], y1 from r[1..3]. Each input vector
+// loaded feeds both rows' accumulators (4 rows read for 2 outputs instead of 6: the
+// fused block's expanded rows come from L2), in the same FMA order as Block3x3 (so the
+// results are bit for bit those of two Row3x3 calls).
+template <int kJ>
+STRATA_AVX512 inline void Block3x3Pair(const float* const* r, const __m512* w, __m512 bias, int64_t off, int64_t c,
+                                       __mmask16 m, __m512 lo, __m512 hi, float* y0, float* y1) {
+  __m512 acc0[kJ], acc1[kJ];
+#pragma GCC unroll 4
+  for (int j = 0; j < kJ; ++j) acc0[j] = acc1[j] = bias;
+#pragma GCC unroll 4
+  for (int ir = 0; ir < 4; ++ir) {
+    const float* xr = r[ir] + off;
+#pragma GCC unroll 6
+    for (int i = 0; i < kJ + 2; ++i) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, xr + i * c);
+#pragma GCC unroll 4
+      for (int j = 0; j < kJ; ++j) {
+        const int kx = i - j;
+        if (kx < 0 || kx >= 3) continue;
+        if (ir < 3) acc0[j] = _mm512_fmadd_ps(xv, w[ir * 3 + kx], acc0[j]);
+        if (ir > 0) acc1[j] = _mm512_fmadd_ps(xv, w[(ir - 1) * 3 + kx], acc1[j]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < kJ; ++j) {
+    _mm512_mask_storeu_ps(y0 + j * c, m, _mm512_min_ps(_mm512_max_ps(acc0[j], lo), hi));
+    _mm512_mask_storeu_ps(y1 + j * c, m, _mm512_min_ps(_mm512_max_ps(acc1[j], lo), hi));
+  }
+}
+
+// Row3x3<1, 3> for two adjacent output rows (see Block3x3Pair); rows[0..3] all non-null.
+STRATA_AVX512 void Row3x3Pair(const Weights& wt, const RowGeometry& g, const float* const* rows, float* y0, float* y1) {
+  const int64_t c = wt.c, ow = g.out_w;
+  const int64_t ox_lo = std::min(ow, g.pad_left);
+  const int64_t last = g.in_w - 3 + g.pad_left;
+  const int64_t ox_hi = last < 0 ? ox_lo : std::max(ox_lo, std::min(ow, last + 1));
+  const __m512 lo = _mm512_set1_ps(g.lo), hi = _mm512_set1_ps(g.hi);
+  for (int64_t c0 = 0; c0 < c; c0 += 16) {
+    const __mmask16 m = TailMask(c - c0);
+    __m512 w[9];
+#pragma GCC unroll 9
+    for (int t = 0; t < 9; ++t) w[t] = _mm512_loadu_ps(wt.w.data() + t * wt.cp + c0);
+    const __m512 bias = _mm512_loadu_ps(wt.bias.data() + c0);
+    int64_t ox = 0;
+    for (; ox < ox_lo; ++ox) {
+      EdgePixel(wt, g, rows, ox, c0, m, lo, hi, y0);
+      EdgePixel(wt, g, rows + 1, ox, c0, m, lo, hi, y1);
+    }
+    for (; ox + 4 <= ox_hi; ox += 4) {
+      const int64_t off = (ox - g.pad_left) * c + c0;
+      Block3x3Pair<4>(rows, w, bias, off, c, m, lo, hi, y0 + ox * c + c0, y1 + ox * c + c0);
+    }
+    for (; ox < ox_hi; ++ox) {
+      const int64_t off = (ox - g.pad_left) * c + c0;
+      Block3x3Pair<1>(rows, w, bias, off, c, m, lo, hi, y0 + ox * c + c0, y1 + ox * c + c0);
+    }
+    for (; ox < ow; ++ox) {
+      EdgePixel(wt, g, rows, ox, c0, m, lo, hi, y0);
+      EdgePixel(wt, g, rows + 1, ox, c0, m, lo, hi, y1);
+    }
+  }
+}
+
 template <int kS>
 void Row3x3Dispatch(const Weights& wt, const RowGeometry& g, const float* const* rows, int64_t ky0, int64_t nr,
                     float* y) {
@@ -176,6 +242,13 @@ void ConvRow(const Weights& wt, const RowGeometry& g, const float* const* rows, 
   RowAnyShape(wt, g, rows, y);
 }
 
+void ConvRowPair(const Weights& wt, const RowGeometry& g, const float* const* rows, float* y0, float* y1) {
+  if (wt.kh == 3 && wt.kw == 3 && g.dilation == 1 && g.stride == 1 && rows[0] && rows[1] && rows[2] && rows[3])
+    return Row3x3Pair(wt, g, rows, y0, y1);
+  ConvRow(wt, g, rows, y0);
+  ConvRow(wt, g, rows + 1, y1);
+}
+
 bool Available() { return sgemm::Available(); }
 
 }  // namespace dw
@@ -202,16 +275,23 @@ class NhwcDepthwiseKernel final : public OpKernel {
     const int64_t kh = wt_.kh, sh = g.strides[0], dh = g.dilations[0], pt = g.pad_begin[0];
     auto rows_fn = [&](int64_t begin, int64_t end) {
       // Kernel heights above 16 are rare enough to pay for a heap table.
-      const float* small[16];
-      std::vector<const float*> big(kh > 16 ? kh : 0);
+      const float* small[17];
+      std::vector<const float*> big(kh > 16 ? kh + 1 : 0);
       const float** rows = kh > 16 ? big.data() : small;
-      for (int64_t row = begin; row < end; ++row) {
+      for (int64_t row = begin; row < end;) {
         const int64_t b = row / oh, oy = row - b * oh, iy0 = oy * sh - pt;
-        for (int64_t ky = 0; ky < kh; ++ky) {
+        // Two rows of one image at a time where they share input rows (see ConvRowPair).
+        const int64_t n = sh == 1 && dh == 1 && row + 1 < end && oy + 1 < oh ? 2 : 1;
+        for (int64_t ky = 0; ky < kh + n - 1; ++ky) {
           const int64_t iy = iy0 + ky * dh;
           rows[ky] = iy >= 0 && iy < h ? xd + ((b * h + iy) * w) * c : nullptr;
         }
-        dw::ConvRow(wt_, rg, rows, yd + row * ow * c);
+        if (n == 2) {
+          dw::ConvRowPair(wt_, rg, rows, yd + row * ow * c, yd + (row + 1) * ow * c);
+        } else {
+          dw::ConvRow(wt_, rg, rows, yd + row * ow * c);
+        }
+        row += n;
       }
     };
     const int64_t rows = n * oh;

@@ -32,6 +32,12 @@ struct RowGeometry {
 // nullptr where that row lies in the vertical padding. Needs AVX-512F (see Available()).
 void ConvRow(const Weights& wt, const RowGeometry& g, const float* const* rows, float* y);
 
+// Two vertically adjacent output rows at vertical stride and dilation 1: rows[0, KH] are
+// KH + 1 input rows (nullptr in the vertical padding), y0 computed from rows[0, KH) and y1
+// from rows[1, KH]. The same values as two ConvRow calls; 3x3 rows with stride 1 and no
+// padded row load each input vector once for both output rows.
+void ConvRowPair(const Weights& wt, const RowGeometry& g, const float* const* rows, float* y0, float* y1);
+
 // True when the CPU has AVX-512F (the kernel's requirement) and STRATA_SGEMM is not 0.
 bool Available();
 

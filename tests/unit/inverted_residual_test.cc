@@ -145,6 +145,9 @@ TEST(InvertedResidual, FusedBlockMatchesReferenceAtEdgeShapes) {
       // 14 / 7 pixel rows (even row tiles of 196 / 49 rows).
       {.cin = 24, .h = 14, .w = 14, .ce = 144, .cout = 33},
       {.cin = 16, .h = 7, .w = 7, .ce = 48, .cout = 16, .residual = true, .relu6 = false},
+      // Strips of 5 rows (4 at 2 threads' part edges): the depthwise rows go in pairs
+      // (dw::ConvRowPair) plus one single row per strip.
+      {.cin = 24, .h = 23, .w = 50, .ce = 144, .cout = 24, .residual = true},
   };
   uint32_t seed = 1;
   for (const Block& b : cases) {
