@@ -74,10 +74,24 @@ STRATA_AVX512 void RowAnyShape(const Weights& wt, const RowGeometry& g, const fl
     for (int64_t c0 = 0; c0 < wt.c; c0 += 16) EdgePixel(wt, g, rows, ox, c0, TailMask(wt.c - c0), lo, hi, y);
 }
 
+// A 16-channel vector of the row (kFull: all 16 lanes, the plain load/store, or masked by m).
+template <bool kFull>
+STRATA_AVX512 inline __m512 LoadLanes(__mmask16 m, const float* p) {
+  return kFull ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
+}
+template <bool kFull>
+STRATA_AVX512 inline void StoreLanes(float* p, __mmask16 m, __m512 v) {
+  if constexpr (kFull) {
+    _mm512_storeu_ps(p, v);
+  } else {
+    _mm512_mask_storeu_ps(p, m, v);
+  }
+}
+
 // kJ adjacent interior output pixels (all 3 taps of each in bounds) of a 3x3 kernel with
 // stride kS over kR in-bounds kernel rows: input column i of the block feeds output j at
 // tap kx = i - j * kS, so each input vector is loaded once per row.
-template <int kS, int kR, int kJ>
+template <int kS, int kR, int kJ, bool kFull>
 STRATA_AVX512 inline void Block3x3(const float* const* r, const __m512* w, __m512 bias, int64_t off, int64_t c,
                                    __mmask16 m, __m512 lo, __m512 hi, float* y) {
   __m512 acc[kJ];
@@ -88,7 +102,7 @@ STRATA_AVX512 inline void Block3x3(const float* const* r, const __m512* w, __m51
     const float* xr = r[ky] + off;
 #pragma GCC unroll 16
     for (int i = 0; i < (kJ - 1) * kS + 3; ++i) {
-      const __m512 xv = _mm512_maskz_loadu_ps(m, xr + i * c);
+      const __m512 xv = LoadLanes<kFull>(m, xr + i * c);
 #pragma GCC unroll 8
       for (int j = 0; j < kJ; ++j) {
         const int kx = i - j * kS;
@@ -97,7 +111,18 @@ STRATA_AVX512 inline void Block3x3(const float* const* r, const __m512* w, __m51
     }
   }
 #pragma GCC unroll 8
-  for (int j = 0; j < kJ; ++j) _mm512_mask_storeu_ps(y + j * c, m, _mm512_min_ps(_mm512_max_ps(acc[j], lo), hi));
+  for (int j = 0; j < kJ; ++j) StoreLanes<kFull>(y + j * c, m, _mm512_min_ps(_mm512_max_ps(acc[j], lo), hi));
+}
+
+// Interior output pixels [ox0, ox1) of channels [c0, c0 + 16): 4-pixel blocks, then single ones.
+template <int kS, int kR, bool kFull>
+STRATA_AVX512 void Interior3x3(const float* const* rows, const __m512* w, __m512 bias, const RowGeometry& g, int64_t c,
+                               int64_t c0, __mmask16 m, __m512 lo, __m512 hi, int64_t ox0, int64_t ox1, float* y) {
+  int64_t ox = ox0;
+  for (; ox + 4 <= ox1; ox += 4)
+    Block3x3<kS, kR, 4, kFull>(rows, w, bias, (ox * kS - g.pad_left) * c + c0, c, m, lo, hi, y + ox * c + c0);
+  for (; ox < ox1; ++ox)
+    Block3x3<kS, kR, 1, kFull>(rows, w, bias, (ox * kS - g.pad_left) * c + c0, c, m, lo, hi, y + ox * c + c0);
 }
 
 // A 3x3, dilation-1 row with stride kS whose in-bounds kernel rows are rows[0, kR) (the
@@ -105,7 +130,6 @@ STRATA_AVX512 inline void Block3x3(const float* const* r, const __m512* w, __m51
 template <int kS, int kR>
 STRATA_AVX512 void Row3x3(const Weights& wt, const RowGeometry& g, const float* const* rows, const float* wbase,
                           const float* const* all_rows, float* y) {
-  constexpr int kBlock = 4;
   const int64_t c = wt.c, ow = g.out_w;
   // Output columns whose 3 taps all lie inside the row.
   const int64_t ox_lo = std::min(ow, (g.pad_left + kS - 1) / kS);
@@ -120,11 +144,13 @@ STRATA_AVX512 void Row3x3(const Weights& wt, const RowGeometry& g, const float* 
     const __m512 bias = _mm512_loadu_ps(wt.bias.data() + c0);
     int64_t ox = 0;
     for (; ox < ox_lo; ++ox) EdgePixel(wt, g, all_rows, ox, c0, m, lo, hi, y);
-    for (; ox + kBlock <= ox_hi; ox += kBlock)
-      Block3x3<kS, kR, kBlock>(rows, w, bias, (ox * kS - g.pad_left) * c + c0, c, m, lo, hi, y + ox * c + c0);
-    for (; ox < ox_hi; ++ox)
-      Block3x3<kS, kR, 1>(rows, w, bias, (ox * kS - g.pad_left) * c + c0, c, m, lo, hi, y + ox * c + c0);
-    for (; ox < ow; ++ox) EdgePixel(wt, g, all_rows, ox, c0, m, lo, hi, y);
+    // Whole vectors (every C a multiple of 16) take plain loads and stores.
+    if (m == 0xFFFF) {
+      Interior3x3<kS, kR, true>(rows, w, bias, g, c, c0, m, lo, hi, ox, ox_hi, y);
+    } else {
+      Interior3x3<kS, kR, false>(rows, w, bias, g, c, c0, m, lo, hi, ox, ox_hi, y);
+    }
+    for (ox = ox_hi; ox < ow; ++ox) EdgePixel(wt, g, all_rows, ox, c0, m, lo, hi, y);
   }
 }
 
@@ -133,7 +159,7 @@ STRATA_AVX512 void Row3x3(const Weights& wt, const RowGeometry& g, const float* 
 // loaded feeds both rows' accumulators (4 rows read for 2 outputs instead of 6: the
 // fused block's expanded rows come from L2), in the same FMA order as Block3x3 (so the
 // results are bit for bit those of two Row3x3 calls).
-template <int kJ>
+template <int kJ, bool kFull>
 STRATA_AVX512 inline void Block3x3Pair(const float* const* r, const __m512* w, __m512 bias, int64_t off, int64_t c,
                                        __mmask16 m, __m512 lo, __m512 hi, float* y0, float* y1) {
   __m512 acc0[kJ], acc1[kJ];
@@ -144,7 +170,7 @@ STRATA_AVX512 inline void Block3x3Pair(const float* const* r, const __m512* w, _
     const float* xr = r[ir] + off;
 #pragma GCC unroll 6
     for (int i = 0; i < kJ + 2; ++i) {
-      const __m512 xv = _mm512_maskz_loadu_ps(m, xr + i * c);
+      const __m512 xv = LoadLanes<kFull>(m, xr + i * c);
 #pragma GCC unroll 4
       for (int j = 0; j < kJ; ++j) {
         const int kx = i - j;
@@ -156,8 +182,23 @@ STRATA_AVX512 inline void Block3x3Pair(const float* const* r, const __m512* w, _
   }
 #pragma GCC unroll 4
   for (int j = 0; j < kJ; ++j) {
-    _mm512_mask_storeu_ps(y0 + j * c, m, _mm512_min_ps(_mm512_max_ps(acc0[j], lo), hi));
-    _mm512_mask_storeu_ps(y1 + j * c, m, _mm512_min_ps(_mm512_max_ps(acc1[j], lo), hi));
+    StoreLanes<kFull>(y0 + j * c, m, _mm512_min_ps(_mm512_max_ps(acc0[j], lo), hi));
+    StoreLanes<kFull>(y1 + j * c, m, _mm512_min_ps(_mm512_max_ps(acc1[j], lo), hi));
+  }
+}
+
+template <bool kFull>
+STRATA_AVX512 void InteriorPair(const float* const* rows, const __m512* w, __m512 bias, const RowGeometry& g, int64_t c,
+                                int64_t c0, __mmask16 m, __m512 lo, __m512 hi, int64_t ox0, int64_t ox1, float* y0,
+                                float* y1) {
+  int64_t ox = ox0;
+  for (; ox + 4 <= ox1; ox += 4) {
+    const int64_t off = (ox - g.pad_left) * c + c0;
+    Block3x3Pair<4, kFull>(rows, w, bias, off, c, m, lo, hi, y0 + ox * c + c0, y1 + ox * c + c0);
+  }
+  for (; ox < ox1; ++ox) {
+    const int64_t off = (ox - g.pad_left) * c + c0;
+    Block3x3Pair<1, kFull>(rows, w, bias, off, c, m, lo, hi, y0 + ox * c + c0, y1 + ox * c + c0);
   }
 }
 
@@ -179,15 +220,12 @@ STRATA_AVX512 void Row3x3Pair(const Weights& wt, const RowGeometry& g, const flo
       EdgePixel(wt, g, rows, ox, c0, m, lo, hi, y0);
       EdgePixel(wt, g, rows + 1, ox, c0, m, lo, hi, y1);
     }
-    for (; ox + 4 <= ox_hi; ox += 4) {
-      const int64_t off = (ox - g.pad_left) * c + c0;
-      Block3x3Pair<4>(rows, w, bias, off, c, m, lo, hi, y0 + ox * c + c0, y1 + ox * c + c0);
+    if (m == 0xFFFF) {
+      InteriorPair<true>(rows, w, bias, g, c, c0, m, lo, hi, ox, ox_hi, y0, y1);
+    } else {
+      InteriorPair<false>(rows, w, bias, g, c, c0, m, lo, hi, ox, ox_hi, y0, y1);
     }
-    for (; ox < ox_hi; ++ox) {
-      const int64_t off = (ox - g.pad_left) * c + c0;
-      Block3x3Pair<1>(rows, w, bias, off, c, m, lo, hi, y0 + ox * c + c0, y1 + ox * c + c0);
-    }
-    for (; ox < ow; ++ox) {
+    for (ox = ox_hi; ox < ow; ++ox) {
       EdgePixel(wt, g, rows, ox, c0, m, lo, hi, y0);
       EdgePixel(wt, g, rows + 1, ox, c0, m, lo, hi, y1);
     }
