@@ -156,9 +156,9 @@ STRATA_AVX512 void Row3x3(const Weights& wt, const RowGeometry& g, const float* 
 
 // Two vertically adjacent output rows of a 3x3, stride-1 (both ways), dilation-1 conv with
 // all 4 input rows r[0..3] in bounds: y0 from r[0..2], y1 from r[1..3]. Each input vector
-// loaded feeds both rows' accumulators (4 rows read for 2 outputs instead of 6: the
-// fused block's expanded rows come from L2), in the same FMA order as Block3x3 (so the
-// results are bit for bit those of two Row3x3 calls).
+// loaded feeds both rows' accumulators (4 rows read for 2 outputs instead of 6, and 8
+// independent FMA chains: it pays where the rows stream from L3), in the same FMA order as
+// Block3x3 (so the results are bit for bit those of two Row3x3 calls).
 template <int kJ, bool kFull>
 STRATA_AVX512 inline void Block3x3Pair(const float* const* r, const __m512* w, __m512 bias, int64_t off, int64_t c,
                                        __mmask16 m, __m512 lo, __m512 hi, float* y0, float* y1) {
