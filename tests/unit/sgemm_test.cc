@@ -237,6 +237,40 @@ TEST_F(SgemmTest, EvenRowTilesAndHalfPanelsAtEdgeSizes) {
     for (int64_t n : {16, 144}) Check({.m = m, .n = n, .k = 600, .pad = 1, .threads = 2}, seed++);
 }
 
+// The 2-thread split: M blocks that spread the row tiles evenly (3136 rows: 24 blocks of
+// 10-11 tiles; 2305 rows: 193 tiles, the last of one row spread into its block) and N
+// chunks of the in-place A, two per thread (49 rows x 16 panels: 4 chunks of 4 panels;
+// 13 panels: chunks of 4, 4, 4, 1), on the in-place and the packed A (N > 4 panels):
+// against the reference, and bit-identical to 1 thread on 2 and 3 threads.
+TEST_F(SgemmTest, EvenMBlocksAndFineNChunksOnSeveralThreads) {
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  uint32_t seed = 400;
+  for (const Shape3& s : {Shape3{3136, 64, 72}, Shape3{2305, 96, 40}, Shape3{3136, 256, 24}, Shape3{49, 512, 600},
+                          Shape3{50, 416, 300}, Shape3{13, 1000, 531}, Shape3{97, 33, 1200}}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k);
+    std::vector<float> a = Rand(s.m * s.k, seed), b = Rand(s.k * s.n, seed + 1), bias = Rand(s.n, seed + 2);
+    seed += 3;
+    auto packed = sgemm::PackB(b.data(), s.k, s.n, false);
+    ASSERT_TRUE(packed.ok());
+    sgemm::Epilogue ep;
+    ep.bias = bias.data();
+    ep.min = 0.0f;
+    std::vector<float> want(s.m * s.n), c1(s.m * s.n);
+    Reference(s.m, s.n, s.k, a.data(), s.k, b.data(), s.n, false, want.data(), s.n, ep);
+    ASSERT_TRUE(sgemm::Gemm(s.m, a.data(), s.k, *packed, c1.data(), s.n, ep, nullptr).ok());
+    for (int64_t i = 0; i < s.m * s.n; ++i)
+      ASSERT_NEAR(c1[i], want[i], 1e-5 * (s.k + 1)) << "C[" << i / s.n << "," << i % s.n << "]";
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> c(s.m * s.n, -7.0f);
+      ASSERT_TRUE(sgemm::Gemm(s.m, a.data(), s.k, *packed, c.data(), s.n, ep, &pool).ok());
+      EXPECT_EQ(0, std::memcmp(c1.data(), c.data(), c.size() * sizeof(float))) << threads << " threads";
+    }
+  }
+}
+
 // The residual epilogue on both A paths: C = A x B + bias + R, clamped, against the
 // product computed without it; also bit-identical on 1 and 3 threads.
 TEST_F(SgemmTest, ResidualOnInPlaceAndPackedA) {
