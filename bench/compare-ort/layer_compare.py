@@ -63,7 +63,7 @@ def conv_of_tensor(model_path):
     return out
 
 
-def ort_means(exe, model, threads, runs, warmup, work_dir, mapping):
+def ort_means(exe, model, threads, runs, warmup, work_dir, mapping, per_call_min=False):
     prefix = os.path.join(work_dir, "ortprof")
     path = subprocess.run([exe, model, prefix, "--threads", str(threads), "--runs", str(runs + warmup)], check=True,
                           capture_output=True, text=True).stdout.strip().splitlines()[-1]
@@ -81,7 +81,8 @@ def ort_means(exe, model, threads, runs, warmup, work_dir, mapping):
     for k, v in durs.items():
         calls_per_run = max(1, len(v) // (runs + warmup))
         v = v[warmup * calls_per_run:]
-        means[k] = sum(v) / max(1, runs)
+        # Per-call minimum (nodes called once per run): what a call costs when nothing preempts it.
+        means[k] = min(v) * calls_per_run if per_call_min and v else sum(v) / max(1, runs)
     return means
 
 
@@ -108,6 +109,9 @@ def main():
     ap.add_argument("--strata-b", help="a second strata binary for A/B (column B)")
     ap.add_argument("--work-dir", default="/tmp/layer_compare")
     ap.add_argument("--out-md", help="also write the tables here")
+    ap.add_argument("--per-call-min", action="store_true",
+                    help="on a loaded machine: strata runs --procs processes of 1 timed run each and ORT one "
+                         "process of --procs runs, and each node's minimum over those calls is compared")
     args = ap.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
     exe = build_ort_profile(args.work_dir)
@@ -117,11 +121,14 @@ def main():
         mapping = conv_of_tensor(path)
         for t in (int(x) for x in args.threads.split(",")):
             cols = {"strata": [], "ort": [], "B": []}
+            runs = 1 if args.per_call_min else args.runs
             for p in range(args.procs):
-                cols["strata"].append(strata_means(args.strata, path, t, args.runs, args.warmup))
-                cols["ort"].append(ort_means(exe, path, t, args.runs, args.warmup, args.work_dir, mapping))
+                cols["strata"].append(strata_means(args.strata, path, t, runs, args.warmup))
+                if not args.per_call_min or p == 0:
+                    cols["ort"].append(ort_means(exe, path, t, args.procs if args.per_call_min else args.runs,
+                                                 args.warmup, args.work_dir, mapping, args.per_call_min))
                 if args.strata_b:
-                    cols["B"].append(strata_means(args.strata_b, path, t, args.runs, args.warmup))
+                    cols["B"].append(strata_means(args.strata_b, path, t, runs, args.warmup))
                 print(f"{model} t={t} process {p + 1}/{args.procs} done", file=sys.stderr)
             names = list(cols["strata"][0].keys())
             names += [k for k in cols["ort"][0] if k not in names]
@@ -135,7 +142,9 @@ def main():
             if args.strata_b:
                 head += " B min / med ms | strata/B (min) |"
                 sep += " --- | --- |"
-            lines += ["", f"### {model}, {t} thread(s), {args.procs} processes x {args.runs} runs", "", head, sep]
+            how = (f"per-call minimum over {args.procs} calls" if args.per_call_min else
+                   f"{args.procs} processes x {args.runs} runs: min / median of the per-process means")
+            lines += ["", f"### {model}, {t} thread(s), {how}", "", head, sep]
             tot = collections.defaultdict(float)
             for name in names:
                 s, o, b = stat("strata", name), stat("ort", name), stat("B", name)
