@@ -209,6 +209,22 @@ bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const In
       a.rows(a.ctx, i0 + tile_start[t], tile_start[t + 1] - tile_start[t], ptrs + t * table);
     for (int64_t p = p0; p < p1; ++p)
       for (int t = 0; t < ntiles; ++t) tile(t, p, ptrs + t * table);
+  } else if (p1 - p0 == 2 && p1 * kPanelWidth >= N && N > kPanelWidth) {
+    // Exactly the last two panels, 33-64 columns (N = 64: resnet's stem and 56x56 stage):
+    // each row tile as two halves of <= kWideRows rows across both panels.
+    const int cols = static_cast<int>(N - p0 * kPanelWidth);
+    for (int t = 0; t < ntiles; ++t) {
+      const int64_t row0 = i0 + tile_start[t];
+      const int rows = static_cast<int>(tile_start[t + 1] - tile_start[t]), upper = (rows + 1) / 2;
+      a.rows(a.ctx, row0, rows, ptrs);
+      for (int h = 0, r0 = 0; h < 2 && r0 < rows; ++h, r0 = upper) {
+        const int hr = h == 0 ? upper : rows - upper;
+        te.bias = ep.bias ? ep.bias + p0 * kPanelWidth : nullptr;
+        te.residual = ep.residual ? ep.residual + (row0 + r0) * ep.ldr + p0 * kPanelWidth : nullptr;
+        internal::TileIndirectWideAvx512(hr, cols, a.taps, a.seg, ptrs + r0, b.panel(p0), b.panel(p0 + 1),
+                                         c + (row0 + r0) * ldc + p0 * kPanelWidth, ldc, te);
+      }
+    }
   } else {
     for (int t = 0; t < ntiles; ++t) {
       a.rows(a.ctx, i0 + tile_start[t], tile_start[t + 1] - tile_start[t], ptrs);
