@@ -34,7 +34,8 @@ def build_ort_profile(work_dir):
         return exe
     hdrs = glob.glob(os.path.join(ROOT, "bench/ort/node_modules/**/ios-arm64/*/Headers/onnxruntime_c_api.h"),
                      recursive=True)
-    libs = glob.glob(os.path.join(ROOT, "bench/ort/node_modules/onnxruntime-node/bin/napi-v*/linux/x64/libonnxruntime.so.1"))
+    libs = glob.glob(
+        os.path.join(ROOT, "bench/ort/node_modules/onnxruntime-node/bin/napi-v*/linux/x64/libonnxruntime.so.1"))
     if not hdrs or not libs:
         sys.exit("layer_compare: ORT headers or library missing under bench/ort (run bench/compare-ort/run.sh once)")
     lib = os.path.realpath(libs[0])
