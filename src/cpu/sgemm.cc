@@ -209,6 +209,22 @@ bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const In
       a.rows(a.ctx, i0 + tile_start[t], tile_start[t + 1] - tile_start[t], ptrs + t * table);
     for (int64_t p = p0; p < p1; ++p)
       for (int t = 0; t < ntiles; ++t) tile(t, p, ptrs + t * table);
+  } else if (p1 - p0 == 2 && p1 * kPanelWidth >= N && N > kPanelWidth) {
+    // Exactly the last two panels, 33-64 columns (N = 64: resnet's stem and 56x56 stage):
+    // each row tile as two halves of <= kWideRows rows across both panels.
+    const int cols = static_cast<int>(N - p0 * kPanelWidth);
+    for (int t = 0; t < ntiles; ++t) {
+      const int64_t row0 = i0 + tile_start[t];
+      const int rows = static_cast<int>(tile_start[t + 1] - tile_start[t]), upper = (rows + 1) / 2;
+      a.rows(a.ctx, row0, rows, ptrs);
+      for (int h = 0, r0 = 0; h < 2 && r0 < rows; ++h, r0 = upper) {
+        const int hr = h == 0 ? upper : rows - upper;
+        te.bias = ep.bias ? ep.bias + p0 * kPanelWidth : nullptr;
+        te.residual = ep.residual ? ep.residual + (row0 + r0) * ep.ldr + p0 * kPanelWidth : nullptr;
+        internal::TileIndirectWideAvx512(hr, cols, a.taps, a.seg, ptrs + r0, b.panel(p0), b.panel(p0 + 1),
+                                         c + (row0 + r0) * ldc + p0 * kPanelWidth, ldc, te);
+      }
+    }
   } else {
     for (int t = 0; t < ntiles; ++t) {
       a.rows(a.ctx, i0 + tile_start[t], tile_start[t + 1] - tile_start[t], ptrs);
@@ -218,40 +234,45 @@ bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const In
   return true;
 }
 
-// How Drive cuts a product over `threads` > 1: tasks are (M block of mc rows) x (chunk of
-// per_chunk panels).
+// How Drive cuts a product over `threads` > 1: tasks are (M block) x (chunk of per_chunk
+// panels). The M blocks split m's row tiles evenly (block b: tiles [b * tiles / m_blocks,
+// (b + 1) * tiles / m_blocks)), so no block is a short remainder: 3136 rows in 18 blocks
+// of 14-15 tiles, not 17 of 180 rows + 76, which left one thread 104 rows more.
 struct Split {
-  int64_t mc, m_blocks, n_chunks, per_chunk;
+  int64_t m_blocks, tiles, n_chunks, per_chunk;
+  int64_t BlockStart(int64_t b, int64_t m) const { return std::min(m, b * tiles / m_blocks * kMr); }
 };
 
 // packs_a: whether each task packs (or gathers) its rows of A; indirect A reads them in place.
 Split PlanSplit(int64_t m, int64_t panels, int64_t threads, bool packs_a) {
-  const int64_t tiles = (m + kMr - 1) / kMr;
-  // N chunks, one per thread: each thread streams only its part of B but packs the whole
-  // A block, which pays off when B dominates (few rows) or when the packed tile is reused
-  // over many panels (>= 8 per thread: N >= 512 on 2 threads).
-  const int64_t n_chunks = std::min(panels, threads), per_chunk = (panels + n_chunks - 1) / n_chunks;
-  const int64_t mc_n = EvenBlockRows(m, (m + kMc - 1) / kMc);
-  const Split by_n{mc_n, (m + mc_n - 1) / mc_n, (panels + per_chunk - 1) / per_chunk, per_chunk};
+  const int64_t tiles = (m + kMr - 1) / kMr, min_blocks = (m + kMc - 1) / kMc;
+  // N chunks: each thread streams only its part of B but packs the whole A block, which
+  // pays off when B dominates (few rows) or when the packed tile is reused over many panels
+  // (>= 8 per thread: N >= 512 on 2 threads). Packed A: one chunk per thread. Indirect A
+  // (nothing packed twice): two per thread, so that a thread which starts late (woken from
+  // sleep, preempted) hands its second chunk to the other instead of everyone waiting for it.
+  const int64_t want_chunks = packs_a ? threads : 2 * threads;
+  const int64_t n_chunks = std::min(panels, want_chunks), per_chunk = (panels + n_chunks - 1) / n_chunks;
+  const Split by_n{min_blocks, tiles, (panels + per_chunk - 1) / per_chunk, per_chunk};
   if (tiles < 4 * threads && panels > 1) return by_n;
   // Otherwise M blocks only, so each thread packs (or gathers) only its own rows of A. The
-  // cache-blocking count is rounded up to a multiple of the thread count and the rows
-  // spread evenly, so that every thread gets the same share (17 blocks of 192 rows on 2
-  // threads left one thread a block more; 2 blocks of 192 + 4 rows left it idle).
-  int64_t blocks = (m + kMc - 1) / kMc;
-  blocks = (blocks + threads - 1) / threads * threads;
-  const int64_t mc = EvenBlockRows(m, blocks);
-  blocks = (m + mc - 1) / mc;
+  // block count is rounded up to a multiple of the thread count, so that every thread gets
+  // the same number of blocks; past 4 per thread (the pool runs at most that many chunks per
+  // thread and merges consecutive items), to a multiple of 4 * threads, so merged chunks
+  // stay equal too.
+  int64_t blocks = (min_blocks + threads - 1) / threads * threads;
+  if (blocks > 4 * threads) blocks = (blocks + 4 * threads - 1) / (4 * threads) * (4 * threads);
+  blocks = std::min(blocks, tiles);
   // Whole tiles cannot always be spread evenly (17 tiles on 2 threads: 9 and 8); past 5%
   // of idle time, wide products take the N split instead, and so do products whose A is
   // read in place (no packing to duplicate) when their busiest thread does less that way
-  // (3x3 14x14 256->256 on 2 threads: 9 + 8 row tiles, or 4 + 4 panels).
-  const int64_t busiest = std::min(m, (blocks + threads - 1) / threads * mc);
+  // (3x3 14x14 256->256 on 2 threads: 9 + 8 row tiles, or 2 x 2 + 2 x 2 panels).
+  const int64_t busiest = std::min(m, (tiles + threads - 1) / threads * kMr);
   if (busiest * threads * 20 > m * 21) {
     if (panels >= 8 * threads) return by_n;
-    if (!packs_a && m * by_n.per_chunk < busiest * panels) return by_n;
+    if (!packs_a && m * ((panels + threads - 1) / threads) < busiest * panels) return by_n;
   }
-  return {mc, blocks, 1, panels};
+  return {blocks, tiles, 1, panels};
 }
 
 // Checks shared by Gemm and GemmGathered; sets *done when nothing is left to compute.
@@ -293,8 +314,8 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const 
     const Split sp = PlanSplit(m, panels, threads, packs_a);
     pool->Run(sp.m_blocks * sp.n_chunks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        const int64_t i0 = (t / sp.n_chunks) * sp.mc, p0 = (t % sp.n_chunks) * sp.per_chunk;
-        if (!task(i0, std::min(sp.mc, m - i0), p0, std::min(panels, p0 + sp.per_chunk))) oom = true;
+        const int64_t b = t / sp.n_chunks, i0 = sp.BlockStart(b, m), p0 = (t % sp.n_chunks) * sp.per_chunk;
+        if (!task(i0, sp.BlockStart(b + 1, m) - i0, p0, std::min(panels, p0 + sp.per_chunk))) oom = true;
       }
     });
   }

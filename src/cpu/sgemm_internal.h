@@ -44,6 +44,15 @@ void TileAvx512(int rows, int cols, int64_t kc, const float* ap, const float* bp
 void TileIndirectAvx512(int rows, int cols, int64_t taps, int64_t seg, const float* const* a, const float* bp, float* c,
                         int64_t ldc, const TileEpilogue& e);
 
+// Rows of the two-panel indirect tile (TileIndirectWideAvx512): 4 x 6 = 24 accumulators.
+inline constexpr int kWideRows = 6;
+
+// TileIndirectAvx512 over two adjacent panels (bp0, bp1 = bp0 + K * 32) for rows in [1,
+// kWideRows] and cols in (32, 64]: the table's rows start at a[t * kMr + i] as there.
+// Same results as two TileIndirectAvx512 calls.
+void TileIndirectWideAvx512(int rows, int cols, int64_t taps, int64_t seg, const float* const* a, const float* bp0,
+                            const float* bp1, float* c, int64_t ldc, const TileEpilogue& e);
+
 // Packs A[rows, kc] (row stride lda) into ceil(rows/kMr) tiles of [kc][kMr]; rows past
 // the end of the last tile are zero.
 void PackAAvx512(const float* a, int64_t lda, int64_t rows, int64_t kc, float* dst);

@@ -222,6 +222,11 @@ std::vector<ConvCase> EdgeCases() {
   // 1x1 with N = 16 (mobilenet_v2's first project) and N = 144 (its 56x56 expand: packed A).
   add({.h = 7, .w = 7, .c = 32, .m = 16, .kh = 1, .kw = 1});
   add({.h = 14, .w = 14, .c = 24, .m = 144, .kh = 1, .kw = 1, .relu = true});
+  // N of two panels (33-64: the two-panel tile, rows in halves): one output pixel, 13 rows
+  // (a tile + 1), 126 rows over two images.
+  add({.h = 1, .w = 1, .c = 16, .m = 64, .pads = {1, 1, 1, 1}});
+  add({.h = 13, .w = 1, .c = 20, .m = 33, .kh = 3, .kw = 1, .pads = {1, 0, 1, 0}});
+  add({.n = 2, .h = 7, .w = 9, .c = 17, .m = 64, .pads = {1, 1, 1, 1}, .relu = true});
   return v;
 }
 

@@ -237,6 +237,86 @@ TEST_F(SgemmTest, EvenRowTilesAndHalfPanelsAtEdgeSizes) {
     for (int64_t n : {16, 144}) Check({.m = m, .n = n, .k = 600, .pad = 1, .threads = 2}, seed++);
 }
 
+// The 2-thread split: M blocks that spread the row tiles evenly (3136 rows: 24 blocks of
+// 10-11 tiles; 2305 rows: 193 tiles, the last of one row spread into its block) and N
+// chunks of the in-place A, two per thread (49 rows x 16 panels: 4 chunks of 4 panels;
+// 13 panels: chunks of 4, 4, 4, 1), on the in-place and the packed A (N > 4 panels):
+// against the reference, and bit-identical to 1 thread on 2 and 3 threads.
+TEST_F(SgemmTest, EvenMBlocksAndFineNChunksOnSeveralThreads) {
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  uint32_t seed = 400;
+  for (const Shape3& s : {Shape3{3136, 64, 72}, Shape3{2305, 96, 40}, Shape3{3136, 256, 24}, Shape3{49, 512, 600},
+                          Shape3{50, 416, 300}, Shape3{13, 1000, 531}, Shape3{97, 33, 1200}}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k);
+    std::vector<float> a = Rand(s.m * s.k, seed), b = Rand(s.k * s.n, seed + 1), bias = Rand(s.n, seed + 2);
+    seed += 3;
+    auto packed = sgemm::PackB(b.data(), s.k, s.n, false);
+    ASSERT_TRUE(packed.ok());
+    sgemm::Epilogue ep;
+    ep.bias = bias.data();
+    ep.min = 0.0f;
+    std::vector<float> want(s.m * s.n), c1(s.m * s.n);
+    Reference(s.m, s.n, s.k, a.data(), s.k, b.data(), s.n, false, want.data(), s.n, ep);
+    ASSERT_TRUE(sgemm::Gemm(s.m, a.data(), s.k, *packed, c1.data(), s.n, ep, nullptr).ok());
+    for (int64_t i = 0; i < s.m * s.n; ++i)
+      ASSERT_NEAR(c1[i], want[i], 1e-5 * (s.k + 1)) << "C[" << i / s.n << "," << i % s.n << "]";
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> c(s.m * s.n, -7.0f);
+      ASSERT_TRUE(sgemm::Gemm(s.m, a.data(), s.k, *packed, c.data(), s.n, ep, &pool).ok());
+      EXPECT_EQ(0, std::memcmp(c1.data(), c.data(), c.size() * sizeof(float))) << threads << " threads";
+    }
+  }
+}
+
+// The two-panel tile of the in-place A (N in 33..64: both panels of a row tile at once, in
+// halves of <= 6 rows): rows 1, 5-7, 12-13 (halves 7 -> 4 + 3), 25, 397; N 33, 63, 64;
+// with bias, residual and a clamp; against the reference and bit-identical to a product
+// of N = 96, whose first 64 columns run the one-panel tile, on 1 and 2 threads.
+TEST_F(SgemmTest, TwoPanelTileAtEdgeSizes) {
+  uint32_t seed = 500;
+  for (int64_t m : {1, 5, 6, 7, 12, 13, 25, 397})
+    for (int64_t n : {33, 63, 64}) {
+      SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << n);
+      const int64_t k = 150, wide_n = 96;
+      std::vector<float> a = Rand(m * k, seed), b = Rand(k * wide_n, seed + 1), bias = Rand(wide_n, seed + 2);
+      std::vector<float> res = Rand(m * wide_n, seed + 3);
+      seed += 4;
+      // B's first n columns as a [K, n] matrix, and all 96 columns (3 panels: one-panel tiles).
+      auto packed = sgemm::PackB(b.data(), k, n, false, wide_n);
+      auto packed96 = sgemm::PackB(b.data(), k, wide_n, false);
+      ASSERT_TRUE(packed.ok() && packed96.ok());
+      sgemm::Epilogue ep;
+      ep.bias = bias.data();
+      ep.residual = res.data();
+      ep.ldr = wide_n;
+      ep.min = -0.5f;
+      ep.max = 2.0f;
+      std::vector<float> want(m * wide_n), narrow(m * wide_n);
+      Reference(m, wide_n, k, a.data(), k, b.data(), wide_n, false, want.data(), wide_n, sgemm::Epilogue{});
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < wide_n; ++j) {
+          float& v = want[i * wide_n + j];
+          v = std::min(std::max(v + bias[j] + res[i * wide_n + j], ep.min), ep.max);
+        }
+      ASSERT_TRUE(sgemm::Gemm(m, a.data(), k, *packed96, narrow.data(), wide_n, ep, nullptr).ok());
+      for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        std::vector<float> c(m * wide_n, -7.0f);
+        ASSERT_TRUE(sgemm::Gemm(m, a.data(), k, *packed, c.data(), wide_n, ep, &pool).ok());
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            ASSERT_NEAR(c[i * wide_n + j], want[i * wide_n + j], 1e-4) << "C[" << i << "," << j << "]";
+            ASSERT_EQ(c[i * wide_n + j], narrow[i * wide_n + j]) << "C[" << i << "," << j << "]";
+          }
+          for (int64_t j = n; j < wide_n; ++j) ASSERT_EQ(c[i * wide_n + j], -7.0f) << "wrote past N at row " << i;
+        }
+      }
+    }
+}
+
 // The residual epilogue on both A paths: C = A x B + bias + R, clamped, against the
 // product computed without it; also bit-identical on 1 and 3 threads.
 TEST_F(SgemmTest, ResidualOnInPlaceAndPackedA) {
