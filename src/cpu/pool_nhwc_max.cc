@@ -35,6 +35,11 @@ struct MaxPoolGeometry {
 
 // Taps t in [*t0, *t1) of a window starting at o (dilation d, k taps) lie inside [0, n).
 inline void InImageTaps(int64_t o, int64_t d, int64_t k, int64_t n, int64_t* t0, int64_t* t1) {
+  if (d == 1) {  // no division per output pixel: it cost as much as the taps' loads
+    *t0 = std::clamp<int64_t>(-o, 0, k);
+    *t1 = std::max(*t0, std::min(k, n - o));
+    return;
+  }
   const int64_t a = o < 0 ? (-o + d - 1) / d : 0;
   const int64_t b = o >= n ? 0 : std::min(k, (n - 1 - o) / d + 1);
   *t0 = std::min(a, k);
@@ -100,15 +105,40 @@ STRATA_AVX512 inline void PixelBlock64(const MaxPoolGeometry& g, const float* xi
   _mm512_mask_storeu_ps(y + 48, m3, a3);
 }
 
+// A 3x3 window wholly inside X with dilation 1 (all but the edge pixels of ResNet's pool):
+// the nine taps unrolled, C a multiple of 16, taps in row-major order as the reference.
+STRATA_AVX512 inline void PixelInterior3x3(const float* x, int64_t row_stride, int64_t c, float* y) {
+  for (int64_t c0 = 0; c0 < c; c0 += 16) {
+    const float* p = x + c0;
+    __m512 a = _mm512_loadu_ps(p);
+    a = _mm512_max_ps(_mm512_loadu_ps(p + c), a);
+    a = _mm512_max_ps(_mm512_loadu_ps(p + 2 * c), a);
+    p += row_stride;
+    a = _mm512_max_ps(_mm512_loadu_ps(p), a);
+    a = _mm512_max_ps(_mm512_loadu_ps(p + c), a);
+    a = _mm512_max_ps(_mm512_loadu_ps(p + 2 * c), a);
+    p += row_stride;
+    a = _mm512_max_ps(_mm512_loadu_ps(p), a);
+    a = _mm512_max_ps(_mm512_loadu_ps(p + c), a);
+    a = _mm512_max_ps(_mm512_loadu_ps(p + 2 * c), a);
+    _mm512_storeu_ps(y + c0, a);
+  }
+}
+
 STRATA_AVX512 void MaxPoolRowAvx512(const MaxPoolGeometry& g, const float* ximg, int64_t oy, float* yrow) {
   const int64_t iy0 = oy * g.sh - g.pt;
   int64_t ky0, ky1;
   InImageTaps(iy0, g.dh, g.kh, g.h, &ky0, &ky1);
+  const bool interior3x3 = g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 && g.c % 16 == 0 && ky0 == 0 && ky1 == 3;
   for (int64_t ox = 0; ox < g.ow; ++ox) {
     const int64_t ix0 = ox * g.sw - g.pl;
     int64_t kx0, kx1;
     InImageTaps(ix0, g.dw, g.kw, g.w, &kx0, &kx1);
     float* y = yrow + ox * g.c;
+    if (interior3x3 && kx0 == 0 && kx1 == 3) {
+      PixelInterior3x3(ximg + (iy0 * g.w + ix0) * g.c, g.w * g.c, g.c, y);
+      continue;
+    }
     if (ky0 == ky1 || kx0 == kx1) {
       std::fill(y, y + g.c, -std::numeric_limits<float>::infinity());
       continue;
