@@ -80,6 +80,16 @@ void BM_MaxPool(benchmark::State& state, int64_t hw, int64_t c) {
   RunNode(state, "MaxPool", {{"kernel_shape", Ints({3, 3})}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}},
           {RandomTensor({1, c, hw, hw})}, false, 9.0 * out * out * c);
 }
+// The NHWC max pool the layout pass emits (resnet's 3x3/2 after the stem).
+void BM_NhwcMaxPool(benchmark::State& state, int64_t hw, int64_t c) {
+  int64_t out = (hw + 2 - 3) / 2 + 1;
+  RunNode(state, "NhwcMaxPool",
+          {{"kernel_shape", Ints({3, 3})},
+           {"strides", Ints({2, 2})},
+           {"pads", Ints({1, 1, 1, 1})},
+           {"strata_onnx_opset", Int(13)}},
+          {RandomTensor({1, hw, hw, c})}, false, 9.0 * out * out * c, "strata.internal");
+}
 
 #define THREADS ->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)
 BENCHMARK_CAPTURE(BM_GemmConstB, 1024x1024x1024, 1024, 1024, 1024) THREADS;
@@ -123,6 +133,7 @@ BENCHMARK_CAPTURE(BM_NhwcConvResidual, 1x1_56x64to256, 56, 64, 256, 1) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcConvResidual, 3x3_56x64to64, 56, 64, 64, 3) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcConvResidual, 1x1_14x256to1024, 14, 256, 1024, 1) THREADS;
 BENCHMARK_CAPTURE(BM_MaxPool, 3x3s2_112x64, 112, 64) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcMaxPool, 3x3s2_112x64, 112, 64) THREADS;
 
 }  // namespace
 }  // namespace strata

@@ -277,7 +277,7 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
 Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                    const FusedActivation& act) {
   const Node& node = init.node;
-  if (!init.config.bf16_fast_math || init.config.prefer_reference || !Bf16GemmAvailable())
+  if (!init.config.bf16_fast_math || init.config.prefer_reference || !Bf16GemmAvailable() || !Bf16NodeSelected(node))
     return Unsupported(node.Describe(), ": bf16 fast math is off or the CPU lacks avx512_bf16");
   // Grouped (depthwise) convs stay fp32: they are memory-bound, bf16 saves no FLOPs there.
   if (node.GetInt("group", 1) != 1 || w.dtype() != DataType::kFloat || w.rank() != 4 || w.num_elements() == 0)

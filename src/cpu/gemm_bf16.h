@@ -31,6 +31,12 @@ inline constexpr int kBf16NR = 32;  // columns of the register tile (two zmm)
 bool Bf16GemmAvailable();
 void SetBf16DisabledForTesting(bool disabled);
 
+// Diagnostic for finding where a model's bf16 error comes from (docs/benchmarks.md): with
+// STRATA_BF16_NODES set to a comma list of prefixes, only nodes whose name starts with one
+// of them run on the bf16 kernels (e.g. "/layer3/,/fc/"), the rest stay fp32. Unset or
+// empty: every node.
+bool Bf16NodeSelected(const Node& node);
+
 // Converts one float to bf16 bits with round-to-nearest-even (NaN stays NaN).
 uint16_t FloatToBf16(float f);
 float Bf16ToFloat(uint16_t h);

@@ -18,7 +18,8 @@ namespace strata {
 namespace {
 
 bool Bf16Applies(const KernelInit& init) {
-  return init.config.bf16_fast_math && !init.config.prefer_reference && Bf16GemmAvailable();
+  return init.config.bf16_fast_math && !init.config.prefer_reference && Bf16GemmAvailable() &&
+         Bf16NodeSelected(init.node);
 }
 
 class Bf16MatMulKernel final : public bf16_internal::Bf16KernelBase {

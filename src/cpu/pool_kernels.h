@@ -1,5 +1,5 @@
 // Internal interface between the pooling reference kernels (pool.cc) and the
-// optimized fp32 ones (pool_xnnpack.cc).
+// optimized fp32 ones (pool_xnnpack.cc, pool_nhwc.cc, pool_nhwc_max.cc).
 #pragma once
 
 #include <memory>
@@ -18,6 +18,12 @@ Result<std::unique_ptr<OpKernel>> MakeRefGlobalAveragePool(const KernelInit& ini
 Result<std::unique_ptr<OpKernel>> MakeXnnMaxPool(const KernelInit& init);
 Result<std::unique_ptr<OpKernel>> MakeXnnAveragePool(const KernelInit& init);
 Result<std::unique_ptr<OpKernel>> MakeFastGlobalAveragePool(const KernelInit& init);
+
+// strata.internal NhwcMaxPool (pool_nhwc_max.cc): 2-D fp32 max pooling on NHWC data, rows
+// split over the session pool; AVX-512F when the CPU has it, else a plain loop (or always
+// the plain loop after SetNhwcMaxPoolPlainForTesting(true)).
+Result<std::unique_ptr<OpKernel>> MakeNhwcMaxPool(const KernelInit& init);
+void SetNhwcMaxPoolPlainForTesting(bool plain);
 
 // Runs one 2-D max/average pooling through XNNPACK on NHWC data `in` [n, in_hw, c] into
 // `out`, (re)creating the cached operator for `pads` (top, left, bottom, right: end pads

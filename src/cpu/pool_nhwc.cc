@@ -1,8 +1,9 @@
 // NHWC pooling for the layout pass (see nhwc_kernels.h).
-//  * NhwcMaxPool / NhwcAveragePool: XNNPACK's NHWC pooling, decided per call like the
-//    NCHW XnnPool2dKernel (pool_xnnpack.cc): what XNNPACK cannot express exactly (AveragePool
-//    with dilations, count_include_pad with pads, a ceil_mode size XNNPACK's floor sizing
-//    cannot reach) runs on the reference kernel through RunNchwFallback.
+//  * NhwcMaxPool: strata's own kernel (pool_nhwc_max.cc).
+//  * NhwcAveragePool: XNNPACK's NHWC pooling, decided per call like the NCHW
+//    XnnPool2dKernel (pool_xnnpack.cc): what XNNPACK cannot express exactly (dilations,
+//    count_include_pad with pads, a ceil_mode size XNNPACK's floor sizing cannot reach) runs
+//    on the reference kernel through RunNchwFallback.
 //  * NhwcGlobalAveragePool: per-image channel means accumulated row by row (contiguous over
 //    C, so it vectorises); writes [N, C, 1, 1], which is NHWC [N, 1, 1, C] byte for byte.
 #include <algorithm>
@@ -16,17 +17,13 @@
 namespace strata {
 namespace {
 
-class NhwcPool2dKernel final : public OpKernel {
+class NhwcAveragePoolKernel final : public OpKernel {
  public:
-  NhwcPool2dKernel(bool is_max, Node nchw_node) : is_max_(is_max), nchw_node_(std::move(nchw_node)) {}
+  explicit NhwcAveragePoolKernel(Node nchw_node) : nchw_node_(std::move(nchw_node)) {}
 
   Status Init(const KernelInit& init) {
     KernelInit ref_init{nchw_node_, init.graph, init.pool, init.config};
-    if (is_max_) {
-      ASSIGN_OR_RETURN(ref_, MakeRefMaxPool(ref_init));
-    } else {
-      ASSIGN_OR_RETURN(ref_, MakeRefAveragePool(ref_init));
-    }
+    ASSIGN_OR_RETURN(ref_, MakeRefAveragePool(ref_init));
     return EnsureXnnpackInitialized();
   }
 
@@ -47,47 +44,32 @@ class NhwcPool2dKernel final : public OpKernel {
     ASSIGN_OR_RETURN(SpatialGeometry g, ComputeWindowGeometry(nchw_node_, in, kernel, ceil_mode, /*dilations*/ true));
     Shape key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
     bool exact = true;
-    if (is_max_) {
-      // End padding chosen so that XNNPACK's floor-mode size equals ONNX's size; max
-      // pooling ignores padded taps, so extra end padding changes no value.
-      for (int a = 0; a < 2; ++a) {
-        int64_t eff = (kernel[a] - 1) * g.dilations[a] + 1;
-        key[2 + a] = std::max<int64_t>(0, (g.out[a] - 1) * g.strides[a] + eff - in[a] - g.pad_begin[a]);
-        if (in[a] + key[a] + key[2 + a] < eff || (in[a] + key[a] + key[2 + a] - eff) / g.strides[a] + 1 != g.out[a])
-          exact = false;
-      }
-    } else {
-      bool any_pad = key[0] || key[1] || key[2] || key[3];
-      if (g.dilations[0] != 1 || g.dilations[1] != 1) exact = false;
-      if (any_pad && nchw_node_.GetInt("count_include_pad", 0) != 0) exact = false;
-      for (int a = 0; a < 2 && exact; ++a)
-        if (in[a] + key[a] + key[2 + a] < kernel[a] ||
-            (in[a] + key[a] + key[2 + a] - kernel[a]) / g.strides[a] + 1 != g.out[a])
-          exact = false;
-    }
+    bool any_pad = key[0] || key[1] || key[2] || key[3];
+    if (g.dilations[0] != 1 || g.dilations[1] != 1) exact = false;
+    if (any_pad && nchw_node_.GetInt("count_include_pad", 0) != 0) exact = false;
+    for (int a = 0; a < 2 && exact; ++a)
+      if (in[a] + key[a] + key[2 + a] < kernel[a] ||
+          (in[a] + key[a] + key[2 + a] - kernel[a]) / g.strides[a] + 1 != g.out[a])
+        exact = false;
     for (int64_t v : key) exact = exact && v <= UINT32_MAX;
-    for (int a = 0; a < 2; ++a) exact = exact && g.strides[a] <= UINT32_MAX && g.dilations[a] <= UINT32_MAX;
+    for (int a = 0; a < 2; ++a) exact = exact && g.strides[a] <= UINT32_MAX;
     if (!exact) return RunNchwFallback(ctx, *ref_, nchw_node_);
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, g.out[0], g.out[1], c}));
     if (y->num_elements() == 0) return Status::Ok();
-    Status st = RunXnnPool2d(cache_, is_max_, key, kernel, g, n, c, x->data<float>(), y->mutable_data<float>(), ctx);
+    Status st =
+        RunXnnPool2d(cache_, /*is_max=*/false, key, kernel, g, n, c, x->data<float>(), y->mutable_data<float>(), ctx);
     if (st.code() == StatusCode::kUnsupported) return RunNchwFallback(ctx, *ref_, nchw_node_);
     return st;
   }
 
  private:
-  bool is_max_;
   Node nchw_node_;
   std::unique_ptr<OpKernel> ref_;
   XnnOperatorCache cache_;
 };
 
-template <bool kMax>
-Result<std::unique_ptr<OpKernel>> MakeNhwcPool(const KernelInit& init) {
-  const Node& node = init.node;
-  for (size_t i = 1; i < node.outputs.size(); ++i)
-    if (node.outputs[i] >= 0) return InvalidModel(node.Describe(), ": NHWC pooling has no Indices output");
-  auto k = std::make_unique<NhwcPool2dKernel>(kMax, OriginalNode(node, kMax ? "MaxPool" : "AveragePool"));
+Result<std::unique_ptr<OpKernel>> MakeNhwcAveragePool(const KernelInit& init) {
+  auto k = std::make_unique<NhwcAveragePoolKernel>(OriginalNode(init.node, "AveragePool"));
   RETURN_IF_ERROR(k->Init(init));
   return std::unique_ptr<OpKernel>(std::move(k));
 }
@@ -130,13 +112,13 @@ void RegisterNhwcPoolKernels(KernelRegistry& r) {
   r.Register({.domain = kInternalDomain,
               .op_type = "NhwcMaxPool",
               .types = {DataType::kFloat},
-              .factory = MakeNhwcPool<true>,
+              .factory = MakeNhwcMaxPool,
               .reference = false,
-              .impl = "xnnpack-nhwc"});
+              .impl = "nhwc"});
   r.Register({.domain = kInternalDomain,
               .op_type = "NhwcAveragePool",
               .types = {DataType::kFloat},
-              .factory = MakeNhwcPool<false>,
+              .factory = MakeNhwcAveragePool,
               .reference = false,
               .impl = "xnnpack-nhwc"});
   r.Register({.domain = kInternalDomain,
