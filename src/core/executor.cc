@@ -195,6 +195,28 @@ Status Executor::Plan() {
   release_after_.assign(g.nodes.size(), {});
   for (size_t v = 0; v < g.values.size(); ++v)
     if (!keep[v] && last_use[v] >= 0) release_after_[last_use[v]].push_back(static_cast<int>(v));
+
+  // Outputs that may take over a dying input's buffer: the value must be released right
+  // after this node (so no later node, subgraph or graph output reads it), be computed in
+  // this frame (not a graph input, constant or outer capture, whose buffers belong to
+  // someone else), and feed this node only once (else the kernel reads it as another
+  // operand while overwriting it). Whether another handle shares the buffer (a Reshape
+  // alias still alive) is checked per run.
+  std::vector<bool> captured(g.values.size(), false);
+  for (int v : free_slots_)
+    if (v >= 0) captured[v] = true;
+  in_place_value_.assign(g.nodes.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    const int j = kernels_[i]->InPlaceInput();
+    if (j < 0 || static_cast<size_t>(j) >= n.inputs.size() || n.outputs.empty() || n.outputs[0] < 0) continue;
+    const int v = n.inputs[j];
+    if (v < 0 || keep[v] || last_use[v] != static_cast<int>(i) || input_slot_[v] || captured[v] ||
+        !constants_[v].empty())
+      continue;
+    if (std::count(n.inputs.begin(), n.inputs.end(), v) != 1) continue;
+    in_place_value_[i] = v;
+  }
   return Status::Ok();
 }
 
@@ -308,14 +330,31 @@ Status Executor::RunImpl(RunState* st, const std::vector<Value>& inputs, const F
         outs[k] = Value();
       }
     }
+    // A dying input offered as output 0 (see Plan): only when its buffer has no other
+    // holder now, so the kernel's writes cannot show through another handle.
+    bool in_place = false;
+    if (!(offered & 1) && in_place_value_[i] >= 0) {
+      const Value& dying = frame.values_[in_place_value_[i]];
+      if (dying.is_tensor() && dying.tensor().buffer() && dying.tensor().buffer().use_count() == 1) {
+        outs[0] = dying;
+        offered |= 1;
+        in_place = true;
+      }
+    }
     KernelContext ctx(node, in_ptrs, &outs, pool_, alloc, &runner);
     const Clock::time_point node_start = prof ? Clock::now() : Clock::time_point();
     uint64_t& tls_offered = OfferedOutputs();
     const uint64_t saved_offered = tls_offered;  // nested (subgraph) runs restore the outer node's
     tls_offered = offered;
     Status st_node = kernels_[i]->Compute(ctx);
-    const uint64_t untaken = tls_offered;
+    uint64_t untaken = tls_offered;
     tls_offered = saved_offered;
+    // An untaken in-place offer still holds the input's handle in output 0: not a result.
+    if (in_place && (untaken & 1)) {
+      const Value& dying = frame.values_[in_place_value_[i]];
+      if (outs[0].is_tensor() && outs[0].tensor().buffer() == dying.tensor().buffer()) outs[0] = Value();
+      untaken &= ~uint64_t{1};
+    }
     // An offer the kernel did not take, in a slot it did not set, still holds the
     // caller's tensor: that is not a result.
     for (size_t k = 0; untaken && k < node.outputs.size(); ++k) {

@@ -32,7 +32,8 @@ struct ExecOptions {
 class Frame;
 
 // Bit i set: output slot i of the node now being computed on this thread holds a
-// caller-bound tensor offered for writing (RunState::bound_outputs). Read and cleared by
+// caller-bound tensor, or a dying input's buffer (OpKernel::InPlaceInput), offered for
+// writing (RunState::bound_outputs). Read and cleared by
 // KernelContext::AllocateOutput, which uses the offer only once and only when the dtype
 // and shape match; every other allocation is unaffected.
 uint64_t& OfferedOutputs();
@@ -70,6 +71,9 @@ class Executor {
   const std::string& impl(size_t node) const { return impls_[node]; }
   // Node i's kernel (for ReleasePackedConstants at session creation).
   const OpKernel* kernel(size_t node) const { return kernels_[node].get(); }
+  // The value whose buffer node i's output 0 may take over when nothing else holds it
+  // (OpKernel::InPlaceInput, checked against the graph), or -1.
+  int in_place_value(size_t node) const { return in_place_value_[node]; }
   // Names the graph reads from enclosing scopes (its own and its subgraphs').
   const std::vector<std::string>& free_names() const { return free_names_; }
 
@@ -91,6 +95,8 @@ class Executor {
   std::vector<int> free_slots_;   // value index for each free name
   std::vector<int> output_pos_;   // by value index: position in graph.outputs, or -1
   std::vector<bool> input_slot_;  // by value index: a graph input
+  // By node: the value whose buffer output 0 may take (OpKernel::InPlaceInput), or -1.
+  std::vector<int> in_place_value_;
   std::unordered_map<const Graph*, std::unique_ptr<Executor>> subexecs_;
 };
 

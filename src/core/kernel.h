@@ -82,6 +82,15 @@ class OpKernel {
  public:
   virtual ~OpKernel() = default;
   virtual Status Compute(KernelContext& ctx) const = 0;
+  // The input whose buffer output 0 may take over, or -1 (the default: none). A kernel
+  // returns i only if it handles AllocateOutput(0) handing back input i's own buffer
+  // (same dtype and shape): each output element is then written only after the input
+  // element at the same index has been read, and nothing else of input i is read after.
+  // The executor offers the buffer only when this node is the value's last reader and
+  // nothing else holds the buffer (not a graph input, output, constant or alias), so a
+  // Conv with a fused residual Add writes the sum over the residual, as an in-place Add
+  // would, instead of into a cold new buffer.
+  virtual int InPlaceInput() const { return -1; }
 };
 
 // Wraps a callable `Status(KernelContext&)` as a kernel (for stateless ops).

@@ -122,6 +122,8 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
  public:
   // W is packed and B copied at creation; Compute only looks at W's shape (kept here).
   std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
+  // The sum may overwrite the residual: the SGEMM then accumulates into it (Epilogue::accumulate).
+  int InPlaceInput() const override { return has_residual_ ? 3 : -1; }
   NhwcGemmConvKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act,
                      sgemm::PackedB packed)
       : nchw_node_(OriginalNode(node, "Conv")),
@@ -150,7 +152,9 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
     ep.bias = bias_.empty() ? nullptr : bias_.data();
     ep.min = act_.min;
     ep.max = act_.max;
-    if (res) {
+    if (res && res->data<float>() == y->data<float>()) {
+      ep.accumulate = true;  // Y took over R's buffer (InPlaceInput): Y += conv + bias
+    } else if (res) {
       ep.residual = res->data<float>();
       ep.ldr = m;
     }

@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/executor.h"
 #include "core/kernel.h"
 #include "core/layout_pass.h"
 #include "core/onnx_import.h"
@@ -89,11 +90,14 @@ Tensor NaiveConv(const ConvCase& cc, const Tensor& x, const Tensor& w, const Ten
 struct KernelRun {
   Status create, compute;
   Tensor y;
+  bool in_place = false;  // y was written over the residual's buffer
 };
 
 // Builds the internal NhwcConv node the layout pass would emit and runs the CPU kernel.
+// in_place: the residual goes in as a copy whose buffer output 0 is offered, as the
+// executor does for a dying residual (OpKernel::InPlaceInput); out.in_place says if taken.
 KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* r,
-                      ThreadPool* pool, const Tensor* bad_residual = nullptr) {
+                      ThreadPool* pool, const Tensor* bad_residual = nullptr, bool in_place = false) {
   KernelRun out;
   Graph g;
   Node node;
@@ -129,9 +133,11 @@ KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& w, cons
     node.inputs.push_back(vb);
     vals.push_back(b ? Value(*b) : Value());
   }
+  Tensor r_copy;
   if (r || bad_residual) {
     node.inputs.push_back(g.AddValue("r"));
-    vals.push_back(Value(bad_residual ? *bad_residual : *r));
+    if (in_place) r_copy = *(bad_residual ? *bad_residual : *r).Clone();
+    vals.push_back(Value(in_place ? r_copy : bad_residual ? *bad_residual : *r));
   }
   node.outputs = {g.AddValue("y")};
   const KernelDef* def = CpuKernels().Find(kInternalDomain, "NhwcConv", 1, DataType::kFloat);
@@ -146,9 +152,16 @@ KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& w, cons
   std::vector<const Value*> ptrs;
   for (const Value& v : vals) ptrs.push_back(v.empty() ? nullptr : &v);
   std::vector<Value> outs(1);
+  if (in_place && r_copy.valid()) {
+    EXPECT_EQ((*k)->InPlaceInput(), 3);
+    outs[0] = Value(r_copy);
+    OfferedOutputs() = 1;
+  }
   KernelContext ctx(node, ptrs, &outs, pool, DefaultAllocator(), nullptr);
   out.compute = (*k)->Compute(ctx);
+  OfferedOutputs() = 0;
   if (out.compute.ok()) out.y = outs[0].tensor();
+  out.in_place = out.compute.ok() && r_copy.valid() && out.y.data<float>() == r_copy.data<float>();
   return out;
 }
 
@@ -294,6 +307,13 @@ TEST(NhwcGemmConv, ResidualAndReluInTheEpilogue) {
       KernelRun r = RunNhwcConv(cc, x, w, &b, &res, pool);
       ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
       ExpectNear(r.y, want, Name(cc));
+      EXPECT_FALSE(r.in_place);
+      // The sum written over the residual (the SGEMM accumulates into it), as the executor
+      // arranges when the residual dies at this node.
+      KernelRun ip = RunNhwcConv(cc, x, w, &b, &res, pool, nullptr, /*in_place=*/true);
+      ASSERT_TRUE(ip.create.ok() && ip.compute.ok()) << Name(cc) << ip.compute.ToString();
+      EXPECT_TRUE(ip.in_place) << Name(cc);
+      ExpectNear(ip.y, want, Name(cc) + " in place");
       int zeros = 0;
       for (int64_t i = 0; i < r.y.num_elements(); ++i) zeros += r.y.data<float>()[i] == 0.0f;
       EXPECT_GT(zeros, 0) << "Relu after the residual add never clamped: the case proves nothing";
