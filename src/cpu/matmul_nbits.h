@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/ir.h"
+#include "core/large_pages.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/threadpool.h"
@@ -76,15 +77,17 @@ struct Packed {
   int64_t k_pad = 0;      // K rounded up to whole blocks and to a multiple of kInt8Step
   int64_t col_bytes = 0;  // k_pad * bits / 8
   int64_t nb_stride = 0;  // fp32 layout: per-column stride of scale/offset
-  std::vector<uint8_t> codes;
-  std::vector<float> scale, offset;
-  std::vector<float> bias;   // N entries (zeros when absent)
-  bool int8_layout = false;  // the int8 kernel's layout (see above)
-  int64_t steps = 0;         // int8 layout: k_pad / kInt8Step
-  int64_t lane_slots = 0;    // int8 layout: A's slots per step: 16, or 32 for blocks of 16
-  int64_t group_slots = 0;   // int8 layout: scale and zero-point entries per group
-  std::vector<uint8_t> zp8;  // int8 layout: integer zero points per slot
-  std::vector<float> zpf;    // int8 layout: float zero points per slot (zp8 then empty)
+  // Packed data on huge pages (LargePageAllocator: a run touches all of it, and on this VM a
+  // TLB flush then costs a nested page walk per 4 KiB page).
+  LargePageVector<uint8_t> codes;
+  LargePageVector<float> scale, offset;
+  std::vector<float> bias;       // N entries (zeros when absent)
+  bool int8_layout = false;      // the int8 kernel's layout (see above)
+  int64_t steps = 0;             // int8 layout: k_pad / kInt8Step
+  int64_t lane_slots = 0;        // int8 layout: A's slots per step: 16, or 32 for blocks of 16
+  int64_t group_slots = 0;       // int8 layout: scale and zero-point entries per group
+  LargePageVector<uint8_t> zp8;  // int8 layout: integer zero points per slot
+  LargePageVector<float> zpf;    // int8 layout: float zero points per slot (zp8 then empty)
   // A GEMV on weights past kGemvStreamsBytes: int8 layout, it reads 4 groups side by side;
   // fp32 layout, 8 bits, the AVX-512 GEMV prefetches the next group (4 bits always does).
   bool gemv_streams = false;
