@@ -5,11 +5,13 @@
 // If the speed mode follows the buffers' addresses, sessions in one process differ as much
 // as processes do; if it is a property of the process or the time, they all agree.
 //
-//   g++ -O2 -std=c++17 -Iinclude bench/compare-ort/modes_sessions.cc -Lbuild/release/lib -lstrata \
+//   g++ -O2 -std=c++17 -Iinclude bench/compare-ort/modes_sessions.cc -Lbuild/release/lib -lstrata
 //       -Wl,-rpath,$PWD/build/release/lib -o build/modes_sessions
-//   build/modes_sessions MODEL INPUT_NAME K [SESSIONS=6] [THREADS=1] [ROUNDS=20] [RUNS=100]
+//   build/modes_sessions MODEL INPUT_NAME SHAPE [SESSIONS=6] [THREADS=1] [ROUNDS=20] [RUNS=100]
 //
-// The model's single float input is fed a 1 x K tensor of fixed pseudo-random values.
+// The model's single float input is fed a tensor of SHAPE (e.g. 1x2048 or 1x3x224x224) of
+// fixed pseudo-random values. MODES_CPU=1 adds the calling thread's CPU time per run, which
+// preemption by other processes does not inflate (at 1 thread the whole run is on it).
 #include <strata/strata.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -45,18 +47,34 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s MODEL INPUT_NAME K [SESSIONS] [THREADS] [ROUNDS] [RUNS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL INPUT_NAME SHAPE [SESSIONS] [THREADS] [ROUNDS] [RUNS]\n", argv[0]);
     return 2;
   }
   const char* model = argv[1];
   const char* input = argv[2];
-  const long k = std::atol(argv[3]);
+  std::vector<int64_t> dims;
+  long k = 1;
+  for (const char* c = argv[3]; *c;) {
+    char* end = nullptr;
+    const long d = std::strtol(c, &end, 10);
+    if (end == c || d <= 0) {
+      std::fprintf(stderr, "bad SHAPE '%s': want positive dims like 1x2048\n", argv[3]);
+      return 2;
+    }
+    dims.push_back(d);
+    k *= d;
+    c = *end == 'x' ? end + 1 : end;
+    if (*end && *end != 'x') {
+      std::fprintf(stderr, "bad SHAPE '%s': want positive dims like 1x2048\n", argv[3]);
+      return 2;
+    }
+  }
   const int sessions = argc > 4 ? std::atoi(argv[4]) : 6;
   const int threads = argc > 5 ? std::atoi(argv[5]) : 1;
   const int rounds = argc > 6 ? std::atoi(argv[6]) : 20;
   const int runs = argc > 7 ? std::atoi(argv[7]) : 100;
-  if (k <= 0 || sessions <= 0 || threads <= 0 || rounds <= 0 || runs <= 0) {
-    std::fprintf(stderr, "K, SESSIONS, THREADS, ROUNDS and RUNS must be positive\n");
+  if (sessions <= 0 || threads <= 0 || rounds <= 0 || runs <= 0) {
+    std::fprintf(stderr, "SESSIONS, THREADS, ROUNDS and RUNS must be positive\n");
     return 2;
   }
   strata_env* env = nullptr;
@@ -67,9 +85,8 @@ int main(int argc, char** argv) {
   std::vector<strata_session*> ss(sessions, nullptr);
   for (auto& s : ss)
     if (!Check(strata_session_create(env, model, opts, &s), "create")) return 1;
-  const int64_t dims[2] = {1, k};
   strata_tensor* x = nullptr;
-  if (!Check(strata_tensor_create(STRATA_DTYPE_FLOAT32, dims, 2, &x), "tensor")) return 1;
+  if (!Check(strata_tensor_create(STRATA_DTYPE_FLOAT32, dims.data(), dims.size(), &x), "tensor")) return 1;
   float* xd = static_cast<float*>(strata_tensor_data(x));
   unsigned seed = 12345;
   for (long i = 0; i < k; ++i) {
