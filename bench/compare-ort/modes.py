@@ -72,6 +72,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--prefix", default="", help="command prefix, e.g. 'setarch -R'")
     ap.add_argument("--perf", default="", help="perf stat events, e.g. cycles,instructions,page-faults")
+    ap.add_argument("--slow-factor", type=float, default=1.25,
+                    help="a process counts as slow when its median exceeds its binary's fastest median times this")
     ap.add_argument("--windows", type=int, default=0,
                     help="also print the median of each window of this many consecutive timed runs")
     args = ap.parse_args()
@@ -102,11 +104,12 @@ def main():
                 print("     windows: " + " ".join("%.3f" % statistics.median(xs[i:i + args.windows])
                                                   for i in range(0, len(xs), args.windows)), flush=True)
             results[bi].append(lat["median"])
-    print("summary (median of per-process medians [min-max], sorted medians):")
+    print("summary (median of per-process medians [min-max], slow processes, sorted medians):")
     for bi, b in enumerate(bins):
         med = results[bi]
-        print("  %s: %.4f [%.4f-%.4f]  %s" % (b, statistics.median(med), min(med), max(med), " ".join(
-            "%.4f" % v for v in sorted(med))))
+        slow = sum(v > min(med) * args.slow_factor for v in med)  # against this binary's own fastest
+        print("  %s: %.4f [%.4f-%.4f]  slow %d of %d  %s" % (b, statistics.median(med), min(med), max(med), slow,
+                                                            len(med), " ".join("%.4f" % v for v in sorted(med))))
 
 
 if __name__ == "__main__":
