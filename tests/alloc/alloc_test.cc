@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -349,6 +350,26 @@ TEST_P(AllocTest, MatMulNBitsSteadyState) {
   for (int64_t bits : {4, 8})
     for (int64_t level : {0, 4})
       for (int64_t M : {1, 16, 40}) CheckSteadyState(NBits(bits, level, M), GetParam());
+}
+// The AVX2 and scalar kernels (STRATA_FORCE_ISA caps the ISA at session creation): the GEMV
+// and the panel GEMM, whose per-task panel must not come from the heap either.
+TEST_P(AllocTest, MatMulNBitsCappedIsaSteadyState) {
+  const char* old = std::getenv("STRATA_FORCE_ISA");
+  const std::string saved = old ? old : "";
+  for (const char* isa : {"avx2", "scalar"}) {
+    setenv("STRATA_FORCE_ISA", isa, 1);
+    for (int64_t bits : {4, 8})
+      for (int64_t M : {1, 16}) {
+        Case c = NBits(bits, 0, M);
+        c.label += std::string(" isa=") + isa;
+        CheckSteadyState(c, GetParam());
+      }
+  }
+  if (old) {
+    setenv("STRATA_FORCE_ISA", saved.c_str(), 1);
+  } else {
+    unsetenv("STRATA_FORCE_ISA");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, AllocTest, ::testing::Values(1, 2),
