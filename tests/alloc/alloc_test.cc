@@ -178,6 +178,35 @@ std::string NBitsModel(int64_t bits, int64_t level, int64_t M) {
   return ob::Serialize(m);
 }
 
+// QuantizeLinear then DequantizeLinear over [4, 16]: per tensor (scalar scale, uint8 zero
+// point) and per axis 1 (16 scales, int8 zero points), summed so both are outputs' inputs.
+std::string QdqModel() {
+  onnx::ModelProto m = ob::MakeModel(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::AddInput(g, "x", {4, 16});
+  ob::AddOutput(g, "y", {4, 16});
+  AddFloatInit(g, "s", {}, 31, 0.0f, 0.05f);
+  AddFloatInit(g, "s_axis", {16}, 32, 0.04f, 0.05f);
+  auto add_zp = [&](const std::string& name, onnx::TensorProto::DataType dt, std::vector<int64_t> dims,
+                    std::string raw) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(dt);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(raw);
+  };
+  add_zp("z", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(128)));
+  std::string zs(16, '\0');
+  for (size_t i = 0; i < zs.size(); ++i) zs[i] = static_cast<char>(static_cast<int>(i) - 8);
+  add_zp("z_axis", onnx::TensorProto::INT8, {16}, zs);
+  ob::AddNode(g, "QuantizeLinear", {"x", "s", "z"}, {"q"});
+  ob::AddNode(g, "DequantizeLinear", {"q", "s", "z"}, {"d"});
+  ob::AddNode(g, "QuantizeLinear", {"x", "s_axis", "z_axis"}, {"qa"});
+  ob::AddNode(g, "DequantizeLinear", {"qa", "s_axis", "z_axis"}, {"da"});
+  ob::AddNode(g, "Add", {"d", "da"}, {"y"});
+  return ob::Serialize(m);
+}
+
 // A model under test: how to make its session, and its one input and output.
 struct Case {
   std::string label;
@@ -194,6 +223,7 @@ Case Digits() {
           "probabilities", {2, 10}};
 }
 Case Encoder() { return {"encoder", EncoderModel(), "", "x", {1, kSeq, kModel}, "y", {1, kSeq, kModel}}; }
+Case Qdq() { return {"qdq", QdqModel(), "", "x", {4, 16}, "y", {4, 16}}; }
 Case NBits(int64_t bits, int64_t level, int64_t M) {
   return {"matmulnbits bits=" + std::to_string(bits) + " level=" + std::to_string(level) + " M=" + std::to_string(M),
           NBitsModel(bits, level, M),
@@ -344,6 +374,7 @@ void CheckSteadyState(const Case& c, int threads) {
 
 TEST_P(AllocTest, DigitsSteadyState) { CheckSteadyState(Digits(), GetParam()); }
 TEST_P(AllocTest, EncoderSteadyState) { CheckSteadyState(Encoder(), GetParam()); }
+TEST_P(AllocTest, QuantizeDequantizeLinearSteadyState) { CheckSteadyState(Qdq(), GetParam()); }
 // MatMulNBits per path (on AVX-512 VNNI): M = 1 the GEMV, M = 16 the 4-bit table GEMM (8
 // bits: the panel GEMM), M = 40 the panel GEMM; level 4 quantizes A to int8 for all three.
 TEST_P(AllocTest, MatMulNBitsSteadyState) {
