@@ -13,6 +13,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <vector>
 
 namespace strata {
 
@@ -34,5 +38,50 @@ bool LargePagesUsable();
 
 // The system page size (sysconf), read once; 4096 if sysconf fails.
 size_t PageSize();
+
+// A std::allocator for containers that hold hot read-only data for a kernel's lifetime
+// (packed weights): allocations of at least kLargePagesMinBytes come from AllocateLargePages,
+// smaller ones from aligned_alloc (64-byte aligned). Why: this VM runs with PTI and without
+// PCID, so every kernel entry (syscall, interrupt, a futex wake of a pool worker) flushes the
+// TLB, and a run then re-walks the nested page tables for every 4 KiB page it touches:
+// 4.6 MB of malloc'd weights are ~1150 walks per run, 2 MiB pages 3 (docs/quantization.md).
+template <class T>
+struct LargePageAllocator {
+  using value_type = T;
+  LargePageAllocator() = default;
+  template <class U>
+  LargePageAllocator(const LargePageAllocator<U>&) noexcept {}  // NOLINT(runtime/explicit): rebinding
+
+  T* allocate(size_t n) {
+    if (n > (SIZE_MAX - kHugePageBytes) / sizeof(T)) throw std::bad_alloc();  // std::allocator's contract
+    const size_t bytes = n * sizeof(T);
+    void* p = nullptr;
+    if (bytes >= kLargePagesMinBytes) {
+      size_t mapped = 0;
+      p = AllocateLargePages(bytes, &mapped);
+    } else {
+      p = std::aligned_alloc(64, bytes == 0 ? 64 : (bytes + 63) / 64 * 64);
+    }
+    if (!p) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t n) noexcept {
+    const size_t bytes = n * sizeof(T);
+    if (bytes >= kLargePagesMinBytes) {
+      // AllocateLargePages maps whole pages: the length it reported is bytes rounded up.
+      FreeLargePages(p, (bytes + PageSize() - 1) / PageSize() * PageSize());
+    } else {
+      std::free(p);
+    }
+  }
+  template <class U>
+  bool operator==(const LargePageAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+// A vector whose storage is LargePageAllocator memory.
+template <class T>
+using LargePageVector = std::vector<T, LargePageAllocator<T>>;
 
 }  // namespace strata

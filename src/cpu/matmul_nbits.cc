@@ -12,6 +12,7 @@
 #include "core/kernel.h"
 #include "core/threadpool.h"
 #include "cpu/register.h"
+#include "cpu/xnnpack_util.h"
 
 namespace strata::nbits {
 
@@ -316,26 +317,67 @@ void Parallel(ThreadPool* pool, int64_t n, int64_t grain, ThreadPool::RangeRef f
 
 }  // namespace
 
-void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool) {
+namespace {
+
+enum class Path { kTable, kGemv, kGemmAvx512, kGemm };
+// Which fp32 kernel PackedMatMul runs for M rows (M > 0).
+Path PathFor(Isa isa, const Packed& w, int64_t M) {
+  // Few rows, 4 bits, AVX-512: register tiles dequantize each weight once for all rows
+  // (M = 2, 3 included: the GEMV would stream the weights once per row).
+  if (isa == Isa::kAvx512 && w.p.bits == 4 && M >= 2 && M < kTableGemmMaxRows) return Path::kTable;
+  if (M < 4) return Path::kGemv;
+  return isa == Isa::kAvx512 ? Path::kGemmAvx512 : Path::kGemm;
+}
+
+// Floats of A rows zero-padded to k_pad (none when K needs no padding).
+int64_t PadFloats(const Packed& w, int64_t M) { return w.k_pad != w.p.K ? M * w.k_pad : 0; }
+
+// Rounds a scratch offset up to 64 bytes, so every part of the scratch stays aligned.
+int64_t Align16(int64_t floats) { return (floats + 15) / 16 * 16; }
+
+}  // namespace
+
+int64_t ScratchFloats(const Packed& w, Isa isa, int64_t M, bool int8) {
+  if (M <= 0) return 0;
+  if (int8 && w.int8_layout) return QuantAFloats(w, M);
+  const int64_t pad = Align16(PadFloats(w, M));
+  switch (PathFor(isa, w, M)) {
+    case Path::kGemv:
+      return pad + w.nb_stride;  // the row's per-block sums
+    case Path::kGemmAvx512:
+      return pad + GemmAvx512ScratchFloats(w, M);
+    default:
+      return pad;
+  }
+}
+
+void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool, float* scratch) {
   const Params& p = w.p;
   const IsaFns fns = FnsFor(isa);
   if (M <= 0) return;
   if (M == 1 && w.gemv_serial) pool = nullptr;
+  std::vector<float> own;  // callers without scratch (tests, benchmarks)
+  if (!scratch) {
+    own.resize(static_cast<size_t>(ScratchFloats(w, isa, M, false)));
+    scratch = own.data();
+  }
   // A rows zero-padded to k_pad: padded codes then multiply zeros.
-  std::vector<float> a_pad;
   const float* ap = a;
   if (w.k_pad != p.K) {
-    a_pad.assign(static_cast<size_t>(M * w.k_pad), 0.0f);
-    for (int64_t m = 0; m < M; ++m) std::memcpy(&a_pad[m * w.k_pad], a + m * p.K, p.K * sizeof(float));
-    ap = a_pad.data();
+    for (int64_t m = 0; m < M; ++m) {
+      float* row = scratch + m * w.k_pad;
+      std::memcpy(row, a + m * p.K, p.K * sizeof(float));
+      std::fill(row + p.K, row + w.k_pad, 0.0f);
+    }
+    ap = scratch;
   }
-  // Few rows, 4 bits, AVX-512: register tiles dequantize each weight once for all rows
-  // (M = 2, 3 included: the GEMV would stream the weights once per row).
-  if (isa == Isa::kAvx512 && p.bits == 4 && M >= 2 && M < kTableGemmMaxRows)
-    return PackedGemmTableAvx512(w, ap, M, y, pool);
-  if (M < 4) {
+  float* rest = scratch + Align16(PadFloats(w, M));
+  const Path path = PathFor(isa, w, M);
+  if (path == Path::kTable) return PackedGemmTableAvx512(w, ap, M, y, pool);
+  if (path == Path::kGemv) {
     // GEMV per row: stream the codes once per row, dequantize in registers.
-    std::vector<float> asum(static_cast<size_t>(w.nb_stride), 0.0f);
+    float* asum = rest;
+    std::fill_n(asum, w.nb_stride, 0.0f);
     for (int64_t m = 0; m < M; ++m) {
       const float* row = ap + m * w.k_pad;
       for (int64_t blk = 0; blk < p.n_blocks; ++blk) {
@@ -347,27 +389,27 @@ void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y,
       const int64_t groups = (p.N + 3) / 4;
       Parallel(pool, groups, 8, [&](int64_t g0, int64_t g1) {
         const int64_t n1 = std::min(p.N, g1 * 4);
-        fns.gemv(w, row, asum.data(), yr, g0 * 4, n1);
+        fns.gemv(w, row, asum, yr, g0 * 4, n1);
         for (int64_t n = g0 * 4; n < n1; ++n) yr[n] += w.bias[n];
       });
     }
     return;
   }
-  if (isa == Isa::kAvx512) return PackedGemmAvx512(w, ap, M, y, pool);
+  if (path == Path::kGemmAvx512) return PackedGemmAvx512(w, ap, M, y, pool, rest);
   // GEMM: per group of 4 columns and K chunk, dequantize a small fp32 panel and run
   // register-blocked dot tiles over all rows; threads own disjoint column groups.
   for (int64_t m = 0; m < M; ++m) std::memcpy(y + m * p.N, w.bias.data(), p.N * sizeof(float));
   const int64_t groups = (p.N + 3) / 4;
   Parallel(pool, groups, 4, [&](int64_t g0, int64_t g1) {
-    std::vector<float> panel(static_cast<size_t>(4 * kKc));
+    alignas(64) float panel[4 * kKc];  // 8 KiB, on the stack: a task allocates nothing
     for (int64_t k0 = 0; k0 < w.k_pad; k0 += kKc) {
       const int64_t kc = std::min(kKc, w.k_pad - k0);
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t n0 = g * 4, cols = std::min<int64_t>(4, p.N - n0);
-        fns.panel(w, n0, k0, kc, panel.data());
+        fns.panel(w, n0, k0, kc, panel);
         for (int64_t m0 = 0; m0 < M; m0 += 4)
-          fns.tile(ap + m0 * w.k_pad + k0, w.k_pad, std::min<int64_t>(4, M - m0), panel.data(), kc, cols,
-                   y + m0 * p.N + n0, p.N);
+          fns.tile(ap + m0 * w.k_pad + k0, w.k_pad, std::min<int64_t>(4, M - m0), panel, kc, cols, y + m0 * p.N + n0,
+                   p.N);
       }
     }
   });
@@ -375,14 +417,19 @@ void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y,
 
 bool UseInt8Path(const Params& p, Isa isa) { return p.accuracy_level == 4 && isa == Isa::kAvx512 && HasAvx512Vnni(); }
 
-void PackedMatMulInt8(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool) {
+void PackedMatMulInt8(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool, float* scratch) {
   const Params& p = w.p;
   if (M <= 0) return;
   // The fp32 kernels' layout: compute in fp32 rather than misread it.
-  if (!w.int8_layout) return PackedMatMul(Isa::kAvx512, w, a, M, y, pool);
+  if (!w.int8_layout) return PackedMatMul(Isa::kAvx512, w, a, M, y, pool, scratch);
   if (M == 1 && w.gemv_serial) pool = nullptr;
+  std::vector<float> own;  // callers without scratch (tests, benchmarks)
+  if (!scratch) {
+    own.resize(static_cast<size_t>(QuantAFloats(w, M)));
+    scratch = own.data();
+  }
   QuantA qa;
-  QuantizeA(w, a, M, &qa);
+  QuantizeA(w, a, M, scratch, &qa);
   // Threads own disjoint groups of 4 columns; each group runs over all rows with the
   // group's codes in L1 and A's int8 rows in L2.
   const int64_t groups = (p.N + 3) / 4;
@@ -478,10 +525,17 @@ class PackedKernel final : public OpKernel {
     out.back() = w_.p.N;
     const int64_t M = a->num_elements() / w_.p.K;
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out));
+    // From the session allocator: the same buffer again on every run of this M once warm.
+    Tensor scratch;
+    const int64_t scratch_floats = ScratchFloats(w_, isa_, M, int8_);
+    if (scratch_floats > 0) {
+      ASSIGN_OR_RETURN(scratch, AllocateScratch(scratch_floats, ctx.allocator(), node));
+    }
+    float* sp = scratch.valid() ? scratch.mutable_data<float>() : nullptr;
     if (int8_) {
-      PackedMatMulInt8(w_, a->data<float>(), M, y->mutable_data<float>(), ctx.pool());
+      PackedMatMulInt8(w_, a->data<float>(), M, y->mutable_data<float>(), ctx.pool(), sp);
     } else {
-      PackedMatMul(isa_, w_, a->data<float>(), M, y->mutable_data<float>(), ctx.pool());
+      PackedMatMul(isa_, w_, a->data<float>(), M, y->mutable_data<float>(), ctx.pool(), sp);
     }
     return Status::Ok();
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/ir.h"
+#include "core/large_pages.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/threadpool.h"
@@ -76,15 +77,17 @@ struct Packed {
   int64_t k_pad = 0;      // K rounded up to whole blocks and to a multiple of kInt8Step
   int64_t col_bytes = 0;  // k_pad * bits / 8
   int64_t nb_stride = 0;  // fp32 layout: per-column stride of scale/offset
-  std::vector<uint8_t> codes;
-  std::vector<float> scale, offset;
-  std::vector<float> bias;   // N entries (zeros when absent)
-  bool int8_layout = false;  // the int8 kernel's layout (see above)
-  int64_t steps = 0;         // int8 layout: k_pad / kInt8Step
-  int64_t lane_slots = 0;    // int8 layout: A's slots per step: 16, or 32 for blocks of 16
-  int64_t group_slots = 0;   // int8 layout: scale and zero-point entries per group
-  std::vector<uint8_t> zp8;  // int8 layout: integer zero points per slot
-  std::vector<float> zpf;    // int8 layout: float zero points per slot (zp8 then empty)
+  // Packed data on huge pages (LargePageAllocator: a run touches all of it, and on this VM a
+  // TLB flush then costs a nested page walk per 4 KiB page).
+  LargePageVector<uint8_t> codes;
+  LargePageVector<float> scale, offset;
+  std::vector<float> bias;       // N entries (zeros when absent)
+  bool int8_layout = false;      // the int8 kernel's layout (see above)
+  int64_t steps = 0;             // int8 layout: k_pad / kInt8Step
+  int64_t lane_slots = 0;        // int8 layout: A's slots per step: 16, or 32 for blocks of 16
+  int64_t group_slots = 0;       // int8 layout: scale and zero-point entries per group
+  LargePageVector<uint8_t> zp8;  // int8 layout: integer zero points per slot
+  LargePageVector<float> zpf;    // int8 layout: float zero points per slot (zp8 then empty)
   // A GEMV on weights past kGemvStreamsBytes: int8 layout, it reads 4 groups side by side;
   // fp32 layout, 8 bits, the AVX-512 GEMV prefetches the next group (4 bits always does).
   bool gemv_streams = false;
@@ -110,12 +113,24 @@ const char* IsaName(Isa isa);
 // AVX-512 is never chosen when the CPU lacks avx512f/bw/vl.
 Isa ResolveIsa(const char* force);
 
+// Per-run scratch: the kernel takes it from the session allocator (AllocateScratch), which
+// hands the same memory back run after run, so a run allocates nothing once warm. The
+// functions below take `scratch` (64-byte aligned, at least ScratchFloats floats); a null
+// one (tests, benchmarks) is allocated for the call. Fixed-size per-task buffers (the GEMM
+// panels, at most 32 KiB) live on the stack.
+//
+// Floats of scratch PackedMatMul (int8: PackedMatMulInt8) needs for M rows.
+int64_t ScratchFloats(const Packed& w, Isa isa, int64_t M, bool int8);
+
 // Y[M, N] = A[M, K] . W^T + bias with the packed weights (A rows are K floats apart).
-void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);
+void PackedMatMul(Isa isa, const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool,
+                  float* scratch = nullptr);
 
 // Level-0 GEMM on AVX-512 (matmul_nbits_gemm.cc): `a` holds M rows of k_pad floats
 // (zero-padded past K); writes y[M, N] with the bias. Needs avx512f/bw/vl.
-void PackedGemmAvx512(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);
+void PackedGemmAvx512(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool, float* scratch = nullptr);
+// Floats of scratch PackedGemmAvx512 needs for M rows (the packed A).
+int64_t GemmAvx512ScratchFloats(const Packed& w, int64_t M);
 // The same for 4 bits and few rows (matmul_nbits_gemm.cc): 4-row x 4-column register tiles
 // on weights dequantized in registers by table lookup; no fp32 panel, no transpose.
 void PackedGemmTableAvx512(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);
@@ -143,16 +158,19 @@ void DotTileAvx512(const float* a, int64_t lda, int64_t rows, const float* panel
 // True when the CPU has avx512f/bw/vl and avx512_vnni (vpdpbusd on 512-bit vectors).
 bool HasAvx512Vnni();
 
-// Rows of A quantized to int8 per K block (symmetric: scale = max|a| / 127 per block).
+// Rows of A quantized to int8 per K block (symmetric: scale = max|a| / 127 per block), in
+// caller scratch (QuantAFloats).
 struct QuantA {
   int64_t M = 0;
   int64_t row_slots = 0;  // steps * lane_slots: floats of sa and sq per row
-  std::vector<int8_t> q;  // M x k_pad, each kInt8Step span in the order of the codes
-  std::vector<float> sa;  // per row, step and slot (as Packed::scale): the A scale of the slot's block
-  std::vector<float> sq;  // the same: the sum of the slot's int8 values (for the zero points)
+  int8_t* q = nullptr;    // M x k_pad, each kInt8Step span in the order of the codes
+  float* sa = nullptr;    // per row, step and slot (as Packed::scale): the A scale of the slot's block
+  float* sq = nullptr;    // the same: the sum of the slot's int8 values (for the zero points)
 };
-// `a` holds M rows of K floats.
-void QuantizeA(const Packed& w, const float* a, int64_t M, QuantA* qa);
+// Floats of scratch a QuantA of M rows occupies.
+int64_t QuantAFloats(const Packed& w, int64_t M);
+// `a` holds M rows of K floats; `scratch` QuantAFloats(w, M) floats, 64-byte aligned.
+void QuantizeA(const Packed& w, const float* a, int64_t M, float* scratch, QuantA* qa);
 // y[m * N + n] for all rows and columns [n0, n1), bias included; n0 a multiple of 4 and
 // n1 one too, or N.
 // Needs HasAvx512Vnni() and w.int8_layout.
@@ -162,6 +180,6 @@ void MatMulInt8Vnni(const Packed& w, const QuantA& qa, int64_t n0, int64_t n1, f
 bool UseInt8Path(const Params& p, Isa isa);
 // Y = A . W^T + bias through the int8 path (quantizes A, then MatMulInt8Vnni in parallel).
 // Needs HasAvx512Vnni(); weights not in the int8 layout are computed in fp32.
-void PackedMatMulInt8(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool);
+void PackedMatMulInt8(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool, float* scratch = nullptr);
 
 }  // namespace strata::nbits

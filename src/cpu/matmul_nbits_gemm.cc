@@ -204,22 +204,32 @@ void PackedGemmTableAvx512(const Packed& w, const float* a, int64_t M, float* y,
                 [&](int64_t g0, int64_t g1) { TableColumns(w, a, M, y, g0 * 4, std::min(w.p.N, g1 * 4)); });
 }
 
-void PackedGemmAvx512(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool) {
+int64_t GemmAvx512ScratchFloats(const Packed& w, int64_t M) {
+  // A packed once into the micro-kernel's tiles: per K block, ceil(M / kMr) tiles of
+  // [kc][kMr] (the last K block may be shorter; it still gets kKc * kMr per tile).
+  const int64_t kb_count = (w.k_pad + si::kKc - 1) / si::kKc, tiles = (M + si::kMr - 1) / si::kMr;
+  return kb_count * tiles * si::kMr * si::kKc;
+}
+
+void PackedGemmAvx512(const Packed& w, const float* a, int64_t M, float* y, ThreadPool* pool, float* scratch) {
   const int64_t N = w.p.N, K = w.k_pad;
   if (M <= 0) return;
   const int64_t kc_max = si::kKc, mc_max = si::kMc, kb_count = (K + kc_max - 1) / kc_max;
   const int64_t tiles = (M + si::kMr - 1) / si::kMr;
-  // A packed once into the micro-kernel's tiles: per K block, ceil(M / kMr) tiles of
-  // [kc][kMr] (the last K block may be shorter; it still gets kc_max * kMr per tile).
   const int64_t kb_stride = tiles * si::kMr * kc_max;
-  std::vector<float> apack(static_cast<size_t>(kb_count * kb_stride));
+  std::vector<float> own;  // callers without scratch (tests, benchmarks)
+  if (!scratch) {
+    own.resize(static_cast<size_t>(GemmAvx512ScratchFloats(w, M)));
+    scratch = own.data();
+  }
+  float* apack = scratch;
   ParallelRange(pool, kb_count, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t kb = b0; kb < b1; ++kb) {
       const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
       for (int64_t t = 0; t < tiles; ++t) {
         const int64_t m0 = t * si::kMr;
         si::PackAAvx512(a + m0 * K + k0, K, std::min<int64_t>(si::kMr, M - m0), kc,
-                        apack.data() + kb * kb_stride + t * si::kMr * kc_max);
+                        apack + kb * kb_stride + t * si::kMr * kc_max);
       }
     }
   });
@@ -229,9 +239,9 @@ void PackedGemmAvx512(const Packed& w, const float* a, int64_t M, float* y, Thre
   // Threads own disjoint ranges of 32-column panels: no two write the same outputs.
   const int64_t panels = (N + kPanel - 1) / kPanel;
   ParallelRange(pool, panels, 1, [&](int64_t p0, int64_t p1) {
-    // One [kc][32] panel slice, 64-byte aligned for the micro-kernel's aligned loads.
-    std::vector<float> buf(static_cast<size_t>(kc_max * kPanel + 16));
-    float* panel = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
+    // One [kc][32] panel slice (32 KiB), 64-byte aligned for the micro-kernel's aligned
+    // loads; on the stack, so a task allocates nothing.
+    alignas(64) float panel[si::kKc * kPanel];
     for (int64_t mb = 0; mb < M; mb += mc_max) {
       const int64_t mrows = std::min(mc_max, M - mb);
       for (int64_t kb = 0; kb < kb_count; ++kb) {
@@ -249,7 +259,7 @@ void PackedGemmAvx512(const Packed& w, const float* a, int64_t M, float* y, Thre
           ep.bias = kb + 1 == kb_count ? w.bias.data() + n0 : nullptr;
           for (int64_t m = 0; m < mrows; m += si::kMr) {
             const int rows = static_cast<int>(std::min<int64_t>(si::kMr, mrows - m));
-            const float* ap = apack.data() + kb * kb_stride + ((mb + m) / si::kMr) * si::kMr * kc_max;
+            const float* ap = apack + kb * kb_stride + ((mb + m) / si::kMr) * si::kMr * kc_max;
             si::TileAvx512(rows, cols, kc, ap, panel, y + (mb + m) * N + n0, N, ep);
           }
         }

@@ -60,20 +60,27 @@ STRATA_VNNI inline __m512 LoadRow(const float* row, int64_t k, int64_t K) {
 
 }  // namespace
 
-STRATA_VNNI void QuantizeA(const Packed& w, const float* a, int64_t M, QuantA* qa) {
+int64_t QuantAFloats(const Packed& w, int64_t M) {
+  // q first: k_pad is a multiple of kInt8Step, so its M * k_pad bytes are whole floats and
+  // sa starts 64-byte aligned.
+  return M * (w.k_pad / 4 + 2 * w.steps * w.lane_slots);
+}
+
+STRATA_VNNI void QuantizeA(const Packed& w, const float* a, int64_t M, float* scratch, QuantA* qa) {
   const int64_t bs = w.p.block_size, nb = w.k_pad / bs, L = w.lane_slots;
   qa->M = M;
   qa->row_slots = w.steps * L;
-  // resize, not assign, for q and sa: every entry is written below.
-  qa->q.resize(static_cast<size_t>(M * w.k_pad));
-  qa->sa.resize(static_cast<size_t>(M * qa->row_slots));
-  qa->sq.assign(static_cast<size_t>(M * qa->row_slots), 0.0f);  // blocks >= 32: two chunks add into a slot
+  qa->q = reinterpret_cast<int8_t*>(scratch);
+  qa->sa = scratch + M * w.k_pad / 4;
+  qa->sq = qa->sa + M * qa->row_slots;
+  // Every entry of q and sa is written below; sq is summed into (blocks >= 32: two chunks add into a slot).
+  std::fill_n(qa->sq, M * qa->row_slots, 0.0f);
   const int64_t K = w.p.K;
   for (int64_t m = 0; m < M; ++m) {
     const float* row = a + m * K;
-    int8_t* q = qa->q.data() + m * w.k_pad;
-    float* sa = qa->sa.data() + m * qa->row_slots;
-    float* sq = qa->sq.data() + m * qa->row_slots;
+    int8_t* q = qa->q + m * w.k_pad;
+    float* sa = qa->sa + m * qa->row_slots;
+    float* sq = qa->sq + m * qa->row_slots;
     for (int64_t b = 0; b < nb; ++b) {
       __m512 vmax = _mm512_setzero_ps();
       for (int64_t i = 0; i < bs; i += 16) vmax = _mm512_max_ps(vmax, _mm512_abs_ps(LoadRow(row, b * bs + i, K)));
@@ -168,9 +175,9 @@ STRATA_VNNI void TileInt8(const Packed& w, const QuantA& qa, int64_t m0, int64_t
   const float *sa[MR], *sq[MR];
   __m512 acc[NG][MR];
   for (int r = 0; r < MR; ++r) {
-    arow[r] = qa.q.data() + (m0 + r) * w.k_pad;
-    sa[r] = qa.sa.data() + (m0 + r) * qa.row_slots;
-    sq[r] = qa.sq.data() + (m0 + r) * qa.row_slots;
+    arow[r] = qa.q + (m0 + r) * w.k_pad;
+    sa[r] = qa.sa + (m0 + r) * qa.row_slots;
+    sq[r] = qa.sq + (m0 + r) * qa.row_slots;
     for (int j = 0; j < NG; ++j) acc[j][r] = _mm512_setzero_ps();
   }
   const __m512i zero = _mm512_setzero_si512();

@@ -1,12 +1,14 @@
 // Steady-state allocation behaviour of io-binding runs (strata_session_run_binding),
-// measured with the counting hook in alloc_hook.cc, for the digits example and a small
-// transformer encoder block built here: after warm-up, zero allocations and zero frees
-// per run, with 1 and 2 intra-op threads.
+// measured with the counting hook in alloc_hook.cc, for the digits example, a small
+// transformer encoder block and com.microsoft MatMulNBits nodes (4 and 8 bits, accuracy
+// levels 0 and 4, each of the kernel's paths) built here: after warm-up, zero allocations
+// and zero frees per run, with 1 and 2 intra-op threads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -131,9 +133,83 @@ std::string EncoderModel() {
   return ob::Serialize(m);
 }
 
+// One MatMulNBits node Y[M, N] = A[M, K] . W^T + bias with deterministic 4/8-bit weights,
+// uint8 zero points and a bias. K = 200 is not a multiple of the kernels' K step, so A rows
+// are zero-padded per run (scratch too); N = 70 leaves partial column groups and panels.
+constexpr int64_t kNbK = 200, kNbN = 70, kNbBlock = 32;
+std::string NBitsModel(int64_t bits, int64_t level, int64_t M) {
+  onnx::ModelProto m = ob::MakeModel(17);
+  auto* ms = m.add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::AddInput(g, "A", {M, kNbK});
+  ob::AddOutput(g, "Y", {M, kNbN});
+  const int64_t n_blocks = (kNbK + kNbBlock - 1) / kNbBlock, blob = kNbBlock * bits / 8;
+  const int64_t zp_bytes = (n_blocks * bits + 7) / 8;
+  auto add_u8 = [&](const std::string& name, std::vector<int64_t> dims, uint32_t seed) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::UINT8);
+    int64_t n = 1;
+    for (int64_t d : dims) {
+      t->add_dims(d);
+      n *= d;
+    }
+    std::string raw(static_cast<size_t>(n), '\0');
+    uint32_t s = seed;
+    for (char& c : raw) {
+      s = s * 1664525u + 1013904223u;
+      c = static_cast<char>(s >> 24);
+    }
+    t->set_raw_data(raw);
+  };
+  add_u8("B", {kNbN, n_blocks, blob}, 21);
+  AddFloatInit(g, "S", {kNbN * n_blocks}, 22, 0.02f, 0.02f);
+  add_u8("Z", {kNbN * zp_bytes}, 23);
+  AddFloatInit(g, "bias", {kNbN}, 24, 0.5f);
+  onnx::NodeProto* n = ob::AddNode(g, "MatMulNBits", {"A", "B", "S", "Z", "", "bias"}, {"Y"});
+  n->set_domain("com.microsoft");
+  WithInt(n, "K", kNbK);
+  WithInt(n, "N", kNbN);
+  WithInt(n, "bits", bits);
+  WithInt(n, "block_size", kNbBlock);
+  WithInt(n, "accuracy_level", level);
+  return ob::Serialize(m);
+}
+
+// QuantizeLinear then DequantizeLinear over [4, 16]: per tensor (scalar scale, uint8 zero
+// point) and per axis 1 (16 scales, int8 zero points), summed so both are outputs' inputs.
+std::string QdqModel() {
+  onnx::ModelProto m = ob::MakeModel(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::AddInput(g, "x", {4, 16});
+  ob::AddOutput(g, "y", {4, 16});
+  AddFloatInit(g, "s", {}, 31, 0.0f, 0.05f);
+  AddFloatInit(g, "s_axis", {16}, 32, 0.04f, 0.05f);
+  auto add_zp = [&](const std::string& name, onnx::TensorProto::DataType dt, std::vector<int64_t> dims,
+                    std::string raw) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(dt);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(raw);
+  };
+  add_zp("z", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(128)));
+  std::string zs(16, '\0');
+  for (size_t i = 0; i < zs.size(); ++i) zs[i] = static_cast<char>(static_cast<int>(i) - 8);
+  add_zp("z_axis", onnx::TensorProto::INT8, {16}, zs);
+  ob::AddNode(g, "QuantizeLinear", {"x", "s", "z"}, {"q"});
+  ob::AddNode(g, "DequantizeLinear", {"q", "s", "z"}, {"d"});
+  ob::AddNode(g, "QuantizeLinear", {"x", "s_axis", "z_axis"}, {"qa"});
+  ob::AddNode(g, "DequantizeLinear", {"qa", "s_axis", "z_axis"}, {"da"});
+  ob::AddNode(g, "Add", {"d", "da"}, {"y"});
+  return ob::Serialize(m);
+}
+
 // A model under test: how to make its session, and its one input and output.
 struct Case {
-  const char* label;
+  std::string label;
   std::string bytes;  // model bytes, or empty to load `path`
   std::string path;
   const char* input;
@@ -147,6 +223,16 @@ Case Digits() {
           "probabilities", {2, 10}};
 }
 Case Encoder() { return {"encoder", EncoderModel(), "", "x", {1, kSeq, kModel}, "y", {1, kSeq, kModel}}; }
+Case Qdq() { return {"qdq", QdqModel(), "", "x", {4, 16}, "y", {4, 16}}; }
+Case NBits(int64_t bits, int64_t level, int64_t M) {
+  return {"matmulnbits bits=" + std::to_string(bits) + " level=" + std::to_string(level) + " M=" + std::to_string(M),
+          NBitsModel(bits, level, M),
+          "",
+          "A",
+          {M, kNbK},
+          "Y",
+          {M, kNbN}};
+}
 
 int64_t Count(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -273,7 +359,7 @@ void CheckSteadyState(const Case& c, int threads) {
   std::printf(
       "[ alloc    ] %s threads=%d: at most %zu allocations and %zu frees per binding run over %d runs (plain "
       "run: %zu allocations)\n",
-      c.label, threads, max_allocs, max_frees, kRuns, plain);
+      c.label.c_str(), threads, max_allocs, max_frees, kRuns, plain);
 
   // Changing the input in place is picked up by the next run without rebinding.
   for (float& v : x) v *= 0.5f;
@@ -288,6 +374,34 @@ void CheckSteadyState(const Case& c, int threads) {
 
 TEST_P(AllocTest, DigitsSteadyState) { CheckSteadyState(Digits(), GetParam()); }
 TEST_P(AllocTest, EncoderSteadyState) { CheckSteadyState(Encoder(), GetParam()); }
+TEST_P(AllocTest, QuantizeDequantizeLinearSteadyState) { CheckSteadyState(Qdq(), GetParam()); }
+// MatMulNBits per path (on AVX-512 VNNI): M = 1 the GEMV, M = 16 the 4-bit table GEMM (8
+// bits: the panel GEMM), M = 40 the panel GEMM; level 4 quantizes A to int8 for all three.
+TEST_P(AllocTest, MatMulNBitsSteadyState) {
+  for (int64_t bits : {4, 8})
+    for (int64_t level : {0, 4})
+      for (int64_t M : {1, 16, 40}) CheckSteadyState(NBits(bits, level, M), GetParam());
+}
+// The AVX2 and scalar kernels (STRATA_FORCE_ISA caps the ISA at session creation): the GEMV
+// and the panel GEMM, whose per-task panel must not come from the heap either.
+TEST_P(AllocTest, MatMulNBitsCappedIsaSteadyState) {
+  const char* old = std::getenv("STRATA_FORCE_ISA");
+  const std::string saved = old ? old : "";
+  for (const char* isa : {"avx2", "scalar"}) {
+    setenv("STRATA_FORCE_ISA", isa, 1);
+    for (int64_t bits : {4, 8})
+      for (int64_t M : {1, 16}) {
+        Case c = NBits(bits, 0, M);
+        c.label += std::string(" isa=") + isa;
+        CheckSteadyState(c, GetParam());
+      }
+  }
+  if (old) {
+    setenv("STRATA_FORCE_ISA", saved.c_str(), 1);
+  } else {
+    unsetenv("STRATA_FORCE_ISA");
+  }
+}
 
 INSTANTIATE_TEST_SUITE_P(Threads, AllocTest, ::testing::Values(1, 2),
                          [](const ::testing::TestParamInfo<int>& i) { return "threads" + std::to_string(i.param); });

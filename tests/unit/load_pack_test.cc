@@ -132,6 +132,34 @@ TEST(LoadPages, ConcurrentSmallBlocksAreDistinct) {
   EXPECT_EQ(bad.load(), 0);
 }
 
+TEST(LoadPages, LargePageVectorPlacesBlocksByTheirSize) {
+  // LargePageVector (packed weights): >= kLargePagesMinBytes on AllocateLargePages memory
+  // (2 MiB aligned from 2 MiB, page aligned below: huge pages when THP is usable), smaller
+  // blocks 64-byte aligned; contents survive growth, copies and moves, and all of it frees.
+  const size_t page = PageSize();
+  LargePageVector<uint8_t> big(size_t{3} << 20);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % kHugePageBytes, 0u);
+  for (size_t i = 0; i < big.size(); i += 4093) ASSERT_EQ(big[i], 0);
+  LargePageVector<float> mid(size_t{100} << 8, 1.5f);  // 100 KiB
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(mid.data()) % page, 0u);
+  LargePageVector<float> small(100, 2.0f);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 64, 0u);
+  LargePageVector<float> empty;
+  EXPECT_EQ(empty.size(), 0u);
+  // Growth from a small block through a chunk block to a mapping of its own.
+  LargePageVector<uint32_t> grow;
+  for (uint32_t i = 0; i < (1u << 20); ++i) grow.push_back(i * 7u);
+  for (uint32_t i = 0; i < (1u << 20); i += 997) ASSERT_EQ(grow[i], i * 7u);
+  LargePageVector<uint32_t> copy = grow;
+  LargePageVector<uint32_t> moved = std::move(grow);
+  EXPECT_EQ(copy, moved);
+  copy.assign(10, 3u);
+  copy.shrink_to_fit();
+  EXPECT_EQ(copy, LargePageVector<uint32_t>(10, 3u));
+  EXPECT_EQ(mid[mid.size() - 1], 1.5f);
+  EXPECT_EQ(small[99], 2.0f);
+}
+
 TEST(LoadPack, ConvWeightsPackInOnePassLikeReorderThenPack) {
   struct Case {
     int64_t m, c, taps;
@@ -252,8 +280,7 @@ TEST(LoadPack, GemvWeightsPackRowsMatchesPackOfTheReorderedMatrix) {
       // Stored columns: the last panel holds only its columns rounded up to 16.
       const int64_t stored = (got->panels() - 1) * kGemvPanel + got->panel_width(got->panels() - 1);
       for (int64_t kk = 0; kk < k; ++kk)
-        for (int64_t j = 0; j < stored; ++j)
-          ASSERT_EQ(got->at(kk, j), want->at(kk, j)) << "k=" << kk << " n=" << j;
+        for (int64_t j = 0; j < stored; ++j) ASSERT_EQ(got->at(kk, j), want->at(kk, j)) << "k=" << kk << " n=" << j;
       for (int64_t j = 0; j < got->panels() * kGemvPanel; ++j) ASSERT_EQ(got->bias()[j], want->bias()[j]);
     }
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "core/large_pages.h"
 #include "core/quantize_model.h"
 #include "core/session.h"
 
@@ -444,6 +445,21 @@ TEST(MatmulNBitsInt8, LargeWeightsTakeTheGroupsSideBySideGemv) {
   packed.gemv_streams = false;
   nbits::PackedMatMulInt8(packed, a.data(), 1, y1.data(), nullptr);
   for (int64_t n = 0; n < c.N; ++n) ASSERT_EQ(y[n], y1[n]) << "column " << n;
+}
+
+TEST(MatmulNBitsKernel, PackedWeightsLieOnLargePages) {
+  // The packed codes and scales are read whole by every run: they live on AllocateLargePages
+  // memory (huge pages), never on malloc'd 4 KiB pages (see LargePageAllocator), in both layouts.
+  const Case c{0, 2048, 1024, 8, 32, 1, false};
+  CaseData d = MakeCase(c, 5);
+  for (bool int8 : {false, true}) {
+    d.p.accuracy_level = int8 ? 4 : 0;
+    const nbits::Packed packed = nbits::Pack(d.p, d.in(), int8);
+    ASSERT_GE(packed.codes.size(), size_t{2} << 20);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(packed.codes.data()) % kHugePageBytes, 0u) << "int8 " << int8;
+    ASSERT_GE(packed.scale.size() * sizeof(float), kLargePagesMinBytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(packed.scale.data()) % PageSize(), 0u) << "int8 " << int8;
+  }
 }
 
 TEST(MatmulNBitsInt8, KOrderInt8CodesFallBackToFp32) {
