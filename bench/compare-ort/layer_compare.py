@@ -30,7 +30,8 @@ CHAIN_OPS = {"Relu", "Add", "Clip", "Sum"}
 def build_ort_profile(work_dir):
     exe = os.path.join(work_dir, "ort_profile")
     src = os.path.join(ROOT, "bench/compare-ort/ort_profile.cc")
-    if os.path.exists(exe) and os.path.getmtime(exe) >= os.path.getmtime(src):
+    common = os.path.join(ROOT, "bench/compare-ort/ort_check.h")
+    if os.path.exists(exe) and os.path.getmtime(exe) >= max(os.path.getmtime(src), os.path.getmtime(common)):
         return exe
     hdrs = glob.glob(os.path.join(ROOT, "bench/ort/node_modules/**/ios-arm64/*/Headers/onnxruntime_c_api.h"),
                      recursive=True)

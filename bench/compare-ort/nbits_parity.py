@@ -41,7 +41,8 @@ def build_ort_bench(path):
         sys.exit("nbits_parity: ONNX Runtime is not installed in bench/ort (run bench/compare-ort/run.sh --quick once)")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     src = os.path.join(ROOT, "bench/compare-ort/ort_bench.cc")
-    if os.path.exists(path) and os.path.getmtime(path) >= os.path.getmtime(src):
+    common = os.path.join(ROOT, "bench/compare-ort/ort_check.h")
+    if os.path.exists(path) and os.path.getmtime(path) >= max(os.path.getmtime(src), os.path.getmtime(common)):
         return
     sh(["g++", "-std=c++17", "-O2", "-I" + os.path.dirname(hdr[0]), src, "-o", path, lib,
         "-Wl,-rpath," + os.path.dirname(os.path.realpath(lib))])

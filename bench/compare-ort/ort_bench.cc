@@ -23,24 +23,15 @@
 #include <vector>
 
 #include "onnxruntime_c_api.h"
+#include "ort_check.h"
 
 namespace {
 
-const OrtApi* g_ort = nullptr;
+using ort_tools::Check;
+using ort_tools::Die;
+using ort_tools::g_ort;
 volatile std::sig_atomic_t g_interrupted = 0;
 extern "C" void OnSigint(int) { g_interrupted = 1; }
-
-[[noreturn]] void Die(const std::string& msg) {
-  std::fprintf(stderr, "ort_bench: error: %s\n", msg.c_str());
-  std::exit(1);
-}
-
-void Check(OrtStatus* st, const char* what) {
-  if (!st) return;
-  std::string msg = std::string(what) + ": " + g_ort->GetErrorMessage(st);
-  g_ort->ReleaseStatus(st);
-  Die(msg);
-}
 
 struct Npy {
   ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
@@ -187,6 +178,7 @@ double MsSince(Clock::time_point t0) { return std::chrono::duration<double, std:
 }  // namespace
 
 int main(int argc, char** argv) {
+  ort_tools::g_tool = "ort_bench";
   if (argc < 3)
     Die("usage: ort_bench MODEL INPUT_DIR [--threads N] [--warmup W] [--iters K] [--creations C] "
         "[--save-outputs DIR]");

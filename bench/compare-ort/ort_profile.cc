@@ -16,22 +16,13 @@
 #include <vector>
 
 #include "onnxruntime_c_api.h"
+#include "ort_check.h"
 
 namespace {
 
-const OrtApi* g_ort = nullptr;
-
-[[noreturn]] void Die(const std::string& msg) {
-  std::fprintf(stderr, "ort_profile: error: %s\n", msg.c_str());
-  std::exit(1);
-}
-
-void Check(OrtStatus* st, const char* what) {
-  if (!st) return;
-  std::string msg = std::string(what) + ": " + g_ort->GetErrorMessage(st);
-  g_ort->ReleaseStatus(st);
-  Die(msg);
-}
+using ort_tools::Check;
+using ort_tools::Die;
+using ort_tools::g_ort;
 
 size_t ElementSize(ONNXTensorElementDataType t) {
   switch (t) {
@@ -48,6 +39,7 @@ size_t ElementSize(ONNXTensorElementDataType t) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ort_tools::g_tool = "ort_profile";
   if (argc < 3) Die("usage: ort_profile MODEL PREFIX [--threads N] [--runs R]");
   const std::string model = argv[1], prefix = argv[2];
   int threads = 1, runs = 50;

@@ -39,7 +39,8 @@ HDR="$(dirname "$(find "$HDR_ROOT" -path '*ios-arm64/*Headers/onnxruntime_c_api.
 mkdir -p "$ORT_DIR/lib"
 ln -sf "$ORT_LIB" "$ORT_DIR/lib/libonnxruntime.so"
 ORT_BENCH="$ORT_DIR/ort_bench"
-if [[ ! -x "$ORT_BENCH" || "$ROOT/bench/compare-ort/ort_bench.cc" -nt "$ORT_BENCH" ]]; then
+if [[ ! -x "$ORT_BENCH" || "$ROOT/bench/compare-ort/ort_bench.cc" -nt "$ORT_BENCH" ||
+      "$ROOT/bench/compare-ort/ort_check.h" -nt "$ORT_BENCH" ]]; then
   echo "== compiling $ORT_BENCH" >&2
   g++ -std=c++17 -O2 -Wall -Wextra -I"$HDR" "$ROOT/bench/compare-ort/ort_bench.cc" -o "$ORT_BENCH" \
       -L"$ORT_DIR/lib" -lonnxruntime -Wl,-rpath,"$(dirname "$ORT_LIB")"
