@@ -193,6 +193,8 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
  public:
   // W is packed and B copied at creation: neither constant is read afterwards.
   std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
+  // The sum may overwrite the residual: the bf16 GEMM then accumulates into it.
+  int InPlaceInput() const override { return has_residual_ ? 3 : -1; }
 
   NhwcBf16ConvKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act, PackedBf16B packed)
       : nchw_node_(OriginalNode(node, "Conv")),
@@ -219,7 +221,9 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
     ep.bias = bias_.empty() ? nullptr : bias_.data();
     ep.min = act_.min;
     ep.max = act_.max;
-    if (res) {
+    if (res && res->data<float>() == y->data<float>()) {
+      ep.accumulate = true;  // Y took over R's buffer (InPlaceInput): Y += conv + bias
+    } else if (res) {
       ep.residual = res->data<float>();
       ep.ldr = m;
     }

@@ -376,7 +376,7 @@ void IndirectBlockItem(const Bf16IndirectA& ia, const PackedBf16B& b, float* c, 
       const bool first = s == 0 && q0 == 0, last = s + 1 == ia.segs && q0 + qc == ia.seg_pairs;
       BlockAny(ALayout::kPointers, ptrs.data() + s * kBf16MR, per_tile, q0, split,
                b.panel(n0 / kBf16NR) + (s * ia.seg_pairs + q0) * kBf16NR, b.kp * kBf16NR, cols, qc, c + m0 * ldc + n0,
-               ldc, !first, last ? &ep : nullptr, m0, n0);
+               ldc, !first || ep.accumulate, last ? &ep : nullptr, m0, n0);
     }
 }
 
@@ -392,8 +392,8 @@ void PackedBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float*
     // trans_a packs [kpc][12] tiles; the other sources pair rows.
     const int64_t a_rs = src.trans_a && !src.fill && !src.pair_fill ? 0 : RowPairs(kpc);
     BlockAny(a_rs ? ALayout::kRows : ALayout::kTile, apack.data(), a_rs ? kBf16MR * a_rs : kpc * kBf16MR, a_rs, split,
-             b.panel(n0 / kBf16NR) + kp0 * kBf16NR, b.kp * kBf16NR, cols, kpc, c + m0 * ldc + n0, ldc, kp0 > 0,
-             last ? &ep : nullptr, m0, n0);
+             b.panel(n0 / kBf16NR) + kp0 * kBf16NR, b.kp * kBf16NR, cols, kpc, c + m0 * ldc + n0, ldc,
+             kp0 > 0 || ep.accumulate, last ? &ep : nullptr, m0, n0);
   }
 }
 
@@ -459,12 +459,15 @@ Status RunGemmBf16(const Node& node, int64_t M, const ASource& src, const Packed
       (ep.residual && ep.ldr < N))
     return InvalidArgument(node.Describe(), ": bf16 GEMM: row strides lda=", src.lda, " ldc=", ldc, " ldr=", ep.ldr,
                            " too small for M=", M, " N=", N, " K=", K);
+  // C holds partial sums between K blocks, so R must be separate memory (accumulate instead).
+  if (ep.residual && ep.residual == c)
+    return InvalidArgument(node.Describe(), ": bf16 GEMM: the residual may not alias C (use accumulate)");
   if (M == 0 || N == 0) return Status::Ok();
   if (K == 0) {
-    // Empty sum: the output is the epilogue applied to zero.
+    // Empty sum: the output is the epilogue applied to zero (or to C when accumulating).
     for (int64_t m = 0; m < M; ++m) {
       for (int64_t n = 0; n < N; ++n) {
-        float v = ep.bias ? ep.bias[ep.bias_per_row ? m : n] : 0.0f;
+        float v = (ep.accumulate ? c[m * ldc + n] : 0.0f) + (ep.bias ? ep.bias[ep.bias_per_row ? m : n] : 0.0f);
         if (ep.residual) v += ep.residual[m * ep.ldr + n];
         c[m * ldc + n] = std::min(std::max(v, ep.min), ep.max);
       }

@@ -72,6 +72,9 @@ struct Bf16Epilogue {
   float min = -std::numeric_limits<float>::infinity();
   float max = std::numeric_limits<float>::infinity();
   enum class Gelu { kNone, kErf, kTanh } gelu = Gelu::kNone;
+  // C is read: C += A x B, then the rest of the epilogue. Lets an output written over its
+  // residual (OpKernel::InPlaceInput) add the product to it; residual must then be null.
+  bool accumulate = false;
 };
 
 // C[M, N] (row stride ldc) = A x B + epilogue, where A is fp32 [M, K] with row stride lda

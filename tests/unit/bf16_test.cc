@@ -160,6 +160,49 @@ TEST_F(Bf16Test, GemmEmptyAndBadStrides) {
   EXPECT_EQ(c, (std::vector<float>{0.0f, 4.0f, 0.0f, 4.0f}));
 }
 
+// accumulate: C += A x B + bias, from the first K chunk on, as a conv written over its own
+// residual does; bit for bit the residual path's sum only up to addition order, so it is
+// compared with the residual path within rounding. A residual aliasing C is refused.
+TEST_F(Bf16Test, GemmAccumulatesIntoCLikeAResidual) {
+  ThreadPool pool(2);
+  const Node node = DummyNode();
+  const int64_t sizes[][3] = {{1, 1, 1}, {13, 33, 7}, {25, 65, 385}, {97, 129, 64}, {2, 17, 769}, {5, 300, 0}};
+  uint32_t seed = 200;
+  for (const auto& s : sizes) {
+    const int64_t M = s[0], N = s[1], K = s[2];
+    auto a = Random(M * K, seed++), b = Random(K * N, seed++), bias = Random(N, seed++);
+    auto r = Random(M * N, seed++, -2.0f, 2.0f);
+    auto packed = PackBf16(K ? b.data() : nullptr, K, N, false);
+    ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      Bf16Epilogue with_r;
+      with_r.bias = bias.data();
+      with_r.residual = r.data();
+      with_r.ldr = N;
+      with_r.min = 0.0f;  // Relu after the sum: the clamp must see the residual too
+      std::vector<float> want(static_cast<size_t>(M * N), -7.0f);
+      ASSERT_TRUE(GemmBf16(node, M, a.data(), K, false, *packed, want.data(), N, with_r, p).ok());
+      Bf16Epilogue acc;
+      acc.bias = bias.data();
+      acc.accumulate = true;
+      acc.min = 0.0f;
+      std::vector<float> got = r;
+      Status st = GemmBf16(node, M, a.data(), K, false, *packed, got.data(), N, acc, p);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      for (int64_t i = 0; i < M * N; ++i)
+        ASSERT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + std::sqrt(static_cast<double>(K)) + 1.0))
+            << "M=" << M << " N=" << N << " K=" << K << " at " << i;
+    }
+    Bf16Epilogue alias;
+    std::vector<float> c = r;
+    alias.residual = c.data();
+    alias.ldr = N;
+    Status st = GemmBf16(node, M, a.data(), K, false, *packed, c.data(), N, alias, nullptr);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << "M=" << M;
+    EXPECT_NE(st.message().find("alias"), std::string::npos) << st.message();
+  }
+}
+
 // GemmBf16Gathered (fp32 rows from a callback) and GemmBf16GatheredPairs (bf16 pairs): the
 // callbacks copy from a row-major A; K spans two chunks, rows two blocks with a short tile.
 struct RowMajor {
