@@ -110,9 +110,13 @@ def main():
             for M in ms:
                 inputs = os.path.join(args.work, "in_k%d_m%d" % (K, M))
                 shape = ["--shape", "A=%dx%d" % (M, K)]
-                # Fewer iterations for the big cases: the whole run must stay short.
-                iters = max(3, min(30, int(3e9 / (2 * M * N * K) * 10)))
-                common = ["--warmup", "2", "--iters", str(iters), "--creations", "1"]
+                # Fewer iterations for the big cases: the whole run must stay short. Small cases
+                # (a 2048^2 GEMV takes 20-40 us) get up to 300 runs after as many warm-up runs:
+                # 30 runs were ~1 ms of work, which timed thread-pool start-up (workers just
+                # created and asleep) rather than the steady state of token generation. Both
+                # runtimes get the same counts.
+                iters = max(3, min(300, int(3e9 / (2 * M * N * K) * 10)))
+                common = ["--warmup", str(max(2, iters)), "--iters", str(iters), "--creations", "1"]
                 # ORT's int8 level 0 is a non-prepacked fallback (0.02-2 s per run): 3 runs are plenty.
                 ort_common = (["--warmup", "1", "--iters", "3", "--creations", "1"] if (bits, level) == (8, 0) else
                               common)
