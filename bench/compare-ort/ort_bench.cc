@@ -204,8 +204,7 @@ int main(int argc, char** argv) {
       Die("unknown option " + a);
   }
   std::signal(SIGINT, OnSigint);
-  g_ort = OrtGetApiBase()->GetApi(ORT_API_VERSION);
-  if (!g_ort) Die("this libonnxruntime does not provide API version " + std::to_string(ORT_API_VERSION));
+  ort_tools::InitApi();
 
   // Inputs: DIR/inputs.txt lists "name<TAB>file" in the model's input order.
   std::vector<std::string> names;
@@ -224,11 +223,7 @@ int main(int argc, char** argv) {
 
   OrtEnv* env = nullptr;
   Check(g_ort->CreateEnv(ORT_LOGGING_LEVEL_WARNING, "ort_bench", &env), "CreateEnv");
-  OrtSessionOptions* so = nullptr;
-  Check(g_ort->CreateSessionOptions(&so), "CreateSessionOptions");
-  Check(g_ort->SetIntraOpNumThreads(so, threads), "SetIntraOpNumThreads");
-  Check(g_ort->SetInterOpNumThreads(so, 1), "SetInterOpNumThreads");
-  Check(g_ort->SetSessionGraphOptimizationLevel(so, ORT_ENABLE_ALL), "SetSessionGraphOptimizationLevel");
+  OrtSessionOptions* so = ort_tools::BenchSessionOptions(threads);
 
   std::vector<double> create_ms;
   OrtSession* session = nullptr;

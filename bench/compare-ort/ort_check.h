@@ -26,4 +26,22 @@ inline void Check(OrtStatus* st, const char* what) {
   Die(msg);
 }
 
+// Sets g_ort to the API table of the version these headers declare; ends the run if the
+// library does not provide it.
+inline void InitApi() {
+  g_ort = OrtGetApiBase()->GetApi(ORT_API_VERSION);
+  if (!g_ort) Die("this libonnxruntime does not provide API version " + std::to_string(ORT_API_VERSION));
+}
+
+// The session options every tool uses, so a profiled graph is the timed one: `threads`
+// intra-op threads, one inter-op thread, all graph optimizations. The caller releases them.
+inline OrtSessionOptions* BenchSessionOptions(int threads) {
+  OrtSessionOptions* so = nullptr;
+  Check(g_ort->CreateSessionOptions(&so), "CreateSessionOptions");
+  Check(g_ort->SetIntraOpNumThreads(so, threads), "SetIntraOpNumThreads");
+  Check(g_ort->SetInterOpNumThreads(so, 1), "SetInterOpNumThreads");
+  Check(g_ort->SetSessionGraphOptimizationLevel(so, ORT_ENABLE_ALL), "SetSessionGraphOptimizationLevel");
+  return so;
+}
+
 }  // namespace ort_tools

@@ -55,17 +55,11 @@ int main(int argc, char** argv) {
     else
       Die("unknown option " + a);
   }
-  g_ort = OrtGetApiBase()->GetApi(ORT_API_VERSION);
-  if (!g_ort) Die("this libonnxruntime does not provide API version " + std::to_string(ORT_API_VERSION));
+  ort_tools::InitApi();
 
   OrtEnv* env = nullptr;
   Check(g_ort->CreateEnv(ORT_LOGGING_LEVEL_WARNING, "ort_profile", &env), "CreateEnv");
-  OrtSessionOptions* so = nullptr;
-  Check(g_ort->CreateSessionOptions(&so), "CreateSessionOptions");
-  // The same settings as ort_bench, so the profiled graph is the timed one.
-  Check(g_ort->SetIntraOpNumThreads(so, threads), "SetIntraOpNumThreads");
-  Check(g_ort->SetInterOpNumThreads(so, 1), "SetInterOpNumThreads");
-  Check(g_ort->SetSessionGraphOptimizationLevel(so, ORT_ENABLE_ALL), "SetSessionGraphOptimizationLevel");
+  OrtSessionOptions* so = ort_tools::BenchSessionOptions(threads);
   Check(g_ort->EnableProfiling(so, prefix.c_str()), "EnableProfiling");
   OrtSession* session = nullptr;
   Check(g_ort->CreateSession(env, model.c_str(), so, &session), "CreateSession");
