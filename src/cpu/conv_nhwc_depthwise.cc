@@ -34,15 +34,6 @@ inline __mmask16 TailMask(int64_t left) {
   return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
 }
 
-// First tap index t in [0, k) with 0 <= o + t * d < n, and one past the last.
-inline void TapRange(int64_t o, int64_t d, int64_t k, int64_t n, int64_t* t0, int64_t* t1) {
-  int64_t a = 0, b = k;
-  if (o < 0) a = (-o + d - 1) / d;
-  if (o + (k - 1) * d >= n) b = o >= n ? 0 : (n - 1 - o) / d + 1;
-  *t0 = std::min(a, k);
-  *t1 = std::max(b, *t0);
-}
-
 // One output pixel's channels [c0, c0 + 16) (masked by m) over its in-bounds taps, weights
 // read from memory: the edge pixels and any kernel shape.
 STRATA_AVX512 inline __m512 PixelAnyShape(const Weights& wt, const RowGeometry& g, const float* const* rows, int64_t ox,

@@ -7,6 +7,7 @@
 //                             [N, 1, 1, C]), so a following Flatten/Reshape needs no transpose
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -50,6 +51,22 @@ void PadNhwcImage(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, in
     pool->Run(n * hp, 16, rows);
   else
     rows(0, n * hp);
+}
+
+// The taps of a sliding window that fall inside the image, for one axis: the first tap
+// t in [0, k) with 0 <= o + t * d < n in *t0, one past the last in *t1 (t0 == t1: none).
+// o is the window's first input coordinate (output index * stride - pad begin), d the
+// dilation. Dilation 1 takes no division: per output pixel it cost as much as the loads.
+inline void TapRange(int64_t o, int64_t d, int64_t k, int64_t n, int64_t* t0, int64_t* t1) {
+  if (d == 1) {
+    *t0 = std::clamp<int64_t>(-o, 0, k);
+    *t1 = std::max(*t0, std::min(k, n - o));
+    return;
+  }
+  const int64_t a = o < 0 ? (-o + d - 1) / d : 0;
+  const int64_t b = o + (k - 1) * d < n ? k : o >= n ? 0 : (n - 1 - o) / d + 1;
+  *t0 = std::min(a, k);
+  *t1 = std::max(b, *t0);
 }
 
 }  // namespace strata

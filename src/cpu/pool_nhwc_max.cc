@@ -33,27 +33,14 @@ struct MaxPoolGeometry {
   int64_t h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
 };
 
-// Taps t in [*t0, *t1) of a window starting at o (dilation d, k taps) lie inside [0, n).
-inline void InImageTaps(int64_t o, int64_t d, int64_t k, int64_t n, int64_t* t0, int64_t* t1) {
-  if (d == 1) {  // no division per output pixel: it cost as much as the taps' loads
-    *t0 = std::clamp<int64_t>(-o, 0, k);
-    *t1 = std::max(*t0, std::min(k, n - o));
-    return;
-  }
-  const int64_t a = o < 0 ? (-o + d - 1) / d : 0;
-  const int64_t b = o >= n ? 0 : std::min(k, (n - 1 - o) / d + 1);
-  *t0 = std::min(a, k);
-  *t1 = std::max(b, *t0);
-}
-
 // Plain C++: CPUs without AVX-512F (tests run it through SetNhwcMaxPoolPlainForTesting).
 void MaxPoolRowPlain(const MaxPoolGeometry& g, const float* ximg, int64_t oy, float* yrow) {
   int64_t ky0, ky1;
-  InImageTaps(oy * g.sh - g.pt, g.dh, g.kh, g.h, &ky0, &ky1);
+  TapRange(oy * g.sh - g.pt, g.dh, g.kh, g.h, &ky0, &ky1);
   for (int64_t ox = 0; ox < g.ow; ++ox) {
     const int64_t ix0 = ox * g.sw - g.pl;
     int64_t kx0, kx1;
-    InImageTaps(ix0, g.dw, g.kw, g.w, &kx0, &kx1);
+    TapRange(ix0, g.dw, g.kw, g.w, &kx0, &kx1);
     float* y = yrow + ox * g.c;
     if (ky0 == ky1 || kx0 == kx1) {
       std::fill(y, y + g.c, -std::numeric_limits<float>::infinity());
@@ -128,12 +115,12 @@ STRATA_AVX512 inline void PixelInterior3x3(const float* x, int64_t row_stride, i
 STRATA_AVX512 void MaxPoolRowAvx512(const MaxPoolGeometry& g, const float* ximg, int64_t oy, float* yrow) {
   const int64_t iy0 = oy * g.sh - g.pt;
   int64_t ky0, ky1;
-  InImageTaps(iy0, g.dh, g.kh, g.h, &ky0, &ky1);
+  TapRange(iy0, g.dh, g.kh, g.h, &ky0, &ky1);
   const bool interior3x3 = g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 && g.c % 16 == 0 && ky0 == 0 && ky1 == 3;
   for (int64_t ox = 0; ox < g.ow; ++ox) {
     const int64_t ix0 = ox * g.sw - g.pl;
     int64_t kx0, kx1;
-    InImageTaps(ix0, g.dw, g.kw, g.w, &kx0, &kx1);
+    TapRange(ix0, g.dw, g.kw, g.w, &kx0, &kx1);
     float* y = yrow + ox * g.c;
     if (interior3x3 && kx0 == 0 && kx1 == 3) {
       PixelInterior3x3(ximg + (iy0 * g.w + ix0) * g.c, g.w * g.c, g.c, y);

@@ -22,12 +22,14 @@
 #include "core/session.h"
 #include "core/threadpool.h"
 #include "onnx_builder.h"
+#include "threadpool_test_util.h"
 
 namespace strata {
 namespace {
 
 using Feeds = std::vector<std::pair<std::string, Value>>;
 
+using testing::ExpectEachOnce;
 using namespace onnx_builder;  // AddInput, AddOutput, AddNode, AddPseudoRandomInit, PseudoRandom, Serialize
 onnx::ModelProto MakeModel(int opset = 17) { return onnx_builder::MakeModel(opset, "concurrency_test"); }
 
@@ -348,13 +350,6 @@ int ExpectedPoolThreads(int threads) {
 
 // ThreadPool directly. Each region marks every index it covers; a chunk run twice, skipped,
 // or run after its region returned shows up as a count other than 1.
-void ExpectEachOnce(const std::vector<std::atomic<int>>& hits, const std::string& what, std::string* err) {
-  for (size_t i = 0; i < hits.size() && err->empty(); ++i) {
-    int h = hits[i].load();
-    if (h != 1) *err = what + ": index " + std::to_string(i) + " ran " + std::to_string(h) + " times";
-  }
-}
-
 // 8 caller threads share one 4-thread pool: one of them holds the region, the others must
 // run inline, and none may see another's chunks.
 TEST(ConcurrencyThreadPool, ConcurrentRegionsOnOnePool) {
@@ -395,19 +390,7 @@ TEST(ConcurrencyThreadPool, ConcurrentRegionsOnOnePool) {
 // deadlocking on the busy pool.
 TEST(ConcurrencyThreadPool, NestedRegionsRunInline) {
   ThreadPool pool(3);
-  constexpr int64_t kOuter = 24, kInner = 40;
-  for (int round = 0; round < 50; ++round) {
-    std::vector<std::atomic<int>> hits(static_cast<size_t>(kOuter * kInner));
-    pool.Run(kOuter, 1, [&](int64_t b, int64_t e) {
-      for (int64_t o = b; o < e; ++o)
-        pool.Run(kInner, 4, [&](int64_t ib, int64_t ie) {
-          for (int64_t i = ib; i < ie; ++i) hits[static_cast<size_t>(o * kInner + i)].fetch_add(1);
-        });
-    });
-    std::string err;
-    ExpectEachOnce(hits, "round " + std::to_string(round), &err);
-    ASSERT_EQ(err, "");
-  }
+  EXPECT_EQ(testing::NestedRegionsError(pool, 24, 40, 4, 50), "");
 }
 
 // RunParticipants: each of the n participants runs exactly once, on whichever thread claims
