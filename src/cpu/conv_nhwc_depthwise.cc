@@ -116,16 +116,22 @@ STRATA_AVX512 void Interior3x3(const float* const* rows, const __m512* w, __m512
     Block3x3<kS, kR, 1, kFull>(rows, w, bias, (ox * kS - g.pad_left) * c + c0, c, m, lo, hi, y + ox * c + c0);
 }
 
+// Output columns [*ox_lo, *ox_hi) of a 3-wide, dilation-1 row with stride `stride` whose 3
+// taps all lie inside the input row; the columns outside take EdgePixel.
+inline void InteriorColumns(const RowGeometry& g, int64_t stride, int64_t* ox_lo, int64_t* ox_hi) {
+  *ox_lo = std::min(g.out_w, (g.pad_left + stride - 1) / stride);
+  const int64_t last = g.in_w - 3 + g.pad_left;  // largest ox * stride with the right tap inside
+  *ox_hi = last < 0 ? *ox_lo : std::max(*ox_lo, std::min(g.out_w, last / stride + 1));
+}
+
 // A 3x3, dilation-1 row with stride kS whose in-bounds kernel rows are rows[0, kR) (the
 // caller dropped the padded ones and offset the weights to match).
 template <int kS, int kR>
 STRATA_AVX512 void Row3x3(const Weights& wt, const RowGeometry& g, const float* const* rows, const float* wbase,
                           const float* const* all_rows, float* y) {
   const int64_t c = wt.c, ow = g.out_w;
-  // Output columns whose 3 taps all lie inside the row.
-  const int64_t ox_lo = std::min(ow, (g.pad_left + kS - 1) / kS);
-  const int64_t last = g.in_w - 3 + g.pad_left;  // largest ox * kS with the right tap inside
-  const int64_t ox_hi = last < 0 ? ox_lo : std::max(ox_lo, std::min(ow, last / kS + 1));
+  int64_t ox_lo, ox_hi;
+  InteriorColumns(g, kS, &ox_lo, &ox_hi);
   const __m512 lo = _mm512_set1_ps(g.lo), hi = _mm512_set1_ps(g.hi);
   for (int64_t c0 = 0; c0 < c; c0 += 16) {
     const __mmask16 m = TailMask(c - c0);
@@ -196,9 +202,8 @@ STRATA_AVX512 void InteriorPair(const float* const* rows, const __m512* w, __m51
 // Row3x3<1, 3> for two adjacent output rows (see Block3x3Pair); rows[0..3] all non-null.
 STRATA_AVX512 void Row3x3Pair(const Weights& wt, const RowGeometry& g, const float* const* rows, float* y0, float* y1) {
   const int64_t c = wt.c, ow = g.out_w;
-  const int64_t ox_lo = std::min(ow, g.pad_left);
-  const int64_t last = g.in_w - 3 + g.pad_left;
-  const int64_t ox_hi = last < 0 ? ox_lo : std::max(ox_lo, std::min(ow, last + 1));
+  int64_t ox_lo, ox_hi;
+  InteriorColumns(g, 1, &ox_lo, &ox_hi);
   const __m512 lo = _mm512_set1_ps(g.lo), hi = _mm512_set1_ps(g.hi);
   for (int64_t c0 = 0; c0 < c; c0 += 16) {
     const __mmask16 m = TailMask(c - c0);
