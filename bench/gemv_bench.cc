@@ -27,6 +27,7 @@ struct Layer {
 };
 const std::vector<Layer> kMlp = {{784, 1024}, {1024, 1024}, {1024, 10}};
 const std::vector<Layer> kMobilenetFc = {{1280, 1000}};
+const std::vector<Layer> kMlpLast = {{1024, 10}};  // one narrow panel
 
 int64_t WeightBytes(const std::vector<Layer>& layers) {
   int64_t bytes = 0;
@@ -94,6 +95,7 @@ BENCHMARK_CAPTURE(BM_Gemv, mlp, &kMlp)->Arg(1);
 BENCHMARK_CAPTURE(BM_Gemv, mlp, &kMlp)->Arg(2)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, mobilenet_fc, &kMobilenetFc)->Arg(1);
 BENCHMARK_CAPTURE(BM_Gemv, mobilenet_fc, &kMobilenetFc)->Arg(2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, mlp_last, &kMlpLast)->Arg(1);
 BENCHMARK_CAPTURE(BM_StreamMemcpy, mlp, &kMlp);
 BENCHMARK_CAPTURE(BM_StreamRead, mlp, &kMlp);
 BENCHMARK_CAPTURE(BM_StreamRead, mobilenet_fc, &kMobilenetFc);

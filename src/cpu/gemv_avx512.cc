@@ -85,30 +85,37 @@ __attribute__((target("avx512f"))) inline void StorePanelRow(float* yr, const fl
 // rows. Counted in bytes, so a narrow panel stays as far ahead in time.
 constexpr int64_t kPrefetchBytes = 16 * P * sizeof(float);
 
-// One row: even and odd k feed separate accumulator sets (2 * NV independent chains).
+// One row: U consecutive k rows feed separate accumulator sets, U * NV >= 8 independent
+// chains (FMA latency x 2 ports). A narrow panel needs the extra k rows: with only two sets
+// the mlp's 1024x10 layer (NV = 1) was bound by the FMA latency of 2 chains, not by memory.
 template <int NV>
 __attribute__((target("avx512f"))) inline void Panel1(const float* a, const float* pb, int64_t K, const float* bias,
                                                       float* y, float lo, float hi, int64_t cols) {
   constexpr int64_t W = 16 * NV;
-  __m512 e[NV], o[NV];
-  for (int j = 0; j < NV; ++j) e[j] = o[j] = _mm512_setzero_ps();
+  constexpr int U = NV >= 4 ? 2 : (NV == 1 ? 8 : 4);
+  __m512 acc[U][NV];
+  for (int u = 0; u < U; ++u)
+    for (int j = 0; j < NV; ++j) acc[u][j] = _mm512_setzero_ps();
   int64_t kk = 0;
-  for (; kk + 2 <= K; kk += 2) {
-    const __m512 a0 = _mm512_set1_ps(a[kk]), a1 = _mm512_set1_ps(a[kk + 1]);
+  for (; kk + U <= K; kk += U) {
     const float* pk = pb + kk * W;
-    // Both rows' 2 * NV lines; past the panel's end this touches the next panel (or
-    // nothing: a prefetch never faults).
+    // The U * NV lines of these k rows, kPrefetchBytes ahead; past the panel's end this
+    // touches the next panel (or nothing: a prefetch never faults).
     const uintptr_t ahead = reinterpret_cast<uintptr_t>(pk) + kPrefetchBytes;
-    for (int j = 0; j < 2 * NV; ++j) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * j), _MM_HINT_T0);
-    for (int j = 0; j < NV; ++j) e[j] = _mm512_fmadd_ps(a0, _mm512_load_ps(pk + 16 * j), e[j]);
-    for (int j = 0; j < NV; ++j) o[j] = _mm512_fmadd_ps(a1, _mm512_load_ps(pk + W + 16 * j), o[j]);
+    for (int j = 0; j < U * NV; ++j) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * j), _MM_HINT_T0);
+    for (int u = 0; u < U; ++u) {
+      const __m512 av = _mm512_set1_ps(a[kk + u]);
+      for (int j = 0; j < NV; ++j) acc[u][j] = _mm512_fmadd_ps(av, _mm512_load_ps(pk + u * W + 16 * j), acc[u][j]);
+    }
   }
-  if (kk < K) {
-    const __m512 a0 = _mm512_set1_ps(a[kk]);
-    for (int j = 0; j < NV; ++j) e[j] = _mm512_fmadd_ps(a0, _mm512_load_ps(pb + kk * W + 16 * j), e[j]);
+  // The last K % U rows into set 0 (a constant index keeps every set in registers).
+  for (; kk < K; ++kk) {
+    const __m512 av = _mm512_set1_ps(a[kk]);
+    for (int j = 0; j < NV; ++j) acc[0][j] = _mm512_fmadd_ps(av, _mm512_load_ps(pb + kk * W + 16 * j), acc[0][j]);
   }
-  for (int j = 0; j < NV; ++j) e[j] = _mm512_add_ps(e[j], o[j]);
-  StorePanelRow<NV>(y, bias, e, lo, hi, cols);
+  for (int u = 1; u < U; ++u)
+    for (int j = 0; j < NV; ++j) acc[0][j] = _mm512_add_ps(acc[0][j], acc[u][j]);
+  StorePanelRow<NV>(y, bias, acc[0], lo, hi, cols);
 }
 
 // MR rows: every weight vector loaded once feeds MR FMAs.

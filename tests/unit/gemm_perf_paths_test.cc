@@ -57,9 +57,9 @@ TEST(GemmPerfPaths, GemvMatchesNaiveAtEdgeSizes) {
   ThreadPool pool2(2);
   for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2})
     for (int64_t m : {1, 2, 3, 4})
-      // K around the prefetch distance and a panel-row multiple; N giving last panels of
+      // K around the k-row unrolls (2, 4, 8), the prefetch distance and a panel-row multiple; N giving last panels of
       // every width (16 for 1, 10 and 65; 32 for 17; 48 for 40 and 100; 64 for 64).
-      for (int64_t k : {0, 1, 7, 15, 17, 64, 65})
+      for (int64_t k : {0, 1, 3, 7, 8, 9, 15, 17, 64, 65})
         for (int64_t n : {1, 10, 17, 40, 64, 65, 100, 130}) {
           CheckGemv(m, k, n, false, true, -inf, inf, pool);
           CheckGemv(m, k, n, true, false, 0.0f, 0.5f, pool);
