@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "bench_node.h"
@@ -61,6 +62,27 @@ void BM_Gemv(benchmark::State& state, const std::vector<Layer>* layers) {
   }
   state.SetBytesProcessed(state.iterations() * WeightBytes(*layers));
 }
+
+// One 1024x1024 layer (4.2 MB: read from L3 every time) on an input with state.range(0)
+// percent zeros, like a ReLU output: the one-row kernel reads only the nonzeros' rows.
+void BM_GemvZeros(benchmark::State& state) {
+  const int64_t k = 1024, n = 1024;
+  const Tensor b = RandomFloatTensor({n, k}, 2), bias = RandomFloatTensor({n}, 9);
+  auto w = GemvWeights::Pack(b.data<float>(), k, n, /*b_is_nk=*/true, 1.0f, bias.data<float>());
+  if (!w.ok()) return state.SkipWithError(w.status().ToString().c_str());
+  const Tensor xt = RandomFloatTensor({k}, 1);
+  std::vector<float> x(xt.data<float>(), xt.data<float>() + k), y(static_cast<size_t>(n));
+  std::mt19937 rng(3);
+  for (float& v : x)
+    if (static_cast<int64_t>(rng() % 100) < state.range(0)) v = 0.0f;
+  const float inf = std::numeric_limits<float>::infinity();
+  for (auto _ : state) {
+    Gemv(x.data(), k, 1, *w, y.data(), n, -inf, inf, nullptr);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * k * n * static_cast<int64_t>(sizeof(float)));
+}
+BENCHMARK(BM_GemvZeros)->Arg(0)->Arg(20)->Arg(30)->Arg(50)->Arg(80);
 
 // memcpy of the weight bytes (reads them and writes as many).
 void BM_StreamMemcpy(benchmark::State& state, const std::vector<Layer>* layers) {

@@ -7,6 +7,12 @@
 // 16 (a classifier's N = 10 would otherwise stream 6x the bytes it needs; only it is
 // narrow, so N a multiple of kGemvPanel keeps the uniform layout the LSTM relies on).
 // The panels are split across the pool.
+//
+// On AVX-512, one-row products whose A is at least a quarter zeros (ReLU outputs: about
+// half of a batch-1 MLP's hidden activations) read only the weight rows of A's nonzeros: the
+// product is bound by the weight bytes read, so rows not read are time saved. The skipped
+// terms are exactly +-0 (only the order of the other additions changes) as long as every
+// weight is finite, which Pack checks (0 * inf is NaN); otherwise every row is read.
 // ISA (AVX-512F, AVX2+FMA, or baseline) is chosen at run time from the CPU's features.
 #pragma once
 
@@ -44,6 +50,8 @@ class GemvWeights {
   // kGemvPanel, except for a last panel of fewer columns: those rounded up to 16.
   int64_t panel_width(int64_t p) const { return p + 1 < panels_ ? kGemvPanel : tail_width_; }
   const float* bias() const { return bias_.get(); }  // panels * kGemvPanel floats, zero-padded
+  // Every packed weight is finite, so a zero in A may skip its row (see above).
+  bool all_finite() const { return all_finite_; }
   // Element (kk, j) of the packed (alpha-scaled) B.
   float at(int64_t kk, int64_t j) const {
     const int64_t p = j / kGemvPanel;
@@ -61,7 +69,11 @@ class GemvWeights {
   // Storage for K x N with the bias (N floats, may be null) copied in; data not initialized.
   static Result<GemvWeights> Allocate(int64_t k, int64_t n, const float* bias);
 
+  // Sets all_finite_ from the packed data.
+  void CheckFinite();
+
   int64_t k_ = 0, n_ = 0, panels_ = 0, tail_width_ = kGemvPanel;
+  bool all_finite_ = false;
   std::unique_ptr<float[], FreeDeleter> data_;
   std::unique_ptr<float[], FreeDeleter> bias_;
 };

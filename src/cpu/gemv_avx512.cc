@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/large_pages.h"
 #include "cpu/gemv.h"
@@ -84,6 +85,8 @@ __attribute__((target("avx512f"))) inline void StorePanelRow(float* yr, const fl
 // GEMVs on one thread (784-1024-1024-10): 82.5 us median without, 69-70 us with 4, 8 or 16
 // rows. Counted in bytes, so a narrow panel stays as far ahead in time.
 constexpr int64_t kPrefetchBytes = 16 * P * sizeof(float);
+// Below this K the products are small enough to stay in L2, where skipping rows saves little.
+constexpr int64_t kSparseMinK = 64;
 
 // One row: U consecutive k rows feed separate accumulator sets, U * NV >= 8 independent
 // chains (FMA latency x 2 ports). A narrow panel needs the extra k rows: with only two sets
@@ -138,6 +141,76 @@ __attribute__((target("avx512f"))) inline void PanelN(const float* a, int64_t ld
   for (int r = 0; r < MR; ++r) StorePanelRow<NV>(y + r * ldy, bias, acc[r], lo, hi, cols);
 }
 
+// The nonzero entries of a one-row A: their k (ascending) and values, then kSparsePad
+// entries the prefetches read past the end (see Build).
+struct SparseRow {
+  std::vector<int32_t> k;
+  std::vector<float> v;
+  int64_t count = 0;
+};
+// Rows a sparse loop prefetches ahead: kPrefetchBytes of the narrowest (16-wide) panel.
+constexpr int64_t kSparseAheadMax = kPrefetchBytes / (16 * sizeof(float));
+constexpr int64_t kSparsePad = kSparseAheadMax + 8;
+
+// Fills `s` with A's nonzeros when at least a quarter of its K entries are zero (below
+// that, skipping saves less than the index loop costs); false otherwise. The padding
+// entries are the first nonzeros again plus K: prefetched past the end of a panel they
+// are the next panel's first rows to read (a prefetch never faults).
+bool BuildSparseRow(const float* a, int64_t K, SparseRow* s) {
+  int64_t nz = 0;
+  for (int64_t kk = 0; kk < K; ++kk) nz += a[kk] != 0.0f;
+  if (4 * nz > 3 * K || K > INT32_MAX / 2) return false;
+  s->k.resize(static_cast<size_t>(nz + kSparsePad));
+  s->v.resize(static_cast<size_t>(nz + kSparsePad));
+  int64_t i = 0;
+  for (int64_t kk = 0; kk < K; ++kk) {
+    if (a[kk] == 0.0f) continue;
+    s->k[i] = static_cast<int32_t>(kk);
+    s->v[i++] = a[kk];
+  }
+  for (int64_t j = 0; j < kSparsePad; ++j) {
+    s->k[nz + j] = static_cast<int32_t>(K + (nz > 0 ? s->k[j % nz] : 0));
+    s->v[nz + j] = 0.0f;
+  }
+  s->count = nz;
+  return true;
+}
+
+// Panel1 over A's nonzero entries only: U of them per step, each its own accumulator set.
+template <int NV>
+__attribute__((target("avx512f"))) inline void Panel1Sparse(const SparseRow& s, const float* pb, const float* bias,
+                                                            float* y, float lo, float hi, int64_t cols) {
+  constexpr int64_t W = 16 * NV;
+  constexpr int U = NV >= 4 ? 2 : (NV == 1 ? 8 : 4);
+  constexpr int64_t kAhead = kPrefetchBytes / (W * sizeof(float));  // rows, <= kSparseAheadMax
+  const int32_t* ks = s.k.data();
+  const float* vs = s.v.data();
+  const int64_t n = s.count;
+  __m512 acc[U][NV];
+  for (int u = 0; u < U; ++u)
+    for (int j = 0; j < NV; ++j) acc[u][j] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + U <= n; i += U) {
+    for (int u = 0; u < U; ++u) {
+      const char* ahead = reinterpret_cast<const char*>(pb + int64_t{ks[i + u + kAhead]} * W);
+      for (int j = 0; j < NV; ++j) _mm_prefetch(ahead + 64 * j, _MM_HINT_T0);
+    }
+    for (int u = 0; u < U; ++u) {
+      const __m512 av = _mm512_set1_ps(vs[i + u]);
+      const float* pk = pb + int64_t{ks[i + u]} * W;
+      for (int j = 0; j < NV; ++j) acc[u][j] = _mm512_fmadd_ps(av, _mm512_load_ps(pk + 16 * j), acc[u][j]);
+    }
+  }
+  for (; i < n; ++i) {
+    const __m512 av = _mm512_set1_ps(vs[i]);
+    const float* pk = pb + int64_t{ks[i]} * W;
+    for (int j = 0; j < NV; ++j) acc[0][j] = _mm512_fmadd_ps(av, _mm512_load_ps(pk + 16 * j), acc[0][j]);
+  }
+  for (int u = 1; u < U; ++u)
+    for (int j = 0; j < NV; ++j) acc[0][j] = _mm512_add_ps(acc[0][j], acc[u][j]);
+  StorePanelRow<NV>(y, bias, acc[0], lo, hi, cols);
+}
+
 template <int NV>
 __attribute__((target("avx512f"))) inline void PanelAvx512(const float* a, int64_t lda, int64_t m, const float* pb,
                                                            int64_t K, const float* bias, float* y, int64_t ldy,
@@ -158,6 +231,30 @@ __attribute__((target("avx512f"))) void PanelsAvx512(const float* a, int64_t lda
                                                      float* y, int64_t ldy, float lo, float hi, int64_t p0,
                                                      int64_t p1) {
   const int64_t K = w.k();
+  // One row of A with many zeros (ReLU outputs): read only the weight rows of its nonzeros.
+  thread_local SparseRow sparse;
+  if (m == 1 && w.all_finite() && K >= kSparseMinK && BuildSparseRow(a, K, &sparse)) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* pb = w.panel(p);
+      const float* bias = w.bias() + p * P;
+      const int64_t cols = std::min(P, w.n() - p * P);
+      switch (w.panel_width(p) / 16) {
+        case 1:
+          Panel1Sparse<1>(sparse, pb, bias, y + p * P, lo, hi, cols);
+          break;
+        case 2:
+          Panel1Sparse<2>(sparse, pb, bias, y + p * P, lo, hi, cols);
+          break;
+        case 3:
+          Panel1Sparse<3>(sparse, pb, bias, y + p * P, lo, hi, cols);
+          break;
+        default:
+          Panel1Sparse<4>(sparse, pb, bias, y + p * P, lo, hi, cols);
+          break;
+      }
+    }
+    return;
+  }
   for (int64_t p = p0; p < p1; ++p) {
     const float* pb = w.panel(p);
     const float* bias = w.bias() + p * P;
@@ -249,6 +346,18 @@ Result<GemvWeights> GemvWeights::Allocate(int64_t k, int64_t n, const float* bia
   return w;
 }
 
+void GemvWeights::CheckFinite() {
+  const int64_t floats = panels_ > 0 ? ((panels_ - 1) * P + tail_width_) * k_ : 0;
+  const float* d = data_.get();
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < floats; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, d + i, sizeof(bits));
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);  // inf or NaN
+  }
+  all_finite_ = bad == 0;
+}
+
 Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha,
                                       const float* bias) {
   ASSIGN_OR_RETURN(GemvWeights w, Allocate(k, n, bias));
@@ -273,6 +382,7 @@ Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool
       for (int64_t kk = 0; kk < k; ++kk)
         for (int64_t j = 0; j < cols; ++j) dst[kk * width + j] *= alpha;
   }
+  w.CheckFinite();
   return w;
 }
 
@@ -299,6 +409,7 @@ Result<GemvWeights> GemvWeights::PackRows(const float* src, int64_t ldb, int64_t
       j += len;
     }
   }
+  w.CheckFinite();
   return w;
 }
 

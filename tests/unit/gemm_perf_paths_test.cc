@@ -31,11 +31,17 @@ std::vector<float> RandomVec(size_t n, uint64_t seed) {
   return std::vector<float>(t.data<float>(), t.data<float>() + n);
 }
 
-void CheckGemv(int64_t m, int64_t k, int64_t n, bool nk, bool bias, float lo, float hi, ThreadPool* pool) {
-  SCOPED_TRACE(::testing::Message() << "m=" << m << " k=" << k << " n=" << n << " nk=" << nk << " bias=" << bias);
+// zero_pct: about this percentage of A's entries are set to 0 (ReLU-like inputs, which the
+// one-row kernel skips along with their weight rows).
+void CheckGemv(int64_t m, int64_t k, int64_t n, bool nk, bool bias, float lo, float hi, ThreadPool* pool,
+               int zero_pct = 0) {
+  SCOPED_TRACE(::testing::Message() << "m=" << m << " k=" << k << " n=" << n << " nk=" << nk << " bias=" << bias
+                                    << " zero_pct=" << zero_pct);
   const float alpha = 0.75f;
   std::vector<float> a = RandomVec(static_cast<size_t>(m * k), 1), b = RandomVec(static_cast<size_t>(k * n), 2),
                      bv = RandomVec(static_cast<size_t>(n), 3);
+  for (size_t i = 0; i < a.size(); ++i)
+    if (static_cast<int>((i * 2654435761u >> 7) % 100) < zero_pct) a[i] = 0.0f;
   auto w = GemvWeights::Pack(b.data(), k, n, nk, alpha, bias ? bv.data() : nullptr);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   const int64_t ldy = n + 3;  // a row stride wider than N: nothing past N may be written
@@ -64,6 +70,43 @@ TEST(GemmPerfPaths, GemvMatchesNaiveAtEdgeSizes) {
           CheckGemv(m, k, n, false, true, -inf, inf, pool);
           CheckGemv(m, k, n, true, false, 0.0f, 0.5f, pool);
         }
+}
+
+TEST(GemmPerfPaths, GemvSkipsZerosOfOneRowA) {
+  const float inf = std::numeric_limits<float>::infinity();
+  ThreadPool pool2(2);
+  for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2})
+    // Around the smallest K that skips (64) and the k-row unrolls; every last-panel width;
+    // fewer zeros than skipping needs (10%), about half, and all.
+    for (int64_t k : {63, 64, 65, 72, 129, 1024})
+      for (int64_t n : {1, 10, 17, 40, 64, 65, 130, 1024})
+        for (int zero_pct : {10, 50, 100}) {
+          CheckGemv(1, k, n, false, true, -inf, inf, pool, zero_pct);
+          CheckGemv(1, k, n, true, false, 0.0f, 0.5f, pool, zero_pct);
+        }
+}
+
+// 0 * inf is NaN: weights that are not all finite must read every row, as the reference does.
+TEST(GemmPerfPaths, GemvZerosTimesNonFiniteWeightsGiveNaN) {
+  const int64_t k = 128, n = 20;
+  std::vector<float> a = RandomVec(k, 1), b = RandomVec(static_cast<size_t>(k * n), 2);
+  for (int64_t i = 0; i < k; i += 2) a[i] = 0.0f;
+  auto finite = GemvWeights::Pack(b.data(), k, n, /*b_is_nk=*/false, 1.0f, nullptr);
+  ASSERT_TRUE(finite.ok()) << finite.status().ToString();
+  EXPECT_TRUE(finite->all_finite());
+  b[4 * n + 3] = std::numeric_limits<float>::infinity();   // row 4 (a zero of A), column 3
+  b[6 * n + 5] = std::numeric_limits<float>::quiet_NaN();  // row 6 (a zero of A), column 5
+  auto w = GemvWeights::Pack(b.data(), k, n, /*b_is_nk=*/false, 1.0f, nullptr);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_FALSE(w->all_finite());
+  std::vector<float> y(n, -7.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  Gemv(a.data(), k, 1, *w, y.data(), n, -inf, inf, nullptr);
+  for (int64_t j = 0; j < n; ++j) EXPECT_EQ(std::isnan(y[j]), j == 3 || j == 5) << "column " << j << ": " << y[j];
+  // A NaN in A (nonzero) reaches every column through the skipping loop too.
+  a[1] = std::numeric_limits<float>::quiet_NaN();
+  Gemv(a.data(), k, 1, *finite, y.data(), n, -inf, inf, nullptr);
+  for (int64_t j = 0; j < n; ++j) EXPECT_TRUE(std::isnan(y[j])) << "column " << j;
 }
 
 TEST(GemmPerfPaths, GemvLargeSplitsAcrossThreads) {
