@@ -155,22 +155,38 @@ constexpr int64_t kSparsePad = kSparseAheadMax + 8;
 // Fills `s` with A's nonzeros when at least a quarter of its K entries are zero (below
 // that, skipping saves less than the index loop costs); false otherwise. The padding
 // entries are the first nonzeros again plus K: prefetched past the end of a panel they
-// are the next panel's first rows to read (a prefetch never faults).
-bool BuildSparseRow(const float* a, int64_t K, SparseRow* s) {
-  int64_t nz = 0;
-  for (int64_t kk = 0; kk < K; ++kk) nz += a[kk] != 0.0f;
-  if (4 * nz > 3 * K || K > INT32_MAX / 2) return false;
-  s->k.resize(static_cast<size_t>(nz + kSparsePad));
-  s->v.resize(static_cast<size_t>(nz + kSparsePad));
-  int64_t i = 0;
-  for (int64_t kk = 0; kk < K; ++kk) {
-    if (a[kk] == 0.0f) continue;
-    s->k[i] = static_cast<int32_t>(kk);
-    s->v[i++] = a[kk];
+// are the next panel's first rows to read (a prefetch never faults). Compress stores, not
+// a branch per entry: ReLU zeros fall at random, and ~K/2 mispredictions would cost more
+// than a 1024-row panel's skipped reads save.
+__attribute__((target("avx512f"))) bool BuildSparseRow(const float* a, int64_t K, SparseRow* s) {
+  if (K > INT32_MAX / 2) return false;
+  if (static_cast<int64_t>(s->k.size()) < K + kSparsePad) {
+    s->k.resize(static_cast<size_t>(K + kSparsePad));
+    s->v.resize(static_cast<size_t>(K + kSparsePad));
   }
+  int32_t* ks = s->k.data();
+  float* vs = s->v.data();
+  const __m512 zero = _mm512_setzero_ps();
+  __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i step = _mm512_set1_epi32(16);
+  int64_t nz = 0, kk = 0;
+  for (; kk + 16 <= K; kk += 16) {
+    const __m512 x = _mm512_loadu_ps(a + kk);
+    const __mmask16 m = _mm512_cmp_ps_mask(x, zero, _CMP_NEQ_UQ);  // NaN counts as nonzero
+    _mm512_mask_compressstoreu_ps(vs + nz, m, x);
+    _mm512_mask_compressstoreu_epi32(ks + nz, m, idx);
+    nz += __builtin_popcount(m);
+    idx = _mm512_add_epi32(idx, step);
+  }
+  for (; kk < K; ++kk) {
+    if (a[kk] == 0.0f) continue;
+    ks[nz] = static_cast<int32_t>(kk);
+    vs[nz++] = a[kk];
+  }
+  if (4 * nz > 3 * K) return false;
   for (int64_t j = 0; j < kSparsePad; ++j) {
-    s->k[nz + j] = static_cast<int32_t>(K + (nz > 0 ? s->k[j % nz] : 0));
-    s->v[nz + j] = 0.0f;
+    ks[nz + j] = static_cast<int32_t>(K + (nz > 0 ? ks[j % nz] : 0));
+    vs[nz + j] = 0.0f;
   }
   s->count = nz;
   return true;
