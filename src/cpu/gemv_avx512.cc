@@ -46,7 +46,8 @@ __attribute__((always_inline)) inline void PanelsPortableBody(const float* a, in
         for (int64_t j = 0; j < width; ++j) acc[j] += av * pk[j];
       }
       float* yr = y + r * ldy + p * P;
-      for (int64_t j = 0; j < cols; ++j) yr[j] = std::min(hi, std::max(lo, acc[j]));
+      // NaN passes through, as in the AVX-512 path (std::max(lo, NaN) would return lo).
+      for (int64_t j = 0; j < cols; ++j) yr[j] = acc[j] < lo ? lo : (acc[j] > hi ? hi : acc[j]);
     }
   }
 }
