@@ -89,6 +89,10 @@ constexpr int64_t kPrefetchBytes = 16 * P * sizeof(float);
 // Below this K the products are small enough to stay in L2, where skipping rows saves little.
 constexpr int64_t kSparseMinK = 64;
 
+// k rows (each its own accumulator set) per step of a one-row loop over a panel of NV
+// vectors: U * NV >= 8 independent FMA chains.
+constexpr int KRowsPerStep(int nv) { return nv >= 4 ? 2 : (nv == 1 ? 8 : 4); }
+
 // One row: U consecutive k rows feed separate accumulator sets, U * NV >= 8 independent
 // chains (FMA latency x 2 ports). A narrow panel needs the extra k rows: with only two sets
 // the mlp's 1024x10 layer (NV = 1) was bound by the FMA latency of 2 chains, not by memory.
@@ -96,7 +100,7 @@ template <int NV>
 __attribute__((target("avx512f"))) inline void Panel1(const float* a, const float* pb, int64_t K, const float* bias,
                                                       float* y, float lo, float hi, int64_t cols) {
   constexpr int64_t W = 16 * NV;
-  constexpr int U = NV >= 4 ? 2 : (NV == 1 ? 8 : 4);
+  constexpr int U = KRowsPerStep(NV);
   __m512 acc[U][NV];
   for (int u = 0; u < U; ++u)
     for (int j = 0; j < NV; ++j) acc[u][j] = _mm512_setzero_ps();
@@ -143,7 +147,7 @@ __attribute__((target("avx512f"))) inline void PanelN(const float* a, int64_t ld
 }
 
 // The nonzero entries of a one-row A: their k (ascending) and values, then kSparsePad
-// entries the prefetches read past the end (see Build).
+// entries the prefetches read past the end (see BuildSparseRow).
 struct SparseRow {
   std::vector<int32_t> k;
   std::vector<float> v;
@@ -198,7 +202,7 @@ template <int NV>
 __attribute__((target("avx512f"))) inline void Panel1Sparse(const SparseRow& s, const float* pb, const float* bias,
                                                             float* y, float lo, float hi, int64_t cols) {
   constexpr int64_t W = 16 * NV;
-  constexpr int U = NV >= 4 ? 2 : (NV == 1 ? 8 : 4);
+  constexpr int U = KRowsPerStep(NV);
   constexpr int64_t kAhead = kPrefetchBytes / (W * sizeof(float));  // rows, <= kSparseAheadMax
   const int32_t* ks = s.k.data();
   const float* vs = s.v.data();
