@@ -3,11 +3,14 @@
 //   strata_kernel_bench --benchmark_filter=Bf16 --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "bench_node.h"
+#include "core/threadpool.h"
+#include "cpu/gemm_bf16.h"
 
 namespace strata {
 namespace {
@@ -84,6 +87,33 @@ void BM_Bf16InvertedResidual(benchmark::State& state, int64_t hw, int64_t cin, i
                                   .label = bf16 ? "bf16" : "fp32"});
 }
 
+// The bf16 GEMM with B streamed from DRAM, as resnet50's late 1x1 convs and classifier read
+// it (its ~50 MB of bf16 weights do not fit the L3): M x K times K x N with one of enough
+// packed copies of B to fill 64 MiB, a different one each iteration. state.range(0): threads.
+void BM_Bf16GemmColdB(benchmark::State& state, int64_t m, int64_t n, int64_t k) {
+  const Tensor a = RandomInput({m, k}), b = RandomInput({k, n});
+  std::vector<PackedBf16B> packs;
+  const int64_t copies = std::max<int64_t>(2, (int64_t{64} << 20) / (k * n * 2));
+  for (int64_t i = 0; i < copies; ++i) {
+    auto p = PackBf16(b.data<float>(), k, n, /*trans=*/false);
+    if (!p.ok()) return state.SkipWithError(p.status().ToString().c_str());
+    packs.push_back(std::move(p).value());
+  }
+  ThreadPool pool(static_cast<int>(state.range(0)));
+  Node node;
+  node.op_type = "MatMul";
+  node.name = "cold_b";
+  std::vector<float> c(static_cast<size_t>(m * n));
+  size_t i = 0;
+  for (auto _ : state) {
+    const Status st = GemmBf16(node, m, a.data<float>(), k, false, packs[i++ % packs.size()], c.data(), n, {}, &pool);
+    if (!st.ok()) return state.SkipWithError(st.ToString().c_str());
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * m * n * k * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 #define AB ->Args({1, 0})->Args({1, 1})->Unit(benchmark::kMillisecond)
 BENCHMARK_CAPTURE(BM_Bf16MatMul, 128x768x768, 128, 768, 768) AB;
 BENCHMARK_CAPTURE(BM_Bf16MatMul, 128x3072x768, 128, 3072, 768) AB;
@@ -107,6 +137,10 @@ BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 1x1_14x256to1024, 14, 256, 1024, 1, 1) AB2;
 BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 7x7s2_224x3to64, 224, 3, 64, 7, 2) AB2;
 BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 1x1_7x160to960, 7, 160, 960, 1, 1) AB2;
 BENCHMARK_CAPTURE(BM_Bf16NhwcConv, 3x3s2_224x3to32, 224, 3, 32, 3, 2) AB2;
+// resnet50's layer4 conv1 (7^2 2048->512), layer3 conv1 (14^2 1024->256) and classifier.
+BENCHMARK_CAPTURE(BM_Bf16GemmColdB, 49x512x2048, 49, 512, 2048)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Bf16GemmColdB, 196x256x1024, 196, 256, 1024)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Bf16GemmColdB, 1x1000x2048, 1, 1000, 2048)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 // mobilenet_v2 blocks 13 (14^2 96->576->96 + residual), 15 and 17 (7^2 160->960->160/320).
 BENCHMARK_CAPTURE(BM_Bf16InvertedResidual, 14x96to576to96_res, 14, 96, 576, 96, true) AB2;
 BENCHMARK_CAPTURE(BM_Bf16InvertedResidual, 7x160to960to160_res, 7, 160, 960, 160, true) AB2;

@@ -123,10 +123,10 @@ void GatherPairRows(const void* ctx, int64_t row0, int64_t rows, int64_t kp0, in
 // A zero-padded bf16 copy of X: every tap of every output pixel lies inside it, so with
 // dilation 1 along W a kernel row of a receptive field is one contiguous run of KW*C values
 // and the gather is one unconditional copy per kernel row (a 7x7 RGB stem's 21 values and
-// its zero pad column: one masked load and store).
-struct PaddedBf16Image {
-  const uint16_t* xp;  // [N][hp][wp][C]
-  int64_t hp, wp, c, oh, ow, kh, kw, sh, sw, dh, seg;
+// its zero pad column: one masked load and store). kw and seg are for that gather (odd C);
+// even C reads kernel rows in place (PaddedKernelRowPointers).
+struct PaddedBf16Image : PaddedNhwcImage<uint16_t> {
+  int64_t kw, seg;
 };
 
 // Writes n values at d: the first ncopy from s, the rest zeros.
@@ -178,15 +178,7 @@ void RoundInput(const float* x, int64_t n, uint16_t* xh, ThreadPool* pool) {
 // Bf16IndirectA rows over a PaddedBf16Image with even C (no pad column, every kernel row
 // starts on a whole pair): kernel row ky of an output pixel is read in place.
 void PaddedSegmentPointers(const void* ctx, int64_t row0, int64_t n, const uint32_t** dst) {
-  const PaddedBf16Image& g = *static_cast<const PaddedBf16Image*>(ctx);
-  const uint32_t* xp = reinterpret_cast<const uint32_t*>(g.xp);
-  const int64_t half = g.c / 2, ky_step = g.dh * g.wp * half;
-  PixelCursor px(row0, g.oh, g.ow);
-  for (int64_t r = 0; r < n; ++r) {
-    const uint32_t* src = xp + ((px.img * g.hp + px.oy * g.sh) * g.wp + px.ox * g.sw) * half;
-    for (int64_t ky = 0; ky < g.kh; ++ky) dst[ky * kBf16MR + r] = src + ky * ky_step;
-    px.Next();
-  }
+  PaddedKernelRowPointers<kBf16MR>(*static_cast<const PaddedBf16Image*>(ctx), row0, n, dst);
 }
 
 class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public PacksConstantInputs {
@@ -249,7 +241,7 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
       PadNhwcImage(x->data<float>(), xin.n, h, w, c, g.pad_begin[0], g.pad_begin[1], hp, wp, xh, ctx.pool(),
                    RoundToBf16);
       const PaddedBf16Image pimg{
-          xh, hp, wp, c, oh, ow, g.kernel[0], g.kernel[1], g.strides[0], g.strides[1], g.dilations[0], seg_};
+          {xh, hp, wp, c, oh, ow, g.kernel[0], g.strides[0], g.strides[1], g.dilations[0]}, g.kernel[1], seg_};
       // Even C: the GEMM reads A's kernel rows in place. Odd C (RGB stems): the pad column
       // is not in the image, so tiles are copied out.
       if (c % 2 == 0) {

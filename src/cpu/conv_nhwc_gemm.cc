@@ -41,23 +41,9 @@ void Im2colPointers(const void* ctx, int64_t row0, int64_t rows, const float** d
   }
 }
 
-// A zero-padded copy of X: every tap of every output pixel lies inside it, so with
-// dilation 1 along W one kernel row of a receptive field is one contiguous run of KW * C
-// floats, in the packed weight's k = (ky * KW + kx) * C + c order.
-struct PaddedImage {
-  const float* xp;  // [N][hp][wp][C]
-  int64_t hp, wp, c, oh, ow, kh, sh, sw, dh;
-};
-
-// IndirectA rows over a PaddedImage: KH segments of KW * C floats per output pixel.
+// IndirectA rows over a zero-padded copy of X: KH segments of KW * C floats per output pixel.
 void PaddedRowPointers(const void* ctx, int64_t row0, int64_t rows, const float** dst) {
-  const PaddedImage& g = *static_cast<const PaddedImage*>(ctx);
-  const int64_t row_step = g.dh * g.wp * g.c;
-  PixelCursor px(row0, g.oh, g.ow);
-  for (int64_t r = 0; r < rows; ++r, px.Next()) {
-    const float* src = g.xp + ((px.img * g.hp + px.oy * g.sh) * g.wp + px.ox * g.sw) * g.c;
-    for (int64_t ky = 0; ky < g.kh; ++ky) dst[ky * sgemm::kIndirectRows + r] = src + ky * row_step;
-  }
+  PaddedKernelRowPointers<sgemm::kIndirectRows>(*static_cast<const PaddedNhwcImage<float>*>(ctx), row0, rows, dst);
 }
 
 // Whether a short-channel conv (C < 16, e.g. the 7x7 RGB stem: segments of 3 floats)
@@ -181,7 +167,8 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
         PadNhwcImage(
             x->data<float>(), n, h, w, c, g.pad_begin[0], g.pad_begin[1], hp, wp, xp, ctx.pool(),
             [](const float* s, int64_t k, float* d) { std::memcpy(d, s, static_cast<size_t>(k) * sizeof(float)); });
-        const PaddedImage pimg{xp, hp, wp, c, oh, ow, g.kernel[0], g.strides[0], g.strides[1], g.dilations[0]};
+        const PaddedNhwcImage<float> pimg{
+            xp, hp, wp, c, oh, ow, g.kernel[0], g.strides[0], g.strides[1], g.dilations[0]};
         const sgemm::IndirectA ia{PaddedRowPointers, &pimg, g.kernel[0], g.kernel[1] * c};
         st = sgemm::GemmIndirect(rows, ia, packed_, out, m, ep, ctx.pool());
       } else if (UseIndirect(c, packed_.k())) {

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "core/kernel.h"
+#include "cpu/conv_kernels.h"
 
 namespace strata {
 
@@ -51,6 +52,30 @@ void PadNhwcImage(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, in
     pool->Run(n * hp, 16, rows);
   else
     rows(0, n * hp);
+}
+
+// A zero-padded NHWC image [N][hp][wp][C] of T (PadNhwcImage's output) seen by a conv with
+// OH x OW outputs, KH kernel rows, strides (sh, sw) and row dilation dh: every tap of every
+// output pixel lies inside it, so with dilation 1 along W one kernel row of a receptive
+// field is one contiguous run of KW * C values, in the packed weights' K order.
+template <typename T>
+struct PaddedNhwcImage {
+  const T* xp;
+  int64_t hp, wp, c, oh, ow, kh, sh, sw, dh;
+};
+
+// The indirect-A row pointers of the fp32 and bf16 GEMM convs over a PaddedNhwcImage: for
+// output pixels [row0, row0 + n), the start of kernel row ky of pixel r's window goes to
+// dst[ky * kRows + r] (kRows: the GEMM's row tile), as a P pointer (the bf16 GEMM reads
+// uint16 values as uint32 pairs).
+template <int64_t kRows, typename T, typename P = T>
+void PaddedKernelRowPointers(const PaddedNhwcImage<T>& g, int64_t row0, int64_t n, const P** dst) {
+  const int64_t row_step = g.dh * g.wp * g.c;
+  PixelCursor px(row0, g.oh, g.ow);
+  for (int64_t r = 0; r < n; ++r, px.Next()) {
+    const T* src = g.xp + ((px.img * g.hp + px.oy * g.sh) * g.wp + px.ox * g.sw) * g.c;
+    for (int64_t ky = 0; ky < g.kh; ++ky) dst[ky * kRows + r] = reinterpret_cast<const P*>(src + ky * row_step);
+  }
 }
 
 // The taps of a sliding window that fall inside the image, for one axis: the first tap

@@ -337,6 +337,64 @@ TEST_F(Bf16Test, ThreadedBlockSplitsWriteEveryElementOnce) {
   }
 }
 
+// Products of at most 6 row tiles per block prefetch the next B chunk while multiplying
+// the current one (the next panel, or after the last panel the next K chunk): 1 row, the
+// 6-tile limit (72 rows) and one past it (73), 49 rows as resnet50's 7x7 convs, partial last
+// panels and K chunks (kp 385 = 192 + 192 + 1), a K of one pair, at 1 and 2 threads, plain
+// and indirect A. Prefetching changes no value: 1 and 2 threads give the same bits.
+TEST_F(Bf16Test, FewTileProductsPrefetchingBMatchReference) {
+  ThreadPool pool(2);
+  const Node node = DummyNode();
+  const int64_t sizes[][3] = {{1, 1000, 770}, {49, 97, 769},  {72, 64, 390}, {73, 64, 390},
+                              {13, 33, 2},    {12, 600, 385}, {1, 31, 1}};
+  uint32_t seed = 500;
+  for (const auto& sz : sizes) {
+    const int64_t M = sz[0], N = sz[1], K = sz[2];
+    auto a = Random(M * K, seed++), b = Random(K * N, seed++), bias = Random(N, seed++);
+    auto packed = PackBf16(b.data(), K, N, false);
+    ASSERT_TRUE(packed.ok());
+    Bf16Epilogue ep;
+    ep.bias = bias.data();
+    std::vector<float> one;
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> c(static_cast<size_t>(M * N), std::numeric_limits<float>::quiet_NaN());
+      Status st = GemmBf16(node, M, a.data(), K, false, *packed, c.data(), N, ep, p);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      CheckGemm(M, N, K, a, false, b, false, 1.0f, ep, c);
+      if (one.empty()) {
+        one = c;
+      } else {
+        EXPECT_EQ(std::memcmp(one.data(), c.data(), one.size() * sizeof(float)), 0) << "M=" << M << " N=" << N;
+      }
+    }
+  }
+  // Indirect A over few tiles: 49 rows (5 tiles) and 73 (7), segments longer than one K
+  // chunk (200 pairs: 192 + 8), the last segment's last chunk the end of B.
+  const int64_t isizes[][4] = {{49, 100, 3, 200}, {73, 40, 2, 200}, {1, 65, 9, 32}};
+  for (const auto& sz : isizes) {
+    const int64_t M = sz[0], N = sz[1], segs = sz[2], seg_pairs = sz[3], kp = segs * seg_pairs, K = 2 * kp;
+    auto a = Random(M * K, seed++), b = Random(K * N, seed++);
+    std::vector<uint32_t> pairs(static_cast<size_t>(M * kp));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t s = 0; s < segs; ++s)
+        for (int64_t q = 0; q < seg_pairs; ++q) {
+          const int64_t k = 2 * (s * seg_pairs + q);
+          pairs[m * kp + (segs - 1 - s) * seg_pairs + q] =
+              FloatToBf16(a[m * K + k]) | (static_cast<uint32_t>(FloatToBf16(a[m * K + k + 1])) << 16);
+        }
+    auto packed = PackBf16(b.data(), K, N, false);
+    ASSERT_TRUE(packed.ok());
+    const ReversedSegments rs{pairs.data(), kp, segs, seg_pairs};
+    const Bf16IndirectA ia{ReversedSegmentRows, &rs, segs, seg_pairs};
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> c(static_cast<size_t>(M * N), std::numeric_limits<float>::quiet_NaN());
+      Status st = GemmBf16Indirect(node, M, ia, *packed, c.data(), N, {}, p);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      CheckGemm(M, N, K, a, false, b, false, 1.0f, {}, c);
+    }
+  }
+}
+
 // STRATA_BF16_NODES limits bf16 to nodes whose names start with one of its prefixes.
 TEST_F(Bf16Test, NodeFilterSelectsByNamePrefix) {
   Node n = DummyNode();
