@@ -141,9 +141,15 @@ bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const ASrc& a, c
     for (int64_t p = p0; p < p1; ++p) {
       const int cols = static_cast<int>(std::min(kPanelWidth, N - p * kPanelWidth));
       const float* bp = b.panel(p) + pc * kPanelWidth;
+      // The slice after this one: the next panel's, or the first panel's of the next K block.
+      const float* next = p + 1 < p1 ? b.panel(p + 1) + pc * kPanelWidth
+                          : !last    ? b.panel(p0) + (pc + kc) * kPanelWidth
+                                     : nullptr;
       te.bias = last && ep.bias ? ep.bias + p * kPanelWidth : nullptr;
       for (int t = 0; t < ntiles; ++t) {
         const int64_t ir = tile_start[t];
+        // Only the first tile streams this slice from memory; the others find it in L1/L2.
+        te.next_b = t == 0 ? next : nullptr;
         te.residual = last && ep.residual ? ep.residual + (i0 + ir) * ep.ldr + p * kPanelWidth : nullptr;
         internal::TileAvx512(static_cast<int>(tile_start[t + 1] - ir), cols, kc, abuf + t * kc * kMr, bp,
                              c + (i0 + ir) * ldc + p * kPanelWidth, ldc, te);
@@ -201,6 +207,9 @@ bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const In
     const int cols = static_cast<int>(std::min(kPanelWidth, N - p * kPanelWidth));
     te.bias = ep.bias ? ep.bias + p * kPanelWidth : nullptr;
     te.residual = ep.residual ? ep.residual + row0 * ep.ldr + p * kPanelWidth : nullptr;
+    // Tile-outer order: the task's first tile reads each panel from L3/DRAM; it fetches the
+    // next panel meanwhile (the later tiles find B in L2).
+    te.next_b = !panel_outer && t == 0 && p + 1 < p1 ? b.panel(p + 1) : nullptr;
     internal::TileIndirectAvx512(static_cast<int>(tile_start[t + 1] - tile_start[t]), cols, a.taps, a.seg, tp,
                                  b.panel(p), c + row0 * ldc + p * kPanelWidth, ldc, te);
   };
@@ -267,9 +276,12 @@ Split PlanSplit(int64_t m, int64_t panels, int64_t threads, bool packs_a) {
   // of idle time, wide products take the N split instead, and so do products whose A is
   // read in place (no packing to duplicate) when their busiest thread does less that way
   // (3x3 14x14 256->256 on 2 threads: 9 + 8 row tiles, or 2 x 2 + 2 x 2 panels).
+  // Uneven products with more columns than rows take the N split too: each thread then streams
+  // half of B, which in a large model comes from DRAM (resnet50's 1x1 14x14 1024->256: 108 + 88
+  // rows, each thread reading all 1 MB of B, or 4 + 4 panels of 196 rows).
   const int64_t busiest = std::min(m, (tiles + threads - 1) / threads * kMr);
   if (busiest * threads * 20 > m * 21) {
-    if (panels >= 8 * threads) return by_n;
+    if (panels >= 8 * threads || (panels >= 2 * threads && panels * kPanelWidth > m)) return by_n;
     if (!packs_a && m * ((panels + threads - 1) / threads) < busiest * panels) return by_n;
   }
   return {blocks, tiles, 1, panels};
@@ -312,10 +324,18 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const 
       if (!task(i0, std::min(mc, m - i0), int64_t{0}, panels)) oom = true;
   } else {
     const Split sp = PlanSplit(m, panels, threads, packs_a);
-    pool->Run(sp.m_blocks * sp.n_chunks, 1, [&](int64_t begin, int64_t end) {
+    // With N chunks, one work item is a chunk over all M blocks: its B panels (<= 512 KiB when
+    // they are split for B's sake) are read from memory by the first block and from L2 by the
+    // others, instead of by tasks that may run on the other core.
+    const int64_t items = sp.n_chunks > 1 ? sp.n_chunks : sp.m_blocks;
+    pool->Run(items, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        const int64_t b = t / sp.n_chunks, i0 = sp.BlockStart(b, m), p0 = (t % sp.n_chunks) * sp.per_chunk;
-        if (!task(i0, sp.BlockStart(b + 1, m) - i0, p0, std::min(panels, p0 + sp.per_chunk))) oom = true;
+        const int64_t b0 = sp.n_chunks > 1 ? 0 : t, b1 = sp.n_chunks > 1 ? sp.m_blocks : t + 1;
+        const int64_t p0 = sp.n_chunks > 1 ? t * sp.per_chunk : 0, pe = std::min(panels, p0 + sp.per_chunk);
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t i0 = sp.BlockStart(b, m);
+          if (!task(i0, sp.BlockStart(b + 1, m) - i0, p0, pe)) oom = true;
+        }
       }
     });
   }

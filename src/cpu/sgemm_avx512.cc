@@ -19,6 +19,10 @@ namespace {
 
 // How many k steps ahead the B panel is prefetched (one step = 128 bytes).
 constexpr int64_t kPrefetchK = 24;
+#ifndef STRATA_SGEMM_PF_HINT
+#define STRATA_SGEMM_PF_HINT _MM_HINT_T0
+#endif
+constexpr auto kPrefetchHint = STRATA_SGEMM_PF_HINT;
 
 // The tile store shared by both A sources: alpha, C (when loading it), bias, residual,
 // clamp, masked to the tile's columns.
@@ -101,18 +105,19 @@ STRATA_AVX512 void Tile(int cols, int64_t kc, const float* ap, const float* bp, 
     acc1[i] = _mm512_setzero_ps();
   }
   PrefetchTileOperands<MR>(cols, c, ldc, e);
+  // The B panel streams from L3/DRAM on the first tile of a block: fetch ahead (or the next slice).
+  const float* pf = e.next_b ? e.next_b : bp + kPrefetchK * 32;
 
 #pragma GCC unroll 4
-  for (int64_t k = 0; k < kc; ++k) {
-    // The B panel streams from L3/DRAM on the first tile of a block: fetch ahead.
+  for (int64_t k = 0; k < kc; ++k, pf += 32) {
     const __m512 b0 = _mm512_load_ps(bp);
-    _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(pf), kPrefetchHint);
     if constexpr (kHalf) {
 #pragma GCC unroll 12
       for (int i = 0; i < MR; ++i) acc0[i] = _mm512_fmadd_ps(_mm512_set1_ps(ap[i]), b0, acc0[i]);
     } else {
       const __m512 b1 = _mm512_load_ps(bp + 16);
-      _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32 + 16), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pf + 16), kPrefetchHint);
 #pragma GCC unroll 12
       for (int i = 0; i < MR; ++i) {
         const __m512 av = _mm512_set1_ps(ap[i]);
@@ -140,20 +145,21 @@ STRATA_AVX512 void TileIndirect(int cols, int64_t taps, int64_t seg, const float
     acc1[i] = _mm512_setzero_ps();
   }
   PrefetchTileOperands<MR>(cols, c, ldc, e);
+  const float* pf = e.next_b ? e.next_b : bp + kPrefetchK * 32;  // as in Tile
   for (int64_t t = 0; t < taps; ++t, ptrs += kMr) {
     const float* a[MR];
 #pragma GCC unroll 12
     for (int i = 0; i < MR; ++i) a[i] = ptrs[i];
 #pragma GCC unroll 4
-    for (int64_t k = 0; k < seg; ++k) {
+    for (int64_t k = 0; k < seg; ++k, pf += 32) {
       const __m512 b0 = _mm512_load_ps(bp);
-      _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pf), kPrefetchHint);
       if constexpr (kHalf) {
 #pragma GCC unroll 12
         for (int i = 0; i < MR; ++i) acc0[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i][k]), b0, acc0[i]);
       } else {
         const __m512 b1 = _mm512_load_ps(bp + 16);
-        _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32 + 16), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(pf + 16), kPrefetchHint);
 #pragma GCC unroll 12
         for (int i = 0; i < MR; ++i) {
           const __m512 av = _mm512_set1_ps(a[i][k]);
