@@ -244,9 +244,9 @@ bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const In
 }
 
 // How Drive cuts a product over `threads` > 1: tasks are (M block) x (chunk of per_chunk
-// panels). The M blocks split m's row tiles evenly (block b: tiles [b * tiles / m_blocks,
-// (b + 1) * tiles / m_blocks)), so no block is a short remainder: 3136 rows in 18 blocks
-// of 14-15 tiles, not 17 of 180 rows + 76, which left one thread 104 rows more.
+// panels); with several chunks, one work item runs a chunk over every M block. The M blocks split m's row tiles evenly
+// (block b: tiles [b * tiles / m_blocks, (b + 1) * tiles / m_blocks)), so no block is a short remainder: 3136 rows in
+// 18 blocks of 14-15 tiles, not 17 of 180 rows + 76, which left one thread 104 rows more.
 struct Split {
   int64_t m_blocks, tiles, n_chunks, per_chunk;
   int64_t BlockStart(int64_t b, int64_t m) const { return std::min(m, b * tiles / m_blocks * kMr); }
@@ -276,12 +276,9 @@ Split PlanSplit(int64_t m, int64_t panels, int64_t threads, bool packs_a) {
   // of idle time, wide products take the N split instead, and so do products whose A is
   // read in place (no packing to duplicate) when their busiest thread does less that way
   // (3x3 14x14 256->256 on 2 threads: 9 + 8 row tiles, or 2 x 2 + 2 x 2 panels).
-  // Uneven products with more columns than rows take the N split too: each thread then streams
-  // half of B, which in a large model comes from DRAM (resnet50's 1x1 14x14 1024->256: 108 + 88
-  // rows, each thread reading all 1 MB of B, or 4 + 4 panels of 196 rows).
   const int64_t busiest = std::min(m, (tiles + threads - 1) / threads * kMr);
   if (busiest * threads * 20 > m * 21) {
-    if (panels >= 8 * threads || (panels >= 2 * threads && panels * kPanelWidth > m)) return by_n;
+    if (panels >= 8 * threads) return by_n;
     if (!packs_a && m * ((panels + threads - 1) / threads) < busiest * panels) return by_n;
   }
   return {blocks, tiles, 1, panels};
