@@ -317,22 +317,22 @@ TEST_F(SgemmTest, TwoPanelTileAtEdgeSizes) {
     }
 }
 
-// Products whose B is the larger operand, split over N on 2-3 threads with each chunk
-// running every M block (B read once), and the next-slice B prefetch (the next panel, or
-// the first panel of the next K block; a last K block of 1 row): packed A (196 x 256 x 1024,
-// the uneven 196-row split that now takes N; 193 x 288 x 513: 9 panels, the last K block
-// short) and A through pointers (GemmIndirect, tile-outer over 32 panels of K = 512, and 65
-// columns), M = 1, 13 (tile + 1), 49, 196 and 0: against the reference, bit-identical to 1 thread.
+// N chunks on 2-3 threads, each running every M block (B read once): packed A 196 x 520 x
+// 300 (2 M blocks x 9 + 8 panels, the last one 8 columns wide) and A through pointers
+// (GemmIndirect: 196 x 1024 x 512, 2 M blocks x 4 chunks, tile-outer); and the next-slice
+// B prefetch (the next panel, or the first panel of the next K block): 193 x 288 x 513 (the
+// last K block 1 row), 196 x 256 x 1024 and 49 x 512 x 2048; M = 1, 13 (tile + 1) and 0 as
+// well: against the reference, and bit-identical to 1 thread.
 TEST_F(SgemmTest, NChunksOverAllMBlocksAndNextSlicePrefetch) {
   struct Shape3 {
     int64_t m, n, k;
     bool indirect;
   };
   uint32_t seed = 600;
-  for (const Shape3& s : {Shape3{196, 256, 1024, false}, Shape3{193, 288, 513, false}, Shape3{49, 512, 2048, false},
-                          Shape3{13, 288, 257, false}, Shape3{1, 100, 300, false}, Shape3{196, 1024, 512, true},
-                          Shape3{196, 65, 300, true}, Shape3{13, 200, 64, true}, Shape3{1, 100, 33, true},
-                          Shape3{0, 256, 1024, false}, Shape3{0, 100, 64, true}}) {
+  for (const Shape3& s : {Shape3{196, 520, 300, false}, Shape3{196, 256, 1024, false}, Shape3{193, 288, 513, false},
+                          Shape3{49, 512, 2048, false}, Shape3{13, 288, 257, false}, Shape3{1, 100, 300, false},
+                          Shape3{196, 1024, 512, true}, Shape3{196, 65, 300, true}, Shape3{13, 200, 64, true},
+                          Shape3{1, 100, 33, true}, Shape3{0, 256, 1024, false}, Shape3{0, 100, 64, true}}) {
     SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " indirect=" << s.indirect);
     std::vector<float> a = Rand(std::max<int64_t>(1, s.m * s.k), seed), b = Rand(s.k * s.n, seed + 1),
                        bias = Rand(s.n, seed + 2);
