@@ -182,6 +182,10 @@ const float** ThreadPointerTable(int64_t entries) {
 // of B for 5 row tiles. Below it B stays in L2 across tiles and the tile-outer order keeps
 // each tile's A rows in L1 across panels.
 constexpr int64_t kMaxTileOuterBBytes = 512 * 1024;
+// Largest whole-K panel (K = 2560) whose successor a panel-outer task prefetches while its
+// tiles run: two of them and the A rows still fit the 1 MiB L2 (resnet's 14x14 3x3 convs,
+// K = 2304; not the 7x7 stage's K = 4608, 576 KiB).
+constexpr int64_t kMaxPrefetchPanelBytes = 320 * 1024;
 
 // RunTask for IndirectA over the whole K (no packing, so nothing to reuse across K
 // blocks): per row tile its pointer table, then the task's panels; or, past
@@ -191,8 +195,8 @@ bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const In
   const int64_t N = b.n(), table = a.taps * kMr;
   int64_t tile_start[kMaxTiles + 1];
   const int ntiles = TileStarts(mrows, tile_start);
-  const bool panel_outer =
-      ntiles > 1 && (p1 - p0) * b.k() * kPanelWidth * static_cast<int64_t>(sizeof(float)) > kMaxTileOuterBBytes;
+  const int64_t panel_bytes = b.k() * kPanelWidth * static_cast<int64_t>(sizeof(float));
+  const bool panel_outer = ntiles > 1 && (p1 - p0) * panel_bytes > kMaxTileOuterBBytes;
   const float** ptrs = ThreadPointerTable(table * (panel_outer ? ntiles : 1));
   if (!ptrs) return false;
   internal::TileEpilogue te;
@@ -207,9 +211,11 @@ bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const In
     const int cols = static_cast<int>(std::min(kPanelWidth, N - p * kPanelWidth));
     te.bias = ep.bias ? ep.bias + p * kPanelWidth : nullptr;
     te.residual = ep.residual ? ep.residual + row0 * ep.ldr + p * kPanelWidth : nullptr;
-    // Tile-outer order: the task's first tile reads each panel from L3/DRAM; it fetches the
-    // next panel meanwhile (the later tiles find B in L2).
-    te.next_b = !panel_outer && t == 0 && p + 1 < p1 ? b.panel(p + 1) : nullptr;
+    // The task's first tile reads each panel from L3/DRAM (tile-outer: the later tiles find B
+    // in L2; panel-outer: the panel's later tiles do); it fetches the next panel meanwhile,
+    // in panel-outer order only while two panels fit the L2 beside A.
+    te.next_b =
+        t == 0 && p + 1 < p1 && (!panel_outer || panel_bytes <= kMaxPrefetchPanelBytes) ? b.panel(p + 1) : nullptr;
     internal::TileIndirectAvx512(static_cast<int>(tile_start[t + 1] - tile_start[t]), cols, a.taps, a.seg, tp,
                                  b.panel(p), c + row0 * ldc + p * kPanelWidth, ldc, te);
   };
