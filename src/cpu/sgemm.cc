@@ -327,9 +327,10 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const 
       if (!task(i0, std::min(mc, m - i0), int64_t{0}, panels)) oom = true;
   } else {
     const Split sp = PlanSplit(m, panels, threads, packs_a);
-    // With N chunks, one work item is a chunk over all M blocks: its B panels (<= 512 KiB when
-    // they are split for B's sake) are read from memory by the first block and from L2 by the
-    // others, instead of by tasks that may run on the other core.
+    // With N chunks, one work item is a chunk over all M blocks: its B panels are read from
+    // memory by the first block and from L2 by the others where they fit (196 x 1024 x 512 on
+    // 2 threads: 512 KiB per chunk), instead of by (block, chunk) tasks that may run on the
+    // other core.
     const int64_t items = sp.n_chunks > 1 ? sp.n_chunks : sp.m_blocks;
     pool->Run(items, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
