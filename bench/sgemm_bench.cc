@@ -9,6 +9,8 @@
 #include <cblas.h>
 #include <xnnpack.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -70,6 +72,57 @@ void BM_Sgemm(benchmark::State& state, Impl impl, int64_t m, int64_t n, int64_t 
   }
   state.counters["FLOPS"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
 }
+
+// B cold in the caches, as in a model whose weights (resnet50: ~100 MB) exceed the 32 MiB
+// L3: each iteration takes the next of enough packed copies of B to pass 64 MiB, so its B
+// comes from DRAM (the warm BM_Sgemm keeps one 4 MB B in L3: resnet50's layer4 1x1 2048->512
+// takes 0.31 ms there and 0.43 ms in the model). `stride` 2 reads A through row pointers
+// of a stride-2 1x1 conv (GemmIndirect: resnet50's layer3.0 downsample 512->1024 on a
+// 28x28 input) instead of a dense matrix.
+void BM_SgemmColdB(benchmark::State& state, int64_t m, int64_t n, int64_t k, int64_t stride) {
+  if (!sgemm::Available()) return state.SkipWithError("no AVX-512F");
+  ThreadPool pool(static_cast<int>(state.range(0)));
+  const int64_t copies = std::max<int64_t>(2, ((int64_t{64} << 20) / (4 * n * k)) + 1);
+  const std::vector<float> b = Rand(k * n, 2);
+  std::vector<sgemm::PackedB> packed;
+  for (int64_t i = 0; i < copies; ++i) {
+    auto p = sgemm::PackB(b.data(), k, n, false);
+    if (!p.ok()) return state.SkipWithError(p.status().ToString().c_str());
+    packed.push_back(std::move(p).value());
+  }
+  // stride 2: A is every other pixel of every other row of a square NHWC image.
+  const int64_t side = stride == 1 ? 0 : static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(m))));
+  if (stride != 1 && side * side != m) return state.SkipWithError("strided A needs a square M");
+  const std::vector<float> a = Rand(stride == 1 ? m * k : (side * stride) * (side * stride) * k, 1);
+  std::vector<float> c(static_cast<size_t>(m * n));
+  struct Strided {
+    const float* x;
+    int64_t side, stride, k;
+  } strided{a.data(), side, stride, k};
+  const sgemm::IndirectA ia{[](const void* ctx, int64_t row0, int64_t rows, const float** dst) {
+                              const Strided& s = *static_cast<const Strided*>(ctx);
+                              for (int64_t r = 0; r < rows; ++r) {
+                                const int64_t oy = (row0 + r) / s.side, ox = (row0 + r) % s.side;
+                                dst[r] = s.x + ((oy * s.stride) * s.side * s.stride + ox * s.stride) * s.k;
+                              }
+                            },
+                            &strided, 1, k};
+  size_t next = 0;
+  for (auto _ : state) {
+    const sgemm::PackedB& pb = packed[next];
+    next = (next + 1) % packed.size();
+    Status st = stride == 1 ? sgemm::Gemm(m, a.data(), k, pb, c.data(), n, {}, &pool)
+                            : sgemm::GemmIndirect(m, ia, pb, c.data(), n, {}, &pool);
+    if (!st.ok()) return state.SkipWithError(st.ToString().c_str());
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
+}
+// resnet50's late 1x1 convs: layer4 conv1, layer3 conv1, layer3.0 downsample (stride 2).
+BENCHMARK_CAPTURE(BM_SgemmColdB, 49x512x2048, 49, 512, 2048, 1)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_SgemmColdB, 196x256x1024, 196, 256, 1024, 1)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_SgemmColdB, s2_196x1024x512, 196, 1024, 512, 2)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_SgemmColdB, 49x2048x512, 49, 2048, 512, 1)->Arg(1)->Arg(2)->UseRealTime();
 
 #define SHAPE(name, m, n, k)                                                      \
   BENCHMARK_CAPTURE(BM_Sgemm, strata_##name, Impl::kStrata, m, n, k)->Arg(1);     \

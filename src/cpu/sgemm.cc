@@ -141,9 +141,15 @@ bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const ASrc& a, c
     for (int64_t p = p0; p < p1; ++p) {
       const int cols = static_cast<int>(std::min(kPanelWidth, N - p * kPanelWidth));
       const float* bp = b.panel(p) + pc * kPanelWidth;
+      // The slice after this one: the next panel's, or the first panel's of the next K block.
+      const float* next = p + 1 < p1 ? b.panel(p + 1) + pc * kPanelWidth
+                          : !last    ? b.panel(p0) + (pc + kc) * kPanelWidth
+                                     : nullptr;
       te.bias = last && ep.bias ? ep.bias + p * kPanelWidth : nullptr;
       for (int t = 0; t < ntiles; ++t) {
         const int64_t ir = tile_start[t];
+        // Only the first tile streams this slice from memory; the others find it in L1/L2.
+        te.next_b = t == 0 ? next : nullptr;
         te.residual = last && ep.residual ? ep.residual + (i0 + ir) * ep.ldr + p * kPanelWidth : nullptr;
         internal::TileAvx512(static_cast<int>(tile_start[t + 1] - ir), cols, kc, abuf + t * kc * kMr, bp,
                              c + (i0 + ir) * ldc + p * kPanelWidth, ldc, te);
@@ -176,6 +182,10 @@ const float** ThreadPointerTable(int64_t entries) {
 // of B for 5 row tiles. Below it B stays in L2 across tiles and the tile-outer order keeps
 // each tile's A rows in L1 across panels.
 constexpr int64_t kMaxTileOuterBBytes = 512 * 1024;
+// Largest whole-K panel (K = 2560) whose successor a panel-outer task prefetches while its
+// tiles run: two of them and the A rows still fit the 1 MiB L2 (resnet's 14x14 3x3 convs,
+// K = 2304; not the 7x7 stage's K = 4608, 576 KiB).
+constexpr int64_t kMaxPrefetchPanelBytes = 320 * 1024;
 
 // RunTask for IndirectA over the whole K (no packing, so nothing to reuse across K
 // blocks): per row tile its pointer table, then the task's panels; or, past
@@ -185,8 +195,8 @@ bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const In
   const int64_t N = b.n(), table = a.taps * kMr;
   int64_t tile_start[kMaxTiles + 1];
   const int ntiles = TileStarts(mrows, tile_start);
-  const bool panel_outer =
-      ntiles > 1 && (p1 - p0) * b.k() * kPanelWidth * static_cast<int64_t>(sizeof(float)) > kMaxTileOuterBBytes;
+  const int64_t panel_bytes = b.k() * kPanelWidth * static_cast<int64_t>(sizeof(float));
+  const bool panel_outer = ntiles > 1 && (p1 - p0) * panel_bytes > kMaxTileOuterBBytes;
   const float** ptrs = ThreadPointerTable(table * (panel_outer ? ntiles : 1));
   if (!ptrs) return false;
   internal::TileEpilogue te;
@@ -201,6 +211,11 @@ bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const In
     const int cols = static_cast<int>(std::min(kPanelWidth, N - p * kPanelWidth));
     te.bias = ep.bias ? ep.bias + p * kPanelWidth : nullptr;
     te.residual = ep.residual ? ep.residual + row0 * ep.ldr + p * kPanelWidth : nullptr;
+    // The task's first tile reads each panel from L3/DRAM (tile-outer: the later tiles find B
+    // in L2; panel-outer: the panel's later tiles do); it fetches the next panel meanwhile,
+    // in panel-outer order only while two panels fit the L2 beside A.
+    te.next_b =
+        t == 0 && p + 1 < p1 && (!panel_outer || panel_bytes <= kMaxPrefetchPanelBytes) ? b.panel(p + 1) : nullptr;
     internal::TileIndirectAvx512(static_cast<int>(tile_start[t + 1] - tile_start[t]), cols, a.taps, a.seg, tp,
                                  b.panel(p), c + row0 * ldc + p * kPanelWidth, ldc, te);
   };
@@ -235,9 +250,9 @@ bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const In
 }
 
 // How Drive cuts a product over `threads` > 1: tasks are (M block) x (chunk of per_chunk
-// panels). The M blocks split m's row tiles evenly (block b: tiles [b * tiles / m_blocks,
-// (b + 1) * tiles / m_blocks)), so no block is a short remainder: 3136 rows in 18 blocks
-// of 14-15 tiles, not 17 of 180 rows + 76, which left one thread 104 rows more.
+// panels); with several chunks, one work item runs a chunk over every M block. The M blocks split m's row tiles evenly
+// (block b: tiles [b * tiles / m_blocks, (b + 1) * tiles / m_blocks)), so no block is a short remainder: 3136 rows in
+// 18 blocks of 14-15 tiles, not 17 of 180 rows + 76, which left one thread 104 rows more.
 struct Split {
   int64_t m_blocks, tiles, n_chunks, per_chunk;
   int64_t BlockStart(int64_t b, int64_t m) const { return std::min(m, b * tiles / m_blocks * kMr); }
@@ -312,10 +327,19 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const 
       if (!task(i0, std::min(mc, m - i0), int64_t{0}, panels)) oom = true;
   } else {
     const Split sp = PlanSplit(m, panels, threads, packs_a);
-    pool->Run(sp.m_blocks * sp.n_chunks, 1, [&](int64_t begin, int64_t end) {
+    // With N chunks, one work item is a chunk over all M blocks: its B panels are read from
+    // memory by the first block and from L2 by the others where they fit (196 x 1024 x 512 on
+    // 2 threads: 512 KiB per chunk), instead of by (block, chunk) tasks that may run on the
+    // other core.
+    const int64_t items = sp.n_chunks > 1 ? sp.n_chunks : sp.m_blocks;
+    pool->Run(items, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        const int64_t b = t / sp.n_chunks, i0 = sp.BlockStart(b, m), p0 = (t % sp.n_chunks) * sp.per_chunk;
-        if (!task(i0, sp.BlockStart(b + 1, m) - i0, p0, std::min(panels, p0 + sp.per_chunk))) oom = true;
+        const int64_t b0 = sp.n_chunks > 1 ? 0 : t, b1 = sp.n_chunks > 1 ? sp.m_blocks : t + 1;
+        const int64_t p0 = sp.n_chunks > 1 ? t * sp.per_chunk : 0, pe = std::min(panels, p0 + sp.per_chunk);
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t i0 = sp.BlockStart(b, m);
+          if (!task(i0, sp.BlockStart(b + 1, m) - i0, p0, pe)) oom = true;
+        }
       }
     });
   }

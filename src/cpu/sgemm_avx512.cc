@@ -19,6 +19,8 @@ namespace {
 
 // How many k steps ahead the B panel is prefetched (one step = 128 bytes).
 constexpr int64_t kPrefetchK = 24;
+// T1 measured the same as T0 on the cold-B products (BM_SgemmColdB).
+constexpr auto kPrefetchHint = _MM_HINT_T0;
 
 // The tile store shared by both A sources: alpha, C (when loading it), bias, residual,
 // clamp, masked to the tile's columns.
@@ -101,18 +103,19 @@ STRATA_AVX512 void Tile(int cols, int64_t kc, const float* ap, const float* bp, 
     acc1[i] = _mm512_setzero_ps();
   }
   PrefetchTileOperands<MR>(cols, c, ldc, e);
+  // The B panel streams from L3/DRAM on the first tile of a block: fetch ahead (or the next slice).
+  const float* pf = e.next_b ? e.next_b : bp + kPrefetchK * 32;
 
 #pragma GCC unroll 4
-  for (int64_t k = 0; k < kc; ++k) {
-    // The B panel streams from L3/DRAM on the first tile of a block: fetch ahead.
+  for (int64_t k = 0; k < kc; ++k, pf += 32) {
     const __m512 b0 = _mm512_load_ps(bp);
-    _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(pf), kPrefetchHint);
     if constexpr (kHalf) {
 #pragma GCC unroll 12
       for (int i = 0; i < MR; ++i) acc0[i] = _mm512_fmadd_ps(_mm512_set1_ps(ap[i]), b0, acc0[i]);
     } else {
       const __m512 b1 = _mm512_load_ps(bp + 16);
-      _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32 + 16), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pf + 16), kPrefetchHint);
 #pragma GCC unroll 12
       for (int i = 0; i < MR; ++i) {
         const __m512 av = _mm512_set1_ps(ap[i]);
@@ -130,7 +133,7 @@ STRATA_AVX512 void Tile(int cols, int64_t kc, const float* ap, const float* bp, 
 // broadcasts row i's value straight from its source (the conv input), so nothing is
 // gathered or packed. One pass over all of K, so sums differ from Tile's per-K-block ones
 // in rounding only. kHalf as in Tile.
-template <int MR, bool kHalf>
+template <int MR, bool kHalf, bool kNext>
 STRATA_AVX512 void TileIndirect(int cols, int64_t taps, int64_t seg, const float* const* ptrs, const float* bp,
                                 float* c, int64_t ldc, const TileEpilogue& e) {
   __m512 acc0[MR], acc1[MR];
@@ -140,6 +143,10 @@ STRATA_AVX512 void TileIndirect(int cols, int64_t taps, int64_t seg, const float
     acc1[i] = _mm512_setzero_ps();
   }
   PrefetchTileOperands<MR>(cols, c, ldc, e);
+  // As in Tile, but in its own instantiation: tiles without a next panel (most calls) then
+  // compile as before, without one more live pointer beside the 12 row pointers (the 12-row
+  // tile already spills some of them in the k loop).
+  const float* pf = kNext ? e.next_b : nullptr;
   for (int64_t t = 0; t < taps; ++t, ptrs += kMr) {
     const float* a[MR];
 #pragma GCC unroll 12
@@ -147,13 +154,14 @@ STRATA_AVX512 void TileIndirect(int cols, int64_t taps, int64_t seg, const float
 #pragma GCC unroll 4
     for (int64_t k = 0; k < seg; ++k) {
       const __m512 b0 = _mm512_load_ps(bp);
-      _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32), _MM_HINT_T0);
+      const float* pk = kNext ? pf : bp + kPrefetchK * 32;
+      _mm_prefetch(reinterpret_cast<const char*>(pk), kPrefetchHint);
       if constexpr (kHalf) {
 #pragma GCC unroll 12
         for (int i = 0; i < MR; ++i) acc0[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i][k]), b0, acc0[i]);
       } else {
         const __m512 b1 = _mm512_load_ps(bp + 16);
-        _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchK * 32 + 16), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(pk + 16), kPrefetchHint);
 #pragma GCC unroll 12
         for (int i = 0; i < MR; ++i) {
           const __m512 av = _mm512_set1_ps(a[i][k]);
@@ -162,6 +170,7 @@ STRATA_AVX512 void TileIndirect(int cols, int64_t taps, int64_t seg, const float
         }
       }
       bp += 32;
+      if constexpr (kNext) pf += 32;
     }
   }
   StoreTile<MR>(acc0, acc1, cols, c, ldc, e);
@@ -240,7 +249,12 @@ template <int MR, bool kHalf>
 struct IndirectTile {
   static void Run(int cols, int64_t taps, int64_t seg, const float* const* a, const float* bp, float* c, int64_t ldc,
                   const TileEpilogue& e) {
-    TileIndirect<MR, kHalf>(cols, taps, seg, a, bp, c, ldc, e);
+    // A half panel is always the last one: nothing follows it to prefetch.
+    if (!kHalf && e.next_b) {
+      TileIndirect<MR, false, true>(cols, taps, seg, a, bp, c, ldc, e);
+    } else {
+      TileIndirect<MR, kHalf, false>(cols, taps, seg, a, bp, c, ldc, e);
+    }
   }
 };
 constexpr auto kPackedTiles = MakeTable<PackedTile>(std::make_integer_sequence<int, kMr>());

@@ -32,6 +32,13 @@ struct TileEpilogue {
   float min = 0.0f, max = 0.0f;
   const float* residual = nullptr;  // tile's first element of R (added with the bias); nullptr: none
   int64_t ldr = 0;
+  // B the task reads next (the following panel slice), prefetched along this tile's k loop,
+  // 128 bytes per k step, instead of the current panel's rows kPrefetchK ahead: the first tile
+  // over a slice then streams the next one from DRAM while it computes (resnet50's late 1x1
+  // convs read 1-4 MB of cold B with few rows). The next slice may have fewer k rows (the last
+  // K block); prefetching past it is harmless, prefetches never fault. nullptr: the current
+  // panel ahead.
+  const float* next_b = nullptr;
 };
 
 // C[rows, cols] (= or +=) alpha * Apack x Bpanel for rows in [1, kMr], cols in [1, 32].

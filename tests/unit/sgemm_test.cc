@@ -317,6 +317,58 @@ TEST_F(SgemmTest, TwoPanelTileAtEdgeSizes) {
     }
 }
 
+// N chunks on 2-3 threads, each running every M block (B read once): packed A 196 x 520 x
+// 300 (2 M blocks x 9 + 8 panels, the last one 8 columns wide) and A through pointers
+// (GemmIndirect: 196 x 1024 x 512, 2 M blocks x 4 chunks, tile-outer); and the next-slice
+// B prefetch (the next panel, or the first panel of the next K block): 193 x 288 x 513 (the
+// last K block 1 row), 196 x 256 x 1024 and 49 x 512 x 2048; M = 1, 13 (tile + 1) and 0 as
+// well: against the reference, and bit-identical to 1 thread.
+TEST_F(SgemmTest, NChunksOverAllMBlocksAndNextSlicePrefetch) {
+  struct Shape3 {
+    int64_t m, n, k;
+    bool indirect;
+  };
+  uint32_t seed = 600;
+  for (const Shape3& s : {Shape3{196, 520, 300, false}, Shape3{196, 256, 1024, false}, Shape3{193, 288, 513, false},
+                          Shape3{49, 512, 2048, false}, Shape3{13, 288, 257, false}, Shape3{1, 100, 300, false},
+                          Shape3{196, 1024, 512, true}, Shape3{196, 65, 300, true}, Shape3{13, 200, 64, true},
+                          Shape3{1, 100, 33, true}, Shape3{0, 256, 1024, false}, Shape3{0, 100, 64, true}}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " indirect=" << s.indirect);
+    std::vector<float> a = Rand(std::max<int64_t>(1, s.m * s.k), seed), b = Rand(s.k * s.n, seed + 1),
+                       bias = Rand(s.n, seed + 2);
+    seed += 3;
+    auto packed = sgemm::PackB(b.data(), s.k, s.n, false);
+    ASSERT_TRUE(packed.ok());
+    sgemm::Epilogue ep;
+    ep.bias = bias.data();
+    ep.min = -2.0f;
+    struct Rows {
+      const float* a;
+      int64_t k;
+    } rows{a.data(), s.k};
+    const sgemm::IndirectA ia{[](const void* ctx, int64_t row0, int64_t n, const float** dst) {
+                                const Rows& r = *static_cast<const Rows*>(ctx);
+                                for (int64_t i = 0; i < n; ++i) dst[i] = r.a + (row0 + i) * r.k;
+                              },
+                              &rows, 1, s.k};
+    auto run = [&](ThreadPool* pool, std::vector<float>& c) {
+      return s.indirect ? sgemm::GemmIndirect(s.m, ia, *packed, c.data(), s.n, ep, pool)
+                        : sgemm::Gemm(s.m, a.data(), s.k, *packed, c.data(), s.n, ep, pool);
+    };
+    std::vector<float> want(s.m * s.n), c1(s.m * s.n);
+    Reference(s.m, s.n, s.k, a.data(), s.k, b.data(), s.n, false, want.data(), s.n, ep);
+    ASSERT_TRUE(run(nullptr, c1).ok());
+    for (int64_t i = 0; i < s.m * s.n; ++i)
+      ASSERT_NEAR(c1[i], want[i], 1e-5 * (s.k + 1)) << "C[" << i / s.n << "," << i % s.n << "]";
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> c(s.m * s.n, -7.0f);
+      ASSERT_TRUE(run(&pool, c).ok());
+      EXPECT_EQ(0, std::memcmp(c1.data(), c.data(), c.size() * sizeof(float))) << threads << " threads";
+    }
+  }
+}
+
 // The residual epilogue on both A paths: C = A x B + bias + R, clamped, against the
 // product computed without it; also bit-identical on 1 and 3 threads.
 TEST_F(SgemmTest, ResidualOnInPlaceAndPackedA) {
