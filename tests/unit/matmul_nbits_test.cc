@@ -428,6 +428,58 @@ TEST(MatmulNBitsInt8, GemvGroupsSideBySideAtEdges) {
         }
 }
 
+// GEMVs (M < 4) split the column groups by CPU (nbits::ParallelRangeByCpu: two regions of 4
+// parts per 2-thread pool, cut unevenly when the groups do not divide): 1, 2 and 3 threads
+// give the serial result bit for bit, int8 (1-3-row tiles, 1 and 4 groups side by side)
+// and fp32 (every ISA), N around the 4-column group and the parts.
+TEST(MatmulNBitsKernel, GemvCpuSplitIsBitExactAcrossThreadCounts) {
+  ThreadPool two(2), three(3);
+  uint32_t seed = 900;
+  for (int64_t bits : {4, 8})
+    for (int64_t N : {129, 150, 258, 263}) {  // 33-66 groups: 16-group grain, parts of 4-9 groups
+      const Case c{0, 300, N, bits, 32, static_cast<int>(seed % 3), (seed % 2) == 0};
+      CaseData d = MakeCase(c, seed++);
+      for (bool int8 : {false, true}) {
+        if (int8 && !nbits::HasAvx512Vnni()) continue;
+        d.p.accuracy_level = int8 ? 4 : 0;
+        nbits::Packed packed = nbits::Pack(d.p, d.in(), int8);
+        packed.gemv_serial = false;  // small weights: the pools below split them anyway
+        for (bool streams : {false, true}) {
+          if (streams && !int8) continue;
+          packed.gemv_streams = streams;
+          for (int64_t M : {1, 2, 3}) {
+            const std::vector<float> a = RandomA(M * c.K, seed);
+            const std::string what = Describe(c, M) + (int8 ? " int8" : "") + (streams ? " streams" : "");
+            for (nbits::Isa isa : int8 ? std::vector<nbits::Isa>{nbits::Isa::kAvx512} : AvailableIsas()) {
+              const auto run = [&](ThreadPool* pool) {
+                std::vector<float> y(M * N, -1.0f);
+                if (int8) {
+                  nbits::PackedMatMulInt8(packed, a.data(), M, y.data(), pool);
+                } else {
+                  nbits::PackedMatMul(isa, packed, a.data(), M, y.data(), pool);
+                }
+                return y;
+              };
+              const std::vector<float> serial = run(nullptr);
+              if (int8) {
+                ExpectWithinInt8Bound(Oracle(d, a, M), serial, Int8Bound(d, a, M), c.K, what);
+              } else {
+                ExpectClose(Oracle(d, a, M), serial, c.K, what + " " + nbits::IsaName(isa));
+              }
+              for (ThreadPool* pool : {&two, &three}) {
+                const std::vector<float> y = run(pool);
+                for (size_t i = 0; i < y.size(); ++i)
+                  ASSERT_EQ(y[i], serial[i])
+                      << what << " " << nbits::IsaName(isa) << " " << pool->num_threads() << " threads, output " << i;
+              }
+              if (HasFatalFailure()) return;
+            }
+          }
+        }
+      }
+    }
+}
+
 TEST(MatmulNBitsInt8, LargeWeightsTakeTheGroupsSideBySideGemv) {
   if (!nbits::HasAvx512Vnni()) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
   // Past kGemvStreamsBytes (int4, block 32: 0.66 bytes per weight), Pack picks the 4-group
