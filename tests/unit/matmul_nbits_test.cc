@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/kernel.h"
@@ -423,6 +424,16 @@ TEST(MatmulNBitsInt8, GemvGroupsSideBySideAtEdges) {
             nbits::PackedMatMulInt8(packed, a.data(), 1, y.data(), p);
             for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y[n], y1[n]) << Describe(c, 1) << " column " << n;
           }
+          // The pool's threads take the 1-group GEMV on these small shares; the 4-group one on
+          // uneven column ranges (as a split cuts them, 0-3 groups past a multiple of 4 each).
+          std::vector<float> scratch(static_cast<size_t>(nbits::QuantAFloats(packed, 1)));
+          nbits::QuantA qa;
+          nbits::QuantizeA(packed, a.data(), 1, scratch.data(), &qa);
+          std::vector<float> y(N, -1.0f);
+          const int64_t c1 = std::min<int64_t>(N, 4 * 5), c2 = std::min<int64_t>(N, c1 + 4 * 7);
+          for (auto [n0, n1] : {std::pair{int64_t{0}, c1}, std::pair{c1, c2}, std::pair{c2, N}})
+            nbits::MatMulInt8Vnni(packed, qa, n0, n1, y.data(), /*streams=*/true);
+          for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y[n], y1[n]) << Describe(c, 1) << " ranges, column " << n;
           ExpectWithinInt8Bound(Oracle(d, a, 1), y1, Int8Bound(d, a, 1), K, Describe(c, 1));
           if (HasFatalFailure()) return;
         }
