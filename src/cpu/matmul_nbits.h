@@ -88,7 +88,8 @@ struct Packed {
   int64_t group_slots = 0;       // int8 layout: scale and zero-point entries per group
   LargePageVector<uint8_t> zp8;  // int8 layout: integer zero points per slot
   LargePageVector<float> zpf;    // int8 layout: float zero points per slot (zp8 then empty)
-  // A GEMV on weights past kGemvStreamsBytes: int8 layout, it reads 4 groups side by side;
+  // A GEMV on weights past kGemvStreamsBytes: int8 layout, it reads 4 groups side by side
+  // (on one thread; with more, when each thread's share is past it, see PackedMatMulInt8);
   // fp32 layout, 8 bits, the AVX-512 GEMV prefetches the next group (4 bits always does).
   bool gemv_streams = false;
   bool gemv_serial = false;  // a GEMV (M = 1) runs on the calling thread (kGemvParallelMinBytes)
@@ -172,9 +173,10 @@ int64_t QuantAFloats(const Packed& w, int64_t M);
 // `a` holds M rows of K floats; `scratch` QuantAFloats(w, M) floats, 64-byte aligned.
 void QuantizeA(const Packed& w, const float* a, int64_t M, float* scratch, QuantA* qa);
 // y[m * N + n] for all rows and columns [n0, n1), bias included; n0 a multiple of 4 and
-// n1 one too, or N.
+// n1 one too, or N. streams: a GEMV (M = 1) reads 4 groups side by side (see
+// Packed::gemv_streams; PackedMatMulInt8 decides it per call). Results do not depend on it.
 // Needs HasAvx512Vnni() and w.int8_layout.
-void MatMulInt8Vnni(const Packed& w, const QuantA& qa, int64_t n0, int64_t n1, float* y);
+void MatMulInt8Vnni(const Packed& w, const QuantA& qa, int64_t n0, int64_t n1, float* y, bool streams);
 // Whether a kernel with these attributes on `isa` takes the int8 path (then Pack with
 // int8 and run PackedMatMulInt8): accuracy_level 4, AVX-512 and VNNI.
 bool UseInt8Path(const Params& p, Isa isa);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cpu/matmul_nbits.h"
+#include "cpu/matmul_nbits_parallel.h"
 #include "cpu/sgemm_internal.h"
 #include "cpu/sgemm_transpose.h"
 
@@ -113,14 +114,6 @@ STRATA_AVX512 void DequantKPanel4(const Packed& w, int64_t n0, int64_t k0, int64
         }
       }
     }
-  }
-}
-
-void ParallelRange(ThreadPool* pool, int64_t n, int64_t grain, ThreadPool::RangeRef fn) {
-  if (pool) {
-    pool->ParallelFor(n, grain, fn);
-  } else {
-    fn(0, n);
   }
 }
 

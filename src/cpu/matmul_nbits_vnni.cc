@@ -251,7 +251,7 @@ constexpr int64_t kGroupBlockBytes = 256 << 10;
 
 template <int kBits, int kMode, bool kFloatZp>
 STRATA_VNNI void MatMulInt8Chunk(const Packed& w, const QuantA& qa, int64_t g0, int64_t g1, int64_t s0, int64_t s1,
-                                 float* y) {
+                                 float* y, bool streams) {
   const int64_t zp_bytes = kFloatZp ? 4 : 1;
   const int64_t group_bytes = (s1 - s0) * (kGroup * kInt8Step * kBits / 8 + w.group_slots / w.steps * (4 + zp_bytes));
   // One row tile (M <= 4) reuses nothing: no blocking (it would split GEMV group pairs).
@@ -263,7 +263,7 @@ STRATA_VNNI void MatMulInt8Chunk(const Packed& w, const QuantA& qa, int64_t g0, 
       for (int64_t g = gb; g < ge; ++g) TileInt8<kBits, kMode, kFloatZp, kRows>(w, qa, m, g, s0, s1, y);
     int64_t g = gb;
     // A GEMV on weights that the last-level cache does not keep: groups side by side.
-    if (qa.M == 1 && w.gemv_streams)
+    if (qa.M == 1 && streams)
       for (; g + kGemvGroups <= ge; g += kGemvGroups)
         TileInt8<kBits, kMode, kFloatZp, 1, kGemvGroups>(w, qa, 0, g, s0, s1, y);
     for (; g < ge; ++g) {
@@ -289,14 +289,14 @@ STRATA_VNNI void MatMulInt8Chunk(const Packed& w, const QuantA& qa, int64_t g0, 
 constexpr int64_t kChunkSteps = 16;
 
 template <int kBits, int kMode, bool kFloatZp>
-STRATA_VNNI void MatMulInt8Groups(const Packed& w, const QuantA& qa, int64_t g0, int64_t g1, float* y) {
+STRATA_VNNI void MatMulInt8Groups(const Packed& w, const QuantA& qa, int64_t g0, int64_t g1, float* y, bool streams) {
   // A GEMV has one row tile: nothing to reuse, so no chunks (each would store y again).
   const int64_t chunk = qa.M > kRows ? kChunkSteps : w.steps;
   for (int64_t s0 = 0; s0 < w.steps; s0 += chunk)
-    MatMulInt8Chunk<kBits, kMode, kFloatZp>(w, qa, g0, g1, s0, std::min(w.steps, s0 + chunk), y);
+    MatMulInt8Chunk<kBits, kMode, kFloatZp>(w, qa, g0, g1, s0, std::min(w.steps, s0 + chunk), y, streams);
 }
 
-using GroupsFn = void (*)(const Packed&, const QuantA&, int64_t, int64_t, float*);
+using GroupsFn = void (*)(const Packed&, const QuantA&, int64_t, int64_t, float*, bool);
 
 GroupsFn GroupsFor(const Packed& w) {
   const int mode = SlotMode(w.p.block_size);
@@ -313,9 +313,9 @@ GroupsFn GroupsFor(const Packed& w) {
 
 }  // namespace
 
-void MatMulInt8Vnni(const Packed& w, const QuantA& qa, int64_t n0, int64_t n1, float* y) {
+void MatMulInt8Vnni(const Packed& w, const QuantA& qa, int64_t n0, int64_t n1, float* y, bool streams) {
   if (n1 <= n0) return;
-  GroupsFor(w)(w, qa, n0 / kGroup, (n1 + kGroup - 1) / kGroup, y);
+  GroupsFor(w)(w, qa, n0 / kGroup, (n1 + kGroup - 1) / kGroup, y, streams);
 }
 
 }  // namespace strata::nbits

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/kernel.h"
@@ -423,9 +424,71 @@ TEST(MatmulNBitsInt8, GemvGroupsSideBySideAtEdges) {
             nbits::PackedMatMulInt8(packed, a.data(), 1, y.data(), p);
             for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y[n], y1[n]) << Describe(c, 1) << " column " << n;
           }
+          // The pool's threads take the 1-group GEMV on these small shares; the 4-group one on
+          // uneven column ranges (as a split cuts them, 0-3 groups past a multiple of 4 each).
+          std::vector<float> scratch(static_cast<size_t>(nbits::QuantAFloats(packed, 1)));
+          nbits::QuantA qa;
+          nbits::QuantizeA(packed, a.data(), 1, scratch.data(), &qa);
+          std::vector<float> y(N, -1.0f);
+          const int64_t c1 = std::min<int64_t>(N, 4 * 5), c2 = std::min<int64_t>(N, c1 + 4 * 7);
+          for (auto [n0, n1] : {std::pair{int64_t{0}, c1}, std::pair{c1, c2}, std::pair{c2, N}})
+            nbits::MatMulInt8Vnni(packed, qa, n0, n1, y.data(), /*streams=*/true);
+          for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y[n], y1[n]) << Describe(c, 1) << " ranges, column " << n;
           ExpectWithinInt8Bound(Oracle(d, a, 1), y1, Int8Bound(d, a, 1), K, Describe(c, 1));
           if (HasFatalFailure()) return;
         }
+}
+
+// GEMVs (M < 4) split the column groups by CPU (nbits::ParallelRangeByCpu: two regions of 4
+// parts per 2-thread pool, cut unevenly when the groups do not divide): 1, 2 and 3 threads
+// give the serial result bit for bit, int8 (1-3-row tiles, 1 and 4 groups side by side)
+// and fp32 (every ISA), N around the 4-column group and the parts.
+TEST(MatmulNBitsKernel, GemvCpuSplitIsBitExactAcrossThreadCounts) {
+  ThreadPool two(2), three(3);
+  uint32_t seed = 900;
+  for (int64_t bits : {4, 8})
+    for (int64_t N : {129, 150, 258, 263}) {  // 33-66 groups: 16-group grain, parts of 4-9 groups
+      const Case c{0, 300, N, bits, 32, static_cast<int>(seed % 3), (seed % 2) == 0};
+      CaseData d = MakeCase(c, seed++);
+      for (bool int8 : {false, true}) {
+        if (int8 && !nbits::HasAvx512Vnni()) continue;
+        d.p.accuracy_level = int8 ? 4 : 0;
+        nbits::Packed packed = nbits::Pack(d.p, d.in(), int8);
+        packed.gemv_serial = false;  // small weights: the pools below split them anyway
+        for (bool streams : {false, true}) {
+          if (streams && !int8) continue;
+          packed.gemv_streams = streams;
+          for (int64_t M : {1, 2, 3}) {
+            const std::vector<float> a = RandomA(M * c.K, seed);
+            const std::string what = Describe(c, M) + (int8 ? " int8" : "") + (streams ? " streams" : "");
+            for (nbits::Isa isa : int8 ? std::vector<nbits::Isa>{nbits::Isa::kAvx512} : AvailableIsas()) {
+              const auto run = [&](ThreadPool* pool) {
+                std::vector<float> y(M * N, -1.0f);
+                if (int8) {
+                  nbits::PackedMatMulInt8(packed, a.data(), M, y.data(), pool);
+                } else {
+                  nbits::PackedMatMul(isa, packed, a.data(), M, y.data(), pool);
+                }
+                return y;
+              };
+              const std::vector<float> serial = run(nullptr);
+              if (int8) {
+                ExpectWithinInt8Bound(Oracle(d, a, M), serial, Int8Bound(d, a, M), c.K, what);
+              } else {
+                ExpectClose(Oracle(d, a, M), serial, c.K, what + " " + nbits::IsaName(isa));
+              }
+              for (ThreadPool* pool : {&two, &three}) {
+                const std::vector<float> y = run(pool);
+                for (size_t i = 0; i < y.size(); ++i)
+                  ASSERT_EQ(y[i], serial[i])
+                      << what << " " << nbits::IsaName(isa) << " " << pool->num_threads() << " threads, output " << i;
+              }
+              if (HasFatalFailure()) return;
+            }
+          }
+        }
+      }
+    }
 }
 
 TEST(MatmulNBitsInt8, LargeWeightsTakeTheGroupsSideBySideGemv) {
