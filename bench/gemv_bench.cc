@@ -17,6 +17,7 @@
 #include "bench_node.h"
 #include "core/threadpool.h"
 #include "cpu/gemv.h"
+#include "read_pass.h"
 
 namespace strata {
 namespace {
@@ -95,15 +96,8 @@ void BM_StreamMemcpy(benchmark::State& state, const std::vector<Layer>* layers) 
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
 }
 
-// A read-only pass over the weight bytes: the bound a one-FMA-per-load GEMV can reach.
-__attribute__((target("avx512f"))) float SumAvx512(const float* p, size_t n) {
-  __m512 acc[8];
-  for (auto& a : acc) a = _mm512_setzero_ps();
-  for (size_t i = 0; i + 128 <= n; i += 128)
-    for (int j = 0; j < 8; ++j) acc[j] = _mm512_add_ps(acc[j], _mm512_loadu_ps(p + i + 16 * j));
-  for (int j = 1; j < 8; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
-  return _mm512_reduce_add_ps(acc[0]);
-}
+// SumAvx512 (read_pass.h), a read-only pass over the weight bytes, is the bound a
+// one-FMA-per-load GEMV can reach.
 
 void BM_StreamRead(benchmark::State& state, const std::vector<Layer>* layers) {
   if (!__builtin_cpu_supports("avx512f")) return state.SkipWithError("no AVX-512F");

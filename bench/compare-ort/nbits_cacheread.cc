@@ -17,18 +17,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
-
-__attribute__((target("avx512f"))) float Sum(const float* p, size_t n) {
-  __m512 acc[8];
-  for (auto& a : acc) a = _mm512_setzero_ps();
-  for (size_t i = 0; i + 128 <= n; i += 128)
-    for (int j = 0; j < 8; ++j) acc[j] = _mm512_add_ps(acc[j], _mm512_loadu_ps(p + i + 16 * j));
-  for (int j = 1; j < 8; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
-  return _mm512_reduce_add_ps(acc[0]);
-}
-
-}  // namespace
+#include "../read_pass.h"
 
 int main(int argc, char** argv) {
   const double mib = argc > 1 ? std::atof(argv[1]) : 18.5;
@@ -47,7 +36,7 @@ int main(int argc, char** argv) {
   std::atomic<float> sink{0};
   const auto read = [&](int t, int pass) {
     const size_t s = static_cast<size_t>((t + (rotate ? pass : 0)) % threads);
-    sink.store(Sum(buf.data() + s * slice, slice), std::memory_order_relaxed);
+    sink.store(SumAvx512(buf.data() + s * slice, slice), std::memory_order_relaxed);
     done.fetch_add(1);
   };
   std::vector<std::thread> workers;

@@ -258,6 +258,21 @@ void ReversedSegmentRows(const void* ctx, int64_t row0, int64_t n, const uint32_
       dst[s * kBf16MR + r] = g.a + (row0 + r) * g.kp + (g.segs - 1 - s) * g.seg_pairs;
 }
 
+// A's rows (K = 2 * segs * seg_pairs floats each) as bf16 pairs, each row's segments stored
+// in reverse order (the layout ReversedSegmentRows reads back).
+std::vector<uint32_t> ReversedBf16Pairs(const std::vector<float>& a, int64_t M, int64_t segs, int64_t seg_pairs) {
+  const int64_t kp = segs * seg_pairs, K = 2 * kp;
+  std::vector<uint32_t> pairs(static_cast<size_t>(M * kp));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t s = 0; s < segs; ++s)
+      for (int64_t q = 0; q < seg_pairs; ++q) {
+        const int64_t k = 2 * (s * seg_pairs + q);
+        pairs[m * kp + (segs - 1 - s) * seg_pairs + q] =
+            FloatToBf16(a[m * K + k]) | (static_cast<uint32_t>(FloatToBf16(a[m * K + k + 1])) << 16);
+      }
+  return pairs;
+}
+
 TEST_F(Bf16Test, IndirectGemmMatchesReference) {
   ThreadPool pool(2);
   const Node node = DummyNode();
@@ -266,14 +281,7 @@ TEST_F(Bf16Test, IndirectGemmMatchesReference) {
   for (const auto& sz : sizes) {
     const int64_t M = sz[0], N = sz[1], segs = sz[2], seg_pairs = sz[3], kp = segs * seg_pairs, K = 2 * kp;
     auto a = Random(M * K, seed++), b = Random(K * N, seed++), bias = Random(N, seed++);
-    std::vector<uint32_t> pairs(static_cast<size_t>(M * kp));
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t s = 0; s < segs; ++s)
-        for (int64_t q = 0; q < seg_pairs; ++q) {
-          const int64_t k = 2 * (s * seg_pairs + q);
-          pairs[m * kp + (segs - 1 - s) * seg_pairs + q] =
-              FloatToBf16(a[m * K + k]) | (static_cast<uint32_t>(FloatToBf16(a[m * K + k + 1])) << 16);
-        }
+    const std::vector<uint32_t> pairs = ReversedBf16Pairs(a, M, segs, seg_pairs);
     auto packed = PackBf16(b.data(), K, N, false);
     ASSERT_TRUE(packed.ok());
     const ReversedSegments rs{pairs.data(), kp, segs, seg_pairs};
@@ -374,14 +382,7 @@ TEST_F(Bf16Test, FewTileProductsPrefetchingBMatchReference) {
   for (const auto& sz : isizes) {
     const int64_t M = sz[0], N = sz[1], segs = sz[2], seg_pairs = sz[3], kp = segs * seg_pairs, K = 2 * kp;
     auto a = Random(M * K, seed++), b = Random(K * N, seed++);
-    std::vector<uint32_t> pairs(static_cast<size_t>(M * kp));
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t s = 0; s < segs; ++s)
-        for (int64_t q = 0; q < seg_pairs; ++q) {
-          const int64_t k = 2 * (s * seg_pairs + q);
-          pairs[m * kp + (segs - 1 - s) * seg_pairs + q] =
-              FloatToBf16(a[m * K + k]) | (static_cast<uint32_t>(FloatToBf16(a[m * K + k + 1])) << 16);
-        }
+    const std::vector<uint32_t> pairs = ReversedBf16Pairs(a, M, segs, seg_pairs);
     auto packed = PackBf16(b.data(), K, N, false);
     ASSERT_TRUE(packed.ok());
     const ReversedSegments rs{pairs.data(), kp, segs, seg_pairs};
