@@ -87,6 +87,13 @@ void Gemv(const float* a, int64_t lda, int64_t m, const GemvWeights& w, float* y
 void GemvPanels(const float* a, int64_t lda, int64_t m, const GemvWeights& w, float* y, int64_t ldy, float lo, float hi,
                 int64_t p0, int64_t p1);
 
+// Sparse one-row GEMVs (A with many zeros) list A's nonzeros in a per-thread buffer; this
+// makes the calling thread's buffer for K up to kGemvPreparedK now, so a pool worker (which
+// runs it at session creation, KernelRegistry::thread_init) does not allocate in a later
+// run on its first sparse GEMV. Larger K grows the buffer once on first use.
+inline constexpr int64_t kGemvPreparedK = 16384;
+void PrepareGemvThreadScratch();
+
 // "avx512", "avx2" or "portable": the variant Gemv runs on this CPU (STRATA_FORCE_ISA caps it).
 const char* GemvIsaName();
 

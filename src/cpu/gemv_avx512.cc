@@ -197,6 +197,9 @@ __attribute__((target("avx512f"))) bool BuildSparseRow(const float* a, int64_t K
   return true;
 }
 
+// The calling thread's nonzero list, reused by every sparse GEMV it runs.
+thread_local SparseRow t_sparse;
+
 // Panel1 over A's nonzero entries only: U of them per step, each its own accumulator set.
 template <int NV>
 __attribute__((target("avx512f"))) inline void Panel1Sparse(const SparseRow& s, const float* pb, const float* bias,
@@ -253,7 +256,7 @@ __attribute__((target("avx512f"))) void PanelsAvx512(const float* a, int64_t lda
                                                      int64_t p1) {
   const int64_t K = w.k();
   // One row of A with many zeros (ReLU outputs): read only the weight rows of its nonzeros.
-  thread_local SparseRow sparse;
+  SparseRow& sparse = t_sparse;
   if (m == 1 && w.all_finite() && K >= kSparseMinK && BuildSparseRow(a, K, &sparse)) {
     for (int64_t p = p0; p < p1; ++p) {
       const float* pb = w.panel(p);
@@ -457,5 +460,11 @@ void Gemv(const float* a, int64_t lda, int64_t m, const GemvWeights& w, float* y
 }
 
 const char* GemvIsaName() { return SelectIsa().name; }
+
+void PrepareGemvThreadScratch() {
+  if (static_cast<int64_t>(t_sparse.k.size()) >= kGemvPreparedK + kSparsePad) return;
+  t_sparse.k.resize(static_cast<size_t>(kGemvPreparedK + kSparsePad));
+  t_sparse.v.resize(static_cast<size_t>(kGemvPreparedK + kSparsePad));
+}
 
 }  // namespace strata

@@ -2,13 +2,22 @@
 
 #include "core/kernel.h"
 #include "cpu/gemm_bf16.h"
+#include "cpu/gemv.h"
 #include "cpu/sgemm.h"
 #include "cpu/transformer_kernels.h"
 
 namespace strata {
 
+namespace {
+// Per-thread scratch the CPU kernels reuse across runs, made when a pool worker starts.
+void PrepareCpuThreadScratch() {
+  sgemm::PrepareThreadScratch();
+  PrepareGemvThreadScratch();
+}
+}  // namespace
+
 void RegisterAllCpuKernels(KernelRegistry& r) {
-  r.SetThreadInit(sgemm::PrepareThreadScratch);
+  r.SetThreadInit(PrepareCpuThreadScratch);
   RegisterElementwiseKernels(r);
   RegisterTensorKernels(r);
   // Before the fp32 Gemm/Conv kernels: equal-priority ties go to the first registered.

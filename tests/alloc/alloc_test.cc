@@ -133,6 +133,22 @@ std::string EncoderModel() {
   return ob::Serialize(m);
 }
 
+// Relu then a batch-1 Gemm (K = N = 256): the Relu leaves ~35% of the input zero (see
+// Input), so the GEMV takes its sparse path, which lists the nonzeros in a per-thread buffer;
+// 256 x 256 multiply-adds are enough to split the panels over a 2-thread pool.
+constexpr int64_t kMlpK = 256;
+std::string ReluGemvModel() {
+  onnx::ModelProto m = ob::MakeModel(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::AddInput(g, "x", {1, kMlpK});
+  ob::AddOutput(g, "y", {1, kMlpK});
+  AddFloatInit(g, "w", {kMlpK, kMlpK}, 21, 0.2f);
+  AddFloatInit(g, "b", {kMlpK}, 22, 0.1f);
+  ob::AddNode(g, "Relu", {"x"}, {"r"});
+  ob::AddNode(g, "Gemm", {"r", "w", "b"}, {"y"});
+  return ob::Serialize(m);
+}
+
 // One MatMulNBits node Y[M, N] = A[M, K] . W^T + bias with deterministic 4/8-bit weights,
 // uint8 zero points and a bias. K = 200 is not a multiple of the kernels' K step, so A rows
 // are zero-padded per run (scratch too); N = 70 leaves partial column groups and panels.
@@ -223,6 +239,7 @@ Case Digits() {
           "probabilities", {2, 10}};
 }
 Case Encoder() { return {"encoder", EncoderModel(), "", "x", {1, kSeq, kModel}, "y", {1, kSeq, kModel}}; }
+Case ReluGemv() { return {"relu gemv", ReluGemvModel(), "", "x", {1, kMlpK}, "y", {1, kMlpK}}; }
 Case Qdq() { return {"qdq", QdqModel(), "", "x", {4, 16}, "y", {4, 16}}; }
 Case NBits(int64_t bits, int64_t level, int64_t M) {
   return {"matmulnbits bits=" + std::to_string(bits) + " level=" + std::to_string(level) + " M=" + std::to_string(M),
@@ -375,6 +392,7 @@ void CheckSteadyState(const Case& c, int threads) {
 TEST_P(AllocTest, DigitsSteadyState) { CheckSteadyState(Digits(), GetParam()); }
 TEST_P(AllocTest, EncoderSteadyState) { CheckSteadyState(Encoder(), GetParam()); }
 TEST_P(AllocTest, QuantizeDequantizeLinearSteadyState) { CheckSteadyState(Qdq(), GetParam()); }
+TEST_P(AllocTest, SparseGemvSteadyState) { CheckSteadyState(ReluGemv(), GetParam()); }
 // MatMulNBits per path (on AVX-512 VNNI): M = 1 the GEMV, M = 16 the 4-bit table GEMM (8
 // bits: the panel GEMM), M = 40 the panel GEMM; level 4 quantizes A to int8 for all three.
 TEST_P(AllocTest, MatMulNBitsSteadyState) {
