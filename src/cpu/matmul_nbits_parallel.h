@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/threadpool.h"
+#include "cpu/parallel_by_cpu.h"
 
 namespace strata::nbits {
 
@@ -18,18 +19,7 @@ inline void ParallelRange(ThreadPool* pool, int64_t n, int64_t grain, ThreadPool
   }
 }
 
-// fn over [0, n), split the same way on every call into one contiguous region per pool
-// thread, region r run preferably by whichever thread is on a CPU c with c % threads == r.
-// For kernels that stream weights the caches keep between runs (a GEMV on weights that fit
-// in the L3s): a CPU then reads the same bytes every run, from its own core's caches.
-// With dynamic chunks the bytes a thread reads change from run to run, and on this VM
-// (each vCPU with its own cache domain) a read of data last read by the other vCPU ran at
-// half the rate (2-thread read of 18.5 MiB: 115-120 us with fixed halves, 253-270 us
-// with the halves swapped each pass). Each region is cut in a few parts: a thread that
-// finishes its region takes the others' remaining parts from their ends (a late or
-// preempted thread delays the call by at most one part), so every index runs exactly once
-// whatever the scheduling. Regions hold at least `grain` items; fewer items than
-// threads * grain fall back to ParallelRange.
-void ParallelRangeByCpu(ThreadPool* pool, int64_t n, int64_t grain, ThreadPool::RangeRef fn);
+// The CPU-affine split of the GEMVs and the level-0 GEMM: strata::ParallelRangeByCpu
+// (cpu/parallel_by_cpu.h).
 
 }  // namespace strata::nbits

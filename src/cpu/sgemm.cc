@@ -14,6 +14,7 @@
 #include <cstring>
 #include <new>
 
+#include "cpu/parallel_by_cpu.h"
 #include "cpu/sgemm_internal.h"
 #include "plugin/cpu_features.h"
 
@@ -332,7 +333,11 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const 
     // 2 threads: 512 KiB per chunk), instead of by (block, chunk) tasks that may run on the
     // other core.
     const int64_t items = sp.n_chunks > 1 ? sp.n_chunks : sp.m_blocks;
-    pool->Run(items, 1, [&](int64_t begin, int64_t end) {
+    // Items go to CPUs the same way every call: a conv's M blocks then run on the CPU that
+    // wrote those rows of its input in the previous layer, so they are read from that core's
+    // own L2 (resnet18 at 2 threads 9.75-10.05 vs 10.0-10.16 ms median with dynamic chunks,
+    // resnet50 22.9-23.1 vs 23.4-23.9; alternating processes).
+    ParallelRangeByCpu(pool, items, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         const int64_t b0 = sp.n_chunks > 1 ? 0 : t, b1 = sp.n_chunks > 1 ? sp.m_blocks : t + 1;
         const int64_t p0 = sp.n_chunks > 1 ? t * sp.per_chunk : 0, pe = std::min(panels, p0 + sp.per_chunk);

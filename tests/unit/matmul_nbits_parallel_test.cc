@@ -1,5 +1,6 @@
-// The MatMulNBits work splits (cpu/matmul_nbits_parallel.h): every index exactly once on
-// any pool, and the CPU-affine split's parts the same on every call.
+// The MatMulNBits work splits (cpu/matmul_nbits_parallel.h) and the CPU-affine split
+// (cpu/parallel_by_cpu.h): every index exactly once on any pool, and the CPU-affine
+// split's parts the same on every call.
 #include "cpu/matmul_nbits_parallel.h"
 
 #include <gtest/gtest.h>
@@ -40,7 +41,7 @@ std::string SplitError(Split split, ThreadPool* pool, int64_t n, int64_t grain, 
 TEST(MatmulNBitsParallel, EveryIndexRunsOnceOnAnyPool) {
   ThreadPool one(1), two(2), three(3);
   for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &one, &two, &three})
-    for (Split split : {Split{nbits::ParallelRange}, Split{nbits::ParallelRangeByCpu}})
+    for (Split split : {Split{nbits::ParallelRange}, Split{ParallelRangeByCpu}})
       // n below, at and above threads * grain, not a multiple of the parts (8 or 12), and
       // fewer items than parts (empty parts are skipped).
       for (int64_t n : {1, 2, 5, 7, 8, 9, 16, 31, 33, 63, 100, 1023, 1025})
@@ -61,7 +62,7 @@ TEST(MatmulNBitsParallel, CpuSplitCutsTheSameRangesEveryCall) {
   for (int round = 0; round < 50; ++round) {
     std::mutex mu;
     std::vector<std::pair<int64_t, int64_t>> got;
-    nbits::ParallelRangeByCpu(&pool, n, 16, [&](int64_t b, int64_t e) {
+    ParallelRangeByCpu(&pool, n, 16, [&](int64_t b, int64_t e) {
       std::lock_guard<std::mutex> lock(mu);
       got.emplace_back(b, e);
     });
@@ -77,7 +78,7 @@ TEST(MatmulNBitsParallel, CpuSplitNestedInARegionRunsEveryIndexOnce) {
   std::vector<std::atomic<int>> hits(static_cast<size_t>(outer * inner));
   pool.Run(outer, 1, [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o)
-      nbits::ParallelRangeByCpu(&pool, inner, 8, [&](int64_t ib, int64_t ie) {
+      ParallelRangeByCpu(&pool, inner, 8, [&](int64_t ib, int64_t ie) {
         for (int64_t i = ib; i < ie; ++i) hits[static_cast<size_t>(o * inner + i)].fetch_add(1);
       });
   });

@@ -441,7 +441,7 @@ TEST(MatmulNBitsInt8, GemvGroupsSideBySideAtEdges) {
         }
 }
 
-// GEMVs (M < 4) split the column groups by CPU (nbits::ParallelRangeByCpu: two regions of 4
+// GEMVs (M < 4) split the column groups by CPU (ParallelRangeByCpu: two regions of 4
 // parts per 2-thread pool, cut unevenly when the groups do not divide): 1, 2 and 3 threads
 // give the serial result bit for bit, int8 (1-3-row tiles, 1 and 4 groups side by side)
 // and fp32 (every ISA), N around the 4-column group and the parts.

@@ -1,12 +1,12 @@
-// The CPU-affine static split of the MatMulNBits GEMVs (matmul_nbits_parallel.h).
-#include "cpu/matmul_nbits_parallel.h"
+// The CPU-affine static split (parallel_by_cpu.h).
+#include "cpu/parallel_by_cpu.h"
 
 #include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 
-namespace strata::nbits {
+namespace strata {
 
 namespace {
 
@@ -47,7 +47,7 @@ struct CpuSplit {
 void ParallelRangeByCpu(ThreadPool* pool, int64_t n, int64_t grain, ThreadPool::RangeRef fn) {
   const int64_t threads = pool ? pool->num_threads() : 1;
   if (threads <= 1 || n <= grain) return fn(0, n);
-  if (threads > kMaxRegions || n < threads * std::max<int64_t>(grain, 1)) return ParallelRange(pool, n, grain, fn);
+  if (threads > kMaxRegions || n < threads * std::max<int64_t>(grain, 1)) return pool->ParallelFor(n, grain, fn);
   CpuSplit s(fn, n, threads);
   pool->RunParticipants(
       threads,
@@ -57,4 +57,4 @@ void ParallelRangeByCpu(ThreadPool* pool, int64_t n, int64_t grain, ThreadPool::
       &s);
 }
 
-}  // namespace strata::nbits
+}  // namespace strata
