@@ -235,6 +235,13 @@ struct TileSplit {
 // Rows of pairs in the A pack are padded to a multiple of 16 pairs: whole-vector stores.
 inline int64_t RowPairs(int64_t kpc) { return (kpc + 15) / 16 * 16; }
 
+// Per-thread buffers reused by every product a thread works on: the fp32 fill tile, the
+// indirect A's row pointers and the packed A tiles of one row block. Sized on first use
+// and by PrepareBf16ThreadScratch (a pool worker's start) for the usual shapes.
+thread_local std::vector<float> t_fill_scratch;
+thread_local std::vector<const uint32_t*> t_row_ptrs;
+thread_local std::vector<uint32_t> t_apack;
+
 // Rounds `rows` fp32 rows of kvalid floats (row stride lda) to bf16 pair rows ldp apart;
 // rows [rows, kBf16MR) of the tile are zeroed.
 void PackRows(const float* a, int64_t lda, int64_t rows, int64_t kvalid, int64_t ldp, uint32_t* dst) {
@@ -280,7 +287,7 @@ void PackATiles(const ASource& src, int64_t K, int64_t m0, const TileSplit& spli
   }
   if (src.fill) {
     // One tile at a time through an fp32 scratch that stays in L1 (12 x 384 floats).
-    thread_local std::vector<float> scratch;
+    std::vector<float>& scratch = t_fill_scratch;
     scratch.resize(static_cast<size_t>(kBf16MR * 2 * kKcPairs));
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t r = split.count(t);
@@ -385,7 +392,7 @@ namespace {
 void IndirectBlockItem(const Bf16IndirectA& ia, const PackedBf16B& b, float* c, int64_t ldc, const Bf16Epilogue& ep,
                        int64_t m0, int64_t n0, const TileSplit& split, int64_t cols) {
   const int64_t per_tile = ia.segs * kBf16MR;
-  thread_local std::vector<const uint32_t*> ptrs;
+  std::vector<const uint32_t*>& ptrs = t_row_ptrs;
   ptrs.resize(static_cast<size_t>(split.tiles * per_tile));
   for (int64_t t = 0; t < split.tiles; ++t)
     ia.rows(ia.ctx, m0 + split.start(t), split.count(t), ptrs.data() + t * per_tile);
@@ -402,7 +409,7 @@ void IndirectBlockItem(const Bf16IndirectA& ia, const PackedBf16B& b, float* c, 
 // One item with A packed per K chunk (fp32 A rounded, or gathered rows).
 void PackedBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float* c, int64_t ldc, const Bf16Epilogue& ep,
                      int64_t m0, int64_t n0, const TileSplit& split, int64_t cols) {
-  thread_local std::vector<uint32_t> apack;
+  std::vector<uint32_t>& apack = t_apack;
   apack.resize(static_cast<size_t>(split.tiles * RowPairs(kKcPairs) * kBf16MR));
   for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
     const int64_t kpc = std::min(kKcPairs, b.kp - kp0);
@@ -562,6 +569,15 @@ Status GemmBf16Indirect(const Node& node, int64_t M, const Bf16IndirectA& a, con
   ASource src;
   src.indirect = &a;
   return RunGemmBf16(node, M, src, b, c, ldc, ep, pool);
+}
+
+void PrepareBf16ThreadScratch() {
+  if (!Bf16GemmAvailable()) return;
+  // A row block holds at most kMc rows; 49 segments cover a 7x7 kernel's taps.
+  constexpr int64_t kMaxTiles = (kMc + kBf16MR - 1) / kBf16MR, kMaxSegs = 49;
+  t_fill_scratch.reserve(static_cast<size_t>(kBf16MR * 2 * kKcPairs));
+  t_row_ptrs.reserve(static_cast<size_t>(kMaxTiles * kMaxSegs * kBf16MR));
+  t_apack.reserve(static_cast<size_t>(kMaxTiles * RowPairs(kKcPairs) * kBf16MR));
 }
 
 }  // namespace strata

@@ -29,6 +29,11 @@ inline constexpr int kBf16NR = 32;  // columns of the register tile (two zmm)
 // STRATA_CPU_DISABLE (comma list containing "avx512_bf16") nor STRATA_FORCE_ISA
 // ("avx2"/"scalar") nor SetBf16DisabledForTesting(true) turned the kernels off.
 bool Bf16GemmAvailable();
+// Reserves the calling thread's reusable bf16 GEMM buffers (fill tile, indirect row
+// pointers, packed A tiles) for row blocks of up to kMc rows and kernels of up to 49 taps, so
+// a pool worker (which runs it at start, KernelRegistry::thread_init) does not allocate on
+// its first bf16 product in a later run.
+void PrepareBf16ThreadScratch();
 void SetBf16DisabledForTesting(bool disabled);
 
 // Diagnostic for finding where a model's bf16 error comes from (docs/benchmarks.md): with

@@ -13,6 +13,7 @@ namespace {
 void PrepareCpuThreadScratch() {
   sgemm::PrepareThreadScratch();
   PrepareGemvThreadScratch();
+  PrepareBf16ThreadScratch();
 }
 }  // namespace
 

@@ -149,6 +149,26 @@ std::string ReluGemvModel() {
   return ob::Serialize(m);
 }
 
+// Two NCHW convs (3x3 pad 1, 16 -> 32 channels, then 1x1 32 -> 32) with a Relu between, on
+// a 1 x 16 x 28 x 28 image: in a bf16 session (on an AVX512_BF16 CPU) they run as NHWC bf16
+// GEMMs over 784 rows, split over a 2-thread pool, through the per-thread A packs and row
+// pointers.
+constexpr int64_t kConvC = 16, kConvK = 32, kConvHW = 28;
+std::string ConvPairModel() {
+  onnx::ModelProto m = ob::MakeModel(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::AddInput(g, "x", {1, kConvC, kConvHW, kConvHW});
+  ob::AddOutput(g, "y", {1, kConvK, kConvHW, kConvHW});
+  AddFloatInit(g, "w1", {kConvK, kConvC, 3, 3}, 31, 0.3f);
+  AddFloatInit(g, "b1", {kConvK}, 32, 0.1f);
+  AddFloatInit(g, "w2", {kConvK, kConvK, 1, 1}, 33, 0.3f);
+  AddFloatInit(g, "b2", {kConvK}, 34, 0.1f);
+  WithInts(ob::AddNode(g, "Conv", {"x", "w1", "b1"}, {"c1"}), "pads", {1, 1, 1, 1});
+  ob::AddNode(g, "Relu", {"c1"}, {"r1"});
+  ob::AddNode(g, "Conv", {"r1", "w2", "b2"}, {"y"});
+  return ob::Serialize(m);
+}
+
 // One MatMulNBits node Y[M, N] = A[M, K] . W^T + bias with deterministic 4/8-bit weights,
 // uint8 zero points and a bias. K = 200 is not a multiple of the kernels' K step, so A rows
 // are zero-padded per run (scratch too); N = 70 leaves partial column groups and panels.
@@ -232,6 +252,7 @@ struct Case {
   std::vector<int64_t> in_shape;
   const char* output;
   std::vector<int64_t> out_shape;
+  const char* precision = nullptr;  // the "precision" session option, when set
 };
 
 Case Digits() {
@@ -240,6 +261,10 @@ Case Digits() {
 }
 Case Encoder() { return {"encoder", EncoderModel(), "", "x", {1, kSeq, kModel}, "y", {1, kSeq, kModel}}; }
 Case ReluGemv() { return {"relu gemv", ReluGemvModel(), "", "x", {1, kMlpK}, "y", {1, kMlpK}}; }
+Case Bf16Convs() {
+  return {"bf16 convs", ConvPairModel(), "", "x", {1, kConvC, kConvHW, kConvHW}, "y", {1, kConvK, kConvHW, kConvHW},
+          "bf16"};
+}
 Case Qdq() { return {"qdq", QdqModel(), "", "x", {4, 16}, "y", {4, 16}}; }
 Case NBits(int64_t bits, int64_t level, int64_t M) {
   return {"matmulnbits bits=" + std::to_string(bits) + " level=" + std::to_string(level) + " M=" + std::to_string(M),
@@ -261,6 +286,7 @@ strata_session* MakeSession(const Case& c, int threads) {
   strata_session_options* o = nullptr;
   EXPECT_EQ(strata_session_options_create(&o), nullptr);
   EXPECT_EQ(strata_session_options_set_threads(o, threads), nullptr);
+  if (c.precision) EXPECT_EQ(strata_session_options_set(o, "precision", c.precision), nullptr);
   strata_session* s = nullptr;
   strata_status* st = c.bytes.empty()
                           ? strata_session_create(nullptr, c.path.c_str(), o, &s)
@@ -393,6 +419,7 @@ TEST_P(AllocTest, DigitsSteadyState) { CheckSteadyState(Digits(), GetParam()); }
 TEST_P(AllocTest, EncoderSteadyState) { CheckSteadyState(Encoder(), GetParam()); }
 TEST_P(AllocTest, QuantizeDequantizeLinearSteadyState) { CheckSteadyState(Qdq(), GetParam()); }
 TEST_P(AllocTest, SparseGemvSteadyState) { CheckSteadyState(ReluGemv(), GetParam()); }
+TEST_P(AllocTest, Bf16ConvSteadyState) { CheckSteadyState(Bf16Convs(), GetParam()); }
 // MatMulNBits per path (on AVX-512 VNNI): M = 1 the GEMV, M = 16 the 4-bit table GEMM (8
 // bits: the panel GEMM), M = 40 the panel GEMM; level 4 quantizes A to int8 for all three.
 TEST_P(AllocTest, MatMulNBitsSteadyState) {
