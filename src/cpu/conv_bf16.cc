@@ -25,6 +25,9 @@ namespace {
 
 constexpr int64_t kKcPairs = 192;  // K chunk: one B panel chunk (24 KiB) stays in L1
 constexpr int64_t kNcCols = 128;   // columns (output pixels) per work item
+constexpr size_t kBpackWords = (kNcCols / kBf16NR) * kKcPairs * kBf16NR;
+// One work item's packed image columns, reused by every item a thread runs.
+thread_local std::vector<uint32_t> t_bpack;
 
 // Geometry of one Conv call, in the int32 lanes of the gather indices.
 struct ConvGeo {
@@ -199,8 +202,8 @@ class Bf16ConvKernel final : public bf16_internal::Bf16KernelBase {
     const PackedBf16A& w = w_;
     const Bf16Epilogue& ep = ep_;
     auto body = [&](int64_t begin, int64_t end) {
-      thread_local std::vector<uint32_t> bpack;
-      bpack.resize(static_cast<size_t>((kNcCols / kBf16NR) * kKcPairs * kBf16NR));
+      std::vector<uint32_t>& bpack = t_bpack;
+      bpack.resize(kBpackWords);
       for (int64_t item = begin; item < end; ++item) {
         const int64_t img = item / (cb * mb), rest = item % (cb * mb);
         const int64_t j0 = (rest / mb) * kNcCols, m0 = (rest % mb) * mrows;
@@ -255,6 +258,10 @@ Result<std::unique_ptr<OpKernel>> MakeBf16Conv(const KernelInit& init) {
   auto k = std::make_unique<Bf16ConvKernel>();
   RETURN_IF_ERROR(k->Init(init.node, *init.constant_input(1), init.constant_input(2), act));
   return std::unique_ptr<OpKernel>(std::move(k));
+}
+
+void PrepareBf16ConvThreadScratch() {
+  if (Bf16GemmAvailable()) t_bpack.reserve(kBpackWords);
 }
 
 }  // namespace strata

@@ -130,6 +130,9 @@ Result<std::unique_ptr<OpKernel>> MakeBf16MatMul(const KernelInit& init);
 Result<std::unique_ptr<OpKernel>> MakeBf16Gemm(const KernelInit& init);
 // 2-D group-1 Conv with constant weights when bf16 fast math applies; otherwise MakeXnnConv.
 Result<std::unique_ptr<OpKernel>> MakeBf16Conv(const KernelInit& init);
+// Reserves the calling thread's packed-column buffer of MakeBf16Conv's kernel (see
+// PrepareBf16ThreadScratch; run by pool workers at start).
+void PrepareBf16ConvThreadScratch();
 // True when MakeBf16Conv builds the bf16 kernel (the registry entry's `covers`).
 bool Bf16ConvCovers(const KernelInit& init);
 // Ungrouped strata.internal NhwcConv on the bf16 GEMM (conv_nhwc_bf16.cc) when bf16 fast

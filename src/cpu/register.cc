@@ -14,6 +14,7 @@ void PrepareCpuThreadScratch() {
   sgemm::PrepareThreadScratch();
   PrepareGemvThreadScratch();
   PrepareBf16ThreadScratch();
+  PrepareBf16ConvThreadScratch();
 }
 }  // namespace
 
