@@ -257,6 +257,16 @@ bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const In
 struct Split {
   int64_t m_blocks, tiles, n_chunks, per_chunk;
   int64_t BlockStart(int64_t b, int64_t m) const { return std::min(m, b * tiles / m_blocks * kMr); }
+  // Work items: the N chunks (each over every M block) when there are several, else the M blocks.
+  int64_t Items() const { return n_chunks > 1 ? n_chunks : m_blocks; }
+  // Item t's M blocks [*b0, *b1) and panels [*p0, *p1) of `panels`.
+  void Item(int64_t t, int64_t panels, int64_t* b0, int64_t* b1, int64_t* p0, int64_t* p1) const {
+    const bool by_n = n_chunks > 1;
+    *b0 = by_n ? 0 : t;
+    *b1 = by_n ? m_blocks : t + 1;
+    *p0 = by_n ? t * per_chunk : 0;
+    *p1 = std::min(panels, *p0 + per_chunk);
+  }
 };
 
 // packs_a: whether each task packs (or gathers) its rows of A; indirect A reads them in place.
@@ -332,15 +342,14 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const 
     // memory by the first block and from L2 by the others where they fit (196 x 1024 x 512 on
     // 2 threads: 512 KiB per chunk), instead of by (block, chunk) tasks that may run on the
     // other core.
-    const int64_t items = sp.n_chunks > 1 ? sp.n_chunks : sp.m_blocks;
     // Items go to CPUs the same way every call: a conv's M blocks then run on the CPU that
     // wrote those rows of its input in the previous layer, so they are read from that core's
     // own L2 (resnet18 at 2 threads 9.75-10.05 vs 10.0-10.16 ms median with dynamic chunks,
     // resnet50 22.9-23.1 vs 23.4-23.9; alternating processes).
-    ParallelRangeByCpu(pool, items, 1, [&](int64_t begin, int64_t end) {
+    ParallelRangeByCpu(pool, sp.Items(), 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        const int64_t b0 = sp.n_chunks > 1 ? 0 : t, b1 = sp.n_chunks > 1 ? sp.m_blocks : t + 1;
-        const int64_t p0 = sp.n_chunks > 1 ? t * sp.per_chunk : 0, pe = std::min(panels, p0 + sp.per_chunk);
+        int64_t b0, b1, p0, pe;
+        sp.Item(t, panels, &b0, &b1, &p0, &pe);
         for (int64_t b = b0; b < b1; ++b) {
           const int64_t i0 = sp.BlockStart(b, m);
           if (!task(i0, sp.BlockStart(b + 1, m) - i0, p0, pe)) oom = true;
