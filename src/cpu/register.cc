@@ -1,6 +1,7 @@
 #include "cpu/register.h"
 
 #include "core/kernel.h"
+#include "cpu/conv_nhwc_winograd.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/gemv.h"
 #include "cpu/sgemm.h"
@@ -15,6 +16,7 @@ void PrepareCpuThreadScratch() {
   PrepareGemvThreadScratch();
   PrepareBf16ThreadScratch();
   PrepareBf16ConvThreadScratch();
+  PrepareWinogradThreadScratch();
 }
 }  // namespace
 

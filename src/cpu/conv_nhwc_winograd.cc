@@ -1,0 +1,358 @@
+// Winograd F(4x4, 3x3) NhwcConv (see conv_nhwc_winograd.h). Matrices from Lavin & Gray,
+// "Fast Algorithms for Convolutional Neural Networks" (2015), interpolation points
+// 0, +-1, +-2 and infinity:
+//   B^T = [4  0 -5  0 1 0]   G = [ 1/4     0     0]   A^T = [1 1  1 1  1 0]
+//         [0 -4 -4  1 1 0]       [-1/6  -1/6  -1/6]         [0 1 -1 2 -2 0]
+//         [0  4 -4 -1 1 0]       [-1/6   1/6  -1/6]         [0 1  1 4  4 0]
+//         [0 -2 -1  2 1 0]       [1/24  1/12   1/6]         [0 1 -1 8 -8 1]
+//         [0  2 -1 -2 1 0]       [1/24 -1/12   1/6]
+//         [0  4  0 -5 0 1]       [   0     0     1]
+// Y = A^T [ (G g G^T) .* (B^T d B) ] A, summed over input channels; the channel sum of each
+// of the 36 element-wise products is one GEMM over the tiles.
+// GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own _mm512_undefined_* temporaries.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "cpu/conv_nhwc_winograd.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "core/constant_release.h"
+#include "cpu/conv_kernels.h"
+#include "cpu/nhwc_kernels.h"
+#include "cpu/sgemm.h"
+
+namespace strata {
+namespace {
+
+#define STRATA_AVX512 __attribute__((target("avx512f")))
+
+constexpr int kIn = 6;         // input tile edge (4 + 3 - 1)
+constexpr int kOut = 4;        // output tile edge
+constexpr int kXi = kIn * kIn;  // transform positions, one GEMM each
+// Output channels per pass over a block: the GEMM then reads its A (the transformed input)
+// in place (sgemm::Gemm does for N <= 128), and the products of one pass stay small.
+constexpr int64_t kChunkM = 128;
+// Per-thread scratch: the transformed input of a block of tiles (36 x tiles x C) and its
+// products (36 x tiles x chunk), sized to stay in the 1 MiB L2 next to the weights.
+constexpr int64_t kScratchFloats = 192 * 1024;
+constexpr int64_t kMinBlockTiles = 8;
+constexpr int64_t kMaxBlockTiles = 96;
+
+float* ThreadScratch(int64_t floats) {
+  struct Buf {
+    std::unique_ptr<float[]> p;
+    int64_t cap = 0;
+  };
+  thread_local Buf buf;
+  if (buf.cap < floats) {
+    // Uninitialised on purpose: pages a session never touches cost no memory.
+    buf.p.reset(new (std::nothrow) float[static_cast<size_t>(floats)]);
+    buf.cap = buf.p ? floats : 0;
+  }
+  return buf.p.get();
+}
+
+// Tiles per block for C input channels and a chunk of mc output channels.
+int64_t MaxBlockTiles(int64_t c, int64_t mc) {
+  return std::min<int64_t>(kMaxBlockTiles, kScratchFloats / (kXi * (c + mc)));
+}
+
+struct Geo {
+  const float* x;
+  int64_t h, w, c;     // input image
+  int64_t oh, ow, m;   // output image
+  int64_t pt, pl;      // top / left padding
+  int64_t ty, tx;      // tiles per column / row
+  float* y;
+  const float* bias;   // [m] or nullptr
+  const float* res;    // residual [n, oh, ow, m] or nullptr (may equal y)
+  float lo, hi;        // clamp
+};
+
+STRATA_AVX512 inline __mmask16 TailMask(int64_t left) {
+  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+}
+
+// r = B^T d for one column of six vectors.
+STRATA_AVX512 __attribute__((always_inline)) inline void InputRows(const __m512* d, __m512* r) {
+  const __m512 four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f), two = _mm512_set1_ps(2.0f);
+  const __m512 d4_d2 = _mm512_sub_ps(d[4], d[2]);
+  r[0] = _mm512_add_ps(_mm512_fnmadd_ps(five, d[2], _mm512_mul_ps(four, d[0])), d[4]);
+  const __m512 s12 = _mm512_add_ps(d[1], d[2]), s34 = _mm512_add_ps(d[3], d[4]);
+  r[1] = _mm512_fnmadd_ps(four, s12, s34);  // -4(d1 + d2) + d3 + d4
+  const __m512 m12 = _mm512_sub_ps(d[1], d[2]), m43 = _mm512_sub_ps(d[4], d[3]);
+  r[2] = _mm512_fmadd_ps(four, m12, m43);  // 4(d1 - d2) + d4 - d3
+  const __m512 m13 = _mm512_sub_ps(d[1], d[3]);
+  r[3] = _mm512_fnmadd_ps(two, m13, d4_d2);  // -2(d1 - d3) + d4 - d2
+  r[4] = _mm512_fmadd_ps(two, m13, d4_d2);   // 2(d1 - d3) + d4 - d2
+  r[5] = _mm512_add_ps(_mm512_fnmadd_ps(five, d[3], _mm512_mul_ps(four, d[1])), d[5]);
+}
+
+// o = A^T m for one column of six vectors.
+STRATA_AVX512 __attribute__((always_inline)) inline void OutputRows(const __m512* m, __m512* o) {
+  const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), eight = _mm512_set1_ps(8.0f);
+  const __m512 p12 = _mm512_add_ps(m[1], m[2]), m12 = _mm512_sub_ps(m[1], m[2]);
+  const __m512 p34 = _mm512_add_ps(m[3], m[4]), m34 = _mm512_sub_ps(m[3], m[4]);
+  o[0] = _mm512_add_ps(_mm512_add_ps(m[0], p12), p34);
+  o[1] = _mm512_fmadd_ps(two, m34, m12);
+  o[2] = _mm512_fmadd_ps(four, p34, p12);
+  o[3] = _mm512_add_ps(_mm512_fmadd_ps(eight, m34, m12), m[5]);
+}
+
+// Tile t's image and top-left corner (in output coordinates).
+struct TilePos {
+  int64_t img, oy, ox;
+};
+inline TilePos Locate(const Geo& g, int64_t t) {
+  const int64_t per_img = g.ty * g.tx, img = t / per_img, rem = t - img * per_img, tyi = rem / g.tx;
+  return {img, tyi * kOut, (rem - tyi * g.tx) * kOut};
+}
+
+// V[xi][r][c] = (B^T d B)[xi] for tiles [t0, t0 + nt); plane = the xi stride in floats.
+STRATA_AVX512 void InputTransform(const Geo& g, int64_t t0, int64_t nt, float* v, int64_t plane) {
+  const int64_t c = g.c;
+  for (int64_t r = 0; r < nt; ++r) {
+    const TilePos tp = Locate(g, t0 + r);
+    const float* xi = g.x + tp.img * g.h * g.w * c;
+    const float* src[kIn][kIn];
+    for (int i = 0; i < kIn; ++i) {
+      const int64_t iy = tp.oy - g.pt + i;
+      for (int j = 0; j < kIn; ++j) {
+        const int64_t ix = tp.ox - g.pl + j;
+        src[i][j] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? xi + (iy * g.w + ix) * c : nullptr;
+      }
+    }
+    float* dst = v + r * c;
+    for (int64_t c0 = 0; c0 < c; c0 += 16) {
+      const __mmask16 mk = TailMask(c - c0);
+      __m512 t[kIn][kIn];  // t[i][j] = (B^T d)[i][j]
+      for (int j = 0; j < kIn; ++j) {
+        __m512 col[kIn], out[kIn];
+        for (int i = 0; i < kIn; ++i)
+          col[i] = src[i][j] ? _mm512_maskz_loadu_ps(mk, src[i][j] + c0) : _mm512_setzero_ps();
+        InputRows(col, out);
+        for (int i = 0; i < kIn; ++i) t[i][j] = out[i];
+      }
+      for (int i = 0; i < kIn; ++i) {
+        __m512 out[kIn];
+        InputRows(t[i], out);
+        for (int j = 0; j < kIn; ++j) _mm512_mask_storeu_ps(dst + (i * kIn + j) * plane + c0, mk, out[j]);
+      }
+    }
+  }
+}
+
+// Y = A^T m A (+ bias, residual, clamp) for tiles [t0, t0 + nt) and output channels
+// [m0, m0 + mc), from M[xi][r][0..mc) (plane = the xi stride in floats).
+STRATA_AVX512 void OutputTransform(const Geo& g, int64_t t0, int64_t nt, int64_t m0, int64_t mc, const float* mb,
+                                   int64_t plane) {
+  const __m512 lo = _mm512_set1_ps(g.lo), hi = _mm512_set1_ps(g.hi);
+  for (int64_t r = 0; r < nt; ++r) {
+    const TilePos tp = Locate(g, t0 + r);
+    const int64_t rows = std::min<int64_t>(kOut, g.oh - tp.oy), cols = std::min<int64_t>(kOut, g.ow - tp.ox);
+    const int64_t base = ((tp.img * g.oh + tp.oy) * g.ow + tp.ox) * g.m + m0;
+    const float* src = mb + r * mc;
+    for (int64_t o0 = 0; o0 < mc; o0 += 16) {
+      const __mmask16 mk = TailMask(mc - o0);
+      __m512 t[kOut][kIn];  // t[i][j] = (A^T m)[i][j]
+      for (int j = 0; j < kIn; ++j) {
+        __m512 col[kIn], out[kOut];
+        for (int i = 0; i < kIn; ++i) col[i] = _mm512_maskz_loadu_ps(mk, src + (i * kIn + j) * plane + o0);
+        OutputRows(col, out);
+        for (int i = 0; i < kOut; ++i) t[i][j] = out[i];
+      }
+      const __m512 bias = g.bias ? _mm512_maskz_loadu_ps(mk, g.bias + m0 + o0) : _mm512_setzero_ps();
+      for (int i = 0; i < rows; ++i) {
+        __m512 out[kOut];
+        OutputRows(t[i], out);
+        for (int j = 0; j < cols; ++j) {
+          const int64_t at = base + (i * g.ow + j) * g.m + o0;
+          __m512 val = _mm512_add_ps(out[j], bias);
+          if (g.res) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(mk, g.res + at));
+          val = _mm512_min_ps(_mm512_max_ps(val, lo), hi);
+          _mm512_mask_storeu_ps(g.y + at, mk, val);
+        }
+      }
+    }
+  }
+}
+
+// U[xi][c][o] = (G g G^T)[xi] for W[o][c][3][3], in double.
+std::vector<float> TransformWeights(const float* w, int64_t m, int64_t c) {
+  static constexpr double kG[kIn][3] = {{1.0 / 4, 0, 0},          {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                        {-1.0 / 6, 1.0 / 6, -1.0 / 6}, {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                        {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+  std::vector<float> u(static_cast<size_t>(kXi * c * m));
+  for (int64_t o = 0; o < m; ++o)
+    for (int64_t i = 0; i < c; ++i) {
+      const float* g = w + (o * c + i) * 9;
+      double gg[kIn][3];  // G g
+      for (int a = 0; a < kIn; ++a)
+        for (int b = 0; b < 3; ++b) gg[a][b] = kG[a][0] * g[b] + kG[a][1] * g[3 + b] + kG[a][2] * g[6 + b];
+      for (int a = 0; a < kIn; ++a)
+        for (int b = 0; b < kIn; ++b)
+          u[static_cast<size_t>(((a * kIn + b) * c + i) * m + o)] =
+              static_cast<float>(gg[a][0] * kG[b][0] + gg[a][1] * kG[b][1] + gg[a][2] * kG[b][2]);
+    }
+  return u;
+}
+
+class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs {
+ public:
+  std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
+  // The output may overwrite the residual: each element is read just before it is written.
+  int InPlaceInput() const override { return has_residual_ ? 3 : -1; }
+
+  NhwcWinogradConvKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act)
+      : nchw_node_(OriginalNode(node, "Conv")),
+        w_shape_(w.shape()),
+        act_(act),
+        c_(w.dim(1)),
+        m_(w.dim(0)),
+        mc_(std::min(m_, kChunkM)),
+        has_residual_(node.inputs.size() > 3 && node.inputs[3] >= 0) {
+    if (b) bias_.assign(b->data<float>(), b->data<float>() + m_);
+  }
+
+  // Transforms and packs the weights: chunk-major, then transform position.
+  Status Pack(const Tensor& w) {
+    const std::vector<float> u = TransformWeights(w.data<float>(), m_, c_);
+    for (int64_t m0 = 0; m0 < m_; m0 += mc_)
+      for (int xi = 0; xi < kXi; ++xi) {
+        auto p = sgemm::PackB(u.data() + static_cast<size_t>(xi * c_ * m_ + m0), c_, std::min(mc_, m_ - m0), false, m_);
+        if (!p.ok()) return p.status();
+        packed_.push_back(std::move(p).value());
+      }
+    return Status::Ok();
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.input(0);
+    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_));
+    const SpatialGeometry& sg = xin.shapes.geo;
+    const Shape out_shape = {xin.n, sg.out[0], sg.out[1], m_};
+    ASSIGN_OR_RETURN(const Tensor* res, NhwcConvResidual(ctx, has_residual_, out_shape));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out_shape));
+    if (y->num_elements() == 0) return Status::Ok();
+    Geo g{x->data<float>(),
+          xin.h,
+          xin.w,
+          c_,
+          sg.out[0],
+          sg.out[1],
+          m_,
+          sg.pad_begin[0],
+          sg.pad_begin[1],
+          (sg.out[0] + kOut - 1) / kOut,
+          (sg.out[1] + kOut - 1) / kOut,
+          y->mutable_data<float>(),
+          bias_.empty() ? nullptr : bias_.data(),
+          res ? res->data<float>() : nullptr,
+          act_.min,
+          act_.max};
+    // Blocks of tiles, as even as the thread count allows; a tile's result does not depend
+    // on its block (the GEMM computes every row alike), so neither does the output.
+    const int64_t tiles = xin.n * g.ty * g.tx, threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
+    const int64_t tb_max = MaxBlockTiles(c_, mc_);
+    int64_t blocks = (tiles + tb_max - 1) / tb_max;
+    if (threads > 1) blocks = std::min(tiles, (blocks + threads - 1) / threads * threads);
+    const int64_t tb = (tiles + blocks - 1) / blocks;
+    blocks = (tiles + tb - 1) / tb;
+    const int64_t v_plane = tb * c_, m_plane = tb * mc_;
+    std::mutex mu;
+    Status first_error;
+    auto run = [&](int64_t b0, int64_t b1) {
+      float* v = ThreadScratch(kXi * (v_plane + m_plane));
+      if (!v) {
+        std::lock_guard<std::mutex> lock(mu);
+        first_error = MakeStatus(StatusCode::kOutOfMemory, node.Describe(), ": no memory for the Winograd tile scratch");
+        return;
+      }
+      float* mb = v + kXi * v_plane;
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t t0 = blk * tb, nt = std::min(tb, tiles - t0);
+        InputTransform(g, t0, nt, v, v_plane);
+        for (int64_t m0 = 0, chunk = 0; m0 < m_; m0 += mc_, ++chunk) {
+          const int64_t mc = std::min(mc_, m_ - m0);
+          for (int xi = 0; xi < kXi; ++xi) {
+            Status st = sgemm::Gemm(nt, v + xi * v_plane, c_, packed_[chunk * kXi + xi], mb + xi * m_plane, mc,
+                                    sgemm::Epilogue{}, nullptr);
+            if (!st.ok()) {
+              std::lock_guard<std::mutex> lock(mu);
+              first_error = MakeStatus(st.code(), node.Describe(), ": ", st.message());
+              return;
+            }
+          }
+          OutputTransform(g, t0, nt, m0, mc, mb, m_plane);
+        }
+      }
+    };
+    if (threads > 1 && blocks > 1) {
+      ctx.pool()->Run(blocks, 1, run);
+    } else {
+      run(0, blocks);
+    }
+    return first_error;
+  }
+
+ private:
+  Node nchw_node_;
+  Shape w_shape_;
+  FusedActivation act_;
+  int64_t c_, m_, mc_;
+  std::vector<sgemm::PackedB> packed_;  // [M chunk][xi]: U[xi] columns of the chunk, [C, mc]
+  std::vector<float> bias_;
+  bool has_residual_ = false;
+};
+
+// Output pixels the conv will make, or -1 when the input's size is not known statically.
+int64_t StaticOutputPixels(const KernelInit& init, const Node& nchw, int64_t c) {
+  const TypeInfo& t = init.input_type(0);
+  // NHWC [n, h, w, c]; anything else (an unlaid-out graph) is not trusted.
+  if (!t.has_shape || t.dims.size() != 4 || !t.dims[1].known() || !t.dims[2].known()) return -1;
+  if (t.dims[3].known() && t.dims[3].value != c) return -1;
+  const int64_t h = t.dims[1].value, w = t.dims[2].value;
+  if (nchw.GetString("auto_pad", "NOTSET") != "NOTSET") return h * w;  // SAME keeps the size
+  Shape pads(4, 0);
+  if (nchw.HasAttr("pads")) pads = nchw.GetInts("pads");
+  if (pads.size() != 4) return -1;
+  return std::max<int64_t>(0, h + pads[0] + pads[2] - 2) * std::max<int64_t>(0, w + pads[1] + pads[3] - 2);
+}
+
+}  // namespace
+
+void PrepareWinogradThreadScratch() {
+  if (sgemm::Available()) (void)ThreadScratch(kScratchFloats);
+}
+
+Result<std::unique_ptr<OpKernel>> MakeNhwcWinogradConv(const KernelInit& init, const Tensor& w, const Tensor* b,
+                                                       const FusedActivation& act) {
+  const Node& node = init.node;
+  auto no = [&](const char* why) { return Unsupported(node.Describe(), ": no Winograd conv: ", why); };
+  if (const char* env = std::getenv("STRATA_WINOGRAD"); env && std::strcmp(env, "0") == 0)
+    return no("STRATA_WINOGRAD=0");
+  if (!sgemm::Available()) return no("needs AVX-512F");
+  if (node.GetInt("group", 1) != 1 || w.rank() != 4 || w.dim(2) != 3 || w.dim(3) != 3) return no("not a 3x3 conv");
+  for (const char* attr : {"strides", "dilations"})
+    if (node.HasAttr(attr))
+      for (int64_t v : node.GetInts(attr))
+        if (v != 1) return no("stride or dilation is not 1");
+  const int64_t c = w.dim(1), m = w.dim(0);
+  if (c < 16 || c > kWinogradMaxC || m < 16) return no("channel counts outside 16..512 in, >= 16 out");
+  if (MaxBlockTiles(c, std::min(m, kChunkM)) < kMinBlockTiles) return no("too many input channels for the scratch");
+  const Node nchw = OriginalNode(node, "Conv");
+  const int64_t pixels = StaticOutputPixels(init, nchw, c);
+  if (pixels >= 0 && pixels < kWinogradMinPixels) return no("output map too small");
+  auto k = std::make_unique<NhwcWinogradConvKernel>(node, w, b, act);
+  if (Status st = k->Pack(w); !st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
+  return std::unique_ptr<OpKernel>(std::move(k));
+}
+
+}  // namespace strata
