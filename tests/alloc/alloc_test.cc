@@ -265,6 +265,11 @@ Case Bf16Convs() {
   return {"bf16 convs", ConvPairModel(), "", "x", {1, kConvC, kConvHW, kConvHW}, "y", {1, kConvK, kConvHW, kConvHW},
           "bf16"};
 }
+// The same convs in fp32: the 3x3 one on Winograd (per-thread tile scratch), the 1x1 on the SGEMM.
+Case WinogradConvs() {
+  return {
+      "winograd convs", ConvPairModel(), "", "x", {1, kConvC, kConvHW, kConvHW}, "y", {1, kConvK, kConvHW, kConvHW}};
+}
 Case Qdq() { return {"qdq", QdqModel(), "", "x", {4, 16}, "y", {4, 16}}; }
 Case NBits(int64_t bits, int64_t level, int64_t M) {
   return {"matmulnbits bits=" + std::to_string(bits) + " level=" + std::to_string(level) + " M=" + std::to_string(M),
@@ -417,6 +422,7 @@ void CheckSteadyState(const Case& c, int threads) {
 
 TEST_P(AllocTest, DigitsSteadyState) { CheckSteadyState(Digits(), GetParam()); }
 TEST_P(AllocTest, EncoderSteadyState) { CheckSteadyState(Encoder(), GetParam()); }
+TEST_P(AllocTest, WinogradConvSteadyState) { CheckSteadyState(WinogradConvs(), GetParam()); }
 TEST_P(AllocTest, QuantizeDequantizeLinearSteadyState) { CheckSteadyState(Qdq(), GetParam()); }
 TEST_P(AllocTest, SparseGemvSteadyState) { CheckSteadyState(ReluGemv(), GetParam()); }
 TEST_P(AllocTest, Bf16ConvSteadyState) { CheckSteadyState(Bf16Convs(), GetParam()); }

@@ -243,26 +243,55 @@ std::vector<ConvCase> EdgeCases() {
   return v;
 }
 
+// Sets STRATA_WINOGRAD for one scope (kernels read it when they are created).
+class ScopedWinograd {
+ public:
+  explicit ScopedWinograd(const char* value) {
+    if (const char* old = std::getenv("STRATA_WINOGRAD")) old_ = old, had_ = true;
+    if (value) {
+      setenv("STRATA_WINOGRAD", value, 1);
+    } else {
+      unsetenv("STRATA_WINOGRAD");
+    }
+  }
+  ~ScopedWinograd() {
+    if (had_) {
+      setenv("STRATA_WINOGRAD", old_.c_str(), 1);
+    } else {
+      unsetenv("STRATA_WINOGRAD");
+    }
+  }
+
+ private:
+  std::string old_;
+  bool had_ = false;
+};
+
 TEST(NhwcGemmConv, MatchesNaiveConvAtEdgeShapes) {
   if (!sgemm::Available()) GTEST_SKIP() << "no AVX-512F: NhwcConv stays on XNNPACK";
   ThreadPool pool2(2);
-  uint32_t seed = 1;
-  for (const ConvCase& cc : EdgeCases()) {
-    const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
-    const Tensor w = Random({cc.m, cc.c, cc.kh, cc.kw}, seed++, 1.0f / std::sqrt(float(cc.c * cc.kh * cc.kw)));
-    const Tensor b = Random({cc.m}, seed++, 0.5f);
-    const Tensor want = NaiveConv(cc, x, w, cc.bias ? &b : nullptr, nullptr);
-    Tensor first;
-    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
-      KernelRun r = RunNhwcConv(cc, x, w, cc.bias ? &b : nullptr, nullptr, pool);
-      ASSERT_TRUE(r.create.ok()) << Name(cc) << ": " << r.create.ToString();
-      ASSERT_TRUE(r.compute.ok()) << Name(cc) << ": " << r.compute.ToString();
-      ExpectNear(r.y, want, Name(cc));
-      if (!first.valid()) {
-        first = r.y;
-      } else {  // the split over threads must not change a single bit
-        ASSERT_EQ(0, std::memcmp(first.data<float>(), r.y.data<float>(), first.num_elements() * sizeof(float)))
-            << Name(cc);
+  // Twice: as sessions run them (3x3 stride-1 cases with C, M >= 16 on Winograd), and with
+  // Winograd off, so that the SGEMM conv's own 3x3 stride-1 paths stay covered.
+  for (const char* wino : {static_cast<const char*>(nullptr), "0"}) {
+    ScopedWinograd scoped(wino);
+    uint32_t seed = 1;
+    for (const ConvCase& cc : EdgeCases()) {
+      const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
+      const Tensor w = Random({cc.m, cc.c, cc.kh, cc.kw}, seed++, 1.0f / std::sqrt(float(cc.c * cc.kh * cc.kw)));
+      const Tensor b = Random({cc.m}, seed++, 0.5f);
+      const Tensor want = NaiveConv(cc, x, w, cc.bias ? &b : nullptr, nullptr);
+      Tensor first;
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+        KernelRun r = RunNhwcConv(cc, x, w, cc.bias ? &b : nullptr, nullptr, pool);
+        ASSERT_TRUE(r.create.ok()) << Name(cc) << ": " << r.create.ToString();
+        ASSERT_TRUE(r.compute.ok()) << Name(cc) << ": " << r.compute.ToString();
+        ExpectNear(r.y, want, Name(cc));
+        if (!first.valid()) {
+          first = r.y;
+        } else {  // the split over threads must not change a single bit
+          ASSERT_EQ(0, std::memcmp(first.data<float>(), r.y.data<float>(), first.num_elements() * sizeof(float)))
+              << Name(cc);
+        }
       }
     }
   }
@@ -325,6 +354,81 @@ TEST(NhwcGemmConv, ResidualAndReluInTheEpilogue) {
   KernelRun r = RunNhwcConv(cc, x, w, nullptr, &res, nullptr);
   ASSERT_TRUE(r.create.ok() && r.compute.ok()) << r.create.ToString() << r.compute.ToString();
   ExpectNear(r.y, NaiveConv(cc, x, w, nullptr, &res), "residual without bias");
+}
+
+// Winograd F(4x4, 3x3) (cpu/conv_nhwc_winograd.cc) against the naive conv: maps smaller
+// than one tile, exactly one tile, ragged last tiles, asymmetric and wide pads, C and M not
+// multiples of 16, M over one 128-column chunk, several tile blocks (C = 160 leaves room for
+// 18 tiles per block), C = 512 (the smallest blocks), batch 2, at 1, 2 and 3 threads with
+// bit-identical results. Each case must also differ somewhere from the SGEMM conv's bits
+// (STRATA_WINOGRAD=0): proof that the Winograd kernel, not the SGEMM, ran.
+TEST(NhwcWinogradConv, MatchesNaiveConvAtEdgeShapes) {
+  if (!sgemm::Available()) GTEST_SKIP() << "no AVX-512F";
+  ThreadPool pool2(2), pool3(3);
+  const std::vector<ConvCase> cases = {
+      {.h = 1, .w = 1, .c = 16, .m = 16, .pads = {1, 1, 1, 1}},
+      {.h = 2, .w = 3, .c = 17, .m = 17, .pads = {1, 1, 1, 1}, .relu = true},
+      {.h = 4, .w = 4, .c = 20, .m = 33},                        // 2x2 output, one ragged tile
+      {.h = 6, .w = 6, .c = 16, .m = 32, .bias = false},         // exactly one tile
+      {.h = 5, .w = 9, .c = 33, .m = 48, .pads = {0, 1, 2, 1}},  // asymmetric pads
+      {.h = 13, .w = 11, .c = 24, .m = 40, .pads = {2, 2, 2, 2}, .relu = true},
+      {.n = 2, .h = 9, .w = 10, .c = 64, .m = 130, .pads = {1, 1, 1, 1}, .relu = true},  // 128 + 2 columns
+      {.h = 20, .w = 20, .c = 160, .m = 144, .pads = {1, 1, 1, 1}},                      // 25 tiles in blocks
+      {.h = 8, .w = 8, .c = 512, .m = 16, .pads = {1, 1, 1, 1}},
+      {.n = 2, .h = 17, .w = 15, .c = 16, .m = 31, .pads = {1, 1, 1, 1}},
+  };
+  uint32_t seed = 500;
+  for (const ConvCase& cc : cases) {
+    const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
+    const Tensor w = Random({cc.m, cc.c, 3, 3}, seed++, 1.0f / std::sqrt(float(cc.c * 9)));
+    const Tensor b = Random({cc.m}, seed++, 0.5f);
+    const Tensor* bias = cc.bias ? &b : nullptr;
+    const Tensor want = NaiveConv(cc, x, w, bias, nullptr);
+    Tensor first;
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+      KernelRun r = RunNhwcConv(cc, x, w, bias, nullptr, pool);
+      ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
+      ExpectNear(r.y, want, "winograd " + Name(cc));
+      if (!first.valid()) {
+        first = r.y;
+      } else {
+        ASSERT_EQ(0, std::memcmp(first.data<float>(), r.y.data<float>(), first.num_elements() * sizeof(float)))
+            << "thread count changed the bits: " << Name(cc);
+      }
+    }
+    ScopedWinograd off("0");
+    KernelRun direct = RunNhwcConv(cc, x, w, bias, nullptr, nullptr);
+    ASSERT_TRUE(direct.create.ok() && direct.compute.ok()) << Name(cc);
+    EXPECT_NE(0, std::memcmp(first.data<float>(), direct.y.data<float>(), first.num_elements() * sizeof(float)))
+        << "same bits as the SGEMM conv: Winograd did not run for " << Name(cc);
+  }
+}
+
+TEST(NhwcWinogradConv, ResidualReluAndInPlace) {
+  if (!sgemm::Available()) GTEST_SKIP();
+  ThreadPool pool2(2);
+  for (ConvCase cc : {ConvCase{.h = 10, .w = 10, .c = 32, .m = 48, .pads = {1, 1, 1, 1}},
+                      ConvCase{.n = 2, .h = 7, .w = 9, .c = 16, .m = 136, .pads = {1, 1, 1, 1}, .bias = false}}) {
+    cc.relu = cc.residual = true;
+    const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, 71);
+    const Tensor w = Random({cc.m, cc.c, 3, 3}, 72, 0.2f);
+    const Tensor b = Random({cc.m}, 73, 0.5f);
+    const Tensor* bias = cc.bias ? &b : nullptr;
+    const Tensor res = Random({cc.n, cc.h, cc.w, cc.m}, 74, 2.0f);
+    const Tensor want = NaiveConv(cc, x, w, bias, &res);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+      KernelRun r = RunNhwcConv(cc, x, w, bias, &res, pool);
+      ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
+      ExpectNear(r.y, want, "winograd " + Name(cc));
+      KernelRun ip = RunNhwcConv(cc, x, w, bias, &res, pool, nullptr, /*in_place=*/true);
+      ASSERT_TRUE(ip.create.ok() && ip.compute.ok()) << Name(cc) << ip.compute.ToString();
+      EXPECT_TRUE(ip.in_place) << Name(cc);
+      ExpectNear(ip.y, want, "winograd in place " + Name(cc));
+      int zeros = 0;
+      for (int64_t i = 0; i < r.y.num_elements(); ++i) zeros += r.y.data<float>()[i] == 0.0f;
+      EXPECT_GT(zeros, 0) << "Relu never clamped: the case proves nothing";
+    }
+  }
 }
 
 TEST(NhwcGemmConv, BadInputsGiveClearErrors) {
@@ -656,6 +760,48 @@ TEST(NhwcGemmConvSession, ResNetBlocksMatchReference) {
       for (size_t i = 0; i < got->size(); ++i)
         ExpectNear((*got)[i].tensor(), (*want)[i].tensor(), "threads " + std::to_string(threads));
     }
+  }
+}
+
+// Winograd is chosen from the input's static size: a 14x14 map (16 tiles, 4 of them ragged)
+// takes it, a 7x7 map (4 tiles, whose 36 weight planes would be read for 4 tiles) stays on
+// the SGEMM conv. Told apart by comparing bits with a STRATA_WINOGRAD=0 session; both match
+// the reference kernels.
+TEST(NhwcWinogradConvSession, ChosenByTheStaticMapSize) {
+  if (!sgemm::Available()) GTEST_SKIP();
+  for (int64_t hw : {7, 14}) {
+    onnx::ModelProto m = MakeModel(13, "winograd_choice");
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {1, 32, hw, hw});
+    Conv(g, "x", "y", 32, 32, 3, 1, 1, 11);
+    AddOutput(g, "y", {1, 32, hw, hw});
+    const std::string bytes = Serialize(m);
+    const Tensor x = Random({1, 32, hw, hw}, 12);
+    auto run = [&](bool reference) -> Tensor {
+      SessionOptions o;
+      o.threads = 1;
+      if (reference) {
+        o.optimization_level = 0;
+        o.kernel.prefer_reference = true;
+      }
+      auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
+      EXPECT_TRUE(s.ok()) << s.status().ToString();
+      if (!s.ok()) return Tensor();
+      auto y = (*s)->Run({{"x", Value(x)}});
+      EXPECT_TRUE(y.ok()) << y.status().ToString();
+      return y.ok() ? (*y)[0].tensor() : Tensor();
+    };
+    const Tensor want = run(true), fast = run(false);
+    Tensor direct;
+    {
+      ScopedWinograd off("0");
+      direct = run(false);
+    }
+    ASSERT_TRUE(want.valid() && fast.valid() && direct.valid());
+    ExpectNear(fast, want, std::to_string(hw) + "x" + std::to_string(hw));
+    ExpectNear(direct, want, std::to_string(hw) + "x" + std::to_string(hw) + " direct");
+    const bool same = std::memcmp(fast.data<float>(), direct.data<float>(), fast.num_elements() * sizeof(float)) == 0;
+    EXPECT_EQ(same, hw == 7) << hw << "x" << hw << (same ? ": Winograd did not run" : ": Winograd ran");
   }
 }
 
