@@ -283,48 +283,50 @@ class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs
           res ? res->data<float>() : nullptr,
           act_.min,
           act_.max};
-    // Blocks of tiles, as even as the thread count allows; a tile's result does not depend
-    // on its block (the GEMM computes every row alike), so neither does the output.
+    // Work items: (block of tiles, chunk of output channels), block-major. Blocks are as
+    // large as the scratch allows and their count makes the items a multiple of the thread
+    // count (when the tiles allow), so that with few tiles (a 14x14 map at 256 channels: 16
+    // tiles, two chunks) two threads split the output channels, each reading half of the
+    // transformed weights, instead of each reading all of them for half the tiles. A tile's
+    // result does not depend on its block (the GEMM computes every row alike), so the
+    // output does not depend on the thread count.
     const int64_t tiles = xin.n * g.ty * g.tx, threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
-    const int64_t tb_max = MaxBlockTiles(c_, mc_);
+    const int64_t chunks = (m_ + mc_ - 1) / mc_, tb_max = MaxBlockTiles(c_, mc_);
     int64_t blocks = (tiles + tb_max - 1) / tb_max;
-    if (threads > 1) blocks = std::min(tiles, (blocks + threads - 1) / threads * threads);
+    while (blocks < tiles && (blocks * chunks) % threads != 0) ++blocks;
     const int64_t tb = (tiles + blocks - 1) / blocks;
     blocks = (tiles + tb - 1) / tb;
     const int64_t v_plane = tb * c_, m_plane = tb * mc_;
     std::mutex mu;
     Status first_error;
-    auto run = [&](int64_t b0, int64_t b1) {
+    auto fail = [&](Status st) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (first_error.ok()) first_error = std::move(st);
+    };
+    auto run = [&](int64_t i0, int64_t i1) {
       float* v = ThreadScratch(kXi * (v_plane + m_plane));
-      if (!v) {
-        std::lock_guard<std::mutex> lock(mu);
-        first_error =
-            MakeStatus(StatusCode::kOutOfMemory, node.Describe(), ": no memory for the Winograd tile scratch");
-        return;
-      }
+      if (!v)
+        return fail(MakeStatus(StatusCode::kOutOfMemory, node.Describe(), ": no memory for the Winograd tile scratch"));
       float* mb = v + kXi * v_plane;
-      for (int64_t blk = b0; blk < b1; ++blk) {
-        const int64_t t0 = blk * tb, nt = std::min(tb, tiles - t0);
-        InputTransform(g, t0, nt, v, v_plane);
-        for (int64_t m0 = 0, chunk = 0; m0 < m_; m0 += mc_, ++chunk) {
-          const int64_t mc = std::min(mc_, m_ - m0);
-          for (int xi = 0; xi < kXi; ++xi) {
-            Status st = sgemm::Gemm(nt, v + xi * v_plane, c_, packed_[chunk * kXi + xi], mb + xi * m_plane, mc,
-                                    sgemm::Epilogue{}, nullptr);
-            if (!st.ok()) {
-              std::lock_guard<std::mutex> lock(mu);
-              first_error = MakeStatus(st.code(), node.Describe(), ": ", st.message());
-              return;
-            }
-          }
-          OutputTransform(g, t0, nt, m0, mc, mb, m_plane);
+      int64_t have = -1;  // the block whose input transform v holds
+      for (int64_t item = i0; item < i1; ++item) {
+        const int64_t blk = item / chunks, chunk = item - blk * chunks;
+        const int64_t t0 = blk * tb, nt = std::min(tb, tiles - t0), m0 = chunk * mc_, mc = std::min(mc_, m_ - m0);
+        if (have != blk) InputTransform(g, t0, nt, v, v_plane);
+        have = blk;
+        for (int xi = 0; xi < kXi; ++xi) {
+          Status st = sgemm::Gemm(nt, v + xi * v_plane, c_, packed_[chunk * kXi + xi], mb + xi * m_plane, mc,
+                                  sgemm::Epilogue{}, nullptr);
+          if (!st.ok()) return fail(MakeStatus(st.code(), node.Describe(), ": ", st.message()));
         }
+        OutputTransform(g, t0, nt, m0, mc, mb, m_plane);
       }
     };
-    if (threads > 1 && blocks > 1) {
-      ctx.pool()->Run(blocks, 1, run);
+    const int64_t items = blocks * chunks;
+    if (threads > 1 && items > 1) {
+      ctx.pool()->Run(items, 1, run);
     } else {
-      run(0, blocks);
+      run(0, items);
     }
     return first_error;
   }
