@@ -221,12 +221,13 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
     auto stem = MakeNhwcStemConv(init, *w, b, act);
     if (stem.ok() || stem.status().code() != StatusCode::kUnsupported) return stem;
   }
-  // bf16 fast-math sessions take the bf16 GEMM for the same (ungrouped) convs.
-  auto bf16 = MakeNhwcBf16Conv(init, *w, b, act);
-  if (bf16.ok() || bf16.status().code() != StatusCode::kUnsupported) return bf16;
-  // 3x3 stride-1 convs on maps of at least 14x14: Winograd F(4x4, 3x3), 4x fewer products.
+  // 3x3 stride-1 convs on maps of at least 14x14: Winograd F(4x4, 3x3), 4x fewer products
+  // (in bf16 sessions only on maps of at least 28x28, where it beats the bf16 GEMM).
   auto wino = MakeNhwcWinogradConv(init, *w, b, act);
   if (wino.ok() || wino.status().code() != StatusCode::kUnsupported) return wino;
+  // bf16 fast-math sessions take the bf16 GEMM for the other ungrouped convs.
+  auto bf16 = MakeNhwcBf16Conv(init, *w, b, act);
+  if (bf16.ok() || bf16.status().code() != StatusCode::kUnsupported) return bf16;
   auto gemm = MakeNhwcGemmConv(init, *w, b, act);
   if (gemm.ok() || gemm.status().code() != StatusCode::kUnsupported) return gemm;
   if (init.has_input(3))

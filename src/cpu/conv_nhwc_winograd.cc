@@ -379,6 +379,8 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcWinogradConv(const KernelInit& init, c
   const Node nchw = OriginalNode(node, "Conv");
   const int64_t pixels = StaticOutputPixels(init, nchw, c);
   if (pixels >= 0 && pixels < kWinogradMinPixels) return no("output map too small");
+  // bf16 sessions keep their bf16 GEMM (faster there) except on large maps (see the header).
+  if (init.config.bf16_fast_math && pixels < kWinogradBf16MinPixels) return no("bf16 session, map not known large");
   auto k = std::make_unique<NhwcWinogradConvKernel>(node, w, b, act);
   if (Status st = k->Pack(w); !st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
   return std::unique_ptr<OpKernel>(std::move(k));
