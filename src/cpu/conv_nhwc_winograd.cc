@@ -1,14 +1,19 @@
-// Winograd F(4x4, 3x3) NhwcConv (see conv_nhwc_winograd.h). Matrices from Lavin & Gray,
-// "Fast Algorithms for Convolutional Neural Networks" (2015), interpolation points
-// 0, +-1, +-2 and infinity:
+// Winograd F(4x4, 3x3) and F(2x2, 3x3) NhwcConv (see conv_nhwc_winograd.h). Matrices from
+// Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks" (2015). F(4x4, 3x3),
+// interpolation points 0, +-1, +-2 and infinity:
 //   B^T = [4  0 -5  0 1 0]   G = [ 1/4     0     0]   A^T = [1 1  1 1  1 0]
 //         [0 -4 -4  1 1 0]       [-1/6  -1/6  -1/6]         [0 1 -1 2 -2 0]
 //         [0  4 -4 -1 1 0]       [-1/6   1/6  -1/6]         [0 1  1 4  4 0]
 //         [0 -2 -1  2 1 0]       [1/24  1/12   1/6]         [0 1 -1 8 -8 1]
 //         [0  2 -1 -2 1 0]       [1/24 -1/12   1/6]
 //         [0  4  0 -5 0 1]       [   0     0     1]
+// F(2x2, 3x3), points 0, +-1 and infinity:
+//   B^T = [1  0 -1  0]   G = [  1    0    0]   A^T = [1 1  1  0]
+//         [0  1  1  0]       [1/2  1/2  1/2]         [0 1 -1 -1]
+//         [0 -1  1  0]       [1/2 -1/2  1/2]
+//         [0  1  0 -1]       [  0    0    1]
 // Y = A^T [ (G g G^T) .* (B^T d B) ] A, summed over input channels; the channel sum of each
-// of the 36 element-wise products is one GEMM over the tiles.
+// of the 36 (16) element-wise products is one GEMM over the tiles.
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own _mm512_undefined_* temporaries.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -20,9 +25,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/constant_release.h"
+#include "core/large_pages.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/sgemm.h"
@@ -32,14 +39,11 @@ namespace {
 
 #define STRATA_AVX512 __attribute__((target("avx512f")))
 
-constexpr int kIn = 6;          // input tile edge (4 + 3 - 1)
-constexpr int kOut = 4;         // output tile edge
-constexpr int kXi = kIn * kIn;  // transform positions, one GEMM each
 // Output channels per pass over a block: the GEMM then reads its A (the transformed input)
 // in place (sgemm::Gemm does for N <= 128), and the products of one pass stay small.
 constexpr int64_t kChunkM = 128;
-// Per-thread scratch: the transformed input of a block of tiles (36 x tiles x C) and its
-// products (36 x tiles x chunk): 960 KiB, about the 1 MiB L2. Fewer, larger blocks re-read
+// Per-thread scratch: the transformed input of a block of tiles (36 x tiles x C for
+// F(4x4, 3x3)) and its products (36 x tiles x chunk): 960 KiB, about the 1 MiB L2. Fewer, larger blocks re-read
 // the transformed weights fewer times (resnet18 14x14 3x3 convs: 0.85 -> 0.72-0.78 ms with
 // 768 KiB -> 960 KiB, one block instead of two).
 constexpr int64_t kScratchFloats = 240 * 1024;
@@ -61,8 +65,8 @@ float* ThreadScratch(int64_t floats) {
 }
 
 // Tiles per block for C input channels and a chunk of mc output channels.
-int64_t MaxBlockTiles(int64_t c, int64_t mc) {
-  return std::min<int64_t>(kMaxBlockTiles, kScratchFloats / (kXi * (c + mc)));
+int64_t MaxBlockTiles(int64_t c, int64_t mc, int64_t xis) {
+  return std::min<int64_t>(kMaxBlockTiles, kScratchFloats / (xis * (c + mc)));
 }
 
 struct Geo {
@@ -81,46 +85,77 @@ STRATA_AVX512 inline __mmask16 TailMask(int64_t left) {
   return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
 }
 
-// r = B^T d for one column of six vectors.
-STRATA_AVX512 __attribute__((always_inline)) inline void InputRows(const __m512* d, __m512* r) {
-  const __m512 four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f), two = _mm512_set1_ps(2.0f);
-  const __m512 d4_d2 = _mm512_sub_ps(d[4], d[2]);
-  r[0] = _mm512_add_ps(_mm512_fnmadd_ps(five, d[2], _mm512_mul_ps(four, d[0])), d[4]);
-  const __m512 s12 = _mm512_add_ps(d[1], d[2]), s34 = _mm512_add_ps(d[3], d[4]);
-  r[1] = _mm512_fnmadd_ps(four, s12, s34);  // -4(d1 + d2) + d3 + d4
-  const __m512 m12 = _mm512_sub_ps(d[1], d[2]), m43 = _mm512_sub_ps(d[4], d[3]);
-  r[2] = _mm512_fmadd_ps(four, m12, m43);  // 4(d1 - d2) + d4 - d3
-  const __m512 m13 = _mm512_sub_ps(d[1], d[3]);
-  r[3] = _mm512_fnmadd_ps(two, m13, d4_d2);  // -2(d1 - d3) + d4 - d2
-  r[4] = _mm512_fmadd_ps(two, m13, d4_d2);   // 2(d1 - d3) + d4 - d2
-  r[5] = _mm512_add_ps(_mm512_fnmadd_ps(five, d[3], _mm512_mul_ps(four, d[1])), d[5]);
-}
+#define STRATA_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) static inline
 
-// o = A^T m for one column of six vectors.
-STRATA_AVX512 __attribute__((always_inline)) inline void OutputRows(const __m512* m, __m512* o) {
-  const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), eight = _mm512_set1_ps(8.0f);
-  const __m512 p12 = _mm512_add_ps(m[1], m[2]), m12 = _mm512_sub_ps(m[1], m[2]);
-  const __m512 p34 = _mm512_add_ps(m[3], m[4]), m34 = _mm512_sub_ps(m[3], m[4]);
-  o[0] = _mm512_add_ps(_mm512_add_ps(m[0], p12), p34);
-  o[1] = _mm512_fmadd_ps(two, m34, m12);
-  o[2] = _mm512_fmadd_ps(four, p34, p12);
-  o[3] = _mm512_add_ps(_mm512_fmadd_ps(eight, m34, m12), m[5]);
-}
+// F(4x4, 3x3): 6x6 input tiles, 36 products.
+struct F4 {
+  static constexpr int kOut = 4, kIn = 6;
+  static constexpr float kG[kIn][3] = {{1.0f / 4, 0, 0},
+                                       {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                                       {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                       {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                                       {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                                       {0, 0, 1}};
+  // r = B^T d for one column of six vectors.
+  STRATA_AVX512_INLINE void InputRows(const __m512* d, __m512* r) {
+    const __m512 four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f), two = _mm512_set1_ps(2.0f);
+    const __m512 d4_d2 = _mm512_sub_ps(d[4], d[2]);
+    r[0] = _mm512_add_ps(_mm512_fnmadd_ps(five, d[2], _mm512_mul_ps(four, d[0])), d[4]);
+    const __m512 s12 = _mm512_add_ps(d[1], d[2]), s34 = _mm512_add_ps(d[3], d[4]);
+    r[1] = _mm512_fnmadd_ps(four, s12, s34);  // -4(d1 + d2) + d3 + d4
+    const __m512 m12 = _mm512_sub_ps(d[1], d[2]), m43 = _mm512_sub_ps(d[4], d[3]);
+    r[2] = _mm512_fmadd_ps(four, m12, m43);  // 4(d1 - d2) + d4 - d3
+    const __m512 m13 = _mm512_sub_ps(d[1], d[3]);
+    r[3] = _mm512_fnmadd_ps(two, m13, d4_d2);  // -2(d1 - d3) + d4 - d2
+    r[4] = _mm512_fmadd_ps(two, m13, d4_d2);   // 2(d1 - d3) + d4 - d2
+    r[5] = _mm512_add_ps(_mm512_fnmadd_ps(five, d[3], _mm512_mul_ps(four, d[1])), d[5]);
+  }
+  // o = A^T m for one column of six vectors.
+  STRATA_AVX512_INLINE void OutputRows(const __m512* m, __m512* o) {
+    const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), eight = _mm512_set1_ps(8.0f);
+    const __m512 p12 = _mm512_add_ps(m[1], m[2]), m12 = _mm512_sub_ps(m[1], m[2]);
+    const __m512 p34 = _mm512_add_ps(m[3], m[4]), m34 = _mm512_sub_ps(m[3], m[4]);
+    o[0] = _mm512_add_ps(_mm512_add_ps(m[0], p12), p34);
+    o[1] = _mm512_fmadd_ps(two, m34, m12);
+    o[2] = _mm512_fmadd_ps(four, p34, p12);
+    o[3] = _mm512_add_ps(_mm512_fmadd_ps(eight, m34, m12), m[5]);
+  }
+};
+
+// F(2x2, 3x3): 4x4 input tiles, 16 products; 1.8x the fp32 weight bytes instead of 4x.
+struct F2 {
+  static constexpr int kOut = 2, kIn = 4;
+  static constexpr float kG[kIn][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+  STRATA_AVX512_INLINE void InputRows(const __m512* d, __m512* r) {
+    r[0] = _mm512_sub_ps(d[0], d[2]);
+    r[1] = _mm512_add_ps(d[1], d[2]);
+    r[2] = _mm512_sub_ps(d[2], d[1]);
+    r[3] = _mm512_sub_ps(d[1], d[3]);
+  }
+  STRATA_AVX512_INLINE void OutputRows(const __m512* m, __m512* o) {
+    const __m512 m12 = _mm512_sub_ps(m[1], m[2]);
+    o[0] = _mm512_add_ps(_mm512_add_ps(m[0], m[1]), m[2]);
+    o[1] = _mm512_sub_ps(m12, m[3]);
+  }
+};
 
 // Tile t's image and top-left corner (in output coordinates).
 struct TilePos {
   int64_t img, oy, ox;
 };
+template <typename F>
 inline TilePos Locate(const Geo& g, int64_t t) {
   const int64_t per_img = g.ty * g.tx, img = t / per_img, rem = t - img * per_img, tyi = rem / g.tx;
-  return {img, tyi * kOut, (rem - tyi * g.tx) * kOut};
+  return {img, tyi * F::kOut, (rem - tyi * g.tx) * F::kOut};
 }
 
 // V[xi][r][c] = (B^T d B)[xi] for tiles [t0, t0 + nt); plane = the xi stride in floats.
+template <typename F>
 STRATA_AVX512 void InputTransform(const Geo& g, int64_t t0, int64_t nt, float* v, int64_t plane) {
+  constexpr int kIn = F::kIn;
   const int64_t c = g.c;
   for (int64_t r = 0; r < nt; ++r) {
-    const TilePos tp = Locate(g, t0 + r);
+    const TilePos tp = Locate<F>(g, t0 + r);
     const float* xi = g.x + tp.img * g.h * g.w * c;
     const float* src[kIn][kIn];
     for (int i = 0; i < kIn; ++i) {
@@ -138,12 +173,12 @@ STRATA_AVX512 void InputTransform(const Geo& g, int64_t t0, int64_t nt, float* v
         __m512 col[kIn], out[kIn];
         for (int i = 0; i < kIn; ++i)
           col[i] = src[i][j] ? _mm512_maskz_loadu_ps(mk, src[i][j] + c0) : _mm512_setzero_ps();
-        InputRows(col, out);
+        F::InputRows(col, out);
         for (int i = 0; i < kIn; ++i) t[i][j] = out[i];
       }
       for (int i = 0; i < kIn; ++i) {
         __m512 out[kIn];
-        InputRows(t[i], out);
+        F::InputRows(t[i], out);
         for (int j = 0; j < kIn; ++j) _mm512_mask_storeu_ps(dst + (i * kIn + j) * plane + c0, mk, out[j]);
       }
     }
@@ -152,11 +187,13 @@ STRATA_AVX512 void InputTransform(const Geo& g, int64_t t0, int64_t nt, float* v
 
 // Y = A^T m A (+ bias, residual, clamp) for tiles [t0, t0 + nt) and output channels
 // [m0, m0 + mc), from M[xi][r][0..mc) (plane = the xi stride in floats).
+template <typename F>
 STRATA_AVX512 void OutputTransform(const Geo& g, int64_t t0, int64_t nt, int64_t m0, int64_t mc, const float* mb,
                                    int64_t plane) {
+  constexpr int kIn = F::kIn, kOut = F::kOut;
   const __m512 lo = _mm512_set1_ps(g.lo), hi = _mm512_set1_ps(g.hi);
   for (int64_t r = 0; r < nt; ++r) {
-    const TilePos tp = Locate(g, t0 + r);
+    const TilePos tp = Locate<F>(g, t0 + r);
     const int64_t rows = std::min<int64_t>(kOut, g.oh - tp.oy), cols = std::min<int64_t>(kOut, g.ow - tp.ox);
     const int64_t base = ((tp.img * g.oh + tp.oy) * g.ow + tp.ox) * g.m + m0;
     const float* src = mb + r * mc;
@@ -166,13 +203,13 @@ STRATA_AVX512 void OutputTransform(const Geo& g, int64_t t0, int64_t nt, int64_t
       for (int j = 0; j < kIn; ++j) {
         __m512 col[kIn], out[kOut];
         for (int i = 0; i < kIn; ++i) col[i] = _mm512_maskz_loadu_ps(mk, src + (i * kIn + j) * plane + o0);
-        OutputRows(col, out);
+        F::OutputRows(col, out);
         for (int i = 0; i < kOut; ++i) t[i][j] = out[i];
       }
       const __m512 bias = g.bias ? _mm512_maskz_loadu_ps(mk, g.bias + m0 + o0) : _mm512_setzero_ps();
       for (int i = 0; i < rows; ++i) {
         __m512 out[kOut];
-        OutputRows(t[i], out);
+        F::OutputRows(t[i], out);
         for (int j = 0; j < cols; ++j) {
           const int64_t at = base + (i * g.ow + j) * g.m + o0;
           __m512 val = _mm512_add_ps(out[j], bias);
@@ -185,35 +222,48 @@ STRATA_AVX512 void OutputTransform(const Geo& g, int64_t t0, int64_t nt, int64_t
   }
 }
 
-// G of F(4x4, 3x3) (see the top of this file).
-constexpr float kG[kIn][3] = {{1.0f / 4, 0, 0},
-                              {-1.0f / 6, -1.0f / 6, -1.0f / 6},
-                              {-1.0f / 6, 1.0f / 6, -1.0f / 6},
-                              {1.0f / 24, 1.0f / 12, 1.0f / 6},
-                              {1.0f / 24, -1.0f / 12, 1.0f / 6},
-                              {0, 0, 1}};
+// Creation-time scratch on huge pages (populated by one call): on this VM first touches of
+// fresh 4 KiB pages cost more than the transform itself.
+class StagingBuffer {
+ public:
+  explicit StagingBuffer(int64_t floats)
+      : p_(static_cast<float*>(AllocateLargePages(static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float),
+                                                  &mapped_))) {}
+  ~StagingBuffer() {
+    if (p_) FreeLargePages(p_, mapped_);
+  }
+  StagingBuffer(const StagingBuffer&) = delete;
+  StagingBuffer& operator=(const StagingBuffer&) = delete;
+  float* get() const { return p_; }
+
+ private:
+  size_t mapped_ = 0;
+  float* p_;
+};
 
 // W[o][i][3][3] as wt[i][tap][o]: output channels innermost, so that each transform position's
-// plane is a vectorisable sum of nine rows.
-std::vector<float> TapsMajor(const float* w, int64_t m, int64_t c) {
-  std::vector<float> wt(static_cast<size_t>(9 * c * m));
-  for (int64_t o = 0; o < m; ++o)
-    for (int64_t i = 0; i < c; ++i)
-      for (int k = 0; k < 9; ++k) wt[static_cast<size_t>((i * 9 + k) * m + o)] = w[(o * c + i) * 9 + k];
-  return wt;
+// plane is a vectorisable sum of nine rows. Sequential writes (reads strided by C * 9).
+STRATA_AVX512 void TapsMajor(const float* w, int64_t m, int64_t c, float* wt) {
+  for (int64_t i = 0; i < c; ++i)
+    for (int k = 0; k < 9; ++k) {
+      float* d = wt + (i * 9 + k) * m;
+      const float* src = w + i * 9 + k;
+      for (int64_t o = 0; o < m; ++o) d[o] = src[o * c * 9];
+    }
 }
 
 // Plane xi = (a, b) of U = G g G^T as [C][M]: U[i][o] = sum_{k,l} G[a][k] G[b][l] g[o][i][k][l],
 // in float (G's fractions round to 1 ulp, below the transform's own error). One reused
 // plane instead of all 36: faulting in a 36 x C x M temporary was most of a session's
 // creation time on this VM.
-void WeightPlane(const std::vector<float>& wt, int64_t m, int64_t c, int xi, float* plane) {
+template <typename F>
+STRATA_AVX512 void WeightPlane(const float* wt, int64_t m, int64_t c, int xi, float* plane) {
   float coef[9];
   for (int k = 0; k < 3; ++k)
-    for (int l = 0; l < 3; ++l) coef[k * 3 + l] = kG[xi / kIn][k] * kG[xi % kIn][l];
+    for (int l = 0; l < 3; ++l) coef[k * 3 + l] = F::kG[xi / F::kIn][k] * F::kG[xi % F::kIn][l];
   for (int64_t i = 0; i < c; ++i) {
     float* d = plane + i * m;
-    const float* src = wt.data() + i * 9 * m;
+    const float* src = wt + i * 9 * m;
     for (int64_t o = 0; o < m; ++o) d[o] = coef[0] * src[o];
     for (int k = 1; k < 9; ++k) {
       if (coef[k] == 0.0f) continue;
@@ -223,8 +273,11 @@ void WeightPlane(const std::vector<float>& wt, int64_t m, int64_t c, int xi, flo
   }
 }
 
+template <typename F>
 class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs {
  public:
+  static constexpr int kXi = F::kIn * F::kIn;  // transform positions, one GEMM each
+
   std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
   // The output may overwrite the residual: each element is read just before it is written.
   int InPlaceInput() const override { return has_residual_ ? 3 : -1; }
@@ -240,17 +293,19 @@ class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs
     if (b) bias_.assign(b->data<float>(), b->data<float>() + m_);
   }
 
-  // Transforms and packs the weights: packed_[chunk * 36 + xi].
+  // Transforms and packs the weights: packed_[chunk * kXi + xi].
   Status Pack(const Tensor& w) {
-    const std::vector<float> wt = TapsMajor(w.data<float>(), m_, c_);
-    std::vector<float> plane(static_cast<size_t>(c_ * m_));
+    const StagingBuffer wt(9 * c_ * m_), plane(c_ * m_);
+    if (!wt.get() || !plane.get())
+      return MakeStatus(StatusCode::kOutOfMemory, "no memory to transform ", m_, "x", c_, "x3x3 weights");
+    TapsMajor(w.data<float>(), m_, c_, wt.get());
     const int64_t chunks = (m_ + mc_ - 1) / mc_;
     packed_.resize(static_cast<size_t>(chunks * kXi));
     for (int xi = 0; xi < kXi; ++xi) {
-      WeightPlane(wt, m_, c_, xi, plane.data());
+      WeightPlane<F>(wt.get(), m_, c_, xi, plane.get());
       for (int64_t chunk = 0; chunk < chunks; ++chunk) {
         const int64_t m0 = chunk * mc_;
-        auto p = sgemm::PackB(plane.data() + m0, c_, std::min(mc_, m_ - m0), false, m_);
+        auto p = sgemm::PackB(plane.get() + m0, c_, std::min(mc_, m_ - m0), false, m_);
         if (!p.ok()) return p.status();
         packed_[chunk * kXi + xi] = std::move(p).value();
       }
@@ -276,8 +331,8 @@ class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs
           m_,
           sg.pad_begin[0],
           sg.pad_begin[1],
-          (sg.out[0] + kOut - 1) / kOut,
-          (sg.out[1] + kOut - 1) / kOut,
+          (sg.out[0] + F::kOut - 1) / F::kOut,
+          (sg.out[1] + F::kOut - 1) / F::kOut,
           y->mutable_data<float>(),
           bias_.empty() ? nullptr : bias_.data(),
           res ? res->data<float>() : nullptr,
@@ -291,7 +346,7 @@ class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs
     // result does not depend on its block (the GEMM computes every row alike), so the
     // output does not depend on the thread count.
     const int64_t tiles = xin.n * g.ty * g.tx, threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
-    const int64_t chunks = (m_ + mc_ - 1) / mc_, tb_max = MaxBlockTiles(c_, mc_);
+    const int64_t chunks = (m_ + mc_ - 1) / mc_, tb_max = MaxBlockTiles(c_, mc_, kXi);
     int64_t blocks = (tiles + tb_max - 1) / tb_max;
     while (blocks < tiles && (blocks * chunks) % threads != 0) ++blocks;
     const int64_t tb = (tiles + blocks - 1) / blocks;
@@ -312,14 +367,14 @@ class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs
       for (int64_t item = i0; item < i1; ++item) {
         const int64_t blk = item / chunks, chunk = item - blk * chunks;
         const int64_t t0 = blk * tb, nt = std::min(tb, tiles - t0), m0 = chunk * mc_, mc = std::min(mc_, m_ - m0);
-        if (have != blk) InputTransform(g, t0, nt, v, v_plane);
+        if (have != blk) InputTransform<F>(g, t0, nt, v, v_plane);
         have = blk;
         for (int xi = 0; xi < kXi; ++xi) {
           Status st = sgemm::Gemm(nt, v + xi * v_plane, c_, packed_[chunk * kXi + xi], mb + xi * m_plane, mc,
                                   sgemm::Epilogue{}, nullptr);
           if (!st.ok()) return fail(MakeStatus(st.code(), node.Describe(), ": ", st.message()));
         }
-        OutputTransform(g, t0, nt, m0, mc, mb, m_plane);
+        OutputTransform<F>(g, t0, nt, m0, mc, mb, m_plane);
       }
     };
     const int64_t items = blocks * chunks;
@@ -365,8 +420,11 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcWinogradConv(const KernelInit& init, c
                                                        const FusedActivation& act) {
   const Node& node = init.node;
   auto no = [&](const char* why) { return Unsupported(node.Describe(), ": no Winograd conv: ", why); };
-  if (const char* env = std::getenv("STRATA_WINOGRAD"); env && std::strcmp(env, "0") == 0)
-    return no("STRATA_WINOGRAD=0");
+  // STRATA_WINOGRAD: 0 = off, 2 / 4 = F(2x2, 3x3) / F(4x4, 3x3) wherever one applies
+  // (A/B comparisons, tests); unset or anything else = by map size.
+  const char* env = std::getenv("STRATA_WINOGRAD");
+  const std::string forced = env ? env : "";
+  if (forced == "0") return no("STRATA_WINOGRAD=0");
   if (!sgemm::Available()) return no("needs AVX-512F");
   if (node.GetInt("group", 1) != 1 || w.rank() != 4 || w.dim(2) != 3 || w.dim(3) != 3) return no("not a 3x3 conv");
   for (const char* attr : {"strides", "dilations"})
@@ -375,15 +433,29 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcWinogradConv(const KernelInit& init, c
         if (v != 1) return no("stride or dilation is not 1");
   const int64_t c = w.dim(1), m = w.dim(0);
   if (c < 16 || c > kWinogradMaxC || m < 16) return no("channel counts outside 16..512 in, >= 16 out");
-  if (MaxBlockTiles(c, std::min(m, kChunkM)) < kMinBlockTiles) return no("too many input channels for the scratch");
-  const Node nchw = OriginalNode(node, "Conv");
-  const int64_t pixels = StaticOutputPixels(init, nchw, c);
-  if (pixels >= 0 && pixels < kWinogradMinPixels) return no("output map too small");
-  // bf16 sessions keep their bf16 GEMM (faster there) except on large maps (see the header).
-  if (init.config.bf16_fast_math && pixels < kWinogradBf16MinPixels) return no("bf16 session, map not known large");
-  auto k = std::make_unique<NhwcWinogradConvKernel>(node, w, b, act);
-  if (Status st = k->Pack(w); !st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
-  return std::unique_ptr<OpKernel>(std::move(k));
+  if (MaxBlockTiles(c, std::min(m, kChunkM), F4::kIn * F4::kIn) < kMinBlockTiles)
+    return no("too many input channels for the scratch");
+  const int64_t pixels = StaticOutputPixels(init, OriginalNode(node, "Conv"), c);
+  bool f2 = forced == "2";
+  if (forced != "2" && forced != "4") {
+    if (pixels >= 0 && pixels < kWinogradMinPixels) return no("output map too small");
+    f2 = pixels >= 0 && pixels < kWinogradF4MinPixels;
+    // bf16 sessions keep their bf16 GEMM (faster there) except on large maps (see the header).
+    if (init.config.bf16_fast_math && pixels < kWinogradBf16MinPixels) return no("bf16 session, map not known large");
+  }
+  std::unique_ptr<OpKernel> kernel;
+  Status st;
+  if (f2) {
+    auto k = std::make_unique<NhwcWinogradConvKernel<F2>>(node, w, b, act);
+    st = k->Pack(w);
+    kernel = std::move(k);
+  } else {
+    auto k = std::make_unique<NhwcWinogradConvKernel<F4>>(node, w, b, act);
+    st = k->Pack(w);
+    kernel = std::move(k);
+  }
+  if (!st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
+  return kernel;
 }
 
 }  // namespace strata

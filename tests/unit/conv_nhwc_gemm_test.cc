@@ -19,6 +19,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/executor.h"
@@ -356,7 +357,8 @@ TEST(NhwcGemmConv, ResidualAndReluInTheEpilogue) {
   ExpectNear(r.y, NaiveConv(cc, x, w, nullptr, &res), "residual without bias");
 }
 
-// Winograd F(4x4, 3x3) (cpu/conv_nhwc_winograd.cc) against the naive conv: maps smaller
+// Winograd F(4x4, 3x3) and F(2x2, 3x3) (cpu/conv_nhwc_winograd.cc, each forced with
+// STRATA_WINOGRAD=4 / 2) against the naive conv: maps smaller
 // than one tile, exactly one tile, ragged last tiles, asymmetric and wide pads, C and M not
 // multiples of 16, M over one 128-column chunk, several tile blocks (C = 160 leaves room for
 // 18 tiles per block), C = 512 (the smallest blocks), batch 2, at 1, 2 and 3 threads with
@@ -377,56 +379,62 @@ TEST(NhwcWinogradConv, MatchesNaiveConvAtEdgeShapes) {
       {.h = 8, .w = 8, .c = 512, .m = 16, .pads = {1, 1, 1, 1}},
       {.n = 2, .h = 17, .w = 15, .c = 16, .m = 31, .pads = {1, 1, 1, 1}},
   };
-  uint32_t seed = 500;
-  for (const ConvCase& cc : cases) {
-    const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
-    const Tensor w = Random({cc.m, cc.c, 3, 3}, seed++, 1.0f / std::sqrt(float(cc.c * 9)));
-    const Tensor b = Random({cc.m}, seed++, 0.5f);
-    const Tensor* bias = cc.bias ? &b : nullptr;
-    const Tensor want = NaiveConv(cc, x, w, bias, nullptr);
-    Tensor first;
-    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
-      KernelRun r = RunNhwcConv(cc, x, w, bias, nullptr, pool);
-      ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
-      ExpectNear(r.y, want, "winograd " + Name(cc));
-      if (!first.valid()) {
-        first = r.y;
-      } else {
-        ASSERT_EQ(0, std::memcmp(first.data<float>(), r.y.data<float>(), first.num_elements() * sizeof(float)))
-            << "thread count changed the bits: " << Name(cc);
+  for (const char* variant : {"4", "2"}) {
+    ScopedWinograd forced(variant);
+    uint32_t seed = 500;
+    for (const ConvCase& cc : cases) {
+      const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
+      const Tensor w = Random({cc.m, cc.c, 3, 3}, seed++, 1.0f / std::sqrt(float(cc.c * 9)));
+      const Tensor b = Random({cc.m}, seed++, 0.5f);
+      const Tensor* bias = cc.bias ? &b : nullptr;
+      const Tensor want = NaiveConv(cc, x, w, bias, nullptr);
+      Tensor first;
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+        KernelRun r = RunNhwcConv(cc, x, w, bias, nullptr, pool);
+        ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
+        ExpectNear(r.y, want, "winograd " + Name(cc));
+        if (!first.valid()) {
+          first = r.y;
+        } else {
+          ASSERT_EQ(0, std::memcmp(first.data<float>(), r.y.data<float>(), first.num_elements() * sizeof(float)))
+              << "thread count changed the bits: " << Name(cc);
+        }
       }
+      ScopedWinograd off("0");
+      KernelRun direct = RunNhwcConv(cc, x, w, bias, nullptr, nullptr);
+      ASSERT_TRUE(direct.create.ok() && direct.compute.ok()) << Name(cc);
+      EXPECT_NE(0, std::memcmp(first.data<float>(), direct.y.data<float>(), first.num_elements() * sizeof(float)))
+          << "same bits as the SGEMM conv: Winograd F(" << variant << ") did not run for " << Name(cc);
     }
-    ScopedWinograd off("0");
-    KernelRun direct = RunNhwcConv(cc, x, w, bias, nullptr, nullptr);
-    ASSERT_TRUE(direct.create.ok() && direct.compute.ok()) << Name(cc);
-    EXPECT_NE(0, std::memcmp(first.data<float>(), direct.y.data<float>(), first.num_elements() * sizeof(float)))
-        << "same bits as the SGEMM conv: Winograd did not run for " << Name(cc);
   }
 }
 
 TEST(NhwcWinogradConv, ResidualReluAndInPlace) {
   if (!sgemm::Available()) GTEST_SKIP();
   ThreadPool pool2(2);
-  for (ConvCase cc : {ConvCase{.h = 10, .w = 10, .c = 32, .m = 48, .pads = {1, 1, 1, 1}},
-                      ConvCase{.n = 2, .h = 7, .w = 9, .c = 16, .m = 136, .pads = {1, 1, 1, 1}, .bias = false}}) {
-    cc.relu = cc.residual = true;
-    const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, 71);
-    const Tensor w = Random({cc.m, cc.c, 3, 3}, 72, 0.2f);
-    const Tensor b = Random({cc.m}, 73, 0.5f);
-    const Tensor* bias = cc.bias ? &b : nullptr;
-    const Tensor res = Random({cc.n, cc.h, cc.w, cc.m}, 74, 2.0f);
-    const Tensor want = NaiveConv(cc, x, w, bias, &res);
-    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
-      KernelRun r = RunNhwcConv(cc, x, w, bias, &res, pool);
-      ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
-      ExpectNear(r.y, want, "winograd " + Name(cc));
-      KernelRun ip = RunNhwcConv(cc, x, w, bias, &res, pool, nullptr, /*in_place=*/true);
-      ASSERT_TRUE(ip.create.ok() && ip.compute.ok()) << Name(cc) << ip.compute.ToString();
-      EXPECT_TRUE(ip.in_place) << Name(cc);
-      ExpectNear(ip.y, want, "winograd in place " + Name(cc));
-      int zeros = 0;
-      for (int64_t i = 0; i < r.y.num_elements(); ++i) zeros += r.y.data<float>()[i] == 0.0f;
-      EXPECT_GT(zeros, 0) << "Relu never clamped: the case proves nothing";
+  for (const char* variant : {"4", "2"}) {
+    ScopedWinograd forced(variant);
+    for (ConvCase cc : {ConvCase{.h = 10, .w = 10, .c = 32, .m = 48, .pads = {1, 1, 1, 1}},
+                        ConvCase{.n = 2, .h = 7, .w = 9, .c = 16, .m = 136, .pads = {1, 1, 1, 1}, .bias = false}}) {
+      cc.relu = cc.residual = true;
+      const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, 71);
+      const Tensor w = Random({cc.m, cc.c, 3, 3}, 72, 0.2f);
+      const Tensor b = Random({cc.m}, 73, 0.5f);
+      const Tensor* bias = cc.bias ? &b : nullptr;
+      const Tensor res = Random({cc.n, cc.h, cc.w, cc.m}, 74, 2.0f);
+      const Tensor want = NaiveConv(cc, x, w, bias, &res);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+        KernelRun r = RunNhwcConv(cc, x, w, bias, &res, pool);
+        ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
+        ExpectNear(r.y, want, "winograd " + Name(cc));
+        KernelRun ip = RunNhwcConv(cc, x, w, bias, &res, pool, nullptr, /*in_place=*/true);
+        ASSERT_TRUE(ip.create.ok() && ip.compute.ok()) << Name(cc) << ip.compute.ToString();
+        EXPECT_TRUE(ip.in_place) << Name(cc);
+        ExpectNear(ip.y, want, "winograd in place " + Name(cc));
+        int zeros = 0;
+        for (int64_t i = 0; i < r.y.num_elements(); ++i) zeros += r.y.data<float>()[i] == 0.0f;
+        EXPECT_GT(zeros, 0) << "Relu never clamped: the case proves nothing";
+      }
     }
   }
 }
@@ -763,13 +771,12 @@ TEST(NhwcGemmConvSession, ResNetBlocksMatchReference) {
   }
 }
 
-// Winograd is chosen from the input's static size: a 14x14 map (16 tiles, 4 of them ragged)
-// takes it, a 7x7 map (4 tiles, whose 36 weight planes would be read for 4 tiles) stays on
-// the SGEMM conv. Told apart by comparing bits with a STRATA_WINOGRAD=0 session; both match
-// the reference kernels.
+// The Winograd variant is chosen from the input's static size: a 28x28 map takes F(4x4, 3x3),
+// a 14x14 map F(2x2, 3x3), a 7x7 map stays on the SGEMM conv. Told apart by comparing bits
+// with sessions made with STRATA_WINOGRAD=4, 2 and 0; all match the reference kernels.
 TEST(NhwcWinogradConvSession, ChosenByTheStaticMapSize) {
   if (!sgemm::Available()) GTEST_SKIP();
-  for (int64_t hw : {7, 14}) {
+  for (auto [hw, expect] : {std::pair<int64_t, const char*>{7, "0"}, {14, "2"}, {28, "4"}}) {
     onnx::ModelProto m = MakeModel(13, "winograd_choice");
     auto* g = m.mutable_graph();
     AddInput(g, "x", {1, 32, hw, hw});
@@ -791,17 +798,19 @@ TEST(NhwcWinogradConvSession, ChosenByTheStaticMapSize) {
       EXPECT_TRUE(y.ok()) << y.status().ToString();
       return y.ok() ? (*y)[0].tensor() : Tensor();
     };
-    const Tensor want = run(true), fast = run(false);
-    Tensor direct;
-    {
-      ScopedWinograd off("0");
-      direct = run(false);
+    const std::string what = std::to_string(hw) + "x" + std::to_string(hw);
+    const Tensor want = run(true), chosen = run(false);
+    ASSERT_TRUE(want.valid() && chosen.valid());
+    ExpectNear(chosen, want, what);
+    for (const char* variant : {"0", "2", "4"}) {
+      ScopedWinograd forced(variant);
+      const Tensor y = run(false);
+      ASSERT_TRUE(y.valid());
+      ExpectNear(y, want, what + " STRATA_WINOGRAD=" + variant);
+      const bool same = std::memcmp(chosen.data<float>(), y.data<float>(), y.num_elements() * sizeof(float)) == 0;
+      EXPECT_EQ(same, std::string(variant) == expect)
+          << what << ": the chosen kernel " << (same ? "matches" : "differs from") << " STRATA_WINOGRAD=" << variant;
     }
-    ASSERT_TRUE(want.valid() && fast.valid() && direct.valid());
-    ExpectNear(fast, want, std::to_string(hw) + "x" + std::to_string(hw));
-    ExpectNear(direct, want, std::to_string(hw) + "x" + std::to_string(hw) + " direct");
-    const bool same = std::memcmp(fast.data<float>(), direct.data<float>(), fast.num_elements() * sizeof(float)) == 0;
-    EXPECT_EQ(same, hw == 7) << hw << "x" << hw << (same ? ": Winograd did not run" : ": Winograd ran");
   }
 }
 
