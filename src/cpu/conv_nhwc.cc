@@ -35,6 +35,12 @@ Node OriginalNode(const Node& nhwc_node, const char* onnx_op) {
   return n;
 }
 
+int64_t StaticNhwcOutputPixels(const KernelInit& init) {
+  const TypeInfo& t = init.output_type(0);
+  if (!t.has_shape || t.dims.size() != 4 || !t.dims[1].known() || !t.dims[2].known()) return -1;
+  return t.dims[1].value * t.dims[2].value;
+}
+
 Result<NhwcConvInput> CheckNhwcConvInput(const Node& node, const Tensor* x, const Node& nchw_node,
                                          const Shape& w_shape) {
   if (!x) return InvalidArgument(node.Describe(), ": Conv needs input X");
@@ -221,11 +227,11 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
     auto stem = MakeNhwcStemConv(init, *w, b, act);
     if (stem.ok() || stem.status().code() != StatusCode::kUnsupported) return stem;
   }
-  // 3x3 stride-1 convs on maps of at least 14x14: Winograd F(4x4, 3x3), 4x fewer products
-  // (in bf16 sessions only on maps of at least 28x28, where it beats the bf16 GEMM).
+  // 3x3 stride-1 convs on maps of at least 14x14: Winograd (fp32, also in bf16 sessions).
   auto wino = MakeNhwcWinogradConv(init, *w, b, act);
   if (wino.ok() || wino.status().code() != StatusCode::kUnsupported) return wino;
-  // bf16 fast-math sessions take the bf16 GEMM for the other ungrouped convs.
+  // bf16 fast-math sessions take the bf16 GEMM for the other ungrouped convs on maps of at
+  // most 14x14 (kBf16ConvMaxMapPixels).
   auto bf16 = MakeNhwcBf16Conv(init, *w, b, act);
   if (bf16.ok() || bf16.status().code() != StatusCode::kUnsupported) return bf16;
   auto gemm = MakeNhwcGemmConv(init, *w, b, act);

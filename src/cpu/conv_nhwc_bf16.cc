@@ -275,6 +275,8 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const
   const Node& node = init.node;
   if (!init.config.bf16_fast_math || init.config.prefer_reference || !Bf16GemmAvailable() || !Bf16NodeSelected(node))
     return Unsupported(node.Describe(), ": bf16 fast math is off or the CPU lacks avx512_bf16");
+  if (const int64_t pixels = StaticNhwcOutputPixels(init); pixels > kBf16ConvMaxMapPixels)
+    return Unsupported(node.Describe(), ": output map of ", pixels, " pixels stays fp32 in bf16 sessions");
   // Grouped (depthwise) convs stay fp32: they are memory-bound, bf16 saves no FLOPs there.
   if (node.GetInt("group", 1) != 1 || w.dtype() != DataType::kFloat || w.rank() != 4 || w.num_elements() == 0)
     return Unsupported(node.Describe(), ": the bf16 NHWC conv needs group 1 and a float32 OIHW weight");

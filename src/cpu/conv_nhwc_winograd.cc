@@ -227,8 +227,8 @@ STRATA_AVX512 void OutputTransform(const Geo& g, int64_t t0, int64_t nt, int64_t
 class StagingBuffer {
  public:
   explicit StagingBuffer(int64_t floats)
-      : p_(static_cast<float*>(AllocateLargePages(static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float),
-                                                  &mapped_))) {}
+      : p_(static_cast<float*>(
+            AllocateLargePages(static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float), &mapped_))) {}
   ~StagingBuffer() {
     if (p_) FreeLargePages(p_, mapped_);
   }
@@ -440,8 +440,6 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcWinogradConv(const KernelInit& init, c
   if (forced != "2" && forced != "4") {
     if (pixels >= 0 && pixels < kWinogradMinPixels) return no("output map too small");
     f2 = pixels >= 0 && pixels < kWinogradF4MinPixels;
-    // bf16 sessions keep their bf16 GEMM (faster there) except on large maps (see the header).
-    if (init.config.bf16_fast_math && pixels < kWinogradBf16MinPixels) return no("bf16 session, map not known large");
   }
   std::unique_ptr<OpKernel> kernel;
   Status st;

@@ -33,11 +33,9 @@ namespace strata {
 Result<std::unique_ptr<OpKernel>> MakeNhwcWinogradConv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                        const FusedActivation& act);
 
-// In bf16 fast-math sessions only maps of at least 28x28 (known statically) take this fp32
-// kernel instead of the bf16 GEMM: there it is both faster (resnet18's 56x56 and 28x28
-// 3x3 convs, 1 thread: 0.44 vs 0.60 ms) and exact to fp32 rounding; on 14x14 maps the
-// bf16 GEMM is faster (0.59 vs 0.68 ms).
-inline constexpr int64_t kWinogradBf16MinPixels = 28 * 28;
+// bf16 fast-math sessions take these fp32 kernels too: exact to fp32 rounding, and on maps
+// of 28x28 and more faster than the bf16 GEMM (resnet18's 56x56 and 28x28 3x3 convs, 1
+// thread: 0.44 vs 0.60 ms); see kBf16ConvMaxMapPixels.
 inline constexpr int64_t kWinogradMaxC = 512;
 inline constexpr int64_t kWinogradMinPixels = 14 * 14;
 inline constexpr int64_t kWinogradF4MinPixels = 28 * 28;

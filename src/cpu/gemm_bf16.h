@@ -136,8 +136,14 @@ void PrepareBf16ConvThreadScratch();
 // True when MakeBf16Conv builds the bf16 kernel (the registry entry's `covers`).
 bool Bf16ConvCovers(const KernelInit& init);
 // Ungrouped strata.internal NhwcConv on the bf16 GEMM (conv_nhwc_bf16.cc) when bf16 fast
-// math applies; kUnsupported otherwise (the caller keeps the fp32 kernels). Input 3, when
-// present, is the fused residual (FuseNhwcConvResidual).
+// math applies and the output map has at most kBf16ConvMaxMapPixels pixels (or an unknown
+// size); kUnsupported otherwise (the caller keeps the fp32 kernels). Input 3, when present,
+// is the fused residual (FuseNhwcConvResidual).
+// Why the map size: rounding activations to bf16 in a CNN's early, high-resolution layers
+// is what its output error grows from (resnet50 with random weights: rounding only the
+// input image already moves the output by 4.7e-2), and those layers' 3x3 convs are fast in
+// fp32 on Winograd; from 14x14 down the bf16 GEMM's 2x rate is kept.
+inline constexpr int64_t kBf16ConvMaxMapPixels = 14 * 14;
 Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                    const FusedActivation& act);
 // strata.internal FusedMatMul (bias, GELU or residual epilogue) on the bf16 GEMM when

@@ -28,6 +28,9 @@ Status RunNchwFallback(KernelContext& ctx, const OpKernel& ref, const Node& nchw
 // The original ONNX node behind an internal NHWC node: same attributes and inputs, the
 // ONNX op type, domain "" and the opset recorded by the pass. Used to build the fallbacks.
 Node OriginalNode(const Node& nhwc_node, const char* onnx_op);
+// Pixels of an NhwcConv's output map (OH * OW) from its statically inferred output type
+// [N, OH, OW, M], or -1 when that is not known at session creation.
+int64_t StaticNhwcOutputPixels(const KernelInit& init);
 
 // Writes X [N][H][W][C] into the zero-padded image [N][hp][wp][C] of T with X at (pt, pl);
 // copy(src, count, dst) writes one row of `count` floats as T. Rows of the padded image

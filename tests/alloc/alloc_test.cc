@@ -150,15 +150,16 @@ std::string ReluGemvModel() {
 }
 
 // Two NCHW convs (3x3 pad 1, 16 -> 32 channels, then 1x1 32 -> 32) with a Relu between, on
-// a 1 x 16 x 28 x 28 image: in a bf16 session (on an AVX512_BF16 CPU) they run as NHWC bf16
-// GEMMs over 784 rows, split over a 2-thread pool, through the per-thread A packs and row
-// pointers.
-constexpr int64_t kConvC = 16, kConvK = 32, kConvHW = 28;
-std::string ConvPairModel() {
+// a 1 x 16 x hw x hw image. In fp32 (hw = 28) the 3x3 conv runs on Winograd, the 1x1 on the
+// SGEMM. In a bf16 session (on an AVX512_BF16 CPU; hw = 13: maps of at most 14x14 take bf16,
+// and 13x13 is below Winograd's smallest map) both run as NHWC bf16 GEMMs over 169 rows,
+// split over a 2-thread pool, through the per-thread A packs and row pointers.
+constexpr int64_t kConvC = 16, kConvK = 32, kConvHW = 28, kBf16ConvHW = 13;
+std::string ConvPairModel(int64_t hw) {
   onnx::ModelProto m = ob::MakeModel(17);
   onnx::GraphProto* g = m.mutable_graph();
-  ob::AddInput(g, "x", {1, kConvC, kConvHW, kConvHW});
-  ob::AddOutput(g, "y", {1, kConvK, kConvHW, kConvHW});
+  ob::AddInput(g, "x", {1, kConvC, hw, hw});
+  ob::AddOutput(g, "y", {1, kConvK, hw, hw});
   AddFloatInit(g, "w1", {kConvK, kConvC, 3, 3}, 31, 0.3f);
   AddFloatInit(g, "b1", {kConvK}, 32, 0.1f);
   AddFloatInit(g, "w2", {kConvK, kConvK, 1, 1}, 33, 0.3f);
@@ -262,13 +263,24 @@ Case Digits() {
 Case Encoder() { return {"encoder", EncoderModel(), "", "x", {1, kSeq, kModel}, "y", {1, kSeq, kModel}}; }
 Case ReluGemv() { return {"relu gemv", ReluGemvModel(), "", "x", {1, kMlpK}, "y", {1, kMlpK}}; }
 Case Bf16Convs() {
-  return {"bf16 convs", ConvPairModel(), "", "x", {1, kConvC, kConvHW, kConvHW}, "y", {1, kConvK, kConvHW, kConvHW},
+  return {"bf16 convs",
+          ConvPairModel(kBf16ConvHW),
+          "",
+          "x",
+          {1, kConvC, kBf16ConvHW, kBf16ConvHW},
+          "y",
+          {1, kConvK, kBf16ConvHW, kBf16ConvHW},
           "bf16"};
 }
 // The same convs in fp32: the 3x3 one on Winograd (per-thread tile scratch), the 1x1 on the SGEMM.
 Case WinogradConvs() {
-  return {
-      "winograd convs", ConvPairModel(), "", "x", {1, kConvC, kConvHW, kConvHW}, "y", {1, kConvK, kConvHW, kConvHW}};
+  return {"winograd convs",
+          ConvPairModel(kConvHW),
+          "",
+          "x",
+          {1, kConvC, kConvHW, kConvHW},
+          "y",
+          {1, kConvK, kConvHW, kConvHW}};
 }
 Case Qdq() { return {"qdq", QdqModel(), "", "x", {4, 16}, "y", {4, 16}}; }
 Case NBits(int64_t bits, int64_t level, int64_t M) {
