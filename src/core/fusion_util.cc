@@ -1,5 +1,7 @@
 #include "core/fusion_util.h"
 
+#include <algorithm>
+
 #include "core/optimizer.h"
 
 namespace strata {
@@ -17,6 +19,25 @@ GraphUses::GraphUses(const Graph& g)
   }
   for (int o : g.outputs)
     if (o >= 0) is_output_[o] = 1;
+}
+
+int LongestChainAfter(const Graph& g, const Node& node, bool (*counts)(const Node&)) {
+  // after[v]: the longest chain from value v to a graph output. One reverse pass over the
+  // topological order: a node's inputs see the best of its outputs, plus the node itself.
+  std::vector<int> after(g.values.size(), 0);
+  for (size_t i = g.nodes.size(); i-- > 0;) {
+    const Node& n = g.nodes[i];
+    int best = 0;
+    for (int v : n.outputs)
+      if (v >= 0) best = std::max(best, after[static_cast<size_t>(v)]);
+    best += counts(n) ? 1 : 0;
+    for (int v : n.inputs)
+      if (v >= 0) after[static_cast<size_t>(v)] = std::max(after[static_cast<size_t>(v)], best);
+  }
+  int chain = 0;
+  for (int v : node.outputs)
+    if (v >= 0 && static_cast<size_t>(v) < after.size()) chain = std::max(chain, after[static_cast<size_t>(v)]);
+  return chain;
 }
 
 void RemoveDroppedNodes(Graph& g, const std::vector<char>& drop) {

@@ -30,6 +30,12 @@ class GraphUses {
   std::vector<char> is_output_;
 };
 
+// The longest chain of nodes for which counts(node) is true on any path from `node`'s
+// outputs to a graph output, `node` itself not counted (g.nodes topologically sorted; only
+// `node`'s output value ids are read, so it may be a copy). E.g. how many convs a
+// rounding error made in `node` still passes through.
+int LongestChainAfter(const Graph& g, const Node& node, bool (*counts)(const Node&));
+
 // Removes the nodes flagged in `drop` (indexed like g.nodes), keeping the others' order.
 void RemoveDroppedNodes(Graph& g, const std::vector<char>& drop);
 

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "core/constant_release.h"
+#include "core/fusion_util.h"
+#include "core/inverted_residual_fusion.h"
 #include "cpu/bf16_simd.h"
 #include "cpu/bf16_target.h"
 #include "cpu/conv_kernels.h"
@@ -270,13 +272,26 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
 
 }  // namespace
 
+namespace {
+// The nodes a bf16 rounding error is amplified through (kBf16ConvMaxConvsAfter).
+bool IsConvNode(const Node& n) {
+  return n.op_type == "Conv" || n.op_type == "NhwcConv" || n.op_type == "ConvTranspose" ||
+         n.op_type == kInvertedResidualOp;
+}
+}  // namespace
+
+bool NhwcBf16ConvAllowed(const KernelInit& init) {
+  return StaticNhwcOutputPixels(init) <= kBf16ConvMaxMapPixels ||
+         LongestChainAfter(init.graph, init.node, IsConvNode) <= kBf16ConvMaxConvsAfter;
+}
+
 Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                    const FusedActivation& act) {
   const Node& node = init.node;
   if (!init.config.bf16_fast_math || init.config.prefer_reference || !Bf16GemmAvailable() || !Bf16NodeSelected(node))
     return Unsupported(node.Describe(), ": bf16 fast math is off or the CPU lacks avx512_bf16");
-  if (const int64_t pixels = StaticNhwcOutputPixels(init); pixels > kBf16ConvMaxMapPixels)
-    return Unsupported(node.Describe(), ": output map of ", pixels, " pixels stays fp32 in bf16 sessions");
+  if (!NhwcBf16ConvAllowed(init))
+    return Unsupported(node.Describe(), ": an early conv of a deep net on a large map stays fp32 in bf16 sessions");
   // Grouped (depthwise) convs stay fp32: they are memory-bound, bf16 saves no FLOPs there.
   if (node.GetInt("group", 1) != 1 || w.dtype() != DataType::kFloat || w.rank() != 4 || w.num_elements() == 0)
     return Unsupported(node.Describe(), ": the bf16 NHWC conv needs group 1 and a float32 OIHW weight");

@@ -136,13 +136,19 @@ void PrepareBf16ConvThreadScratch();
 // True when MakeBf16Conv builds the bf16 kernel (the registry entry's `covers`).
 bool Bf16ConvCovers(const KernelInit& init);
 // Ungrouped strata.internal NhwcConv on the bf16 GEMM (conv_nhwc_bf16.cc) when bf16 fast
-// math applies and the output map has at most kBf16ConvMaxMapPixels pixels (or an unknown
-// size); kUnsupported otherwise (the caller keeps the fp32 kernels). Input 3, when present,
-// is the fused residual (FuseNhwcConvResidual).
-// Why the map size: rounding activations to bf16 in a CNN's early, high-resolution layers
-// is what its output error grows from (resnet50 with random weights: rounding only the
-// input image already moves the output by 4.7e-2), and those layers' 3x3 convs are fast in
-// fp32 on Winograd; from 14x14 down the bf16 GEMM's 2x rate is kept.
+// math applies and either its output map has at most kBf16ConvMaxMapPixels pixels (or an
+// unknown size) or at most kBf16ConvMaxConvsAfter convs follow it on the way to an output;
+// kUnsupported otherwise (the caller keeps the fp32 kernels). Input 3, when present, is the
+// fused residual (FuseNhwcConvResidual).
+// Why: a deep CNN's output error grows from bf16 roundings made early, in its
+// high-resolution layers, which every later conv amplifies (resnet50 with random weights:
+// rounding only the input image already moves the output by 4.7e-2; with every conv on
+// bf16, 8.7e-2). Keeping those convs fp32 (their 3x3 ones run fast on Winograd) brings
+// resnet50 to 9.0e-3; a shallow net keeps bf16 everywhere (resnet18's longest chain is 17
+// convs: 5.7e-3 with all on bf16).
+inline constexpr int64_t kBf16ConvMaxConvsAfter = 20;
+// The map-size and depth half of that rule alone (the fp32 Winograd kernels ask it).
+bool NhwcBf16ConvAllowed(const KernelInit& init);
 inline constexpr int64_t kBf16ConvMaxMapPixels = 14 * 14;
 Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                    const FusedActivation& act);

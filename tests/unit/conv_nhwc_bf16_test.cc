@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "core/kernel.h"
+#include "core/layout_pass.h"
 #include "core/session.h"
 #include "cpu/conv_nhwc_winograd.h"
 #include "cpu/gemm_bf16.h"
@@ -161,10 +163,12 @@ TEST_F(Bf16NhwcConv, MatchesFp32ReferenceThroughLayoutPass) {
       {1, 64, 7, 7, 300, 1, 1, 0, 1, true, true},
       {1, 2, 1, 1, 600, 1, 1, 0, 1, false, false},
       {1, 450, 13, 1, 1100, 1, 1, 0, 1, false, true},
-      // Maps over 14x14 stay fp32 (kBf16ConvMaxMapPixels): the SGEMM conv, and Winograd for a
-      // 3x3 stride-1 conv on a 14x14 map.
+      // A map over 14x14 (bf16 because no conv follows: see EarlyConvsOfADeepNetStayFp32),
+      // and a 3x3 stride-1 conv on a 14x14 map (bf16, not the fp32 Winograd F(2x2, 3x3)).
       {1, 16, 16, 16, 24, 1, 1, 0, 1, false, false},
       {1, 32, 14, 14, 32, 3, 1, 1, 1, false, true},
+      // A 3x3 stride-1 conv on a 28x28 map: the fp32 Winograd F(4x4, 3x3), faster there.
+      {1, 32, 28, 28, 32, 3, 1, 1, 1, false, false},
   };
   for (const Case& c : cases) {
     const int64_t oh = c.Out(c.h), ow = c.Out(c.w);
@@ -201,8 +205,8 @@ TEST_F(Bf16NhwcConv, MatchesFp32ReferenceThroughLayoutPass) {
       ASSERT_EQ(y.shape(), (*ref)[0].tensor().shape()) << what;
       EXPECT_LT(MaxRelError(y, (*ref)[0].tensor()), 1e-2) << what << " threads=" << threads;
       const bool winograd =
-          c.k == 3 && c.stride == 1 && c.dilation == 1 && c.c >= 16 && c.m >= 16 && oh * ow >= kWinogradMinPixels;
-      if (oh * ow > kBf16ConvMaxMapPixels || winograd) {
+          c.k == 3 && c.stride == 1 && c.dilation == 1 && c.c >= 16 && c.m >= 16 && oh * ow >= kWinogradF4MinPixels;
+      if (winograd) {
         // fp32 kernels in a bf16 session: the fp32 session's bits (neither depends on threads).
         EXPECT_TRUE(SameBits(y, (*fp32)[0].tensor())) << what << " threads=" << threads << ": not the fp32 kernel";
         continue;
@@ -227,6 +231,55 @@ TEST_F(Bf16NhwcConv, MatchesFp32ReferenceThroughLayoutPass) {
           EXPECT_TRUE(SameBits(y, one_thread[0].tensor())) << what << ": 2 threads differ from 1";
         }
       }
+    }
+  }
+}
+
+// A chain of 24 1x1 convs (16 -> 16 channels) as the layout pass leaves them: in a bf16
+// session each one runs on bf16 when its output map has at most 14x14 pixels or at most 20
+// convs follow it; the first three of the chain on a 16x16 map (23, 22, 21 convs after
+// them) stay fp32. Asked of the registry's NhwcConv factory, node by node.
+TEST_F(Bf16NhwcConv, EarlyConvsOfADeepNetStayFp32) {
+  for (int64_t hw : {16, 14}) {
+    Graph g;
+    constexpr int kConvs = 24;
+    auto typed = [&](const std::string& name) {
+      const int v = g.AddValue(name);
+      g.values[v].type.kind = TypeInfo::Kind::kTensor;
+      g.values[v].type.elem_type = DataType::kFloat;
+      g.values[v].type.has_shape = true;
+      for (int64_t d : {int64_t{1}, hw, hw, int64_t{16}}) g.values[v].type.dims.push_back(Dim{d, ""});
+      return v;
+    };
+    int prev = typed("x");
+    g.inputs = {prev};
+    const Tensor w = Tensor::FromVector<float>(Pseudo(16 * 16, 7, 0.25f), {16, 16, 1, 1});
+    for (int i = 0; i < kConvs; ++i) {
+      Node n;
+      n.name = "conv" + std::to_string(i);
+      n.op_type = "NhwcConv";
+      n.domain = kInternalDomain;
+      n.opset = 1;
+      n.attrs[kOriginalOpsetAttr] = Attribute::Int(13);
+      n.attrs["kernel_shape"] = Attribute::Ints({1, 1});
+      const int wv = g.AddValue(n.name + "_w");
+      g.initializers[wv] = w;
+      const int out = typed(n.name + "_y");
+      n.inputs = {prev, wv};
+      n.outputs = {out};
+      g.nodes.push_back(n);
+      prev = out;
+    }
+    g.outputs = {prev};
+    const KernelDef* def = CpuKernels().Find(kInternalDomain, "NhwcConv", 1, DataType::kFloat);
+    ASSERT_NE(def, nullptr);
+    KernelConfig bf16;
+    bf16.bf16_fast_math = true;
+    for (int i = 0; i < kConvs; ++i) {
+      auto k = def->factory(KernelInit{g.nodes[i], g, nullptr, bf16});
+      ASSERT_TRUE(k.ok()) << k.status().ToString();
+      const bool expect_bf16 = hw * hw <= kBf16ConvMaxMapPixels || kConvs - 1 - i <= kBf16ConvMaxConvsAfter;
+      EXPECT_EQ(IsBf16Kernel(**k), expect_bf16) << hw << "x" << hw << " conv " << i;
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 
 #include "core/executor.h"
 #include "core/layout_pass.h"
@@ -62,6 +63,35 @@ IrBuilder ResidualTail(int64_t group) {
   b.Add("Relu", {s}, {out});
   b.g.outputs = {out};
   return b;
+}
+
+// x -> A(Conv) -> B(Relu) -> C(Conv) -> y1, and A -> D(Conv) -> E(Abs) -> F(Conv) -> G(Conv) -> y2;
+// H(Conv) reads x and feeds nothing.
+TEST(FusionUtil, LongestChainAfterCountsTheLongestPathToAnOutput) {
+  IrBuilder b;
+  const int x = b.Input("x", RandomTensor(DataType::kFloat, {1, 4}, 1));
+  int v[8];
+  for (int i = 0; i < 8; ++i) v[i] = b.Value("v" + std::to_string(i), {1, 4});
+  const int y1 = b.Out("y1"), y2 = b.Out("y2");
+  Node& a = b.Add("Conv", {x}, {v[0]});
+  const Node a_copy = a;
+  b.Add("Relu", {v[0]}, {v[1]});
+  b.Add("Conv", {v[1]}, {y1});
+  b.Add("Conv", {v[0]}, {v[2]});
+  b.Add("Abs", {v[2]}, {v[3]});
+  b.Add("Conv", {v[3]}, {v[4]});
+  b.Add("Conv", {v[4]}, {y2});
+  b.Add("Conv", {x}, {v[5]});
+  b.g.outputs = {y1, y2};
+  auto conv = [](const Node& n) { return n.op_type == "Conv"; };
+  const Graph& g = b.g;
+  EXPECT_EQ(LongestChainAfter(g, a_copy, conv), 3);                              // D, F, G
+  EXPECT_EQ(LongestChainAfter(g, g.nodes[1], conv), 1);                          // B: C
+  EXPECT_EQ(LongestChainAfter(g, g.nodes[2], conv), 0);                          // C writes an output
+  EXPECT_EQ(LongestChainAfter(g, g.nodes[3], conv), 2);                          // D: F, G
+  EXPECT_EQ(LongestChainAfter(g, g.nodes[4], conv), 2);                          // E (not counted itself): F, G
+  EXPECT_EQ(LongestChainAfter(g, g.nodes[7], conv), 0);                          // H: its output is never read
+  EXPECT_EQ(LongestChainAfter(g, a_copy, [](const Node&) { return true; }), 4);  // D, E, F, G
 }
 
 TEST(FusionUtil, ResidualFusionNeedsAKernelThatCoversTheFusedNode) {
