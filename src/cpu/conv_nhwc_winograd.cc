@@ -22,6 +22,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -457,6 +458,11 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcWinogradConv(const KernelInit& init, c
   if (c < 16 || c > kWinogradMaxC || m < 16) return no("channel counts outside 16..512 in, >= 16 out");
   if (MaxBlockTiles(c, std::min(m, kChunkM), F4::kIn * F4::kIn) < kMinBlockTiles)
     return no("too many input channels for the scratch");
+  // Inf/NaN weights: the transforms' differences would turn an infinite product into NaN
+  // where the direct conv keeps inf, so such (broken) weights keep the SGEMM conv.
+  const float* wp = w.data<float>();
+  for (int64_t i = 0; i < w.num_elements(); ++i)
+    if (!std::isfinite(wp[i])) return no("non-finite weights");
   const int64_t pixels = StaticOutputPixels(init, OriginalNode(node, "Conv"), c);
   bool f2 = forced == "2";
   if (forced != "2" && forced != "4") {

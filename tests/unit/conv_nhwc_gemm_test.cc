@@ -409,6 +409,25 @@ TEST(NhwcWinogradConv, MatchesNaiveConvAtEdgeShapes) {
   }
 }
 
+// An infinite weight: Winograd's transforms would mix inf - inf into NaN, so the conv keeps
+// the SGEMM conv, whose bits it then matches (inf where the direct sum is inf).
+TEST(NhwcWinogradConv, NonFiniteWeightsKeepTheSgemmConv) {
+  if (!sgemm::Available()) GTEST_SKIP();
+  const ConvCase cc{.h = 8, .w = 8, .c = 16, .m = 16, .pads = {1, 1, 1, 1}};
+  const Tensor x = Random({1, 8, 8, 16}, 81);
+  Tensor w = Random({16, 16, 3, 3}, 82, 0.25f);
+  w.mutable_data<float>()[5] = INFINITY;
+  KernelRun r = RunNhwcConv(cc, x, w, nullptr, nullptr, nullptr);
+  ASSERT_TRUE(r.create.ok() && r.compute.ok()) << r.create.ToString() << r.compute.ToString();
+  ScopedWinograd off("0");
+  KernelRun direct = RunNhwcConv(cc, x, w, nullptr, nullptr, nullptr);
+  ASSERT_TRUE(direct.create.ok() && direct.compute.ok());
+  EXPECT_EQ(0, std::memcmp(r.y.data<float>(), direct.y.data<float>(), r.y.num_elements() * sizeof(float)));
+  int inf = 0;
+  for (int64_t i = 0; i < r.y.num_elements(); ++i) inf += std::isinf(r.y.data<float>()[i]);
+  EXPECT_GT(inf, 0) << "no infinite output: the case proves nothing";
+}
+
 TEST(NhwcWinogradConv, ResidualReluAndInPlace) {
   if (!sgemm::Available()) GTEST_SKIP();
   ThreadPool pool2(2);
