@@ -4,7 +4,6 @@
 // registers them all.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "core/kernel.h"
 #include "cpu/fn_kernel_def.h"
