@@ -1,7 +1,8 @@
 // Steady-state allocation behaviour of io-binding runs (strata_session_run_binding),
 // measured with the counting hook in alloc_hook.cc, for the digits example, a small
 // transformer encoder block and com.microsoft MatMulNBits nodes (4 and 8 bits, accuracy
-// levels 0 and 4, each of the kernel's paths) built here: after warm-up, zero allocations
+// levels 0 and 4, each of the kernel's paths) and the integer ops (QLinearConv, ConvInteger,
+// QLinearMatMul, MatMulInteger with constant weights) built here: after warm-up, zero allocations
 // and zero frees per run, with 1 and 2 intra-op threads.
 #include <gtest/gtest.h>
 
@@ -244,6 +245,80 @@ std::string QdqModel() {
   return ob::Serialize(m);
 }
 
+// An initializer of 8-bit or int32 values from an LCG (raw little-endian data); `lo`/`span`
+// bound the values.
+void AddIntInit(onnx::GraphProto* g, const std::string& name, onnx::TensorProto::DataType dt, std::vector<int64_t> dims,
+                uint32_t seed, int32_t lo, uint32_t span) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(dt);
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    t->add_dims(d);
+    n *= d;
+  }
+  const size_t width = dt == onnx::TensorProto::INT32 ? 4 : 1;
+  std::string raw(static_cast<size_t>(n) * width, '\0');
+  uint32_t s = seed;
+  for (int64_t i = 0; i < n; ++i) {
+    s = s * 1664525u + 1013904223u;
+    const int32_t v = lo + static_cast<int32_t>((s >> 8) % span);
+    std::memcpy(&raw[static_cast<size_t>(i) * width], &v, width);  // little-endian low bytes
+  }
+  t->set_raw_data(raw);
+}
+
+// The integer ops with constant weights between QuantizeLinear (uint8) and DequantizeLinear:
+// QLinearConv (per-channel int8 weights, scales and zero points, int32 bias) and ConvInteger
+// on a batch of 2, 3x3 pad 1, 8 -> 16 channels, summed; and QLinearMatMul and MatMulInteger
+// (per-column b_zero_point) over [4, 64] x [64, 48], summed.
+constexpr int64_t kQcN = 2, kQcC = 8, kQcK = 16, kQcHW = 10, kQmM = 4, kQmK = 64, kQmN = 48;
+std::string QLinearConvModel() {
+  onnx::ModelProto m = ob::MakeModel(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::AddInput(g, "x", {kQcN, kQcC, kQcHW, kQcHW});
+  ob::AddOutput(g, "y", {kQcN, kQcK, kQcHW, kQcHW});
+  AddFloatInit(g, "xs", {}, 41, 0.0f, 0.01f);
+  AddIntInit(g, "xz", onnx::TensorProto::UINT8, {}, 42, 128, 1);
+  AddIntInit(g, "w", onnx::TensorProto::INT8, {kQcK, kQcC, 3, 3}, 43, -128, 256);
+  AddFloatInit(g, "ws", {kQcK}, 44, 0.004f, 0.01f);
+  AddIntInit(g, "wz", onnx::TensorProto::INT8, {kQcK}, 45, -4, 9);
+  AddFloatInit(g, "ys", {}, 46, 0.0f, 0.1f);
+  AddIntInit(g, "yz", onnx::TensorProto::UINT8, {}, 47, 120, 1);
+  AddIntInit(g, "bias", onnx::TensorProto::INT32, {kQcK}, 48, -3000, 6000);
+  AddFloatInit(g, "is", {}, 49, 0.0f, 1e-5f);
+  ob::AddNode(g, "QuantizeLinear", {"x", "xs", "xz"}, {"q"});
+  WithInts(ob::AddNode(g, "QLinearConv", {"q", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"}, {"qc"}), "pads",
+           {1, 1, 1, 1});
+  ob::AddNode(g, "DequantizeLinear", {"qc", "ys", "yz"}, {"d1"});
+  WithInts(ob::AddNode(g, "ConvInteger", {"q", "w", "xz", "wz"}, {"ci"}), "pads", {1, 1, 1, 1});
+  ob::AddNode(g, "DequantizeLinear", {"ci", "is"}, {"d2"});
+  ob::AddNode(g, "Add", {"d1", "d2"}, {"y"});
+  return ob::Serialize(m);
+}
+std::string QLinearMatMulModel() {
+  onnx::ModelProto m = ob::MakeModel(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::AddInput(g, "x", {kQmM, kQmK});
+  ob::AddOutput(g, "y", {kQmM, kQmN});
+  AddFloatInit(g, "as", {}, 51, 0.0f, 0.01f);
+  AddIntInit(g, "az", onnx::TensorProto::UINT8, {}, 52, 128, 1);
+  AddIntInit(g, "b", onnx::TensorProto::INT8, {kQmK, kQmN}, 53, -128, 256);
+  AddFloatInit(g, "bs", {}, 54, 0.0f, 0.01f);
+  AddIntInit(g, "bz", onnx::TensorProto::INT8, {}, 55, 3, 1);
+  AddIntInit(g, "bz_col", onnx::TensorProto::INT8, {kQmN}, 56, -4, 9);
+  AddFloatInit(g, "ys", {}, 57, 0.0f, 0.1f);
+  AddIntInit(g, "yz", onnx::TensorProto::UINT8, {}, 58, 120, 1);
+  AddFloatInit(g, "is", {}, 59, 0.0f, 1e-5f);
+  ob::AddNode(g, "QuantizeLinear", {"x", "as", "az"}, {"q"});
+  ob::AddNode(g, "QLinearMatMul", {"q", "as", "az", "b", "bs", "bz", "ys", "yz"}, {"qm"});
+  ob::AddNode(g, "DequantizeLinear", {"qm", "ys", "yz"}, {"d1"});
+  ob::AddNode(g, "MatMulInteger", {"q", "b", "az", "bz_col"}, {"mi"});
+  ob::AddNode(g, "DequantizeLinear", {"mi", "is"}, {"d2"});
+  ob::AddNode(g, "Add", {"d1", "d2"}, {"y"});
+  return ob::Serialize(m);
+}
+
 // A model under test: how to make its session, and its one input and output.
 struct Case {
   std::string label;
@@ -283,6 +358,13 @@ Case WinogradConvs() {
           {1, kConvK, kConvHW, kConvHW}};
 }
 Case Qdq() { return {"qdq", QdqModel(), "", "x", {4, 16}, "y", {4, 16}}; }
+Case QLinearConvs() {
+  return {"qlinearconv+convinteger", QLinearConvModel(), "", "x", {kQcN, kQcC, kQcHW, kQcHW}, "y",
+          {kQcN, kQcK, kQcHW, kQcHW}};
+}
+Case QLinearMatMuls() {
+  return {"qlinearmatmul+matmulinteger", QLinearMatMulModel(), "", "x", {kQmM, kQmK}, "y", {kQmM, kQmN}};
+}
 Case NBits(int64_t bits, int64_t level, int64_t M) {
   return {"matmulnbits bits=" + std::to_string(bits) + " level=" + std::to_string(level) + " M=" + std::to_string(M),
           NBitsModel(bits, level, M),
@@ -436,6 +518,10 @@ TEST_P(AllocTest, DigitsSteadyState) { CheckSteadyState(Digits(), GetParam()); }
 TEST_P(AllocTest, EncoderSteadyState) { CheckSteadyState(Encoder(), GetParam()); }
 TEST_P(AllocTest, WinogradConvSteadyState) { CheckSteadyState(WinogradConvs(), GetParam()); }
 TEST_P(AllocTest, QuantizeDequantizeLinearSteadyState) { CheckSteadyState(Qdq(), GetParam()); }
+// The integer ops with constant weights (packed at creation, per-run buffers from the
+// session allocator).
+TEST_P(AllocTest, QLinearConvSteadyState) { CheckSteadyState(QLinearConvs(), GetParam()); }
+TEST_P(AllocTest, QLinearMatMulSteadyState) { CheckSteadyState(QLinearMatMuls(), GetParam()); }
 TEST_P(AllocTest, SparseGemvSteadyState) { CheckSteadyState(ReluGemv(), GetParam()); }
 TEST_P(AllocTest, Bf16ConvSteadyState) { CheckSteadyState(Bf16Convs(), GetParam()); }
 // MatMulNBits per path (on AVX-512 VNNI): M = 1 the GEMV, M = 16 the 4-bit table GEMM (8

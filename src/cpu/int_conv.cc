@@ -1,0 +1,310 @@
+// ConvInteger and QLinearConv: N-D grouped convolution of 8-bit integers with exact int32
+// (mod 2^32) accumulation after subtracting the zero points. QLinearConv adds the int32 bias
+// and requantizes with the float multiplier x_scale * w_scale[m] / y_scale, rounding half to
+// even and saturating, like ONNX Runtime's reference path.
+//
+// Per (image, group): im2col of x - x_zero_point into int16 columns (padding reads 0, i.e. the
+// zero point), then a GEMM whose inner loop runs over contiguous output positions. W is
+// packed as int16 w - w_zero_point[m]: once at session creation when W and its zero point
+// are constant, else per run. Per-run buffers (columns, QLinearConv's accumulators, a
+// run-time W's packing) come from the session allocator: Compute makes no heap allocation in
+// the steady state.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/constant_release.h"
+#include "core/kernel.h"
+#include "cpu/conv_geometry.h"
+#include "cpu/quantize_common.h"
+#include "cpu/target_clones.h"
+
+namespace strata {
+namespace {
+
+// acc[i] += w * c[i] (mod 2^32); |w * c[i]| <= 255 * 255 fits int32. Cloned so that the loop
+// vectorises where the CPU allows (baseline x86-64 has no packed 32-bit multiply).
+STRATA_TARGET_CLONES("avx512f", "avx2", "default")
+void AxpyI16(uint32_t* acc, int32_t w, const int16_t* c, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<uint32_t>(w * static_cast<int32_t>(c[i]));
+}
+
+// Validated shapes of one call: x [N, C, in...], w [M, C/group, kernel...], y [N, M, out...].
+struct IntConvShape {
+  int64_t N = 0, C = 0, M = 0, group = 1, cg = 0, mg = 0;
+  int64_t in_size = 0, k_size = 0, out_size = 0, rows = 0;  // rows: cg * k_size
+  SpatialGeometry g;
+  Shape out;
+};
+
+Result<IntConvShape> ComputeIntConvShape(const Node& node, const Tensor& x, const Tensor& w) {
+  if (x.rank() < 3 || w.rank() != x.rank())
+    return InvalidArgument(node.Describe(), ": x ", ShapeToString(x.shape()), " and w ", ShapeToString(w.shape()),
+                           " must be [N, C, spatial...] and [M, C/group, kernel...] of equal rank >= 3");
+  IntConvShape s;
+  s.N = x.dim(0);
+  s.C = x.dim(1);
+  s.M = w.dim(0);
+  s.group = node.GetInt("group", 1);
+  if (s.group <= 0 || s.C % s.group != 0 || s.M % s.group != 0 || w.dim(1) != s.C / s.group)
+    return InvalidArgument(node.Describe(), ": channels do not match: x has ", s.C, ", w ", ShapeToString(w.shape()),
+                           ", group ", s.group);
+  const Shape in(x.shape().begin() + 2, x.shape().end()), kernel(w.shape().begin() + 2, w.shape().end());
+  if (const std::vector<int64_t>* ks = FindInts(node, "kernel_shape"); ks && Shape(*ks) != kernel)
+    return InvalidArgument(node.Describe(), ": kernel_shape ", ShapeToString(Shape(*ks)), " differs from w ",
+                           ShapeToString(kernel));
+  ASSIGN_OR_RETURN(s.g, ComputeWindowGeometry(node, in, kernel, /*ceil_mode=*/false));
+  s.cg = s.C / s.group;
+  s.mg = s.M / s.group;
+  s.in_size = s.g.InSize();
+  s.k_size = s.g.KernelSize();
+  s.out_size = s.g.OutSize();
+  s.rows = s.cg * s.k_size;
+  s.out = Shape{s.N, s.M};
+  s.out.insert(s.out.end(), s.g.out.begin(), s.g.out.end());
+  return s;
+}
+
+// wp[m][r] = w[m][r] - w_zero_point[m], for W [M, rows].
+template <typename T>
+void PackWTyped(const T* w, const Tensor* wzp, int64_t M, int64_t rows, int16_t* wp) {
+  for (int64_t m = 0; m < M; ++m) {
+    const int32_t z = ZeroPointAt(wzp, m);
+    for (int64_t r = 0; r < rows; ++r)
+      wp[m * rows + r] = static_cast<int16_t>(static_cast<int32_t>(w[m * rows + r]) - z);
+  }
+}
+void PackW(const Tensor& w, const Tensor* wzp, int64_t M, int64_t rows, int16_t* wp) {
+  if (w.dtype() == DataType::kUInt8) {
+    PackWTyped(w.data<uint8_t>(), wzp, M, rows, wp);
+  } else {
+    PackWTyped(w.data<int8_t>(), wzp, M, rows, wp);
+  }
+}
+
+// col[(c * k_size + k) * out_size + o] = x[c][input position of (o, k)] - xz, or 0 in the
+// padding, for channels [c0, c1) of one image and group (x points at its first channel).
+// The last spatial axis is handled as a run: its in-range outputs are computed once per row.
+template <typename TX>
+void Im2Col(const TX* x, int32_t xz, const IntConvShape& s, int64_t c0, int64_t c1, int16_t* col) {
+  const SpatialGeometry& g = s.g;
+  const size_t sp = g.rank(), last = sp - 1;
+  const int64_t ow = g.out[last], iw = g.in[last], st = g.strides[last], dl = g.dilations[last], pb = g.pad_begin[last];
+  const int64_t outer = ow > 0 ? s.out_size / ow : 0;
+  Shape kc(sp, 0), oc(sp, 0);
+  for (int64_t c = c0; c < c1; ++c) {
+    const TX* xc = x + c * s.in_size;
+    for (int64_t k = 0; k < s.k_size; ++k) {
+      int64_t rem = k;
+      for (size_t d = sp; d-- > 0;) {
+        kc[d] = rem % g.kernel[d];
+        rem /= g.kernel[d];
+      }
+      // Outputs [lo, hi) of the last axis read inside the input: ix = ox * st - pb + kx * dl.
+      const int64_t shift = pb - kc[last] * dl;
+      const int64_t lo = std::min(ow, shift > 0 ? (shift + st - 1) / st : 0);
+      const int64_t hi = std::max(lo, std::min(ow, iw - 1 + shift >= 0 ? (iw - 1 + shift) / st + 1 : 0));
+      int16_t* dst = col + (c * s.k_size + k) * s.out_size;
+      std::fill(oc.begin(), oc.end(), 0);
+      for (int64_t row = 0; row < outer; ++row, dst += ow) {
+        // Input row of this output row (all axes but the last), or -1 in the padding.
+        int64_t base = 0;
+        for (size_t d = 0; d < last && base >= 0; ++d) {
+          const int64_t p = oc[d] * g.strides[d] - g.pad_begin[d] + kc[d] * g.dilations[d];
+          base = p < 0 || p >= g.in[d] ? -1 : base * g.in[d] + p;
+        }
+        if (base < 0) {
+          std::fill(dst, dst + ow, int16_t{0});
+        } else {
+          const TX* xr = xc + base * iw;
+          std::fill(dst, dst + lo, int16_t{0});
+          for (int64_t o = lo; o < hi; ++o)
+            dst[o] = static_cast<int16_t>(static_cast<int32_t>(xr[o * st - shift]) - xz);
+          std::fill(dst + hi, dst + ow, int16_t{0});
+        }
+        for (size_t d = last; d-- > 0;) {  // next output row
+          if (++oc[d] < g.out[d]) break;
+          oc[d] = 0;
+        }
+      }
+    }
+  }
+}
+
+class IntConvKernel final : public OpKernel, public PacksConstantInputs {
+ public:
+  // QLinearConv's inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+  // y_zero_point, B; ConvInteger's: x, w, x_zero_point, w_zero_point.
+  explicit IntConvKernel(bool qlinear) : qlinear_(qlinear), w_(qlinear ? 3 : 1), xzp_(2), wzp_(qlinear ? 5 : 3) {}
+
+  // Packs a constant W whose zero point is constant or absent. Any problem with them is left
+  // for Compute to report, with the same message as for a run-time W.
+  void Init(const KernelInit& init) {
+    const Tensor* w = init.constant_input(w_);
+    if (!w || !IsQuant8(w->dtype()) || w->rank() < 3) return;
+    const Tensor* wzp = init.has_input(wzp_) ? init.constant_input(wzp_) : nullptr;
+    if (init.has_input(wzp_) && !wzp) return;
+    const int64_t M = w->dim(0), rows = M > 0 ? w->num_elements() / M : 0;
+    if (!CheckZeroPoint(wzp, w->dtype(), M, init.node, "w_zero_point").ok()) return;
+    packed_w_.resize(static_cast<size_t>(M * rows));
+    PackW(*w, wzp, M, rows, packed_w_.data());
+    packed_shape_ = w->shape();
+    packed_dtype_ = w->dtype();
+    packed_ = true;
+  }
+
+  // A packed W's data is not read again (its zero point is, for validation only).
+  std::vector<size_t> PackedConstantInputs() const override {
+    if (packed_) return {w_};
+    return {};
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.input(0);
+    const Tensor* w = ctx.input(w_);
+    if (!x || !w) return InvalidArgument(node.Describe(), ": inputs x and w are required");
+    if (!IsQuant8(x->dtype()) || !IsQuant8(w->dtype()))
+      return InvalidArgument(node.Describe(), ": x and w must be uint8 or int8, got ", DataTypeName(x->dtype()),
+                             " and ", DataTypeName(w->dtype()));
+    ASSIGN_OR_RETURN(IntConvShape s, ComputeIntConvShape(node, *x, *w));
+    const Tensor* xzp = ctx.input(xzp_);
+    const Tensor* wzp = ctx.input(wzp_);
+    if (xzp && xzp->num_elements() > 1)
+      return InvalidArgument(node.Describe(), ": x_zero_point must be a scalar, got shape ",
+                             ShapeToString(xzp->shape()));
+    RETURN_IF_ERROR(CheckZeroPoint(xzp, x->dtype(), 1, node, "x_zero_point"));
+    RETURN_IF_ERROR(CheckZeroPoint(wzp, w->dtype(), s.M, node, "w_zero_point"));
+    if (qlinear_) RETURN_IF_ERROR(CheckQLinearParams(ctx, s));
+
+    const int16_t* wp = nullptr;
+    Tensor w_scratch;
+    if (packed_ && w->shape() == packed_shape_ && w->dtype() == packed_dtype_) {
+      wp = packed_w_.data();
+    } else {
+      ASSIGN_OR_RETURN(w_scratch, AllocateIntScratch(DataType::kInt16, s.M * s.rows, ctx.allocator(), node));
+      PackW(*w, wzp, s.M, s.rows, w_scratch.mutable_data<int16_t>());
+      wp = w_scratch.data<int16_t>();
+    }
+    if (x->dtype() == DataType::kUInt8) return Run(ctx, x->data<uint8_t>(), s, wp);
+    return Run(ctx, x->data<int8_t>(), s, wp);
+  }
+
+ private:
+  // QLinearConv: x_scale and y_scale scalars, w_scale scalar or [M], y_zero_point a scalar,
+  // B int32 [M].
+  Status CheckQLinearParams(KernelContext& ctx, const IntConvShape& s) const {
+    const Node& node = ctx.node();
+    RETURN_IF_ERROR(CheckScale(ctx.input(1), node, "x_scale"));
+    RETURN_IF_ERROR(CheckScale(ctx.input(4), node, "w_scale"));
+    RETURN_IF_ERROR(CheckScale(ctx.input(6), node, "y_scale"));
+    if (ctx.input(1)->num_elements() != 1 || ctx.input(6)->num_elements() != 1)
+      return InvalidArgument(node.Describe(), ": x_scale and y_scale must be scalars, got shapes ",
+                             ShapeToString(ctx.input(1)->shape()), " and ", ShapeToString(ctx.input(6)->shape()));
+    const Tensor* yzp = ctx.input(7);
+    if (!yzp || !IsQuant8(yzp->dtype()) || yzp->num_elements() != 1)
+      return InvalidArgument(node.Describe(), ": y_zero_point must be a uint8/int8 scalar");
+    const int64_t ws = ctx.input(4)->num_elements();
+    if (ws != 1 && ws != s.M)
+      return InvalidArgument(node.Describe(), ": w_scale must be a scalar or have ", s.M, " values, got shape ",
+                             ShapeToString(ctx.input(4)->shape()));
+    const Tensor* bias = ctx.input(8);
+    if (bias && (bias->dtype() != DataType::kInt32 || bias->num_elements() != s.M))
+      return InvalidArgument(node.Describe(), ": B must be int32 with ", s.M, " values, got ",
+                             DataTypeName(bias->dtype()), " ", ShapeToString(bias->shape()));
+    return Status::Ok();
+  }
+
+  template <typename TX>
+  Status Run(KernelContext& ctx, const TX* x, const IntConvShape& s, const int16_t* wp) const {
+    const Node& node = ctx.node();
+    const DataType yt = qlinear_ ? ctx.input(7)->dtype() : DataType::kInt32;
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, yt, s.out));
+    if (s.N == 0 || s.M == 0 || s.out_size == 0) return Status::Ok();
+    ASSIGN_OR_RETURN(Tensor col_t, AllocateIntScratch(DataType::kInt16, s.rows * s.out_size, ctx.allocator(), node));
+    int16_t* col = col_t.mutable_data<int16_t>();
+    // ConvInteger sums straight into its int32 output; QLinearConv into one group's rows.
+    Tensor acc_t;
+    if (qlinear_) {
+      ASSIGN_OR_RETURN(acc_t, AllocateIntScratch(DataType::kInt32, s.mg * s.out_size, ctx.allocator(), node));
+    }
+    const int32_t xz = ZeroPointAt(ctx.input(xzp_), 0);
+    ThreadPool* pool = ctx.pool();
+
+    // Requantization (QLinearConv only).
+    const Tensor* ws = qlinear_ ? ctx.input(4) : nullptr;
+    const Tensor* bias = qlinear_ ? ctx.input(8) : nullptr;
+    const float xs = qlinear_ ? LoadScale(*ctx.input(1), 0) : 0.0f, ys = qlinear_ ? LoadScale(*ctx.input(6), 0) : 1.0f;
+    const float z = qlinear_ ? static_cast<float>(LoadQ(*ctx.input(7), 0)) : 0.0f;
+
+    for (int64_t n = 0; n < s.N; ++n) {
+      for (int64_t grp = 0; grp < s.group; ++grp) {
+        const TX* xg = x + (n * s.C + grp * s.cg) * s.in_size;
+        auto im2col = [&](int64_t c0, int64_t c1) { Im2Col(xg, xz, s, c0, c1, col); };
+        const int64_t col_grain =
+            std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, s.k_size * s.out_size));
+        if (pool && s.cg > col_grain) {
+          pool->ParallelFor(s.cg, col_grain, im2col);
+        } else {
+          im2col(0, s.cg);
+        }
+        auto body = [&](int64_t b, int64_t e) {
+          for (int64_t mm = b; mm < e; ++mm) {
+            const int64_t m = grp * s.mg + mm;
+            uint32_t* acc = qlinear_
+                                ? reinterpret_cast<uint32_t*>(acc_t.mutable_data<int32_t>()) + mm * s.out_size
+                                : reinterpret_cast<uint32_t*>(y->mutable_data<int32_t>()) + (n * s.M + m) * s.out_size;
+            std::fill(acc, acc + s.out_size, 0u);
+            const int16_t* wm = wp + m * s.rows;
+            for (int64_t r = 0; r < s.rows; ++r)
+              if (wm[r] != 0) AxpyI16(acc, wm[r], col + r * s.out_size, s.out_size);
+            if (!qlinear_) continue;
+            const float mult = xs * LoadScale(*ws, ws->num_elements() == 1 ? 0 : m) / ys;
+            const uint32_t b32 = bias ? static_cast<uint32_t>(bias->data<int32_t>()[m]) : 0u;
+            const int64_t base = (n * s.M + m) * s.out_size;
+            for (int64_t o = 0; o < s.out_size; ++o) {
+              const int32_t v = static_cast<int32_t>(acc[o] + b32);
+              StoreQ(*y, base + o, Saturate(std::nearbyint(static_cast<float>(v) * mult) + z, yt));
+            }
+          }
+        };
+        if (pool) {
+          pool->ParallelFor(s.mg, 1, body);
+        } else {
+          body(0, s.mg);
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  bool qlinear_;
+  size_t w_, xzp_, wzp_;
+  bool packed_ = false;
+  Shape packed_shape_;
+  DataType packed_dtype_ = DataType::kUndefined;
+  std::vector<int16_t> packed_w_;  // [M, C/group * kernel]: w - w_zero_point[m]
+};
+
+KernelDef IntConvDef(const char* op, bool qlinear) {
+  KernelDef d;
+  d.op_type = op;
+  d.since_version = 10;
+  d.type_input = -1;
+  d.factory = [qlinear](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+    auto k = std::make_unique<IntConvKernel>(qlinear);
+    k->Init(init);
+    return std::unique_ptr<OpKernel>(std::move(k));
+  };
+  return d;
+}
+
+}  // namespace
+
+void RegisterIntConvKernels(KernelRegistry& r) {
+  r.Register(IntConvDef("ConvInteger", false));
+  r.Register(IntConvDef("QLinearConv", true));
+}
+
+}  // namespace strata

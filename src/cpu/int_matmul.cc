@@ -1,0 +1,249 @@
+// MatMulInteger and QLinearMatMul: numpy-batched [.., M, K] x [.., K, N] products of 8-bit
+// integers with exact int32 (mod 2^32) accumulation after subtracting the zero points.
+// QLinearMatMul requantizes each sum with the float multiplier a_scale * b_scale / y_scale,
+// rounding half to even and saturating, like ONNX Runtime's reference path.
+//
+// B is packed transposed as int16 (b - b_zero_point), [N, K] per B matrix, with its column
+// sums: sum_k (a_k - za) * b'_k = sum_k a_k * b'_k - za * colsum, so A is read in place and
+// its zero point costs one multiply per output. A constant B (with a constant or absent zero
+// point) is packed once at session creation; a run-time B is packed per run into scratch
+// from the session allocator. Nothing in Compute touches the heap in the steady state.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/constant_release.h"
+#include "core/kernel.h"
+#include "cpu/gemm_kernels.h"
+#include "cpu/quantize_common.h"
+#include "cpu/target_clones.h"
+
+namespace strata {
+namespace {
+
+// sum_k a[k] * b[k] (mod 2^32). |a[k] * b[k]| <= 255 * 255 fits int32; the sum wraps (defined)
+// like int32 hardware accumulators. Cloned so that the loop vectorises where the CPU allows.
+STRATA_TARGET_CLONES("avx512f", "avx2", "default")
+uint32_t DotU8(const uint8_t* a, const int16_t* b, int64_t n) {
+  uint32_t acc = 0;
+  for (int64_t k = 0; k < n; ++k) acc += static_cast<uint32_t>(static_cast<int32_t>(a[k]) * b[k]);
+  return acc;
+}
+STRATA_TARGET_CLONES("avx512f", "avx2", "default")
+uint32_t DotS8(const int8_t* a, const int16_t* b, int64_t n) {
+  uint32_t acc = 0;
+  for (int64_t k = 0; k < n; ++k) acc += static_cast<uint32_t>(static_cast<int32_t>(a[k]) * b[k]);
+  return acc;
+}
+inline uint32_t Dot(const uint8_t* a, const int16_t* b, int64_t n) { return DotU8(a, b, n); }
+inline uint32_t Dot(const int8_t* a, const int16_t* b, int64_t n) { return DotS8(a, b, n); }
+
+// B viewed as `count` matrices [K, N] (a 1-D B [K] is one [K, 1] matrix).
+struct BLayout {
+  int64_t count = 1, K = 0, N = 0;
+};
+BLayout LayoutOf(const Shape& b) {
+  BLayout l;
+  if (b.size() == 1) {
+    l.K = b[0];
+    l.N = 1;
+    return l;
+  }
+  l.K = b[b.size() - 2];
+  l.N = b.back();
+  for (size_t i = 0; i + 2 < b.size(); ++i) l.count *= b[i];
+  return l;
+}
+
+// Writes bt[m][j][k] = b[m][k][j] - zb[j] and colsum[m][j] = sum_k bt[m][j][k] (mod 2^32).
+template <typename T>
+void PackBTyped(const T* b, const Tensor* bzp, const BLayout& l, int16_t* bt, int32_t* colsum) {
+  for (int64_t m = 0; m < l.count; ++m) {
+    const T* bm = b + m * l.K * l.N;
+    for (int64_t j = 0; j < l.N; ++j) {
+      const int32_t zb = ZeroPointAt(bzp, j);
+      int16_t* dst = bt + (m * l.N + j) * l.K;
+      uint32_t sum = 0;
+      for (int64_t k = 0; k < l.K; ++k) {
+        dst[k] = static_cast<int16_t>(static_cast<int32_t>(bm[k * l.N + j]) - zb);
+        sum += static_cast<uint32_t>(dst[k]);
+      }
+      colsum[m * l.N + j] = static_cast<int32_t>(sum);
+    }
+  }
+}
+void PackB(const Tensor& b, const Tensor* bzp, const BLayout& l, int16_t* bt, int32_t* colsum) {
+  if (b.dtype() == DataType::kUInt8) {
+    PackBTyped(b.data<uint8_t>(), bzp, l, bt, colsum);
+  } else {
+    PackBTyped(b.data<int8_t>(), bzp, l, bt, colsum);
+  }
+}
+
+// Calls emit(o, i, j, acc) for every output element o = (t * M + i) * N + j, rows split over the pool.
+template <typename TA, typename Emit>
+void IntMatMulRows(const TA* a, const MatMulDims& d, const int16_t* bt, const int32_t* colsum, const Tensor* azp,
+                   ThreadPool* pool, const Emit& emit) {
+  const int64_t rows = d.batch * d.M, K = d.K, N = d.N;
+  auto body = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t t = r / d.M, i = r % d.M;
+      const TA* arow = a + (d.a_index[t] * d.M + i) * K;
+      const int64_t bm = d.b_index[t] * N;
+      const uint32_t za = static_cast<uint32_t>(ZeroPointAt(azp, i));
+      for (int64_t j = 0; j < N; ++j) {
+        const uint32_t acc = Dot(arow, bt + (bm + j) * K, K) - za * static_cast<uint32_t>(colsum[bm + j]);
+        emit(r * N + j, i, j, static_cast<int32_t>(acc));
+      }
+    }
+  };
+  // About 64K multiply-adds per chunk: small products stay on the calling thread.
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, N * K));
+  if (pool && rows > grain) {
+    pool->ParallelFor(rows, grain, body);
+  } else {
+    body(0, rows);
+  }
+}
+
+class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
+ public:
+  // QLinearMatMul's inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
+  // y_zero_point; MatMulInteger's: A, B, a_zero_point, b_zero_point.
+  explicit IntMatMulKernel(bool qlinear)
+      : qlinear_(qlinear), a_(0), b_(qlinear ? 3 : 1), azp_(2), bzp_(qlinear ? 5 : 3) {}
+
+  // Packs a constant B whose zero point is constant or absent. Any problem with them is left
+  // for Compute to report, with the same message as for a run-time B.
+  void Init(const KernelInit& init) {
+    const Tensor* b = init.constant_input(b_);
+    if (!b || !IsQuant8(b->dtype()) || b->rank() < 1) return;
+    const Tensor* bzp = init.has_input(bzp_) ? init.constant_input(bzp_) : nullptr;
+    if (init.has_input(bzp_) && !bzp) return;
+    const BLayout l = LayoutOf(b->shape());
+    if (!CheckZeroPoint(bzp, b->dtype(), l.N, init.node, "b_zero_point").ok()) return;
+    packed_bt_.resize(static_cast<size_t>(l.count * l.N * l.K));
+    packed_colsum_.resize(static_cast<size_t>(l.count * l.N));
+    PackB(*b, bzp, l, packed_bt_.data(), packed_colsum_.data());
+    packed_shape_ = b->shape();
+    packed_dtype_ = b->dtype();
+    packed_ = true;
+  }
+
+  // A packed B's data is not read again (its zero point is, for validation only).
+  std::vector<size_t> PackedConstantInputs() const override {
+    if (packed_) return {b_};
+    return {};
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* a = ctx.input(a_);
+    const Tensor* b = ctx.input(b_);
+    if (!a || !b) return InvalidArgument(node.Describe(), ": inputs A and B are required");
+    if (!IsQuant8(a->dtype()) || !IsQuant8(b->dtype()))
+      return InvalidArgument(node.Describe(), ": A and B must be uint8 or int8, got ", DataTypeName(a->dtype()),
+                             " and ", DataTypeName(b->dtype()));
+    ASSIGN_OR_RETURN(MatMulDims d, ComputeMatMulDims(a->shape(), b->shape(), node));
+    const Tensor* azp = ctx.input(azp_);
+    const Tensor* bzp = ctx.input(bzp_);
+    RETURN_IF_ERROR(CheckZeroPoint(azp, a->dtype(), d.M, node, "a_zero_point"));
+    RETURN_IF_ERROR(CheckZeroPoint(bzp, b->dtype(), d.N, node, "b_zero_point"));
+    if (qlinear_) RETURN_IF_ERROR(CheckQLinearParams(ctx, d));
+
+    const int16_t* bt = nullptr;
+    const int32_t* colsum = nullptr;
+    Tensor bt_scratch, colsum_scratch;
+    if (packed_ && b->shape() == packed_shape_ && b->dtype() == packed_dtype_) {
+      bt = packed_bt_.data();
+      colsum = packed_colsum_.data();
+    } else {
+      const BLayout l = LayoutOf(b->shape());
+      ASSIGN_OR_RETURN(bt_scratch, AllocateIntScratch(DataType::kInt16, l.count * l.N * l.K, ctx.allocator(), node));
+      ASSIGN_OR_RETURN(colsum_scratch, AllocateIntScratch(DataType::kInt32, l.count * l.N, ctx.allocator(), node));
+      PackB(*b, bzp, l, bt_scratch.mutable_data<int16_t>(), colsum_scratch.mutable_data<int32_t>());
+      bt = bt_scratch.data<int16_t>();
+      colsum = colsum_scratch.data<int32_t>();
+    }
+    if (a->dtype() == DataType::kUInt8) return Run(ctx, a->data<uint8_t>(), d, bt, colsum, azp);
+    return Run(ctx, a->data<int8_t>(), d, bt, colsum, azp);
+  }
+
+ private:
+  // Scales of QLinearMatMul: a_scale scalar or [M], b_scale scalar or [N], y_scale and
+  // y_zero_point scalars.
+  Status CheckQLinearParams(KernelContext& ctx, const MatMulDims& d) const {
+    const Node& node = ctx.node();
+    RETURN_IF_ERROR(CheckScale(ctx.input(1), node, "a_scale"));
+    RETURN_IF_ERROR(CheckScale(ctx.input(4), node, "b_scale"));
+    RETURN_IF_ERROR(CheckScale(ctx.input(6), node, "y_scale"));
+    const Tensor* yzp = ctx.input(7);
+    if (!yzp || !IsQuant8(yzp->dtype()) || yzp->num_elements() != 1)
+      return InvalidArgument(node.Describe(), ": y_zero_point must be a uint8/int8 scalar");
+    const int64_t as = ctx.input(1)->num_elements(), bs = ctx.input(4)->num_elements();
+    if ((as != 1 && as != d.M) || (bs != 1 && bs != d.N))
+      return InvalidArgument(node.Describe(), ": a_scale must be scalar or [M] (M=", d.M,
+                             "), b_scale scalar or [N] (N=", d.N, "), got ", ShapeToString(ctx.input(1)->shape()),
+                             " and ", ShapeToString(ctx.input(4)->shape()));
+    if (ctx.input(6)->num_elements() != 1)
+      return InvalidArgument(node.Describe(), ": y_scale must be a scalar, got shape ",
+                             ShapeToString(ctx.input(6)->shape()));
+    return Status::Ok();
+  }
+
+  template <typename TA>
+  Status Run(KernelContext& ctx, const TA* a, const MatMulDims& d, const int16_t* bt, const int32_t* colsum,
+             const Tensor* azp) const {
+    if (!qlinear_) {
+      ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kInt32, d.out));
+      int32_t* out = y->mutable_data<int32_t>();
+      IntMatMulRows(a, d, bt, colsum, azp, ctx.pool(),
+                    [out](int64_t o, int64_t, int64_t, int32_t acc) { out[o] = acc; });
+      return Status::Ok();
+    }
+    const Tensor& as = *ctx.input(1);
+    const Tensor& bs = *ctx.input(4);
+    const Tensor* yzp = ctx.input(7);
+    const DataType yt = yzp->dtype();
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, yt, d.out));
+    const float ys = LoadScale(*ctx.input(6), 0);
+    const float z = static_cast<float>(LoadQ(*yzp, 0));
+    const bool as1 = as.num_elements() == 1, bs1 = bs.num_elements() == 1;
+    IntMatMulRows(a, d, bt, colsum, azp, ctx.pool(), [&](int64_t o, int64_t i, int64_t j, int32_t acc) {
+      const float mult = LoadScale(as, as1 ? 0 : i) * LoadScale(bs, bs1 ? 0 : j) / ys;
+      StoreQ(*y, o, Saturate(std::nearbyint(static_cast<float>(acc) * mult) + z, yt));
+    });
+    return Status::Ok();
+  }
+
+  bool qlinear_;
+  size_t a_, b_, azp_, bzp_;
+  bool packed_ = false;
+  Shape packed_shape_;
+  DataType packed_dtype_ = DataType::kUndefined;
+  std::vector<int16_t> packed_bt_;      // [count, N, K]: b - b_zero_point, transposed
+  std::vector<int32_t> packed_colsum_;  // [count, N]: sums over K of packed_bt_
+};
+
+KernelDef IntMatMulDef(const char* op, bool qlinear) {
+  KernelDef d;
+  d.op_type = op;
+  d.since_version = 10;
+  d.type_input = -1;
+  d.factory = [qlinear](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+    auto k = std::make_unique<IntMatMulKernel>(qlinear);
+    k->Init(init);
+    return std::unique_ptr<OpKernel>(std::move(k));
+  };
+  return d;
+}
+
+}  // namespace
+
+void RegisterIntMatMulKernels(KernelRegistry& r) {
+  r.Register(IntMatMulDef("MatMulInteger", false));
+  r.Register(IntMatMulDef("QLinearMatMul", true));
+}
+
+}  // namespace strata

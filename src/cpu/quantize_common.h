@@ -1,0 +1,72 @@
+// Helpers shared by the quantization kernels: QuantizeLinear/DequantizeLinear (quantize.cc),
+// MatMulInteger/QLinearMatMul (int_matmul.cc) and ConvInteger/QLinearConv (int_conv.cc).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "core/kernel.h"
+
+namespace strata {
+
+inline bool IsQuant8(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+
+// Reads element i of an 8-bit or int32 integer tensor.
+inline int32_t LoadQ(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DataType::kUInt8:
+      return t.data<uint8_t>()[i];
+    case DataType::kInt8:
+      return t.data<int8_t>()[i];
+    case DataType::kInt32:
+      return t.data<int32_t>()[i];
+    default:
+      return 0;
+  }
+}
+
+inline float LoadScale(const Tensor& t, int64_t i) {
+  if (t.dtype() == DataType::kFloat16) return static_cast<float>(t.data<Float16>()[i]);
+  if (t.dtype() == DataType::kDouble) return static_cast<float>(t.data<double>()[i]);
+  return t.data<float>()[i];
+}
+
+// A scale input is present and float, float16 or double. Errors name the node and the input.
+Status CheckScale(const Tensor* t, const Node& node, const char* what);
+
+// Rounds half to even and saturates to the range of `dt` (uint8 or int8).
+inline int32_t Saturate(float v, DataType dt) {
+  float r = std::nearbyint(v);
+  if (std::isnan(r)) r = 0;  // NaN quantizes to 0: keeps the integer conversion defined
+  const float lo = dt == DataType::kUInt8 ? 0.0f : -128.0f, hi = dt == DataType::kUInt8 ? 255.0f : 127.0f;
+  return static_cast<int32_t>(std::clamp(r, lo, hi));
+}
+
+inline void StoreQ(Tensor& t, int64_t i, int32_t v) {
+  if (t.dtype() == DataType::kUInt8) {
+    t.mutable_data<uint8_t>()[i] = static_cast<uint8_t>(v);
+  } else {
+    t.mutable_data<int8_t>()[i] = static_cast<int8_t>(v);
+  }
+}
+
+// An optional zero point of the 8-bit input `what_input`: absent or empty (0), a scalar, or
+// `len` values (per row/column/channel). Checks dtype (that of the input) and size; errors
+// name the node and the zero point.
+Status CheckZeroPoint(const Tensor* zp, DataType input_dtype, int64_t len, const Node& node, const char* what);
+// Zero point i of a tensor CheckZeroPoint accepted (0 when absent; a scalar serves every i).
+inline int32_t ZeroPointAt(const Tensor* zp, int64_t i) {
+  if (!zp || zp->num_elements() == 0) return 0;
+  return LoadQ(*zp, zp->num_elements() == 1 ? 0 : i);
+}
+
+// Per-run scratch of `n` elements of `dt` from the session allocator (the caching allocator
+// serves it without malloc after the first run). Errors name the node.
+Result<Tensor> AllocateIntScratch(DataType dt, int64_t n, Allocator* alloc, const Node& node);
+
+// Registration of the integer-arithmetic ops, called by RegisterQuantizeKernels.
+void RegisterIntMatMulKernels(KernelRegistry& r);  // int_matmul.cc: MatMulInteger, QLinearMatMul
+void RegisterIntConvKernels(KernelRegistry& r);    // int_conv.cc: ConvInteger, QLinearConv
+
+}  // namespace strata
