@@ -147,7 +147,8 @@ Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> 
                              ": no registered kernel covers this form of it (its inputs, attributes or CPU)");
         if (!def) return Unsupported("unsupported op: ", node.Describe(), " has no kernel for type ", DataTypeName(dt));
         ASSIGN_OR_RETURN(kernel, def->factory(init));
-        impl = def->impl;
+        const char* chosen = kernel ? kernel->ImplName() : nullptr;
+        impl = chosen ? chosen : def->impl;
       }
     }
     ex->kernels_.push_back(std::move(kernel));

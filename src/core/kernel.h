@@ -91,6 +91,10 @@ class OpKernel {
   // Conv with a fused residual Add writes the sum over the residual, as an in-place Add
   // would, instead of into a cold new buffer.
   virtual int InPlaceInput() const { return -1; }
+  // The implementation this kernel is, when its registry entry's factory chooses among
+  // several (NhwcConv: Winograd, the SGEMM conv, bf16, XNNPACK, ...); nullptr (the default)
+  // reports the entry's `impl`. Shown by `strata run -v` and in the session's assignments.
+  virtual const char* ImplName() const { return nullptr; }
 };
 
 // Wraps a callable `Status(KernelContext&)` as a kernel (for stateless ops).

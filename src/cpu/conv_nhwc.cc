@@ -112,6 +112,7 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
     if (!weights_.empty()) return {};
     return {1, 2};
   }
+  const char* ImplName() const override { return "xnnpack"; }
   NhwcConvKernel(const KernelInit& init, const Tensor& w, const Tensor* b, FusedActivation act)
       : nchw_node_(OriginalNode(init.node, "Conv")), w_shape_(w.shape()), act_(act) {
     group_ = init.node.GetInt("group", 1);
@@ -287,7 +288,7 @@ void RegisterNhwcConvKernels(KernelRegistry& r) {
                     return !init.has_input(3) || (w && NhwcGemmConvApplies(init.node, *w));
                   },
               .reference = false,
-              .impl = "nhwc-sgemm|xnnpack"});
+              .impl = "nhwc-sgemm|winograd|xnnpack"});
   r.Register({.domain = kInternalDomain,
               .op_type = kInvertedResidualOp,
               .types = {DataType::kFloat},

@@ -187,6 +187,7 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
  public:
   // W is packed and B copied at creation: neither constant is read afterwards.
   std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
+  const char* ImplName() const override { return "avx512_bf16"; }
   // The sum may overwrite the residual: the bf16 GEMM then accumulates into it.
   int InPlaceInput() const override { return has_residual_ ? 3 : -1; }
 

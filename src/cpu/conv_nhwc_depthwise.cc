@@ -291,6 +291,7 @@ namespace {
 
 class NhwcDepthwiseKernel final : public OpKernel {
  public:
+  const char* ImplName() const override { return "nhwc-depthwise"; }
   NhwcDepthwiseKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act)
       : nchw_node_(OriginalNode(node, "Conv")), w_shape_(w.shape()), act_(act), wt_(dw::PackWeights(w, b)) {}
 

@@ -110,6 +110,7 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
   std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
   // The sum may overwrite the residual: the SGEMM then accumulates into it (Epilogue::accumulate).
   int InPlaceInput() const override { return has_residual_ ? 3 : -1; }
+  const char* ImplName() const override { return "nhwc-sgemm"; }
   NhwcGemmConvKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act,
                      sgemm::PackedB packed)
       : nchw_node_(OriginalNode(node, "Conv")),

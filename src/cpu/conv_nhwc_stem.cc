@@ -137,6 +137,7 @@ STRATA_AVX512 void StemRows(const StemGeo& g, int64_t r0, int64_t r1, int64_t m0
 class NhwcStemConvKernel final : public OpKernel, public PacksConstantInputs {
  public:
   std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
+  const char* ImplName() const override { return "nhwc-stem"; }
 
   NhwcStemConvKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act)
       : nchw_node_(OriginalNode(node, "Conv")), w_shape_(w.shape()), act_(act) {

@@ -92,6 +92,7 @@ STRATA_AVX512 inline __mmask16 TailMask(int64_t left) {
 // F(4x4, 3x3): 6x6 input tiles, 36 products.
 struct F4 {
   static constexpr int kOut = 4, kIn = 6;
+  static constexpr char kName[] = "winograd-f4x4";
   static constexpr float kG[kIn][3] = {{1.0f / 4, 0, 0},
                                        {-1.0f / 6, -1.0f / 6, -1.0f / 6},
                                        {-1.0f / 6, 1.0f / 6, -1.0f / 6},
@@ -127,6 +128,7 @@ struct F4 {
 // F(2x2, 3x3): 4x4 input tiles, 16 products; 1.8x the fp32 weight bytes instead of 4x.
 struct F2 {
   static constexpr int kOut = 2, kIn = 4;
+  static constexpr char kName[] = "winograd-f2x2";
   static constexpr float kG[kIn][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
   STRATA_AVX512_INLINE void InputRows(const __m512* d, __m512* r) {
     r[0] = _mm512_sub_ps(d[0], d[2]);
@@ -279,6 +281,7 @@ template <typename F>
 class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs {
  public:
   static constexpr int kXi = F::kIn * F::kIn;  // transform positions, one GEMM each
+  const char* ImplName() const override { return F::kName; }
 
   std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
   // The output may overwrite the residual: each element is read just before it is written.

@@ -818,6 +818,19 @@ TEST(NhwcWinogradConvSession, ChosenByTheStaticMapSize) {
       return y.ok() ? (*y)[0].tensor() : Tensor();
     };
     const std::string what = std::to_string(hw) + "x" + std::to_string(hw);
+    {  // The session reports the kernel it chose (strata run -v, assignments()).
+      SessionOptions o;
+      o.threads = 1;
+      auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      std::string impl;
+      for (const auto& a : (*s)->assignments())
+        if (a.op_type == "NhwcConv") impl = a.impl;
+      const std::string want_impl = std::string(expect) == "0"   ? "nhwc-sgemm"
+                                    : std::string(expect) == "2" ? "winograd-f2x2"
+                                                                 : "winograd-f4x4";
+      EXPECT_EQ(impl, want_impl) << what;
+    }
     const Tensor want = run(true), chosen = run(false);
     ASSERT_TRUE(want.valid() && chosen.valid());
     ExpectNear(chosen, want, what);
