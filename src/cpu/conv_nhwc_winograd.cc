@@ -66,6 +66,20 @@ float* ThreadScratch(int64_t floats) {
   return buf.p.get();
 }
 
+// The first error of a parallel region's tasks (later ones are dropped).
+class FirstError {
+ public:
+  void Set(Status st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (status_.ok()) status_ = std::move(st);
+  }
+  Status Take() { return std::move(status_); }
+
+ private:
+  std::mutex mu_;
+  Status status_;
+};
+
 // Tiles per block for C input channels and a chunk of mc output channels.
 int64_t MaxBlockTiles(int64_t c, int64_t mc, int64_t xis) {
   return std::min<int64_t>(kMaxBlockTiles, kScratchFloats / (xis * (c + mc)));
@@ -308,8 +322,7 @@ class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs
     TapsMajor(w.data<float>(), m_, c_, wt.get());
     const int64_t chunks = (m_ + mc_ - 1) / mc_;
     packed_.resize(static_cast<size_t>(chunks * kXi));
-    std::mutex mu;
-    Status first_error;
+    FirstError error;
     auto planes = [&](int64_t x0, int64_t x1) {
       const StagingBuffer plane(c_ * m_);
       Status st =
@@ -326,17 +339,14 @@ class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs
           }
         }
       }
-      if (!st.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first_error.ok()) first_error = std::move(st);
-      }
+      if (!st.ok()) error.Set(std::move(st));
     };
     if (pool && pool->num_threads() > 1) {
       pool->Run(kXi, 1, planes);
     } else {
       planes(0, kXi);
     }
-    return first_error;
+    return error.Take();
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -378,12 +388,8 @@ class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs
     const int64_t tb = (tiles + blocks - 1) / blocks;
     blocks = (tiles + tb - 1) / tb;
     const int64_t v_plane = tb * c_, m_plane = tb * mc_;
-    std::mutex mu;
-    Status first_error;
-    auto fail = [&](Status st) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (first_error.ok()) first_error = std::move(st);
-    };
+    FirstError error;
+    auto fail = [&](Status st) { error.Set(std::move(st)); };
     auto run = [&](int64_t i0, int64_t i1) {
       float* v = ThreadScratch(kXi * (v_plane + m_plane));
       if (!v)
@@ -409,7 +415,7 @@ class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs
     } else {
       run(0, items);
     }
-    return first_error;
+    return error.Take();
   }
 
  private:
@@ -421,20 +427,6 @@ class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs
   std::vector<float> bias_;
   bool has_residual_ = false;
 };
-
-// Output pixels the conv will make, or -1 when the input's size is not known statically.
-int64_t StaticOutputPixels(const KernelInit& init, const Node& nchw, int64_t c) {
-  const TypeInfo& t = init.input_type(0);
-  // NHWC [n, h, w, c]; anything else (an unlaid-out graph) is not trusted.
-  if (!t.has_shape || t.dims.size() != 4 || !t.dims[1].known() || !t.dims[2].known()) return -1;
-  if (t.dims[3].known() && t.dims[3].value != c) return -1;
-  const int64_t h = t.dims[1].value, w = t.dims[2].value;
-  if (nchw.GetString("auto_pad", "NOTSET") != "NOTSET") return h * w;  // SAME keeps the size
-  Shape pads(4, 0);
-  if (nchw.HasAttr("pads")) pads = nchw.GetInts("pads");
-  if (pads.size() != 4) return -1;
-  return std::max<int64_t>(0, h + pads[0] + pads[2] - 2) * std::max<int64_t>(0, w + pads[1] + pads[3] - 2);
-}
 
 }  // namespace
 
@@ -466,7 +458,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcWinogradConv(const KernelInit& init, c
   const float* wp = w.data<float>();
   for (int64_t i = 0; i < w.num_elements(); ++i)
     if (!std::isfinite(wp[i])) return no("non-finite weights");
-  const int64_t pixels = StaticOutputPixels(init, OriginalNode(node, "Conv"), c);
+  const int64_t pixels = StaticNhwcOutputPixels(init);
   bool f2 = forced == "2";
   if (forced != "2" && forced != "4") {
     if (pixels >= 0 && pixels < kWinogradMinPixels) return no("output map too small");

@@ -25,8 +25,8 @@ namespace strata {
 // Results do not depend on the thread count. The error grows with the transform (resnet
 // outputs: about 2x the direct conv's).
 // kUnsupported for other convs, for CPUs without AVX-512F, with STRATA_WINOGRAD=0 in the
-// environment (2 or 4 force that variant wherever one applies), and where the input's
-// static size gives maps under kWinogradMinPixels pixels (resnet's 7x7 stage: F(2x2, 3x3)
+// environment (2 or 4 force that variant wherever one applies), and where the output's
+// static size (StaticNhwcOutputPixels) is a map under kWinogradMinPixels pixels (resnet's 7x7 stage: F(2x2, 3x3)
 // ran its 512-channel convs 10-20% faster, but their 17 MB of transformed weights each
 // cost more in session creation and memory than that was worth): the SGEMM conv takes
 // those. Unknown sizes take F(4x4, 3x3).

@@ -287,24 +287,11 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
   std::vector<int16_t> packed_w_;  // [M, C/group * kernel]: w - w_zero_point[m]
 };
 
-KernelDef IntConvDef(const char* op, bool qlinear) {
-  KernelDef d;
-  d.op_type = op;
-  d.since_version = 10;
-  d.type_input = -1;
-  d.factory = [qlinear](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
-    auto k = std::make_unique<IntConvKernel>(qlinear);
-    k->Init(init);
-    return std::unique_ptr<OpKernel>(std::move(k));
-  };
-  return d;
-}
-
 }  // namespace
 
 void RegisterIntConvKernels(KernelRegistry& r) {
-  r.Register(IntConvDef("ConvInteger", false));
-  r.Register(IntConvDef("QLinearConv", true));
+  r.Register(IntKernelDef<IntConvKernel>("ConvInteger", false));
+  r.Register(IntKernelDef<IntConvKernel>("QLinearConv", true));
 }
 
 }  // namespace strata

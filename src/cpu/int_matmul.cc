@@ -226,24 +226,11 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
   std::vector<int32_t> packed_colsum_;  // [count, N]: sums over K of packed_bt_
 };
 
-KernelDef IntMatMulDef(const char* op, bool qlinear) {
-  KernelDef d;
-  d.op_type = op;
-  d.since_version = 10;
-  d.type_input = -1;
-  d.factory = [qlinear](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
-    auto k = std::make_unique<IntMatMulKernel>(qlinear);
-    k->Init(init);
-    return std::unique_ptr<OpKernel>(std::move(k));
-  };
-  return d;
-}
-
 }  // namespace
 
 void RegisterIntMatMulKernels(KernelRegistry& r) {
-  r.Register(IntMatMulDef("MatMulInteger", false));
-  r.Register(IntMatMulDef("QLinearMatMul", true));
+  r.Register(IntKernelDef<IntMatMulKernel>("MatMulInteger", false));
+  r.Register(IntKernelDef<IntMatMulKernel>("QLinearMatMul", true));
 }
 
 }  // namespace strata

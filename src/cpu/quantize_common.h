@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 
 #include "core/kernel.h"
 
@@ -64,6 +65,22 @@ inline int32_t ZeroPointAt(const Tensor* zp, int64_t i) {
 // Per-run scratch of `n` elements of `dt` from the session allocator (the caching allocator
 // serves it without malloc after the first run). Errors name the node.
 Result<Tensor> AllocateIntScratch(DataType dt, int64_t n, Allocator* alloc, const Node& node);
+
+// The registry entry of an integer op whose kernel K is built as K(qlinear) and then prepared
+// by K::Init(init) (packing constant weights; problems are left for Compute to report).
+template <typename K>
+KernelDef IntKernelDef(const char* op, bool qlinear) {
+  KernelDef d;
+  d.op_type = op;
+  d.since_version = 10;
+  d.type_input = -1;
+  d.factory = [qlinear](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+    auto k = std::make_unique<K>(qlinear);
+    k->Init(init);
+    return std::unique_ptr<OpKernel>(std::move(k));
+  };
+  return d;
+}
 
 // Registration of the integer-arithmetic ops, called by RegisterQuantizeKernels.
 void RegisterIntMatMulKernels(KernelRegistry& r);  // int_matmul.cc: MatMulInteger, QLinearMatMul
