@@ -3,6 +3,7 @@
 #include <cpuid.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 namespace strata::plugin {
 namespace {
@@ -52,7 +53,18 @@ bool IsKnownCpuFeature(const std::string& f) {
   return false;
 }
 
+bool HiddenByEnv(const std::string& f) {
+  const char* hide = std::getenv("STRATA_CPU_HIDE");
+  if (!hide || !*hide) return false;
+  for (const std::string& h : SplitList(hide))
+    if (h == f) return true;
+  return false;
+}
+
 bool CpuSupports(const std::string& f) {
+  // STRATA_CPU_HIDE lets a test (or a user reproducing a report) see what happens on a
+  // CPU without some feature, on any machine.
+  if (HiddenByEnv(f)) return false;
   const CpuState& s = State();
   // The OS must save the wider registers, or the instructions fault.
   const bool os_avx = (s.xcr0 & 0x6) == 0x6;

@@ -9,7 +9,8 @@ namespace strata::plugin {
 // True if the CPU and the OS (XSAVE state) support `feature`. Known names: sse4_1,
 // sse4_2, avx, avx2, fma, f16c, bmi2, avx512f, avx512bw, avx512cd, avx512dq, avx512vl,
 // avx512_vnni, avx512_bf16, avx512_fp16, avx_vnni, amx_tile, amx_bf16, amx_int8.
-// Unknown names answer false (a requirement we cannot verify is not met).
+// Unknown names answer false (a requirement we cannot verify is not met). Features named in
+// the STRATA_CPU_HIDE environment variable (comma-separated) answer false too.
 bool CpuSupports(const std::string& feature);
 bool IsKnownCpuFeature(const std::string& feature);
 

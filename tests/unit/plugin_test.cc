@@ -52,6 +52,26 @@ class EnvPath {
   bool had_ = false;
 };
 
+// Makes the plugin CPU checks treat some features as absent for one test, so that the
+// "needscpu" test provider (it requires avx512_fp16 and amx_tile) is refused on any CPU.
+class HideCpu {
+ public:
+  explicit HideCpu(const char* features) {
+    if (const char* old = std::getenv("STRATA_CPU_HIDE")) old_ = old, had_ = true;
+    ::setenv("STRATA_CPU_HIDE", features, 1);
+  }
+  ~HideCpu() {
+    if (had_)
+      ::setenv("STRATA_CPU_HIDE", old_.c_str(), 1);
+    else
+      ::unsetenv("STRATA_CPU_HIDE");
+  }
+
+ private:
+  std::string old_;
+  bool had_ = false;
+};
+
 const LoadReportEntry* ByPath(const std::vector<LoadReportEntry>& r, const std::string& path) {
   for (const auto& e : r)
     if (e.path == path) return &e;
@@ -97,6 +117,7 @@ TEST(PluginDiscovery, ListingReadsFilesWithoutRunningProviderCode) {
 
 TEST(PluginLoadReport, EachFaultGetsItsExactStatusAndMessage) {
   EnvPath env(nullptr);
+  HideCpu hide("avx512_fp16,amx_tile");
   ProviderManager m;
   ASSERT_TRUE(m.Discover({kDir}, /*load=*/true).ok());
   auto r = m.Report();
@@ -111,9 +132,7 @@ TEST(PluginLoadReport, EachFaultGetsItsExactStatusAndMessage) {
   EXPECT_ENTRY(r, "notelf", ProviderStatus::kInvalid, "is not an ELF file");
   EXPECT_ENTRY(r, "truncated", ProviderStatus::kInvalid, "corrupt ELF file");
   EXPECT_ENTRY(r, "refdup", ProviderStatus::kInvalid, "duplicate provider name 'ref'");
-  if (!CpuSupports("avx512_fp16") && !CpuSupports("amx_tile")) {
-    EXPECT_ENTRY(r, "needscpu", ProviderStatus::kUnsupportedCpu, "this CPU lacks avx512_fp16, amx_tile");
-  }
+  EXPECT_ENTRY(r, "needscpu", ProviderStatus::kUnsupportedCpu, "this CPU lacks avx512_fp16, amx_tile");
   const LoadReportEntry* ref = ByPath(r, Lib("ref"));
   ASSERT_NE(ref, nullptr);
   EXPECT_TRUE(ref->loaded);
@@ -237,6 +256,7 @@ TEST(PluginDiscovery, MissingExplicitPathIsNotFound) {
 
 TEST(PluginAcquire, ErrorsNameTheProblem) {
   EnvPath env(nullptr);
+  HideCpu hide("avx512_fp16,amx_tile");
   ProviderManager m;
   ASSERT_TRUE(m.Discover({kDir}).ok());
   auto none = m.Acquire("nosuchprovider");
@@ -285,6 +305,12 @@ TEST(PluginElf, ReadsNeededAndExports) {
 
 TEST(PluginCpu, FeatureChecks) {
   EXPECT_FALSE(CpuSupports("no_such_feature"));
+  {
+    HideCpu hide(" sse4_1 ,avx2");
+    EXPECT_FALSE(CpuSupports("avx2"));
+    EXPECT_FALSE(CpuSupports("sse4_1"));
+    EXPECT_EQ(MissingCpuFeatures("sse4_1,avx2"), (std::vector<std::string>{"sse4_1", "avx2"}));
+  }
   EXPECT_FALSE(IsKnownCpuFeature("no_such_feature"));
   EXPECT_EQ(CpuSupports("avx2"), static_cast<bool>(__builtin_cpu_supports("avx2")));
   EXPECT_EQ(CpuSupports("avx512f"), static_cast<bool>(__builtin_cpu_supports("avx512f")));
