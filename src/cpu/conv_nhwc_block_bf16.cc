@@ -48,7 +48,7 @@ void PairRowsGemm(int64_t m, const uint32_t* a, int64_t ldp, const PackedBf16B& 
     for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
       const int64_t kpc = std::min(kKcPairs, b.kp - kp0);
       const bool last = kp0 + kpc == b.kp;
-      bf16_internal::BlockRows(a + m0 * ldp + kp0, ldp, rows, b.panel(0) + kp0 * kBf16NR, b.kp * kBf16NR, b.N, kpc,
+      bf16_internal::BlockRows(a + m0 * ldp + kp0, ldp, rows, b.panel(0) + kp0 * kBf16NR, b.panel_stride(), b.N, kpc,
                                c + m0 * ldc, ldc, kp0 > 0, last ? &ep : nullptr, m0, 0);
     }
   }

@@ -33,6 +33,7 @@ std::atomic<bool> g_disabled_for_testing{false};
 constexpr int64_t kKcPairs = 192;
 constexpr int64_t kMc = 96;
 constexpr int64_t kNc = 128;
+constexpr int64_t kMaxNc = 512;  // widest item (RunGemmBf16)
 
 Result<std::shared_ptr<Buffer>> AllocWords(int64_t words, const char* what) {
   if (words < 0 || words > (int64_t{1} << 40)) return InvalidArgument("bf16 pack: ", what, " is too large");
@@ -94,8 +95,9 @@ Result<PackedBf16B> PackBf16(const float* b, int64_t K, int64_t N, bool trans, f
   p.K = K;
   p.N = N;
   p.kp = (K + 1) / 2;
+  p.kps = (p.kp + 15) / 16 * 16;
   p.panels = (N + kBf16NR - 1) / kBf16NR;
-  ASSIGN_OR_RETURN(p.buf, AllocWords(p.panels * p.kp * kBf16NR, "B"));
+  ASSIGN_OR_RETURN(p.buf, AllocWords(p.panels * p.panel_stride(), "B"));
   uint32_t* dst = static_cast<uint32_t*>(p.buf->data());
   auto at = [&](int64_t k, int64_t n) -> float {
     if (k >= K) return 0.0f;
@@ -105,7 +107,7 @@ Result<PackedBf16B> PackBf16(const float* b, int64_t K, int64_t N, bool trans, f
     for (int64_t kp = 0; kp < p.kp; ++kp)
       for (int64_t j = 0; j < kBf16NR; ++j) {
         int64_t n = pn * kBf16NR + j;
-        if (n < N) dst[(pn * p.kp + kp) * kBf16NR + j] = Pair(at(2 * kp, n), at(2 * kp + 1, n));
+        if (n < N) dst[pn * p.panel_stride() + kp * kBf16NR + j] = Pair(at(2 * kp, n), at(2 * kp + 1, n));
       }
   return p;
 }
@@ -241,6 +243,7 @@ inline int64_t RowPairs(int64_t kpc) { return (kpc + 15) / 16 * 16; }
 thread_local std::vector<float> t_fill_scratch;
 thread_local std::vector<const uint32_t*> t_row_ptrs;
 thread_local std::vector<uint32_t> t_apack;
+thread_local std::vector<float> t_amx_c;  // AMX: an item's fp32 sums (AmxBlockItem, BlockRows)
 
 // Rounds `rows` fp32 rows of kvalid floats (row stride lda) to bf16 pair rows ldp apart;
 // rows [rows, kBf16MR) of the tile are zeroed.
@@ -377,6 +380,25 @@ void PackPairs32(const float* lo, const float* hi, int n, uint32_t* dst) {
 
 void BlockRows(const uint32_t* a, int64_t a_rs, int64_t m_rows, const uint32_t* b, int64_t b_stride, int64_t n_cols,
                int64_t kpc, float* c, int64_t ldc, bool accumulate, const Bf16Epilogue* ep, int64_t m0, int64_t n0) {
+  if (AmxAvailable()) {
+    // The chunk's rows are copied into whole 16 x 16-pair tiles (zero rows and pairs past
+    // the ends), multiplied into the fp32 scratch and merged into C. B holds zero pair rows
+    // up to its kps, so the step past kpc reads zeros (or, before the last chunk, rows the
+    // zero pad multiplies).
+    const int64_t rows16 = (m_rows + 15) / 16 * 16, ldp = RowPairs(kpc), panels = (n_cols + kBf16NR - 1) / kBf16NR;
+    std::vector<uint32_t>& apack = t_apack;
+    apack.resize(static_cast<size_t>(rows16 * ldp));
+    std::memset(apack.data(), 0, apack.size() * sizeof(uint32_t));
+    for (int64_t i = 0; i < m_rows; ++i)
+      std::memcpy(apack.data() + i * ldp, a + i * a_rs, static_cast<size_t>(kpc) * sizeof(uint32_t));
+    std::vector<float>& cs = t_amx_c;
+    cs.resize(static_cast<size_t>(rows16 * panels * kBf16NR));
+    AmxBlock(apack.data(), ldp, rows16, b, b_stride, panels, ldp / 16, cs.data(), panels * kBf16NR, false);
+    Bf16Epilogue merge = ep ? *ep : Bf16Epilogue{};
+    merge.accumulate = accumulate;
+    AmxEpilogue(cs.data(), panels * kBf16NR, m_rows, n_cols, c, ldc, merge, m0, n0);
+    return;
+  }
   // Unbalanced split: tile t's rows start at row 12t, which BlockAny finds t * 12 * a_rs
   // past `a`.
   BlockAny(ALayout::kRows, a, kBf16MR * a_rs, a_rs, TileSplit(m_rows, /*balanced=*/false), b, b_stride, n_cols, kpc, c,
@@ -401,7 +423,7 @@ void IndirectBlockItem(const Bf16IndirectA& ia, const PackedBf16B& b, float* c, 
       const int64_t qc = std::min(kKcPairs, ia.seg_pairs - q0);
       const bool first = s == 0 && q0 == 0, last = s + 1 == ia.segs && q0 + qc == ia.seg_pairs;
       BlockAny(ALayout::kPointers, ptrs.data() + s * kBf16MR, per_tile, q0, split,
-               b.panel(n0 / kBf16NR) + (s * ia.seg_pairs + q0) * kBf16NR, b.kp * kBf16NR, cols, qc, c + m0 * ldc + n0,
+               b.panel(n0 / kBf16NR) + (s * ia.seg_pairs + q0) * kBf16NR, b.panel_stride(), cols, qc, c + m0 * ldc + n0,
                ldc, !first || ep.accumulate, last ? &ep : nullptr, m0, n0);
     }
 }
@@ -418,9 +440,74 @@ void PackedBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float*
     // trans_a packs [kpc][12] tiles; the other sources pair rows.
     const int64_t a_rs = src.trans_a && !src.fill && !src.pair_fill ? 0 : RowPairs(kpc);
     BlockAny(a_rs ? ALayout::kRows : ALayout::kTile, apack.data(), a_rs ? kBf16MR * a_rs : kpc * kBf16MR, a_rs, split,
-             b.panel(n0 / kBf16NR) + kp0 * kBf16NR, b.kp * kBf16NR, cols, kpc, c + m0 * ldc + n0, ldc,
+             b.panel(n0 / kBf16NR) + kp0 * kBf16NR, b.panel_stride(), cols, kpc, c + m0 * ldc + n0, ldc,
              kp0 > 0 || ep.accumulate, last ? &ep : nullptr, m0, n0);
   }
+}
+
+// Whether an item of this product runs on AMX tiles. It depends only on the product, never
+// on the blocking, so a product's sums do not change with the thread count. An indirect A
+// must come in segments of whole 16-pair steps (a step that ran into the next segment's
+// rows of B would multiply them by the zero pad); a transposed fp32 A packs [kpc][12] tiles,
+// which the tiles do not read.
+bool AmxItems(const ASource& src) {
+  if (!bf16_internal::AmxAvailable()) return false;
+  if (src.indirect) return src.indirect->seg_pairs % 16 == 0;
+  return !(src.trans_a && !src.fill && !src.pair_fill);
+}
+
+// An item on AMX tiles: per K chunk, A is packed into rows of pairs (zero-padded to whole
+// 16-row, 16-pair tiles) and multiplied into an fp32 scratch C, which takes the epilogue
+// after the last chunk.
+void AmxBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float* c, int64_t ldc, const Bf16Epilogue& ep,
+                  int64_t m0, int64_t rows, int64_t n0, int64_t cols) {
+  const int64_t rows16 = (rows + 15) / 16 * 16, panels = (cols + kBf16NR - 1) / kBf16NR, ldcs = panels * kBf16NR;
+  const TileSplit split(rows, /*balanced=*/false);  // tile t is rows [12t, 12t + 12): one row stride
+  std::vector<uint32_t>& apack = t_apack;
+  apack.resize(static_cast<size_t>(std::max(rows16, split.tiles * kBf16MR) * RowPairs(kKcPairs)));
+  std::vector<float>& cs = t_amx_c;
+  cs.resize(static_cast<size_t>(rows16 * ldcs));
+  const uint32_t* b0 = b.panel(n0 / kBf16NR);
+  // Zeroes the pad: rows [rows, rows16) and pairs [kpc, ldp) of each row (a pair source
+  // need not write them).
+  const auto pad = [&](int64_t kpc, int64_t ldp) {
+    if (kpc < ldp)
+      for (int64_t i = 0; i < rows; ++i)
+        std::memset(apack.data() + i * ldp + kpc, 0, static_cast<size_t>(ldp - kpc) * sizeof(uint32_t));
+    std::memset(apack.data() + rows * ldp, 0, static_cast<size_t>((rows16 - rows) * ldp) * sizeof(uint32_t));
+  };
+  bool first = true;
+  if (src.indirect) {
+    const Bf16IndirectA& ia = *src.indirect;
+    const int64_t per_tile = ia.segs * kBf16MR;
+    std::vector<const uint32_t*>& ptrs = t_row_ptrs;
+    ptrs.resize(static_cast<size_t>(split.tiles * per_tile));
+    for (int64_t t = 0; t < split.tiles; ++t)
+      ia.rows(ia.ctx, m0 + split.start(t), split.count(t), ptrs.data() + t * per_tile);
+    for (int64_t s = 0; s < ia.segs; ++s)
+      for (int64_t q0 = 0; q0 < ia.seg_pairs; q0 += kKcPairs) {
+        const int64_t qc = std::min(kKcPairs, ia.seg_pairs - q0);  // a multiple of 16 (AmxItems)
+        for (int64_t i = 0; i < rows; ++i)
+          std::memcpy(apack.data() + i * qc, ptrs[(i / kBf16MR) * per_tile + s * kBf16MR + i % kBf16MR] + q0,
+                      static_cast<size_t>(qc) * sizeof(uint32_t));
+        pad(qc, qc);
+        bf16_internal::AmxBlock(apack.data(), qc, rows16, b0 + (s * ia.seg_pairs + q0) * kBf16NR, b.panel_stride(),
+                                panels, qc / 16, cs.data(), ldcs, !first);
+        first = false;
+      }
+  } else {
+    for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
+      const int64_t kpc = std::min(kKcPairs, b.kp - kp0), ldp = RowPairs(kpc);
+      PackATiles(src, K, m0, split, kp0, kpc, apack.data());
+      pad(src.pair_fill ? kpc : ldp, ldp);  // the fp32 sources already wrote zero pairs
+      // B holds zero pair rows up to kps (a multiple of 16), so the last chunk's step past
+      // kp reads zeros.
+      bf16_internal::AmxBlock(apack.data(), ldp, rows16, b0 + kp0 * kBf16NR, b.panel_stride(), panels, ldp / 16,
+                              cs.data(), ldcs, !first);
+      first = false;
+    }
+  }
+  bf16_internal::AmxEpilogue(cs.data(), ldcs, rows, cols, c + m0 * ldc + n0, ldc, ep, m0, n0);
 }
 
 // Rows [m0, m0 + rows) (rows <= kMc) x columns [n0, n0 + nc) of C.
@@ -428,7 +515,9 @@ void GemmBlockItem(int64_t N, int64_t K, const ASource& src, const PackedBf16B& 
                    const Bf16Epilogue& ep, int64_t m0, int64_t rows, int64_t n0, int64_t nc) {
   const int64_t cols = std::min(nc, N - n0);
   const TileSplit split(rows, /*balanced=*/true);
-  if (src.indirect) {
+  if (AmxItems(src)) {
+    AmxBlockItem(K, src, b, c, ldc, ep, m0, rows, n0, cols);
+  } else if (src.indirect) {
     IndirectBlockItem(*src.indirect, b, c, ldc, ep, m0, n0, split, cols);
   } else {
     PackedBlockItem(K, src, b, c, ldc, ep, m0, n0, split, cols);
@@ -507,7 +596,7 @@ Status RunGemmBf16(const Node& node, int64_t M, const ASource& src, const Packed
   // still fits in L2), so each A block is gathered and rounded once per 512 columns, not
   // once per 128; columns are split finer only to give every thread about 4 items (1x1
   // 14x14 256->1024 at 1 thread used to round its A 8 times).
-  int64_t nc = std::min<int64_t>((N + kBf16NR - 1) / kBf16NR * kBf16NR, 512);
+  int64_t nc = std::min<int64_t>((N + kBf16NR - 1) / kBf16NR * kBf16NR, kMaxNc);
   while (threads > 1 && nc > kNc && mb * ((N + nc - 1) / nc) < 4 * threads)
     nc = std::max<int64_t>(kNc, nc / 2 / kBf16NR * kBf16NR);
   const int64_t nb = (N + nc - 1) / nc;
@@ -578,6 +667,7 @@ void PrepareBf16ThreadScratch() {
   t_fill_scratch.reserve(static_cast<size_t>(kBf16MR * 2 * kKcPairs));
   t_row_ptrs.reserve(static_cast<size_t>(kMaxTiles * kMaxSegs * kBf16MR));
   t_apack.reserve(static_cast<size_t>(kMaxTiles * RowPairs(kKcPairs) * kBf16MR));
+  if (bf16_internal::AmxAvailable()) t_amx_c.reserve(static_cast<size_t>(kMc * kMaxNc));
 }
 
 }  // namespace strata

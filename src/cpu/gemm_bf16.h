@@ -47,12 +47,16 @@ uint16_t FloatToBf16(float f);
 float Bf16ToFloat(uint16_t h);
 
 // B [K, N] (row-major; [N, K] when trans) times `scale`, packed into 32-column panels.
+// Each panel holds kps >= kp pair rows, kp rounded up to 16 with zero rows: an AMX tile
+// reads B 16 pairs at a time (bf16_internal::AmxBlock), and the zeros make the K tail exact.
 struct PackedBf16B {
   int64_t K = 0, N = 0;
   int64_t kp = 0;      // K pairs: ceil(K / 2)
+  int64_t kps = 0;     // pair rows per panel in memory: kp rounded up to 16
   int64_t panels = 0;  // ceil(N / 32)
   std::shared_ptr<Buffer> buf;
-  const uint32_t* panel(int64_t p) const { return static_cast<const uint32_t*>(buf->data()) + p * kp * kBf16NR; }
+  int64_t panel_stride() const { return kps * kBf16NR; }
+  const uint32_t* panel(int64_t p) const { return static_cast<const uint32_t*>(buf->data()) + p * panel_stride(); }
 };
 Result<PackedBf16B> PackBf16(const float* b, int64_t K, int64_t N, bool trans, float scale = 1.0f);
 
@@ -184,6 +188,25 @@ void PackPairs32(const float* lo, const float* hi, int n, uint32_t* dst);
 // inverted-residual block, conv_nhwc_block_bf16.cc).
 void BlockRows(const uint32_t* a, int64_t a_rs, int64_t m_rows, const uint32_t* b, int64_t b_stride, int64_t n_cols,
                int64_t kpc, float* c, int64_t ldc, bool accumulate, const Bf16Epilogue* ep, int64_t m0, int64_t n0);
+
+// True when the bf16 GEMMs run on Intel AMX tiles (gemm_bf16_amx.cc): Bf16GemmAvailable(),
+// a CPU with amx_tile + amx_bf16, Linux granted the tile state, and neither
+// STRATA_CPU_DISABLE (containing "amx_bf16" or "amx_tile") nor SetAmxDisabledForTesting
+// turned it off. Otherwise the AVX512_BF16 micro-kernel runs the same products.
+bool AmxAvailable();
+void SetAmxDisabledForTesting(bool disabled);
+
+// cs[rows16, panels * 32] (row stride ldcs floats) = (load_c ? cs : 0) + A x B over
+// `steps` x 16 pairs of K: A is rows16 (a multiple of 16) rows of bf16 pairs ldp apart (ldp
+// a multiple of 16), B `panels` 32-column panels b_stride uint32 apart, each at the chunk's
+// first pair row. Loads the tile configuration and releases the tiles when done.
+void AmxBlock(const uint32_t* a, int64_t ldp, int64_t rows16, const uint32_t* b, int64_t b_stride, int64_t panels,
+              int64_t steps, float* cs, int64_t ldcs, bool load_c);
+
+// c[rows, cols] = cs (+ c when ep.accumulate) + bias + residual, clamped to [ep.min, ep.max]
+// (bias and residual offset by (m0, n0); GELU is the caller's).
+void AmxEpilogue(const float* cs, int64_t ldcs, int64_t rows, int64_t cols, float* c, int64_t ldc,
+                 const Bf16Epilogue& ep, int64_t m0, int64_t n0);
 
 }  // namespace bf16_internal
 

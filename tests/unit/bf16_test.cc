@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/session.h"
@@ -70,11 +71,18 @@ void CheckGemm(int64_t M, int64_t N, int64_t K, const std::vector<float>& a, boo
     }
 }
 
-class Bf16Test : public ::testing::Test {
+// Every GEMM and kernel test runs once per tile kernel: the AVX512_BF16 micro-kernel and,
+// on a CPU with AMX, the AMX tiles (bf16_internal::AmxAvailable), each checked against the
+// same references. The "amx" runs skip where the CPU has no AMX.
+class Bf16Test : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     if (!Bf16GemmAvailable()) GTEST_SKIP() << "CPU without avx512_bf16 (or disabled): bf16 kernels not usable";
+    const bool amx = std::string(GetParam()) == "amx";
+    if (amx && !bf16_internal::AmxAvailable()) GTEST_SKIP() << "CPU without AMX (amx_tile, amx_bf16)";
+    bf16_internal::SetAmxDisabledForTesting(!amx);
   }
+  void TearDown() override { bf16_internal::SetAmxDisabledForTesting(false); }
 };
 
 TEST(Bf16ConvertTest, RoundsToNearestEven) {
@@ -91,7 +99,7 @@ TEST(Bf16ConvertTest, RoundsToNearestEven) {
   EXPECT_EQ(FloatToBf16(std::numeric_limits<float>::max()), 0x7F80);
 }
 
-TEST_F(Bf16Test, GemmEdgeSizesMatchReference) {
+TEST_P(Bf16Test, GemmEdgeSizesMatchReference) {
   ThreadPool pool(2);
   const Node node = DummyNode();
   // 1s, odd K (pair padding), a tile + 1 in every direction, two K chunks (K > 384), row
@@ -119,7 +127,7 @@ TEST_F(Bf16Test, GemmEdgeSizesMatchReference) {
   }
 }
 
-TEST_F(Bf16Test, GemmFusedClampAndRowBias) {
+TEST_P(Bf16Test, GemmFusedClampAndRowBias) {
   const Node node = DummyNode();
   const int64_t M = 30, N = 70, K = 41;
   auto a = Random(M * K, 11), b = Random(K * N, 12), bias = Random(M, 13, -0.5f, 0.5f);
@@ -138,7 +146,7 @@ TEST_F(Bf16Test, GemmFusedClampAndRowBias) {
   EXPECT_GT(clamped, 0) << "the test data must exercise the clamp";
 }
 
-TEST_F(Bf16Test, GemmEmptyAndBadStrides) {
+TEST_P(Bf16Test, GemmEmptyAndBadStrides) {
   const Node node = DummyNode();
   std::vector<float> b = {1, 2, 3, 4};
   auto packed = PackBf16(b.data(), 2, 2, false);
@@ -163,7 +171,7 @@ TEST_F(Bf16Test, GemmEmptyAndBadStrides) {
 // accumulate: C += A x B + bias, from the first K chunk on, as a conv written over its own
 // residual does; bit for bit the residual path's sum only up to addition order, so it is
 // compared with the residual path within rounding. A residual aliasing C is refused.
-TEST_F(Bf16Test, GemmAccumulatesIntoCLikeAResidual) {
+TEST_P(Bf16Test, GemmAccumulatesIntoCLikeAResidual) {
   ThreadPool pool(2);
   const Node node = DummyNode();
   const int64_t sizes[][3] = {{1, 1, 1}, {13, 33, 7}, {25, 65, 385}, {97, 129, 64}, {2, 17, 769}, {5, 300, 0}};
@@ -224,7 +232,7 @@ void CopyPairRows(const void* ctx, int64_t row0, int64_t rows, int64_t kp0, int6
     }
 }
 
-TEST_F(Bf16Test, GatheredGemmsMatchReference) {
+TEST_P(Bf16Test, GatheredGemmsMatchReference) {
   ThreadPool pool(2);
   const Node node = DummyNode();
   const int64_t M = 101, N = 45, K = 401;
@@ -273,10 +281,11 @@ std::vector<uint32_t> ReversedBf16Pairs(const std::vector<float>& a, int64_t M, 
   return pairs;
 }
 
-TEST_F(Bf16Test, IndirectGemmMatchesReference) {
+TEST_P(Bf16Test, IndirectGemmMatchesReference) {
   ThreadPool pool(2);
   const Node node = DummyNode();
-  const int64_t sizes[][4] = {{29, 40, 3, 200}, {1, 33, 1, 1}, {13, 64, 2, 7}, {200, 70, 2, 96}};
+  const int64_t sizes[][4] = {{29, 40, 3, 200}, {1, 33, 1, 1},   {13, 64, 2, 7},
+                              {200, 70, 2, 96}, {50, 70, 9, 16}, {17, 33, 3, 32}};
   uint32_t seed = 100;
   for (const auto& sz : sizes) {
     const int64_t M = sz[0], N = sz[1], segs = sz[2], seg_pairs = sz[3], kp = segs * seg_pairs, K = 2 * kp;
@@ -316,7 +325,7 @@ TEST_F(Bf16Test, IndirectGemmMatchesReference) {
 // count. Sums run over K in the same order whatever the blocking, so 2 and 3 threads give
 // the same bits as 1. Shapes whose item counts do not divide evenly between the threads
 // (resnet's 56x56 and 28x28 convs: 33 and 9 row blocks, the 7x7/2 stem: 131), C starts as NaN.
-TEST_F(Bf16Test, ThreadedBlockSplitsWriteEveryElementOnce) {
+TEST_P(Bf16Test, ThreadedBlockSplitsWriteEveryElementOnce) {
   const Node node = DummyNode();
   const int64_t sizes[][3] = {{3136, 64, 40}, {784, 128, 40}, {12544, 64, 22}, {196, 256, 40},
                               {49, 512, 40},  {200, 70, 300}, {97, 33, 64}};
@@ -350,7 +359,7 @@ TEST_F(Bf16Test, ThreadedBlockSplitsWriteEveryElementOnce) {
 // 6-tile limit (72 rows) and one past it (73), 49 rows as resnet50's 7x7 convs, partial last
 // panels and K chunks (kp 385 = 192 + 192 + 1), a K of one pair, at 1 and 2 threads, plain
 // and indirect A. Prefetching changes no value: 1 and 2 threads give the same bits.
-TEST_F(Bf16Test, FewTileProductsPrefetchingBMatchReference) {
+TEST_P(Bf16Test, FewTileProductsPrefetchingBMatchReference) {
   ThreadPool pool(2);
   const Node node = DummyNode();
   const int64_t sizes[][3] = {{1, 1000, 770}, {49, 97, 769},  {72, 64, 390}, {73, 64, 390},
@@ -397,7 +406,7 @@ TEST_F(Bf16Test, FewTileProductsPrefetchingBMatchReference) {
 }
 
 // STRATA_BF16_NODES limits bf16 to nodes whose names start with one of its prefixes.
-TEST_F(Bf16Test, NodeFilterSelectsByNamePrefix) {
+TEST_P(Bf16Test, NodeFilterSelectsByNamePrefix) {
   Node n = DummyNode();
   n.name = "/layer3/layer3.0/conv1/Conv";
   ASSERT_EQ(unsetenv("STRATA_BF16_NODES"), 0);
@@ -439,7 +448,7 @@ bool SameBits(const Tensor& x, const Tensor& y) {
   return x.shape() == y.shape() && std::memcmp(x.raw_data(), y.raw_data(), x.byte_size()) == 0;
 }
 
-TEST_F(Bf16Test, MatMulAndGemmKernelsFollowTheOption) {
+TEST_P(Bf16Test, MatMulAndGemmKernelsFollowTheOption) {
   Tensor a = Tensor::FromVector(Random(2 * 70 * 100, 21), {2, 70, 100});
   Tensor b = Tensor::FromVector(Random(100 * 90, 22), {100, 90});
   OpSpec mm("MatMul", 13);
@@ -473,7 +482,7 @@ TEST_F(Bf16Test, MatMulAndGemmKernelsFollowTheOption) {
   for (int64_t i = 0; i < (*g16)[0].num_elements(); ++i) ASSERT_GE((*g16)[0].data<float>()[i], 0.0f);
 }
 
-TEST_F(Bf16Test, GemmWithFullMatrixCFallsBackToFp32) {
+TEST_P(Bf16Test, GemmWithFullMatrixCFallsBackToFp32) {
   Tensor a = Tensor::FromVector(Random(8 * 16, 31), {8, 16});
   Tensor b = Tensor::FromVector(Random(16 * 24, 32), {16, 24});
   Tensor c = Tensor::FromVector(Random(8 * 24, 33), {8, 24});
@@ -484,7 +493,7 @@ TEST_F(Bf16Test, GemmWithFullMatrixCFallsBackToFp32) {
   EXPECT_TRUE(SameBits((*on)[0], (*off)[0]));
 }
 
-TEST_F(Bf16Test, MatMulRejectsBadInputWithNodeName) {
+TEST_P(Bf16Test, MatMulRejectsBadInputWithNodeName) {
   Tensor a = Tensor::FromVector(Random(3 * 5, 41), {3, 5});
   Tensor b = Tensor::FromVector(Random(4 * 6, 42), {4, 6});
   OpSpec mm("MatMul", 13);
@@ -498,7 +507,7 @@ struct ConvCase {
   const char* activation;
 };
 
-TEST_F(Bf16Test, ConvMatchesReference) {
+TEST_P(Bf16Test, ConvMatchesReference) {
   const ConvCase cases[] = {
       {1, 16, 9, 11, 13, 1, 1, 1, 0, 1, nullptr},    // pointwise, odd sizes, Cout = tile + 1
       {2, 7, 12, 12, 24, 3, 3, 1, 1, 1, "Relu"},     // 3x3 pad 1, odd Cin*9 = 63 (pair padding)
@@ -554,7 +563,7 @@ TEST_F(Bf16Test, ConvMatchesReference) {
   }
 }
 
-TEST_F(Bf16Test, DepthwiseConvStaysFp32) {
+TEST_P(Bf16Test, DepthwiseConvStaysFp32) {
   Tensor x = Tensor::FromVector(Random(1 * 8 * 10 * 10, 51), {1, 8, 10, 10});
   Tensor w = Tensor::FromVector(Random(8 * 1 * 3 * 3, 52), {8, 1, 3, 3});
   OpSpec conv("Conv", 11);
@@ -584,7 +593,7 @@ std::string MatMulReluModel() {
   return m.SerializeAsString();
 }
 
-TEST_F(Bf16Test, SessionPrecisionOption) {
+TEST_P(Bf16Test, SessionPrecisionOption) {
   const std::string bytes = MatMulReluModel();
   Tensor x = Tensor::FromVector(Random(4 * 64, 62), {4, 64});
   std::vector<Tensor> outs;
@@ -609,6 +618,9 @@ TEST_F(Bf16Test, SessionPrecisionOption) {
   EXPECT_LT(MaxRelError(outs[1], outs[0]), 1e-2);
   for (int64_t i = 0; i < outs[1].num_elements(); ++i) ASSERT_GE(outs[1].data<float>()[i], 0.0f);
 }
+
+INSTANTIATE_TEST_SUITE_P(TileKernels, Bf16Test, ::testing::Values("avx512_bf16", "amx"),
+                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace strata
