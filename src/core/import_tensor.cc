@@ -236,7 +236,7 @@ bool KnownDataType(int32_t t) { return t >= 1 && t <= 16; }
 // Any non-zero byte is true; a bool holding 2 would be UB.
 void NormalizeBools(Tensor* t) {
   auto* p = static_cast<uint8_t*>(t->raw_mutable_data());
-  for (int64_t i = 0; i < t->num_elements(); ++i) p[i] = p[i] != 0;
+  for (int64_t i = 0, n_elems = t->num_elements(); i < n_elems; ++i) p[i] = p[i] != 0;
 }
 
 }  // namespace

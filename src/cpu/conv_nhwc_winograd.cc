@@ -240,6 +240,18 @@ STRATA_AVX512 void OutputTransform(const Geo& g, int64_t t0, int64_t nt, int64_t
   }
 }
 
+// True if no value is Inf or NaN (exponent bits all ones). Branch-free, so the compiler
+// vectorises it: an isfinite() per element was a tenth of resnet18's session creation.
+bool AllFinite(const float* p, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, p + i, sizeof(u));
+    bad |= static_cast<uint32_t>((u & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
 // Creation-time scratch on huge pages (populated by one call): on this VM first touches of
 // fresh 4 KiB pages cost more than the transform itself.
 class StagingBuffer {
@@ -260,14 +272,20 @@ class StagingBuffer {
 };
 
 // W[o][i][3][3] as wt[i][tap][o]: output channels innermost, so that each transform position's
-// plane is a vectorisable sum of nine rows. Sequential writes (reads strided by C * 9).
+// plane is a vectorisable sum of nine rows. A blocked transpose: 16 output channels' rows are
+// read side by side (16 sequential streams) and written as one 64-byte run per (i, tap); a
+// column-at-a-time copy read a new cache line (and at 256 x 256 channels a new page) per
+// element and was a third of resnet18's session creation on a Xeon VM.
 STRATA_AVX512 void TapsMajor(const float* w, int64_t m, int64_t c, float* wt) {
-  for (int64_t i = 0; i < c; ++i)
-    for (int k = 0; k < 9; ++k) {
-      float* d = wt + (i * 9 + k) * m;
-      const float* src = w + i * 9 + k;
-      for (int64_t o = 0; o < m; ++o) d[o] = src[o * c * 9];
+  const int64_t row = c * 9;
+  for (int64_t o0 = 0; o0 < m; o0 += 16) {
+    const int64_t on = std::min<int64_t>(16, m - o0);
+    for (int64_t ik = 0; ik < row; ++ik) {
+      float* d = wt + ik * m + o0;
+      const float* src = w + o0 * row + ik;
+      for (int64_t o = 0; o < on; ++o) d[o] = src[o * row];
     }
+  }
 }
 
 // Plane xi = (a, b) of U = G g G^T as [C][M]: U[i][o] = sum_{k,l} G[a][k] G[b][l] g[o][i][k][l],
@@ -455,9 +473,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcWinogradConv(const KernelInit& init, c
     return no("too many input channels for the scratch");
   // Inf/NaN weights: the transforms' differences would turn an infinite product into NaN
   // where the direct conv keeps inf, so such (broken) weights keep the SGEMM conv.
-  const float* wp = w.data<float>();
-  for (int64_t i = 0; i < w.num_elements(); ++i)
-    if (!std::isfinite(wp[i])) return no("non-finite weights");
+  if (!AllFinite(w.data<float>(), w.num_elements())) return no("non-finite weights");
   const int64_t pixels = StaticNhwcOutputPixels(init);
   bool f2 = forced == "2";
   if (forced != "2" && forced != "4") {

@@ -354,7 +354,7 @@ Status Compress(KernelContext& ctx) {
   const int64_t axis = split.axis, outer = split.outer, inner = split.inner, dim = split.dim;
   std::vector<int64_t> sel;
   const bool* cp = c->data<bool>();
-  for (int64_t i = 0; i < c->num_elements(); ++i) {
+  for (int64_t i = 0, n_elems = c->num_elements(); i < n_elems; ++i) {
     if (!cp[i]) continue;
     if (i >= dim)
       return InvalidArgument(node.Describe(), ": condition selects index ", i, " but the ",

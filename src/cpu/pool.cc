@@ -328,7 +328,7 @@ class RefMaxUnpoolKernel final : public OpKernel {
     const size_t es = DataTypeSize(x->dtype());
     const char* xs = static_cast<const char*>(x->raw_data());
     char* ys = static_cast<char*>(y->raw_mutable_data());
-    for (int64_t i = 0; i < x->num_elements(); ++i) {
+    for (int64_t i = 0, n_elems = x->num_elements(); i < n_elems; ++i) {
       if (ip[i] < 0 || ip[i] >= total)
         return InvalidArgument(node.Describe(), ": index ", ip[i], " at position ", i, " is outside the output of ",
                                total, " elements");

@@ -129,7 +129,7 @@ Status SplitToSequence(KernelContext& ctx) {
     sizes.assign(n, 1);
   } else {
     std::vector<int64_t> sv;
-    for (int64_t i = 0; i < split->num_elements(); ++i)
+    for (int64_t i = 0, n_elems = split->num_elements(); i < n_elems; ++i)
       sv.push_back(split->dtype() == DataType::kInt64 ? split->data<int64_t>()[i] : split->data<int32_t>()[i]);
     if (split->rank() == 0) {
       int64_t c = sv[0];

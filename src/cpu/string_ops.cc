@@ -43,7 +43,7 @@ class StringNormalizerKernel final : public OpKernel {
       return InvalidArgument(node.Describe(), ": input must be [C] or [1, C], got ", ShapeToString(x->shape()));
     std::vector<std::string> kept;
     const std::string* in = x->data<std::string>();
-    for (int64_t i = 0; i < x->num_elements(); ++i) {
+    for (int64_t i = 0, n_elems = x->num_elements(); i < n_elems; ++i) {
       if (!stop_.empty() && stop_.count(case_sensitive_ ? in[i] : Lower(in[i]))) continue;
       kept.push_back(action_ == 1 ? Lower(in[i]) : action_ == 2 ? Upper(in[i]) : in[i]);
     }
