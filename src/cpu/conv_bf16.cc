@@ -138,6 +138,8 @@ STRATA_BF16_TARGET_END
 
 class Bf16ConvKernel final : public bf16_internal::Bf16KernelBase {
  public:
+  // Its [kpc][12] weight tiles run on the vdpbf16ps micro-kernel only (no AMX path).
+  const char* ImplName() const override { return "avx512_bf16"; }
   Status Init(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act) {
     w_shape_ = w.shape();
     const int64_t m = w.dim(0), k = w.dim(1) * w.dim(2) * w.dim(3);

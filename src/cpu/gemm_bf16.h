@@ -169,8 +169,14 @@ void RegisterBf16Kernels(KernelRegistry& r);
 
 namespace bf16_internal {
 
-// Marker base of the bf16 kernels (IsBf16Kernel).
-class Bf16KernelBase : public OpKernel {};
+bool AmxAvailable();
+
+// Marker base of the bf16 kernels (IsBf16Kernel). They name the tile kernel their products
+// run on: "amx_bf16" where AmxAvailable(), else "avx512_bf16".
+class Bf16KernelBase : public OpKernel {
+ public:
+  const char* ImplName() const override { return AmxAvailable() ? "amx_bf16" : "avx512_bf16"; }
+};
 
 // One K chunk (kpc pairs) of an m_rows x n_cols block of C. `a` points at the chunk of
 // tile 0 ([kpc][12] per tile, tiles a_stride uint32 apart); `b` at the chunk of panel 0

@@ -54,6 +54,8 @@ class Bf16GemmKernel final : public bf16_internal::Bf16KernelBase {
     ep_.min = act.min;
     ep_.max = act.max;
   }
+  // A transposed A packs into tiles AMX does not read (gemm_bf16.cc, AmxItems).
+  const char* ImplName() const override { return trans_a_ ? "avx512_bf16" : Bf16KernelBase::ImplName(); }
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* a = ctx.input(0);

@@ -607,7 +607,8 @@ TEST_P(Bf16Test, SessionPrecisionOption) {
     for (const NodeAssignment& na : (*s)->assignments())
       if (na.op_type == "MatMul" || na.op_type == "Gemm") {
         found = true;
-        EXPECT_EQ(na.impl, bf16 ? "avx512_bf16" : "xnnpack");  // the kernel that runs
+        EXPECT_EQ(na.impl, bf16 ? (bf16_internal::AmxAvailable() ? "amx_bf16" : "avx512_bf16")
+                                : "xnnpack");  // the kernel that runs
       }
     EXPECT_TRUE(found);
     auto r = (*s)->Run({{"x", Value(x)}});

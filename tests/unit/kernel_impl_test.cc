@@ -84,9 +84,11 @@ TEST(KernelImplTest, PrecisionBf16ReportsBf16OnlyWhereItRuns) {
   if (!Bf16GemmAvailable()) GTEST_SKIP() << "CPU without avx512_bf16 (or disabled): no bf16 kernels to report";
   auto impl = Impls(/*bf16=*/true);
   ASSERT_EQ(impl.size(), 5u);
-  EXPECT_EQ(impl["matmul"], "avx512_bf16");
-  EXPECT_EQ(impl["gemm"], "avx512_bf16");
-  EXPECT_EQ(impl["conv"], "avx512_bf16");
+  // The bf16 kernels name the tile kernel they run on.
+  const std::string tiles = bf16_internal::AmxAvailable() ? "amx_bf16" : "avx512_bf16";
+  EXPECT_EQ(impl["matmul"], tiles);
+  EXPECT_EQ(impl["gemm"], tiles);
+  EXPECT_EQ(impl["conv"], "avx512_bf16");  // the NCHW bf16 conv has no AMX path
   // Shapes the bf16 kernels leave to fp32 name the fp32 kernel.
   EXPECT_EQ(impl["matmul_runtime_b"], "xnnpack");
   EXPECT_EQ(impl["conv_depthwise"], "xnnpack");
