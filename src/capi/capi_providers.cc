@@ -75,7 +75,7 @@ STRATA_API int strata_has_capability(strata_env* env, const char* name) {
     const std::string cap = name;
     if (cap.rfind("cpu.", 0) == 0) {
       const std::string f = cap.substr(4);
-      return plugin::IsKnownCpuFeature(f) && plugin::CpuSupports(f) ? 1 : 0;
+      return plugin::IsKnownCpuFeature(f) && plugin::CpuFeatureUsable(f) ? 1 : 0;
     }
     if (!env || !env->providers) return 0;
     if (cap.rfind("provider.", 0) == 0) {

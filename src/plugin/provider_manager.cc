@@ -214,7 +214,7 @@ void CheckStatically(LoadReportEntry* e) {
   }
   std::vector<std::string> no_cpu;
   for (const auto& f : m.cpu_features)
-    if (!CpuSupports(f)) no_cpu.push_back(f);
+    if (!CpuFeatureUsable(f)) no_cpu.push_back(f);
   if (!no_cpu.empty()) {
     e->status = ProviderStatus::kUnsupportedCpu;
     e->detail = "this CPU lacks " + Join(no_cpu, ", ");
