@@ -409,15 +409,23 @@ void BlockRows(const uint32_t* a, int64_t a_rs, int64_t m_rows, const uint32_t* 
 
 namespace {
 
-// One item with an indirect A: the row pointers of each tile are made once, then K runs
-// segment by segment (a segment longer than kKcPairs in kKcPairs pieces).
-void IndirectBlockItem(const Bf16IndirectA& ia, const PackedBf16B& b, float* c, int64_t ldc, const Bf16Epilogue& ep,
-                       int64_t m0, int64_t n0, const TileSplit& split, int64_t cols) {
+// The indirect A's row pointers of an item, made once per item: [tile][segment][12 rows]
+// in the calling thread's buffer.
+const std::vector<const uint32_t*>& RowPointers(const Bf16IndirectA& ia, int64_t m0, const TileSplit& split) {
   const int64_t per_tile = ia.segs * kBf16MR;
   std::vector<const uint32_t*>& ptrs = t_row_ptrs;
   ptrs.resize(static_cast<size_t>(split.tiles * per_tile));
   for (int64_t t = 0; t < split.tiles; ++t)
     ia.rows(ia.ctx, m0 + split.start(t), split.count(t), ptrs.data() + t * per_tile);
+  return ptrs;
+}
+
+// One item with an indirect A: the row pointers of each tile are made once, then K runs
+// segment by segment (a segment longer than kKcPairs in kKcPairs pieces).
+void IndirectBlockItem(const Bf16IndirectA& ia, const PackedBf16B& b, float* c, int64_t ldc, const Bf16Epilogue& ep,
+                       int64_t m0, int64_t n0, const TileSplit& split, int64_t cols) {
+  const int64_t per_tile = ia.segs * kBf16MR;
+  const std::vector<const uint32_t*>& ptrs = RowPointers(ia, m0, split);
   for (int64_t s = 0; s < ia.segs; ++s)
     for (int64_t q0 = 0; q0 < ia.seg_pairs; q0 += kKcPairs) {
       const int64_t qc = std::min(kKcPairs, ia.seg_pairs - q0);
@@ -480,10 +488,7 @@ void AmxBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float* c,
   if (src.indirect) {
     const Bf16IndirectA& ia = *src.indirect;
     const int64_t per_tile = ia.segs * kBf16MR;
-    std::vector<const uint32_t*>& ptrs = t_row_ptrs;
-    ptrs.resize(static_cast<size_t>(split.tiles * per_tile));
-    for (int64_t t = 0; t < split.tiles; ++t)
-      ia.rows(ia.ctx, m0 + split.start(t), split.count(t), ptrs.data() + t * per_tile);
+    const std::vector<const uint32_t*>& ptrs = RowPointers(ia, m0, split);
     for (int64_t s = 0; s < ia.segs; ++s)
       for (int64_t q0 = 0; q0 < ia.seg_pairs; q0 += kKcPairs) {
         const int64_t qc = std::min(kKcPairs, ia.seg_pairs - q0);  // a multiple of 16 (AmxItems)

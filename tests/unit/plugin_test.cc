@@ -30,46 +30,39 @@ namespace {
 const std::string kDir = STRATA_TEST_PROVIDER_DIR;
 std::string Lib(const std::string& name) { return kDir + "/libstrata-provider-" + name + ".so"; }
 
-// Sets (or clears) STRATA_PROVIDER_PATH for one test.
-class EnvPath {
+// Sets (or, with a null value, clears) one environment variable for one test.
+class ScopedEnv {
  public:
-  explicit EnvPath(const char* value) {
-    if (const char* old = std::getenv("STRATA_PROVIDER_PATH")) old_ = old, had_ = true;
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
     if (value)
-      ::setenv("STRATA_PROVIDER_PATH", value, 1);
+      ::setenv(name, value, 1);
     else
-      ::unsetenv("STRATA_PROVIDER_PATH");
+      ::unsetenv(name);
   }
-  ~EnvPath() {
+  ~ScopedEnv() {
     if (had_)
-      ::setenv("STRATA_PROVIDER_PATH", old_.c_str(), 1);
+      ::setenv(name_.c_str(), old_.c_str(), 1);
     else
-      ::unsetenv("STRATA_PROVIDER_PATH");
+      ::unsetenv(name_.c_str());
   }
 
  private:
-  std::string old_;
+  std::string name_, old_;
   bool had_ = false;
+};
+
+// Sets (or clears) STRATA_PROVIDER_PATH for one test.
+class EnvPath : public ScopedEnv {
+ public:
+  explicit EnvPath(const char* value) : ScopedEnv("STRATA_PROVIDER_PATH", value) {}
 };
 
 // Makes the plugin CPU checks treat some features as absent for one test, so that the
 // "needscpu" test provider (it requires avx512_fp16 and amx_tile) is refused on any CPU.
-class HideCpu {
+class HideCpu : public ScopedEnv {
  public:
-  explicit HideCpu(const char* features) {
-    if (const char* old = std::getenv("STRATA_CPU_HIDE")) old_ = old, had_ = true;
-    ::setenv("STRATA_CPU_HIDE", features, 1);
-  }
-  ~HideCpu() {
-    if (had_)
-      ::setenv("STRATA_CPU_HIDE", old_.c_str(), 1);
-    else
-      ::unsetenv("STRATA_CPU_HIDE");
-  }
-
- private:
-  std::string old_;
-  bool had_ = false;
+  explicit HideCpu(const char* features) : ScopedEnv("STRATA_CPU_HIDE", features) {}
 };
 
 const LoadReportEntry* ByPath(const std::vector<LoadReportEntry>& r, const std::string& path) {
