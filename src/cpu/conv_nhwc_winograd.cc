@@ -288,25 +288,42 @@ STRATA_AVX512 void TapsMajor(const float* w, int64_t m, int64_t c, float* wt) {
   }
 }
 
-// Plane xi = (a, b) of U = G g G^T as [C][M]: U[i][o] = sum_{k,l} G[a][k] G[b][l] g[o][i][k][l],
-// in float (G's fractions round to 1 ulp, below the transform's own error). One reused
-// plane instead of all 36: faulting in a 36 x C x M temporary was most of a session's
-// creation time on this VM.
+// U = G g G^T for input channels [i0, i1), written straight into the packed B of every
+// (output-channel chunk, transform position): packed[chunk * kIn^2 + xi] is [C] x [chunk
+// columns] in 32-column panels. U[xi][i][o] = sum_{k,l} G[a][k] G[b][l] g[o][i][k][l] (xi =
+// a * kIn + b), in float (G's fractions round to 1 ulp, below the transform's own error),
+// 16 output channels per vector from the taps-major copy. One pass over the weights, where
+// a plane at a time plus a packing pass read them kIn^2 times and wrote each transformed
+// float twice (through a staging plane).
 template <typename F>
-STRATA_AVX512 void WeightPlane(const float* wt, int64_t m, int64_t c, int xi, float* plane) {
-  float coef[9];
-  for (int k = 0; k < 3; ++k)
-    for (int l = 0; l < 3; ++l) coef[k * 3 + l] = F::kG[xi / F::kIn][k] * F::kG[xi % F::kIn][l];
-  for (int64_t i = 0; i < c; ++i) {
-    float* d = plane + i * m;
-    const float* src = wt + i * 9 * m;
-    for (int64_t o = 0; o < m; ++o) d[o] = coef[0] * src[o];
-    for (int k = 1; k < 9; ++k) {
-      if (coef[k] == 0.0f) continue;
-      const float f = coef[k], *r = src + k * m;
-      for (int64_t o = 0; o < m; ++o) d[o] += f * r[o];
+STRATA_AVX512 void TransformRows(const float* wt, int64_t m, int64_t c, int64_t mc, int64_t i0, int64_t i1,
+                                 sgemm::PackedB* packed) {
+  constexpr int kXi = F::kIn * F::kIn;
+  float coef[kXi][9];
+  for (int xi = 0; xi < kXi; ++xi)
+    for (int k = 0; k < 3; ++k)
+      for (int l = 0; l < 3; ++l) coef[xi][k * 3 + l] = F::kG[xi / F::kIn][k] * F::kG[xi % F::kIn][l];
+  const int64_t chunks = (m + mc - 1) / mc;
+  for (int64_t i = i0; i < i1; ++i)
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      const int64_t m0 = chunk * mc, cols = std::min(mc, m - m0);
+      const int64_t padded = (cols + sgemm::kPanelWidth - 1) / sgemm::kPanelWidth * sgemm::kPanelWidth;
+      sgemm::PackedB* out = packed + chunk * kXi;
+      for (int64_t o = 0; o < padded; o += 16) {
+        // Columns past the chunk load as zeros and store the panel's zero padding.
+        const int64_t live = std::clamp<int64_t>(cols - o, 0, 16);
+        const __mmask16 mask = static_cast<__mmask16>((1u << live) - 1);
+        __m512 g[9];
+        for (int k = 0; k < 9; ++k) g[k] = _mm512_maskz_loadu_ps(mask, wt + (i * 9 + k) * m + m0 + o);
+        const int64_t at = i * sgemm::kPanelWidth + o % sgemm::kPanelWidth;
+        for (int xi = 0; xi < kXi; ++xi) {
+          __m512 u = _mm512_mul_ps(_mm512_set1_ps(coef[xi][0]), g[0]);
+          for (int k = 1; k < 9; ++k)
+            if (coef[xi][k] != 0.0f) u = _mm512_fmadd_ps(_mm512_set1_ps(coef[xi][k]), g[k], u);
+          _mm512_storeu_ps(out[xi].mutable_panel(o / sgemm::kPanelWidth) + at, u);
+        }
+      }
     }
-  }
 }
 
 template <typename F>
@@ -330,41 +347,24 @@ class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs
     if (b) bias_.assign(b->data<float>(), b->data<float>() + m_);
   }
 
-  // Transforms and packs the weights: packed_[chunk * kXi + xi].
-  // The planes are independent: with a pool they are made in parallel (each share of the
-  // planes with its own staging plane), which halves this kernel's share of session
-  // creation at 2 threads.
+  // Transforms and packs the weights: packed_[chunk * kXi + xi]. With a pool the input
+  // channels are split between the threads (each writes its own rows of every panel).
   Status Pack(const Tensor& w, ThreadPool* pool) {
     const StagingBuffer wt(9 * c_ * m_);
     if (!wt.get()) return MakeStatus(StatusCode::kOutOfMemory, "no memory to transform ", m_, "x", c_, "x3x3 weights");
     TapsMajor(w.data<float>(), m_, c_, wt.get());
     const int64_t chunks = (m_ + mc_ - 1) / mc_;
     packed_.resize(static_cast<size_t>(chunks * kXi));
-    FirstError error;
-    auto planes = [&](int64_t x0, int64_t x1) {
-      const StagingBuffer plane(c_ * m_);
-      Status st =
-          plane.get() ? Status::Ok() : MakeStatus(StatusCode::kOutOfMemory, "no memory for a transformed weight plane");
-      for (int64_t xi = x0; xi < x1 && st.ok(); ++xi) {
-        WeightPlane<F>(wt.get(), m_, c_, static_cast<int>(xi), plane.get());
-        for (int64_t chunk = 0; chunk < chunks && st.ok(); ++chunk) {
-          const int64_t m0 = chunk * mc_;
-          auto p = sgemm::PackB(plane.get() + m0, c_, std::min(mc_, m_ - m0), false, m_);
-          if (p.ok()) {
-            packed_[chunk * kXi + xi] = std::move(p).value();
-          } else {
-            st = p.status();
-          }
-        }
-      }
-      if (!st.ok()) error.Set(std::move(st));
-    };
+    for (int64_t chunk = 0; chunk < chunks; ++chunk)
+      for (int64_t xi = 0; xi < kXi; ++xi)
+        RETURN_IF_ERROR(packed_[chunk * kXi + xi].Reserve(c_, std::min(mc_, m_ - chunk * mc_)));
+    auto rows = [&](int64_t i0, int64_t i1) { TransformRows<F>(wt.get(), m_, c_, mc_, i0, i1, packed_.data()); };
     if (pool && pool->num_threads() > 1) {
-      pool->Run(kXi, 1, planes);
+      pool->Run(c_, 1, rows);
     } else {
-      planes(0, kXi);
+      rows(0, c_);
     }
-    return error.Take();
+    return Status::Ok();
   }
 
   Status Compute(KernelContext& ctx) const override {

@@ -34,6 +34,10 @@ class PackedB {
   int64_t panels() const { return (n_ + kPanelWidth - 1) / kPanelWidth; }
   // Panel p: K rows of 32 floats.
   const float* panel(int64_t p) const { return data_.get() + p * k_ * kPanelWidth; }
+  // The same, writable: for producers that compute B straight into the packed layout after
+  // Reserve (the Winograd weight transform). They must write every float of each panel,
+  // the zero padding of the last one included.
+  float* mutable_panel(int64_t p) { return data_.get() + p * k_ * kPanelWidth; }
   // Bytes held (for memory accounting).
   int64_t bytes() const { return capacity_ * static_cast<int64_t>(sizeof(float)); }
   // Sizes the storage for a later PackBInto of K x N, which then reuses it without
