@@ -85,10 +85,14 @@ bool CompareTensor(const Tensor& got, const Tensor& want, std::string* why) {
   }
   int64_t n = want.num_elements();
   switch (want.dtype()) {
-    case DataType::kFloat: return CompareFloat(got.data<float>(), want.data<float>(), n, why);
-    case DataType::kDouble: return CompareFloat(got.data<double>(), want.data<double>(), n, why);
-    case DataType::kFloat16: return CompareFloat(got.data<Float16>(), want.data<Float16>(), n, why);
-    case DataType::kBFloat16: return CompareFloat(got.data<BFloat16>(), want.data<BFloat16>(), n, why);
+    case DataType::kFloat:
+      return CompareFloat(got.data<float>(), want.data<float>(), n, why);
+    case DataType::kDouble:
+      return CompareFloat(got.data<double>(), want.data<double>(), n, why);
+    case DataType::kFloat16:
+      return CompareFloat(got.data<Float16>(), want.data<Float16>(), n, why);
+    case DataType::kBFloat16:
+      return CompareFloat(got.data<BFloat16>(), want.data<BFloat16>(), n, why);
     case DataType::kString:
       for (int64_t i = 0; i < n; ++i)
         if (got.data<std::string>()[i] != want.data<std::string>()[i]) {
@@ -317,6 +321,13 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // A listed case whose reason starts with "random op" (Bernoulli, RandomUniform...) has no
+  // defined expected output: without a seed its draw matches numpy's only by chance, so a
+  // pass of such a case is reported but is not an error (and --update keeps it listed).
+  const auto chance_pass = [&](const std::string& id) {
+    auto it = expected.find(id);
+    return it != expected.end() && it->second.rfind("random op", 0) == 0;
+  };
   std::vector<std::string> lines;
   std::vector<std::string> unexpected_fail, unexpected_pass;
   std::map<std::string, std::string> new_failures;
@@ -340,7 +351,11 @@ int main(int argc, char** argv) {
       if (o.verbose || !pass) std::printf("%s\n", lines.back().c_str());
       if (pass) {
         ++p;
-        if (expected.count(id)) unexpected_pass.push_back(id);
+        if (chance_pass(id)) {
+          std::printf("PASS %s (listed random op: matched the reference draw by chance)\n", id.c_str());
+        } else if (expected.count(id)) {
+          unexpected_pass.push_back(id);
+        }
       } else {
         ++f;
         new_failures[id] = reason;
@@ -370,7 +385,10 @@ int main(int argc, char** argv) {
   if (o.update && !o.expected_failures.empty()) {
     std::ofstream out(o.expected_failures);
     out << "# Conformance cases strata is known to fail, one per line: SUITE/CASE REASON.\n"
-        << "# The runner fails if a listed case passes or an unlisted case fails.\n";
+        << "# The runner fails if a listed case passes or an unlisted case fails, except that a case\n"
+        << "# whose reason starts with \"random op\" may pass (its draw can match numpy's by chance).\n";
+    for (const auto& [id, why] : expected)
+      if (chance_pass(id) && !new_failures.count(id)) new_failures[id] = why;
     for (const auto& [id, why] : new_failures) {
       auto it = expected.find(id);
       out << id << " " << (it != expected.end() && !it->second.empty() ? it->second : why) << "\n";
