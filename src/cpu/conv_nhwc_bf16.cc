@@ -187,10 +187,10 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
  public:
   // W is packed and B copied at creation: neither constant is read afterwards.
   std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
-  // An even-C kernel row read in place must be whole 16-pair AMX steps (AmxItems).
+  // Even-C kernel rows are read in place (GemmBf16Indirect), on AMX only in whole steps.
   const char* ImplName() const override {
     const int64_t c = w_shape_[1], kw = w_shape_[3];
-    if (c % 2 == 0 && (kw * c / 2) % 16 != 0 && kw * w_shape_[2] > 1) return "avx512_bf16";
+    if (c % 2 == 0 && kw * w_shape_[2] > 1 && !bf16_internal::AmxTakesSegments(kw * c / 2)) return "avx512_bf16";
     return Bf16KernelBase::ImplName();
   }
   // The sum may overwrite the residual: the bf16 GEMM then accumulates into it.

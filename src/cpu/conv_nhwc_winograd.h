@@ -26,10 +26,10 @@ namespace strata {
 // outputs: about 2x the direct conv's).
 // kUnsupported for other convs, for CPUs without AVX-512F, with STRATA_WINOGRAD=0 in the
 // environment (2 or 4 force that variant wherever one applies), and where the output's
-// static size (StaticNhwcOutputPixels) is a map under kWinogradMinPixels pixels (resnet's 7x7 stage: F(2x2, 3x3)
-// ran its 512-channel convs 10-20% faster, but their 17 MB of transformed weights each
-// cost more in session creation and memory than that was worth): the SGEMM conv takes
-// those. Unknown sizes take F(4x4, 3x3).
+// static size (StaticNhwcOutputPixels) is a map under kWinogradMinPixels pixels (resnet's
+// 7x7 stage: F(2x2, 3x3) ran its 512-channel convs 10-20% faster, but their 17 MB of
+// transformed weights each cost more in session creation and memory than that was worth):
+// the SGEMM conv takes those. Unknown sizes take F(4x4, 3x3).
 Result<std::unique_ptr<OpKernel>> MakeNhwcWinogradConv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                        const FusedActivation& act);
 

@@ -245,6 +245,28 @@ thread_local std::vector<const uint32_t*> t_row_ptrs;
 thread_local std::vector<uint32_t> t_apack;
 thread_local std::vector<float> t_amx_c;  // AMX: an item's fp32 sums (AmxBlockItem, BlockRows)
 
+// Zeroes what an AMX pass reads past an A pack's data: pairs [kpc, ldp) of rows [0, rows)
+// and all of rows [rows, rows16).
+void ZeroAmxPad(uint32_t* a, int64_t rows, int64_t rows16, int64_t kpc, int64_t ldp) {
+  if (kpc < ldp)
+    for (int64_t i = 0; i < rows; ++i)
+      std::memset(a + i * ldp + kpc, 0, static_cast<size_t>(ldp - kpc) * sizeof(uint32_t));
+  std::memset(a + rows * ldp, 0, static_cast<size_t>((rows16 - rows) * ldp) * sizeof(uint32_t));
+}
+
+// Sizes the calling thread's buffers for the largest item (kMc rows, kMaxNc columns, a K
+// chunk, 49 segments) the first time it works on a product, so a thread's later, larger
+// items do not grow them mid-run: a thread that first gets a small item (the calling thread
+// has no PrepareBf16ThreadScratch) would otherwise allocate when it gets a big one.
+void ReserveThreadScratch() {
+  constexpr int64_t kMaxTiles = (kMc + kBf16MR - 1) / kBf16MR, kMaxSegs = 49;
+  if (t_apack.capacity() >= static_cast<size_t>(kMaxTiles * RowPairs(kKcPairs) * kBf16MR)) return;
+  t_fill_scratch.reserve(static_cast<size_t>(kBf16MR * 2 * kKcPairs));
+  t_row_ptrs.reserve(static_cast<size_t>(kMaxTiles * kMaxSegs * kBf16MR));
+  t_apack.reserve(static_cast<size_t>(kMaxTiles * RowPairs(kKcPairs) * kBf16MR));
+  if (bf16_internal::AmxAvailable()) t_amx_c.reserve(static_cast<size_t>(kMc * kMaxNc));
+}
+
 // Rounds `rows` fp32 rows of kvalid floats (row stride lda) to bf16 pair rows ldp apart;
 // rows [rows, kBf16MR) of the tile are zeroed.
 void PackRows(const float* a, int64_t lda, int64_t rows, int64_t kvalid, int64_t ldp, uint32_t* dst) {
@@ -385,18 +407,24 @@ void BlockRows(const uint32_t* a, int64_t a_rs, int64_t m_rows, const uint32_t* 
     // the ends), multiplied into the fp32 scratch and merged into C. B holds zero pair rows
     // up to its kps, so the step past kpc reads zeros (or, before the last chunk, rows the
     // zero pad multiplies).
-    const int64_t rows16 = (m_rows + 15) / 16 * 16, ldp = RowPairs(kpc), panels = (n_cols + kBf16NR - 1) / kBf16NR;
+    // Columns go in pieces of at most kMaxNc, so the scratch C stays within its reserve.
+    ReserveThreadScratch();
+    const int64_t rows16 = (m_rows + 15) / 16 * 16, ldp = RowPairs(kpc);
     std::vector<uint32_t>& apack = t_apack;
     apack.resize(static_cast<size_t>(rows16 * ldp));
-    std::memset(apack.data(), 0, apack.size() * sizeof(uint32_t));
     for (int64_t i = 0; i < m_rows; ++i)
       std::memcpy(apack.data() + i * ldp, a + i * a_rs, static_cast<size_t>(kpc) * sizeof(uint32_t));
-    std::vector<float>& cs = t_amx_c;
-    cs.resize(static_cast<size_t>(rows16 * panels * kBf16NR));
-    AmxBlock(apack.data(), ldp, rows16, b, b_stride, panels, ldp / 16, cs.data(), panels * kBf16NR, false);
+    ZeroAmxPad(apack.data(), m_rows, rows16, kpc, ldp);
     Bf16Epilogue merge = ep ? *ep : Bf16Epilogue{};
     merge.accumulate = accumulate;
-    AmxEpilogue(cs.data(), panels * kBf16NR, m_rows, n_cols, c, ldc, merge, m0, n0);
+    std::vector<float>& cs = t_amx_c;
+    for (int64_t j0 = 0; j0 < n_cols; j0 += kMaxNc) {
+      const int64_t cols = std::min(kMaxNc, n_cols - j0), panels = (cols + kBf16NR - 1) / kBf16NR;
+      cs.resize(static_cast<size_t>(rows16 * panels * kBf16NR));
+      AmxBlock(apack.data(), ldp, rows16, b + j0 / kBf16NR * b_stride, b_stride, panels, ldp / 16, cs.data(),
+               panels * kBf16NR, false);
+      AmxEpilogue(cs.data(), panels * kBf16NR, m_rows, cols, c + j0, ldc, merge, m0, n0 + j0);
+    }
     return;
   }
   // Unbalanced split: tile t's rows start at row 12t, which BlockAny finds t * 12 * a_rs
@@ -453,14 +481,12 @@ void PackedBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float*
   }
 }
 
-// Whether an item of this product runs on AMX tiles. It depends only on the product, never
-// on the blocking, so a product's sums do not change with the thread count. An indirect A
-// must come in segments of whole 16-pair steps (a step that ran into the next segment's
-// rows of B would multiply them by the zero pad); a transposed fp32 A packs [kpc][12] tiles,
-// which the tiles do not read.
+// Whether the items of this product run on AMX tiles (decided once per product, so its sums
+// do not change with the blocking or thread count). An indirect A must come in whole 16-pair
+// steps (AmxTakesSegments); a transposed fp32 A packs [kpc][12] tiles, which AMX does not read.
 bool AmxItems(const ASource& src) {
   if (!bf16_internal::AmxAvailable()) return false;
-  if (src.indirect) return src.indirect->seg_pairs % 16 == 0;
+  if (src.indirect) return bf16_internal::AmxTakesSegments(src.indirect->seg_pairs);
   return !(src.trans_a && !src.fill && !src.pair_fill);
 }
 
@@ -476,14 +502,6 @@ void AmxBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float* c,
   std::vector<float>& cs = t_amx_c;
   cs.resize(static_cast<size_t>(rows16 * ldcs));
   const uint32_t* b0 = b.panel(n0 / kBf16NR);
-  // Zeroes the pad: rows [rows, rows16) and pairs [kpc, ldp) of each row (a pair source
-  // need not write them).
-  const auto pad = [&](int64_t kpc, int64_t ldp) {
-    if (kpc < ldp)
-      for (int64_t i = 0; i < rows; ++i)
-        std::memset(apack.data() + i * ldp + kpc, 0, static_cast<size_t>(ldp - kpc) * sizeof(uint32_t));
-    std::memset(apack.data() + rows * ldp, 0, static_cast<size_t>((rows16 - rows) * ldp) * sizeof(uint32_t));
-  };
   bool first = true;
   if (src.indirect) {
     const Bf16IndirectA& ia = *src.indirect;
@@ -495,7 +513,7 @@ void AmxBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float* c,
         for (int64_t i = 0; i < rows; ++i)
           std::memcpy(apack.data() + i * qc, ptrs[(i / kBf16MR) * per_tile + s * kBf16MR + i % kBf16MR] + q0,
                       static_cast<size_t>(qc) * sizeof(uint32_t));
-        pad(qc, qc);
+        ZeroAmxPad(apack.data(), rows, rows16, qc, qc);
         bf16_internal::AmxBlock(apack.data(), qc, rows16, b0 + (s * ia.seg_pairs + q0) * kBf16NR, b.panel_stride(),
                                 panels, qc / 16, cs.data(), ldcs, !first);
         first = false;
@@ -504,7 +522,8 @@ void AmxBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float* c,
     for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
       const int64_t kpc = std::min(kKcPairs, b.kp - kp0), ldp = RowPairs(kpc);
       PackATiles(src, K, m0, split, kp0, kpc, apack.data());
-      pad(src.pair_fill ? kpc : ldp, ldp);  // the fp32 sources already wrote zero pairs
+      // A pair source need not write pairs past kpc; the fp32 sources wrote zero pairs.
+      ZeroAmxPad(apack.data(), rows, rows16, src.pair_fill ? kpc : ldp, ldp);
       // B holds zero pair rows up to kps (a multiple of 16), so the last chunk's step past
       // kp reads zeros.
       bf16_internal::AmxBlock(apack.data(), ldp, rows16, b0 + kp0 * kBf16NR, b.panel_stride(), panels, ldp / 16,
@@ -516,11 +535,12 @@ void AmxBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float* c,
 }
 
 // Rows [m0, m0 + rows) (rows <= kMc) x columns [n0, n0 + nc) of C.
-void GemmBlockItem(int64_t N, int64_t K, const ASource& src, const PackedBf16B& b, float* c, int64_t ldc,
+void GemmBlockItem(int64_t N, int64_t K, const ASource& src, bool amx, const PackedBf16B& b, float* c, int64_t ldc,
                    const Bf16Epilogue& ep, int64_t m0, int64_t rows, int64_t n0, int64_t nc) {
   const int64_t cols = std::min(nc, N - n0);
   const TileSplit split(rows, /*balanced=*/true);
-  if (AmxItems(src)) {
+  ReserveThreadScratch();
+  if (amx) {
     AmxBlockItem(K, src, b, c, ldc, ep, m0, rows, n0, cols);
   } else if (src.indirect) {
     IndirectBlockItem(*src.indirect, b, c, ldc, ep, m0, n0, split, cols);
@@ -610,10 +630,11 @@ Status RunGemmBf16(const Node& node, int64_t M, const ASource& src, const Packed
   // Row block i is rows [M*i/mb, M*(i+1)/mb): all blocks within one row of each other, so
   // no short last block (3136 rows: 33 x 95-96, not 32 x 96 + 64; 196: 98 + 98, not
   // 96 + 96 + 4, whose 4-row tile is latency-bound).
+  const bool amx = AmxItems(src);
   const auto item_range = [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t ib = item / nb, m0 = M * ib / plan.mb;
-      GemmBlockItem(N, K, src, b, c, ldc, ep, m0, M * (ib + 1) / plan.mb - m0, (item % nb) * nc, nc);
+      GemmBlockItem(N, K, src, amx, b, c, ldc, ep, m0, M * (ib + 1) / plan.mb - m0, (item % nb) * nc, nc);
     }
   };
   if (parallel) {
@@ -666,13 +687,7 @@ Status GemmBf16Indirect(const Node& node, int64_t M, const Bf16IndirectA& a, con
 }
 
 void PrepareBf16ThreadScratch() {
-  if (!Bf16GemmAvailable()) return;
-  // A row block holds at most kMc rows; 49 segments cover a 7x7 kernel's taps.
-  constexpr int64_t kMaxTiles = (kMc + kBf16MR - 1) / kBf16MR, kMaxSegs = 49;
-  t_fill_scratch.reserve(static_cast<size_t>(kBf16MR * 2 * kKcPairs));
-  t_row_ptrs.reserve(static_cast<size_t>(kMaxTiles * kMaxSegs * kBf16MR));
-  t_apack.reserve(static_cast<size_t>(kMaxTiles * RowPairs(kKcPairs) * kBf16MR));
-  if (bf16_internal::AmxAvailable()) t_amx_c.reserve(static_cast<size_t>(kMc * kMaxNc));
+  if (Bf16GemmAvailable()) ReserveThreadScratch();
 }
 
 }  // namespace strata

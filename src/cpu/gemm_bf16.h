@@ -169,7 +169,16 @@ void RegisterBf16Kernels(KernelRegistry& r);
 
 namespace bf16_internal {
 
+// True when the bf16 GEMMs run on Intel AMX tiles (gemm_bf16_amx.cc): Bf16GemmAvailable(),
+// a CPU with amx_tile + amx_bf16, Linux granted the tile state, and neither
+// STRATA_CPU_DISABLE (containing "amx_bf16" or "amx_tile"; read once) nor
+// SetAmxDisabledForTesting turned it off. Otherwise the AVX512_BF16 micro-kernel runs the
+// same products.
 bool AmxAvailable();
+void SetAmxDisabledForTesting(bool disabled);
+// Whether an indirect A whose kernel rows are seg_pairs pairs long can run on AMX tiles: a
+// 16-pair step that ran into the next segment's rows of B would multiply them by the pad.
+inline bool AmxTakesSegments(int64_t seg_pairs) { return seg_pairs % 16 == 0; }
 
 // Marker base of the bf16 kernels (IsBf16Kernel). They name the tile kernel their products
 // run on: "amx_bf16" where AmxAvailable(), else "avx512_bf16".
@@ -194,13 +203,6 @@ void PackPairs32(const float* lo, const float* hi, int n, uint32_t* dst);
 // inverted-residual block, conv_nhwc_block_bf16.cc).
 void BlockRows(const uint32_t* a, int64_t a_rs, int64_t m_rows, const uint32_t* b, int64_t b_stride, int64_t n_cols,
                int64_t kpc, float* c, int64_t ldc, bool accumulate, const Bf16Epilogue* ep, int64_t m0, int64_t n0);
-
-// True when the bf16 GEMMs run on Intel AMX tiles (gemm_bf16_amx.cc): Bf16GemmAvailable(),
-// a CPU with amx_tile + amx_bf16, Linux granted the tile state, and neither
-// STRATA_CPU_DISABLE (containing "amx_bf16" or "amx_tile") nor SetAmxDisabledForTesting
-// turned it off. Otherwise the AVX512_BF16 micro-kernel runs the same products.
-bool AmxAvailable();
-void SetAmxDisabledForTesting(bool disabled);
 
 // cs[rows16, panels * 32] (row stride ldcs floats) = (load_c ? cs : 0) + A x B over
 // `steps` x 16 pairs of K: A is rows16 (a multiple of 16) rows of bf16 pairs ldp apart (ldp

@@ -52,13 +52,14 @@ struct alignas(64) TileConfig {
 }  // namespace
 
 bool AmxAvailable() {
-  if (g_amx_disabled_for_testing.load(std::memory_order_relaxed)) return false;
-  if (!Bf16GemmAvailable()) return false;
-  if (const char* off = std::getenv("STRATA_CPU_DISABLE")) {
-    for (const std::string& item : plugin::SplitList(off))
-      if (item == "amx_bf16" || item == "amx_tile") return false;
-  }
-  static const bool ok = plugin::CpuSupports("amx_tile") && plugin::CpuSupports("amx_bf16") && RequestAmxPermission();
+  if (g_amx_disabled_for_testing.load(std::memory_order_relaxed) || !Bf16GemmAvailable()) return false;
+  // The environment and the CPU are read, and the tile state requested, once per process.
+  static const bool ok = [] {
+    if (const char* off = std::getenv("STRATA_CPU_DISABLE"))
+      for (const std::string& item : plugin::SplitList(off))
+        if (item == "amx_bf16" || item == "amx_tile") return false;
+    return plugin::CpuSupports("amx_tile") && plugin::CpuSupports("amx_bf16") && RequestAmxPermission();
+  }();
   return ok;
 }
 
