@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 
+#include "core/large_pages.h"
 #include "core/profiler.h"
 
 namespace strata {
@@ -107,6 +109,10 @@ Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> 
 
   ExecOptions sub_opts = opts;
   sub_opts.on_kernel_created = nullptr;  // node indices of a subgraph mean nothing to the caller
+  // Weights freed while kernels are created (constants released by on_kernel_created, packing
+  // scratch) become the memory of the packed weights that follow, instead of fresh pages the
+  // kernel zeroes. It ends with the loop: what is still kept then is unmapped before Plan.
+  std::optional<LargePageRecycleScope> recycle(std::in_place);
   for (const Node& node : g.nodes) {
     // A provider partition's body is run by the provider, not by strata.
     bool own_subgraphs = node.domain != "strata.provider";
@@ -155,6 +161,7 @@ Result<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Graph> 
     ex->impls_.push_back(impl);
     if (opts.on_kernel_created) opts.on_kernel_created(ex->kernels_.size() - 1, ex->kernels_.back().get());
   }
+  recycle.reset();
   RETURN_IF_ERROR(ex->Plan());
   return ex;
 }

@@ -83,7 +83,8 @@ bool MapWeightPayloads() {
 Result<std::shared_ptr<Buffer>> AllocatePayload(size_t length) {
   if (length >= kLargePagesMinBytes) {
     size_t len = 0;
-    if (void* m = AllocateLargePages(length, &len))
+    // zeroed = false: the caller fills every byte (pread or memcpy) before anything reads it.
+    if (void* m = AllocateLargePages(length, &len, /*zeroed=*/false))
       return std::shared_ptr<Buffer>(std::make_shared<AnonBuffer>(m, len, length));
     // Out of mappings: the ordinary allocator below reports a real shortage.
   }

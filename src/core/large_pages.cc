@@ -3,7 +3,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -86,6 +88,57 @@ Chunks& TheChunks() {
   return *c;
 }
 
+// Freed blocks of 2 MiB and more, kept while a LargePageRecycleScope lives (see large_pages.h).
+// Each is 2 MiB aligned (MapPopulated) and still populated.
+struct Recycler {
+  std::mutex mu;
+  int scopes = 0;
+  size_t bytes = 0;                            // total length kept
+  std::multimap<size_t, uintptr_t> by_length;  // length -> base
+};
+
+Recycler& TheRecycler() {
+  static Recycler* r = new Recycler();  // never destroyed, like TheChunks
+  return *r;
+}
+
+// Takes a kept block of at least `len` (a page multiple) bytes, the smallest that fits, cut
+// to exactly `len` so that FreeLargePages gets the length callers compute (bytes rounded to
+// pages). What lies past `len` rounded up to 2 MiB stays kept when it is 2 MiB or more;
+// the rest is unmapped. nullptr when none fits.
+void* TakeRecycled(size_t len) {
+  Recycler& r = TheRecycler();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.by_length.lower_bound(len);
+  if (it == r.by_length.end()) return nullptr;
+  const size_t have = it->first;
+  char* p = reinterpret_cast<char*>(it->second);
+  r.by_length.erase(it);
+  r.bytes -= have;
+  const size_t keep = std::min(have, (len + kHugePage - 1) / kHugePage * kHugePage);
+  const size_t rest = have - keep;
+  if (rest >= kHugePage) {
+    r.by_length.emplace(rest, reinterpret_cast<uintptr_t>(p + keep));
+    r.bytes += rest;
+  } else if (rest > 0) {
+    ::munmap(p + keep, rest);
+  }
+  if (keep > len) ::munmap(p + len, keep - len);
+  return p;
+}
+
+// Keeps a freed block for reuse; false when no scope is open, the block is not a whole
+// huge-page mapping, or the bound is reached (the caller unmaps it).
+bool KeepForRecycling(void* p, size_t len) {
+  if (len < kHugePage || reinterpret_cast<uintptr_t>(p) % kHugePage != 0) return false;
+  Recycler& r = TheRecycler();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (r.scopes == 0 || r.bytes + len > kRecycleMaxBytes) return false;
+  r.by_length.emplace(len, reinterpret_cast<uintptr_t>(p));
+  r.bytes += len;
+  return true;
+}
+
 void* AllocateFromChunk(size_t len) {
   Chunks& c = TheChunks();
   std::lock_guard<std::mutex> lock(c.mu);
@@ -98,7 +151,12 @@ void* AllocateFromChunk(size_t len) {
       return p;
     }
   }
-  void* m = MapPopulated(kHugePage);
+  void* m = TakeRecycled(kHugePage);
+  if (m) {
+    std::memset(m, 0, kHugePage);  // blocks in a chunk are zeroed memory
+  } else {
+    m = MapPopulated(kHugePage);
+  }
   if (!m) return nullptr;
   // The previous open chunk keeps its live blocks and is unmapped with the last of them.
   c.open = reinterpret_cast<uintptr_t>(m);
@@ -114,7 +172,7 @@ bool FreeToChunk(void* p) {
   auto it = c.by_base.find(base);
   if (it == c.by_base.end()) return false;
   if (--it->second.live == 0) {
-    ::munmap(reinterpret_cast<void*>(base), kHugePage);
+    if (!KeepForRecycling(reinterpret_cast<void*>(base), kHugePage)) ::munmap(reinterpret_cast<void*>(base), kHugePage);
     if (c.open == base) c.open = 0;
     c.by_base.erase(it);
   }
@@ -123,12 +181,16 @@ bool FreeToChunk(void* p) {
 
 }  // namespace
 
-void* AllocateLargePages(size_t bytes, size_t* mapped_len) {
+void* AllocateLargePages(size_t bytes, size_t* mapped_len, bool zeroed) {
   const size_t page = PageSize();
   if (bytes == 0) bytes = 1;
   if (bytes > SIZE_MAX - kHugePage) return nullptr;
   const size_t len = (bytes + page - 1) / page * page;
   void* p = len < kHugePage && LargePagesUsable() ? AllocateFromChunk(len) : nullptr;
+  if (!p && len >= kHugePage) {
+    p = TakeRecycled(len);
+    if (p && zeroed) std::memset(p, 0, len);
+  }
   if (!p) p = MapPopulated(len);
   if (!p) return nullptr;
   *mapped_len = len;
@@ -138,7 +200,23 @@ void* AllocateLargePages(size_t bytes, size_t* mapped_len) {
 void FreeLargePages(void* p, size_t mapped_len) {
   if (!p) return;
   if (mapped_len < kHugePage && FreeToChunk(p)) return;
+  if (KeepForRecycling(p, mapped_len)) return;
   ::munmap(p, mapped_len);
+}
+
+LargePageRecycleScope::LargePageRecycleScope() {
+  Recycler& r = TheRecycler();
+  std::lock_guard<std::mutex> lock(r.mu);
+  ++r.scopes;
+}
+
+LargePageRecycleScope::~LargePageRecycleScope() {
+  Recycler& r = TheRecycler();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (--r.scopes > 0) return;
+  for (const auto& [len, base] : r.by_length) ::munmap(reinterpret_cast<void*>(base), len);
+  r.by_length.clear();
+  r.bytes = 0;
 }
 
 }  // namespace strata

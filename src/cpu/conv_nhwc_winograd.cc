@@ -22,6 +22,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -240,81 +241,46 @@ STRATA_AVX512 void OutputTransform(const Geo& g, int64_t t0, int64_t nt, int64_t
   }
 }
 
-// True if no value is Inf or NaN (exponent bits all ones). Branch-free, so the compiler
-// vectorises it: an isfinite() per element was a tenth of resnet18's session creation.
-bool AllFinite(const float* p, int64_t n) {
-  uint32_t bad = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, p + i, sizeof(u));
-    bad |= static_cast<uint32_t>((u & 0x7f800000u) == 0x7f800000u);
-  }
-  return bad == 0;
-}
-
-// Creation-time scratch on huge pages (populated by one call): on this VM first touches of
-// fresh 4 KiB pages cost more than the transform itself.
-class StagingBuffer {
- public:
-  explicit StagingBuffer(int64_t floats)
-      : p_(static_cast<float*>(
-            AllocateLargePages(static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float), &mapped_))) {}
-  ~StagingBuffer() {
-    if (p_) FreeLargePages(p_, mapped_);
-  }
-  StagingBuffer(const StagingBuffer&) = delete;
-  StagingBuffer& operator=(const StagingBuffer&) = delete;
-  float* get() const { return p_; }
-
- private:
-  size_t mapped_ = 0;
-  float* p_;
-};
-
-// W[o][i][3][3] as wt[i][tap][o]: output channels innermost, so that each transform position's
-// plane is a vectorisable sum of nine rows. A blocked transpose: 16 output channels' rows are
-// read side by side (16 sequential streams) and written as one 64-byte run per (i, tap); a
-// column-at-a-time copy read a new cache line (and at 256 x 256 channels a new page) per
-// element and was a third of resnet18's session creation on a Xeon VM.
-STRATA_AVX512 void TapsMajor(const float* w, int64_t m, int64_t c, float* wt) {
-  const int64_t row = c * 9;
-  for (int64_t o0 = 0; o0 < m; o0 += 16) {
-    const int64_t on = std::min<int64_t>(16, m - o0);
-    for (int64_t ik = 0; ik < row; ++ik) {
-      float* d = wt + ik * m + o0;
-      const float* src = w + o0 * row + ik;
-      for (int64_t o = 0; o < on; ++o) d[o] = src[o * row];
-    }
-  }
-}
-
 // U = G g G^T for input channels [i0, i1), written straight into the packed B of every
 // (output-channel chunk, transform position): packed[chunk * kIn^2 + xi] is [C] x [chunk
 // columns] in 32-column panels. U[xi][i][o] = sum_{k,l} G[a][k] G[b][l] g[o][i][k][l] (xi =
 // a * kIn + b), in float (G's fractions round to 1 ulp, below the transform's own error),
-// 16 output channels per vector from the taps-major copy. One pass over the weights, where
-// a plane at a time plus a packing pass read them kIn^2 times and wrote each transformed
-// float twice (through a staging plane).
+// 16 output channels per vector, gathered from W[o][i][3][3] (16 rows' nine taps of channel
+// i: with i innermost the rows' cache lines are reused by the next channel). One pass over
+// the weights, with no copy: a taps-major staging copy, a separate Inf/NaN scan and a
+// plane-at-a-time transform each read them again, and on a Xeon VM that memory traffic
+// (and zeroing the staging pages) was a third of resnet18's session creation.
+// Returns false if some weight is Inf or NaN (the panels are then incomplete garbage).
 template <typename F>
-STRATA_AVX512 void TransformRows(const float* wt, int64_t m, int64_t c, int64_t mc, int64_t i0, int64_t i1,
+STRATA_AVX512 bool TransformRows(const float* w, int64_t m, int64_t c, int64_t mc, int64_t i0, int64_t i1,
                                  sgemm::PackedB* packed) {
   constexpr int kXi = F::kIn * F::kIn;
   float coef[kXi][9];
   for (int xi = 0; xi < kXi; ++xi)
     for (int k = 0; k < 3; ++k)
       for (int l = 0; l < 3; ++l) coef[xi][k * 3 + l] = F::kG[xi / F::kIn][k] * F::kG[xi % F::kIn][l];
+  const int64_t row = c * 9;  // floats per output channel; the gather offsets (16 rows) fit int32
+  const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(static_cast<int32_t>(row)));
+  const __m512i exp_bits = _mm512_set1_epi32(0x7f800000);
+  __mmask16 bad = 0;
   const int64_t chunks = (m + mc - 1) / mc;
-  for (int64_t i = i0; i < i1; ++i)
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      const int64_t m0 = chunk * mc, cols = std::min(mc, m - m0);
-      const int64_t padded = (cols + sgemm::kPanelWidth - 1) / sgemm::kPanelWidth * sgemm::kPanelWidth;
-      sgemm::PackedB* out = packed + chunk * kXi;
-      for (int64_t o = 0; o < padded; o += 16) {
-        // Columns past the chunk load as zeros and store the panel's zero padding.
-        const int64_t live = std::clamp<int64_t>(cols - o, 0, 16);
-        const __mmask16 mask = static_cast<__mmask16>((1u << live) - 1);
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t m0 = chunk * mc, cols = std::min(mc, m - m0);
+    const int64_t padded = (cols + sgemm::kPanelWidth - 1) / sgemm::kPanelWidth * sgemm::kPanelWidth;
+    sgemm::PackedB* out = packed + chunk * kXi;
+    for (int64_t o = 0; o < padded; o += 16) {
+      // Columns past the chunk load as zeros and store the panel's zero padding.
+      const int64_t live = std::clamp<int64_t>(cols - o, 0, 16);
+      const __mmask16 mask = static_cast<__mmask16>((1u << live) - 1);
+      const float* base = w + (m0 + o) * row;
+      for (int64_t i = i0; i < i1; ++i) {
         __m512 g[9];
-        for (int k = 0; k < 9; ++k) g[k] = _mm512_maskz_loadu_ps(mask, wt + (i * 9 + k) * m + m0 + o);
+        for (int k = 0; k < 9; ++k) {
+          g[k] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, rows, base + i * 9 + k, 4);
+          // Inf or NaN: exponent bits all ones (AVX-512F has no fpclass)
+          bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(g[k]), exp_bits), exp_bits);
+        }
         const int64_t at = i * sgemm::kPanelWidth + o % sgemm::kPanelWidth;
         for (int xi = 0; xi < kXi; ++xi) {
           __m512 u = _mm512_mul_ps(_mm512_set1_ps(coef[xi][0]), g[0]);
@@ -324,6 +290,8 @@ STRATA_AVX512 void TransformRows(const float* wt, int64_t m, int64_t c, int64_t 
         }
       }
     }
+  }
+  return bad == 0;
 }
 
 template <typename F>
@@ -349,21 +317,26 @@ class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs
 
   // Transforms and packs the weights: packed_[chunk * kXi + xi]. With a pool the input
   // channels are split between the threads (each writes its own rows of every panel).
-  Status Pack(const Tensor& w, ThreadPool* pool) {
-    const StagingBuffer wt(9 * c_ * m_);
-    if (!wt.get()) return MakeStatus(StatusCode::kOutOfMemory, "no memory to transform ", m_, "x", c_, "x3x3 weights");
-    TapsMajor(w.data<float>(), m_, c_, wt.get());
+  // *finite is false if some weight is Inf or NaN: the transforms' differences would turn an
+  // infinite product into NaN where the direct conv keeps inf, so such (broken) weights keep
+  // the SGEMM conv.
+  Status Pack(const Tensor& w, ThreadPool* pool, bool* finite) {
     const int64_t chunks = (m_ + mc_ - 1) / mc_;
     packed_.resize(static_cast<size_t>(chunks * kXi));
     for (int64_t chunk = 0; chunk < chunks; ++chunk)
       for (int64_t xi = 0; xi < kXi; ++xi)
         RETURN_IF_ERROR(packed_[chunk * kXi + xi].Reserve(c_, std::min(mc_, m_ - chunk * mc_)));
-    auto rows = [&](int64_t i0, int64_t i1) { TransformRows<F>(wt.get(), m_, c_, mc_, i0, i1, packed_.data()); };
+    std::atomic<bool> all_finite{true};
+    auto rows = [&](int64_t i0, int64_t i1) {
+      if (!TransformRows<F>(w.data<float>(), m_, c_, mc_, i0, i1, packed_.data()))
+        all_finite.store(false, std::memory_order_relaxed);
+    };
     if (pool && pool->num_threads() > 1) {
       pool->Run(c_, 1, rows);
     } else {
       rows(0, c_);
     }
+    *finite = all_finite.load();
     return Status::Ok();
   }
 
@@ -471,9 +444,6 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcWinogradConv(const KernelInit& init, c
   if (c < 16 || c > kWinogradMaxC || m < 16) return no("channel counts outside 16..512 in, >= 16 out");
   if (MaxBlockTiles(c, std::min(m, kChunkM), F4::kIn * F4::kIn) < kMinBlockTiles)
     return no("too many input channels for the scratch");
-  // Inf/NaN weights: the transforms' differences would turn an infinite product into NaN
-  // where the direct conv keeps inf, so such (broken) weights keep the SGEMM conv.
-  if (!AllFinite(w.data<float>(), w.num_elements())) return no("non-finite weights");
   const int64_t pixels = StaticNhwcOutputPixels(init);
   bool f2 = forced == "2";
   if (forced != "2" && forced != "4") {
@@ -486,16 +456,18 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcWinogradConv(const KernelInit& init, c
   }
   std::unique_ptr<OpKernel> kernel;
   Status st;
+  bool finite = true;
   if (f2) {
     auto k = std::make_unique<NhwcWinogradConvKernel<F2>>(node, w, b, act);
-    st = k->Pack(w, init.pool);
+    st = k->Pack(w, init.pool, &finite);
     kernel = std::move(k);
   } else {
     auto k = std::make_unique<NhwcWinogradConvKernel<F4>>(node, w, b, act);
-    st = k->Pack(w, init.pool);
+    st = k->Pack(w, init.pool, &finite);
     kernel = std::move(k);
   }
   if (!st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
+  if (!finite) return no("non-finite weights");
   return kernel;
 }
 

@@ -108,7 +108,9 @@ Status PackedB::Reserve(const char* fn, int64_t k, int64_t n) {
     const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
     float* p = nullptr;
     size_t mapped = 0;
-    if (bytes >= kLargePagesMinBytes) p = static_cast<float*>(AllocateLargePages(bytes, &mapped));
+    // zeroed = false: every packer writes the whole of its panels (aligned_alloc memory, the
+    // fallback, is not zeroed either).
+    if (bytes >= kLargePagesMinBytes) p = static_cast<float*>(AllocateLargePages(bytes, &mapped, /*zeroed=*/false));
     if (!p) {
       mapped = 0;
       p = static_cast<float*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes));

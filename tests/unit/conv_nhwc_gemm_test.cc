@@ -413,19 +413,32 @@ TEST(NhwcWinogradConv, MatchesNaiveConvAtEdgeShapes) {
 // the SGEMM conv, whose bits it then matches (inf where the direct sum is inf).
 TEST(NhwcWinogradConv, NonFiniteWeightsKeepTheSgemmConv) {
   if (!sgemm::Available()) GTEST_SKIP();
-  const ConvCase cc{.h = 8, .w = 8, .c = 16, .m = 16, .pads = {1, 1, 1, 1}};
-  const Tensor x = Random({1, 8, 8, 16}, 81);
-  Tensor w = Random({16, 16, 3, 3}, 82, 0.25f);
-  w.mutable_data<float>()[5] = INFINITY;
-  KernelRun r = RunNhwcConv(cc, x, w, nullptr, nullptr, nullptr);
-  ASSERT_TRUE(r.create.ok() && r.compute.ok()) << r.create.ToString() << r.compute.ToString();
-  ScopedWinograd off("0");
-  KernelRun direct = RunNhwcConv(cc, x, w, nullptr, nullptr, nullptr);
-  ASSERT_TRUE(direct.create.ok() && direct.compute.ok());
-  EXPECT_EQ(0, std::memcmp(r.y.data<float>(), direct.y.data<float>(), r.y.num_elements() * sizeof(float)));
-  int inf = 0;
-  for (int64_t i = 0; i < r.y.num_elements(); ++i) inf += std::isinf(r.y.data<float>()[i]);
-  EXPECT_GT(inf, 0) << "no infinite output: the case proves nothing";
+  ThreadPool pool2(2);
+  // The check runs inside the transform: the first weight of the first channel block, and
+  // the last weight of a partial last block (40 = 2 x 16 + 8 output channels) split over
+  // two threads' input-channel ranges.
+  struct NonFinite {
+    int64_t m;
+    int64_t at;  // -1: the last weight
+    float value;
+    ThreadPool* pool;
+  };
+  for (const NonFinite& nf : {NonFinite{16, 5, INFINITY, nullptr}, NonFinite{40, -1, -INFINITY, &pool2}}) {
+    const ConvCase cc{.h = 8, .w = 8, .c = 16, .m = nf.m, .pads = {1, 1, 1, 1}};
+    const Tensor x = Random({1, 8, 8, 16}, 81);
+    Tensor w = Random({nf.m, 16, 3, 3}, 82, 0.25f);
+    w.mutable_data<float>()[nf.at >= 0 ? nf.at : w.num_elements() - 1] = nf.value;
+    KernelRun r = RunNhwcConv(cc, x, w, nullptr, nullptr, nf.pool);
+    ASSERT_TRUE(r.create.ok() && r.compute.ok()) << r.create.ToString() << r.compute.ToString();
+    ScopedWinograd off("0");
+    KernelRun direct = RunNhwcConv(cc, x, w, nullptr, nullptr, nf.pool);
+    ASSERT_TRUE(direct.create.ok() && direct.compute.ok());
+    EXPECT_EQ(0, std::memcmp(r.y.data<float>(), direct.y.data<float>(), r.y.num_elements() * sizeof(float)))
+        << "M=" << nf.m;
+    int inf = 0;
+    for (int64_t i = 0; i < r.y.num_elements(); ++i) inf += std::isinf(r.y.data<float>()[i]);
+    EXPECT_GT(inf, 0) << "no infinite output: the case proves nothing (M=" << nf.m << ")";
+  }
 }
 
 TEST(NhwcWinogradConv, ResidualReluAndInPlace) {

@@ -2,6 +2,7 @@
 // the SGEMM's B packing (sgemm_pack.cc) with the one-pass conv weight reorder, the GEMV
 // weight packing that shares its transposing packer, and the lazily created pthreadpool.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <cstdint>
@@ -106,6 +107,63 @@ TEST(LoadPages, SmallBlocksShareChunksAndStayFreshWhenFreed) {
   }
   for (size_t i = 1; i < blocks.size(); i += 2) FreeLargePages(blocks[i].first, blocks[i].second);
   FreeLargePages(nullptr, 0);  // no-op
+}
+
+// Inside a LargePageRecycleScope a freed block of 2 MiB or more is handed out again: zeroed
+// unless the caller said it writes everything, cut to the asked length (the rest stays
+// kept), and every kept block is unmapped when the last scope ends.
+bool Mapped(const void* p) {
+  unsigned char v = 0;
+  return ::mincore(const_cast<void*>(p), 4096, &v) == 0;  // ENOMEM: not mapped
+}
+
+TEST(LoadPages, RecycledBlocksInsideAScope) {
+  const size_t mib = size_t{1} << 20;
+  size_t len_a = 0, len_b = 0, len_c = 0, len_d = 0;
+  {
+    // Outside a scope a freed block is unmapped at once.
+    auto* p = static_cast<unsigned char*>(AllocateLargePages(6 * mib, &len_a));
+    ASSERT_NE(p, nullptr);
+    FreeLargePages(p, len_a);
+    EXPECT_FALSE(Mapped(p));
+  }
+  unsigned char* a = nullptr;
+  {
+    LargePageRecycleScope scope;
+    {
+      LargePageRecycleScope nested;  // scopes nest: only the outer one's end unmaps
+    }
+    a = static_cast<unsigned char*>(AllocateLargePages(6 * mib, &len_a));
+    ASSERT_NE(a, nullptr);
+    std::memset(a, 0x77, len_a);
+    FreeLargePages(a, len_a);
+    EXPECT_TRUE(Mapped(a)) << "kept for reuse";
+    // zeroed = false: the same memory, contents as they were; 3 MiB of the 6 (the first
+    // 4 MiB stay with the block, the 2 MiB past them are kept on their own).
+    auto* b = static_cast<unsigned char*>(AllocateLargePages(3 * mib, &len_b, /*zeroed=*/false));
+    ASSERT_EQ(b, a);
+    EXPECT_EQ(len_b, 3 * mib);
+    EXPECT_EQ(b[0], 0x77);
+    EXPECT_EQ(b[len_b - 1], 0x77);
+    EXPECT_FALSE(Mapped(a + 3 * mib)) << "the cut-off slack up to 4 MiB is unmapped";
+    // The kept 2 MiB rest, asked for with zeroing: zero although it held 0x77.
+    auto* c = static_cast<unsigned char*>(AllocateLargePages(2 * mib, &len_c));
+    ASSERT_EQ(c, a + 4 * mib);
+    bool zero = true;
+    for (size_t i = 0; i < len_c; i += 509) zero &= c[i] == 0;
+    EXPECT_TRUE(zero && c[len_c - 1] == 0);
+    // Nothing kept fits 5 MiB: a fresh (zero) mapping.
+    auto* d = static_cast<unsigned char*>(AllocateLargePages(5 * mib, &len_d, /*zeroed=*/false));
+    ASSERT_NE(d, nullptr);
+    EXPECT_TRUE(d + len_d <= a || a + len_a <= d);
+    EXPECT_EQ(d[0], 0);
+    FreeLargePages(b, len_b);
+    FreeLargePages(c, len_c);
+    FreeLargePages(d, len_d);
+    EXPECT_TRUE(Mapped(b) && Mapped(c) && Mapped(d));
+  }
+  EXPECT_FALSE(Mapped(a)) << "the scope's end unmaps what it kept";
+  EXPECT_FALSE(Mapped(a + 4 * mib));
 }
 
 TEST(LoadPages, ConcurrentSmallBlocksAreDistinct) {
