@@ -31,9 +31,10 @@ namespace {
 class ConstantBProduct {
  public:
   // bias: N floats or null; the clamp [act.min, act.max] is applied after the bias.
+  // pool: the session's, whose threads share the packing of a large matrix.
   Status Init(const Node& node, const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha, const float* bias,
-              const FusedActivation& act) {
-    auto w = GemvWeights::Pack(b, k, n, b_is_nk, alpha, bias);
+              const FusedActivation& act, ThreadPool* pool) {
+    auto w = GemvWeights::Pack(b, k, n, b_is_nk, alpha, bias, pool);
     if (!w.ok()) return MakeStatus(w.status().code(), node.Describe(), ": ", w.status().message());
     w_ = std::move(w).value();
     has_bias_ = bias != nullptr;
@@ -67,11 +68,10 @@ class ConstantBProduct {
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < k; ++j) w_nk[i * k + j] = w_.at(j, i);
     xnn_operator_t op = nullptr;
-    xnn_status s = xnn_create_fully_connected_nc_f32(k, n, k, n, w_nk.data(), has_bias_ ? w_.bias() : nullptr,
-                                                     act_.min, act_.max, 0, &op);
+    xnn_status s = xnn_create_fully_connected_nc_f32(k, n, k, n, w_nk.data(), has_bias_ ? w_.bias() : nullptr, act_.min,
+                                                     act_.max, 0, &op);
     if (s != xnn_status_success)
-      return Unsupported(node.Describe(), ": XNNPACK fully_connected rejected K=", k, " N=", n, ": ",
-                         XnnStatusName(s));
+      return Unsupported(node.Describe(), ": XNNPACK fully_connected rejected K=", k, " N=", n, ": ", XnnStatusName(s));
     op_.reset(op);
     return Status::Ok();
   }
@@ -87,8 +87,8 @@ class FcMatMulKernel final : public OpKernel, public PacksConstantInputs {
  public:
   FcMatMulKernel(int64_t k, int64_t n) : k_(k), n_(n) {}
   std::vector<size_t> PackedConstantInputs() const override { return {1}; }
-  Status Init(const Node& node, const float* b, const FusedActivation& act) {
-    return fc_.Init(node, b, k_, n_, /*b_is_nk=*/false, 1.0f, nullptr, act);
+  Status Init(const Node& node, const float* b, const FusedActivation& act, ThreadPool* pool) {
+    return fc_.Init(node, b, k_, n_, /*b_is_nk=*/false, 1.0f, nullptr, act, pool);
   }
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
@@ -115,7 +115,7 @@ class FcGemmKernel final : public OpKernel, public PacksConstantInputs {
     return {1};
   }
   // A constant row-vector C is folded into the bias; any other C is added (times beta) at run time.
-  Status Init(const Node& node, const float* b, bool has_c, const Tensor* c_const) {
+  Status Init(const Node& node, const float* b, bool has_c, const Tensor* c_const, ThreadPool* pool) {
     std::vector<float> bias;
     bool row_c = false;
     if (c_const) {
@@ -133,7 +133,7 @@ class FcGemmKernel final : public OpKernel, public PacksConstantInputs {
     }
     // With a run-time C the clamp must come after adding it, so XNNPACK does not clamp.
     FusedActivation op_act = bias_folded_ ? act_ : FusedActivation{};
-    return fc_.Init(node, b, d_.K, d_.N, d_.trans_b, d_.alpha, bias.empty() ? nullptr : bias.data(), op_act);
+    return fc_.Init(node, b, d_.K, d_.N, d_.trans_b, d_.alpha, bias.empty() ? nullptr : bias.data(), op_act, pool);
   }
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
@@ -144,8 +144,7 @@ class FcGemmKernel final : public OpKernel, public PacksConstantInputs {
     if (a->dtype() != DataType::kFloat)
       return InvalidArgument(node.Describe(), ": A dtype ", DataTypeName(a->dtype()), " differs from B's float32");
     Shape bshape = d_.trans_b ? Shape{d_.N, d_.K} : Shape{d_.K, d_.N};
-    if (a->rank() != 2)
-      return InvalidArgument(node.Describe(), ": Gemm needs 2-D A, got ", ShapeToString(a->shape()));
+    if (a->rank() != 2) return InvalidArgument(node.Describe(), ": Gemm needs 2-D A, got ", ShapeToString(a->shape()));
     ASSIGN_OR_RETURN(GemmDims d, ComputeGemmDims(node, a->shape(), bshape, c));
     if (c && c->dtype() != DataType::kFloat)
       return InvalidArgument(node.Describe(), ": C dtype ", DataTypeName(c->dtype()), " differs from A's float32");
@@ -175,7 +174,6 @@ class FcGemmKernel final : public OpKernel, public PacksConstantInputs {
   bool c_const_ = false;
   ConstantBProduct fc_;
 };
-
 
 class BlasMatMulKernel final : public OpKernel {
  public:
@@ -324,7 +322,7 @@ Result<std::unique_ptr<OpKernel>> MakeFastMatMul(const KernelInit& init) {
   const Tensor* b = init.constant_input(1);
   if (b && b->dtype() == DataType::kFloat && b->rank() == 2 && b->dim(0) > 0 && b->dim(1) > 0) {
     auto k = std::make_unique<FcMatMulKernel>(b->dim(0), b->dim(1));
-    if (k->Init(node, b->data<float>(), act).ok()) return std::unique_ptr<OpKernel>(std::move(k));
+    if (k->Init(node, b->data<float>(), act, init.pool).ok()) return std::unique_ptr<OpKernel>(std::move(k));
   }
   // BLAS takes int dimensions; use it whenever the declared shapes cannot overflow that.
   const TypeInfo& ta = init.input_type(0);
@@ -357,7 +355,8 @@ Result<std::unique_ptr<OpKernel>> MakeFastGemm(const KernelInit& init) {
     d.N = d.trans_b ? b->dim(0) : b->dim(1);
     if (d.K > 0 && d.N > 0) {
       auto k = std::make_unique<FcGemmKernel>(d, act);
-      if (k->Init(node, b->data<float>(), init.has_input(2), c).ok()) return std::unique_ptr<OpKernel>(std::move(k));
+      if (k->Init(node, b->data<float>(), init.has_input(2), c, init.pool).ok())
+        return std::unique_ptr<OpKernel>(std::move(k));
     }
   }
   return std::unique_ptr<OpKernel>(std::make_unique<BlasGemmKernel>(act));

@@ -34,12 +34,14 @@ class GemvWeights {
   // `b` is [K, N] row-major, or [N, K] when b_is_nk; every weight is multiplied by alpha.
   // `bias` (N floats, may be null) is added to each output row. kInvalidArgument for
   // negative or overflowing dimensions, kOutOfMemory when memory runs out.
-  static Result<GemvWeights> Pack(const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha, const float* bias);
+  // With a pool, a large matrix's panels are packed by its threads.
+  static Result<GemvWeights> Pack(const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha, const float* bias,
+                                  ThreadPool* pool = nullptr);
   // B given by rows: column j is the first k floats of row rows[j] of `src` (row stride ldb
   // >= k), or zeros where rows[j] < 0. Packs straight from `src` when the columns are a
   // permutation of its rows (the fused LSTM's gate interleave), with no reordered copy.
   static Result<GemvWeights> PackRows(const float* src, int64_t ldb, int64_t k, int64_t n, const int64_t* rows,
-                                      const float* bias);
+                                      const float* bias, ThreadPool* pool = nullptr);
 
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
@@ -68,9 +70,6 @@ class GemvWeights {
   };
   // Storage for K x N with the bias (N floats, may be null) copied in; data not initialized.
   static Result<GemvWeights> Allocate(int64_t k, int64_t n, const float* bias);
-
-  // Sets all_finite_ from the packed data.
-  void CheckFinite();
 
   int64_t k_ = 0, n_ = 0, panels_ = 0, tail_width_ = kGemvPanel;
   bool all_finite_ = false;

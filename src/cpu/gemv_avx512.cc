@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -358,7 +359,8 @@ Result<GemvWeights> GemvWeights::Allocate(int64_t k, int64_t n, const float* bia
   const size_t data_bytes = static_cast<size_t>(data_floats) * sizeof(float);
   if (data_bytes >= kLargePagesMinBytes) {
     size_t mapped = 0;
-    if (void* p = AllocateLargePages(data_bytes, &mapped))
+    // zeroed = false: Pack and PackRows write every float, padding included.
+    if (void* p = AllocateLargePages(data_bytes, &mapped, /*zeroed=*/false))
       w.data_ = std::unique_ptr<float[], FreeDeleter>(static_cast<float*>(p), FreeDeleter{mapped});
   }
   if (!w.data_) w.data_.reset(AllocFloats(data_floats));
@@ -370,70 +372,93 @@ Result<GemvWeights> GemvWeights::Allocate(int64_t k, int64_t n, const float* bia
   return w;
 }
 
-void GemvWeights::CheckFinite() {
-  const int64_t floats = panels_ > 0 ? ((panels_ - 1) * P + tail_width_) * k_ : 0;
-  const float* d = data_.get();
+// True if no float of [p, p + n) is Inf or NaN (exponent bits all ones); branch-free, so
+// it vectorises.
+bool AllFiniteFloats(const float* p, int64_t n) {
   uint32_t bad = 0;
-  for (int64_t i = 0; i < floats; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
-    std::memcpy(&bits, d + i, sizeof(bits));
-    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);  // inf or NaN
+    std::memcpy(&bits, p + i, sizeof(bits));
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
   }
-  all_finite_ = bad == 0;
+  return bad == 0;
+}
+
+// Runs pack(p0, p1) -> "all finite" over the panels, split between the pool's threads when
+// the matrix is large enough to pay for a parallel region (1 MiB: packing it takes ~0.1 ms
+// on one core); each range checks its own panels while they are still in cache.
+template <typename F>
+bool PackPanels(int64_t panels, int64_t floats, ThreadPool* pool, F&& pack) {
+  constexpr int64_t kParallelFloats = int64_t{1} << 18;
+  if (!pool || pool->num_threads() < 2 || floats < kParallelFloats || panels < 2) return pack(0, panels);
+  std::atomic<bool> finite{true};
+  pool->Run(panels, 1, [&](int64_t p0, int64_t p1) {
+    if (!pack(p0, p1)) finite.store(false, std::memory_order_relaxed);
+  });
+  return finite.load();
 }
 
 Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha,
-                                      const float* bias) {
+                                      const float* bias, ThreadPool* pool) {
   ASSIGN_OR_RETURN(GemvWeights w, Allocate(k, n, bias));
-  const int64_t panels = w.panels_;
-  for (int64_t p = 0; p < panels; ++p) {
-    float* dst = w.data_.get() + p * k * P;
-    const int64_t width = w.panel_width(p);
-    const int64_t cols = std::min(P, n - p * P);
-    if (cols < width) std::fill(dst, dst + k * width, 0.0f);
-    if (!b_is_nk) {
-      for (int64_t kk = 0; kk < k; ++kk) {
-        const float* src = b + kk * n + p * P;
-        for (int64_t j = 0; j < cols; ++j) dst[kk * width + j] = alpha * src[j];
+  auto pack = [&](int64_t p0, int64_t p1) {
+    bool finite = true;
+    for (int64_t p = p0; p < p1; ++p) {
+      float* dst = w.data_.get() + p * k * P;
+      const int64_t width = w.panel_width(p);
+      const int64_t cols = std::min(P, n - p * P);
+      if (cols < width) std::fill(dst, dst + k * width, 0.0f);
+      if (!b_is_nk) {
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const float* src = b + kk * n + p * P;
+          for (int64_t j = 0; j < cols; ++j) dst[kk * width + j] = alpha * src[j];
+        }
+      } else {
+        // B is [N, K]: the SGEMM's transposing panel packer (16x16 AVX-512 transposes;
+        // blocked so that rows K*4 bytes apart do not all miss in one L1 set), then alpha on
+        // the real columns (the same single rounding as alpha * src, and padding stays 0).
+        sgemm::PackTransposedPanel(b, k, k, 1, p * P, cols, width, dst);
+        if (alpha != 1.0f)
+          for (int64_t kk = 0; kk < k; ++kk)
+            for (int64_t j = 0; j < cols; ++j) dst[kk * width + j] *= alpha;
       }
-      continue;
+      finite = AllFiniteFloats(dst, k * width) && finite;
     }
-    // B is [N, K]: the SGEMM's transposing panel packer (16x16 AVX-512 transposes; blocked
-    // so that rows K*4 bytes apart do not all miss in one L1 set), then alpha on the real
-    // columns (the same single rounding as alpha * src, and padding stays 0).
-    sgemm::PackTransposedPanel(b, k, k, 1, p * P, cols, width, dst);
-    if (alpha != 1.0f)
-      for (int64_t kk = 0; kk < k; ++kk)
-        for (int64_t j = 0; j < cols; ++j) dst[kk * width + j] *= alpha;
-  }
-  w.CheckFinite();
+    return finite;
+  };
+  w.all_finite_ = PackPanels(w.panels_, k * n, pool, pack);
   return w;
 }
 
 Result<GemvWeights> GemvWeights::PackRows(const float* src, int64_t ldb, int64_t k, int64_t n, const int64_t* rows,
-                                          const float* bias) {
+                                          const float* bias, ThreadPool* pool) {
   if (k > ldb) return InvalidArgument("GEMV weights: row stride ", ldb, " is shorter than K=", k);
   ASSIGN_OR_RETURN(GemvWeights w, Allocate(k, n, bias));
-  for (int64_t p = 0; p < w.panels_; ++p) {
-    float* dst = w.data_.get() + p * k * P;
-    const int64_t c0 = p * P, cols = std::min(P, n - c0), width = w.panel_width(p);
-    bool gaps = cols < width;
-    for (int64_t j = 0; j < cols && !gaps; ++j) gaps = rows[c0 + j] < 0;
-    if (gaps) std::fill(dst, dst + k * width, 0.0f);
-    // Each run of columns that are consecutive source rows is one transposing pack, straight
-    // from `src`: no permuted copy of the matrix first.
-    for (int64_t j = 0; j < cols;) {
-      if (rows[c0 + j] < 0) {
-        ++j;
-        continue;
+  auto pack = [&](int64_t p0, int64_t p1) {
+    bool finite = true;
+    for (int64_t p = p0; p < p1; ++p) {
+      float* dst = w.data_.get() + p * k * P;
+      const int64_t c0 = p * P, cols = std::min(P, n - c0), width = w.panel_width(p);
+      bool gaps = cols < width;
+      for (int64_t j = 0; j < cols && !gaps; ++j) gaps = rows[c0 + j] < 0;
+      if (gaps) std::fill(dst, dst + k * width, 0.0f);
+      // Each run of columns that are consecutive source rows is one transposing pack,
+      // straight from `src`: no permuted copy of the matrix first.
+      for (int64_t j = 0; j < cols;) {
+        if (rows[c0 + j] < 0) {
+          ++j;
+          continue;
+        }
+        int64_t len = 1;
+        while (j + len < cols && rows[c0 + j + len] == rows[c0 + j] + len) ++len;
+        sgemm::PackTransposedColumns(src, ldb, k, 1, rows[c0 + j], len, width, dst + j);
+        j += len;
       }
-      int64_t len = 1;
-      while (j + len < cols && rows[c0 + j + len] == rows[c0 + j] + len) ++len;
-      sgemm::PackTransposedColumns(src, ldb, k, 1, rows[c0 + j], len, width, dst + j);
-      j += len;
+      finite = AllFiniteFloats(dst, k * width) && finite;
     }
-  }
-  w.CheckFinite();
+    return finite;
+  };
+  w.all_finite_ = PackPanels(w.panels_, k * n, pool, pack);
   return w;
 }
 

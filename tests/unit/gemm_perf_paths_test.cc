@@ -42,7 +42,8 @@ void CheckGemv(int64_t m, int64_t k, int64_t n, bool nk, bool bias, float lo, fl
                      bv = RandomVec(static_cast<size_t>(n), 3);
   for (size_t i = 0; i < a.size(); ++i)
     if (static_cast<int>((i * 2654435761u >> 7) % 100) < zero_pct) a[i] = 0.0f;
-  auto w = GemvWeights::Pack(b.data(), k, n, nk, alpha, bias ? bv.data() : nullptr);
+  // The pool also packs: matrices of 2^18 floats and more are split between its threads.
+  auto w = GemvWeights::Pack(b.data(), k, n, nk, alpha, bias ? bv.data() : nullptr, pool);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   const int64_t ldy = n + 3;  // a row stride wider than N: nothing past N may be written
   std::vector<float> y(static_cast<size_t>(m * ldy), -7.0f);
@@ -107,6 +108,25 @@ TEST(GemmPerfPaths, GemvZerosTimesNonFiniteWeightsGiveNaN) {
   a[1] = std::numeric_limits<float>::quiet_NaN();
   Gemv(a.data(), k, 1, *finite, y.data(), n, -inf, inf, nullptr);
   for (int64_t j = 0; j < n; ++j) EXPECT_TRUE(std::isnan(y[j])) << "column " << j;
+}
+
+// Packed by two threads, a non-finite weight in either thread's panels is seen.
+TEST(GemmPerfPaths, GemvPackedInParallelChecksEveryPanel) {
+  ThreadPool pool(2);
+  const int64_t k = 1024, n = 520;  // 532,480 floats: split; the last panel is 8 columns wide
+  std::vector<float> b = RandomVec(static_cast<size_t>(k * n), 4);
+  for (bool nk : {false, true}) {
+    auto finite = GemvWeights::Pack(b.data(), k, n, nk, 1.0f, nullptr, &pool);
+    ASSERT_TRUE(finite.ok());
+    EXPECT_TRUE(finite->all_finite());
+    for (size_t at : {size_t{0}, b.size() - 1}) {
+      std::vector<float> bad = b;
+      bad[at] = std::numeric_limits<float>::quiet_NaN();
+      auto w = GemvWeights::Pack(bad.data(), k, n, nk, 1.0f, nullptr, &pool);
+      ASSERT_TRUE(w.ok());
+      EXPECT_FALSE(w->all_finite()) << "NaN at " << at << " nk=" << nk;
+    }
+  }
 }
 
 TEST(GemmPerfPaths, GemvLargeSplitsAcrossThreads) {
