@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/deferred_payload.h"
 #include "core/ir.h"
 #include "core/onnx_import.h"
 #include "core/status.h"
@@ -66,6 +67,9 @@ struct InlineSource {
   int fd = -1;
   std::string path;  // for messages; "" for memory
   std::vector<InlineRange> table;
+  // Set: payloads that would be read into memory of their own are read on first use
+  // instead (core/deferred_payload.h).
+  std::shared_ptr<DeferredPayloads> deferred;
 };
 
 // Tensor conversion context: where external data lives and the memory budget.

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "core/import_internal.h"
+#include "core/large_pages.h"
 #include "core/onnx_import.h"
 
 namespace strata {
@@ -211,7 +212,10 @@ Result<std::shared_ptr<Buffer>> LoadExternal(const onnx::TensorProto& tp, const 
 
 // Loads a payload that StripLargeRawData kept out of the proto.
 Result<std::shared_ptr<Buffer>> LoadInline(const InlineSource& src, const InlineRange& range, size_t bytes,
-                                           size_t elem_align, bool allow_map, const std::string& what) {
+                                           size_t elem_align, bool allow_map, bool may_defer, const std::string& what) {
+  // Read on first use: large payloads that would otherwise be read into memory of their own.
+  if (src.fd >= 0 && src.deferred && may_defer && !allow_map && bytes >= kLargePagesMinBytes)
+    return src.deferred->Make(range.offset, bytes, what);
   if (src.fd >= 0) return LoadFileRange(src.fd, range.offset, bytes, elem_align, allow_map, src.path, what);
   if (!src.bytes || range.offset > src.size || bytes > src.size - range.offset)
     return InternalError(what, ": stripped raw_data range is outside the model bytes");
@@ -279,7 +283,9 @@ Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& c
     if (range->length != bytes)
       return InvalidModel(what, " has ", range->length, " bytes of raw_data but its shape ", ShapeToString(shape),
                           " and type ", DataTypeName(dt), " need ", bytes, " bytes");
-    ASSIGN_OR_RETURN(auto buf, LoadInline(*ctx.inline_source, *range, bytes, elem_align, allow_map, what));
+    // Bools are normalised just below, so they are read now.
+    ASSIGN_OR_RETURN(auto buf, LoadInline(*ctx.inline_source, *range, bytes, elem_align, allow_map,
+                                          /*may_defer=*/dt != DataType::kBool, what));
     Tensor t(dt, std::move(shape), std::move(buf));
     if (dt == DataType::kBool) NormalizeBools(&t);
     return t;

@@ -17,6 +17,7 @@
 namespace strata {
 
 struct Graph;
+class DeferredPayloads;
 
 // One dimension of a declared shape: a known size, or a symbolic/unknown one.
 struct Dim {
@@ -91,10 +92,10 @@ struct Attribute {
 };
 
 struct Node {
-  std::string name;     // may be empty in the file; the importer fills "<op>_<index>"
+  std::string name;  // may be empty in the file; the importer fills "<op>_<index>"
   std::string op_type;
-  std::string domain;   // "" for ai.onnx
-  int opset = 0;        // the imported opset version for this node's domain
+  std::string domain;        // "" for ai.onnx
+  int opset = 0;             // the imported opset version for this node's domain
   std::vector<int> inputs;   // value indices; -1 for an omitted optional input
   std::vector<int> outputs;  // value indices; -1 for an omitted optional output
   std::map<std::string, Attribute> attrs;
@@ -145,7 +146,9 @@ struct Model {
   std::string producer;
   std::map<std::string, int> opsets;  // domain ("" = ai.onnx) -> version
   std::shared_ptr<Graph> graph;
-  std::string path;                   // file it came from, or "" for memory
+  std::string path;  // file it came from, or "" for memory
+  // Payloads not read yet (ImportOptions::defer_weight_reads); null when none.
+  std::shared_ptr<DeferredPayloads> deferred;
 };
 
 }  // namespace strata

@@ -594,6 +594,10 @@ Result<Model> ImportOnnxFile(const std::string& path, ImportOptions opts) {
   import::InlineSource src;
   src.fd = file->fd();
   src.path = path;
+  // Mapped payloads are read on first touch already.
+  if (opts.defer_weight_reads && !import::MapWeightPayloads()) {
+    ASSIGN_OR_RETURN(src.deferred, DeferredPayloads::Open(file->fd(), path));
+  }
   Result<Model> r = InvalidModel("model is empty (0 bytes)");
   try {
     r = ImportImpl(file->data(), file->size(), opts, &src);
@@ -604,6 +608,7 @@ Result<Model> ImportOnnxFile(const std::string& path, ImportOptions opts) {
   }
   if (!r.ok()) return Status(r.status().code(), path + ": " + r.status().message());
   r->path = path;
+  if (src.deferred && src.deferred->made() > 0) r->deferred = std::move(src.deferred);
   return r;
 }
 

@@ -34,6 +34,11 @@ struct ImportOptions {
   // tensor attributes) may not exceed it; the tensor that crosses it is named (OUT_OF_MEMORY).
   size_t memory_cap_bytes = 0;
   int max_subgraph_depth = 32;  // deeper nesting is rejected
+  // ImportOnnxFile only: large initializer payloads are read from the file when first used
+  // (core/deferred_payload.h) instead of during the import; Model::deferred then holds
+  // them, and whoever set this must call its LoadAll before trusting any constant's data
+  // (Session::Init does, at the end of creation).
+  bool defer_weight_reads = false;
   // Says whether a kernel exists for (domain, op_type, opset); domain "" is ai.onnx.
   // When it returns false for an op whose ONNX schema has a function body, the node is
   // replaced by that body. nullptr: schema functions are never inlined.

@@ -7,6 +7,7 @@
 
 #include "core/caching_allocator.h"
 #include "core/constant_release.h"
+#include "core/deferred_payload.h"
 #include "core/executor.h"
 #include "core/load_trace.h"
 #include "core/onnx_import.h"
@@ -32,6 +33,7 @@ Result<std::unique_ptr<Session>> Session::CreateFromFile(const std::string& path
   io.base_dir = std::filesystem::path(path).parent_path().string();
   if (io.base_dir.empty()) io.base_dir = ".";
   io.memory_cap_bytes = opts.memory_cap_bytes;
+  io.defer_weight_reads = true;  // Init reads what is left and reports read errors
   SetKernelPredicate(&io);
   ASSIGN_OR_RETURN(Model m, ImportOnnxFile(path, io));
   m.path = path;
@@ -89,6 +91,14 @@ Status Session::Init(std::shared_ptr<Model> model, const SessionOptions& opts) {
   eo.on_kernel_created = [&releaser](size_t node, const OpKernel* k) { releaser.OnKernel(node, k); };
   ASSIGN_OR_RETURN(exec_, Executor::Create(model_->graph, pool_.get(), eo));
   trace.Phase("kernels + plan");
+  // Payloads deferred at import that no kernel packed are read now, and a failed read of
+  // any of them (they read as zeros meanwhile) fails the creation.
+  if (model_->deferred) {
+    Status read = model_->deferred->LoadAll();
+    model_->deferred.reset();
+    RETURN_IF_ERROR(read);
+    trace.Phase("remaining weights");
+  }
   const ConstantReleaseStats& released = releaser.stats();
   if (trace.on() && released.released > 0)
     std::fprintf(stderr, "strata load [session] released %d packed constants (%.1f MiB)\n", released.released,

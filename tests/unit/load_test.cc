@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/constant_release.h"
+#include "core/deferred_payload.h"
 #include "core/import_internal.h"
 #include "core/large_pages.h"
 #include "core/onnx_import.h"
@@ -215,6 +216,102 @@ TEST(LoadStrip, ZeroCopyAndReadInitializersGiveIdenticalOutputs) {
       }
       EXPECT_FALSE(FileIsMapped(path));
     }
+}
+
+// Open descriptors of this process that refer to `path`.
+int OpenDescriptorsOf(const std::string& path) {
+  int n = 0;
+  const std::string canon = fs::weakly_canonical(path).string();
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc/self/fd", ec)) {
+    std::error_code lec;
+    if (fs::read_symlink(e.path(), lec).string() == canon) ++n;
+  }
+  return n;
+}
+
+// W (value `name`) of an imported model.
+Tensor* Initializer(Model& m, const std::string& name) {
+  for (auto& [v, t] : m.graph->initializers)
+    if (m.graph->ValueName(v) == name) return &t;
+  return nullptr;
+}
+
+// Session creation reads large payloads when their kernel first reads them (read policy):
+// the import makes deferred buffers, the first data() reads the file, and the session
+// reads any left and closes the file before creation returns.
+TEST(LoadDeferred, PayloadsAreReadOnFirstUseAndTheFileClosedAfterCreation) {
+  ScopedMapPolicy policy("0");
+  const std::vector<float> want_w = Weights(kK * kN, 1);
+  TempDir dir;
+  const std::string path = dir.File("m.onnx", SerializedWithAlignment(0));
+  {
+    auto plain = ImportOnnxFile(path);
+    ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+    EXPECT_EQ(plain->deferred, nullptr) << "only a caller that asks defers";
+  }
+  ImportOptions io;
+  io.defer_weight_reads = true;
+  auto m = ImportOnnxFile(path, io);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_NE(m->deferred, nullptr);
+  EXPECT_EQ(m->deferred->made(), 1u);  // W (64 KiB); b (1 KiB) was read at import
+  EXPECT_EQ(m->deferred->loaded(), 0u);
+  EXPECT_EQ(OpenDescriptorsOf(path), 1) << "the deferred payloads keep the file open";
+  Tensor* w = Initializer(*m, "W");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->byte_size(), want_w.size() * sizeof(float)) << "the size is known before the read";
+  EXPECT_EQ(m->deferred->loaded(), 0u);
+  ASSERT_EQ(std::memcmp(w->data<float>(), want_w.data(), want_w.size() * sizeof(float)), 0);
+  EXPECT_EQ(m->deferred->loaded(), 1u);
+  EXPECT_TRUE(m->deferred->LoadAll().ok());
+  m->deferred.reset();
+  EXPECT_EQ(OpenDescriptorsOf(path), 0) << "the last read closes the file";
+
+  auto s = Session::CreateFromFile(path, Opts());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(OpenDescriptorsOf(path), 0) << "creation returns with the file closed";
+  EXPECT_EQ(RunOnce(**s), Expected());
+}
+
+// A file cut short after the import: the read fails, the payload reads as zeros, and
+// LoadAll (which fails the session's creation) names the tensor and the file. A payload
+// released before anyone read it is never read.
+TEST(LoadDeferred, ATruncatedFileIsAnErrorNamingTheTensorAndFile) {
+  ScopedMapPolicy policy("0");
+  TempDir dir;
+  const std::string path = dir.File("m.onnx", SerializedWithAlignment(0));
+  ImportOptions io;
+  io.defer_weight_reads = true;
+  {
+    auto m = ImportOnnxFile(path, io);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    ASSERT_NE(m->deferred, nullptr);
+    fs::resize_file(path, PayloadOffset(Serialize(MatMulModel(false))) / 2);
+    Tensor* w = Initializer(*m, "W");
+    ASSERT_NE(w, nullptr);
+    const float* d = w->data<float>();
+    ASSERT_NE(d, nullptr);
+    bool zero = true;
+    for (int64_t i = 0; i < w->num_elements(); i += 97) zero &= d[i] == 0.0f;
+    EXPECT_TRUE(zero);
+    Status st = m->deferred->LoadAll();
+    EXPECT_EQ(st.code(), StatusCode::kIOError);
+    EXPECT_NE(st.message().find("initializer 'W'"), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find(path), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find("truncated"), std::string::npos) << st.ToString();
+  }
+  dir.File("m.onnx", SerializedWithAlignment(0));
+  auto m = ImportOnnxFile(path, io);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  fs::resize_file(path, 10);
+  Tensor* w = Initializer(*m, "W");
+  ASSERT_NE(w, nullptr);
+  ASSERT_TRUE(w->buffer()->ReleaseStorage());
+  EXPECT_EQ(w->buffer()->size(), 0u);
+  EXPECT_EQ(w->buffer()->data(), nullptr);
+  EXPECT_TRUE(m->deferred->LoadAll().ok());
+  EXPECT_EQ(m->deferred->loaded(), 0u);
 }
 
 TEST(LoadSource, MapPolicyFollowsTheEnvironment) {

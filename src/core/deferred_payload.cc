@@ -1,0 +1,141 @@
+#include "core/deferred_payload.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "core/large_pages.h"
+
+namespace strata {
+
+class DeferredBuffer final : public Buffer {
+ public:
+  DeferredBuffer(std::shared_ptr<DeferredPayloads> src, uint64_t offset, size_t length, std::string what)
+      : src_(std::move(src)), offset_(offset), length_(length), what_(std::move(what)) {}
+  ~DeferredBuffer() override { Free(); }
+
+  void* data() override {
+    if (released_.load(std::memory_order_acquire)) return nullptr;
+    std::call_once(once_, [this] { Load(); });
+    return p_;
+  }
+  size_t size() const override { return released_.load(std::memory_order_acquire) ? 0 : length_; }
+  bool ReleaseStorage() override {
+    released_.store(true, std::memory_order_release);
+    Free();
+    src_.reset();
+    return true;
+  }
+  // Reads it now unless it was read or released already (LoadAll).
+  void Touch() { (void)data(); }
+
+ private:
+  void Load() {
+    // zeroed = false: the read fills every byte (or, when it fails, the rest is cleared).
+    p_ = AllocateLargePages(length_, &mapped_, /*zeroed=*/false);
+    if (!p_) {
+      // Out of memory: an unpopulated zero mapping keeps callers off a null pointer (it
+      // costs address space only) until the session reports the error.
+      void* m = ::mmap(nullptr, length_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      p_ = m == MAP_FAILED ? nullptr : m;
+      anon_ = p_ != nullptr;
+      src_->Loaded(MakeStatus(StatusCode::kOutOfMemory, what_, ": cannot allocate ", length_, " bytes"));
+      src_.reset();
+      return;
+    }
+    Status st = src_->Read(offset_, length_, static_cast<char*>(p_), what_);
+    src_->Loaded(st);
+    src_.reset();  // the last buffer read closes the file
+  }
+  void Free() {
+    if (!p_) return;
+    if (anon_) {
+      ::munmap(p_, length_);
+    } else {
+      FreeLargePages(p_, mapped_);
+    }
+    p_ = nullptr;
+  }
+
+  std::shared_ptr<DeferredPayloads> src_;
+  const uint64_t offset_;
+  const size_t length_;
+  const std::string what_;
+  std::once_flag once_;
+  std::atomic<bool> released_{false};
+  void* p_ = nullptr;
+  size_t mapped_ = 0;
+  bool anon_ = false;
+};
+
+Result<std::shared_ptr<DeferredPayloads>> DeferredPayloads::Open(int fd, const std::string& path) {
+  int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) return MakeStatus(StatusCode::kIOError, "cannot keep '", path, "' open: ", std::strerror(errno));
+  return std::shared_ptr<DeferredPayloads>(new DeferredPayloads(own, path));
+}
+
+DeferredPayloads::~DeferredPayloads() { ::close(fd_); }
+
+std::shared_ptr<Buffer> DeferredPayloads::Make(uint64_t offset, size_t length, const std::string& what) {
+  auto b = std::make_shared<DeferredBuffer>(shared_from_this(), offset, length, what);
+  std::lock_guard<std::mutex> lock(mu_);
+  buffers_.push_back(b);
+  ++made_;
+  return b;
+}
+
+Status DeferredPayloads::Read(uint64_t offset, size_t length, char* dst, const std::string& what) const {
+  size_t done = 0;
+  Status st;
+  while (done < length) {
+    ssize_t n = ::pread(fd_, dst + done, length - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      st = MakeStatus(StatusCode::kIOError, what, ": cannot read '", path_, "': ", std::strerror(errno));
+      break;
+    }
+    if (n == 0) {
+      st = MakeStatus(StatusCode::kIOError, what, ": short read from '", path_,
+                      "' (the file was truncated or replaced after it was opened)");
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (done < length) std::memset(dst + done, 0, length - done);
+  return st;
+}
+
+void DeferredPayloads::Loaded(const Status& st) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++loaded_;
+  if (!st.ok() && first_error_.ok()) first_error_ = st;
+}
+
+Status DeferredPayloads::LoadAll() {
+  std::vector<std::shared_ptr<DeferredBuffer>> alive;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& w : buffers_)
+      if (auto b = w.lock()) alive.push_back(std::move(b));
+    buffers_.clear();
+  }
+  for (const auto& b : alive) b->Touch();
+  std::lock_guard<std::mutex> lock(mu_);
+  return first_error_;
+}
+
+size_t DeferredPayloads::made() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return made_;
+}
+
+size_t DeferredPayloads::loaded() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return loaded_;
+}
+
+}  // namespace strata
