@@ -32,6 +32,8 @@ ITERS = {
     "mlp": (200, 1000), "lstm": (40, 200), "mobilenet_v2": (20, 100), "resnet18": (15, 60),
     "resnet50": (8, 30), "bert": (8, 30), "gpt2": (10, 40),
 }
+# Session creations timed per process, by both runtimes.
+CREATIONS = 7
 
 
 def log(msg):
@@ -136,7 +138,8 @@ def main():
             runs = {"strata": [], "ort": []}
             for p in range(procs):
                 for rt in ("strata", "ort"):  # A/B/A/B
-                    common = ["--threads", str(t), "--warmup", str(warmup), "--iters", str(iters), "--creations", "3"]
+                    common = ["--threads", str(t), "--warmup", str(warmup), "--iters", str(iters), "--creations",
+                              str(CREATIONS)]
                     if rt == "strata":
                         if strata_error:
                             continue
@@ -200,8 +203,9 @@ def write_markdown(args, results, profiles, peaks, procs):
     L.append("- For every model and thread count, %d processes per runtime run alternately (strata, ORT, strata, ORT, "
              "...); each process does warm-up runs, then the timed runs. *Median* is the median of the per-process "
              "medians; the per-process medians are listed so bimodal runs are visible." % procs)
-    L.append("- Session creation: median of 3 creations per process. Peak RSS: `VmHWM` of the process (ORT's "
-             "figure includes its arena and thread pool; strata's its caching allocator).")
+    L.append("- Session creation: median of %d creations per process (the first in a process pays one-time set-up "
+             "in both runtimes, so a median of 3 swung with it). Peak RSS: `VmHWM` of the process (ORT's "
+             "figure includes its arena and thread pool; strata's its caching allocator)." % CREATIONS)
     L.append("- GFLOP/s: the model's Conv/Gemm/MatMul/LSTM FLOPs per run (from `strata bench --profile`) divided by "
              "the median latency, and as a share of this machine's measured fp32 GEMM peak (1024^3 GEMM with "
              "OpenBLAS through numpy, best of 5: %s)." %
