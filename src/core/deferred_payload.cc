@@ -36,7 +36,8 @@ class DeferredBuffer final : public Buffer {
  private:
   void Load() {
     // zeroed = false: the read fills every byte (or, when it fails, the rest is cleared).
-    p_ = AllocateLargePages(length_, &mapped_, /*zeroed=*/false);
+    // Short-lived: most payloads are released once their kernel has packed them.
+    p_ = AllocateLargePages(length_, &mapped_, /*zeroed=*/false, /*short_lived=*/true);
     if (!p_) {
       // Out of memory: an unpopulated zero mapping keeps callers off a null pointer (it
       // costs address space only) until the session reports the error.

@@ -31,7 +31,9 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 // 2 MiB huge-page chunks (a chunk is unmapped when its last block is freed); thread-safe.
 // zeroed = false: a caller that writes every byte it reads may get a recycled block (see
 // LargePageRecycleScope) with old contents; fresh mappings are zero either way.
-void* AllocateLargePages(size_t bytes, size_t* mapped_len, bool zeroed = true);
+// short_lived = true: a block freed again soon (a weight payload read for packing). Small
+// ones share chunks only with each other, so their chunks empty and come back.
+void* AllocateLargePages(size_t bytes, size_t* mapped_len, bool zeroed = true, bool short_lived = false);
 void FreeLargePages(void* p, size_t mapped_len);
 
 // At most this much freed memory is kept for reuse (LargePageRecycleScope).

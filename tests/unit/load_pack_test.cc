@@ -166,6 +166,27 @@ TEST(LoadPages, RecycledBlocksInsideAScope) {
   EXPECT_FALSE(Mapped(a + 4 * mib));
 }
 
+// Small short-lived blocks (weight payloads read for packing) never share a chunk with
+// lasting ones, so freeing them gives their chunk back even while lasting blocks live.
+TEST(LoadPages, ShortLivedSmallBlocksHaveChunksOfTheirOwn) {
+  if (!LargePagesUsable()) GTEST_SKIP() << "no transparent huge pages: small blocks are mappings of their own";
+  const size_t kib = 1024;
+  size_t len_a = 0, len_b = 0, len_c = 0;
+  auto* lasting = static_cast<unsigned char*>(AllocateLargePages(300 * kib, &len_a));
+  auto* brief = static_cast<unsigned char*>(AllocateLargePages(300 * kib, &len_b, /*zeroed=*/false, true));
+  auto* lasting2 = static_cast<unsigned char*>(AllocateLargePages(300 * kib, &len_c));
+  ASSERT_TRUE(lasting && brief && lasting2);
+  const auto chunk = [](const void* p) { return reinterpret_cast<uintptr_t>(p) / (size_t{2} << 20); };
+  EXPECT_NE(chunk(brief), chunk(lasting));
+  EXPECT_NE(chunk(brief), chunk(lasting2));
+  EXPECT_EQ(brief[0], 0);
+  FreeLargePages(brief, len_b);
+  EXPECT_FALSE(Mapped(brief)) << "its chunk held nothing else";
+  EXPECT_TRUE(Mapped(lasting) && Mapped(lasting2));
+  FreeLargePages(lasting, len_a);
+  FreeLargePages(lasting2, len_c);
+}
+
 TEST(LoadPages, ConcurrentSmallBlocksAreDistinct) {
   // Sessions are created concurrently: the shared chunks must hand each thread its own block.
   std::vector<std::thread> threads;
