@@ -58,13 +58,13 @@ class FusedMatMulKernel final : public OpKernel, public PacksConstantInputs {
       : bias_(std::move(bias)), act_(act), reference_(reference) {}
 
   // W packed for the SGEMM, or kept as a plain copy for the reference loops.
-  Status Init(const Node& node, const Tensor& w) {
+  Status Init(const Node& node, const Tensor& w, ThreadPool* pool) {
     k_ = w.dim(0);
     if (reference_) {
       w_.assign(w.data<float>(), w.data<float>() + w.num_elements());
       return Status::Ok();
     }
-    auto packed = sgemm::PackB(w.data<float>(), w.dim(0), w.dim(1), false);
+    auto packed = sgemm::PackB(w.data<float>(), w.dim(0), w.dim(1), false, 0, pool);
     if (!packed.ok()) return Status(packed.status().code(), node.Describe() + ": " + packed.status().message());
     packed_ = std::move(packed).value();
     return Status::Ok();
@@ -147,7 +147,7 @@ Result<std::unique_ptr<OpKernel>> MakeFusedMatMul(const KernelInit& init, bool r
   // test oracle and hand-written graphs elsewhere.
   reference = reference || !sgemm::Available();
   auto k = std::make_unique<FusedMatMulKernel>(std::move(bias), act, reference);
-  RETURN_IF_ERROR(k->Init(node, *w));
+  RETURN_IF_ERROR(k->Init(node, *w, init.pool));
   return std::unique_ptr<OpKernel>(std::move(k));
 }
 

@@ -45,8 +45,9 @@ class PackedB {
   Status Reserve(int64_t k, int64_t n) { return Reserve("PackedB::Reserve", k, n); }
 
  private:
-  friend Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out);
-  friend Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps);
+  friend Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out,
+                          ThreadPool* pool);
+  friend Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps, ThreadPool* pool);
   // Sizes the storage for K x N (reused when large enough); `fn` names the caller in errors.
   Status Reserve(const char* fn, int64_t k, int64_t n);
   struct Free {
@@ -63,14 +64,16 @@ class PackedB {
 // Packs B (row stride ldb: N for [K,N], K for trans_b's [N,K]; ldb = 0 means dense).
 // Errors: negative sizes, a null pointer with a non-empty matrix, a stride below the
 // row width, or a size that overflows; kOutOfMemory when the allocation fails.
-Result<PackedB> PackB(const float* b, int64_t k, int64_t n, bool trans_b, int64_t ldb = 0);
+// With a pool (the session's, at creation), a large B's panels are packed by its threads.
+Result<PackedB> PackB(const float* b, int64_t k, int64_t n, bool trans_b, int64_t ldb = 0, ThreadPool* pool = nullptr);
 // Same, reusing out's storage when it is large enough (scratch packing of run-time B).
-Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out);
+Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out,
+                 ThreadPool* pool = nullptr);
 
 // A convolution weight W[M][C][taps] (OIHW with taps = KH*KW) packed as B^T in im2col order:
 // K = taps * C with k = t * C + c, N = M. Reorders and packs in one pass (no [M][taps][C]
 // intermediate). Errors as PackB.
-Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps);
+Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps, ThreadPool* pool = nullptr);
 
 // Columns [n0, n0 + cols) of a transposed source into one panel of K rows x `width` floats
 // (width a multiple of 16, cols <= width; the missing columns are zeros), with AVX-512

@@ -121,9 +121,9 @@ class SgemmGemm final : public OpKernel, public PacksConstantInputs {
     if (!bias_.empty()) slots.push_back(2);
     return slots;
   }
-  Status Init(const Node& node, const float* b, const Tensor* c_const) {
+  Status Init(const Node& node, const float* b, const Tensor* c_const, ThreadPool* pool) {
     if (b) {
-      ASSIGN_OR_RETURN(b_, sgemm::PackB(b, d_.K, d_.N, d_.trans_b));
+      ASSIGN_OR_RETURN(b_, sgemm::PackB(b, d_.K, d_.N, d_.trans_b, 0, pool));
       packed_ = true;
     }
     if (c_const && d_.beta != 0.0f) {
@@ -197,7 +197,7 @@ Result<std::unique_ptr<OpKernel>> MakeSgemmMatMul(const KernelInit& init) {
   if (b && b->dtype() != DataType::kFloat) return std::unique_ptr<OpKernel>();
   // A constant batched B is packed per call like a run-time one.
   if (b && b->rank() == 2) {
-    auto packed = sgemm::PackB(b->data<float>(), b->dim(0), b->dim(1), false);
+    auto packed = sgemm::PackB(b->data<float>(), b->dim(0), b->dim(1), false, 0, init.pool);
     if (!packed.ok()) return WithNode(init.node, packed.status());
     return std::unique_ptr<OpKernel>(std::make_unique<SgemmConstMatMul>(std::move(packed).value(), act));
   }
@@ -222,7 +222,7 @@ Result<std::unique_ptr<OpKernel>> MakeSgemmGemm(const KernelInit& init) {
     d.N = d.trans_b ? b->dim(0) : b->dim(1);
   }
   auto k = std::make_unique<SgemmGemm>(d, act);
-  RETURN_IF_ERROR(k->Init(node, b ? b->data<float>() : nullptr, b ? c : nullptr));
+  RETURN_IF_ERROR(k->Init(node, b ? b->data<float>() : nullptr, b ? c : nullptr, init.pool));
   return std::unique_ptr<OpKernel>(std::move(k));
 }
 

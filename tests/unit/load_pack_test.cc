@@ -71,6 +71,29 @@ void ExpectSamePanels(const sgemm::PackedB& a, const sgemm::PackedB& b) {
         << "panel " << p;
 }
 
+// Packed by a pool's threads (B of 2^20 floats and more), the panels are those of the
+// one-thread packing, for both orientations and conv weights, partial last panel included.
+TEST(LoadPack, PoolPackingMatchesOneThread) {
+  if (!sgemm::Available()) GTEST_SKIP();
+  ThreadPool pool(2);
+  for (bool trans : {false, true}) {
+    const int64_t k = 2048, n = 525;  // 1,075,200 floats; last panel 13 columns
+    const std::vector<float> b = Rand(k * n, 11);
+    auto one = sgemm::PackB(b.data(), k, n, trans);
+    auto two = sgemm::PackB(b.data(), k, n, trans, 0, &pool);
+    ASSERT_TRUE(one.ok() && two.ok());
+    SCOPED_TRACE(trans ? "B^T" : "B");
+    ExpectSamePanels(*one, *two);
+  }
+  const int64_t m = 230, c = 512, taps = 9;  // 1,059,840 floats
+  const std::vector<float> w = Rand(m * c * taps, 12);
+  auto one = sgemm::PackConvWeights(w.data(), m, c, taps);
+  auto two = sgemm::PackConvWeights(w.data(), m, c, taps, &pool);
+  ASSERT_TRUE(one.ok() && two.ok());
+  ExpectSamePanels(*one, *two);
+  ExpectSamePanels(*two, ReferenceConvPack(w, m, c, taps));
+}
+
 TEST(LoadPages, SmallBlocksShareChunksAndStayFreshWhenFreed) {
   // Blocks under 2 MiB come from shared huge-page chunks: distinct, page aligned, zeroed,
   // and space freed inside a chunk that is still in use is never handed out again dirty.
