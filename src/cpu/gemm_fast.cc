@@ -9,6 +9,7 @@
 //    inside each call, parallelised over matrices/row blocks by our own pool so it never
 //    competes with pthreadpool for cores.
 #include <cblas.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstring>
@@ -289,8 +290,17 @@ class BlasGemmKernel final : public OpKernel {
 
 void EnsureBlasSingleThreaded() {
   static std::once_flag once;
-  // OpenBLAS must stay single-threaded: parallelism comes from strata's pool.
-  std::call_once(once, [] { openblas_set_num_threads(1); });
+  // OpenBLAS must stay single-threaded: parallelism comes from strata's pool. Its pthread
+  // build also starts a worker per CPU when it is loaded, and each spins in sched_yield
+  // for ~0.1 s before it sleeps: a process's first session creations ran next to it (lstm
+  // creation 6.1-6.7 ms with it, 2.9-3.2 ms without, Xeon VM). Its own shutdown call joins
+  // them; a later call for more threads starts them again. Looked up at run time: the
+  // serial and OpenMP builds behind the same soname lack it.
+  std::call_once(once, [] {
+    openblas_set_num_threads(1);
+    using Shutdown = int (*)();
+    if (auto shutdown = reinterpret_cast<Shutdown>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"))) shutdown();
+  });
 }
 
 // True when B is a constant and A's declared shape says the product has at most

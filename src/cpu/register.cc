@@ -3,6 +3,7 @@
 #include "core/kernel.h"
 #include "cpu/conv_nhwc_winograd.h"
 #include "cpu/gemm_bf16.h"
+#include "cpu/gemm_kernels.h"
 #include "cpu/gemv.h"
 #include "cpu/sgemm.h"
 #include "cpu/transformer_kernels.h"
@@ -21,6 +22,9 @@ void PrepareCpuThreadScratch() {
 }  // namespace
 
 void RegisterAllCpuKernels(KernelRegistry& r) {
+  // Here, once, before the first session's kernels: OpenBLAS's idle workers would otherwise
+  // spin next to that session's creation and first runs (see EnsureBlasSingleThreaded).
+  EnsureBlasSingleThreaded();
   r.SetThreadInit(PrepareCpuThreadScratch);
   RegisterElementwiseKernels(r);
   RegisterTensorKernels(r);

@@ -1,6 +1,7 @@
 // Weight memory and packing at session creation: AllocateLargePages (core/large_pages.h),
 // the SGEMM's B packing (sgemm_pack.cc) with the one-pass conv weight reorder, the GEMV
 // weight packing that shares its transposing packer, and the lazily created pthreadpool.
+#include <cblas.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
@@ -12,8 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/kernel.h"
 #include "core/large_pages.h"
 #include "core/threadpool.h"
+#include "cpu/gemm_kernels.h"
 #include "cpu/gemv.h"
 #include "cpu/rnn_lstm_fused.h"
 #include "cpu/sgemm.h"
@@ -450,6 +453,25 @@ TEST(LoadPool, PthreadpoolIsCreatedOnFirstUse) {
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(pool.handle(), h);  // created once
   EXPECT_GT(ThreadsInProcess(), before + 1);
+}
+
+// OpenBLAS's pthread build starts a worker per CPU when it loads, which spins before it
+// sleeps; setting up the CPU kernels (the first session) joins them, and BLAS stays on one
+// thread. Under ctest this runs in a process of its own, so nothing else has done it yet.
+TEST(LoadPool, CpuKernelsStopOpenBlasWorkers) {
+  const int before = ThreadsInProcess();
+  (void)CpuKernels();
+  EnsureBlasSingleThreaded();  // idempotent
+  EXPECT_EQ(openblas_get_num_threads(), 1);
+  EXPECT_LE(ThreadsInProcess(), before);
+  EXPECT_EQ(ThreadsInProcess(), 1) << "threads left besides the caller (OpenBLAS workers?)";
+  // BLAS still works, on the caller.
+  const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+  float c[4] = {};
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
+  EXPECT_EQ(c[0], 19.0f);
+  EXPECT_EQ(c[3], 50.0f);
+  EXPECT_EQ(ThreadsInProcess(), 1);
 }
 
 TEST(LoadPack, BadConvWeightArgumentsGiveClearErrors) {
