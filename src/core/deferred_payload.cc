@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/import_internal.h"
 #include "core/large_pages.h"
 
 namespace strata {
@@ -91,22 +92,8 @@ std::shared_ptr<Buffer> DeferredPayloads::Make(uint64_t offset, size_t length, c
 
 Status DeferredPayloads::Read(uint64_t offset, size_t length, char* dst, const std::string& what) const {
   size_t done = 0;
-  Status st;
-  while (done < length) {
-    ssize_t n = ::pread(fd_, dst + done, length - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      st = MakeStatus(StatusCode::kIOError, what, ": cannot read '", path_, "': ", std::strerror(errno));
-      break;
-    }
-    if (n == 0) {
-      st = MakeStatus(StatusCode::kIOError, what, ": short read from '", path_,
-                      "' (the file was truncated or replaced after it was opened)");
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (done < length) std::memset(dst + done, 0, length - done);
+  Status st = import::ReadFully(fd_, offset, length, dst, path_, what, &done);
+  if (done < length) std::memset(dst + done, 0, length - done);  // unread bytes read as zeros
   return st;
 }
 

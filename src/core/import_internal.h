@@ -101,6 +101,12 @@ bool MapWeightPayloads();
 Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t length, size_t elem_align, bool allow_map,
                                               const std::string& path, const std::string& what);
 
+// pread()s [offset, offset + length) of `fd` into dst, retrying short and interrupted reads.
+// kIOError naming `what` and `path` on a read error or an early end of file; *done (if
+// given) gets the bytes read either way.
+Status ReadFully(int fd, uint64_t offset, size_t length, char* dst, const std::string& path, const std::string& what,
+                 size_t* done = nullptr);
+
 // Resolves an external-data location against base_dir, rejecting absolute paths, ".."
 // components and symlinks that end up outside base_dir. Returns the resolved path.
 Result<std::string> ResolveExternalLocation(const std::string& base_dir, const std::string& location,

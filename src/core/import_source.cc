@@ -109,17 +109,30 @@ Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t le
     // Mapping can fail (no mmap on this file system, map count limit): read instead.
   }
   ASSIGN_OR_RETURN(auto buf, AllocatePayload(length));
-  char* dst = static_cast<char*>(buf->data());
+  RETURN_IF_ERROR(ReadFully(fd, offset, length, static_cast<char*>(buf->data()), path, what));
+  return buf;
+}
+
+Status ReadFully(int fd, uint64_t offset, size_t length, char* dst, const std::string& path, const std::string& what,
+                 size_t* done_out) {
   size_t done = 0;
+  Status st;
   while (done < length) {
     ssize_t n = ::pread(fd, dst + done, length - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return MakeStatus(StatusCode::kIOError, what, ": cannot read '", path, "': ", std::strerror(errno));
-    if (n == 0)
-      return MakeStatus(StatusCode::kIOError, what, ": short read from '", path, "' (file truncated while loading?)");
+    if (n < 0) {
+      st = MakeStatus(StatusCode::kIOError, what, ": cannot read '", path, "': ", std::strerror(errno));
+      break;
+    }
+    if (n == 0) {
+      st = MakeStatus(StatusCode::kIOError, what, ": short read from '", path,
+                      "' (the file was truncated or replaced while it was being loaded)");
+      break;
+    }
     done += static_cast<size_t>(n);
   }
-  return buf;
+  if (done_out) *done_out = done;
+  return st;
 }
 
 Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
