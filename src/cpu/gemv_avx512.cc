@@ -384,15 +384,13 @@ bool AllFiniteFloats(const float* p, int64_t n) {
   return bad == 0;
 }
 
-// Runs pack(p0, p1) -> "all finite" over the panels, split between the pool's threads when
-// the matrix is large enough to pay for a parallel region (1 MiB: packing it takes ~0.1 ms
-// on one core); each range checks its own panels while they are still in cache.
+// Runs pack(p0, p1) -> "all finite" over the panels, split between the pool's threads from
+// 2^18 floats (1 MiB: packing it takes ~0.1 ms on one core); each range checks its own
+// panels while they are still in cache.
 template <typename F>
 bool PackPanels(int64_t panels, int64_t floats, ThreadPool* pool, F&& pack) {
-  constexpr int64_t kParallelFloats = int64_t{1} << 18;
-  if (!pool || pool->num_threads() < 2 || floats < kParallelFloats || panels < 2) return pack(0, panels);
   std::atomic<bool> finite{true};
-  pool->Run(panels, 1, [&](int64_t p0, int64_t p1) {
+  sgemm::ForPanels(panels, floats, int64_t{1} << 18, pool, [&](int64_t p0, int64_t p1) {
     if (!pack(p0, p1)) finite.store(false, std::memory_order_relaxed);
   });
   return finite.load();

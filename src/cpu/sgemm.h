@@ -75,6 +75,15 @@ Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b
 // intermediate). Errors as PackB.
 Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps, ThreadPool* pool = nullptr);
 
+// Runs pack(p0, p1) over panels [0, panels), split between the pool's threads when the
+// matrix holds at least min_floats floats (creation-time weight packing: below that, waking
+// the workers costs more than it saves). Shared with GemvWeights::Pack.
+template <typename F>
+void ForPanels(int64_t panels, int64_t floats, int64_t min_floats, ThreadPool* pool, F&& pack) {
+  if (!pool || pool->num_threads() < 2 || panels < 2 || floats < min_floats) return pack(0, panels);
+  pool->Run(panels, 1, pack);
+}
+
 // Columns [n0, n0 + cols) of a transposed source into one panel of K rows x `width` floats
 // (width a multiple of 16, cols <= width; the missing columns are zeros), with AVX-512
 // transposes where available. B(k, n) sits at b[n * ldb + (k % c) * taps + k / c], K = c *

@@ -126,15 +126,11 @@ Status PackedB::Reserve(const char* fn, int64_t k, int64_t n) {
 
 namespace {
 
-// Runs pack(p0, p1) over the panels, split between the pool's threads when B is large
-// enough to pay for waking them (2^20 floats, 4 MiB: on the Xeon VM splitting from 2^18 up
-// made resnet50's creation slower, 62 -> 69 ms, its many 1 MiB 1x1 convs each paying a
-// worker wake-up; from 2^20 up, 65-68 -> 59-63 ms, and bert's 238-266 -> 215-243 ms).
-template <typename F>
-void ForPanels(int64_t panels, int64_t floats, ThreadPool* pool, F&& pack) {
-  if (!pool || pool->num_threads() < 2 || panels < 2 || floats < (int64_t{1} << 20)) return pack(0, panels);
-  pool->Run(panels, 1, pack);
-}
+// B and conv weights are packed by the pool from 2^20 floats (4 MiB) up: on the Xeon VM
+// splitting from 2^18 up made resnet50's creation slower, 62 -> 69 ms, its many 1 MiB 1x1
+// convs each paying a worker wake-up; from 2^20 up, 65-68 -> 59-63 ms, and bert's 238-266
+// -> 215-243 ms.
+constexpr int64_t kParallelPackFloats = int64_t{1} << 20;
 
 }  // namespace
 
@@ -149,7 +145,7 @@ Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b
   if (k > 0 && n > 0 && !b) return InvalidArgument("sgemm::PackB: B is null for a ", k, "x", n, " matrix");
   RETURN_IF_ERROR(out->Reserve("PackB", k, n));
   float* dst = out->data_.get();
-  ForPanels(out->panels(), k * n, pool, [&](int64_t p0, int64_t p1) {
+  ForPanels(out->panels(), k * n, kParallelPackFloats, pool, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       float* panel = dst + p * k * kPanelWidth;
       const int64_t n0 = p * kPanelWidth, cols = std::min(kPanelWidth, n - n0);
@@ -187,7 +183,7 @@ Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t ta
   PackedB out;
   RETURN_IF_ERROR(out.Reserve("PackConvWeights", k, m));
   if (k == 0) return out;
-  ForPanels(out.panels(), k * m, pool, [&](int64_t p0, int64_t p1) {
+  ForPanels(out.panels(), k * m, kParallelPackFloats, pool, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t n0 = p * kPanelWidth;
       PackTransposedPanel(w, k, c, taps, n0, std::min(kPanelWidth, m - n0), kPanelWidth,
