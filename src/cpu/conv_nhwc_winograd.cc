@@ -31,7 +31,6 @@
 #include <vector>
 
 #include "core/constant_release.h"
-#include "core/large_pages.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/nhwc_kernels.h"
