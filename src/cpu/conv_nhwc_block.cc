@@ -12,7 +12,8 @@
 // on vdpbf16ps with fp32 accumulation and the weights packed to bf16 once here: the new
 // input rows of a strip are rounded to bf16 pairs before the expand GEMM, and each
 // depthwise output row is rounded while it is in L1, so the project GEMM reads its A in
-// place (conv_nhwc_block_bf16.cc). The depthwise conv and the expanded rows stay fp32.
+// place (conv_nhwc_block_bf16.cc). The depthwise conv and the expanded rows stay fp32. On
+// AMX, mid-width blocks do the same with split rows (kMinSplitExpandWidth).
 #include "cpu/conv_nhwc_block.h"
 
 #include <algorithm>
@@ -49,6 +50,14 @@ constexpr int64_t kMaxParts = 16;
 // relative, in all 17 blocks 5.0e-2 (rounding only the 1x1 weights, activations fp32: also
 // 5.0e-2), in blocks 12-17 (widths 576 and 960) 5.3e-3, in 8-17 (from width 384) 1.1e-2.
 constexpr int64_t kMinBf16ExpandWidth = 512;
+// On AMX, narrower blocks from this expanded width on run their 1x1 GEMMs on split rows
+// (block_bf16::RoundRowsSplit: three bf16 products per fp32 one, ~2^-16 relative), which
+// keeps fp32's accuracy (mobilenet_v2 5.7e-3 -> 6.1e-3 relative) and beats its FMAs. Below
+// it the GEMMs' K (16-32 expand inputs, 96-144 project inputs) is too short for the tiles'
+// fixed cost. mobilenet_v2, bf16, 1 thread, 3 alternating runs of 300, min / p10 ms:
+// from width 192 (blocks 5-11) 3.69-3.71 / 3.81-3.84, none 3.76-3.88 / 3.90-3.98, from
+// 144 3.75-4.08, from 96 4.09-6.47.
+constexpr int64_t kMinSplitExpandWidth = 192;
 
 // One part of the fused conv: the ONNX Conv behind it, rebuilt from the prefixed attributes.
 Node PartNode(const Node& fused, const char* prefix, const char* what) {
@@ -94,13 +103,15 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
  public:
   std::vector<size_t> PackedConstantInputs() const override { return {1, 2, 3, 4, 5, 6}; }
 
+  // split (kBf16 only): the 1x1 GEMMs on split rows (block_bf16::RoundRowsSplit).
   InvertedResidualKernel(const Node& node, const Tensor* we, const Tensor* be, const Tensor& wd, const Tensor* bd,
-                         const Tensor& wp, const Tensor* bp)
+                         const Tensor& wp, const Tensor* bp, bool split)
       : expand_(PartNode(node, kExpandPrefix, "expand")),
         dw_node_(PartNode(node, kDepthwisePrefix, "depthwise")),
         project_(PartNode(node, kProjectPrefix, "project")),
         has_expand_(we != nullptr),
         has_residual_(node.inputs.size() > 7 && node.inputs[7] >= 0),
+        split_(kBf16 && split),
         cin_(we ? we->dim(1) : wd.dim(0)),
         ce_(wd.dim(0)),
         cout_(wp.dim(0)),
@@ -160,8 +171,8 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
     const int64_t span = (dw_.kh - 1) * p.dh + 1;  // input rows one output row reads
     // Words (floats or bf16 pairs) per pixel row: an expanded row, its bf16 input row, a
     // depthwise output row.
-    const int64_t exp_px = has_expand_ ? ce_ + (kBf16 ? block_bf16::PairsPerRow(cin_) : 0) : 0;
-    const int64_t dw_px = kBf16 ? block_bf16::PairsPerRow(ce_) : ce_;
+    const int64_t exp_px = has_expand_ ? ce_ + (kBf16 ? Pairs(cin_) : 0) : 0;
+    const int64_t dw_px = kBf16 ? Pairs(ce_) : ce_;
     const int64_t row_bytes = (p.sh * w * exp_px + ow * dw_px) * static_cast<int64_t>(sizeof(float));
     p.strip = std::clamp<int64_t>(kStripBytes / std::max<int64_t>(1, row_bytes), 1, oh);
     p.exp_rows = has_expand_ ? std::min(h, (p.strip - 1) * p.sh + span) : 0;
@@ -203,9 +214,23 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
     int64_t strip, exp_rows;  // output rows per strip; expanded rows the buffer holds
   };
 
+  // Row stride in words of k floats as pair rows (kBf16).
+  int64_t Pairs(int64_t k) const {
+    return block_bf16::RowWords(split_ ? block_bf16::SplitPairsPerRow(k) : block_bf16::PairsPerRow(k));
+  }
+  // `rows` rows of k floats (stride lda) as pair rows ldp words apart (kBf16).
+  void Round(const float* a, int64_t lda, int64_t rows, int64_t k, uint32_t* dst, int64_t ldp) const {
+    if (split_) {
+      block_bf16::RoundRowsSplit(a, lda, rows, k, dst, ldp);
+    } else {
+      block_bf16::RoundRows(a, lda, rows, k, dst, ldp);
+    }
+  }
+
   // A 1x1 weight [m, c, 1, 1] as the GEMM's B (K = c, N = m).
-  static Result<PackedW> Pack(const Tensor& wt, int64_t m, int64_t c) {
+  Result<PackedW> Pack(const Tensor& wt, int64_t m, int64_t c) const {
     if constexpr (kBf16) {
+      if (split_) return block_bf16::PackSplitWeights(wt.data<float>(), m, c);
       return PackBf16(wt.data<float>(), c, m, /*trans=*/true);
     } else {
       return sgemm::PackConvWeights(wt.data<float>(), m, c, 1);
@@ -249,9 +274,8 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
         dw::ConvRow(dw_, p.rg, rows, y);
       }
       if constexpr (kBf16) {
-        const int64_t ldp = block_bf16::PairsPerRow(ce_);
-        block_bf16::RoundRows(row_tmp, ce_, n * p.ow, ce_, static_cast<uint32_t*>(dw_buf) + (oy - oy0) * p.ow * ldp,
-                              ldp);
+        const int64_t ldp = Pairs(ce_);
+        Round(row_tmp, ce_, n * p.ow, ce_, static_cast<uint32_t*>(dw_buf) + (oy - oy0) * p.ow * ldp, ldp);
       }
       oy += n;
     }
@@ -262,7 +286,7 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
   // fp32 depthwise rows.
   Status RunRows(const Plan& p, int64_t r0, int64_t r1, float* buf) const {
     const int64_t w = p.w, ce = ce_, erow = w * ce;
-    const int64_t ldp_in = block_bf16::PairsPerRow(cin_), ldp_dw = block_bf16::PairsPerRow(ce);
+    const int64_t ldp_in = Pairs(cin_), ldp_dw = Pairs(ce);
     float* exp_buf = buf;
     float* dw_buf = buf + p.exp_rows * erow;
     float* after_dw = dw_buf + p.strip * p.ow * (kBf16 ? ldp_dw : ce);
@@ -293,7 +317,7 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
           const float* xs = xb + start * w * cin_;
           float* dst = exp_buf + (start - lo) * erow;
           if constexpr (kBf16) {
-            block_bf16::RoundRows(xs, cin_, (hi - start) * w, cin_, x16, ldp_in);
+            Round(xs, cin_, (hi - start) * w, cin_, x16, ldp_in);
             RETURN_IF_ERROR(Gemm((hi - start) * w, x16, ldp_in, we_, dst, ce, ep_e));
           } else {
             RETURN_IF_ERROR(Gemm((hi - start) * w, xs, cin_, we_, dst, ce, ep_e));
@@ -315,6 +339,7 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
 
   Node expand_, dw_node_, project_;  // the ONNX Convs, for geometry and activations
   bool has_expand_, has_residual_;
+  bool split_;
   int64_t cin_, ce_, cout_;
   Shape wd_shape_;
   dw::Weights dw_;
@@ -337,8 +362,8 @@ const Tensor* ConstWeight(const KernelInit& init, size_t i, std::initializer_lis
 
 template <bool kBf16>
 Result<std::unique_ptr<OpKernel>> Build(const Node& node, const Tensor* we, const Tensor* const* bias, const Tensor& wd,
-                                        const Tensor& wp) {
-  auto k = std::make_unique<InvertedResidualKernel<kBf16>>(node, we, bias[0], wd, bias[1], wp, bias[2]);
+                                        const Tensor& wp, bool split = false) {
+  auto k = std::make_unique<InvertedResidualKernel<kBf16>>(node, we, bias[0], wd, bias[1], wp, bias[2], split);
   Status st = k->Init(we, wp);
   if (!st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
   return std::unique_ptr<OpKernel>(std::move(k));
@@ -376,8 +401,11 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcInvertedResidual(const KernelInit& ini
   }
   // bf16 fast-math sessions run the 1x1 GEMMs of wide blocks on bf16 (the session test is
   // MakeNhwcBf16Conv's); see kMinBf16ExpandWidth for why narrow ones stay fp32.
-  if (ce >= kMinBf16ExpandWidth && init.config.bf16_fast_math && !init.config.prefer_reference && Bf16GemmAvailable())
-    return Build<true>(node, we, bias, *wd, *wp);
+  if (init.config.bf16_fast_math && !init.config.prefer_reference && Bf16GemmAvailable()) {
+    if (ce >= kMinBf16ExpandWidth) return Build<true>(node, we, bias, *wd, *wp);
+    if (ce >= kMinSplitExpandWidth && bf16_internal::AmxAvailable())
+      return Build<true>(node, we, bias, *wd, *wp, /*split=*/true);
+  }
   return Build<false>(node, we, bias, *wd, *wp);
 }
 

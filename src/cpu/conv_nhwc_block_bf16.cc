@@ -1,17 +1,22 @@
 // bf16 pieces of the fused inverted-residual block (see conv_nhwc_block_bf16.h).
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own _mm512_undefined_* temporaries.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include "cpu/conv_nhwc_block_bf16.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "cpu/bf16_simd.h"
 #include "cpu/bf16_target.h"
 
 namespace strata::block_bf16 {
+
+int64_t RowWords(int64_t pairs) { return bf16_internal::AmxAvailable() ? (pairs + 15) / 16 * 16 : pairs; }
 
 // Cache blocking as in gemm_bf16.cc's driver: a K chunk of 192 pairs keeps a B panel chunk
 // (24 KiB) in L1 while 96-row blocks of A stream past it.
@@ -21,6 +26,11 @@ constexpr int64_t kMc = 96;
 STRATA_BF16_TARGET_BEGIN
 
 using bf16_internal::LaneMask;
+
+// Zeroes words [used, ldp) of a pair row (the AMX pad, see RowWords).
+inline void ZeroPad(uint32_t* d, int64_t used, int64_t ldp) {
+  for (int64_t f = used; f < ldp; f += 16) _mm512_mask_storeu_epi32(d + f, LaneMask(ldp - f), _mm512_setzero_si512());
+}
 
 void RoundRows(const float* a, int64_t lda, int64_t rows, int64_t k, uint32_t* dst, int64_t ldp) {
   // Dense rows of an even length are one long row: no per-pixel loop for few channels.
@@ -38,11 +48,55 @@ void RoundRows(const float* a, int64_t lda, int64_t rows, int64_t k, uint32_t* d
       const __m512i pairs = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));
       _mm512_mask_storeu_epi32(d + f / 2, LaneMask((k - f + 1) / 2), pairs);
     }
+    ZeroPad(d, PairsPerRow(k), ldp);
+  }
+}
+
+// Writes 32 floats' hi and lo pairs (see RoundRowsSplit) at d, d + kp and d + 2 kp.
+inline void SplitStore(__m512 v0, __m512 v1, uint32_t* d, int64_t kp, __mmask16 store) {
+  const __m512bh hi = _mm512_cvtne2ps_pbh(v1, v0);
+  const __m512i hi_bits = reinterpret_cast<__m512i>(hi);
+  // hi back in fp32: each bf16 shifted into the top half of its float (low bf16 = even lane).
+  const __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(hi_bits, 16));
+  const __m512 h1 = _mm512_castsi512_ps(_mm512_and_si512(hi_bits, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  // h0 holds elements 0, 2, 4, ... of the 32 (v0's then v1's pairs), h1 elements 1, 3, ...:
+  // the residuals are taken in that order and paired back the same way.
+  const __m512i even_idx = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd_idx = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const __m512 e = _mm512_permutex2var_ps(v0, even_idx, v1), o = _mm512_permutex2var_ps(v0, odd_idx, v1);
+  // fpclass 0x99: QNaN | +Inf | -Inf | SNaN.
+  const __mmask16 f0 = static_cast<__mmask16>(~_mm512_fpclass_ps_mask(h0, 0x99));
+  const __mmask16 f1 = static_cast<__mmask16>(~_mm512_fpclass_ps_mask(h1, 0x99));
+  const __m512i lo = bf16_internal::PairsFrom(_mm512_maskz_sub_ps(f0, e, h0), _mm512_maskz_sub_ps(f1, o, h1));
+  // The third segment multiplies W's residual: a non-finite hi is 0 there, or Inf times a
+  // residual of 0 or of the other sign would turn the row's Inf into NaN.
+  const __m512i hi_finite =
+      bf16_internal::PairsFrom(_mm512_maskz_mov_ps(f0, h0), _mm512_maskz_mov_ps(f1, h1));  // exact: h0, h1 are bf16
+  _mm512_mask_storeu_epi32(d, store, hi_bits);
+  _mm512_mask_storeu_epi32(d + kp, store, lo);
+  _mm512_mask_storeu_epi32(d + 2 * kp, store, hi_finite);
+}
+
+void RoundRowsSplit(const float* a, int64_t lda, int64_t rows, int64_t k, uint32_t* dst, int64_t ldp) {
+  const int64_t kp = PairsPerRow(k);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* src = a + i * lda;
+    uint32_t* d = dst + i * ldp;
+    for (int64_t f = 0; f < k; f += 32) {
+      const __m512 v0 = _mm512_maskz_loadu_ps(LaneMask(k - f), src + f);
+      const __m512 v1 = _mm512_maskz_loadu_ps(LaneMask(k - f - 16), src + f + 16);
+      SplitStore(v0, v1, d + f / 2, kp, LaneMask((k - f + 1) / 2));
+    }
+    ZeroPad(d, 3 * kp, ldp);
   }
 }
 
 void PairRowsGemm(int64_t m, const uint32_t* a, int64_t ldp, const PackedBf16B& b, float* c, int64_t ldc,
                   const Bf16Epilogue& ep) {
+  if (ldp % 16 == 0 && ldp >= b.kps && !ep.accumulate && bf16_internal::AmxAvailable()) {
+    bf16_internal::AmxRowsGemm(a, ldp, m, b, c, ldc, ep);
+    return;
+  }
   for (int64_t m0 = 0; m0 < m; m0 += kMc) {
     const int64_t rows = std::min(kMc, m - m0);
     for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
@@ -55,5 +109,20 @@ void PairRowsGemm(int64_t m, const uint32_t* a, int64_t ldp, const PackedBf16B& 
 }
 
 STRATA_BF16_TARGET_END
+
+Result<PackedBf16B> PackSplitWeights(const float* w, int64_t n, int64_t k) {
+  const int64_t seg = 2 * PairsPerRow(k);  // floats per segment: k, even
+  std::vector<float> stacked(static_cast<size_t>(n * 3 * seg), 0.0f);
+  for (int64_t r = 0; r < n; ++r) {
+    float* row = stacked.data() + r * 3 * seg;
+    for (int64_t j = 0; j < k; ++j) {
+      const float v = w[r * k + j], hi = Bf16ToFloat(FloatToBf16(v));
+      row[j] = v;  // rounded to hi by the pack
+      row[seg + j] = v;
+      row[2 * seg + j] = std::isfinite(hi) ? v - hi : 0.0f;
+    }
+  }
+  return PackBf16(stacked.data(), 3 * seg, n, /*trans=*/true);
+}
 
 }  // namespace strata::block_bf16

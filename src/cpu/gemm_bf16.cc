@@ -203,8 +203,8 @@ void Micro(const void* a_src, int64_t a_rs, const uint32_t* b, int64_t kpc, floa
         v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, res + r * ldr));
         v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, res + r * ldr + 16));
       }
-      v0 = _mm512_min_ps(_mm512_max_ps(v0, lo), hi);
-      v1 = _mm512_min_ps(_mm512_max_ps(v1, lo), hi);
+      v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
+      v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
     }
     _mm512_mask_storeu_ps(cr, m0, v0);
     _mm512_mask_storeu_ps(cr + 16, m1, v1);

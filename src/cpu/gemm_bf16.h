@@ -216,6 +216,15 @@ void AmxBlock(const uint32_t* a, int64_t ldp, int64_t rows16, const uint32_t* b,
 void AmxEpilogue(const float* cs, int64_t ldcs, int64_t rows, int64_t cols, float* c, int64_t ldc,
                  const Bf16Epilogue& ep, int64_t m0, int64_t n0);
 
+// C[m, b.N] (row stride ldc) = A x B + ep (bias, residual, clamp; not accumulate or GELU)
+// on AMX, with A read in place: m rows of bf16 pairs ldp words apart, ldp a multiple of 16
+// and at least b.kps, each row's pairs [b.kp, b.kps) zero (finite garbage there would be
+// multiplied by B's zero pad, but an Inf or NaN would not vanish). The whole K runs in the
+// tiles; each 32 x 32 block of C goes through an L1 scratch into the epilogue at once.
+// Loads the tile configuration and releases the tiles when done.
+void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b, float* c, int64_t ldc,
+                 const Bf16Epilogue& ep);
+
 }  // namespace bf16_internal
 
 }  // namespace strata

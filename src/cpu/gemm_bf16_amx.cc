@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -148,6 +149,48 @@ void AmxBlock(const uint32_t* a, int64_t ldp, int64_t rows16, const uint32_t* b,
   _tile_release();
 }
 
+namespace {
+
+// Tiles as ConfigureTiles, but the second row of C (tiles 2-3) and A (tile 5) have r1 rows,
+// the first (0-1, 4) r0: a row group of r0 + r1 < 32 rows at the end of A.
+void ConfigureRowTail(int r0, int r1) {
+  TileConfig cfg;
+  const int rows[8] = {r0, r0, r1, r1, r0, r1, 16, 16};
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = rows[t] ? 64 : 0;  // an unused tile has neither rows nor columns
+    cfg.rows[t] = static_cast<uint8_t>(rows[t]);
+  }
+  _tile_loadconfig(&cfg);
+}
+
+}  // namespace
+
+void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b, float* c, int64_t ldc,
+                 const Bf16Epilogue& ep) {
+  alignas(64) float cs[32 * kBf16NR];  // one 32 x 32 block of C
+  const int64_t steps = b.kps / 16;
+  ConfigureTiles();
+  for (int64_t r = 0; r < m; r += 32) {
+    const int64_t rows = std::min<int64_t>(32, m - r);
+    if (rows < 32) {
+      ConfigureRowTail(static_cast<int>(std::min<int64_t>(16, rows)),
+                       static_cast<int>(std::max<int64_t>(0, rows - 16)));
+    }
+    const uint32_t* ar = a + r * ldp;
+    for (int64_t p = 0; p < b.panels; ++p) {
+      // Rows past `rows` are neither loaded nor stored: the tail's tiles are shorter.
+      if (rows > 16) {
+        TileGroup<2>(ar, ldp, b.panel(p), steps, cs, kBf16NR, false);
+      } else {
+        TileGroup<1>(ar, ldp, b.panel(p), steps, cs, kBf16NR, false);
+      }
+      const int64_t n0 = p * kBf16NR;
+      AmxEpilogue(cs, kBf16NR, rows, std::min<int64_t>(kBf16NR, b.N - n0), c + r * ldc + n0, ldc, ep, r, n0);
+    }
+  }
+  _tile_release();
+}
+
 void AmxEpilogue(const float* cs, int64_t ldcs, int64_t rows, int64_t cols, float* c, int64_t ldc,
                  const Bf16Epilogue& ep, int64_t m0, int64_t n0) {
   const __m512 lo = _mm512_set1_ps(ep.min), hi = _mm512_set1_ps(ep.max);
@@ -162,7 +205,7 @@ void AmxEpilogue(const float* cs, int64_t ldcs, int64_t rows, int64_t cols, floa
       if (ep.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, dst + j));
       if (ep.bias) v = _mm512_add_ps(v, ep.bias_per_row ? row_bias : _mm512_maskz_loadu_ps(m, ep.bias + n0 + j));
       if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + j));
-      v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+      v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));  // this order keeps a NaN (max/min return the second operand)
       _mm512_mask_storeu_ps(dst + j, m, v);
     }
   }

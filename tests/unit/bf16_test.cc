@@ -19,6 +19,7 @@
 
 #include "core/session.h"
 #include "core/threadpool.h"
+#include "cpu/conv_nhwc_block_bf16.h"
 #include "cpu/gemm_bf16.h"
 #include "kernel_harness.h"
 #include "onnx_builder.h"
@@ -125,6 +126,89 @@ TEST_P(Bf16Test, GemmEdgeSizesMatchReference) {
         CheckGemm(M, N, K, a, trans_a, b, trans_b, 0.5f, ep, c);
       }
   }
+}
+
+// The fused inverted-residual block's GEMM over pair rows it rounded itself
+// (block_bf16::PairRowsGemm; on AMX the tiles read the rows in place, AmxRowsGemm). Plain
+// rows are checked against the exact product of the bf16-rounded operands; split rows
+// (RoundRowsSplit, PackSplitWeights: hi*W + lo*W + hi*(W - bf16(W))) against the fp32
+// operands within 2e-5 of sum|aw|: three terms of at most 2^-18 |aw| each are left out or
+// rounded, against ~4e-3 for one bf16 rounding. The row buffers start as NaN, so a pad
+// word the round functions failed to zero would show. Edge sizes: 1, tile +- 1 in rows
+// (16, 32) and columns (32), odd K, K past one chunk, a partial last row group.
+TEST_P(Bf16Test, BlockPairRowsGemmMatchesReference) {
+  const int64_t sizes[][3] = {{1, 1, 1},     {15, 17, 31}, {16, 32, 32},   {17, 33, 33},
+                              {33, 96, 200}, {70, 24, 16}, {49, 160, 961}, {32, 1, 5}};
+  uint32_t seed = 900;
+  for (const auto& s : sizes) {
+    const int64_t M = s[0], N = s[1], K = s[2];
+    for (bool split : {false, true}) {
+      const std::string what = "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                               (split ? " split" : " plain");
+      const auto a = Random(M * K, seed++), w = Random(N * K, seed++), bias = Random(N, seed++);
+      const auto res = Random(M * N, seed++);
+      const int64_t pairs = split ? block_bf16::SplitPairsPerRow(K) : block_bf16::PairsPerRow(K);
+      const int64_t ldp = block_bf16::RowWords(pairs);
+      ASSERT_GE(ldp, pairs);
+      std::vector<uint32_t> rows(static_cast<size_t>(M * ldp), 0x7FC07FC0u);  // two bf16 NaNs per word
+      if (split) {
+        block_bf16::RoundRowsSplit(a.data(), K, M, K, rows.data(), ldp);
+      } else {
+        block_bf16::RoundRows(a.data(), K, M, K, rows.data(), ldp);
+      }
+      auto packed = split ? block_bf16::PackSplitWeights(w.data(), N, K) : PackBf16(w.data(), K, N, /*trans=*/true);
+      ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+      Bf16Epilogue ep;
+      ep.bias = bias.data();
+      ep.residual = res.data();
+      ep.ldr = N;
+      ep.min = -1.5f;
+      ep.max = 2.0f;
+      std::vector<float> c(static_cast<size_t>(M * N), -7.0f);
+      block_bf16::PairRowsGemm(M, rows.data(), ldp, *packed, c.data(), N, ep);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double exact = 0, rounded = 0, mag = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const float av = a[m * K + k], wv = w[n * K + k];
+            exact += static_cast<double>(av) * wv;
+            rounded += static_cast<double>(RoundBf16(av)) * RoundBf16(wv);
+            mag += std::fabs(static_cast<double>(av) * wv);
+          }
+          auto clamp = [&](double v) {
+            return std::min<double>(std::max<double>(v + bias[n] + res[m * N + n], ep.min), ep.max);
+          };
+          const double got = c[m * N + n];
+          ASSERT_NEAR(got, clamp(split ? exact : rounded), (split ? 2e-5 : 1e-5) * mag + 1e-6)
+              << what << " at " << m << "," << n;
+        }
+    }
+  }
+}
+
+// Split rows carry an Inf or NaN as one rounding would: Inf * W stays Inf (the residual
+// segment never multiplies it, where 0.3's residual of the other sign would make Inf - Inf),
+// NaN stays NaN, and a float that rounds to Inf in bf16 is Inf.
+TEST_P(Bf16Test, SplitRowsKeepInfAndNaN) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const int64_t M = 3, N = 2, K = 3;
+  const std::vector<float> a = {
+      inf,  0.3f, -0.7f, std::numeric_limits<float>::quiet_NaN(), 1.0f, 1.0f, std::numeric_limits<float>::max(),
+      0.0f, 0.0f};
+  const std::vector<float> w = {0.3f, 0.2f, 0.1f, -0.3f, 0.5f, 0.25f};  // [N, K]
+  const int64_t ldp = block_bf16::RowWords(block_bf16::SplitPairsPerRow(K));
+  std::vector<uint32_t> rows(static_cast<size_t>(M * ldp), 0x7FC07FC0u);
+  block_bf16::RoundRowsSplit(a.data(), K, M, K, rows.data(), ldp);
+  auto packed = block_bf16::PackSplitWeights(w.data(), N, K);
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  std::vector<float> c(static_cast<size_t>(M * N), -7.0f);
+  block_bf16::PairRowsGemm(M, rows.data(), ldp, *packed, c.data(), N, Bf16Epilogue{});
+  EXPECT_EQ(c[0], inf);
+  EXPECT_EQ(c[1], -inf);
+  EXPECT_TRUE(std::isnan(c[2]));
+  EXPECT_TRUE(std::isnan(c[3]));
+  EXPECT_EQ(c[4], inf);
+  EXPECT_EQ(c[5], -inf);
 }
 
 TEST_P(Bf16Test, GemmFusedClampAndRowBias) {

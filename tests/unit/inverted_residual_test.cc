@@ -335,6 +335,36 @@ TEST_F(InvertedResidualBf16, WideBlocksMatchTheFp32GraphWithinBf16Tolerance) {
   }
 }
 
+// Mid-width blocks (192 <= expanded width < 512) in a bf16 session on AMX run their 1x1
+// GEMMs on split rows (hi + lo bf16, block_bf16::RoundRowsSplit): close to fp32 (a product
+// is off by ~1e-5 of |aw| instead of bf16's ~4e-3), yet not the fp32 kernel's bits.
+TEST_F(InvertedResidualBf16, MidWidthBlocksOnAmxStayCloseToFp32) {
+  if (!bf16_internal::AmxAvailable()) GTEST_SKIP() << "split rows are used only on AMX";
+  std::vector<Block> cases = {
+      {.cin = 32, .h = 9, .w = 11, .ce = 192, .cout = 32, .residual = true},                 // stride 1, odd W
+      {.cin = 33, .h = 13, .w = 13, .ce = 200, .cout = 17, .stride = 2},                     // odd K and N
+      {.cin = 256, .h = 6, .w = 7, .ce = 256, .cout = 40, .expand = false},                  // no expand
+      {.n = 2, .cin = 64, .h = 20, .w = 20, .ce = 384, .cout = 64, .residual = true},        // several strips
+      {.cin = 24, .h = 1, .w = 1, .ce = 300, .cout = 24, .residual = true, .relu6 = false},  // 1x1 spatial
+  };
+  uint32_t seed = 70;
+  for (const Block& b : cases) {
+    const Feeds feeds = {{"x", Input({b.n, b.cin, b.h, b.w}, seed++)}};
+    for (int threads : {1, 2}) {
+      const std::string what = b.Name() + " threads " + std::to_string(threads);
+      test::OptRefRuns r = test::RunOptimizedAndReference(BlockModel(b), feeds, threads);
+      std::map<std::string, int> ops;
+      r.opt = RunSession(BlockModel(b), feeds, threads, /*bf16=*/true, &ops);
+      const std::vector<Value> fp32 = RunSession(BlockModel(b), feeds, threads, /*bf16=*/false);
+      ASSERT_EQ(r.opt.size(), 1u) << what;
+      ASSERT_EQ(fp32.size(), 1u) << what;
+      EXPECT_EQ(ops[kInvertedResidualOp], 1) << what;
+      ExpectClose(r, what, 2e-4);
+      EXPECT_FALSE(SameBits(r.opt[0], fp32[0])) << what << ": the split GEMMs should differ from fp32 somewhere";
+    }
+  }
+}
+
 // Narrow blocks stay fp32 in bf16 sessions (see kMinBf16ExpandWidth): bit for bit the
 // fp32 session's output.
 TEST_F(InvertedResidualBf16, NarrowBlocksStayFp32InBf16Sessions) {
@@ -383,10 +413,17 @@ class FusedNodeFactory {
 };
 
 TEST_F(InvertedResidualBf16, OnlyBf16SessionsSelectTheBf16BlockKernel) {
-  const FusedNodeFactory wide(32, 576, 64), narrow(32, 192, 64);
+  const FusedNodeFactory wide(32, 576, 64), mid(32, 192, 64), narrow(24, 144, 24);
   EXPECT_TRUE(wide.MakesBf16(true));
   EXPECT_FALSE(wide.MakesBf16(false));
+  // Mid-width blocks take the split bf16 GEMMs on AMX only (kMinSplitExpandWidth).
+  EXPECT_EQ(mid.MakesBf16(true), bf16_internal::AmxAvailable());
+  EXPECT_FALSE(mid.MakesBf16(false));
   EXPECT_FALSE(narrow.MakesBf16(true));
+  bf16_internal::SetAmxDisabledForTesting(true);
+  EXPECT_FALSE(mid.MakesBf16(true));
+  EXPECT_TRUE(wide.MakesBf16(true));
+  bf16_internal::SetAmxDisabledForTesting(false);
   // A CPU without avx512_bf16 (simulated) keeps the fp32 block.
   SetBf16DisabledForTesting(true);
   EXPECT_FALSE(wide.MakesBf16(true));

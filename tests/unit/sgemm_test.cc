@@ -146,6 +146,25 @@ TEST_F(SgemmTest, EmptyDimensions) {
   Check({.m = 13, .n = 33, .k = 0, .ep = ep, .unpacked = true}, 17);  // C += bias, clamped
 }
 
+// A NaN reaching a fused Relu/Clip stays NaN, as the unfused ops keep it (max(NaN, 0) is
+// NaN in ONNX): the clamp's operand order decides, since vmaxps/vminps return their second
+// operand when either is NaN.
+TEST_F(SgemmTest, ClampKeepsNaN) {
+  const int64_t m = 3, n = 20, k = 17;
+  std::vector<float> a = Rand(m * k, 31), b = Rand(k * n, 32), c(static_cast<size_t>(m * n), 0.0f);
+  a[k + 4] = std::numeric_limits<float>::quiet_NaN();  // row 1
+  auto packed = sgemm::PackB(b.data(), k, n, false);
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  sgemm::Epilogue ep;
+  ep.min = 0.0f;
+  ep.max = 6.0f;
+  ASSERT_TRUE(sgemm::Gemm(m, a.data(), k, *packed, c.data(), n, ep, nullptr).ok());
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_TRUE(std::isnan(c[n + j])) << "column " << j;
+    EXPECT_FALSE(std::isnan(c[j])) << "column " << j;
+  }
+}
+
 TEST_F(SgemmTest, TransBAndUnpacked) {
   for (bool tb : {false, true}) {
     Check({.m = 33, .n = 65, .k = 31, .trans_b = tb}, 20);
