@@ -10,6 +10,7 @@
 
 #include "bench_node.h"
 #include "core/threadpool.h"
+#include "cpu/conv_nhwc_block_bf16.h"
 #include "cpu/gemm_bf16.h"
 
 namespace strata {
@@ -114,6 +115,27 @@ void BM_Bf16GemmColdB(benchmark::State& state, int64_t m, int64_t n, int64_t k) 
       benchmark::Counter(2.0 * m * n * k * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
+// The fused inverted-residual block's GEMM on pair rows it rounded itself (PairRowsGemm):
+// state.range(0) = 1 reads them in place on AMX (rows padded to 16 pairs, AmxRowsGemm);
+// 0 gives the rows an odd stride, so the copy-per-K-chunk path (BlockRows) runs instead.
+void BM_Bf16PairRowsGemm(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
+  if (!Bf16GemmAvailable()) return state.SkipWithError("needs avx512_bf16");
+  const Tensor a = bench::RandomFloatTensor({m, k}, 3), w = bench::RandomFloatTensor({n, k}, 4);
+  const int64_t pairs = block_bf16::PairsPerRow(k);
+  const int64_t ldp = state.range(0) ? block_bf16::RowWords(pairs) : (pairs % 2 ? pairs : pairs + 1);
+  std::vector<uint32_t> rows(static_cast<size_t>(m * ldp));
+  block_bf16::RoundRows(a.data<float>(), k, m, k, rows.data(), ldp);
+  auto packed = PackBf16(w.data<float>(), k, n, /*trans=*/true);
+  if (!packed.ok()) return state.SkipWithError(packed.status().ToString().c_str());
+  std::vector<float> c(static_cast<size_t>(m * n));
+  for (auto _ : state) {
+    block_bf16::PairRowsGemm(m, rows.data(), ldp, *packed, c.data(), n, Bf16Epilogue{});
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * m * n * k * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 #define AB ->Args({1, 0})->Args({1, 1})->Unit(benchmark::kMillisecond)
 BENCHMARK_CAPTURE(BM_Bf16MatMul, 128x768x768, 128, 768, 768) AB;
 BENCHMARK_CAPTURE(BM_Bf16MatMul, 128x3072x768, 128, 3072, 768) AB;
@@ -142,6 +164,13 @@ BENCHMARK_CAPTURE(BM_Bf16GemmColdB, 49x512x2048, 49, 512, 2048)->Arg(1)->Arg(2)-
 BENCHMARK_CAPTURE(BM_Bf16GemmColdB, 196x256x1024, 196, 256, 1024)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Bf16GemmColdB, 1x1000x2048, 1, 1000, 2048)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 // mobilenet_v2 blocks 13 (14^2 96->576->96 + residual), 15 and 17 (7^2 160->960->160/320).
+// mobilenet_v2 block 13's expand and project GEMMs (14^2 rows), block 17's project (7^2),
+// a 3136-row strip-sized product.
+#define PR ->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)
+BENCHMARK_CAPTURE(BM_Bf16PairRowsGemm, 196x96to576, 196, 96, 576) PR;
+BENCHMARK_CAPTURE(BM_Bf16PairRowsGemm, 196x576to96, 196, 576, 96) PR;
+BENCHMARK_CAPTURE(BM_Bf16PairRowsGemm, 49x960to320, 49, 960, 320) PR;
+BENCHMARK_CAPTURE(BM_Bf16PairRowsGemm, 768x192to64, 768, 192, 64) PR;
 BENCHMARK_CAPTURE(BM_Bf16InvertedResidual, 14x96to576to96_res, 14, 96, 576, 96, true) AB2;
 BENCHMARK_CAPTURE(BM_Bf16InvertedResidual, 7x160to960to160_res, 7, 160, 960, 160, true) AB2;
 BENCHMARK_CAPTURE(BM_Bf16InvertedResidual, 7x160to960to320, 7, 160, 960, 320, false) AB2;
