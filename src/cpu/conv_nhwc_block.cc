@@ -43,8 +43,8 @@ constexpr int64_t kStripBytes = 320 * 1024;
 constexpr int64_t kMaxIndirectK = 2560;
 // Parts of the output rows run in parallel (one per thread, up to this many).
 constexpr int64_t kMaxParts = 16;
-// In bf16 sessions, blocks whose expanded width (the depthwise channels) is below this stay
-// fp32. They are the early blocks of MobileNet-style nets, where any bf16 rounding is
+// In bf16 sessions, blocks whose expanded width (the depthwise channels) is below this do not
+// round to plain bf16 (on AMX, from kMinSplitExpandWidth, they take split rows instead). They are the early blocks of MobileNet-style nets, where any bf16 rounding is
 // amplified by all the layers after it: on mobilenet_v2 (random weights, bf16_compare.py)
 // bf16 in any single one of blocks 1-7 (widths 32-192) moves the logits 1.1-4.4e-2
 // relative, in all 17 blocks 5.0e-2 (rounding only the 1x1 weights, activations fp32: also
@@ -400,7 +400,8 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcInvertedResidual(const KernelInit& ini
                           "]");
   }
   // bf16 fast-math sessions run the 1x1 GEMMs of wide blocks on bf16 (the session test is
-  // MakeNhwcBf16Conv's); see kMinBf16ExpandWidth for why narrow ones stay fp32.
+  // MakeNhwcBf16Conv's); see kMinBf16ExpandWidth for why narrow ones do not, and
+  // kMinSplitExpandWidth for the split rows mid-width ones take on AMX.
   if (init.config.bf16_fast_math && !init.config.prefer_reference && Bf16GemmAvailable()) {
     if (ce >= kMinBf16ExpandWidth) return Build<true>(node, we, bias, *wd, *wp);
     if (ce >= kMinSplitExpandWidth && bf16_internal::AmxAvailable())
