@@ -93,8 +93,8 @@ void RoundRowsSplit(const float* a, int64_t lda, int64_t rows, int64_t k, uint32
 
 void PairRowsGemm(int64_t m, const uint32_t* a, int64_t ldp, const PackedBf16B& b, float* c, int64_t ldc,
                   const Bf16Epilogue& ep) {
-  if (ldp % 16 == 0 && ldp >= b.kps && !ep.accumulate && bf16_internal::AmxAvailable()) {
-    bf16_internal::AmxRowsGemm(a, ldp, m, b, c, ldc, ep);
+  if (ldp % 16 == 0 && ldp >= b.kps && bf16_internal::AmxAvailable()) {
+    bf16_internal::AmxRowsGemm(a, ldp, m, b, 0, b.N, c, ldc, ep, 0);
     return;
   }
   for (int64_t m0 = 0; m0 < m; m0 += kMc) {

@@ -34,6 +34,13 @@ constexpr int64_t kKcPairs = 192;
 constexpr int64_t kMc = 96;
 constexpr int64_t kNc = 128;
 constexpr int64_t kMaxNc = 512;  // widest item (RunGemmBf16)
+// On AMX an item whose A rows, packed for the whole K, take at most this many bytes runs K in
+// one pass (bf16_internal::AmxRowsGemm) instead of K chunks with C in an fp32 scratch.
+// strata_kernel_bench, 1 thread, min / median CPU ms of 7 alternating runs, chunks vs whole
+// K: 1x1 56^2 64->256 0.53/0.57 vs 0.34/0.36, 14^2 256->1024 0.20/0.23 vs 0.14/0.20, 14^2
+// 1024->256 0.16/0.18 vs 0.14/0.14, MatMul 512^3 0.45/0.64 vs 0.34/0.36, 196x256x1024 cold B
+// 0.23/0.24 vs 0.19/0.21; K = 3072 (96 rows: 590 KiB) min 1.13 vs 1.20, so it keeps chunks.
+constexpr int64_t kAmxWholeKBytes = 512 * 1024;
 
 Result<std::shared_ptr<Buffer>> AllocWords(int64_t words, const char* what) {
   if (words < 0 || words > (int64_t{1} << 40)) return InvalidArgument("bf16 pack: ", what, " is too large");
@@ -518,6 +525,15 @@ void AmxBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float* c,
                                 panels, qc / 16, cs.data(), ldcs, !first);
         first = false;
       }
+  } else if (!src.fill && rows16 * RowPairs(b.kp) * static_cast<int64_t>(sizeof(uint32_t)) <= kAmxWholeKBytes) {
+    // The whole K at once: the tiles sum it without C round trips, and the epilogue goes
+    // straight from an L1 scratch into C (the fp32 fill's scratch holds one K chunk only).
+    const int64_t ldp = RowPairs(b.kp);
+    apack.resize(static_cast<size_t>(std::max(rows16, split.tiles * kBf16MR) * ldp));
+    PackATiles(src, K, m0, split, 0, b.kp, apack.data());
+    ZeroAmxPad(apack.data(), rows, rows16, src.pair_fill ? b.kp : ldp, ldp);
+    bf16_internal::AmxRowsGemm(apack.data(), ldp, rows, b, n0, cols, c + m0 * ldc + n0, ldc, ep, m0);
+    return;
   } else {
     for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
       const int64_t kpc = std::min(kKcPairs, b.kp - kp0), ldp = RowPairs(kpc);

@@ -216,14 +216,16 @@ void AmxBlock(const uint32_t* a, int64_t ldp, int64_t rows16, const uint32_t* b,
 void AmxEpilogue(const float* cs, int64_t ldcs, int64_t rows, int64_t cols, float* c, int64_t ldc,
                  const Bf16Epilogue& ep, int64_t m0, int64_t n0);
 
-// C[m, b.N] (row stride ldc) = A x B + ep (bias, residual, clamp; not accumulate or GELU)
-// on AMX, with A read in place: m rows of bf16 pairs ldp words apart, ldp a multiple of 16
-// and at least b.kps, each row's pairs [b.kp, b.kps) zero (finite garbage there would be
-// multiplied by B's zero pad, but an Inf or NaN would not vanish). The whole K runs in the
-// tiles; each 32 x 32 block of C goes through an L1 scratch into the epilogue at once.
-// Loads the tile configuration and releases the tiles when done.
-void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b, float* c, int64_t ldc,
-                 const Bf16Epilogue& ep);
+// Columns [n0, n0 + cols) (n0 a multiple of 32) of m rows of C = A x B + ep (bias,
+// residual, clamp, accumulate; not GELU) on AMX, c pointing at the block's first element
+// (row stride ldc) and the block's rows being rows [m0, m0 + m) of the product (the bias and
+// residual offsets). A is read in place: m rows of bf16 pairs ldp words apart, ldp a
+// multiple of 16 and at least b.kps, each row's pairs [b.kp, b.kps) zero (finite garbage
+// there would be multiplied by B's zero pad, but an Inf or NaN would not vanish). The whole
+// K runs in the tiles; each 32 x 32 block of C goes through an L1 scratch into the epilogue
+// at once. Loads the tile configuration and releases the tiles when done.
+void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b, int64_t n0, int64_t cols, float* c,
+                 int64_t ldc, const Bf16Epilogue& ep, int64_t m0);
 
 }  // namespace bf16_internal
 

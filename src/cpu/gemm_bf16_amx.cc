@@ -165,10 +165,10 @@ void ConfigureRowTail(int r0, int r1) {
 
 }  // namespace
 
-void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b, float* c, int64_t ldc,
-                 const Bf16Epilogue& ep) {
+void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b, int64_t n0, int64_t cols, float* c,
+                 int64_t ldc, const Bf16Epilogue& ep, int64_t m0) {
   alignas(64) float cs[32 * kBf16NR];  // one 32 x 32 block of C
-  const int64_t steps = b.kps / 16;
+  const int64_t steps = b.kps / 16, p0 = n0 / kBf16NR, p1 = (n0 + cols + kBf16NR - 1) / kBf16NR;
   ConfigureTiles();
   for (int64_t r = 0; r < m; r += 32) {
     const int64_t rows = std::min<int64_t>(32, m - r);
@@ -177,15 +177,15 @@ void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b
                        static_cast<int>(std::max<int64_t>(0, rows - 16)));
     }
     const uint32_t* ar = a + r * ldp;
-    for (int64_t p = 0; p < b.panels; ++p) {
+    for (int64_t p = p0; p < p1; ++p) {
       // Rows past `rows` are neither loaded nor stored: the tail's tiles are shorter.
       if (rows > 16) {
         TileGroup<2>(ar, ldp, b.panel(p), steps, cs, kBf16NR, false);
       } else {
         TileGroup<1>(ar, ldp, b.panel(p), steps, cs, kBf16NR, false);
       }
-      const int64_t n0 = p * kBf16NR;
-      AmxEpilogue(cs, kBf16NR, rows, std::min<int64_t>(kBf16NR, b.N - n0), c + r * ldc + n0, ldc, ep, r, n0);
+      const int64_t j = p * kBf16NR - n0;
+      AmxEpilogue(cs, kBf16NR, rows, std::min<int64_t>(kBf16NR, cols - j), c + r * ldc + j, ldc, ep, m0 + r, n0 + j);
     }
   }
   _tile_release();

@@ -105,10 +105,11 @@ TEST_P(Bf16Test, GemmEdgeSizesMatchReference) {
   const Node node = DummyNode();
   // 1s, odd K (pair padding), a tile + 1 in every direction, two K chunks (K > 384), row
   // blocks split into uneven tiles (49: 10+10+10+10+9; 200: 96 + 96 + 8), N > 512 (column
-  // blocks of 512, or of 128 to give 2 threads enough items).
-  const int64_t sizes[][3] = {{1, 1, 1},     {1, 33, 7},    {13, 31, 3},    {12, 32, 2}, {25, 65, 385},
-                              {97, 129, 64}, {2, 17, 769},  {128, 96, 768}, {37, 1, 5},  {5, 300, 1},
-                              {49, 64, 100}, {200, 40, 33}, {50, 1100, 70}};
+  // blocks of 512, or of 128 to give 2 threads enough items); on AMX, row blocks whose A for
+  // the whole K is too big for one pass (96 x 3000: K chunks with C in a scratch).
+  const int64_t sizes[][3] = {{1, 1, 1},     {1, 33, 7},    {13, 31, 3},    {12, 32, 2},    {25, 65, 385},
+                              {97, 129, 64}, {2, 17, 769},  {128, 96, 768}, {37, 1, 5},     {5, 300, 1},
+                              {49, 64, 100}, {200, 40, 33}, {50, 1100, 70}, {192, 40, 3000}};
   uint32_t seed = 1;
   for (const auto& s : sizes) {
     const int64_t M = s[0], N = s[1], K = s[2];
