@@ -32,26 +32,6 @@ inline void ZeroPad(uint32_t* d, int64_t used, int64_t ldp) {
   for (int64_t f = used; f < ldp; f += 16) _mm512_mask_storeu_epi32(d + f, LaneMask(ldp - f), _mm512_setzero_si512());
 }
 
-void RoundRows(const float* a, int64_t lda, int64_t rows, int64_t k, uint32_t* dst, int64_t ldp) {
-  // Dense rows of an even length are one long row: no per-pixel loop for few channels.
-  if (rows > 1 && lda == k && k % 2 == 0 && ldp == k / 2) {
-    k *= rows;
-    rows = 1;
-  }
-  for (int64_t i = 0; i < rows; ++i) {
-    const float* src = a + i * lda;
-    uint32_t* d = dst + i * ldp;
-    for (int64_t f = 0; f < k; f += 32) {
-      const __m512 v0 = _mm512_maskz_loadu_ps(LaneMask(k - f), src + f);
-      const __m512 v1 = _mm512_maskz_loadu_ps(LaneMask(k - f - 16), src + f + 16);
-      // 32 bf16 = 16 pairs in order; an odd tail's high half is a rounded zero.
-      const __m512i pairs = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));
-      _mm512_mask_storeu_epi32(d + f / 2, LaneMask((k - f + 1) / 2), pairs);
-    }
-    ZeroPad(d, PairsPerRow(k), ldp);
-  }
-}
-
 // Writes 32 floats' hi and lo pairs (see RoundRowsSplit) at d, d + kp and d + 2 kp.
 inline void SplitStore(__m512 v0, __m512 v1, uint32_t* d, int64_t kp, __mmask16 store) {
   const __m512bh hi = _mm512_cvtne2ps_pbh(v1, v0);
@@ -77,7 +57,10 @@ inline void SplitStore(__m512 v0, __m512 v1, uint32_t* d, int64_t kp, __mmask16 
   _mm512_mask_storeu_epi32(d + 2 * kp, store, hi_finite);
 }
 
-void RoundRowsSplit(const float* a, int64_t lda, int64_t rows, int64_t k, uint32_t* dst, int64_t ldp) {
+// Rows of k floats, 32 at a time, as pair rows ldp words apart: one segment of rounded pairs,
+// or with kSplit the three of RoundRowsSplit; words [used, ldp) of each row are zeroed.
+template <bool kSplit>
+void ToPairRows(const float* a, int64_t lda, int64_t rows, int64_t k, uint32_t* dst, int64_t ldp, int64_t used) {
   const int64_t kp = PairsPerRow(k);
   for (int64_t i = 0; i < rows; ++i) {
     const float* src = a + i * lda;
@@ -85,10 +68,29 @@ void RoundRowsSplit(const float* a, int64_t lda, int64_t rows, int64_t k, uint32
     for (int64_t f = 0; f < k; f += 32) {
       const __m512 v0 = _mm512_maskz_loadu_ps(LaneMask(k - f), src + f);
       const __m512 v1 = _mm512_maskz_loadu_ps(LaneMask(k - f - 16), src + f + 16);
-      SplitStore(v0, v1, d + f / 2, kp, LaneMask((k - f + 1) / 2));
+      const __mmask16 store = LaneMask((k - f + 1) / 2);
+      if constexpr (kSplit) {
+        SplitStore(v0, v1, d + f / 2, kp, store);
+      } else {
+        // 32 bf16 = 16 pairs in order; an odd tail's high half is a rounded zero.
+        _mm512_mask_storeu_epi32(d + f / 2, store, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0)));
+      }
     }
-    ZeroPad(d, 3 * kp, ldp);
+    ZeroPad(d, used, ldp);
   }
+}
+
+void RoundRows(const float* a, int64_t lda, int64_t rows, int64_t k, uint32_t* dst, int64_t ldp) {
+  // Dense rows of an even length are one long row: no per-pixel loop for few channels.
+  if (rows > 1 && lda == k && k % 2 == 0 && ldp == k / 2) {
+    ToPairRows<false>(a, k * rows, 1, k * rows, dst, k * rows / 2, k * rows / 2);
+    return;
+  }
+  ToPairRows<false>(a, lda, rows, k, dst, ldp, PairsPerRow(k));
+}
+
+void RoundRowsSplit(const float* a, int64_t lda, int64_t rows, int64_t k, uint32_t* dst, int64_t ldp) {
+  ToPairRows<true>(a, lda, rows, k, dst, ldp, SplitPairsPerRow(k));
 }
 
 void PairRowsGemm(int64_t m, const uint32_t* a, int64_t ldp, const PackedBf16B& b, float* c, int64_t ldc,

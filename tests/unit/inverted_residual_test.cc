@@ -303,6 +303,28 @@ class InvertedResidualBf16 : public ::testing::Test {
   }
 };
 
+// Each block on 1 and 2 threads in a bf16 session: fused into one block, within `tol` of the
+// unfused fp32 reference graph (max abs difference over max |reference|), and not the fp32
+// session's bits (the bf16 path ran). no_nhwc: no NhwcConv is left either.
+void ExpectBf16Blocks(const std::vector<Block>& cases, uint32_t seed, double tol, bool no_nhwc) {
+  for (const Block& b : cases) {
+    const Feeds feeds = {{"x", Input({b.n, b.cin, b.h, b.w}, seed++)}};
+    for (int threads : {1, 2}) {
+      const std::string what = b.Name() + " threads " + std::to_string(threads);
+      test::OptRefRuns r = test::RunOptimizedAndReference(BlockModel(b), feeds, threads);
+      std::map<std::string, int> ops;
+      r.opt = RunSession(BlockModel(b), feeds, threads, /*bf16=*/true, &ops);
+      const std::vector<Value> fp32 = RunSession(BlockModel(b), feeds, threads, /*bf16=*/false);
+      ASSERT_EQ(r.opt.size(), 1u) << what;
+      ASSERT_EQ(fp32.size(), 1u) << what;
+      EXPECT_EQ(ops[kInvertedResidualOp], 1) << what;
+      if (no_nhwc) EXPECT_EQ(ops["NhwcConv"], 0) << what;
+      ExpectClose(r, what, tol);
+      EXPECT_FALSE(SameBits(r.opt[0], fp32[0])) << what << ": the bf16 path should differ from fp32 somewhere";
+    }
+  }
+}
+
 // Wide blocks (expanded width >= 512) in a bf16 session: the fused block on bf16 against the
 // unfused fp32 reference graph, within bf16's rounding of activations and 1x1 weights.
 TEST_F(InvertedResidualBf16, WideBlocksMatchTheFp32GraphWithinBf16Tolerance) {
@@ -315,24 +337,8 @@ TEST_F(InvertedResidualBf16, WideBlocksMatchTheFp32GraphWithinBf16Tolerance) {
       {.cin = 400, .h = 5, .w = 5, .ce = 960, .cout = 320, .relu6 = false, .bias = false},    // K chunks in both GEMMs
       {.cin = 24, .h = 1, .w = 1, .ce = 600, .cout = 24, .residual = true},                   // 1x1 spatial
   };
-  uint32_t seed = 40;
-  for (const Block& b : cases) {
-    const Feeds feeds = {{"x", Input({b.n, b.cin, b.h, b.w}, seed++)}};
-    for (int threads : {1, 2}) {
-      const std::string what = b.Name() + " threads " + std::to_string(threads);
-      test::OptRefRuns r = test::RunOptimizedAndReference(BlockModel(b), feeds, threads);
-      std::map<std::string, int> ops;
-      r.opt = RunSession(BlockModel(b), feeds, threads, /*bf16=*/true, &ops);
-      const std::vector<Value> fp32 = RunSession(BlockModel(b), feeds, threads, /*bf16=*/false);
-      ASSERT_EQ(r.opt.size(), 1u) << what;
-      ASSERT_EQ(fp32.size(), 1u) << what;
-      EXPECT_EQ(ops[kInvertedResidualOp], 1) << what;
-      EXPECT_EQ(ops["NhwcConv"], 0) << what;
-      // Two roundings to bf16 (2^-9 relative each) per product: a few 1e-3 of the output scale.
-      ExpectClose(r, what, 1e-2);
-      EXPECT_FALSE(SameBits(r.opt[0], fp32[0])) << what << ": the bf16 rounding should be visible";
-    }
-  }
+  // Two roundings to bf16 (2^-9 relative each) per product: a few 1e-3 of the output scale.
+  ExpectBf16Blocks(cases, 40, 1e-2, /*no_nhwc=*/true);
 }
 
 // Mid-width blocks (192 <= expanded width < 512) in a bf16 session on AMX run their 1x1
@@ -347,22 +353,7 @@ TEST_F(InvertedResidualBf16, MidWidthBlocksOnAmxStayCloseToFp32) {
       {.n = 2, .cin = 64, .h = 20, .w = 20, .ce = 384, .cout = 64, .residual = true},        // several strips
       {.cin = 24, .h = 1, .w = 1, .ce = 300, .cout = 24, .residual = true, .relu6 = false},  // 1x1 spatial
   };
-  uint32_t seed = 70;
-  for (const Block& b : cases) {
-    const Feeds feeds = {{"x", Input({b.n, b.cin, b.h, b.w}, seed++)}};
-    for (int threads : {1, 2}) {
-      const std::string what = b.Name() + " threads " + std::to_string(threads);
-      test::OptRefRuns r = test::RunOptimizedAndReference(BlockModel(b), feeds, threads);
-      std::map<std::string, int> ops;
-      r.opt = RunSession(BlockModel(b), feeds, threads, /*bf16=*/true, &ops);
-      const std::vector<Value> fp32 = RunSession(BlockModel(b), feeds, threads, /*bf16=*/false);
-      ASSERT_EQ(r.opt.size(), 1u) << what;
-      ASSERT_EQ(fp32.size(), 1u) << what;
-      EXPECT_EQ(ops[kInvertedResidualOp], 1) << what;
-      ExpectClose(r, what, 2e-4);
-      EXPECT_FALSE(SameBits(r.opt[0], fp32[0])) << what << ": the split GEMMs should differ from fp32 somewhere";
-    }
-  }
+  ExpectBf16Blocks(cases, 70, 2e-4, /*no_nhwc=*/false);
 }
 
 // Narrow blocks stay fp32 in bf16 sessions (see kMinBf16ExpandWidth): bit for bit the
