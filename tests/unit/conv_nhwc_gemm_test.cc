@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -574,6 +575,54 @@ TEST(NhwcStemConv, MatchesNaiveConvAtEdgeShapes) {
       KernelRun r = RunNhwcConv(cc, x, w, cc.bias ? &b : nullptr, nullptr, pool);
       ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
       ExpectNear(r.y, want, "stem " + Name(cc));
+    }
+  }
+}
+
+// A NaN input reaching a fused Relu stays NaN in every NHWC conv kernel, as in the unfused
+// Conv + Relu: the clamp is max(lo, v), since vmaxps returns its second operand when either
+// is NaN. The direct kernels' NaN outputs are exactly the reference's; Winograd's are a
+// superset (its transforms mix a whole input tile into every output of the tile, so one NaN
+// input makes each output of the tiles that read it NaN).
+TEST(NhwcConv, FusedReluKeepsNaN) {
+  ThreadPool pool2(2);
+  struct NanCase {
+    ConvCase cc;
+    const char* kernel;
+  };
+  const NanCase cases[] = {
+      {{.h = 9, .w = 9, .c = 32, .m = 32, .pads = {1, 1, 1, 1}, .relu = true, .group = 32}, "depthwise"},
+      {{.h = 15, .w = 17, .c = 3, .m = 32, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}, .relu = true}, "stem"},
+      {{.h = 6, .w = 5, .c = 40, .m = 130, .kh = 1, .kw = 1, .relu = true}, "sgemm 1x1"},
+      {{.h = 12, .w = 11, .c = 64, .m = 64, .pads = {1, 1, 1, 1}, .relu = true}, "sgemm 3x3"},
+      {{.h = 30, .w = 30, .c = 16, .m = 16, .pads = {1, 1, 1, 1}, .relu = true}, "winograd"},
+  };
+  uint32_t seed = 500;
+  for (const NanCase& nc : cases) {
+    const ConvCase& cc = nc.cc;
+    // Kernels read STRATA_WINOGRAD when created: the direct ones with it off (RunNhwcConv's
+    // node has no static map size, so Winograd would take every 3x3 stride-1 conv).
+    const bool superset = std::string(nc.kernel) == "winograd";
+    ScopedWinograd wino(superset ? "4" : "0");
+    Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
+    x.mutable_data<float>()[((cc.h / 2) * cc.w + cc.w / 2) * cc.c + 1] = std::numeric_limits<float>::quiet_NaN();
+    const Tensor w = Random({cc.m, cc.c / cc.group, cc.kh, cc.kw}, seed++, 0.5f);
+    const Tensor b = Random({cc.m}, seed++, 0.5f);
+    const Tensor want = NaiveConv(cc, x, w, &b, nullptr);
+    int64_t want_nan = 0;
+    for (int64_t i = 0; i < want.num_elements(); ++i) want_nan += std::isnan(want.data<float>()[i]);
+    ASSERT_GT(want_nan, 0) << nc.kernel;
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+      KernelRun r = RunNhwcConv(cc, x, w, &b, nullptr, pool);
+      ASSERT_TRUE(r.create.ok() && r.compute.ok()) << nc.kernel << r.create.ToString() << r.compute.ToString();
+      for (int64_t i = 0; i < want.num_elements(); ++i) {
+        const bool got = std::isnan(r.y.data<float>()[i]), ref = std::isnan(want.data<float>()[i]);
+        if (superset) {
+          ASSERT_TRUE(got || !ref) << nc.kernel << ": the reference's NaN at element " << i << " was lost";
+        } else {
+          ASSERT_EQ(got, ref) << nc.kernel << " at element " << i;
+        }
+      }
     }
   }
 }
