@@ -44,8 +44,9 @@ constexpr int64_t kMaxIndirectK = 2560;
 // Parts of the output rows run in parallel (one per thread, up to this many).
 constexpr int64_t kMaxParts = 16;
 // In bf16 sessions, blocks whose expanded width (the depthwise channels) is below this do not
-// round to plain bf16 (on AMX, from kMinSplitExpandWidth, they take split rows instead). They are the early blocks of MobileNet-style nets, where any bf16 rounding is
-// amplified by all the layers after it: on mobilenet_v2 (random weights, bf16_compare.py)
+// round to plain bf16 (on AMX, from kMinSplitExpandWidth, they take split rows instead).
+// They are the early blocks of MobileNet-style nets, where any bf16 rounding is amplified
+// by all the layers after it: on mobilenet_v2 (random weights, bf16_compare.py)
 // bf16 in any single one of blocks 1-7 (widths 32-192) moves the logits 1.1-4.4e-2
 // relative, in all 17 blocks 5.0e-2 (rounding only the 1x1 weights, activations fp32: also
 // 5.0e-2), in blocks 12-17 (widths 576 and 960) 5.3e-3, in 8-17 (from width 384) 1.1e-2.

@@ -23,6 +23,7 @@
 #include "cpu/conv_nhwc_gemm.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/sgemm.h"
+#include "cpu/simd_clamp.h"
 
 namespace strata {
 namespace dw {
@@ -56,7 +57,7 @@ STRATA_AVX512 inline __m512 PixelAnyShape(const Weights& wt, const RowGeometry& 
 STRATA_AVX512 inline void EdgePixel(const Weights& wt, const RowGeometry& g, const float* const* rows, int64_t ox,
                                     int64_t c0, __mmask16 m, __m512 lo, __m512 hi, float* y) {
   const __m512 acc = PixelAnyShape(wt, g, rows, ox, c0, m);
-  _mm512_mask_storeu_ps(y + ox * wt.c + c0, m, _mm512_min_ps(hi, _mm512_max_ps(lo, acc)));
+  _mm512_mask_storeu_ps(y + ox * wt.c + c0, m, simd::Clamp(acc, lo, hi));
 }
 
 STRATA_AVX512 void RowAnyShape(const Weights& wt, const RowGeometry& g, const float* const* rows, float* y) {
@@ -102,7 +103,7 @@ STRATA_AVX512 inline void Block3x3(const float* const* r, const __m512* w, __m51
     }
   }
 #pragma GCC unroll 8
-  for (int j = 0; j < kJ; ++j) StoreLanes<kFull>(y + j * c, m, _mm512_min_ps(hi, _mm512_max_ps(lo, acc[j])));
+  for (int j = 0; j < kJ; ++j) StoreLanes<kFull>(y + j * c, m, simd::Clamp(acc[j], lo, hi));
 }
 
 // Interior output pixels [ox0, ox1) of channels [c0, c0 + 16): 4-pixel blocks, then single ones.
@@ -179,8 +180,8 @@ STRATA_AVX512 inline void Block3x3Pair(const float* const* r, const __m512* w, _
   }
 #pragma GCC unroll 4
   for (int j = 0; j < kJ; ++j) {
-    StoreLanes<kFull>(y0 + j * c, m, _mm512_min_ps(hi, _mm512_max_ps(lo, acc0[j])));
-    StoreLanes<kFull>(y1 + j * c, m, _mm512_min_ps(hi, _mm512_max_ps(lo, acc1[j])));
+    StoreLanes<kFull>(y0 + j * c, m, simd::Clamp(acc0[j], lo, hi));
+    StoreLanes<kFull>(y1 + j * c, m, simd::Clamp(acc1[j], lo, hi));
   }
 }
 

@@ -16,6 +16,7 @@
 #include "cpu/conv_kernels.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/sgemm.h"
+#include "cpu/simd_clamp.h"
 
 namespace strata {
 namespace {
@@ -71,7 +72,7 @@ STRATA_AVX512 inline void InteriorBlock(const StemGeo& g, const float* xn, int64
 #pragma GCC unroll 4
     for (int v = 0; v < kNV; ++v)
       _mm512_mask_storeu_ps(yp + 16 * v, v == kNV - 1 ? last : static_cast<__mmask16>(0xFFFF),
-                            _mm512_min_ps(hi, _mm512_max_ps(lo, acc[j][v])));
+                            simd::Clamp(acc[j][v], lo, hi));
   }
 }
 
@@ -103,7 +104,7 @@ STRATA_AVX512 inline void EdgePixel(const StemGeo& g, const float* xn, int64_t o
 #pragma GCC unroll 4
   for (int v = 0; v < kNV; ++v)
     _mm512_mask_storeu_ps(yp + 16 * v, v == kNV - 1 ? last : static_cast<__mmask16>(0xFFFF),
-                          _mm512_min_ps(hi, _mm512_max_ps(lo, acc[v])));
+                          simd::Clamp(acc[v], lo, hi));
 }
 
 // Output rows [r0, r1) of the flattened [N * OH], channels [m0, m0 + 16 * kNV).

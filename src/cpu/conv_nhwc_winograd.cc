@@ -35,6 +35,7 @@
 #include "cpu/gemm_bf16.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/sgemm.h"
+#include "cpu/simd_clamp.h"
 
 namespace strata {
 namespace {
@@ -232,7 +233,7 @@ STRATA_AVX512 void OutputTransform(const Geo& g, int64_t t0, int64_t nt, int64_t
           const int64_t at = base + (i * g.ow + j) * g.m + o0;
           __m512 val = _mm512_add_ps(out[j], bias);
           if (g.res) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(mk, g.res + at));
-          val = _mm512_min_ps(hi, _mm512_max_ps(lo, val));
+          val = simd::Clamp(val, lo, hi);
           _mm512_mask_storeu_ps(g.y + at, mk, val);
         }
       }

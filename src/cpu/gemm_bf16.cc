@@ -18,6 +18,7 @@
 
 #include "cpu/bf16_simd.h"
 #include "cpu/bf16_target.h"
+#include "cpu/simd_clamp.h"
 #include "cpu/transformer_kernels.h"
 #include "plugin/cpu_features.h"
 
@@ -210,8 +211,8 @@ void Micro(const void* a_src, int64_t a_rs, const uint32_t* b, int64_t kpc, floa
         v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, res + r * ldr));
         v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, res + r * ldr + 16));
       }
-      v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
-      v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
+      v0 = simd::Clamp(v0, lo, hi);
+      v1 = simd::Clamp(v1, lo, hi);
     }
     _mm512_mask_storeu_ps(cr, m0, v0);
     _mm512_mask_storeu_ps(cr + 16, m1, v1);
@@ -505,6 +506,18 @@ void AmxBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float* c,
   const int64_t rows16 = (rows + 15) / 16 * 16, panels = (cols + kBf16NR - 1) / kBf16NR, ldcs = panels * kBf16NR;
   const TileSplit split(rows, /*balanced=*/false);  // tile t is rows [12t, 12t + 12): one row stride
   std::vector<uint32_t>& apack = t_apack;
+  if (const int64_t ldp = RowPairs(b.kp);
+      !src.indirect && !src.fill && rows16 * ldp * static_cast<int64_t>(sizeof(uint32_t)) <= kAmxWholeKBytes) {
+    // The whole K at once: the tiles sum it without C round trips, and the epilogue goes
+    // straight from an L1 scratch into C (the fp32 fill's scratch holds one K chunk only).
+    // Rows past `rows` are never loaded (AmxRowsGemm configures shorter tiles), so only the
+    // pad pairs of a pair source need zeros.
+    apack.resize(static_cast<size_t>(std::max(rows16, split.tiles * kBf16MR) * ldp));
+    PackATiles(src, K, m0, split, 0, b.kp, apack.data());
+    if (src.pair_fill) ZeroAmxPad(apack.data(), rows, rows, b.kp, ldp);
+    bf16_internal::AmxRowsGemm(apack.data(), ldp, rows, b, n0, cols, c + m0 * ldc + n0, ldc, ep, m0);
+    return;
+  }
   apack.resize(static_cast<size_t>(std::max(rows16, split.tiles * kBf16MR) * RowPairs(kKcPairs)));
   std::vector<float>& cs = t_amx_c;
   cs.resize(static_cast<size_t>(rows16 * ldcs));
@@ -525,15 +538,6 @@ void AmxBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float* c,
                                 panels, qc / 16, cs.data(), ldcs, !first);
         first = false;
       }
-  } else if (!src.fill && rows16 * RowPairs(b.kp) * static_cast<int64_t>(sizeof(uint32_t)) <= kAmxWholeKBytes) {
-    // The whole K at once: the tiles sum it without C round trips, and the epilogue goes
-    // straight from an L1 scratch into C (the fp32 fill's scratch holds one K chunk only).
-    const int64_t ldp = RowPairs(b.kp);
-    apack.resize(static_cast<size_t>(std::max(rows16, split.tiles * kBf16MR) * ldp));
-    PackATiles(src, K, m0, split, 0, b.kp, apack.data());
-    ZeroAmxPad(apack.data(), rows, rows16, src.pair_fill ? b.kp : ldp, ldp);
-    bf16_internal::AmxRowsGemm(apack.data(), ldp, rows, b, n0, cols, c + m0 * ldc + n0, ldc, ep, m0);
-    return;
   } else {
     for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
       const int64_t kpc = std::min(kKcPairs, b.kp - kp0), ldp = RowPairs(kpc);

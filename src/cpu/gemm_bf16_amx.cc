@@ -21,6 +21,7 @@
 
 #include "cpu/bf16_simd.h"
 #include "cpu/gemm_bf16.h"
+#include "cpu/simd_clamp.h"
 #include "plugin/cpu_features.h"
 
 namespace strata::bf16_internal {
@@ -205,7 +206,7 @@ void AmxEpilogue(const float* cs, int64_t ldcs, int64_t rows, int64_t cols, floa
       if (ep.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, dst + j));
       if (ep.bias) v = _mm512_add_ps(v, ep.bias_per_row ? row_bias : _mm512_maskz_loadu_ps(m, ep.bias + n0 + j));
       if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + j));
-      v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));  // this order keeps a NaN (max/min return the second operand)
+      v = simd::Clamp(v, lo, hi);
       _mm512_mask_storeu_ps(dst + j, m, v);
     }
   }

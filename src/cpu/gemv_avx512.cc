@@ -17,6 +17,7 @@
 #include "core/large_pages.h"
 #include "cpu/gemv.h"
 #include "cpu/sgemm.h"
+#include "cpu/simd_clamp.h"
 
 // GCC 12's AVX-512 headers pass deliberately undefined vectors through; never read.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -71,7 +72,7 @@ __attribute__((target("avx512f"))) inline void StorePanelRow(float* yr, const fl
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   for (int j = 0; j < NV; ++j) {
     __m512 v = _mm512_add_ps(acc[j], _mm512_loadu_ps(bias + 16 * j));
-    v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+    v = simd::Clamp(v, vlo, vhi);
     const int64_t left = cols - 16 * j;
     if (left >= 16) {
       _mm512_storeu_ps(yr + 16 * j, v);

@@ -29,6 +29,7 @@
 #include "cpu/rnn_common.h"
 #include "cpu/rnn_lstm_fused.h"
 #include "cpu/rnn_simd_avx512.h"
+#include "cpu/simd_clamp.h"
 
 // GCC 12's AVX-512 headers use deliberately undefined vectors as pass-through operands
 // and warn about them once inlined; the values are never read.
@@ -206,9 +207,7 @@ __attribute__((target("avx512f"))) void GatesAvx512(float* gates, const GatePara
   const int64_t H = gp.hidden;
   const bool clip = gp.clip > 0;
   const __m512 hi = _mm512_set1_ps(gp.clip), lo = _mm512_set1_ps(-gp.clip), one = _mm512_set1_ps(1.0f);
-  auto clipv = [&](__m512 v) __attribute__((target("avx512f"))) {
-    return clip ? _mm512_min_ps(hi, _mm512_max_ps(lo, v)) : v;
-  };
+  auto clipv = [&](__m512 v) __attribute__((target("avx512f"))) { return clip ? simd::Clamp(v, lo, hi) : v; };
   for (int64_t j = 0; j < H; j += 16) {
     const __mmask16 m = H - j >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (H - j)) - 1);
     const __m512 cp = _mm512_maskz_loadu_ps(m, c + j);
@@ -392,8 +391,8 @@ class FastLstmKernel final : public OpKernel, public PacksConstantInputs {
     std::vector<Status> errors(static_cast<size_t>(D));
     auto run = [&](int64_t b, int64_t e) {
       for (int64_t d = b; d < e; ++d)
-        errors[d] = lstm_fused::RunDirection(ctx.node(), in, attrs_, d, fused_[d], out[0], out[1], out[2],
-                                             ctx.pool(), ctx.allocator());
+        errors[d] = lstm_fused::RunDirection(ctx.node(), in, attrs_, d, fused_[d], out[0], out[1], out[2], ctx.pool(),
+                                             ctx.allocator());
     };
     // Two directions are independent: one per thread (each then runs single-threaded).
     if (ctx.pool() && D > 1)
@@ -405,7 +404,7 @@ class FastLstmKernel final : public OpKernel, public PacksConstantInputs {
   }
 
   Attrs attrs_;
-  std::vector<Packed> w_, r_;  // prepacked per direction when W/R are constants
+  std::vector<Packed> w_, r_;                  // prepacked per direction when W/R are constants
   std::vector<lstm_fused::DirWeights> fused_;  // per direction, when the fused path applies
 };
 
@@ -441,8 +440,8 @@ Result<std::unique_ptr<OpKernel>> MakeFastLstm(const KernelInit& init) {
       r.push_back(Pack(rc->data<float>() + d * 4 * H * H, 4 * H, H));
     }
   }
-  return std::unique_ptr<OpKernel>(
-      std::make_unique<FastLstmKernel>(std::move(attrs), std::move(w), std::move(r), std::vector<lstm_fused::DirWeights>{}));
+  return std::unique_ptr<OpKernel>(std::make_unique<FastLstmKernel>(std::move(attrs), std::move(w), std::move(r),
+                                                                    std::vector<lstm_fused::DirWeights>{}));
 }
 
 }  // namespace

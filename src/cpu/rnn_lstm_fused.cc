@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cpu/rnn_simd_avx512.h"
+#include "cpu/simd_clamp.h"
 #include "cpu/xnnpack_util.h"
 
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -74,9 +75,7 @@ __attribute__((target("avx512f"))) void StepPanel(const float* h_prev, const flo
   }
   const bool clip = ga.clip > 0;
   const __m512 hi = _mm512_set1_ps(ga.clip), lo = _mm512_set1_ps(-ga.clip);
-  auto clipv = [&](__m512 v) __attribute__((target("avx512f"))) {
-    return clip ? _mm512_min_ps(hi, _mm512_max_ps(lo, v)) : v;
-  };
+  auto clipv = [&](__m512 v) __attribute__((target("avx512f"))) { return clip ? simd::Clamp(v, lo, hi) : v; };
   const __m512 ig = Sigmoid512(clipv(gi));
   const __m512 fg = ga.input_forget ? _mm512_sub_ps(_mm512_set1_ps(1.0f), ig) : Sigmoid512(clipv(gf));
   const __m512 cg = Tanh512(clipv(gc));

@@ -11,6 +11,7 @@
 
 #include "cpu/sgemm_internal.h"
 #include "cpu/sgemm_transpose.h"
+#include "cpu/simd_clamp.h"
 
 namespace strata::sgemm::internal {
 namespace {
@@ -60,8 +61,8 @@ STRATA_AVX512 __attribute__((always_inline)) inline void StoreTile(const __m512 
       v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, rr + 16));
     }
     if (e.clamp) {
-      v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
-      v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
+      v0 = simd::Clamp(v0, lo, hi);
+      v1 = simd::Clamp(v1, lo, hi);
     }
     _mm512_mask_storeu_ps(cr, m0, v0);
     _mm512_mask_storeu_ps(cr + 16, m1, v1);
