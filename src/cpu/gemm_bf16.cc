@@ -59,17 +59,21 @@ inline uint32_t Pair(float lo, float hi) {
 
 bool Bf16GemmAvailable() {
   if (g_disabled_for_testing.load(std::memory_order_relaxed)) return false;
-  if (const char* force = std::getenv("STRATA_FORCE_ISA")) {
-    std::string f = force;
-    if (f == "avx2" || f == "scalar") return false;
-  }
-  if (const char* off = std::getenv("STRATA_CPU_DISABLE")) {
-    for (const std::string& item : plugin::SplitList(off))
-      if (item == "avx512_bf16") return false;
-  }
-  static const bool cpu = plugin::CpuSupports("avx512f") && plugin::CpuSupports("avx512bw") &&
-                          plugin::CpuSupports("avx512vl") && plugin::CpuSupports("avx512_bf16");
-  return cpu;
+  // The environment and the CPU are read once per process: the GEMMs ask on every call
+  // (through AmxAvailable), and two getenv scans per call showed in bf16 profiles.
+  static const bool available = [] {
+    if (const char* force = std::getenv("STRATA_FORCE_ISA")) {
+      const std::string f = force;
+      if (f == "avx2" || f == "scalar") return false;
+    }
+    if (const char* off = std::getenv("STRATA_CPU_DISABLE")) {
+      for (const std::string& item : plugin::SplitList(off))
+        if (item == "avx512_bf16") return false;
+    }
+    return plugin::CpuSupports("avx512f") && plugin::CpuSupports("avx512bw") && plugin::CpuSupports("avx512vl") &&
+           plugin::CpuSupports("avx512_bf16");
+  }();
+  return available;
 }
 
 bool Bf16NodeSelected(const Node& node) {

@@ -27,7 +27,7 @@ inline constexpr int kBf16NR = 32;  // columns of the register tile (two zmm)
 
 // True when the CPU (and OS) support avx512f/bw/vl + avx512_bf16 and neither
 // STRATA_CPU_DISABLE (comma list containing "avx512_bf16") nor STRATA_FORCE_ISA
-// ("avx2"/"scalar") nor SetBf16DisabledForTesting(true) turned the kernels off.
+// ("avx2"/"scalar"; both read once per process) nor SetBf16DisabledForTesting(true) turned the kernels off.
 bool Bf16GemmAvailable();
 // Reserves the calling thread's reusable bf16 GEMM buffers (fill tile, indirect row
 // pointers, packed A tiles) for row blocks of up to kMc rows and kernels of up to 49 taps, so
