@@ -5,8 +5,10 @@ For each model: saves seeded random inputs once (strata bench --save-inputs), ch
 bf16 outputs against fp32 (max |bf16 - fp32| / max |fp32| per output) next to the model's
 own sensitivity (the same measure for fp32 run on the float inputs rounded to bf16: how far
 one bf16 rounding of the input alone moves the outputs), then alternates
-strata fp32 / strata bf16 / ORT processes `--rounds` times and prints the median of the
-per-process medians. Keep rounds and iters small on the shared machine.
+strata fp32 / strata bf16 / ORT processes `--rounds` times (every other round in reverse
+order) and prints the median of the per-process medians, and the paired figure: the median
+of each round's own ratio (robust to the VM's slow phases, which cover whole rounds). Keep
+rounds and iters small on the shared machine.
 
   bench/compare-ort/bf16_compare.py --models bert,resnet18 --rounds 2 --iters 5
 """
@@ -87,19 +89,30 @@ def main():
         sens = max_rel_err(outs["fp32"], outs["fp32_rounded_in"])
         times = {"fp32": [], "bf16": [], "ort": []}
         common = ["--threads", str(args.threads), "--warmup", "2", "--iters", str(args.iters), "--creations", "1"]
-        for _ in range(args.rounds):
-            for prec in ("fp32", "bf16"):
-                j = json.loads(run([args.strata, "bench", path, "--json", "--seed", "42", "--precision", prec] + common))
-                times[prec].append(j["latency_ms"]["median"])
-            if not args.no_ort:
-                j = json.loads(run([args.ort_bench, path, in_dir] + common))
-                times["ort"].append(j["latency_ms"]["median"])
+        for r in range(args.rounds):
+            # Every other round runs in reverse order, so no runtime always goes first.
+            order = ["fp32", "bf16"] + ([] if args.no_ort else ["ort"])
+            for key in order if r % 2 == 0 else order[::-1]:
+                if key == "ort":
+                    j = json.loads(run([args.ort_bench, path, in_dir] + common))
+                else:
+                    j = json.loads(run([args.strata, "bench", path, "--json", "--seed", "42", "--precision", key] +
+                                       common))
+                times[key].append(j["latency_ms"]["median"])
         med = {k: statistics.median(v) if v else float("nan") for k, v in times.items()}
+        # Paired: the median of each round's own ratio. A slow phase of the VM (seconds long,
+        # up to 2x) usually covers all three processes of a round, so it cancels in the round's
+        # ratio but not in the separate medians above.
+        paired_ort = (statistics.median([o / b for o, b in zip(times["ort"], times["bf16"])])
+                      if times["ort"] else float("nan"))
+        paired_fp32 = statistics.median([f / b for f, b in zip(times["fp32"], times["bf16"])])
         rows.append((m, med, err, times))
         print("%-9s fp32 %8.2f ms  bf16 %8.2f ms  ORT %8.2f ms  bf16 vs fp32 %.2fx  bf16 vs ORT %.2fx  max rel err %.2e"
               "  (fp32 on bf16-rounded inputs: %.2e)"
               % (m, med["fp32"], med["bf16"], med["ort"], med["fp32"] / med["bf16"], med["ort"] / med["bf16"], err,
                  sens), flush=True)
+        print("          paired (median of per-round ratios): bf16 vs fp32 %.2fx  bf16 vs ORT %.2fx"
+              % (paired_fp32, paired_ort), flush=True)
         print("          per-process medians: %s" % json.dumps(times), flush=True)
     return 0
 
