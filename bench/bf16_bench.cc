@@ -2,6 +2,7 @@
 // on, registered next to each other so a filtered run alternates A/B on a noisy machine.
 //   strata_kernel_bench --benchmark_filter=Bf16 --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <map>
@@ -135,6 +136,49 @@ void BM_Bf16PairRowsGemm(benchmark::State& state, int64_t m, int64_t k, int64_t 
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * m * n * k * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
+
+// The AMX unit's throughput right now: TDPBF16PS on tiles already loaded (no memory), 4
+// independent accumulators. On a shared VM this moves between runs (1.4-2.6 TFLOP/s on the
+// Xeon VM within minutes), which moves every bf16 figure with it; bf16_compare.py --amx-peak
+// samples it next to each round.
+//
+// LDTILECFG's 64-byte operand, palette 1, every tile 16 rows of 64 bytes.
+struct alignas(64) AmxTileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+const AmxTileConfig kAmxTileConfig;
+
+__attribute__((target("amx-tile,amx-bf16"))) void AmxTdpLoop(int64_t n) {
+  _tile_loadconfig(&kAmxTileConfig);
+  // Tile numbers are immediates (statements: GCC's _tile_zero is an asm statement).
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_zero(4);
+  _tile_zero(5);
+  _tile_zero(6);
+  _tile_zero(7);
+  for (int64_t i = 0; i < n; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_release();
+}
+void BM_AmxTdpPeak(benchmark::State& state) {
+  if (!bf16_internal::AmxAvailable()) return state.SkipWithError("needs AMX (amx_tile + amx_bf16)");
+  constexpr int64_t kSteps = 4096;
+  for (auto _ : state) AmxTdpLoop(kSteps);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      4.0 * 16 * 16 * 32 * 2 * kSteps * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AmxTdpPeak);
 
 #define AB ->Args({1, 0})->Args({1, 1})->Unit(benchmark::kMillisecond)
 BENCHMARK_CAPTURE(BM_Bf16MatMul, 128x768x768, 128, 768, 768) AB;

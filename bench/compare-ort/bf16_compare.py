@@ -11,6 +11,10 @@ of each round's own ratio (robust to the VM's slow phases, which cover whole rou
 rounds and iters small on the shared machine.
 
   bench/compare-ort/bf16_compare.py --models bert,resnet18 --rounds 2 --iters 5
+
+--amx-peak also samples the AMX unit's throughput on loaded tiles in every round
+(strata_kernel_bench BM_AmxTdpPeak): on a shared VM it moves by up to 2x within minutes, and
+every bf16 time with it.
 """
 import argparse
 import glob
@@ -50,6 +54,14 @@ def max_rel_err(ref_outs, got_outs):
     return err
 
 
+def amx_peak(kernel_bench):
+    """TFLOP/s of TDPBF16PS on loaded tiles right now (NaN without AMX)."""
+    out = run([kernel_bench, "--benchmark_filter=^BM_AmxTdpPeak$", "--benchmark_min_time=0.1",
+               "--benchmark_format=json"])
+    b = json.loads(out)["benchmarks"][0]
+    return b.get("GFLOP/s", float("nan")) / 1e12
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--strata", default=os.path.join(ROOT, "build/release/bin/strata"))
@@ -60,6 +72,9 @@ def main():
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads of the timed runs (all three)")
     ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--amx-peak", action="store_true",
+                    help="sample the AMX unit's throughput (strata_kernel_bench BM_AmxTdpPeak) in every round")
+    ap.add_argument("--kernel-bench", default=os.path.join(ROOT, "build/release/bin/strata_kernel_bench"))
     args = ap.parse_args()
     rows = []
     for m in args.models.split(","):
@@ -88,6 +103,7 @@ def main():
         err = max_rel_err(outs["fp32"], outs["bf16"])
         sens = max_rel_err(outs["fp32"], outs["fp32_rounded_in"])
         times = {"fp32": [], "bf16": [], "ort": []}
+        amx = []
         common = ["--threads", str(args.threads), "--warmup", "2", "--iters", str(args.iters), "--creations", "1"]
         for r in range(args.rounds):
             # Every other round runs in reverse order, so no runtime always goes first.
@@ -99,6 +115,8 @@ def main():
                     j = json.loads(run([args.strata, "bench", path, "--json", "--seed", "42", "--precision", key] +
                                        common))
                 times[key].append(j["latency_ms"]["median"])
+            if args.amx_peak:
+                amx.append(amx_peak(args.kernel_bench))
         med = {k: statistics.median(v) if v else float("nan") for k, v in times.items()}
         # Paired: the median of each round's own ratio. A slow phase of the VM (seconds long,
         # up to 2x) usually covers all three processes of a round, so it cancels in the round's
@@ -113,6 +131,8 @@ def main():
                  sens), flush=True)
         print("          paired (median of per-round ratios): bf16 vs fp32 %.2fx  bf16 vs ORT %.2fx"
               % (paired_fp32, paired_ort), flush=True)
+        if amx:
+            print("          AMX TDP throughput per round (TFLOP/s): %s" % " ".join("%.2f" % a for a in amx), flush=True)
         print("          per-process medians: %s" % json.dumps(times), flush=True)
     return 0
 
