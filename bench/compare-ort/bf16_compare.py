@@ -132,7 +132,8 @@ def main():
         print("          paired (median of per-round ratios): bf16 vs fp32 %.2fx  bf16 vs ORT %.2fx"
               % (paired_fp32, paired_ort), flush=True)
         if amx:
-            print("          AMX TDP throughput per round (TFLOP/s): %s" % " ".join("%.2f" % a for a in amx), flush=True)
+            print("          AMX TDP throughput per round (TFLOP/s): %s" % " ".join("%.2f" % a for a in amx),
+                  flush=True)
         print("          per-process medians: %s" % json.dumps(times), flush=True)
     return 0
 
