@@ -35,6 +35,9 @@ constexpr int64_t kKcPairs = 192;
 constexpr int64_t kMc = 96;
 constexpr int64_t kNc = 128;
 constexpr int64_t kMaxNc = 512;  // widest item (RunGemmBf16)
+// Largest A (as pair rows) RunGemmBf16 rounds once for all its column blocks; a bigger one is
+// rounded per item (a row block at a time, as it is read).
+constexpr int64_t kMaxSharedPairsBytes = int64_t{4} << 20;
 // On AMX an item whose A rows, packed for the whole K, take at most this many bytes runs K in
 // one pass (bf16_internal::AmxRowsGemm) instead of K chunks with C in an fp32 scratch.
 // strata_kernel_bench, 1 thread, min / median CPU ms of 7 alternating runs, chunks vs whole
@@ -255,7 +258,8 @@ inline int64_t RowPairs(int64_t kpc) { return (kpc + 15) / 16 * 16; }
 thread_local std::vector<float> t_fill_scratch;
 thread_local std::vector<const uint32_t*> t_row_ptrs;
 thread_local std::vector<uint32_t> t_apack;
-thread_local std::vector<float> t_amx_c;  // AMX: an item's fp32 sums (AmxBlockItem, BlockRows)
+thread_local std::vector<float> t_amx_c;            // AMX: an item's fp32 sums (AmxBlockItem, BlockRows)
+thread_local std::vector<uint32_t> t_shared_pairs;  // a product's whole A as pair rows (RunGemmBf16)
 
 // Zeroes what an AMX pass reads past an A pack's data: pairs [kpc, ldp) of rows [0, rows)
 // and all of rows [rows, rows16).
@@ -279,9 +283,10 @@ void ReserveThreadScratch() {
   if (bf16_internal::AmxAvailable()) t_amx_c.reserve(static_cast<size_t>(kMc * kMaxNc));
 }
 
-// Rounds `rows` fp32 rows of kvalid floats (row stride lda) to bf16 pair rows ldp apart;
-// rows [rows, kBf16MR) of the tile are zeroed.
-void PackRows(const float* a, int64_t lda, int64_t rows, int64_t kvalid, int64_t ldp, uint32_t* dst) {
+// Rounds `rows` fp32 rows of kvalid floats (row stride lda) to bf16 pair rows ldp apart,
+// whole 16-pair vectors: pairs [ceil(kvalid / 2), ceil(kvalid / 32) * 16) of each row are
+// zero (ldp must reach that far).
+void RoundRowsTo(const float* a, int64_t lda, int64_t rows, int64_t kvalid, int64_t ldp, uint32_t* dst) {
   for (int64_t i = 0; i < rows; ++i) {
     const float* src = a + i * lda;
     uint32_t* d = dst + i * ldp;
@@ -292,6 +297,11 @@ void PackRows(const float* a, int64_t lda, int64_t rows, int64_t kvalid, int64_t
       _mm512_storeu_si512(d + f / 2, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0)));
     }
   }
+}
+
+// RoundRowsTo into a 12-row tile: rows [rows, kBf16MR) of the tile are zeroed.
+void PackRows(const float* a, int64_t lda, int64_t rows, int64_t kvalid, int64_t ldp, uint32_t* dst) {
+  RoundRowsTo(a, lda, rows, kvalid, ldp, dst);
   if (rows < kBf16MR) std::memset(dst + rows * ldp, 0, static_cast<size_t>((kBf16MR - rows) * ldp) * sizeof(uint32_t));
 }
 
@@ -304,6 +314,10 @@ struct ASource {
   Bf16PairRowsFn pair_fill = nullptr;  // fill and pair_fill share fill_ctx
   const void* fill_ctx = nullptr;
   const Bf16IndirectA* indirect = nullptr;
+  // A already rounded to bf16 pair rows (row r at pairs + r * ldp, pairs [kp, ldp) zero):
+  // a plain fp32 A that RunGemmBf16 rounded once for all its column blocks.
+  const uint32_t* pairs = nullptr;
+  int64_t ldp = 0;
 };
 
 // Packs rows [m0, m0 + rows) and K pairs [kp0, kp0 + kpc) of A: 12-row tiles of
@@ -564,7 +578,20 @@ void GemmBlockItem(int64_t N, int64_t K, const ASource& src, bool amx, const Pac
   const int64_t cols = std::min(nc, N - n0);
   const TileSplit split(rows, /*balanced=*/true);
   ReserveThreadScratch();
-  if (amx) {
+  if (src.pairs) {
+    const uint32_t* a = src.pairs + m0 * src.ldp;
+    if (amx) {
+      // Read in place, all of K in the tiles (ldp is a multiple of 16, at least b.kps).
+      bf16_internal::AmxRowsGemm(a, src.ldp, rows, b, n0, cols, c + m0 * ldc + n0, ldc, ep, m0);
+    } else {
+      for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
+        const int64_t kpc = std::min(kKcPairs, b.kp - kp0);
+        const bool last = kp0 + kpc == b.kp;
+        bf16_internal::BlockRows(a + kp0, src.ldp, rows, b.panel(n0 / kBf16NR) + kp0 * kBf16NR, b.panel_stride(), cols,
+                                 kpc, c + m0 * ldc + n0, ldc, kp0 > 0 || ep.accumulate, last ? &ep : nullptr, m0, n0);
+      }
+    }
+  } else if (amx) {
     AmxBlockItem(K, src, b, c, ldc, ep, m0, rows, n0, cols);
   } else if (src.indirect) {
     IndirectBlockItem(*src.indirect, b, c, ldc, ep, m0, n0, split, cols);
@@ -655,10 +682,30 @@ Status RunGemmBf16(const Node& node, int64_t M, const ASource& src, const Packed
   // no short last block (3136 rows: 33 x 95-96, not 32 x 96 + 64; 196: 98 + 98, not
   // 96 + 96 + 4, whose 4-row tile is latency-bound).
   const bool amx = AmxItems(src);
+  // A plain fp32 A that several column blocks read is rounded to bf16 pair rows once, over
+  // the pool, and every item reads its rows in place; item by item it was rounded once per
+  // column block (BERT's 128 x 3072 FFN input for 768 columns: 6 times at 2 threads). The
+  // rows live in the calling thread's buffer, kept for its next products.
+  ASource item_src = src;
+  const int64_t ldp = RowPairs(b.kp);
+  if (src.a && !src.trans_a && nb > 1 && M * ldp * static_cast<int64_t>(sizeof(uint32_t)) <= kMaxSharedPairsBytes) {
+    std::vector<uint32_t>& shared = t_shared_pairs;
+    shared.resize(static_cast<size_t>(M * ldp));
+    const auto round = [&](int64_t r0, int64_t r1) {
+      RoundRowsTo(src.a + r0 * src.lda, src.lda, r1 - r0, K, ldp, shared.data() + r0 * ldp);
+    };
+    if (parallel) {
+      pool->Run(threads, 1, [&](int64_t t0, int64_t t1) { round(M * t0 / threads, M * t1 / threads); });
+    } else {
+      round(0, M);
+    }
+    item_src.pairs = shared.data();
+    item_src.ldp = ldp;
+  }
   const auto item_range = [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t ib = item / nb, m0 = M * ib / plan.mb;
-      GemmBlockItem(N, K, src, amx, b, c, ldc, ep, m0, M * (ib + 1) / plan.mb - m0, (item % nb) * nc, nc);
+      GemmBlockItem(N, K, item_src, amx, b, c, ldc, ep, m0, M * (ib + 1) / plan.mb - m0, (item % nb) * nc, nc);
     }
   };
   if (parallel) {

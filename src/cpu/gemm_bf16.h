@@ -6,7 +6,8 @@
 // Packed layouts (uint32 = one bf16 pair, element k in the low half, k+1 in the high):
 //   B panels: [panel of 32 columns][K pair][32 columns]   (what vdpbf16ps multiplies)
 //   A tiles:  [tile of 12 rows][K pair][12 rows]          (PackBf16A: NCHW Conv weights)
-//   run-time A (GemmBf16*, per K chunk): [tile][12 rows][K pairs, padded to 16]
+//   run-time A (GemmBf16*, per K chunk): [tile][12 rows][K pairs, padded to 16]; a plain
+//     fp32 A read by several column blocks: pair rows for the whole product, made once
 //   indirect A (GemmBf16Indirect): read in place, one pointer per row and K segment
 //   The micro-kernel broadcasts one pair per row and multiplies it with a B panel row.
 // An odd K is padded with a zero element, a partial panel/tile with zero columns/rows.
