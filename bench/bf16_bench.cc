@@ -138,7 +138,7 @@ void BM_Bf16PairRowsGemm(benchmark::State& state, int64_t m, int64_t k, int64_t 
 }
 
 // The AMX unit's throughput right now: TDPBF16PS on tiles already loaded (no memory), 4
-// independent accumulators. On a shared VM this moves between runs (1.4-2.6 TFLOP/s on the
+// independent accumulators. On a shared VM this moves between runs (1.4-2.9 TFLOP/s on the
 // Xeon VM within minutes), which moves every bf16 figure with it; bf16_compare.py --amx-peak
 // samples it next to each round.
 //
