@@ -18,11 +18,6 @@ namespace strata::block_bf16 {
 
 int64_t RowWords(int64_t pairs) { return bf16_internal::AmxAvailable() ? (pairs + 15) / 16 * 16 : pairs; }
 
-// Cache blocking as in gemm_bf16.cc's driver: a K chunk of 192 pairs keeps a B panel chunk
-// (24 KiB) in L1 while 96-row blocks of A stream past it.
-constexpr int64_t kKcPairs = 192;
-constexpr int64_t kMc = 96;
-
 STRATA_BF16_TARGET_BEGIN
 
 using bf16_internal::LaneMask;
@@ -95,19 +90,7 @@ void RoundRowsSplit(const float* a, int64_t lda, int64_t rows, int64_t k, uint32
 
 void PairRowsGemm(int64_t m, const uint32_t* a, int64_t ldp, const PackedBf16B& b, float* c, int64_t ldc,
                   const Bf16Epilogue& ep) {
-  if (ldp % 16 == 0 && ldp >= b.kps && bf16_internal::AmxAvailable()) {
-    bf16_internal::AmxRowsGemm(a, ldp, m, b, 0, b.N, c, ldc, ep, 0);
-    return;
-  }
-  for (int64_t m0 = 0; m0 < m; m0 += kMc) {
-    const int64_t rows = std::min(kMc, m - m0);
-    for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
-      const int64_t kpc = std::min(kKcPairs, b.kp - kp0);
-      const bool last = kp0 + kpc == b.kp;
-      bf16_internal::BlockRows(a + m0 * ldp + kp0, ldp, rows, b.panel(0) + kp0 * kBf16NR, b.panel_stride(), b.N, kpc,
-                               c + m0 * ldc, ldc, kp0 > 0, last ? &ep : nullptr, m0, 0);
-    }
-  }
+  bf16_internal::PairRowsProduct(a, ldp, m, b, 0, b.N, c, ldc, ep, 0);
 }
 
 STRATA_BF16_TARGET_END

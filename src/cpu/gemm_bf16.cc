@@ -18,6 +18,7 @@
 
 #include "cpu/bf16_simd.h"
 #include "cpu/bf16_target.h"
+#include "cpu/conv_nhwc_block_bf16.h"
 #include "cpu/simd_clamp.h"
 #include "cpu/transformer_kernels.h"
 #include "plugin/cpu_features.h"
@@ -283,25 +284,10 @@ void ReserveThreadScratch() {
   if (bf16_internal::AmxAvailable()) t_amx_c.reserve(static_cast<size_t>(kMc * kMaxNc));
 }
 
-// Rounds `rows` fp32 rows of kvalid floats (row stride lda) to bf16 pair rows ldp apart,
-// whole 16-pair vectors: pairs [ceil(kvalid / 2), ceil(kvalid / 32) * 16) of each row are
-// zero (ldp must reach that far).
-void RoundRowsTo(const float* a, int64_t lda, int64_t rows, int64_t kvalid, int64_t ldp, uint32_t* dst) {
-  for (int64_t i = 0; i < rows; ++i) {
-    const float* src = a + i * lda;
-    uint32_t* d = dst + i * ldp;
-    for (int64_t f = 0; f < kvalid; f += 32) {
-      __m512 v0 = _mm512_maskz_loadu_ps(LaneMask(kvalid - f), src + f);
-      __m512 v1 = _mm512_maskz_loadu_ps(LaneMask(kvalid - f - 16), src + f + 16);
-      // 32 bf16 = 16 pairs in order; the lanes past kvalid are zero.
-      _mm512_storeu_si512(d + f / 2, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0)));
-    }
-  }
-}
-
-// RoundRowsTo into a 12-row tile: rows [rows, kBf16MR) of the tile are zeroed.
+// Rounds `rows` fp32 rows of kvalid floats (row stride lda) to bf16 pair rows ldp apart
+// (pairs past the data zero); rows [rows, kBf16MR) of the tile are zeroed.
 void PackRows(const float* a, int64_t lda, int64_t rows, int64_t kvalid, int64_t ldp, uint32_t* dst) {
-  RoundRowsTo(a, lda, rows, kvalid, ldp, dst);
+  block_bf16::RoundRows(a, lda, rows, kvalid, dst, ldp);
   if (rows < kBf16MR) std::memset(dst + rows * ldp, 0, static_cast<size_t>((kBf16MR - rows) * ldp) * sizeof(uint32_t));
 }
 
@@ -459,6 +445,23 @@ void BlockRows(const uint32_t* a, int64_t a_rs, int64_t m_rows, const uint32_t* 
            ldc, accumulate, ep, m0, n0);
 }
 
+void PairRowsProduct(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b, int64_t n0, int64_t cols,
+                     float* c, int64_t ldc, const Bf16Epilogue& ep, int64_t m0) {
+  if (ldp % 16 == 0 && ldp >= b.kps && AmxAvailable()) {
+    AmxRowsGemm(a, ldp, m, b, n0, cols, c, ldc, ep, m0);
+    return;
+  }
+  for (int64_t r0 = 0; r0 < m; r0 += kMc) {
+    const int64_t rows = std::min(kMc, m - r0);
+    for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
+      const int64_t kpc = std::min(kKcPairs, b.kp - kp0);
+      const bool last = kp0 + kpc == b.kp;
+      BlockRows(a + r0 * ldp + kp0, ldp, rows, b.panel(n0 / kBf16NR) + kp0 * kBf16NR, b.panel_stride(), cols, kpc,
+                c + r0 * ldc, ldc, kp0 > 0 || ep.accumulate, last ? &ep : nullptr, m0 + r0, n0);
+    }
+  }
+}
+
 }  // namespace bf16_internal
 
 namespace {
@@ -579,18 +582,9 @@ void GemmBlockItem(int64_t N, int64_t K, const ASource& src, bool amx, const Pac
   const TileSplit split(rows, /*balanced=*/true);
   ReserveThreadScratch();
   if (src.pairs) {
-    const uint32_t* a = src.pairs + m0 * src.ldp;
-    if (amx) {
-      // Read in place, all of K in the tiles (ldp is a multiple of 16, at least b.kps).
-      bf16_internal::AmxRowsGemm(a, src.ldp, rows, b, n0, cols, c + m0 * ldc + n0, ldc, ep, m0);
-    } else {
-      for (int64_t kp0 = 0; kp0 < b.kp; kp0 += kKcPairs) {
-        const int64_t kpc = std::min(kKcPairs, b.kp - kp0);
-        const bool last = kp0 + kpc == b.kp;
-        bf16_internal::BlockRows(a + kp0, src.ldp, rows, b.panel(n0 / kBf16NR) + kp0 * kBf16NR, b.panel_stride(), cols,
-                                 kpc, c + m0 * ldc + n0, ldc, kp0 > 0 || ep.accumulate, last ? &ep : nullptr, m0, n0);
-      }
-    }
+    // ldp = b.kps, so on AMX the tiles read the rows in place.
+    bf16_internal::PairRowsProduct(src.pairs + m0 * src.ldp, src.ldp, rows, b, n0, cols, c + m0 * ldc + n0, ldc, ep,
+                                   m0);
   } else if (amx) {
     AmxBlockItem(K, src, b, c, ldc, ep, m0, rows, n0, cols);
   } else if (src.indirect) {
@@ -692,7 +686,7 @@ Status RunGemmBf16(const Node& node, int64_t M, const ASource& src, const Packed
     std::vector<uint32_t>& shared = t_shared_pairs;
     shared.resize(static_cast<size_t>(M * ldp));
     const auto round = [&](int64_t r0, int64_t r1) {
-      RoundRowsTo(src.a + r0 * src.lda, src.lda, r1 - r0, K, ldp, shared.data() + r0 * ldp);
+      block_bf16::RoundRows(src.a + r0 * src.lda, src.lda, r1 - r0, K, shared.data() + r0 * ldp, ldp);
     };
     if (parallel) {
       pool->Run(threads, 1, [&](int64_t t0, int64_t t1) { round(M * t0 / threads, M * t1 / threads); });

@@ -228,6 +228,13 @@ void AmxEpilogue(const float* cs, int64_t ldcs, int64_t rows, int64_t cols, floa
 void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b, int64_t n0, int64_t cols, float* c,
                  int64_t ldc, const Bf16Epilogue& ep, int64_t m0);
 
+// The same product (columns [n0, n0 + cols) of m rows, c at the block's first element, rows
+// [m0, m0 + m) of the product) from m bf16 pair rows ldp words apart whose pairs [b.kp, ldp)
+// are zero, on either tile kernel: on AMX with ldp a multiple of 16 and at least b.kps the
+// tiles read the rows in place (AmxRowsGemm); otherwise 96-row blocks in K chunks (BlockRows).
+void PairRowsProduct(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b, int64_t n0, int64_t cols,
+                     float* c, int64_t ldc, const Bf16Epilogue& ep, int64_t m0);
+
 }  // namespace bf16_internal
 
 }  // namespace strata

@@ -186,7 +186,7 @@ void TransposeNchwToNhwc(const float* in, float* out, int64_t n, int64_t c, int6
     };
     // Split from 64 Ki floats, as TransposeBatched (one 224x224 RGB image is 150 Ki floats:
     // counting pixels, it stayed on one thread).
-    if (pool && items > 1 && n * 3 * hw > 65536) {
+    if (pool && items > 1 && n * c * hw > 65536) {
       pool->ParallelFor(items, 1, body);
     } else {
       body(0, items);
