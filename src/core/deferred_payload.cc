@@ -24,10 +24,31 @@ class DeferredBuffer final : public Buffer {
     std::call_once(once_, [this] { Load(); });
     return p_;
   }
+  bool OnDisk() const override {
+    return !released_.load(std::memory_order_acquire) && !loaded_.load(std::memory_order_acquire);
+  }
+  // Reads from the file while the payload is not loaded: a packer that reads the weight
+  // block by block into a small buffer of its own never makes the payload resident.
+  Status ReadBytes(size_t offset, size_t length, void* dst) override {
+    if (released_.load(std::memory_order_acquire))
+      return MakeStatus(StatusCode::kInternal, what_, ": read after its storage was released");
+    if (offset > length_ || length > length_ - offset)
+      return InvalidArgument(what_, ": read of ", length, " bytes at ", offset, " is outside its ", length_, " bytes");
+    std::shared_ptr<DeferredPayloads> src;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      src = src_;
+    }
+    if (!src || loaded_.load(std::memory_order_acquire)) return Buffer::ReadBytes(offset, length, dst);
+    Status st = src->Read(offset_ + offset, length, static_cast<char*>(dst), what_);
+    if (!st.ok()) src->Failed(st);
+    return st;
+  }
   size_t size() const override { return released_.load(std::memory_order_acquire) ? 0 : length_; }
   bool ReleaseStorage() override {
     released_.store(true, std::memory_order_release);
     Free();
+    std::lock_guard<std::mutex> lock(mu_);
     src_.reset();
     return true;
   }
@@ -46,11 +67,16 @@ class DeferredBuffer final : public Buffer {
       p_ = m == MAP_FAILED ? nullptr : m;
       anon_ = p_ != nullptr;
       src_->Loaded(MakeStatus(StatusCode::kOutOfMemory, what_, ": cannot allocate ", length_, " bytes"));
-      src_.reset();
+      Loaded();
       return;
     }
     Status st = src_->Read(offset_, length_, static_cast<char*>(p_), what_);
     src_->Loaded(st);
+    Loaded();
+  }
+  void Loaded() {
+    loaded_.store(true, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(mu_);
     src_.reset();  // the last buffer read closes the file
   }
   void Free() {
@@ -69,6 +95,8 @@ class DeferredBuffer final : public Buffer {
   const std::string what_;
   std::once_flag once_;
   std::atomic<bool> released_{false};
+  std::atomic<bool> loaded_{false};  // set once p_ holds the bytes (or the zeros of a failed read)
+  mutable std::mutex mu_;            // src_, which Load and ReleaseStorage reset while ReadBytes copies it
   void* p_ = nullptr;
   size_t mapped_ = 0;
   bool anon_ = false;
@@ -95,6 +123,11 @@ Status DeferredPayloads::Read(uint64_t offset, size_t length, char* dst, const s
   Status st = import::ReadFully(fd_, offset, length, dst, path_, what, &done);
   if (done < length) std::memset(dst + done, 0, length - done);  // unread bytes read as zeros
   return st;
+}
+
+void DeferredPayloads::Failed(const Status& st) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (first_error_.ok()) first_error_ = st;
 }
 
 void DeferredPayloads::Loaded(const Status& st) {

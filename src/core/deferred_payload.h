@@ -12,7 +12,9 @@
 // calls LoadAll before creation returns: every payload still alive is read then, and a read
 // that failed (a file truncated after import) fails the creation with an error that names
 // the tensor and the file. A payload that could not be read reads as zeros until then, so
-// no caller ever sees a null pointer. Thread-safe: kernels may read a payload from several
+// no caller ever sees a null pointer. A packer may also read a payload block by block
+// (Buffer::ReadBytes) while it is still on disk; then it is never loaded at all once the
+// packed kernel releases it. Thread-safe: kernels may read a payload from several
 // pool threads at once.
 #pragma once
 
@@ -58,6 +60,8 @@ class DeferredPayloads : public std::enable_shared_from_this<DeferredPayloads> {
   // Reads [offset, offset + length) into dst; an error names `what` and the file.
   Status Read(uint64_t offset, size_t length, char* dst, const std::string& what) const;
   void Loaded(const Status& st);
+  // A block read (DeferredBuffer::ReadBytes) failed: LoadAll reports it too.
+  void Failed(const Status& st);
 
   const int fd_;
   const std::string path_;

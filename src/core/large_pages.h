@@ -102,6 +102,27 @@ struct LargePageAllocator {
   }
 };
 
+// A scratch block for reading a weight at session creation (packers that read a payload
+// still in the model file block by block): at least kHugePageBytes, so that when it is
+// freed inside a LargePageRecycleScope the recycler keeps it and the next packer's block
+// (or packed weight) reuses its pages instead of the kernel zeroing fresh ones. Contents
+// are undefined. data() is null when the mapping failed.
+class ScratchPages {
+ public:
+  explicit ScratchPages(size_t bytes)
+      : p_(AllocateLargePages(bytes > kHugePageBytes ? bytes : kHugePageBytes, &mapped_, /*zeroed=*/false)) {}
+  ~ScratchPages() {
+    if (p_) FreeLargePages(p_, mapped_);
+  }
+  ScratchPages(const ScratchPages&) = delete;
+  ScratchPages& operator=(const ScratchPages&) = delete;
+  void* data() const { return p_; }
+
+ private:
+  size_t mapped_ = 0;
+  void* p_;
+};
+
 // A vector whose storage is LargePageAllocator memory.
 template <class T>
 using LargePageVector = std::vector<T, LargePageAllocator<T>>;

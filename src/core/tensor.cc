@@ -133,6 +133,21 @@ void* Tensor::raw_mutable_data() {
   return static_cast<char*>(buffer_->data()) + offset_;
 }
 
+Status Buffer::ReadBytes(size_t offset, size_t length, void* dst) {
+  if (offset > size() || length > size() - offset)
+    return InvalidArgument("buffer read of ", length, " bytes at ", offset, " is outside its ", size(), " bytes");
+  if (length) std::memcpy(dst, static_cast<const char*>(data()) + offset, length);
+  return Status::Ok();
+}
+
+Status Tensor::ReadBytes(size_t offset, size_t length, void* dst) const {
+  if (!buffer_) return InvalidArgument("read from a tensor without data");
+  if (offset > byte_size() || length > byte_size() - offset)
+    return InvalidArgument("read of ", length, " bytes at ", offset, " is outside the tensor's ", byte_size(),
+                           " bytes");
+  return buffer_->ReadBytes(offset_ + offset, length, dst);
+}
+
 Tensor Tensor::Reshaped(Shape shape) const { return Tensor(dtype_, std::move(shape), buffer_, offset_); }
 
 Result<Tensor> Tensor::Clone(Allocator* alloc) const {

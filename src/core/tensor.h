@@ -35,6 +35,14 @@ class Buffer {
   // Used at session creation to drop constants whose kernels keep a packed copy
   // (core/constant_release.h); never call it while another thread may read the buffer.
   virtual bool ReleaseStorage() { return false; }
+  // Whether data() would first read the bytes from the model file (a deferred weight
+  // payload, core/deferred_payload.h): a packer can then read it block by block with
+  // ReadBytes instead, and the payload never becomes resident.
+  virtual bool OnDisk() const { return false; }
+  // Copies bytes [offset, offset + length) into dst: from the file when OnDisk(), without
+  // loading the rest; otherwise from data(). kIOError naming the tensor and the file when
+  // the read fails, kInvalidArgument when the range is outside the buffer.
+  virtual Status ReadBytes(size_t offset, size_t length, void* dst);
 };
 
 class Allocator {
@@ -89,6 +97,9 @@ class Tensor {
     return static_cast<T*>(raw_mutable_data());
   }
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+  // Buffer::OnDisk / Buffer::ReadBytes for this tensor's bytes (offset relative to them).
+  bool on_disk() const { return buffer_ && buffer_->OnDisk(); }
+  Status ReadBytes(size_t offset, size_t length, void* dst) const;
   size_t byte_offset() const { return offset_; }
 
   // Same buffer, new shape (element count must match; checked by the caller).

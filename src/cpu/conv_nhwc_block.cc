@@ -234,7 +234,7 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
       if (split_) return block_bf16::PackSplitWeights(wt.data<float>(), m, c);
       return PackBf16(wt.data<float>(), c, m, /*trans=*/true);
     } else {
-      return sgemm::PackConvWeights(wt.data<float>(), m, c, 1);
+      return sgemm::PackConvWeights(sgemm::WeightRows::Of(wt), m, c, 1);
     }
   }
 

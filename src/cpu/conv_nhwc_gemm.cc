@@ -205,7 +205,8 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcGemmConv(const KernelInit& init, const
   const Node& node = init.node;
   if (!NhwcGemmConvApplies(node, w)) return Unsupported(node.Describe(), ": the SGEMM conv needs group 1 and AVX-512F");
   // OIHW -> B^T with K in im2col order ([M][KH*KW][C]), reordered while packing.
-  auto packed = sgemm::PackConvWeights(w.data<float>(), w.dim(0), w.dim(1), w.dim(2) * w.dim(3), init.pool);
+  // WeightRows: a payload still on disk is read a panel's rows at a time, never loaded whole.
+  auto packed = sgemm::PackConvWeights(sgemm::WeightRows::Of(w), w.dim(0), w.dim(1), w.dim(2) * w.dim(3), init.pool);
   if (!packed.ok()) return MakeStatus(packed.status().code(), node.Describe(), ": ", packed.status().message());
   return std::unique_ptr<OpKernel>(std::make_unique<NhwcGemmConvKernel>(node, w, b, act, std::move(packed).value()));
 }

@@ -64,7 +64,8 @@ class FusedMatMulKernel final : public OpKernel, public PacksConstantInputs {
       w_.assign(w.data<float>(), w.data<float>() + w.num_elements());
       return Status::Ok();
     }
-    auto packed = sgemm::PackB(w.data<float>(), w.dim(0), w.dim(1), false, 0, pool);
+    // WeightRows: a payload still on disk is read a block of rows at a time, never loaded whole.
+    auto packed = sgemm::PackB(sgemm::WeightRows::Of(w), w.dim(0), w.dim(1), pool);
     if (!packed.ok()) return Status(packed.status().code(), node.Describe() + ": " + packed.status().message());
     packed_ = std::move(packed).value();
     return Status::Ok();

@@ -33,8 +33,8 @@ class ConstantBProduct {
  public:
   // bias: N floats or null; the clamp [act.min, act.max] is applied after the bias.
   // pool: the session's, whose threads share the packing of a large matrix.
-  Status Init(const Node& node, const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha, const float* bias,
-              const FusedActivation& act, ThreadPool* pool) {
+  Status Init(const Node& node, const sgemm::WeightRows& b, int64_t k, int64_t n, bool b_is_nk, float alpha,
+              const float* bias, const FusedActivation& act, ThreadPool* pool) {
     auto w = GemvWeights::Pack(b, k, n, b_is_nk, alpha, bias, pool);
     if (!w.ok()) return MakeStatus(w.status().code(), node.Describe(), ": ", w.status().message());
     w_ = std::move(w).value();
@@ -89,7 +89,9 @@ class FcMatMulKernel final : public OpKernel, public PacksConstantInputs {
   FcMatMulKernel(int64_t k, int64_t n) : k_(k), n_(n) {}
   std::vector<size_t> PackedConstantInputs() const override { return {1}; }
   Status Init(const Node& node, const float* b, const FusedActivation& act, ThreadPool* pool) {
-    return fc_.Init(node, b, k_, n_, /*b_is_nk=*/false, 1.0f, nullptr, act, pool);
+    sgemm::WeightRows rows;
+    rows.data = b;
+    return fc_.Init(node, rows, k_, n_, /*b_is_nk=*/false, 1.0f, nullptr, act, pool);
   }
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
@@ -116,7 +118,8 @@ class FcGemmKernel final : public OpKernel, public PacksConstantInputs {
     return {1};
   }
   // A constant row-vector C is folded into the bias; any other C is added (times beta) at run time.
-  Status Init(const Node& node, const float* b, bool has_c, const Tensor* c_const, ThreadPool* pool) {
+  // B^T on disk is read a panel's rows at a time (sgemm::WeightRows).
+  Status Init(const Node& node, const sgemm::WeightRows& b, bool has_c, const Tensor* c_const, ThreadPool* pool) {
     std::vector<float> bias;
     bool row_c = false;
     if (c_const) {
@@ -365,7 +368,7 @@ Result<std::unique_ptr<OpKernel>> MakeFastGemm(const KernelInit& init) {
     d.N = d.trans_b ? b->dim(0) : b->dim(1);
     if (d.K > 0 && d.N > 0) {
       auto k = std::make_unique<FcGemmKernel>(d, act);
-      if (k->Init(node, b->data<float>(), init.has_input(2), c, init.pool).ok())
+      if (k->Init(node, sgemm::WeightRows::Of(*b), init.has_input(2), c, init.pool).ok())
         return std::unique_ptr<OpKernel>(std::move(k));
     }
   }

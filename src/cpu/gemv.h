@@ -22,6 +22,7 @@
 
 #include "core/status.h"
 #include "core/threadpool.h"
+#include "cpu/sgemm.h"
 
 namespace strata {
 
@@ -37,6 +38,11 @@ class GemvWeights {
   // With a pool, a large matrix's panels are packed by its threads.
   static Result<GemvWeights> Pack(const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha, const float* bias,
                                   ThreadPool* pool = nullptr);
+  // The same, B read through `b`: a [N, K] B still in the model file is read one panel's
+  // rows at a time (sgemm::WeightRows), never loaded whole; a [K, N] one is loaded first.
+  // Also kIOError (naming the tensor and the file) when that read fails.
+  static Result<GemvWeights> Pack(const sgemm::WeightRows& b, int64_t k, int64_t n, bool b_is_nk, float alpha,
+                                  const float* bias, ThreadPool* pool = nullptr);
   // B given by rows: column j is the first k floats of row rows[j] of `src` (row stride ldb
   // >= k), or zeros where rows[j] < 0. Packs straight from `src` when the columns are a
   // permutation of its rows (the fused LSTM's gate interleave), with no reordered copy.

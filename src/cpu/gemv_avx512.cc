@@ -11,10 +11,13 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/first_error.h"
 #include "core/large_pages.h"
+#include "core/tensor.h"
 #include "cpu/gemv.h"
 #include "cpu/sgemm.h"
 #include "cpu/simd_clamp.h"
@@ -399,9 +402,24 @@ bool PackPanels(int64_t panels, int64_t floats, ThreadPool* pool, F&& pack) {
 
 Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool b_is_nk, float alpha,
                                       const float* bias, ThreadPool* pool) {
+  sgemm::WeightRows rows;
+  rows.data = b;
+  return Pack(rows, k, n, b_is_nk, alpha, bias, pool);
+}
+
+Result<GemvWeights> GemvWeights::Pack(const sgemm::WeightRows& src, int64_t k, int64_t n, bool b_is_nk, float alpha,
+                                      const float* bias, ThreadPool* pool) {
   ASSIGN_OR_RETURN(GemvWeights w, Allocate(k, n, bias));
+  // Only B^T's panels are whole rows of the source; a [K, N] B on disk is loaded.
+  const bool stream = src.file && b_is_nk;
+  if (stream && src.file->num_elements() != k * n)
+    return InvalidArgument("GEMV weights: B has ", src.file->num_elements(), " elements, not K=", k, " x N=", n);
+  const float* b = stream || !src.file ? src.data : src.file->data<float>();
+  FirstError first;
   auto pack = [&](int64_t p0, int64_t p1) {
     bool finite = true;
+    std::unique_ptr<ScratchPages> scratch;
+    if (stream) scratch = std::make_unique<ScratchPages>(static_cast<size_t>(P * k) * sizeof(float));
     for (int64_t p = p0; p < p1; ++p) {
       float* dst = w.data_.get() + p * k * P;
       const int64_t width = w.panel_width(p);
@@ -409,14 +427,28 @@ Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool
       if (cols < width) std::fill(dst, dst + k * width, 0.0f);
       if (!b_is_nk) {
         for (int64_t kk = 0; kk < k; ++kk) {
-          const float* src = b + kk * n + p * P;
-          for (int64_t j = 0; j < cols; ++j) dst[kk * width + j] = alpha * src[j];
+          const float* row = b + kk * n + p * P;
+          for (int64_t j = 0; j < cols; ++j) dst[kk * width + j] = alpha * row[j];
         }
       } else {
         // B is [N, K]: the SGEMM's transposing panel packer (16x16 AVX-512 transposes;
         // blocked so that rows K*4 bytes apart do not all miss in one L1 set), then alpha on
         // the real columns (the same single rounding as alpha * src, and padding stays 0).
-        sgemm::PackTransposedPanel(b, k, k, 1, p * P, cols, width, dst);
+        const float* from = b;
+        int64_t n0 = p * P;
+        if (stream) {
+          Result<const float*> r =
+              scratch->data()
+                  ? src.Rows(p * P, cols, k, static_cast<float*>(scratch->data()))
+                  : Result<const float*>(MakeStatus(StatusCode::kOutOfMemory, "GEMV weights: no scratch memory"));
+          if (!r.ok()) {
+            first.Set(r.status());
+            return finite;
+          }
+          from = *r;
+          n0 = 0;
+        }
+        sgemm::PackTransposedPanel(from, k, k, 1, n0, cols, width, dst);
         if (alpha != 1.0f)
           for (int64_t kk = 0; kk < k; ++kk)
             for (int64_t j = 0; j < cols; ++j) dst[kk * width + j] *= alpha;
@@ -426,6 +458,7 @@ Result<GemvWeights> GemvWeights::Pack(const float* b, int64_t k, int64_t n, bool
     return finite;
   };
   w.all_finite_ = PackPanels(w.panels_, k * n, pool, pack);
+  RETURN_IF_ERROR(first.Take());
   return w;
 }
 

@@ -19,10 +19,16 @@
 #include "core/status.h"
 #include "core/threadpool.h"
 
+namespace strata {
+class Tensor;
+}
+
 namespace strata::sgemm {
 
 // Column-panel width of the micro-kernel (two zmm registers of fp32).
 inline constexpr int64_t kPanelWidth = 32;
+
+struct WeightRows;
 
 // B[K,N] (or B^T when trans_b: the source is [N,K]) packed into ceil(N/32) panels, each
 // [K][32] floats contiguous (the last panel zero-padded), 64-byte aligned.
@@ -48,6 +54,8 @@ class PackedB {
   friend Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out,
                           ThreadPool* pool);
   friend Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps, ThreadPool* pool);
+  friend Result<PackedB> PackConvWeights(const WeightRows& w, int64_t m, int64_t c, int64_t taps, ThreadPool* pool);
+  friend Result<PackedB> PackB(const WeightRows& b, int64_t k, int64_t n, ThreadPool* pool);
   // Sizes the storage for K x N (reused when large enough); `fn` names the caller in errors.
   Status Reserve(const char* fn, int64_t k, int64_t n);
   struct Free {
@@ -74,6 +82,28 @@ Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b
 // K = taps * C with k = t * C + c, N = M. Reorders and packs in one pass (no [M][taps][C]
 // intermediate). Errors as PackB.
 Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps, ThreadPool* pool = nullptr);
+
+// Where a packer reads a constant float weight whose rows are contiguous: in memory, or,
+// for a payload still in the model file (Tensor::on_disk, core/deferred_payload.h), a block
+// of rows at a time into a scratch block of the packer's (Tensor::ReadBytes). The payload is
+// then never read into memory of its own, which at session creation cost the kernel zeroing
+// fresh pages for it and a copy the packer read back from DRAM (resnet18: ~12% and ~15% of
+// its creation). Of(w) picks the form.
+struct WeightRows {
+  const float* data = nullptr;   // the whole weight, when resident
+  const Tensor* file = nullptr;  // else: read from here
+  static WeightRows Of(const Tensor& w);
+  // Rows [r0, r0 + n) of `row_floats` floats each: a pointer into `data`, or the rows read into
+  // dst (n * row_floats floats). Errors (a failed read) name the tensor and the file.
+  Result<const float*> Rows(int64_t r0, int64_t n, int64_t row_floats, float* dst) const;
+};
+// PackConvWeights reading W through `w` (a block of one panel's 32 rows at a time when it is
+// on disk). Packs exactly as from memory.
+Result<PackedB> PackConvWeights(const WeightRows& w, int64_t m, int64_t c, int64_t taps, ThreadPool* pool = nullptr);
+// PackB of a dense B [K, N] (not transposed) read through `b` (blocks of whole rows, every
+// panel's share of them copied while they are in L2, when it is on disk). Packs exactly as
+// from memory.
+Result<PackedB> PackB(const WeightRows& b, int64_t k, int64_t n, ThreadPool* pool = nullptr);
 
 // Runs pack(p0, p1) over panels [0, panels), split between the pool's threads when the
 // matrix holds at least min_floats floats (creation-time weight packing: below that, waking

@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/first_error.h"
 #include "core/large_pages.h"
+#include "core/tensor.h"
 #include "cpu/sgemm.h"
 #include "cpu/sgemm_internal.h"
 #include "cpu/sgemm_transpose.h"
@@ -190,6 +192,115 @@ Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t ta
                           out.data_.get() + p * k * kPanelWidth);
     }
   });
+  return out;
+}
+
+WeightRows WeightRows::Of(const Tensor& w) {
+  WeightRows r;
+  if (w.on_disk()) {
+    r.file = &w;
+  } else {
+    r.data = w.data<float>();
+  }
+  return r;
+}
+
+Result<const float*> WeightRows::Rows(int64_t r0, int64_t n, int64_t row_floats, float* dst) const {
+  if (!file) return data + r0 * row_floats;
+  const size_t row_bytes = static_cast<size_t>(row_floats) * sizeof(float);
+  RETURN_IF_ERROR(file->ReadBytes(static_cast<size_t>(r0) * row_bytes, static_cast<size_t>(n) * row_bytes, dst));
+  return static_cast<const float*>(dst);
+}
+
+Result<PackedB> PackConvWeights(const WeightRows& w, int64_t m, int64_t c, int64_t taps, ThreadPool* pool) {
+  if (!w.file) return PackConvWeights(w.data, m, c, taps, pool);
+  if (m < 0 || c < 0 || taps < 0)
+    return InvalidArgument("sgemm::PackConvWeights: negative size M=", m, " C=", c, " taps=", taps);
+  if (c > 0 && internal::MulOverflows(c, taps))
+    return InvalidArgument("sgemm::PackConvWeights: C=", c, " x taps=", taps, " is too large");
+  const int64_t k = c * taps;
+  if (w.file->num_elements() != m * k)
+    return InvalidArgument("sgemm::PackConvWeights: W has ", w.file->num_elements(), " elements, not M=", m,
+                           " x K=", k);
+  PackedB out;
+  RETURN_IF_ERROR(out.Reserve("PackConvWeights", k, m));
+  if (k == 0 || m == 0) return out;
+  FirstError first;
+  ForPanels(out.panels(), k * m, kParallelPackFloats, pool, [&](int64_t p0, int64_t p1) {
+    // One panel's rows at a time, in a block of this thread's: the rows stay in L2 for the
+    // transpose that follows.
+    ScratchPages scratch(static_cast<size_t>(kPanelWidth * k) * sizeof(float));
+    Status st;
+    if (!scratch.data()) st = MakeStatus(StatusCode::kOutOfMemory, "sgemm::PackConvWeights: no scratch memory");
+    for (int64_t p = p0; p < p1 && st.ok(); ++p) {
+      const int64_t n0 = p * kPanelWidth, cols = std::min(kPanelWidth, m - n0);
+      auto rows = w.Rows(n0, cols, k, static_cast<float*>(scratch.data()));
+      if (!rows.ok()) {
+        st = rows.status();
+        break;
+      }
+      PackTransposedPanel(*rows, k, c, taps, 0, cols, kPanelWidth, out.data_.get() + p * k * kPanelWidth);
+    }
+    first.Set(std::move(st));
+  });
+  RETURN_IF_ERROR(first.Take());
+  return out;
+}
+
+namespace {
+
+// Rows of B per block read from the file by PackB(WeightRows): about 512 KiB, so a block
+// stays in L2 while its rows are copied into every panel.
+constexpr int64_t kStreamBlockBytes = 512 * 1024;
+
+}  // namespace
+
+Result<PackedB> PackB(const WeightRows& b, int64_t k, int64_t n, ThreadPool* pool) {
+  if (!b.file) return PackB(b.data, k, n, /*trans_b=*/false, 0, pool);
+  if (k < 0 || n < 0) return InvalidArgument("sgemm::PackB: negative size K=", k, " N=", n);
+  if (internal::MulOverflows(k, n) || b.file->num_elements() != k * n)
+    return InvalidArgument("sgemm::PackB: B has ", b.file->num_elements(), " elements, not K=", k, " x N=", n);
+  PackedB out;
+  RETURN_IF_ERROR(out.Reserve("PackB", k, n));
+  if (k == 0 || n == 0) return out;
+  const int64_t rows = std::clamp<int64_t>(kStreamBlockBytes / (n * static_cast<int64_t>(sizeof(float))), 1, k);
+  const int64_t blocks = (k + rows - 1) / rows, panels = out.panels();
+  float* dst = out.data_.get();
+  FirstError first;
+  auto run = [&](int64_t b0, int64_t b1) {
+    ScratchPages scratch(static_cast<size_t>(rows * n) * sizeof(float));
+    Status st;
+    if (!scratch.data()) st = MakeStatus(StatusCode::kOutOfMemory, "sgemm::PackB: no scratch memory");
+    for (int64_t blk = b0; blk < b1 && st.ok(); ++blk) {
+      const int64_t k0 = blk * rows, kn = std::min(rows, k - k0);
+      auto src = b.Rows(k0, kn, n, static_cast<float*>(scratch.data()));
+      if (!src.ok()) {
+        st = src.status();
+        break;
+      }
+      for (int64_t p = 0; p < panels; ++p) {
+        const int64_t n0 = p * kPanelWidth, cols = std::min(kPanelWidth, n - n0);
+        float* panel = dst + p * k * kPanelWidth + k0 * kPanelWidth;
+        const float* from = *src + n0;
+        for (int64_t kk = 0; kk < kn; ++kk) {
+          float* row = panel + kk * kPanelWidth;
+          if (cols == kPanelWidth) {
+            std::memcpy(row, from + kk * n, kPanelWidth * sizeof(float));
+          } else {
+            std::memcpy(row, from + kk * n, static_cast<size_t>(cols) * sizeof(float));
+            std::fill(row + cols, row + kPanelWidth, 0.0f);
+          }
+        }
+      }
+    }
+    first.Set(std::move(st));
+  };
+  if (pool && pool->num_threads() > 1 && blocks > 1 && k * n >= kParallelPackFloats) {
+    pool->Run(blocks, 1, run);
+  } else {
+    run(0, blocks);
+  }
+  RETURN_IF_ERROR(first.Take());
   return out;
 }
 

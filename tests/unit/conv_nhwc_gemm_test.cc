@@ -31,6 +31,7 @@
 #include "core/session.h"
 #include "core/threadpool.h"
 #include "cpu/sgemm.h"
+#include "deferred_tensor.h"
 #include "onnx_builder.h"
 
 // ConvCase literals name only the fields each case needs.
@@ -439,6 +440,45 @@ TEST(NhwcWinogradConv, NonFiniteWeightsKeepTheSgemmConv) {
     int inf = 0;
     for (int64_t i = 0; i < r.y.num_elements(); ++i) inf += std::isinf(r.y.data<float>()[i]);
     EXPECT_GT(inf, 0) << "no infinite output: the case proves nothing (M=" << nf.m << ")";
+  }
+}
+
+// A weight still in the model file (a deferred payload, as sessions import large
+// initializers) is packed a block at a time, by Winograd F(4x4) and F(2x2) (16 output
+// channels per read) and by the SGEMM conv (32 rows per read, stride 2 and 1x1 too): the
+// outputs have the same bits as from memory, at 1 and 2 threads, the payload is never read
+// whole, and an infinite weight read from the file still sends Winograd back to the SGEMM.
+TEST(NhwcWinogradConv, WeightsOnDiskGiveTheSameBits) {
+  if (!sgemm::Available()) GTEST_SKIP();
+  ThreadPool pool2(2);
+  testing::TempDir dir;
+  uint32_t seed = 900;
+  for (const char* variant : {"4", "2", "0"}) {
+    ScopedWinograd forced(variant);
+    for (ConvCase cc : {ConvCase{.h = 10, .w = 10, .c = 32, .m = 48, .pads = {1, 1, 1, 1}},
+                        ConvCase{.h = 9, .w = 7, .c = 17, .m = 130, .pads = {1, 1, 1, 1}, .relu = true},
+                        ConvCase{.h = 9, .w = 9, .c = 24, .m = 40, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}},
+                        ConvCase{.h = 6, .w = 5, .c = 40, .m = 33, .kh = 1, .kw = 1}}) {
+      const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
+      Tensor w = Random({cc.m, cc.c, cc.kh, cc.kw}, seed++, 0.2f);
+      const Tensor b = Random({cc.m}, seed++, 0.5f);
+      for (bool inf : {false, true}) {
+        if (inf) w.mutable_data<float>()[w.num_elements() - 1] = INFINITY;
+        const std::vector<float> values(w.data<float>(), w.data<float>() + w.num_elements());
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+          KernelRun mem = RunNhwcConv(cc, x, w, &b, nullptr, pool);
+          ASSERT_TRUE(mem.create.ok() && mem.compute.ok()) << Name(cc);
+          testing::OnDiskTensor disk = testing::WriteOnDisk(dir, "w.bin", values, w.shape());
+          ASSERT_FALSE(disk.path.empty());
+          KernelRun file = RunNhwcConv(cc, x, disk.tensor, &b, nullptr, pool);
+          ASSERT_TRUE(file.create.ok() && file.compute.ok())
+              << Name(cc) << file.create.ToString() << file.compute.ToString();
+          EXPECT_EQ(0, std::memcmp(mem.y.data<float>(), file.y.data<float>(), mem.y.num_elements() * sizeof(float)))
+              << "F(" << variant << ") " << Name(cc) << (inf ? " with an infinite weight" : "");
+          EXPECT_EQ(disk.source->loaded(), 0u) << "the payload was read whole: " << Name(cc);
+        }
+      }
+    }
   }
 }
 

@@ -1,0 +1,179 @@
+// Packers that read a weight still in the model file block by block (sgemm::WeightRows over
+// Buffer::ReadBytes of a deferred payload): they pack exactly the bytes they pack from
+// memory, never read the whole payload into memory, and report a failed read naming the
+// tensor and the file.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/deferred_payload.h"
+#include "core/threadpool.h"
+#include "cpu/gemv.h"
+#include "cpu/sgemm.h"
+#include "deferred_tensor.h"
+#include "onnx_builder.h"
+
+namespace strata {
+namespace {
+
+using testing::OnDiskTensor;
+using testing::TempDir;
+using testing::WriteOnDisk;
+
+std::vector<float> Values(int64_t n, uint32_t seed) { return onnx_builder::PseudoRandom(static_cast<size_t>(n), seed); }
+
+// The packed floats of every panel (zero padding included).
+std::vector<float> Panels(const sgemm::PackedB& p) {
+  std::vector<float> out;
+  for (int64_t i = 0; i < p.panels(); ++i) out.insert(out.end(), p.panel(i), p.panel(i) + p.k() * sgemm::kPanelWidth);
+  return out;
+}
+
+TEST(WeightStream, ReadBytesReadsTheFileWithoutLoadingThePayload) {
+  TempDir dir;
+  const std::vector<float> v = Values(5000, 3);
+  OnDiskTensor w = WriteOnDisk(dir, "w.bin", v, {50, 100});
+  ASSERT_FALSE(w.path.empty());
+  EXPECT_TRUE(w.tensor.on_disk());
+  std::vector<float> got(300);
+  ASSERT_TRUE(w.tensor.ReadBytes(1700 * sizeof(float), got.size() * sizeof(float), got.data()).ok());
+  EXPECT_EQ(0, std::memcmp(got.data(), v.data() + 1700, got.size() * sizeof(float)));
+  EXPECT_EQ(w.source->loaded(), 0u) << "a block read must not load the payload";
+  EXPECT_TRUE(w.tensor.on_disk());
+
+  // Outside the tensor: an error, nothing read.
+  Status st = w.tensor.ReadBytes(4900 * sizeof(float), 200 * sizeof(float), got.data());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+
+  // Once loaded, reads come from memory and agree.
+  ASSERT_EQ(0, std::memcmp(w.tensor.data<float>(), v.data(), v.size() * sizeof(float)));
+  EXPECT_EQ(w.source->loaded(), 1u);
+  EXPECT_FALSE(w.tensor.on_disk());
+  ASSERT_TRUE(w.tensor.ReadBytes(0, got.size() * sizeof(float), got.data()).ok());
+  EXPECT_EQ(0, std::memcmp(got.data(), v.data(), got.size() * sizeof(float)));
+
+  // Released storage is neither on disk nor readable.
+  ASSERT_TRUE(w.tensor.buffer()->ReleaseStorage());
+  EXPECT_FALSE(w.tensor.on_disk());
+  EXPECT_FALSE(w.tensor.buffer()->ReadBytes(0, 4, got.data()).ok());
+  EXPECT_TRUE(w.source->LoadAll().ok());
+}
+
+// Conv weights [M][C][taps] at edge sizes: one output channel, a panel + 1, odd C, 1x1 and
+// 3x3 taps, and one big enough (over 2^20 floats) that the pool splits the panels.
+TEST(WeightStream, ConvWeightsFromTheFilePackTheSameBytes) {
+  TempDir dir;
+  ThreadPool pool2(2);
+  struct Case {
+    int64_t m, c, taps;
+  };
+  uint32_t seed = 10;
+  for (const Case& cc :
+       {Case{1, 3, 9}, Case{33, 5, 9}, Case{64, 16, 1}, Case{70, 17, 9}, Case{32, 48, 9}, Case{300, 480, 9}}) {
+    const std::vector<float> v = Values(cc.m * cc.c * cc.taps, seed++);
+    const auto want = sgemm::PackConvWeights(v.data(), cc.m, cc.c, cc.taps);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+      OnDiskTensor w = WriteOnDisk(dir, "conv.bin", v, {cc.m, cc.c, cc.taps});
+      ASSERT_FALSE(w.path.empty());
+      const sgemm::WeightRows rows = sgemm::WeightRows::Of(w.tensor);
+      ASSERT_EQ(rows.data, nullptr) << "an on-disk weight is read block by block";
+      const auto got = sgemm::PackConvWeights(rows, cc.m, cc.c, cc.taps, pool);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(Panels(*got), Panels(*want)) << "M=" << cc.m << " C=" << cc.c << " taps=" << cc.taps;
+      EXPECT_EQ(w.source->loaded(), 0u);
+    }
+  }
+}
+
+// Dense B [K, N]: one element, N a panel + 1, K odd, and one the pool splits by row blocks.
+TEST(WeightStream, MatMulWeightsFromTheFilePackTheSameBytes) {
+  TempDir dir;
+  ThreadPool pool2(2);
+  uint32_t seed = 40;
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {301, 70}, {1100, 1000}, {3, 4100}}) {
+    const std::vector<float> v = Values(k * n, seed++);
+    const auto want = sgemm::PackB(v.data(), k, n, /*trans_b=*/false);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+      OnDiskTensor w = WriteOnDisk(dir, "b.bin", v, {k, n});
+      ASSERT_FALSE(w.path.empty());
+      const auto got = sgemm::PackB(sgemm::WeightRows::Of(w.tensor), k, n, pool);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(Panels(*got), Panels(*want)) << "K=" << k << " N=" << n;
+      EXPECT_EQ(w.source->loaded(), 0u);
+    }
+  }
+}
+
+// The GEMV panels (Gemm with a constant B): B^T [N, K] from the file is read a panel at a
+// time and packs the same floats (alpha applied, all_finite the same); a [K, N] B on disk is
+// loaded first and packs the same too.
+TEST(WeightStream, GemvWeightsFromTheFilePackTheSameFloats) {
+  TempDir dir;
+  ThreadPool pool2(2);
+  uint32_t seed = 70;
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{1, 1}, {17, 33}, {784, 1024}, {1280, 1000}}) {
+    for (bool nk : {true, false}) {
+      std::vector<float> v = Values(k * n, seed++);
+      if (n == 33) v[5] = INFINITY;
+      const auto want = GemvWeights::Pack(v.data(), k, n, nk, 0.5f, nullptr);
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+        OnDiskTensor w = WriteOnDisk(dir, "g.bin", v, nk ? Shape{n, k} : Shape{k, n});
+        ASSERT_FALSE(w.path.empty());
+        const auto got = GemvWeights::Pack(sgemm::WeightRows::Of(w.tensor), k, n, nk, 0.5f, nullptr, pool);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        ASSERT_EQ(got->panels(), want->panels());
+        for (int64_t p = 0; p < want->panels(); ++p)
+          ASSERT_EQ(0, std::memcmp(got->panel(p), want->panel(p), sizeof(float) * k * want->panel_width(p)))
+              << "K=" << k << " N=" << n << " panel " << p;
+        EXPECT_EQ(got->all_finite(), want->all_finite());
+        EXPECT_EQ(w.source->loaded(), nk ? 0u : 1u) << "K=" << k << " N=" << n;
+      }
+    }
+  }
+  // A cut file fails the pack, naming the tensor and the file.
+  const std::vector<float> v = Values(64 * 300, 9);
+  OnDiskTensor w = WriteOnDisk(dir, "cut.bin", v, {64, 300});
+  std::filesystem::resize_file(w.path, 100);
+  const Status st = GemvWeights::Pack(sgemm::WeightRows::Of(w.tensor), 300, 64, true, 1.0f, nullptr).status();
+  EXPECT_EQ(st.code(), StatusCode::kIOError) << st.ToString();
+  EXPECT_NE(st.message().find("initializer 'W'"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find(w.path), std::string::npos) << st.ToString();
+}
+
+// A weight whose file was cut short after the import: the packer fails with an I/O error
+// naming the tensor and the file, and the payloads' LoadAll (which fails the session's
+// creation) reports it as well. A shape that does not match the tensor is refused.
+TEST(WeightStream, ATruncatedFileFailsThePackNamingTheTensorAndFile) {
+  TempDir dir;
+  ThreadPool pool2(2);
+  const std::vector<float> v = Values(64 * 64 * 9, 7);
+  for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+    for (bool conv : {true, false}) {
+      OnDiskTensor w = WriteOnDisk(dir, "cut.bin", v, {64, 64 * 9});
+      ASSERT_FALSE(w.path.empty());
+      std::filesystem::resize_file(w.path, 12 + v.size() * sizeof(float) / 2);
+      const sgemm::WeightRows rows = sgemm::WeightRows::Of(w.tensor);
+      const Status st =
+          conv ? sgemm::PackConvWeights(rows, 64, 64, 9, pool).status() : sgemm::PackB(rows, 64, 64 * 9, pool).status();
+      EXPECT_EQ(st.code(), StatusCode::kIOError) << st.ToString();
+      EXPECT_NE(st.message().find("initializer 'W'"), std::string::npos) << st.ToString();
+      EXPECT_NE(st.message().find(w.path), std::string::npos) << st.ToString();
+      const Status all = w.source->LoadAll();
+      EXPECT_EQ(all.code(), StatusCode::kIOError) << all.ToString();
+    }
+  }
+  OnDiskTensor w = WriteOnDisk(dir, "w.bin", v, {64, 64 * 9});
+  const Status st = sgemm::PackConvWeights(sgemm::WeightRows::Of(w.tensor), 64, 64, 3).status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_EQ(sgemm::PackB(sgemm::WeightRows::Of(w.tensor), 63, 64 * 9).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace strata
