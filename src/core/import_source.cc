@@ -46,30 +46,6 @@ class MappedBuffer final : public Buffer {
   size_t size_;
 };
 
-// AllocateLargePages memory for a large payload that is read, not mapped (huge pages,
-// populated at once: see core/large_pages.h). Not malloc: once earlier frees have raised
-// glibc's dynamic mmap threshold, malloc serves multi-MiB blocks from the heap, and freeing
-// one there (a constant released after packing, see core/constant_release.h) keeps its
-// pages resident. munmap always gives them back.
-class AnonBuffer final : public Buffer {
- public:
-  AnonBuffer(void* p, size_t len, size_t size) : p_(p), len_(len), size_(size) {}
-  ~AnonBuffer() override { ReleaseStorage(); }
-  void* data() override { return p_; }
-  size_t size() const override { return size_; }
-  bool ReleaseStorage() override {
-    FreeLargePages(p_, len_);
-    p_ = nullptr;
-    len_ = size_ = 0;
-    return true;
-  }
-
- private:
-  void* p_;
-  size_t len_;
-  size_t size_;
-};
-
 }  // namespace
 
 bool MapWeightPayloads() {
@@ -80,16 +56,7 @@ bool MapWeightPayloads() {
   return !LargePagesUsable();
 }
 
-Result<std::shared_ptr<Buffer>> AllocatePayload(size_t length) {
-  if (length >= kLargePagesMinBytes) {
-    size_t len = 0;
-    // zeroed = false: the caller fills every byte (pread or memcpy) before anything reads it.
-    if (void* m = AllocateLargePages(length, &len, /*zeroed=*/false))
-      return std::shared_ptr<Buffer>(std::make_shared<AnonBuffer>(m, len, length));
-    // Out of mappings: the ordinary allocator below reports a real shortage.
-  }
-  return DefaultAllocator()->Allocate(length);
-}
+Result<std::shared_ptr<Buffer>> AllocatePayload(size_t length) { return AllocateWeightBuffer(length); }
 
 Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t length, size_t elem_align, bool allow_map,
                                               const std::string& path, const std::string& what) {

@@ -11,6 +11,8 @@
 #include <mutex>
 #include <string>
 
+#include "core/tensor.h"
+
 namespace strata {
 
 namespace {
@@ -221,6 +223,40 @@ LargePageRecycleScope::~LargePageRecycleScope() {
   for (const auto& [len, base] : r.by_length) ::munmap(reinterpret_cast<void*>(base), len);
   r.by_length.clear();
   r.bytes = 0;
+}
+
+namespace {
+
+// AllocateLargePages memory as a Buffer (AllocateWeightBuffer).
+class LargePageBuffer final : public Buffer {
+ public:
+  LargePageBuffer(void* p, size_t len, size_t size) : p_(p), len_(len), size_(size) {}
+  ~LargePageBuffer() override { ReleaseStorage(); }
+  void* data() override { return p_; }
+  size_t size() const override { return size_; }
+  bool ReleaseStorage() override {
+    if (p_) FreeLargePages(p_, len_);
+    p_ = nullptr;
+    len_ = size_ = 0;
+    return true;
+  }
+
+ private:
+  void* p_;
+  size_t len_;
+  size_t size_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<Buffer>> AllocateWeightBuffer(size_t bytes) {
+  if (bytes >= kLargePagesMinBytes) {
+    size_t len = 0;
+    if (void* m = AllocateLargePages(bytes, &len, /*zeroed=*/false))
+      return std::shared_ptr<Buffer>(std::make_shared<LargePageBuffer>(m, len, bytes));
+    // Out of mappings: the ordinary allocator below reports a real shortage.
+  }
+  return DefaultAllocator()->Allocate(bytes);
 }
 
 }  // namespace strata

@@ -15,10 +15,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <new>
 #include <vector>
 
+#include "core/status.h"
+
 namespace strata {
+
+class Buffer;
 
 // Buffers below this go to aligned_alloc: a mapping each would cost a VMA and a syscall.
 inline constexpr size_t kLargePagesMinBytes = size_t{64} << 10;
@@ -102,15 +107,26 @@ struct LargePageAllocator {
   }
 };
 
+// A Buffer of `bytes` bytes that the caller fills completely before anything reads it
+// (contents undefined): AllocateLargePages memory (zeroed = false) from kLargePagesMinBytes
+// on, 64-byte aligned DefaultAllocator memory below. For weight payloads read at import and
+// packed weights. Not malloc for the large ones: once earlier frees have raised glibc's
+// dynamic mmap threshold, malloc serves multi-MiB blocks from the heap, and freeing one
+// there (a constant released after packing, see core/constant_release.h) keeps its pages
+// resident; munmap always gives them back. kOutOfMemory when neither can allocate.
+Result<std::shared_ptr<Buffer>> AllocateWeightBuffer(size_t bytes);
+
 // A scratch block for reading a weight at session creation (packers that read a payload
 // still in the model file block by block): at least kHugePageBytes, so that when it is
 // freed inside a LargePageRecycleScope the recycler keeps it and the next packer's block
 // (or packed weight) reuses its pages instead of the kernel zeroing fresh ones. Contents
-// are undefined. data() is null when the mapping failed.
+// are undefined. data() is null when the mapping failed (or bytes is 0: nothing is mapped).
 class ScratchPages {
  public:
   explicit ScratchPages(size_t bytes)
-      : p_(AllocateLargePages(bytes > kHugePageBytes ? bytes : kHugePageBytes, &mapped_, /*zeroed=*/false)) {}
+      : p_(bytes == 0
+               ? nullptr
+               : AllocateLargePages(bytes > kHugePageBytes ? bytes : kHugePageBytes, &mapped_, /*zeroed=*/false)) {}
   ~ScratchPages() {
     if (p_) FreeLargePages(p_, mapped_);
   }

@@ -284,6 +284,20 @@ bool IsConvNode(const Node& n) {
   return n.op_type == "Conv" || n.op_type == "NhwcConv" || n.op_type == "ConvTranspose" ||
          n.op_type == kInvertedResidualOp;
 }
+
+// One OIHW output channel [C][KH][KW] as a row of B^T in im2col order: [KH][S], kx * C + c,
+// each kernel row padded to S with zeros.
+struct ConvRowLayout {
+  int64_t c, kh, kw, seg;
+};
+void ReorderConvRow(const float* src, float* dst, const void* ctx) {
+  const ConvRowLayout& l = *static_cast<const ConvRowLayout*>(ctx);
+  std::fill(dst, dst + l.kh * l.seg, 0.0f);
+  for (int64_t i = 0; i < l.c; ++i)
+    for (int64_t ky = 0; ky < l.kh; ++ky)
+      for (int64_t kx = 0; kx < l.kw; ++kx) dst[ky * l.seg + kx * l.c + i] = src[(i * l.kh + ky) * l.kw + kx];
+}
+
 }  // namespace
 
 bool NhwcBf16ConvAllowed(const KernelInit& init) {
@@ -301,17 +315,13 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const
   // Grouped (depthwise) convs stay fp32: they are memory-bound, bf16 saves no FLOPs there.
   if (node.GetInt("group", 1) != 1 || w.dtype() != DataType::kFloat || w.rank() != 4 || w.num_elements() == 0)
     return Unsupported(node.Describe(), ": the bf16 NHWC conv needs group 1 and a float32 OIHW weight");
-  // OIHW -> [M][KH][S] (B^T with K in im2col order, kernel rows padded to S with zeros);
-  // the fp32 copy lives only until packed.
+  // OIHW -> [M][KH][S] (B^T with K in im2col order, kernel rows padded to S with zeros),
+  // one panel's rows at a time while they are packed (read from the file when the weight
+  // is still there: sgemm::WeightRows).
   const int64_t m = w.dim(0), c = w.dim(1), kh = w.dim(2), kw = w.dim(3), seg = SegmentLength(w);
-  std::vector<float> wk(static_cast<size_t>(m * kh * seg), 0.0f);
-  const float* src = w.data<float>();
-  for (int64_t o = 0; o < m; ++o)
-    for (int64_t i = 0; i < c; ++i)
-      for (int64_t ky = 0; ky < kh; ++ky)
-        for (int64_t kx = 0; kx < kw; ++kx)
-          wk[(o * kh + ky) * seg + kx * c + i] = src[((o * c + i) * kh + ky) * kw + kx];
-  auto packed = PackBf16(wk.data(), kh * seg, m, /*trans=*/true);
+  const ConvRowLayout layout{c, kh, kw, seg};
+  auto packed = PackBf16Rows(sgemm::WeightRows::Of(w), c * kh * kw, ReorderConvRow, &layout, kh * seg, m,
+                             /*trans=*/true, 1.0f, init.pool);
   if (!packed.ok()) return MakeStatus(packed.status().code(), node.Describe(), ": ", packed.status().message());
   return std::unique_ptr<OpKernel>(std::make_unique<NhwcBf16ConvKernel>(node, w, b, act, std::move(packed).value()));
 }

@@ -232,7 +232,7 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
   Result<PackedW> Pack(const Tensor& wt, int64_t m, int64_t c) const {
     if constexpr (kBf16) {
       if (split_) return block_bf16::PackSplitWeights(wt.data<float>(), m, c);
-      return PackBf16(wt.data<float>(), c, m, /*trans=*/true);
+      return PackBf16(sgemm::WeightRows::Of(wt), c, m, /*trans=*/true);
     } else {
       return sgemm::PackConvWeights(sgemm::WeightRows::Of(wt), m, c, 1);
     }

@@ -105,29 +105,6 @@ float Bf16ToFloat(uint16_t h) {
   return f;
 }
 
-Result<PackedBf16B> PackBf16(const float* b, int64_t K, int64_t N, bool trans, float scale) {
-  if (K < 0 || N < 0) return InvalidArgument("bf16 pack: negative B dimensions K=", K, " N=", N);
-  PackedBf16B p;
-  p.K = K;
-  p.N = N;
-  p.kp = (K + 1) / 2;
-  p.kps = (p.kp + 15) / 16 * 16;
-  p.panels = (N + kBf16NR - 1) / kBf16NR;
-  ASSIGN_OR_RETURN(p.buf, AllocWords(p.panels * p.panel_stride(), "B"));
-  uint32_t* dst = static_cast<uint32_t*>(p.buf->data());
-  auto at = [&](int64_t k, int64_t n) -> float {
-    if (k >= K) return 0.0f;
-    return scale * (trans ? b[n * K + k] : b[k * N + n]);
-  };
-  for (int64_t pn = 0; pn < p.panels; ++pn)
-    for (int64_t kp = 0; kp < p.kp; ++kp)
-      for (int64_t j = 0; j < kBf16NR; ++j) {
-        int64_t n = pn * kBf16NR + j;
-        if (n < N) dst[pn * p.panel_stride() + kp * kBf16NR + j] = Pair(at(2 * kp, n), at(2 * kp + 1, n));
-      }
-  return p;
-}
-
 Result<PackedBf16A> PackBf16A(const float* a, int64_t M, int64_t K) {
   if (M < 0 || K < 0) return InvalidArgument("bf16 pack: negative A dimensions M=", M, " K=", K);
   PackedBf16A p;

@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "core/kernel.h"
+#include "cpu/sgemm.h"
 
 namespace strata {
 
@@ -60,6 +61,19 @@ struct PackedBf16B {
   const uint32_t* panel(int64_t p) const { return static_cast<const uint32_t*>(buf->data()) + p * panel_stride(); }
 };
 Result<PackedBf16B> PackBf16(const float* b, int64_t K, int64_t N, bool trans, float scale = 1.0f);
+// The same, B read through `b`: a B still in the model file is read a block of rows at a time
+// (32 rows of B^T per panel, or blocks of whole rows of B), never loaded whole. With a pool,
+// a large B's panels (or row blocks) are split over its threads. The words are the same.
+// Also kIOError (naming the tensor and the file) when a read fails.
+Result<PackedBf16B> PackBf16(const sgemm::WeightRows& b, int64_t K, int64_t N, bool trans, float scale = 1.0f,
+                             ThreadPool* pool = nullptr);
+// Turns one source row (src_row floats) into one row of B^T (K floats): a conv weight's
+// layout change ([C][KH][KW] -> [KH][KW * C] padded) done per panel instead of on a copy.
+using Bf16RowReorder = void (*)(const float* src, float* dst, const void* ctx);
+// PackBf16 of B^T [N, K] (trans) whose row n is reorder(row n of `b`, whose rows are src_row
+// floats), or of `b` itself when reorder is null (then src_row is B's row length).
+Result<PackedBf16B> PackBf16Rows(const sgemm::WeightRows& b, int64_t src_row, Bf16RowReorder reorder, const void* ctx,
+                                 int64_t K, int64_t N, bool trans, float scale = 1.0f, ThreadPool* pool = nullptr);
 
 // A [M, K] (row-major, row stride K) packed into 12-row tiles: constant left operands
 // (Conv weights, where C = W x im2col(X)).

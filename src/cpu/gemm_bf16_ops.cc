@@ -167,7 +167,8 @@ Result<std::unique_ptr<OpKernel>> MakeBf16FusedMatMul(const KernelInit& init) {
   const Bf16Epilogue::Gelu gelu = act == "Gelu"       ? Bf16Epilogue::Gelu::kErf
                                   : act == "FastGelu" ? Bf16Epilogue::Gelu::kTanh
                                                       : Bf16Epilogue::Gelu::kNone;
-  ASSIGN_OR_RETURN(PackedBf16B packed, PackBf16(w->data<float>(), w->dim(0), w->dim(1), /*trans=*/false));
+  ASSIGN_OR_RETURN(PackedBf16B packed,
+                   PackBf16(sgemm::WeightRows::Of(*w), w->dim(0), w->dim(1), /*trans=*/false, 1.0f, init.pool));
   std::vector<float> bias(b->data<float>(), b->data<float>() + b->num_elements());
   return std::unique_ptr<OpKernel>(std::make_unique<Bf16FusedMatMulKernel>(std::move(packed), std::move(bias), gelu));
 }
@@ -176,7 +177,8 @@ Result<std::unique_ptr<OpKernel>> MakeBf16MatMul(const KernelInit& init) {
   if (!Bf16MatMulCovers(init)) return MakeFastMatMul(init);
   const Tensor* b = init.constant_input(1);
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(init.node));
-  ASSIGN_OR_RETURN(PackedBf16B packed, PackBf16(b->data<float>(), b->dim(0), b->dim(1), /*trans=*/false));
+  ASSIGN_OR_RETURN(PackedBf16B packed,
+                   PackBf16(sgemm::WeightRows::Of(*b), b->dim(0), b->dim(1), /*trans=*/false, 1.0f, init.pool));
   return std::unique_ptr<OpKernel>(std::make_unique<Bf16MatMulKernel>(std::move(packed), act));
 }
 
@@ -195,7 +197,7 @@ Result<std::unique_ptr<OpKernel>> MakeBf16Gemm(const KernelInit& init) {
     for (int64_t n = 0; n < N; ++n) bias[n] = beta * c->data<float>()[last == 1 ? 0 : n];
   }
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
-  ASSIGN_OR_RETURN(PackedBf16B packed, PackBf16(b->data<float>(), K, N, trans_b, alpha));
+  ASSIGN_OR_RETURN(PackedBf16B packed, PackBf16(sgemm::WeightRows::Of(*b), K, N, trans_b, alpha, init.pool));
   return std::unique_ptr<OpKernel>(std::make_unique<Bf16GemmKernel>(std::move(packed), std::move(bias), trans_a, act));
 }
 

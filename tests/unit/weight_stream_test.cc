@@ -5,13 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "core/deferred_payload.h"
 #include "core/threadpool.h"
+#include "cpu/gemm_bf16.h"
 #include "cpu/gemv.h"
 #include "cpu/sgemm.h"
 #include "deferred_tensor.h"
@@ -145,6 +148,108 @@ TEST(WeightStream, GemvWeightsFromTheFilePackTheSameFloats) {
   EXPECT_EQ(st.code(), StatusCode::kIOError) << st.ToString();
   EXPECT_NE(st.message().find("initializer 'W'"), std::string::npos) << st.ToString();
   EXPECT_NE(st.message().find(w.path), std::string::npos) << st.ToString();
+}
+
+// The bf16 panels as the packer made them before it was vectorised: every word from
+// FloatToBf16 of scale * B (0 past K and N), kp pair rows padded to kps with zeros.
+std::vector<uint32_t> RefBf16Words(const std::vector<float>& b, int64_t K, int64_t N, bool trans, float scale) {
+  const int64_t kp = (K + 1) / 2, kps = (kp + 15) / 16 * 16, panels = (N + kBf16NR - 1) / kBf16NR;
+  std::vector<uint32_t> out(static_cast<size_t>(panels * kps * kBf16NR), 0u);
+  auto at = [&](int64_t k, int64_t n) -> float {
+    if (k >= K) return 0.0f;
+    return scale * (trans ? b[n * K + k] : b[k * N + n]);
+  };
+  for (int64_t pn = 0; pn < panels; ++pn)
+    for (int64_t q = 0; q < kp; ++q)
+      for (int64_t j = 0; j < kBf16NR; ++j) {
+        const int64_t n = pn * kBf16NR + j;
+        if (n < N)
+          out[pn * kps * kBf16NR + q * kBf16NR + j] = static_cast<uint32_t>(FloatToBf16(at(2 * q, n))) |
+                                                      (static_cast<uint32_t>(FloatToBf16(at(2 * q + 1, n))) << 16);
+      }
+  return out;
+}
+
+std::vector<uint32_t> Words(const PackedBf16B& p) {
+  return std::vector<uint32_t>(p.panel(0), p.panel(0) + p.panels * p.panel_stride());
+}
+
+// Values with the cases rounding must keep: NaNs of both signs, infinities, a float that
+// rounds up to infinity, a subnormal, -0, and halfway cases that round to even.
+std::vector<float> Bf16Values(int64_t n, uint32_t seed) {
+  std::vector<float> v = Values(n, seed);
+  const float special[] = {std::numeric_limits<float>::quiet_NaN(),
+                           -std::numeric_limits<float>::quiet_NaN(),
+                           INFINITY,
+                           -INFINITY,
+                           3.4e38f,
+                           1e-40f,
+                           -0.0f,
+                           1.00390625f,
+                           1.01171875f};
+  for (size_t i = 0; i < sizeof(special) / sizeof(special[0]) && i * 7 < v.size(); ++i) v[i * 7] = special[i];
+  return v;
+}
+
+// PackBf16 (vectorised, from memory and from the file, 1 and 2 threads) gives the scalar
+// packer's words at edge sizes: K = 1, odd K, K past one 16-pair step, N = 1, a panel + 1,
+// two panels + 1, and one large enough (over 2^20 floats) that the pool splits it.
+TEST(WeightStream, Bf16PanelsMatchTheScalarPacker) {
+  TempDir dir;
+  ThreadPool pool2(2);
+  uint32_t seed = 100;
+  for (auto [k, n] :
+       {std::pair<int64_t, int64_t>{1, 1}, {2, 33}, {7, 32}, {33, 70}, {64, 100}, {301, 65}, {1100, 1000}}) {
+    for (bool trans : {false, true}) {
+      for (float scale : {1.0f, 0.5f}) {
+        const std::vector<float> v = Bf16Values(k * n, seed++);
+        const std::vector<uint32_t> want = RefBf16Words(v, k, n, trans, scale);
+        const auto mem = PackBf16(v.data(), k, n, trans, scale);
+        ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+        ASSERT_EQ(Words(*mem), want) << "K=" << k << " N=" << n << " trans=" << trans << " scale=" << scale;
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+          OnDiskTensor w = WriteOnDisk(dir, "bf.bin", v, trans ? Shape{n, k} : Shape{k, n});
+          ASSERT_FALSE(w.path.empty());
+          const auto file = PackBf16(sgemm::WeightRows::Of(w.tensor), k, n, trans, scale, pool);
+          ASSERT_TRUE(file.ok()) << file.status().ToString();
+          EXPECT_EQ(Words(*file), want) << "from the file: K=" << k << " N=" << n << " trans=" << trans;
+          EXPECT_EQ(w.source->loaded(), 0u);
+        }
+      }
+    }
+  }
+}
+
+// A row reorder (as the bf16 NHWC conv turns OIHW rows into im2col order) packs what the
+// reordered copy packs; a cut file fails naming the tensor and the file.
+TEST(WeightStream, Bf16ReorderedRowsAndErrors) {
+  TempDir dir;
+  const int64_t n = 40, src_row = 27, k = 30;  // each row reversed into the first 27 of 30
+  const std::vector<float> v = Bf16Values(n * src_row, 5);
+  auto reorder = [](const float* src, float* dst, const void* ctx) {
+    const int64_t len = *static_cast<const int64_t*>(ctx);
+    for (int64_t i = 0; i < 30; ++i) dst[i] = i < len ? src[len - 1 - i] : 0.0f;
+  };
+  std::vector<float> copy(static_cast<size_t>(n * k));
+  for (int64_t r = 0; r < n; ++r) reorder(v.data() + r * src_row, copy.data() + r * k, &src_row);
+  const std::vector<uint32_t> want = RefBf16Words(copy, k, n, /*trans=*/true, 1.0f);
+  OnDiskTensor w = WriteOnDisk(dir, "r.bin", v, {n, src_row});
+  const auto got = PackBf16Rows(sgemm::WeightRows::Of(w.tensor), src_row, reorder, &src_row, k, n, /*trans=*/true);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(Words(*got), want);
+  EXPECT_EQ(w.source->loaded(), 0u);
+
+  for (bool trans : {true, false}) {
+    OnDiskTensor cut = WriteOnDisk(dir, "cut.bin", v, {n, src_row});
+    std::filesystem::resize_file(cut.path, 40);
+    const Status st =
+        PackBf16(sgemm::WeightRows::Of(cut.tensor), trans ? src_row : n, trans ? n : src_row, trans).status();
+    EXPECT_EQ(st.code(), StatusCode::kIOError) << st.ToString();
+    EXPECT_NE(st.message().find("initializer 'W'"), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find(cut.path), std::string::npos) << st.ToString();
+  }
+  // Dimensions that do not match the tensor are refused.
+  EXPECT_EQ(PackBf16(sgemm::WeightRows::Of(w.tensor), 26, n, true).status().code(), StatusCode::kInvalidArgument);
 }
 
 // A weight whose file was cut short after the import: the packer fails with an I/O error
