@@ -111,9 +111,8 @@ void TransPanelScalar(const float* rows, int64_t ld, int64_t K, int64_t cols, fl
                       uint32_t* panel) {
   for (int64_t q = 0; q < kps; ++q)
     for (int64_t j = 0; j < kBf16NR; ++j) {
-      const float* row = rows + j * ld;
-      const float lo = j < cols && 2 * q < K ? scale * row[2 * q] : 0.0f;
-      const float hi = j < cols && 2 * q + 1 < K ? scale * row[2 * q + 1] : 0.0f;
+      const float lo = j < cols && 2 * q < K ? scale * rows[j * ld + 2 * q] : 0.0f;
+      const float hi = j < cols && 2 * q + 1 < K ? scale * rows[j * ld + 2 * q + 1] : 0.0f;
       panel[q * kBf16NR + j] = Pair(lo, hi);
     }
 }
@@ -124,9 +123,10 @@ void PairRowsScalar(const float* rows, int64_t ld, int64_t K, int64_t N, int64_t
     for (int64_t q = q0; q < q1; ++q)
       for (int64_t j = 0; j < kBf16NR; ++j) {
         const int64_t n = pn * kBf16NR + j;
-        const float* lo = rows + (2 * (q - q0)) * ld + n;  // read only where the row exists
-        const float a = n < N && 2 * q < K ? scale * lo[0] : 0.0f;
-        const float b = n < N && 2 * q + 1 < K ? scale * lo[ld] : 0.0f;
+        // Rows past K (and so `rows` itself, for a block of padding only) are never touched.
+        const int64_t at = 2 * (q - q0) * ld + n;
+        const float a = n < N && 2 * q < K ? scale * rows[at] : 0.0f;
+        const float b = n < N && 2 * q + 1 < K ? scale * rows[at + ld] : 0.0f;
         dst[pn * p.panel_stride() + q * kBf16NR + j] = Pair(a, b);
       }
 }
