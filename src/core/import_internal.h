@@ -79,13 +79,8 @@ struct TensorContext {
   const InlineSource* inline_source = nullptr;  // main-graph initializers' stripped payloads
 };
 
-// Memory for a weight payload copied at import: AllocateLargePages memory for 64 KiB and
-// more (huge pages, populated; freeing them, e.g. when a kernel packed the constant, always
-// returns them to the system), DefaultAllocator below that. 64-byte aligned.
-Result<std::shared_ptr<Buffer>> AllocatePayload(size_t bytes);
-
 // Whether large element-aligned payloads are mapped from the file (true) or read into
-// AllocatePayload memory. Reading wins where transparent huge pages exist: the pread copy
+// AllocateWeightBuffer memory (core/large_pages.h). Reading wins where transparent huge pages exist: the pread copy
 // lands in 2 MiB pages faulted in at once, while a file mapping faults (and, on a VM, makes
 // the hypervisor update its page tables) once per 4 KiB page when the weights are packed:
 // bert's 440 MB took ~2.5x longer mapped. STRATA_MAP_WEIGHTS=1 / =0 forces either.
@@ -94,7 +89,7 @@ bool MapWeightPayloads();
 // Reads `length` bytes at `offset` of the open file `fd` into a buffer of its own. With
 // allow_map, ranges of at least 64 KiB whose offset is a multiple of `elem_align` (the
 // element size, so typed pointers stay naturally aligned) are mapped (MAP_PRIVATE: zero-copy,
-// writes stay private); the rest is read with pread into AllocatePayload memory. A mapping
+// writes stay private); the rest is read with pread into AllocateWeightBuffer memory (core/large_pages.h). A mapping
 // keeps the file's data alive after `fd` is closed or the file is deleted. `what` names the
 // tensor in errors.
 

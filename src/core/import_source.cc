@@ -56,8 +56,6 @@ bool MapWeightPayloads() {
   return !LargePagesUsable();
 }
 
-Result<std::shared_ptr<Buffer>> AllocatePayload(size_t length) { return AllocateWeightBuffer(length); }
-
 Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t length, size_t elem_align, bool allow_map,
                                               const std::string& path, const std::string& what) {
   const size_t page = PageSize();
@@ -75,7 +73,7 @@ Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t le
     }
     // Mapping can fail (no mmap on this file system, map count limit): read instead.
   }
-  ASSIGN_OR_RETURN(auto buf, AllocatePayload(length));
+  ASSIGN_OR_RETURN(auto buf, AllocateWeightBuffer(length));
   RETURN_IF_ERROR(ReadFully(fd, offset, length, static_cast<char*>(buf->data()), path, what));
   return buf;
 }

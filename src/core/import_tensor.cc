@@ -219,7 +219,7 @@ Result<std::shared_ptr<Buffer>> LoadInline(const InlineSource& src, const Inline
   if (src.fd >= 0) return LoadFileRange(src.fd, range.offset, bytes, elem_align, allow_map, src.path, what);
   if (!src.bytes || range.offset > src.size || bytes > src.size - range.offset)
     return InternalError(what, ": stripped raw_data range is outside the model bytes");
-  ASSIGN_OR_RETURN(auto buf, AllocatePayload(bytes));
+  ASSIGN_OR_RETURN(auto buf, AllocateWeightBuffer(bytes));
   std::memcpy(buf->data(), src.bytes + range.offset, bytes);
   return buf;
 }

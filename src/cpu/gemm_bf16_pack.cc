@@ -32,11 +32,11 @@ inline uint32_t Pair(float lo, float hi) {
   return static_cast<uint32_t>(FloatToBf16(lo)) | (static_cast<uint32_t>(FloatToBf16(hi)) << 16);
 }
 
-#define STRATA_PACK_AVX512 __attribute__((target("avx512f")))
+#define STRATA_AVX512 __attribute__((target("avx512f")))
 
 // FloatToBf16 on 16 lanes (round to nearest even, a NaN stays a quiet NaN), each result in
 // the low 16 bits of its lane.
-STRATA_PACK_AVX512 inline __m512i RoundBf16(__m512 x) {
+STRATA_AVX512 inline __m512i RoundBf16(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
   const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000));
@@ -49,7 +49,7 @@ STRATA_PACK_AVX512 inline __m512i RoundBf16(__m512 x) {
 
 // 32 consecutive floats of a row (k0 .. k0 + 31, lanes at or past `live` read as 0) times
 // scale as 16 pair words: word q = bf16(x[2q]) | bf16(x[2q + 1]) << 16.
-STRATA_PACK_AVX512 inline __m512i PairWords(const float* x, int64_t live, float scale) {
+STRATA_AVX512 inline __m512i PairWords(const float* x, int64_t live, float scale) {
   const __m512 s = _mm512_set1_ps(scale);
   const int64_t l0 = std::clamp<int64_t>(live, 0, 16), l1 = std::clamp<int64_t>(live - 16, 0, 16);
   const __mmask16 m0 = static_cast<__mmask16>((1u << l0) - 1), m1 = static_cast<__mmask16>((1u << l1) - 1);
@@ -63,8 +63,8 @@ STRATA_PACK_AVX512 inline __m512i PairWords(const float* x, int64_t live, float 
 }
 
 // One panel of B^T: `cols` (<= 32) rows of K floats, ld apart, are its columns.
-STRATA_PACK_AVX512 void TransPanelAvx512(const float* rows, int64_t ld, int64_t K, int64_t cols, float scale,
-                                         int64_t kps, uint32_t* panel) {
+STRATA_AVX512 void TransPanelAvx512(const float* rows, int64_t ld, int64_t K, int64_t cols, float scale, int64_t kps,
+                                    uint32_t* panel) {
   const int64_t kp = (K + 1) / 2;
   for (int64_t q0 = 0; q0 < kps; q0 += 16) {
     for (int64_t j0 = 0; j0 < kBf16NR; j0 += 16) {
@@ -82,8 +82,8 @@ STRATA_PACK_AVX512 void TransPanelAvx512(const float* rows, int64_t ld, int64_t 
 
 // Pair rows [q0, q1) of every panel from B [K, N] rows 2 * q0 .. (`rows` points at row
 // 2 * q0, ld apart; rows at or past K read as 0).
-STRATA_PACK_AVX512 void PairRowsAvx512(const float* rows, int64_t ld, int64_t K, int64_t N, int64_t q0, int64_t q1,
-                                       float scale, const PackedBf16B& p, uint32_t* dst) {
+STRATA_AVX512 void PairRowsAvx512(const float* rows, int64_t ld, int64_t K, int64_t N, int64_t q0, int64_t q1,
+                                  float scale, const PackedBf16B& p, uint32_t* dst) {
   const __m512 s = _mm512_set1_ps(scale);
   for (int64_t pn = 0; pn < p.panels; ++pn) {
     uint32_t* panel = dst + pn * p.panel_stride();
@@ -155,16 +155,6 @@ Result<PackedBf16B> Allocate(int64_t K, int64_t N) {
   return p;
 }
 
-// Runs fn(i0, i1) over [0, n), on the pool's threads when the matrix is large.
-template <typename F>
-void Split(int64_t n, int64_t floats, ThreadPool* pool, F&& fn) {
-  if (pool && pool->num_threads() > 1 && n > 1 && floats >= kParallelFloats) {
-    pool->Run(n, 1, fn);
-  } else {
-    fn(0, n);
-  }
-}
-
 }  // namespace
 
 Result<PackedBf16B> PackBf16(const float* b, int64_t K, int64_t N, bool trans, float scale) {
@@ -197,7 +187,7 @@ Result<PackedBf16B> PackBf16Rows(const sgemm::WeightRows& b, int64_t src_row, Bf
   FirstError first;
   if (trans) {
     // Panel by panel: its 32 rows (read from the file, reordered) while they are in L2.
-    Split(p.panels, K * N, pool, [&](int64_t p0, int64_t p1) {
+    sgemm::ForPanels(p.panels, K * N, kParallelFloats, pool, [&](int64_t p0, int64_t p1) {
       // Scratch pages, recycled during creation (a malloc'd block would fault in fresh ones).
       ScratchPages raw(b.file ? static_cast<size_t>(kBf16NR * src_row) * sizeof(float) : 0);
       ScratchPages ordered(reorder ? static_cast<size_t>(kBf16NR * K) * sizeof(float) : 0);
@@ -226,7 +216,7 @@ Result<PackedBf16B> PackBf16Rows(const sgemm::WeightRows& b, int64_t src_row, Bf
     // Blocks of whole pair rows of B: each block's rows go into every panel.
     const int64_t pairs_per_block = std::max<int64_t>(1, kBlockBytes / (2 * std::max<int64_t>(N, 1) * 4));
     const int64_t blocks = (p.kps + pairs_per_block - 1) / pairs_per_block;
-    Split(blocks, K * N, pool, [&](int64_t b0, int64_t b1) {
+    sgemm::ForPanels(blocks, K * N, kParallelFloats, pool, [&](int64_t b0, int64_t b1) {
       ScratchPages raw(b.file ? static_cast<size_t>(2 * pairs_per_block * N) * sizeof(float) : 0);
       if (b.file && !raw.data()) return first.Set(MakeStatus(StatusCode::kOutOfMemory, "bf16 pack: no scratch memory"));
       for (int64_t blk = b0; blk < b1; ++blk) {

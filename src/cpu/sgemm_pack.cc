@@ -295,11 +295,7 @@ Result<PackedB> PackB(const WeightRows& b, int64_t k, int64_t n, ThreadPool* poo
     }
     first.Set(std::move(st));
   };
-  if (pool && pool->num_threads() > 1 && blocks > 1 && k * n >= kParallelPackFloats) {
-    pool->Run(blocks, 1, run);
-  } else {
-    run(0, blocks);
-  }
+  ForPanels(blocks, k * n, kParallelPackFloats, pool, run);  // row blocks here, not panels
   RETURN_IF_ERROR(first.Take());
   return out;
 }
