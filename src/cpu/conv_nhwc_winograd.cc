@@ -229,27 +229,37 @@ STRATA_AVX512 void OutputTransform(const Geo& g, int64_t t0, int64_t nt, int64_t
   }
 }
 
-// U = G g G^T for input channels [i0, i1), written straight into the packed B of every
-// (output-channel chunk, transform position): packed[chunk * kIn^2 + xi] is [C] x [chunk
-// columns] in 32-column panels. U[xi][i][o] = sum_{k,l} G[a][k] G[b][l] g[o][i][k][l] (xi =
-// a * kIn + b), in float (G's fractions round to 1 ulp, below the transform's own error),
-// 16 output channels per vector, gathered from W[o][i][3][3] (16 rows' nine taps of channel
-// i: with i innermost the rows' cache lines are reused by the next channel). One pass over
-// the weights, with no copy: a taps-major staging copy, a separate Inf/NaN scan and a
-// plane-at-a-time transform each read them again, and on a Xeon VM that memory traffic
-// (and zeroing the staging pages) was a third of resnet18's session creation.
-// Returns false if some weight is Inf or NaN (the panels are then incomplete garbage).
-// One group of 16 output channels (o .. o + live - 1 of a chunk, live <= 16) for input
-// channels [i0, i1): `base` points at the group's first row, rows c * 9 floats apart;
-// out is the chunk's kXi packed B. Returns the lanes that saw an Inf or NaN weight.
+// coef[xi][k * 3 + l] = G[xi / kIn][k] * G[xi % kIn][l]: the weight transform's factors,
+// computed once at compile time (a float product rounds the same there as at run time).
 template <typename F>
-STRATA_AVX512 __mmask16 TransformGroup(const float* base, int64_t c, int64_t live, int64_t o, int64_t i0, int64_t i1,
-                                       sgemm::PackedB* out) {
-  constexpr int kXi = F::kIn * F::kIn;
-  float coef[kXi][9];
-  for (int xi = 0; xi < kXi; ++xi)
+struct TransformCoef {
+  float v[F::kIn * F::kIn][9];
+};
+template <typename F>
+constexpr TransformCoef<F> MakeTransformCoef() {
+  TransformCoef<F> c{};
+  for (int xi = 0; xi < F::kIn * F::kIn; ++xi)
     for (int k = 0; k < 3; ++k)
-      for (int l = 0; l < 3; ++l) coef[xi][k * 3 + l] = F::kG[xi / F::kIn][k] * F::kG[xi % F::kIn][l];
+      for (int l = 0; l < 3; ++l) c.v[xi][k * 3 + l] = F::kG[xi / F::kIn][k] * F::kG[xi % F::kIn][l];
+  return c;
+}
+
+// U = G g G^T for one group of 16 output channels (o .. o + live - 1 of a chunk, live <=
+// 16), written straight into the packed B of every transform position: out[xi] is the
+// chunk's [C] x [chunk columns] in 32-column panels. U[xi][i][o] = sum_{k,l} G[a][k] G[b][l]
+// g[o][i][k][l] (xi = a * kIn + b), in float (G's fractions round to 1 ulp, below the
+// transform's own error), 16 output channels per vector, gathered from W[o][i][3][3]: `base`
+// points at the group's first row, rows c * 9 floats apart (16 rows' nine taps of channel i:
+// with i innermost the rows' cache lines are reused by the next channel). One pass over the
+// weights, with no copy: a taps-major staging copy, a separate Inf/NaN scan and a
+// plane-at-a-time transform each read them again, and on a Xeon VM that memory traffic (and
+// zeroing the staging pages) was a third of resnet18's session creation. Returns the lanes
+// that saw an Inf or NaN weight (the panels are then incomplete garbage).
+template <typename F>
+STRATA_AVX512 __mmask16 TransformGroup(const float* base, int64_t c, int64_t live, int64_t o, sgemm::PackedB* out) {
+  constexpr int kXi = F::kIn * F::kIn;
+  static constexpr TransformCoef<F> kCoef = MakeTransformCoef<F>();
+  const auto& coef = kCoef.v;
   const int64_t row = c * 9;  // floats per output channel; the gather offsets (16 rows) fit int32
   const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                           _mm512_set1_epi32(static_cast<int32_t>(row)));
@@ -257,10 +267,12 @@ STRATA_AVX512 __mmask16 TransformGroup(const float* base, int64_t c, int64_t liv
   __mmask16 bad = 0;
   // Columns past the chunk load as zeros and store the panel's zero padding.
   const __mmask16 mask = static_cast<__mmask16>((1u << live) - 1);
-  for (int64_t i = i0; i < i1; ++i) {
+  for (int64_t i = 0; i < c; ++i) {
     __m512 g[9];
     for (int k = 0; k < 9; ++k) {
-      g[k] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, rows, base + i * 9 + k, 4);
+      // A group of padding only (live == 0) may have no rows at all (base null).
+      g[k] = live > 0 ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, rows, base + i * 9 + k, 4)
+                      : _mm512_setzero_ps();
       // Inf or NaN: exponent bits all ones (AVX-512F has no fpclass)
       bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(g[k]), exp_bits), exp_bits);
     }
@@ -273,32 +285,6 @@ STRATA_AVX512 __mmask16 TransformGroup(const float* base, int64_t c, int64_t liv
     }
   }
   return bad;
-}
-
-// U = G g G^T for input channels [i0, i1), written straight into the packed B of every
-// (output-channel chunk, transform position): packed[chunk * kIn^2 + xi] is [C] x [chunk
-// columns] in 32-column panels. U[xi][i][o] = sum_{k,l} G[a][k] G[b][l] g[o][i][k][l] (xi =
-// a * kIn + b), in float (G's fractions round to 1 ulp, below the transform's own error),
-// 16 output channels per vector, gathered from W[o][i][3][3] (16 rows' nine taps of channel
-// i: with i innermost the rows' cache lines are reused by the next channel). One pass over
-// the weights, with no copy: a taps-major staging copy, a separate Inf/NaN scan and a
-// plane-at-a-time transform each read them again, and on a Xeon VM that memory traffic
-// (and zeroing the staging pages) was a third of resnet18's session creation.
-// Returns false if some weight is Inf or NaN (the panels are then incomplete garbage).
-template <typename F>
-bool TransformRows(const float* w, int64_t m, int64_t c, int64_t mc, int64_t i0, int64_t i1, sgemm::PackedB* packed) {
-  constexpr int kXi = F::kIn * F::kIn;
-  __mmask16 bad = 0;
-  const int64_t chunks = (m + mc - 1) / mc;
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    const int64_t m0 = chunk * mc, cols = std::min(mc, m - m0);
-    const int64_t padded = (cols + sgemm::kPanelWidth - 1) / sgemm::kPanelWidth * sgemm::kPanelWidth;
-    for (int64_t o = 0; o < padded; o += 16) {
-      const int64_t live = std::clamp<int64_t>(cols - o, 0, 16);
-      bad |= TransformGroup<F>(w + (m0 + std::min(o, cols)) * c * 9, c, live, o, i0, i1, packed + chunk * kXi);
-    }
-  }
-  return bad == 0;
 }
 
 template <typename F>
@@ -322,68 +308,39 @@ class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs
     if (b) bias_.assign(b->data<float>(), b->data<float>() + m_);
   }
 
-  // Transforms and packs the weights: packed_[chunk * kXi + xi]. With a pool the input
-  // channels are split between the threads (each writes its own rows of every panel).
-  // *finite is false if some weight is Inf or NaN: the transforms' differences would turn an
-  // infinite product into NaN where the direct conv keeps inf, so such (broken) weights keep
-  // the SGEMM conv.
+  // Transforms and packs the weights: packed_[chunk * kXi + xi], one group of 16 output
+  // channels at a time, the groups split between the pool's threads. A payload still in the
+  // model file (Tensor::on_disk) is read a group's rows at a time (sgemm::RowReader) and
+  // transformed while they are in L2, so it is never loaded whole; a resident one is read in
+  // place. *finite is false if some weight is Inf or NaN: the transforms' differences would
+  // turn an infinite product into NaN where the direct conv keeps inf, so such (broken)
+  // weights keep the SGEMM conv.
   Status Pack(const Tensor& w, ThreadPool* pool, bool* finite) {
     const int64_t chunks = (m_ + mc_ - 1) / mc_;
     packed_.resize(static_cast<size_t>(chunks * kXi));
     for (int64_t chunk = 0; chunk < chunks; ++chunk)
       for (int64_t xi = 0; xi < kXi; ++xi)
         RETURN_IF_ERROR(packed_[chunk * kXi + xi].Reserve(c_, std::min(mc_, m_ - chunk * mc_)));
-    std::atomic<bool> all_finite{true};
-    if (w.on_disk()) {
-      *finite = true;
-      return PackFromFile(w, pool, finite);
-    }
-    auto rows = [&](int64_t i0, int64_t i1) {
-      if (!TransformRows<F>(w.data<float>(), m_, c_, mc_, i0, i1, packed_.data()))
-        all_finite.store(false, std::memory_order_relaxed);
-    };
-    if (pool && pool->num_threads() > 1) {
-      pool->Run(c_, 1, rows);
-    } else {
-      rows(0, c_);
-    }
-    *finite = all_finite.load();
-    return Status::Ok();
-  }
-
-  // Pack for a payload still in the model file (Tensor::on_disk): each group of 16 output
-  // channels is read into a scratch block of the thread's (sgemm::WeightRows) and transformed
-  // while it is in L2, so the payload is never loaded whole. The threads split the groups.
-  Status PackFromFile(const Tensor& w, ThreadPool* pool, bool* finite) {
-    const int64_t chunks = (m_ + mc_ - 1) / mc_;
     const int64_t per_chunk = (mc_ + sgemm::kPanelWidth - 1) / sgemm::kPanelWidth * 2;  // 16-column groups
     const int64_t groups = chunks * per_chunk;
     const sgemm::WeightRows src = sgemm::WeightRows::Of(w);
     std::atomic<bool> all_finite{true};
     FirstError first;
     auto run = [&](int64_t g0, int64_t g1) {
-      ScratchPages scratch(static_cast<size_t>(16 * c_ * 9) * sizeof(float));
-      Status st;
-      if (!scratch.data()) st = MakeStatus(StatusCode::kOutOfMemory, "no scratch memory for the weight transform");
-      for (int64_t gi = g0; gi < g1 && st.ok(); ++gi) {
-        const int64_t chunk = gi / per_chunk, o = gi % per_chunk * 16;
-        const int64_t m0 = chunk * mc_, cols = std::min(mc_, m_ - m0);
-        const int64_t padded = (cols + sgemm::kPanelWidth - 1) / sgemm::kPanelWidth * sgemm::kPanelWidth;
-        if (o >= padded) continue;  // the last chunk has fewer panels
-        const int64_t live = std::clamp<int64_t>(cols - o, 0, 16);
-        const float* base = static_cast<const float*>(scratch.data());
-        if (live > 0) {
-          auto rows = src.Rows(m0 + o, live, c_ * 9, static_cast<float*>(scratch.data()));
-          if (!rows.ok()) {
-            st = rows.status();
-            break;
-          }
-          base = *rows;
+      first.Set([&]() -> Status {
+        sgemm::RowReader reader(src, 16 * c_ * 9, "the Winograd weight transform");
+        for (int64_t gi = g0; gi < g1; ++gi) {
+          const int64_t chunk = gi / per_chunk, o = gi % per_chunk * 16;
+          const int64_t m0 = chunk * mc_, cols = std::min(mc_, m_ - m0);
+          const int64_t padded = (cols + sgemm::kPanelWidth - 1) / sgemm::kPanelWidth * sgemm::kPanelWidth;
+          if (o >= padded) continue;  // the last chunk has fewer panels
+          const int64_t live = std::clamp<int64_t>(cols - o, 0, 16);
+          ASSIGN_OR_RETURN(const float* base, reader.Rows(m0 + std::min(o, cols), live, c_ * 9));
+          if (TransformGroup<F>(base, c_, live, o, packed_.data() + chunk * kXi) != 0)
+            all_finite.store(false, std::memory_order_relaxed);
         }
-        if (TransformGroup<F>(base, c_, live, o, 0, c_, packed_.data() + chunk * kXi) != 0)
-          all_finite.store(false, std::memory_order_relaxed);
-      }
-      first.Set(std::move(st));
+        return Status::Ok();
+      }());
     };
     if (pool && pool->num_threads() > 1) {
       pool->Run(groups, 1, run);

@@ -188,49 +188,43 @@ Result<PackedBf16B> PackBf16Rows(const sgemm::WeightRows& b, int64_t src_row, Bf
   if (trans) {
     // Panel by panel: its 32 rows (read from the file, reordered) while they are in L2.
     sgemm::ForPanels(p.panels, K * N, kParallelFloats, pool, [&](int64_t p0, int64_t p1) {
-      // Scratch pages, recycled during creation (a malloc'd block would fault in fresh ones).
-      ScratchPages raw(b.file ? static_cast<size_t>(kBf16NR * src_row) * sizeof(float) : 0);
-      ScratchPages ordered(reorder ? static_cast<size_t>(kBf16NR * K) * sizeof(float) : 0);
-      if ((b.file && !raw.data()) || (reorder && !ordered.data()))
-        return first.Set(MakeStatus(StatusCode::kOutOfMemory, "bf16 pack: no scratch memory"));
-      for (int64_t pn = p0; pn < p1; ++pn) {
-        const int64_t n0 = pn * kBf16NR, cols = std::min<int64_t>(kBf16NR, N - n0);
-        const float* rows = nullptr;
-        if (cols > 0) {
-          auto r = b.Rows(n0, cols, src_row, static_cast<float*>(raw.data()));
-          if (!r.ok()) return first.Set(r.status());
-          rows = *r;
+      first.Set([&]() -> Status {
+        sgemm::RowReader reader(b, kBf16NR * src_row, "bf16 pack");
+        // Scratch pages, recycled during creation (a malloc'd block would fault in fresh ones).
+        ScratchPages ordered(reorder ? static_cast<size_t>(kBf16NR * K) * sizeof(float) : 0);
+        if (reorder && !ordered.data()) return MakeStatus(StatusCode::kOutOfMemory, "bf16 pack: no scratch memory");
+        for (int64_t pn = p0; pn < p1; ++pn) {
+          const int64_t n0 = pn * kBf16NR, cols = std::min<int64_t>(kBf16NR, N - n0);
+          ASSIGN_OR_RETURN(const float* rows, reader.Rows(n0, std::max<int64_t>(cols, 0), src_row));
+          int64_t ld = src_row;
+          if (reorder && cols > 0) {
+            float* out = static_cast<float*>(ordered.data());
+            for (int64_t j = 0; j < cols; ++j) reorder(rows + j * src_row, out + j * K, ctx);
+            rows = out;
+            ld = K;
+          }
+          uint32_t* panel = dst + pn * p.panel_stride();
+          (vec ? TransPanelAvx512 : TransPanelScalar)(rows, ld, K, std::max<int64_t>(cols, 0), scale, p.kps, panel);
         }
-        int64_t ld = src_row;
-        if (reorder && cols > 0) {
-          float* out = static_cast<float*>(ordered.data());
-          for (int64_t j = 0; j < cols; ++j) reorder(rows + j * src_row, out + j * K, ctx);
-          rows = out;
-          ld = K;
-        }
-        uint32_t* panel = dst + pn * p.panel_stride();
-        (vec ? TransPanelAvx512 : TransPanelScalar)(rows, ld, K, std::max<int64_t>(cols, 0), scale, p.kps, panel);
-      }
+        return Status::Ok();
+      }());
     });
   } else {
     // Blocks of whole pair rows of B: each block's rows go into every panel.
     const int64_t pairs_per_block = std::max<int64_t>(1, kBlockBytes / (2 * std::max<int64_t>(N, 1) * 4));
     const int64_t blocks = (p.kps + pairs_per_block - 1) / pairs_per_block;
     sgemm::ForPanels(blocks, K * N, kParallelFloats, pool, [&](int64_t b0, int64_t b1) {
-      ScratchPages raw(b.file ? static_cast<size_t>(2 * pairs_per_block * N) * sizeof(float) : 0);
-      if (b.file && !raw.data()) return first.Set(MakeStatus(StatusCode::kOutOfMemory, "bf16 pack: no scratch memory"));
-      for (int64_t blk = b0; blk < b1; ++blk) {
-        const int64_t q0 = blk * pairs_per_block, q1 = std::min(p.kps, q0 + pairs_per_block);
-        // Rows 2 * q0 .. min(K, 2 * q1) exist; pair rows past kp are the zero padding.
-        const int64_t r0 = std::min(K, 2 * q0), r1 = std::min(K, 2 * q1);
-        const float* rows = nullptr;
-        if (r1 > r0) {
-          auto r = b.Rows(r0, r1 - r0, N, static_cast<float*>(raw.data()));
-          if (!r.ok()) return first.Set(r.status());
-          rows = *r;
+      first.Set([&]() -> Status {
+        sgemm::RowReader reader(b, 2 * pairs_per_block * N, "bf16 pack");
+        for (int64_t blk = b0; blk < b1; ++blk) {
+          const int64_t q0 = blk * pairs_per_block, q1 = std::min(p.kps, q0 + pairs_per_block);
+          // Rows 2 * q0 .. min(K, 2 * q1) exist; pair rows past kp are the zero padding.
+          const int64_t r0 = std::min(K, 2 * q0), r1 = std::min(K, 2 * q1);
+          ASSIGN_OR_RETURN(const float* rows, reader.Rows(r0, r1 - r0, N));
+          (vec ? PairRowsAvx512 : PairRowsScalar)(rows, N, K, N, q0, q1, scale, p, dst);
         }
-        (vec ? PairRowsAvx512 : PairRowsScalar)(rows, N, K, N, q0, q1, scale, p, dst);
-      }
+        return Status::Ok();
+      }());
     });
   }
   RETURN_IF_ERROR(first.Take());

@@ -411,15 +411,13 @@ Result<GemvWeights> GemvWeights::Pack(const sgemm::WeightRows& src, int64_t k, i
                                       const float* bias, ThreadPool* pool) {
   ASSIGN_OR_RETURN(GemvWeights w, Allocate(k, n, bias));
   // Only B^T's panels are whole rows of the source; a [K, N] B on disk is loaded.
-  const bool stream = src.file && b_is_nk;
-  if (stream && src.file->num_elements() != k * n)
+  if (src.file && b_is_nk && src.file->num_elements() != k * n)
     return InvalidArgument("GEMV weights: B has ", src.file->num_elements(), " elements, not K=", k, " x N=", n);
-  const float* b = stream || !src.file ? src.data : src.file->data<float>();
+  const float* b = src.file && !b_is_nk ? src.file->data<float>() : src.data;
   FirstError first;
   auto pack = [&](int64_t p0, int64_t p1) {
     bool finite = true;
-    std::unique_ptr<ScratchPages> scratch;
-    if (stream) scratch = std::make_unique<ScratchPages>(static_cast<size_t>(P * k) * sizeof(float));
+    sgemm::RowReader reader(src, P * k, "GEMV weights");
     for (int64_t p = p0; p < p1; ++p) {
       float* dst = w.data_.get() + p * k * P;
       const int64_t width = w.panel_width(p);
@@ -431,24 +429,16 @@ Result<GemvWeights> GemvWeights::Pack(const sgemm::WeightRows& src, int64_t k, i
           for (int64_t j = 0; j < cols; ++j) dst[kk * width + j] = alpha * row[j];
         }
       } else {
-        // B is [N, K]: the SGEMM's transposing panel packer (16x16 AVX-512 transposes;
-        // blocked so that rows K*4 bytes apart do not all miss in one L1 set), then alpha on
-        // the real columns (the same single rounding as alpha * src, and padding stays 0).
-        const float* from = b;
-        int64_t n0 = p * P;
-        if (stream) {
-          Result<const float*> r =
-              scratch->data()
-                  ? src.Rows(p * P, cols, k, static_cast<float*>(scratch->data()))
-                  : Result<const float*>(MakeStatus(StatusCode::kOutOfMemory, "GEMV weights: no scratch memory"));
-          if (!r.ok()) {
-            first.Set(r.status());
-            return finite;
-          }
-          from = *r;
-          n0 = 0;
+        // B is [N, K]: the panel's rows (read in place, or from the file) through the SGEMM's
+        // transposing panel packer (16x16 AVX-512 transposes; blocked so that rows K*4 bytes
+        // apart do not all miss in one L1 set), then alpha on the real columns (the same single
+        // rounding as alpha * src, and padding stays 0).
+        Result<const float*> from = reader.Rows(p * P, cols, k);
+        if (!from.ok()) {
+          first.Set(from.status());
+          return finite;
         }
-        sgemm::PackTransposedPanel(from, k, k, 1, n0, cols, width, dst);
+        sgemm::PackTransposedPanel(*from, k, k, 1, 0, cols, width, dst);
         if (alpha != 1.0f)
           for (int64_t kk = 0; kk < k; ++kk)
             for (int64_t j = 0; j < cols; ++j) dst[kk * width + j] *= alpha;

@@ -21,7 +21,8 @@
 
 namespace strata {
 class Tensor;
-}
+class ScratchPages;
+}  // namespace strata
 
 namespace strata::sgemm {
 
@@ -53,7 +54,6 @@ class PackedB {
  private:
   friend Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out,
                           ThreadPool* pool);
-  friend Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps, ThreadPool* pool);
   friend Result<PackedB> PackConvWeights(const WeightRows& w, int64_t m, int64_t c, int64_t taps, ThreadPool* pool);
   friend Result<PackedB> PackB(const WeightRows& b, int64_t k, int64_t n, ThreadPool* pool);
   // Sizes the storage for K x N (reused when large enough); `fn` names the caller in errors.
@@ -96,6 +96,29 @@ struct WeightRows {
   // Rows [r0, r0 + n) of `row_floats` floats each: a pointer into `data`, or the rows read into
   // dst (n * row_floats floats). Errors (a failed read) name the tensor and the file.
   Result<const float*> Rows(int64_t r0, int64_t n, int64_t row_floats, float* dst) const;
+};
+
+// One packer thread's reads of a WeightRows. Rows of a resident weight come back in place;
+// rows of one on disk are read into a scratch block of the reader's (ScratchPages, which the
+// session's creation recycles from packer to packer), allocated on the first read, so a
+// resident weight costs no scratch at all.
+class RowReader {
+ public:
+  // max_floats: the most floats one Rows call returns; who: the packer, for errors.
+  RowReader(const WeightRows& w, int64_t max_floats, const char* who);
+  ~RowReader();
+  RowReader(const RowReader&) = delete;
+  RowReader& operator=(const RowReader&) = delete;
+  // Rows [r0, r0 + n) of row_floats floats each (n * row_floats <= max_floats; n == 0 reads
+  // nothing). Errors: no scratch memory, a block over max_floats, a failed read (naming the
+  // tensor and the file).
+  Result<const float*> Rows(int64_t r0, int64_t n, int64_t row_floats);
+
+ private:
+  WeightRows w_;
+  int64_t max_floats_;
+  const char* who_;
+  std::unique_ptr<ScratchPages> scratch_;
 };
 // PackConvWeights reading W through `w` (a block of one panel's 32 rows at a time when it is
 // on disk). Packs exactly as from memory.

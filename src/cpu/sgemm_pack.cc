@@ -176,23 +176,9 @@ Result<PackedB> PackB(const float* b, int64_t k, int64_t n, bool trans_b, int64_
 }
 
 Result<PackedB> PackConvWeights(const float* w, int64_t m, int64_t c, int64_t taps, ThreadPool* pool) {
-  if (m < 0 || c < 0 || taps < 0)
-    return InvalidArgument("sgemm::PackConvWeights: negative size M=", m, " C=", c, " taps=", taps);
-  if (c > 0 && internal::MulOverflows(c, taps))
-    return InvalidArgument("sgemm::PackConvWeights: C=", c, " x taps=", taps, " is too large");
-  const int64_t k = c * taps;
-  if (k > 0 && m > 0 && !w) return InvalidArgument("sgemm::PackConvWeights: W is null for M=", m, " K=", k);
-  PackedB out;
-  RETURN_IF_ERROR(out.Reserve("PackConvWeights", k, m));
-  if (k == 0) return out;
-  ForPanels(out.panels(), k * m, kParallelPackFloats, pool, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t n0 = p * kPanelWidth;
-      PackTransposedPanel(w, k, c, taps, n0, std::min(kPanelWidth, m - n0), kPanelWidth,
-                          out.data_.get() + p * k * kPanelWidth);
-    }
-  });
-  return out;
+  WeightRows rows;
+  rows.data = w;
+  return PackConvWeights(rows, m, c, taps, pool);
 }
 
 WeightRows WeightRows::Of(const Tensor& w) {
@@ -212,14 +198,31 @@ Result<const float*> WeightRows::Rows(int64_t r0, int64_t n, int64_t row_floats,
   return static_cast<const float*>(dst);
 }
 
+RowReader::RowReader(const WeightRows& w, int64_t max_floats, const char* who)
+    : w_(w), max_floats_(max_floats), who_(who) {}
+
+RowReader::~RowReader() = default;
+
+Result<const float*> RowReader::Rows(int64_t r0, int64_t n, int64_t row_floats) {
+  if (n < 0 || row_floats < 0 || (n > 0 && n * row_floats > max_floats_))
+    return InvalidArgument(who_, ": a block of ", n, " rows of ", row_floats, " floats is over the reader's ",
+                           max_floats_);
+  if (!w_.file) return w_.data + r0 * row_floats;
+  if (n == 0) return static_cast<const float*>(nullptr);
+  if (!scratch_) scratch_ = std::make_unique<ScratchPages>(static_cast<size_t>(max_floats_) * sizeof(float));
+  if (!scratch_->data()) return MakeStatus(StatusCode::kOutOfMemory, who_, ": no scratch memory to read a weight");
+  return w_.Rows(r0, n, row_floats, static_cast<float*>(scratch_->data()));
+}
+
 Result<PackedB> PackConvWeights(const WeightRows& w, int64_t m, int64_t c, int64_t taps, ThreadPool* pool) {
-  if (!w.file) return PackConvWeights(w.data, m, c, taps, pool);
   if (m < 0 || c < 0 || taps < 0)
     return InvalidArgument("sgemm::PackConvWeights: negative size M=", m, " C=", c, " taps=", taps);
   if (c > 0 && internal::MulOverflows(c, taps))
     return InvalidArgument("sgemm::PackConvWeights: C=", c, " x taps=", taps, " is too large");
   const int64_t k = c * taps;
-  if (w.file->num_elements() != m * k)
+  if (k > 0 && m > 0 && !w.data && !w.file)
+    return InvalidArgument("sgemm::PackConvWeights: W is null for M=", m, " K=", k);
+  if (w.file && w.file->num_elements() != m * k)
     return InvalidArgument("sgemm::PackConvWeights: W has ", w.file->num_elements(), " elements, not M=", m,
                            " x K=", k);
   PackedB out;
@@ -227,21 +230,16 @@ Result<PackedB> PackConvWeights(const WeightRows& w, int64_t m, int64_t c, int64
   if (k == 0 || m == 0) return out;
   FirstError first;
   ForPanels(out.panels(), k * m, kParallelPackFloats, pool, [&](int64_t p0, int64_t p1) {
-    // One panel's rows at a time, in a block of this thread's: the rows stay in L2 for the
-    // transpose that follows.
-    ScratchPages scratch(static_cast<size_t>(kPanelWidth * k) * sizeof(float));
-    Status st;
-    if (!scratch.data()) st = MakeStatus(StatusCode::kOutOfMemory, "sgemm::PackConvWeights: no scratch memory");
-    for (int64_t p = p0; p < p1 && st.ok(); ++p) {
-      const int64_t n0 = p * kPanelWidth, cols = std::min(kPanelWidth, m - n0);
-      auto rows = w.Rows(n0, cols, k, static_cast<float*>(scratch.data()));
-      if (!rows.ok()) {
-        st = rows.status();
-        break;
+    first.Set([&]() -> Status {
+      // One panel's rows at a time: they stay in L2 for the transpose that follows.
+      RowReader reader(w, kPanelWidth * k, "sgemm::PackConvWeights");
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t n0 = p * kPanelWidth, cols = std::min(kPanelWidth, m - n0);
+        ASSIGN_OR_RETURN(const float* rows, reader.Rows(n0, cols, k));
+        PackTransposedPanel(rows, k, c, taps, 0, cols, kPanelWidth, out.data_.get() + p * k * kPanelWidth);
       }
-      PackTransposedPanel(*rows, k, c, taps, 0, cols, kPanelWidth, out.data_.get() + p * k * kPanelWidth);
-    }
-    first.Set(std::move(st));
+      return Status::Ok();
+    }());
   });
   RETURN_IF_ERROR(first.Take());
   return out;
@@ -268,32 +266,28 @@ Result<PackedB> PackB(const WeightRows& b, int64_t k, int64_t n, ThreadPool* poo
   float* dst = out.data_.get();
   FirstError first;
   auto run = [&](int64_t b0, int64_t b1) {
-    ScratchPages scratch(static_cast<size_t>(rows * n) * sizeof(float));
-    Status st;
-    if (!scratch.data()) st = MakeStatus(StatusCode::kOutOfMemory, "sgemm::PackB: no scratch memory");
-    for (int64_t blk = b0; blk < b1 && st.ok(); ++blk) {
-      const int64_t k0 = blk * rows, kn = std::min(rows, k - k0);
-      auto src = b.Rows(k0, kn, n, static_cast<float*>(scratch.data()));
-      if (!src.ok()) {
-        st = src.status();
-        break;
-      }
-      for (int64_t p = 0; p < panels; ++p) {
-        const int64_t n0 = p * kPanelWidth, cols = std::min(kPanelWidth, n - n0);
-        float* panel = dst + p * k * kPanelWidth + k0 * kPanelWidth;
-        const float* from = *src + n0;
-        for (int64_t kk = 0; kk < kn; ++kk) {
-          float* row = panel + kk * kPanelWidth;
-          if (cols == kPanelWidth) {
-            std::memcpy(row, from + kk * n, kPanelWidth * sizeof(float));
-          } else {
-            std::memcpy(row, from + kk * n, static_cast<size_t>(cols) * sizeof(float));
-            std::fill(row + cols, row + kPanelWidth, 0.0f);
+    first.Set([&]() -> Status {
+      RowReader reader(b, rows * n, "sgemm::PackB");
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t k0 = blk * rows, kn = std::min(rows, k - k0);
+        ASSIGN_OR_RETURN(const float* src, reader.Rows(k0, kn, n));
+        for (int64_t p = 0; p < panels; ++p) {
+          const int64_t n0 = p * kPanelWidth, cols = std::min(kPanelWidth, n - n0);
+          float* panel = dst + p * k * kPanelWidth + k0 * kPanelWidth;
+          const float* from = src + n0;
+          for (int64_t kk = 0; kk < kn; ++kk) {
+            float* row = panel + kk * kPanelWidth;
+            if (cols == kPanelWidth) {
+              std::memcpy(row, from + kk * n, kPanelWidth * sizeof(float));
+            } else {
+              std::memcpy(row, from + kk * n, static_cast<size_t>(cols) * sizeof(float));
+              std::fill(row + cols, row + kPanelWidth, 0.0f);
+            }
           }
         }
       }
-    }
-    first.Set(std::move(st));
+      return Status::Ok();
+    }());
   };
   ForPanels(blocks, k * n, kParallelPackFloats, pool, run);  // row blocks here, not panels
   RETURN_IF_ERROR(first.Take());

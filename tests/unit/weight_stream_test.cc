@@ -280,5 +280,50 @@ TEST(WeightStream, ATruncatedFileFailsThePackNamingTheTensorAndFile) {
   EXPECT_EQ(sgemm::PackB(sgemm::WeightRows::Of(w.tensor), 63, 64 * 9).status().code(), StatusCode::kInvalidArgument);
 }
 
+// The per-thread reader the packers share: resident rows come back in place (no scratch),
+// rows on disk are read into its own block; a block over its bound, a null source and a
+// failed read are errors that name the packer (and, for the read, the tensor and file).
+TEST(WeightStream, RowReaderReadsInPlaceOrFromTheFile) {
+  TempDir dir;
+  const std::vector<float> v = Values(40 * 30, 11);
+  sgemm::WeightRows resident;
+  resident.data = v.data();
+  sgemm::RowReader in_place(resident, 4 * 30, "test packer");
+  auto r = in_place.Rows(7, 4, 30);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, v.data() + 7 * 30) << "resident rows are returned in place";
+
+  OnDiskTensor w = WriteOnDisk(dir, "rows.bin", v, {40, 30});
+  ASSERT_FALSE(w.path.empty());
+  const sgemm::WeightRows file = sgemm::WeightRows::Of(w.tensor);
+  ASSERT_NE(file.file, nullptr);
+  sgemm::RowReader reader(file, 4 * 30, "test packer");
+  for (int64_t r0 : {0, 1, 36}) {  // the first, an odd and the last block
+    auto rows = reader.Rows(r0, 4, 30);
+    ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    EXPECT_EQ(0, std::memcmp(*rows, v.data() + r0 * 30, 4 * 30 * sizeof(float))) << "rows from " << r0;
+  }
+  auto one = reader.Rows(39, 1, 30);  // a single row, shorter than the block
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(0, std::memcmp(*one, v.data() + 39 * 30, 30 * sizeof(float)));
+  EXPECT_TRUE(reader.Rows(5, 0, 30).ok()) << "an empty block reads nothing";
+  EXPECT_EQ(w.source->loaded(), 0u) << "the reader must not load the payload";
+
+  const Status big = reader.Rows(0, 5, 30).status();
+  EXPECT_EQ(big.code(), StatusCode::kInvalidArgument) << big.ToString();
+  EXPECT_NE(big.message().find("test packer"), std::string::npos) << big.ToString();
+  EXPECT_EQ(reader.Rows(38, 4, 30).status().code(), StatusCode::kInvalidArgument) << "past the tensor's end";
+
+  std::filesystem::resize_file(w.path, 12 + 20 * 30 * sizeof(float));
+  const Status cut = reader.Rows(30, 4, 30).status();
+  EXPECT_EQ(cut.code(), StatusCode::kIOError) << cut.ToString();
+  EXPECT_NE(cut.message().find(w.path), std::string::npos) << cut.ToString();
+  EXPECT_EQ(w.source->LoadAll().code(), StatusCode::kIOError);
+
+  // Nothing to read from: the packers refuse it before they make a reader.
+  const Status null_w = sgemm::PackConvWeights(sgemm::WeightRows{}, 4, 4, 9).status();
+  EXPECT_EQ(null_w.code(), StatusCode::kInvalidArgument) << null_w.ToString();
+}
+
 }  // namespace
 }  // namespace strata
