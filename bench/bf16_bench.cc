@@ -61,11 +61,12 @@ void BM_Bf16NhwcConv(benchmark::State& state, int64_t hw, int64_t cin, int64_t c
 
 // mobilenet_v2's fused inverted-residual block (expand 1x1 + ReLU6, depthwise 3x3 + ReLU6,
 // project 1x1 [+ residual]) on NHWC input; bf16 covers blocks with ce >= 512.
-void BM_Bf16InvertedResidual(benchmark::State& state, int64_t hw, int64_t cin, int64_t ce, int64_t cout,
-                             bool residual) {
+void BM_Bf16InvertedResidual(benchmark::State& state, int64_t hw, int64_t cin, int64_t ce, int64_t cout, bool residual,
+                             int64_t stride = 1) {
   const bool bf16 = state.range(1) != 0;
   std::map<std::string, Attribute> attrs = {{"depthwise.group", bench::IntAttr(ce)},
                                             {"depthwise.kernel_shape", IntsAttr({3, 3})},
+                                            {"depthwise.strides", IntsAttr({stride, stride})},
                                             {"depthwise.pads", IntsAttr({1, 1, 1, 1})}};
   for (const char* part : {"expand.", "depthwise."}) {
     attrs[std::string(part) + "activation"] = Attribute::String("Clip");
@@ -85,7 +86,7 @@ void BM_Bf16InvertedResidual(benchmark::State& state, int64_t hw, int64_t cin, i
                                   .attrs = std::move(attrs),
                                   .inputs = std::move(in),
                                   .config = {.bf16_fast_math = bf16},
-                                  .flops = 2.0 * hw * hw * ce * (cin + 9 + cout),
+                                  .flops = 2.0 * ce * (hw * hw * cin + (hw / stride) * (hw / stride) * (9 + cout)),
                                   .label = bf16 ? "bf16" : "fp32"});
 }
 
@@ -221,6 +222,11 @@ BENCHMARK_CAPTURE(BM_Bf16PairRowsGemm, 3136x768to64, 3136, 768, 64) PR;
 BENCHMARK_CAPTURE(BM_Bf16InvertedResidual, 14x96to576to96_res, 14, 96, 576, 96, true) AB2;
 BENCHMARK_CAPTURE(BM_Bf16InvertedResidual, 7x160to960to160_res, 7, 160, 960, 160, true) AB2;
 BENCHMARK_CAPTURE(BM_Bf16InvertedResidual, 7x160to960to320, 7, 160, 960, 320, false) AB2;
+// The early blocks 2 (112^2 16->96->24 /2), 3 (56^2 24->144->24 + residual) and 4 (56^2
+// 24->144->32 /2): fp32 in bf16 sessions unless the split rows reach down to them.
+BENCHMARK_CAPTURE(BM_Bf16InvertedResidual, 112x16to96to24s2, 112, 16, 96, 24, false, 2) AB2;
+BENCHMARK_CAPTURE(BM_Bf16InvertedResidual, 56x24to144to24_res, 56, 24, 144, 24, true) AB2;
+BENCHMARK_CAPTURE(BM_Bf16InvertedResidual, 56x24to144to32s2, 56, 24, 144, 32, false, 2) AB2;
 
 }  // namespace
 }  // namespace strata
