@@ -46,6 +46,17 @@ if [[ ! -x "$ORT_BENCH" || "$ROOT/bench/compare-ort/ort_bench.cc" -nt "$ORT_BENC
       -L"$ORT_DIR/lib" -lonnxruntime -Wl,-rpath,"$(dirname "$ORT_LIB")"
 fi
 
+# The chart (docs/benchmarks.png) needs python3-matplotlib, a Debian package: installed here
+# when missing and run as root (as scripts/install-deps.sh installs the build's packages).
+if ! /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+  if [[ $(id -u) == 0 ]]; then
+    echo "== installing python3-matplotlib (for the chart)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y python3-matplotlib >&2
+  else
+    echo "run.sh: python3-matplotlib is missing (apt-get install -y python3-matplotlib); no chart" >&2
+  fi
+fi
+
 MODELS=(mlp lstm resnet18)
 [[ $QUICK == 1 ]] || MODELS=(mlp lstm mobilenet_v2 resnet18 resnet50 bert gpt2)
 MISSING=()
