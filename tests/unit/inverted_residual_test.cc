@@ -318,7 +318,9 @@ void ExpectBf16Blocks(const std::vector<Block>& cases, uint32_t seed, double tol
       ASSERT_EQ(r.opt.size(), 1u) << what;
       ASSERT_EQ(fp32.size(), 1u) << what;
       EXPECT_EQ(ops[kInvertedResidualOp], 1) << what;
-      if (no_nhwc) EXPECT_EQ(ops["NhwcConv"], 0) << what;
+      if (no_nhwc) {
+        EXPECT_EQ(ops["NhwcConv"], 0) << what;
+      }
       ExpectClose(r, what, tol);
       EXPECT_FALSE(SameBits(r.opt[0], fp32[0])) << what << ": the bf16 path should differ from fp32 somewhere";
     }
