@@ -194,17 +194,18 @@ Result<PackedBf16B> PackBf16Rows(const sgemm::WeightRows& b, int64_t src_row, Bf
         ScratchPages ordered(reorder ? static_cast<size_t>(kBf16NR * K) * sizeof(float) : 0);
         if (reorder && !ordered.data()) return MakeStatus(StatusCode::kOutOfMemory, "bf16 pack: no scratch memory");
         for (int64_t pn = p0; pn < p1; ++pn) {
+          // Every panel has at least one column: panels = ceil(N / kBf16NR).
           const int64_t n0 = pn * kBf16NR, cols = std::min<int64_t>(kBf16NR, N - n0);
-          ASSIGN_OR_RETURN(const float* rows, reader.Rows(n0, std::max<int64_t>(cols, 0), src_row));
+          ASSIGN_OR_RETURN(const float* rows, reader.Rows(n0, cols, src_row));
           int64_t ld = src_row;
-          if (reorder && cols > 0) {
+          if (reorder) {
             float* out = static_cast<float*>(ordered.data());
             for (int64_t j = 0; j < cols; ++j) reorder(rows + j * src_row, out + j * K, ctx);
             rows = out;
             ld = K;
           }
           uint32_t* panel = dst + pn * p.panel_stride();
-          (vec ? TransPanelAvx512 : TransPanelScalar)(rows, ld, K, std::max<int64_t>(cols, 0), scale, p.kps, panel);
+          (vec ? TransPanelAvx512 : TransPanelScalar)(rows, ld, K, cols, scale, p.kps, panel);
         }
         return Status::Ok();
       }());

@@ -134,6 +134,23 @@ namespace {
 // -> 215-243 ms.
 constexpr int64_t kParallelPackFloats = int64_t{1} << 20;
 
+// Rows [0, rows) of columns [0, cols) of a row-major source (row stride ld) into a panel's
+// rows, kPanelWidth floats each, the columns past cols zeroed: a non-transposed B's share of
+// a panel, from memory (PackBInto) or from a block read from the file (PackB(WeightRows)).
+void CopyPanelRows(const float* src, int64_t ld, int64_t rows, int64_t cols, float* panel) {
+  if (cols == kPanelWidth) {
+    // A constant-size copy compiles to a few vector moves instead of a memcpy call per row.
+    for (int64_t kk = 0; kk < rows; ++kk)
+      std::memcpy(panel + kk * kPanelWidth, src + kk * ld, kPanelWidth * sizeof(float));
+    return;
+  }
+  for (int64_t kk = 0; kk < rows; ++kk) {
+    float* row = panel + kk * kPanelWidth;
+    std::memcpy(row, src + kk * ld, static_cast<size_t>(cols) * sizeof(float));
+    std::fill(row + cols, row + kPanelWidth, 0.0f);
+  }
+}
+
 }  // namespace
 
 Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b, PackedB* out, ThreadPool* pool) {
@@ -153,16 +170,8 @@ Status PackBInto(const float* b, int64_t k, int64_t n, int64_t ldb, bool trans_b
       const int64_t n0 = p * kPanelWidth, cols = std::min(kPanelWidth, n - n0);
       if (trans_b) {
         PackTransposedPanel(b, ldb, k, 1, n0, cols, kPanelWidth, panel);
-      } else if (cols == kPanelWidth) {
-        // A constant-size copy compiles to a few vector moves instead of a memcpy call per row.
-        for (int64_t kk = 0; kk < k; ++kk)
-          std::memcpy(panel + kk * kPanelWidth, b + kk * ldb + n0, kPanelWidth * sizeof(float));
       } else {
-        for (int64_t kk = 0; kk < k; ++kk) {
-          float* row = panel + kk * kPanelWidth;
-          std::memcpy(row, b + kk * ldb + n0, static_cast<size_t>(cols) * sizeof(float));
-          std::fill(row + cols, row + kPanelWidth, 0.0f);
-        }
+        CopyPanelRows(b + n0, ldb, k, cols, panel);
       }
     }
   });
@@ -204,7 +213,7 @@ RowReader::RowReader(const WeightRows& w, int64_t max_floats, const char* who)
 RowReader::~RowReader() = default;
 
 Result<const float*> RowReader::Rows(int64_t r0, int64_t n, int64_t row_floats) {
-  if (n < 0 || row_floats < 0 || (n > 0 && n * row_floats > max_floats_))
+  if (n < 0 || row_floats < 0 || internal::MulOverflows(n, row_floats) || n * row_floats > max_floats_)
     return InvalidArgument(who_, ": a block of ", n, " rows of ", row_floats, " floats is over the reader's ",
                            max_floats_);
   if (!w_.file) return w_.data + r0 * row_floats;
@@ -272,18 +281,8 @@ Result<PackedB> PackB(const WeightRows& b, int64_t k, int64_t n, ThreadPool* poo
         const int64_t k0 = blk * rows, kn = std::min(rows, k - k0);
         ASSIGN_OR_RETURN(const float* src, reader.Rows(k0, kn, n));
         for (int64_t p = 0; p < panels; ++p) {
-          const int64_t n0 = p * kPanelWidth, cols = std::min(kPanelWidth, n - n0);
-          float* panel = dst + p * k * kPanelWidth + k0 * kPanelWidth;
-          const float* from = src + n0;
-          for (int64_t kk = 0; kk < kn; ++kk) {
-            float* row = panel + kk * kPanelWidth;
-            if (cols == kPanelWidth) {
-              std::memcpy(row, from + kk * n, kPanelWidth * sizeof(float));
-            } else {
-              std::memcpy(row, from + kk * n, static_cast<size_t>(cols) * sizeof(float));
-              std::fill(row + cols, row + kPanelWidth, 0.0f);
-            }
-          }
+          const int64_t n0 = p * kPanelWidth;
+          CopyPanelRows(src + n0, n, kn, std::min(kPanelWidth, n - n0), dst + p * k * kPanelWidth + k0 * kPanelWidth);
         }
       }
       return Status::Ok();
