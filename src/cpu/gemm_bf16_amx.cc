@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "cpu/bf16_simd.h"
@@ -93,16 +94,25 @@ void ConfigureTiles() {
   _tile_loadconfig(&cfg);
 }
 
-// RT row tiles (16 rows each) x 2 column tiles of one 32-column B panel.
-template <int RT>
-void TileGroup(const uint32_t* a, int64_t ldp, const uint32_t* b, int64_t steps, float* cs, int64_t ldcs, bool load_c) {
-  const int64_t a_bytes = ldp * 4, c_bytes = ldcs * 4;
-  if (load_c) {
-    _tile_loadd(0, cs, c_bytes);
-    _tile_loadd(1, cs + 16, c_bytes);
+// Nothing to do between a tile group's steps.
+struct NoSlice {
+  void operator()(int64_t) const {}
+};
+
+// RT row tiles (16 rows each) x 2 column tiles of one 32-column B panel. C starts as zeros,
+// or (init non-null) as the rows at init, init_ld floats apart, and is stored to out, ldo
+// floats apart. slice(s) runs after step s's products are issued (AmxRowsGemm's previous
+// epilogue, a few rows at a time).
+template <int RT, typename Slice = NoSlice>
+void TileGroup(const uint32_t* a, int64_t ldp, const uint32_t* b, int64_t steps, const float* init, int64_t init_ld,
+               float* out, int64_t ldo, const Slice& slice = {}) {
+  const int64_t a_bytes = ldp * 4, init_bytes = init_ld * 4, out_bytes = ldo * 4;
+  if (init) {
+    _tile_loadd(0, init, init_bytes);
+    _tile_loadd(1, init + 16, init_bytes);
     if constexpr (RT == 2) {
-      _tile_loadd(2, cs + 16 * ldcs, c_bytes);
-      _tile_loadd(3, cs + 16 * ldcs + 16, c_bytes);
+      _tile_loadd(2, init + 16 * init_ld, init_bytes);
+      _tile_loadd(3, init + 16 * init_ld + 16, init_bytes);
     }
   } else {
     _tile_zero(0);
@@ -124,12 +134,13 @@ void TileGroup(const uint32_t* a, int64_t ldp, const uint32_t* b, int64_t steps,
       _tile_dpbf16ps(2, 5, 6);
       _tile_dpbf16ps(3, 5, 7);
     }
+    slice(s);
   }
-  _tile_stored(0, cs, c_bytes);
-  _tile_stored(1, cs + 16, c_bytes);
+  _tile_stored(0, out, out_bytes);
+  _tile_stored(1, out + 16, out_bytes);
   if constexpr (RT == 2) {
-    _tile_stored(2, cs + 16 * ldcs, c_bytes);
-    _tile_stored(3, cs + 16 * ldcs + 16, c_bytes);
+    _tile_stored(2, out + 16 * ldo, out_bytes);
+    _tile_stored(3, out + 16 * ldo + 16, out_bytes);
   }
 }
 
@@ -143,9 +154,14 @@ void AmxBlock(const uint32_t* a, int64_t ldp, int64_t rows16, const uint32_t* b,
   for (int64_t p = 0; p < panels; ++p) {
     const uint32_t* bp = b + p * b_stride;
     int64_t r = 0;
-    for (; r + 32 <= rows16; r += 32)
-      TileGroup<2>(a + r * ldp, ldp, bp, steps, cs + r * ldcs + p * kBf16NR, ldcs, load_c);
-    if (r < rows16) TileGroup<1>(a + r * ldp, ldp, bp, steps, cs + r * ldcs + p * kBf16NR, ldcs, load_c);
+    for (; r + 32 <= rows16; r += 32) {
+      float* cb = cs + r * ldcs + p * kBf16NR;
+      TileGroup<2>(a + r * ldp, ldp, bp, steps, load_c ? cb : nullptr, ldcs, cb, ldcs);
+    }
+    if (r < rows16) {
+      float* cb = cs + r * ldcs + p * kBf16NR;
+      TileGroup<1>(a + r * ldp, ldp, bp, steps, load_c ? cb : nullptr, ldcs, cb, ldcs);
+    }
   }
   _tile_release();
 }
@@ -166,10 +182,94 @@ void ConfigureRowTail(int r0, int r1) {
 
 }  // namespace
 
+namespace {
+
+// The epilogue of a whole 32-column block (AmxRowsGemm), from cs (32 floats a row) into c:
+// the bias per column (kBias) and residual (kRes) added, then the clamp (kClamp), with
+// the bias in registers and no lane masks.
+template <bool kBias, bool kRes, bool kClamp>
+void Epilogue32(const float* cs, int64_t rows, float* c, int64_t ldc, const float* bias, const float* res, int64_t ldr,
+                float min, float max) {
+  __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+  if constexpr (kBias) b0 = _mm512_loadu_ps(bias), b1 = _mm512_loadu_ps(bias + 16);
+  const __m512 lo = _mm512_set1_ps(min), hi = _mm512_set1_ps(max);
+  for (int64_t i = 0; i < rows; ++i) {
+    __m512 v0 = _mm512_load_ps(cs + i * kBf16NR), v1 = _mm512_load_ps(cs + i * kBf16NR + 16);
+    if constexpr (kBias) v0 = _mm512_add_ps(v0, b0), v1 = _mm512_add_ps(v1, b1);
+    if constexpr (kRes) {
+      v0 = _mm512_add_ps(v0, _mm512_loadu_ps(res + i * ldr));
+      v1 = _mm512_add_ps(v1, _mm512_loadu_ps(res + i * ldr + 16));
+    }
+    if constexpr (kClamp) v0 = simd::Clamp(v0, lo, hi), v1 = simd::Clamp(v1, lo, hi);
+    _mm512_storeu_ps(c + i * ldc, v0);
+    _mm512_storeu_ps(c + i * ldc + 16, v1);
+  }
+}
+
+using Epilogue32Fn = void (*)(const float*, int64_t, float*, int64_t, const float*, const float*, int64_t, float,
+                              float);
+// Epilogue32 for (bias, residual, clamp) as bits 2, 1, 0 of the index.
+constexpr Epilogue32Fn kEpilogue32[8] = {Epilogue32<false, false, false>, Epilogue32<false, false, true>,
+                                         Epilogue32<false, true, false>,  Epilogue32<false, true, true>,
+                                         Epilogue32<true, false, false>,  Epilogue32<true, false, true>,
+                                         Epilogue32<true, true, false>,   Epilogue32<true, true, true>};
+
+// Fewest rows of an epilogue run between two product steps: more, shorter pieces cost
+// more calls than they overlap (K = 960: two rows a step were slower than none).
+constexpr int64_t kMinSliceRows = 8;
+
+// Products of `rows` rows of A (RT = 2 above 16 rows) against one panel, into out.
+template <typename Slice>
+void RowGroup(int64_t rows, const uint32_t* a, int64_t ldp, const uint32_t* panel, int64_t steps, float* out,
+              int64_t ldo, const Slice& slice) {
+  if (rows > 16) {
+    TileGroup<2>(a, ldp, panel, steps, nullptr, 0, out, ldo, slice);
+  } else {
+    TileGroup<1>(a, ldp, panel, steps, nullptr, 0, out, ldo, slice);
+  }
+}
+
+}  // namespace
+
 void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b, int64_t n0, int64_t cols, float* c,
                  int64_t ldc, const Bf16Epilogue& ep, int64_t m0) {
-  alignas(64) float cs[32 * kBf16NR];  // one 32 x 32 block of C
+  // The tile unit and vector code overlap only when the vector code comes in small pieces
+  // between the products (the Xeon VM: a block's epilogue issued whole, before or after
+  // the next block's products, cost its full time on top of them, so at K = 96-192 the
+  // epilogue took about as long as the products). So each block's C goes to one of two
+  // buffers, and its epilogue runs a few rows after each product step of the next block.
+  // Whole 32-column blocks take Epilogue32 (bias in registers, no masks), or with nothing
+  // to add or clamp go from the tiles straight into C; starting the tiles from the bias (a
+  // stride-0 tile load) or the residual rows was slower than adding them.
+  alignas(64) float cs[2][32 * kBf16NR];
   const int64_t steps = b.kps / 16, p0 = n0 / kBf16NR, p1 = (n0 + cols + kBf16NR - 1) / kBf16NR;
+  const float inf = std::numeric_limits<float>::infinity();
+  const bool clamp = ep.min != -inf || ep.max != inf;
+  const bool whole_ok = !ep.accumulate && !ep.bias_per_row;
+  const Epilogue32Fn epilogue = kEpilogue32[(ep.bias ? 4 : 0) | (ep.residual ? 2 : 0) | (clamp ? 1 : 0)];
+  const bool direct = whole_ok && !ep.bias && !ep.residual && !clamp;
+  struct Pending {
+    const float* cs = nullptr;  // null: none
+    int64_t rows = 0, cols = 0, r = 0, j = 0, per_step = 0;
+  } pending;
+  // Rows [i0, i1) of the pending block's epilogue.
+  const auto finish_rows = [&](int64_t i0, int64_t i1) {
+    i1 = std::min(i1, pending.rows);
+    if (i0 >= i1) return;
+    const int64_t r = pending.r + i0, j = pending.j;
+    const float* src = pending.cs + i0 * kBf16NR;
+    float* dst = c + r * ldc + j;
+    if (pending.cols == kBf16NR && whole_ok) {
+      epilogue(src, i1 - i0, dst, ldc, ep.bias ? ep.bias + n0 + j : nullptr,
+               ep.residual ? ep.residual + (m0 + r) * ep.ldr + n0 + j : nullptr, ep.ldr, ep.min, ep.max);
+    } else {
+      AmxEpilogue(src, kBf16NR, i1 - i0, pending.cols, dst, ldc, ep, m0 + r, n0 + j);
+    }
+  };
+  const auto slice = [&](int64_t s) {
+    if (pending.cs) finish_rows(s * pending.per_step, (s + 1) * pending.per_step);
+  };
+  int buf = 0;
   ConfigureTiles();
   for (int64_t r = 0; r < m; r += 32) {
     const int64_t rows = std::min<int64_t>(32, m - r);
@@ -177,18 +277,23 @@ void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b
       ConfigureRowTail(static_cast<int>(std::min<int64_t>(16, rows)),
                        static_cast<int>(std::max<int64_t>(0, rows - 16)));
     }
+    // Rows past `rows` are neither loaded nor stored: the tail's tiles are shorter.
     const uint32_t* ar = a + r * ldp;
     for (int64_t p = p0; p < p1; ++p) {
-      // Rows past `rows` are neither loaded nor stored: the tail's tiles are shorter.
-      if (rows > 16) {
-        TileGroup<2>(ar, ldp, b.panel(p), steps, cs, kBf16NR, false);
-      } else {
-        TileGroup<1>(ar, ldp, b.panel(p), steps, cs, kBf16NR, false);
+      const int64_t j = p * kBf16NR - n0, bc = std::min<int64_t>(kBf16NR, cols - j);
+      const bool straight = bc == kBf16NR && direct;
+      RowGroup(rows, ar, ldp, b.panel(p), steps, straight ? c + r * ldc + j : cs[buf], straight ? ldc : kBf16NR, slice);
+      if (pending.cs) finish_rows(steps * pending.per_step, pending.rows);  // K = 0: no steps took any
+      pending = Pending{};
+      if (!straight) {
+        // Its epilogue in pieces of per_step rows after each step of the next block.
+        const int64_t per_step = steps > 0 ? std::max<int64_t>(kMinSliceRows, (rows + steps - 1) / steps) : 0;
+        pending = Pending{cs[buf], rows, bc, r, j, per_step};
+        buf ^= 1;
       }
-      const int64_t j = p * kBf16NR - n0;
-      AmxEpilogue(cs, kBf16NR, rows, std::min<int64_t>(kBf16NR, cols - j), c + r * ldc + j, ldc, ep, m0 + r, n0 + j);
     }
   }
+  if (pending.cs) finish_rows(0, pending.rows);
   _tile_release();
 }
 

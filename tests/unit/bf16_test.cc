@@ -187,6 +187,57 @@ TEST_P(Bf16Test, BlockPairRowsGemmMatchesReference) {
   }
 }
 
+// Every epilogue PairRowsGemm can be given, on plain rows: bias or not, clamp or not, and
+// nothing, a residual, or C accumulated (the in-place residual). On AMX whole 32-column
+// blocks take their own epilogues (Epilogue32, or the tiles stored straight into C when
+// there is nothing to add or clamp), run in pieces between the next block's product steps,
+// and partial blocks the generic one: the sizes give one K step (K <= 32), three, and 30
+// (pieces of 8 rows), whole and partial column blocks, and a partial last row group.
+TEST_P(Bf16Test, PairRowsGemmEveryEpilogue) {
+  const int64_t sizes[][3] = {{1, 32, 16}, {70, 64, 96}, {33, 96, 200}, {49, 160, 961}, {40, 33, 64}};
+  uint32_t seed = 1700;
+  for (const auto& s : sizes) {
+    const int64_t M = s[0], N = s[1], K = s[2];
+    const auto a = Random(M * K, seed++), w = Random(N * K, seed++), bias = Random(N, seed++);
+    const auto res = Random(M * N, seed++), start = Random(M * N, seed++);
+    const int64_t ldp = block_bf16::RowWords(block_bf16::PairsPerRow(K));
+    std::vector<uint32_t> rows(static_cast<size_t>(M * ldp), 0x7FC07FC0u);
+    block_bf16::RoundRows(a.data(), K, M, K, rows.data(), ldp);
+    auto packed = PackBf16(w.data(), K, N, /*trans=*/true);
+    ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+    std::vector<double> product(static_cast<size_t>(M * N)), mag(static_cast<size_t>(M * N));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) {
+          const double p = static_cast<double>(RoundBf16(a[m * K + k])) * RoundBf16(w[n * K + k]);
+          product[m * N + n] += p;
+          mag[m * N + n] += std::fabs(p);
+        }
+    for (int kind = 0; kind < 12; ++kind) {
+      const bool with_bias = kind & 1, with_clamp = kind & 2;
+      const int extra = kind / 4;  // 0 nothing, 1 residual, 2 accumulate
+      const std::string what = "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                               " bias=" + std::to_string(with_bias) + " clamp=" + std::to_string(with_clamp) +
+                               " extra=" + std::to_string(extra);
+      Bf16Epilogue ep;
+      if (with_bias) ep.bias = bias.data();
+      if (with_clamp) ep.min = -0.75f, ep.max = 1.25f;
+      if (extra == 1) ep.residual = res.data(), ep.ldr = N;
+      if (extra == 2) ep.accumulate = true;
+      std::vector<float> c = extra == 2 ? start : std::vector<float>(static_cast<size_t>(M * N), -7.0f);
+      block_bf16::PairRowsGemm(M, rows.data(), ldp, *packed, c.data(), N, ep);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          const size_t i = static_cast<size_t>(m * N + n);
+          double want =
+              product[i] + (with_bias ? bias[n] : 0.0) + (extra == 1 ? res[i] : 0.0) + (extra == 2 ? start[i] : 0.0);
+          if (with_clamp) want = std::min(std::max(want, -0.75), 1.25);
+          ASSERT_NEAR(c[i], want, 1e-5 * mag[i] + 1e-5) << what << " at " << m << "," << n;
+        }
+    }
+  }
+}
+
 // Split rows carry an Inf or NaN as one rounding would: Inf * W stays Inf (the residual
 // segment never multiplies it, where 0.3's residual of the other sign would make Inf - Inf),
 // NaN stays NaN, and a float that rounds to Inf in bf16 is Inf.
