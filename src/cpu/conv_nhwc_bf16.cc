@@ -24,8 +24,10 @@
 #include "cpu/bf16_simd.h"
 #include "cpu/bf16_target.h"
 #include "cpu/conv_kernels.h"
+#include "cpu/conv_nhwc_block_bf16.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/nhwc_kernels.h"
+#include "cpu/sgemm.h"
 #include "cpu/xnnpack_util.h"
 
 namespace strata {
@@ -276,6 +278,96 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
   bool has_residual_ = false;
 };
 
+// Output rows (pixels) per block of the split-row 1x1 conv: the block's split rows stay in
+// L2 (at C = 256, 3 x 128 pairs a row, 128 rows are 192 KiB) while every column panel of W
+// passes over them.
+constexpr int64_t kSplitBlockBytes = 192 * 1024;
+
+// A 1x1 unpadded conv that must keep fp32's accuracy in a bf16 session (an early conv of a
+// deep net on a large map: NhwcBf16ConvAllowed is false), on AMX: split rows, the bf16x3
+// scheme of the fused inverted-residual block (block_bf16::RoundRowsSplit, PackSplitWeights),
+// three bf16 products per fp32 one, each exact to about 2^-16 relative. Per block of output
+// pixels the rows are rounded into a thread's L2 scratch and multiplied in place
+// (block_bf16::PairRowsGemm, AmxRowsGemm), with bias, clamp and residual in the store.
+class NhwcSplitPointwiseKernel final : public bf16_internal::Bf16KernelBase, public PacksConstantInputs {
+ public:
+  std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
+  const char* ImplName() const override { return "amx_bf16x3"; }
+  int InPlaceInput() const override { return has_residual_ ? 3 : -1; }
+
+  NhwcSplitPointwiseKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act,
+                           PackedBf16B packed)
+      : nchw_node_(OriginalNode(node, "Conv")),
+        w_shape_(w.shape()),
+        act_(act),
+        packed_(std::move(packed)),
+        has_residual_(node.inputs.size() > 3 && node.inputs[3] >= 0) {
+    if (b) bias_.assign(b->data<float>(), b->data<float>() + w.dim(0));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.input(0);
+    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_));
+    const SpatialGeometry& g = xin.shapes.geo;
+    if (g.pad_begin[0] || g.pad_begin[1] || g.pad_end[0] || g.pad_end[1])
+      return InternalError(node.Describe(), ": the split-row 1x1 conv was built for an unpadded conv");
+    const int64_t m = w_shape_[0], c = xin.c, oh = g.out[0], ow = g.out[1];
+    const Shape out_shape = {xin.n, oh, ow, m};
+    ASSIGN_OR_RETURN(const Tensor* res, NhwcConvResidual(ctx, has_residual_, out_shape));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out_shape));
+    if (y->num_elements() == 0) return Status::Ok();
+    Bf16Epilogue ep;
+    ep.bias = bias_.empty() ? nullptr : bias_.data();
+    ep.min = act_.min;
+    ep.max = act_.max;
+    if (res && res->data<float>() == y->data<float>()) {
+      ep.accumulate = true;  // Y took over R's buffer (InPlaceInput): Y += conv + bias
+    } else if (res) {
+      ep.residual = res->data<float>();
+      ep.ldr = m;
+    }
+    const int64_t ldp = block_bf16::RowWords(block_bf16::SplitPairsPerRow(c));
+    const int64_t rows = xin.n * oh * ow;
+    const int64_t block = std::max<int64_t>(32, kSplitBlockBytes / (ldp * 4) / 32 * 32);
+    const int64_t blocks = (rows + block - 1) / block;
+    const float* xd = x->data<float>();
+    float* out = y->mutable_data<float>();
+    const int64_t sh = g.strides[0], sw = g.strides[1], h = xin.h, w = xin.w;
+    const auto body = [&](int64_t b0, int64_t b1) {
+      thread_local std::vector<uint32_t> split;  // kept across runs: a steady run allocates nothing
+      split.resize(static_cast<size_t>(block * ldp));
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t r0 = blk * block, n = std::min(block, rows - r0);
+        // Rows of one output row at a time: the pixels of a strided conv are sw * C apart.
+        for (int64_t r = r0; r < r0 + n;) {
+          const int64_t img = r / (oh * ow), oy = r / ow % oh, ox = r % ow, run = std::min(ow - ox, r0 + n - r);
+          const float* src = xd + ((img * h + oy * sh) * w + ox * sw) * c;
+          block_bf16::RoundRowsSplit(src, sw * c, run, c, split.data() + (r - r0) * ldp, ldp);
+          r += run;
+        }
+        Bf16Epilogue eb = ep;
+        if (eb.residual) eb.residual += r0 * eb.ldr;
+        block_bf16::PairRowsGemm(n, split.data(), ldp, packed_, out + r0 * m, m, eb);
+      }
+    };
+    if (ctx.pool() && ctx.pool()->num_threads() > 1 && blocks > 1) {
+      ctx.pool()->Run(blocks, 1, body);
+    } else {
+      body(0, blocks);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Node nchw_node_;
+  Shape w_shape_;
+  FusedActivation act_;
+  PackedBf16B packed_;
+  std::vector<float> bias_;
+  bool has_residual_ = false;
+};
+
 }  // namespace
 
 namespace {
@@ -298,6 +390,27 @@ void ReorderConvRow(const float* src, float* dst, const void* ctx) {
       for (int64_t kx = 0; kx < l.kw; ++kx) dst[ky * l.seg + kx * l.c + i] = src[(i * l.kh + ky) * l.kw + kx];
 }
 
+// A 1x1 conv with no explicit padding (auto_pad pads a 1x1 kernel by nothing).
+bool SplitPointwiseFits(const Node& node, const Tensor& w) {
+  if (w.dim(2) != 1 || w.dim(3) != 1) return false;
+  for (int64_t p : node.GetInts("pads"))
+    if (p != 0) return false;
+  return true;
+}
+
+Result<std::unique_ptr<OpKernel>> MakeSplitPointwise(const Node& node, const Tensor& w, const Tensor* b,
+                                                     const FusedActivation& act) {
+  const int64_t m = w.dim(0), c = w.dim(1);
+  // PackSplitWeights reads W whole: a weight still in the model file is read once here.
+  std::vector<float> tmp(static_cast<size_t>(w.num_elements()));
+  auto rows = sgemm::WeightRows::Of(w).Rows(0, m, c, tmp.data());
+  if (!rows.ok()) return MakeStatus(rows.status().code(), node.Describe(), ": ", rows.status().message());
+  auto packed = block_bf16::PackSplitWeights(*rows, m, c);
+  if (!packed.ok()) return MakeStatus(packed.status().code(), node.Describe(), ": ", packed.status().message());
+  return std::unique_ptr<OpKernel>(
+      std::make_unique<NhwcSplitPointwiseKernel>(node, w, b, act, std::move(packed).value()));
+}
+
 }  // namespace
 
 bool NhwcBf16ConvAllowed(const KernelInit& init) {
@@ -310,11 +423,14 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const
   const Node& node = init.node;
   if (!init.config.bf16_fast_math || init.config.prefer_reference || !Bf16GemmAvailable() || !Bf16NodeSelected(node))
     return Unsupported(node.Describe(), ": bf16 fast math is off or the CPU lacks avx512_bf16");
-  if (!NhwcBf16ConvAllowed(init))
-    return Unsupported(node.Describe(), ": an early conv of a deep net on a large map stays fp32 in bf16 sessions");
   // Grouped (depthwise) convs stay fp32: they are memory-bound, bf16 saves no FLOPs there.
   if (node.GetInt("group", 1) != 1 || w.dtype() != DataType::kFloat || w.rank() != 4 || w.num_elements() == 0)
     return Unsupported(node.Describe(), ": the bf16 NHWC conv needs group 1 and a float32 OIHW weight");
+  if (!NhwcBf16ConvAllowed(init)) {
+    if (SplitPointwiseFits(node, w) && bf16_internal::AmxAvailable() && Bf16SplitRowsEnabled())
+      return MakeSplitPointwise(node, w, b, act);
+    return Unsupported(node.Describe(), ": an early conv of a deep net on a large map stays fp32 in bf16 sessions");
+  }
   // OIHW -> [M][KH][S] (B^T with K in im2col order, kernel rows padded to S with zeros),
   // one panel's rows at a time while they are packed (read from the file when the weight
   // is still there: sgemm::WeightRows).

@@ -405,7 +405,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcInvertedResidual(const KernelInit& ini
   // kMinSplitExpandWidth for the split rows mid-width ones take on AMX.
   if (init.config.bf16_fast_math && !init.config.prefer_reference && Bf16GemmAvailable()) {
     if (ce >= kMinBf16ExpandWidth) return Build<true>(node, we, bias, *wd, *wp);
-    if (ce >= kMinSplitExpandWidth && bf16_internal::AmxAvailable())
+    if (ce >= kMinSplitExpandWidth && bf16_internal::AmxAvailable() && Bf16SplitRowsEnabled())
       return Build<true>(node, we, bias, *wd, *wp, /*split=*/true);
   }
   return Build<false>(node, we, bias, *wd, *wp);

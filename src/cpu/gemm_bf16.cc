@@ -88,6 +88,11 @@ bool Bf16NodeSelected(const Node& node) {
   return false;
 }
 
+bool Bf16SplitRowsEnabled() {
+  const char* v = std::getenv("STRATA_BF16_SPLIT");
+  return !v || std::string(v) != "0";
+}
+
 void SetBf16DisabledForTesting(bool disabled) { g_disabled_for_testing.store(disabled); }
 
 uint16_t FloatToBf16(float f) {

@@ -44,6 +44,12 @@ void SetBf16DisabledForTesting(bool disabled);
 // empty: every node.
 bool Bf16NodeSelected(const Node& node);
 
+// False when STRATA_BF16_SPLIT is 0: the GEMMs that bf16 sessions run on split rows on AMX
+// to keep fp32's accuracy (the fused block's mid-width 1x1s, early 1x1 convs of deep nets)
+// stay fp32 instead. Read at each kernel creation, so sessions of one process can differ
+// (A/B timing in one process).
+bool Bf16SplitRowsEnabled();
+
 // Converts one float to bf16 bits with round-to-nearest-even (NaN stays NaN).
 uint16_t FloatToBf16(float f);
 float Bf16ToFloat(uint16_t h);

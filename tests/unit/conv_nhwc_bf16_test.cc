@@ -238,49 +238,117 @@ TEST_F(Bf16NhwcConv, MatchesFp32ReferenceThroughLayoutPass) {
 // A chain of 24 1x1 convs (16 -> 16 channels) as the layout pass leaves them: in a bf16
 // session each one runs on bf16 when its output map has at most 14x14 pixels or at most 20
 // convs follow it; the first three of the chain on a 16x16 map (23, 22, 21 convs after
-// them) stay fp32. Asked of the registry's NhwcConv factory, node by node.
+// them) keep fp32's accuracy: on AMX on split rows (amx_bf16x3), else, or with
+// STRATA_BF16_SPLIT=0, in fp32. Asked of the registry's NhwcConv factory, node by node.
 TEST_F(Bf16NhwcConv, EarlyConvsOfADeepNetStayFp32) {
-  for (int64_t hw : {16, 14}) {
-    Graph g;
-    constexpr int kConvs = 24;
-    auto typed = [&](const std::string& name) {
-      const int v = g.AddValue(name);
-      g.values[v].type.kind = TypeInfo::Kind::kTensor;
-      g.values[v].type.elem_type = DataType::kFloat;
-      g.values[v].type.has_shape = true;
-      for (int64_t d : {int64_t{1}, hw, hw, int64_t{16}}) g.values[v].type.dims.push_back(Dim{d, ""});
-      return v;
-    };
-    int prev = typed("x");
-    g.inputs = {prev};
-    const Tensor w = Tensor::FromVector<float>(Pseudo(16 * 16, 7, 0.25f), {16, 16, 1, 1});
-    for (int i = 0; i < kConvs; ++i) {
-      Node n;
-      n.name = "conv" + std::to_string(i);
-      n.op_type = "NhwcConv";
-      n.domain = kInternalDomain;
-      n.opset = 1;
-      n.attrs[kOriginalOpsetAttr] = Attribute::Int(13);
-      n.attrs["kernel_shape"] = Attribute::Ints({1, 1});
-      const int wv = g.AddValue(n.name + "_w");
-      g.initializers[wv] = w;
-      const int out = typed(n.name + "_y");
-      n.inputs = {prev, wv};
-      n.outputs = {out};
-      g.nodes.push_back(n);
-      prev = out;
+  for (const bool split_off : {false, true})
+    for (int64_t hw : {16, 14}) {
+      if (split_off) {
+        setenv("STRATA_BF16_SPLIT", "0", 1);
+      } else {
+        unsetenv("STRATA_BF16_SPLIT");
+      }
+      Graph g;
+      constexpr int kConvs = 24;
+      auto typed = [&](const std::string& name) {
+        const int v = g.AddValue(name);
+        g.values[v].type.kind = TypeInfo::Kind::kTensor;
+        g.values[v].type.elem_type = DataType::kFloat;
+        g.values[v].type.has_shape = true;
+        for (int64_t d : {int64_t{1}, hw, hw, int64_t{16}}) g.values[v].type.dims.push_back(Dim{d, ""});
+        return v;
+      };
+      int prev = typed("x");
+      g.inputs = {prev};
+      const Tensor w = Tensor::FromVector<float>(Pseudo(16 * 16, 7, 0.25f), {16, 16, 1, 1});
+      for (int i = 0; i < kConvs; ++i) {
+        Node n;
+        n.name = "conv" + std::to_string(i);
+        n.op_type = "NhwcConv";
+        n.domain = kInternalDomain;
+        n.opset = 1;
+        n.attrs[kOriginalOpsetAttr] = Attribute::Int(13);
+        n.attrs["kernel_shape"] = Attribute::Ints({1, 1});
+        const int wv = g.AddValue(n.name + "_w");
+        g.initializers[wv] = w;
+        const int out = typed(n.name + "_y");
+        n.inputs = {prev, wv};
+        n.outputs = {out};
+        g.nodes.push_back(n);
+        prev = out;
+      }
+      g.outputs = {prev};
+      const KernelDef* def = CpuKernels().Find(kInternalDomain, "NhwcConv", 1, DataType::kFloat);
+      ASSERT_NE(def, nullptr);
+      KernelConfig bf16;
+      bf16.bf16_fast_math = true;
+      for (int i = 0; i < kConvs; ++i) {
+        auto k = def->factory(KernelInit{g.nodes[i], g, nullptr, bf16});
+        ASSERT_TRUE(k.ok()) << k.status().ToString();
+        const bool plain = hw * hw <= kBf16ConvMaxMapPixels || kConvs - 1 - i <= kBf16ConvMaxConvsAfter;
+        const bool split = !plain && !split_off && bf16_internal::AmxAvailable();
+        const std::string what = std::to_string(hw) + "x" + std::to_string(hw) + " conv " + std::to_string(i) +
+                                 (split_off ? " STRATA_BF16_SPLIT=0" : "");
+        EXPECT_EQ(IsBf16Kernel(**k), plain || split) << what;
+        EXPECT_EQ(std::string((*k)->ImplName()) == "amx_bf16x3", split) << what << ": " << (*k)->ImplName();
+      }
     }
-    g.outputs = {prev};
-    const KernelDef* def = CpuKernels().Find(kInternalDomain, "NhwcConv", 1, DataType::kFloat);
-    ASSERT_NE(def, nullptr);
-    KernelConfig bf16;
-    bf16.bf16_fast_math = true;
-    for (int i = 0; i < kConvs; ++i) {
-      auto k = def->factory(KernelInit{g.nodes[i], g, nullptr, bf16});
-      ASSERT_TRUE(k.ok()) << k.status().ToString();
-      const bool expect_bf16 = hw * hw <= kBf16ConvMaxMapPixels || kConvs - 1 - i <= kBf16ConvMaxConvsAfter;
-      EXPECT_EQ(IsBf16Kernel(**k), expect_bf16) << hw << "x" << hw << " conv " << i;
+  unsetenv("STRATA_BF16_SPLIT");
+}
+
+// The early 1x1 convs of a deep net (over 14x14, more than 20 convs after them) on split
+// rows keep fp32's accuracy: their own outputs (graph outputs here, with the 21-conv chain
+// after them) are compared with an fp32 session's, within 1e-4 of the largest (split rows
+// ~2e-5: three terms of at most 2^-18 |aw| per product left out or rounded; one bf16
+// rounding, which the check would catch, ~4e-3). Cases: stride 1 with Relu, stride 2 (an
+// unpadded strided 1x1 reads every other pixel), a fused residual; odd channel counts and a
+// partial last column panel (M = 40). Results do not depend on the thread count.
+TEST_F(Bf16NhwcConv, EarlyPointwiseConvsOnSplitRowsKeepFp32Accuracy) {
+  struct SplitCase {
+    int64_t c, hw, stride;
+    bool residual;
+  };
+  for (const SplitCase& sc : {SplitCase{24, 18, 1, false}, SplitCase{23, 34, 2, false}, SplitCase{24, 17, 1, true}}) {
+    const int64_t oh = (sc.hw - 1) / sc.stride + 1, m = 40;
+    auto model = MakeModel(13);
+    auto* g = model.mutable_graph();
+    AddInput(g, "x", {2, sc.c, sc.hw, sc.hw});
+    AddConv(g, "x", "early", sc.c, m, 1, sc.stride, 0, 1, 41, false);
+    std::string cur = "early";
+    if (sc.residual) {
+      AddInput(g, "r", {2, m, oh, oh});
+      AddConv(g, "r", "skip", m, m, 1, 1, 0, 1, 42, false);
+      AddNode(g, "Add", {cur, "skip"}, {"sum"});
+      cur = "sum";
     }
+    AddNode(g, "Relu", {cur}, {"ya"});
+    AddOutput(g, "ya", {2, m, oh, oh});
+    cur = "ya";
+    for (int i = 0; i < 21; ++i) {
+      const std::string out = "chain" + std::to_string(i);
+      AddConv(g, cur, out, m, m, 1, 1, 0, 1, 50 + i, false);
+      cur = out;
+    }
+    AddNode(g, "Identity", {cur}, {"yb"});
+    AddOutput(g, "yb", {2, m, oh, oh});
+    Feeds feeds = {
+        {"x", Value(Tensor::FromVector<float>(Pseudo(2 * sc.c * sc.hw * sc.hw, 43), {2, sc.c, sc.hw, sc.hw}))}};
+    if (sc.residual)
+      feeds.push_back({"r", Value(Tensor::FromVector<float>(Pseudo(2 * m * oh * oh, 44), {2, m, oh, oh}))});
+    const std::string what = "C=" + std::to_string(sc.c) + " " + std::to_string(sc.hw) + "^2 stride " +
+                             std::to_string(sc.stride) + (sc.residual ? " residual" : "");
+    std::vector<NodeAssignment> as;
+    auto one = RunModel(model, feeds, 1, true, false, &as);
+    auto two = RunModel(model, feeds, 2, true, false);
+    auto fp32 = RunModel(model, feeds, 1, false, false);
+    ASSERT_TRUE(one.ok() && two.ok() && fp32.ok()) << what << ": " << one.status().ToString();
+    int split = 0;
+    for (const auto& a : as) split += a.impl == "amx_bf16x3";
+    // early, and with the residual also skip (a 1x1 conv 22 convs deep on a 17x17 map).
+    EXPECT_EQ(split, bf16_internal::AmxAvailable() ? (sc.residual ? 2 : 1) : 0) << what;
+    const Tensor& ya = (*one)[0].tensor();
+    EXPECT_LT(MaxRelError(ya, (*fp32)[0].tensor()), 1e-4) << what;
+    EXPECT_TRUE(SameBits(ya, (*two)[0].tensor())) << what << ": 2 threads differ from 1";
   }
 }
 
