@@ -270,28 +270,32 @@ void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b
     if (pending.cs) finish_rows(s * pending.per_step, (s + 1) * pending.per_step);
   };
   int buf = 0;
-  ConfigureTiles();
-  for (int64_t r = 0; r < m; r += 32) {
-    const int64_t rows = std::min<int64_t>(32, m - r);
-    if (rows < 32) {
-      ConfigureRowTail(static_cast<int>(std::min<int64_t>(16, rows)),
-                       static_cast<int>(std::max<int64_t>(0, rows - 16)));
-    }
-    // Rows past `rows` are neither loaded nor stored: the tail's tiles are shorter.
+  // One 32-row group (rows of it; rows past them are neither loaded nor stored: a short
+  // group's tiles are configured shorter) times panel p.
+  const auto block = [&](int64_t r, int64_t rows, int64_t p) {
     const uint32_t* ar = a + r * ldp;
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t j = p * kBf16NR - n0, bc = std::min<int64_t>(kBf16NR, cols - j);
-      const bool straight = bc == kBf16NR && direct;
-      RowGroup(rows, ar, ldp, b.panel(p), steps, straight ? c + r * ldc + j : cs[buf], straight ? ldc : kBf16NR, slice);
-      if (pending.cs) finish_rows(steps * pending.per_step, pending.rows);  // K = 0: no steps took any
-      pending = Pending{};
-      if (!straight) {
-        // Its epilogue in pieces of per_step rows after each step of the next block.
-        const int64_t per_step = steps > 0 ? std::max<int64_t>(kMinSliceRows, (rows + steps - 1) / steps) : 0;
-        pending = Pending{cs[buf], rows, bc, r, j, per_step};
-        buf ^= 1;
-      }
+    const int64_t j = p * kBf16NR - n0, bc = std::min<int64_t>(kBf16NR, cols - j);
+    const bool straight = bc == kBf16NR && direct;
+    RowGroup(rows, ar, ldp, b.panel(p), steps, straight ? c + r * ldc + j : cs[buf], straight ? ldc : kBf16NR, slice);
+    if (pending.cs) finish_rows(steps * pending.per_step, pending.rows);  // K = 0: no steps took any
+    pending = Pending{};
+    if (!straight) {
+      // Its epilogue in pieces of per_step rows after each step of the next block.
+      const int64_t per_step = steps > 0 ? std::max<int64_t>(kMinSliceRows, (rows + steps - 1) / steps) : 0;
+      pending = Pending{cs[buf], rows, bc, r, j, per_step};
+      buf ^= 1;
     }
+  };
+  ConfigureTiles();
+  // Row groups outer: a group's A stays in L1 while the panels pass. Panels outer (a
+  // panel's B in L1, the groups passing) measured the same or slower (3136 rows: 1.15-1.45x).
+  const int64_t full = m / 32 * 32;
+  for (int64_t r = 0; r < full; r += 32)
+    for (int64_t p = p0; p < p1; ++p) block(r, 32, p);
+  if (full < m) {
+    const int64_t rows = m - full;
+    ConfigureRowTail(static_cast<int>(std::min<int64_t>(16, rows)), static_cast<int>(std::max<int64_t>(0, rows - 16)));
+    for (int64_t p = p0; p < p1; ++p) block(full, rows, p);
   }
   if (pending.cs) finish_rows(0, pending.rows);
   _tile_release();
