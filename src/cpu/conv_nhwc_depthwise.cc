@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "core/layout_pass.h"
 #include "cpu/conv_kernels.h"
@@ -83,9 +84,13 @@ STRATA_AVX512 inline void StoreLanes(float* p, __mmask16 m, __m512 v) {
 // kJ adjacent interior output pixels (all 3 taps of each in bounds) of a 3x3 kernel with
 // stride kS over kR in-bounds kernel rows: input column i of the block feeds output j at
 // tap kx = i - j * kS, so each input vector is loaded once per row.
-template <int kS, int kR, int kJ, bool kFull>
+// kL / kRt: the block's first / last input column lies in the horizontal padding (the
+// row's first / last pixel): it is never loaded, and its taps are left out, as EdgePixel
+// leaves them (the same FMAs in the same order, so the same bits).
+template <int kS, int kR, int kJ, bool kFull, bool kL = false, bool kRt = false>
 STRATA_AVX512 inline void Block3x3(const float* const* r, const __m512* w, __m512 bias, int64_t off, int64_t c,
                                    __mmask16 m, __m512 lo, __m512 hi, float* y) {
+  constexpr int kCols = (kJ - 1) * kS + 3;
   __m512 acc[kJ];
 #pragma GCC unroll 8
   for (int j = 0; j < kJ; ++j) acc[j] = bias;
@@ -93,7 +98,8 @@ STRATA_AVX512 inline void Block3x3(const float* const* r, const __m512* w, __m51
   for (int ky = 0; ky < kR; ++ky) {
     const float* xr = r[ky] + off;
 #pragma GCC unroll 16
-    for (int i = 0; i < (kJ - 1) * kS + 3; ++i) {
+    for (int i = 0; i < kCols; ++i) {
+      if ((kL && i == 0) || (kRt && i == kCols - 1)) continue;
       const __m512 xv = LoadLanes<kFull>(m, xr + i * c);
 #pragma GCC unroll 8
       for (int j = 0; j < kJ; ++j) {
@@ -125,6 +131,55 @@ inline void InteriorColumns(const RowGeometry& g, int64_t stride, int64_t* ox_lo
   *ox_hi = last < 0 ? *ox_lo : std::max(*ox_lo, std::min(g.out_w, last / stride + 1));
 }
 
+// Whether a 3x3, dilation-1 row with stride `stride` can be swept in whole blocks of 4
+// pixels from its first pixel: at most one input column of padding at each end, so only the
+// first pixel's first tap and the last pixel's last tap lie outside the row (*left, *right:
+// whether they do). Then no pixel takes EdgePixel's per-tap loop and no tail pixel is left
+// alone (a single pixel's FMAs are one latency-bound chain): on mobilenet_v2's rows (7-112
+// pixels) those were about a third of the depthwise rows' time.
+inline bool WholeBlocks(const RowGeometry& g, int64_t stride, bool* left, bool* right) {
+  const int64_t right_pad = (g.out_w - 1) * stride - g.pad_left + 3 - g.in_w;
+  if (g.out_w < 1 || g.pad_left < 0 || g.pad_left > 1 || right_pad > 1) return false;
+  *left = g.pad_left == 1;
+  *right = right_pad == 1;
+  return true;
+}
+
+// Calls f(integral_constant kJ, L, R) for a block of n (1-4) pixels with padding flags L, R.
+template <typename F>
+STRATA_AVX512 inline void DispatchBlock(int64_t n, bool left, bool right, F&& f) {
+  using std::integral_constant;
+  const auto lr = [&](auto j) {
+    if (left && right) return f(j, std::true_type{}, std::true_type{});
+    if (left) return f(j, std::true_type{}, std::false_type{});
+    if (right) return f(j, std::false_type{}, std::true_type{});
+    return f(j, std::false_type{}, std::false_type{});
+  };
+  switch (n) {
+    case 4:
+      return lr(integral_constant<int, 4>{});
+    case 3:
+      return lr(integral_constant<int, 3>{});
+    case 2:
+      return lr(integral_constant<int, 2>{});
+    default:
+      return lr(integral_constant<int, 1>{});
+  }
+}
+
+// Every output pixel of channels [c0, c0 + 16) of a WholeBlocks row, 4 at a time.
+template <int kS, int kR, bool kFull>
+STRATA_AVX512 void RowBlocks3x3(const float* const* rows, const __m512* w, __m512 bias, const RowGeometry& g, int64_t c,
+                                int64_t c0, __mmask16 m, __m512 lo, __m512 hi, bool left, bool right, float* y) {
+  for (int64_t ox = 0; ox < g.out_w; ox += 4) {
+    const int64_t n = std::min<int64_t>(4, g.out_w - ox), off = (ox * kS - g.pad_left) * c + c0;
+    DispatchBlock(n, left && ox == 0, right && ox + n == g.out_w, [&](auto j, auto l, auto r) {
+      Block3x3<kS, kR, decltype(j)::value, kFull, decltype(l)::value, decltype(r)::value>(rows, w, bias, off, c, m, lo,
+                                                                                          hi, y + ox * c + c0);
+    });
+  }
+}
+
 // A 3x3, dilation-1 row with stride kS whose in-bounds kernel rows are rows[0, kR) (the
 // caller dropped the padded ones and offset the weights to match).
 template <int kS, int kR>
@@ -133,6 +188,8 @@ STRATA_AVX512 void Row3x3(const Weights& wt, const RowGeometry& g, const float* 
   const int64_t c = wt.c, ow = g.out_w;
   int64_t ox_lo, ox_hi;
   InteriorColumns(g, kS, &ox_lo, &ox_hi);
+  bool left = false, right = false;
+  const bool whole = WholeBlocks(g, kS, &left, &right);
   const __m512 lo = _mm512_set1_ps(g.lo), hi = _mm512_set1_ps(g.hi);
   for (int64_t c0 = 0; c0 < c; c0 += 16) {
     const __mmask16 m = TailMask(c - c0);
@@ -140,9 +197,17 @@ STRATA_AVX512 void Row3x3(const Weights& wt, const RowGeometry& g, const float* 
 #pragma GCC unroll 9
     for (int t = 0; t < kR * 3; ++t) w[t] = _mm512_loadu_ps(wbase + t * wt.cp + c0);
     const __m512 bias = _mm512_loadu_ps(wt.bias.data() + c0);
+    if (whole) {
+      // Whole vectors (every C a multiple of 16) take plain loads and stores.
+      if (m == 0xFFFF) {
+        RowBlocks3x3<kS, kR, true>(rows, w, bias, g, c, c0, m, lo, hi, left, right, y);
+      } else {
+        RowBlocks3x3<kS, kR, false>(rows, w, bias, g, c, c0, m, lo, hi, left, right, y);
+      }
+      continue;
+    }
     int64_t ox = 0;
     for (; ox < ox_lo; ++ox) EdgePixel(wt, g, all_rows, ox, c0, m, lo, hi, y);
-    // Whole vectors (every C a multiple of 16) take plain loads and stores.
     if (m == 0xFFFF) {
       Interior3x3<kS, kR, true>(rows, w, bias, g, c, c0, m, lo, hi, ox, ox_hi, y);
     } else {
@@ -157,7 +222,7 @@ STRATA_AVX512 void Row3x3(const Weights& wt, const RowGeometry& g, const float* 
 // loaded feeds both rows' accumulators (4 rows read for 2 outputs instead of 6, and 8
 // independent FMA chains: it pays where the rows stream from L3), in the same FMA order as
 // Block3x3 (so the results are bit for bit those of two Row3x3 calls).
-template <int kJ, bool kFull>
+template <int kJ, bool kFull, bool kL = false, bool kRt = false>
 STRATA_AVX512 inline void Block3x3Pair(const float* const* r, const __m512* w, __m512 bias, int64_t off, int64_t c,
                                        __mmask16 m, __m512 lo, __m512 hi, float* y0, float* y1) {
   __m512 acc0[kJ], acc1[kJ];
@@ -168,6 +233,7 @@ STRATA_AVX512 inline void Block3x3Pair(const float* const* r, const __m512* w, _
     const float* xr = r[ir] + off;
 #pragma GCC unroll 6
     for (int i = 0; i < kJ + 2; ++i) {
+      if ((kL && i == 0) || (kRt && i == kJ + 1)) continue;  // see Block3x3
       const __m512 xv = LoadLanes<kFull>(m, xr + i * c);
 #pragma GCC unroll 4
       for (int j = 0; j < kJ; ++j) {
@@ -200,11 +266,27 @@ STRATA_AVX512 void InteriorPair(const float* const* rows, const __m512* w, __m51
   }
 }
 
+// RowBlocks3x3 for two adjacent output rows (Block3x3Pair).
+template <bool kFull>
+STRATA_AVX512 void RowBlocksPair(const float* const* rows, const __m512* w, __m512 bias, const RowGeometry& g,
+                                 int64_t c, int64_t c0, __mmask16 m, __m512 lo, __m512 hi, bool left, bool right,
+                                 float* y0, float* y1) {
+  for (int64_t ox = 0; ox < g.out_w; ox += 4) {
+    const int64_t n = std::min<int64_t>(4, g.out_w - ox), off = (ox - g.pad_left) * c + c0;
+    DispatchBlock(n, left && ox == 0, right && ox + n == g.out_w, [&](auto j, auto l, auto r) {
+      Block3x3Pair<decltype(j)::value, kFull, decltype(l)::value, decltype(r)::value>(
+          rows, w, bias, off, c, m, lo, hi, y0 + ox * c + c0, y1 + ox * c + c0);
+    });
+  }
+}
+
 // Row3x3<1, 3> for two adjacent output rows (see Block3x3Pair); rows[0..3] all non-null.
 STRATA_AVX512 void Row3x3Pair(const Weights& wt, const RowGeometry& g, const float* const* rows, float* y0, float* y1) {
   const int64_t c = wt.c, ow = g.out_w;
   int64_t ox_lo, ox_hi;
   InteriorColumns(g, 1, &ox_lo, &ox_hi);
+  bool left = false, right = false;
+  const bool whole = WholeBlocks(g, 1, &left, &right);
   const __m512 lo = _mm512_set1_ps(g.lo), hi = _mm512_set1_ps(g.hi);
   for (int64_t c0 = 0; c0 < c; c0 += 16) {
     const __mmask16 m = TailMask(c - c0);
@@ -212,6 +294,14 @@ STRATA_AVX512 void Row3x3Pair(const Weights& wt, const RowGeometry& g, const flo
 #pragma GCC unroll 9
     for (int t = 0; t < 9; ++t) w[t] = _mm512_loadu_ps(wt.w.data() + t * wt.cp + c0);
     const __m512 bias = _mm512_loadu_ps(wt.bias.data() + c0);
+    if (whole) {
+      if (m == 0xFFFF) {
+        RowBlocksPair<true>(rows, w, bias, g, c, c0, m, lo, hi, left, right, y0, y1);
+      } else {
+        RowBlocksPair<false>(rows, w, bias, g, c, c0, m, lo, hi, left, right, y0, y1);
+      }
+      continue;
+    }
     int64_t ox = 0;
     for (; ox < ox_lo; ++ox) {
       EdgePixel(wt, g, rows, ox, c0, m, lo, hi, y0);

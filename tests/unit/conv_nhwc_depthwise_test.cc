@@ -21,6 +21,7 @@ namespace {
 struct Case {
   int64_t c, in_w, k, stride, pad_left;
   float lo, hi;
+  int64_t pad_right = -1;  // -1: pad_left
 };
 
 std::string Name(const Case& t, int null_row) {
@@ -51,15 +52,22 @@ TEST(NhwcDepthwise, RowPairMatchesTwoRowsAndTheReference) {
   if (!dw::Available()) GTEST_SKIP() << "the depthwise row kernel needs AVX-512F";
   const float inf = INFINITY;
   std::vector<Case> cases;
+  // Rows swept in whole 4-pixel blocks from the first pixel, the padded first and last taps
+  // left out (WholeBlocks): every tail of 1-3 pixels, and rows of 1-4 pixels whose one block
+  // has both padded ends.
   for (int64_t c : {1, 16, 17, 40})
-    for (int64_t in_w : {1, 2, 5, 9, 13}) cases.push_back({c, in_w, 3, 1, 1, 0.0f, 6.0f});
-  cases.push_back({32, 112, 3, 1, 1, 0.0f, 6.0f});  // mobilenet_v2 block 1's rows
-  cases.push_back({24, 10, 3, 1, 0, -inf, inf});    // no horizontal padding, no clamp
-  cases.push_back({19, 11, 3, 2, 1, 0.0f, 6.0f});   // stride 2: two ConvRow calls
-  cases.push_back({20, 8, 5, 1, 2, -inf, inf});     // 5x5: two ConvRow calls
+    for (int64_t in_w : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) cases.push_back({c, in_w, 3, 1, 1, 0.0f, 6.0f});
+  cases.push_back({32, 112, 3, 1, 1, 0.0f, 6.0f});   // mobilenet_v2 block 1's rows
+  cases.push_back({24, 10, 3, 1, 0, -inf, inf});     // no horizontal padding, no clamp
+  cases.push_back({19, 11, 3, 2, 1, 0.0f, 6.0f});    // stride 2: two ConvRow calls
+  cases.push_back({16, 14, 3, 2, 1, 0.0f, 6.0f});    // stride 2, even width: no padded last tap
+  cases.push_back({21, 10, 3, 2, 0, -inf, inf, 1});  // stride 2, padding only after the row (SAME_UPPER)
+  cases.push_back({16, 9, 3, 1, 2, 0.0f, 6.0f});     // two columns of padding: the per-pixel edges
+  cases.push_back({20, 8, 5, 1, 2, -inf, inf});      // 5x5: two ConvRow calls
   uint32_t seed = 1;
   for (const Case& t : cases) {
-    const int64_t ow = (t.in_w + 2 * t.pad_left - t.k) / t.stride + 1;
+    const int64_t pad_right = t.pad_right < 0 ? t.pad_left : t.pad_right;
+    const int64_t ow = (t.in_w + t.pad_left + pad_right - t.k) / t.stride + 1;
     ASSERT_GT(ow, 0);
     const Tensor wt =
         Tensor::FromVector<float>(test::Pseudo(static_cast<size_t>(t.c * t.k * t.k), seed, 0.5f), {t.c, 1, t.k, t.k});
