@@ -402,8 +402,9 @@ Result<std::unique_ptr<OpKernel>> MakeSplitPointwise(const Node& node, const Ten
                                                      const FusedActivation& act) {
   const int64_t m = w.dim(0), c = w.dim(1);
   // PackSplitWeights reads W whole: a weight still in the model file is read once here.
-  std::vector<float> tmp(static_cast<size_t>(w.num_elements()));
-  auto rows = sgemm::WeightRows::Of(w).Rows(0, m, c, tmp.data());
+  const sgemm::WeightRows src = sgemm::WeightRows::Of(w);
+  std::vector<float> tmp(src.file ? static_cast<size_t>(w.num_elements()) : 0);
+  auto rows = src.Rows(0, m, c, tmp.data());
   if (!rows.ok()) return MakeStatus(rows.status().code(), node.Describe(), ": ", rows.status().message());
   auto packed = block_bf16::PackSplitWeights(*rows, m, c);
   if (!packed.ok()) return MakeStatus(packed.status().code(), node.Describe(), ": ", packed.status().message());

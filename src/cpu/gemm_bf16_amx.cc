@@ -99,20 +99,19 @@ struct NoSlice {
   void operator()(int64_t) const {}
 };
 
-// RT row tiles (16 rows each) x 2 column tiles of one 32-column B panel. C starts as zeros,
-// or (init non-null) as the rows at init, init_ld floats apart, and is stored to out, ldo
-// floats apart. slice(s) runs after step s's products are issued (AmxRowsGemm's previous
-// epilogue, a few rows at a time).
+// RT row tiles (16 rows each) x 2 column tiles of one 32-column B panel into C at out (rows
+// ldo floats apart), which load_c adds to (else C starts as zeros). slice(s) runs after step
+// s's products are issued (AmxRowsGemm's previous epilogue, a few rows at a time).
 template <int RT, typename Slice = NoSlice>
-void TileGroup(const uint32_t* a, int64_t ldp, const uint32_t* b, int64_t steps, const float* init, int64_t init_ld,
-               float* out, int64_t ldo, const Slice& slice = {}) {
-  const int64_t a_bytes = ldp * 4, init_bytes = init_ld * 4, out_bytes = ldo * 4;
-  if (init) {
-    _tile_loadd(0, init, init_bytes);
-    _tile_loadd(1, init + 16, init_bytes);
+void TileGroup(const uint32_t* a, int64_t ldp, const uint32_t* b, int64_t steps, float* out, int64_t ldo, bool load_c,
+               const Slice& slice = {}) {
+  const int64_t a_bytes = ldp * 4, out_bytes = ldo * 4;
+  if (load_c) {
+    _tile_loadd(0, out, out_bytes);
+    _tile_loadd(1, out + 16, out_bytes);
     if constexpr (RT == 2) {
-      _tile_loadd(2, init + 16 * init_ld, init_bytes);
-      _tile_loadd(3, init + 16 * init_ld + 16, init_bytes);
+      _tile_loadd(2, out + 16 * ldo, out_bytes);
+      _tile_loadd(3, out + 16 * ldo + 16, out_bytes);
     }
   } else {
     _tile_zero(0);
@@ -154,14 +153,9 @@ void AmxBlock(const uint32_t* a, int64_t ldp, int64_t rows16, const uint32_t* b,
   for (int64_t p = 0; p < panels; ++p) {
     const uint32_t* bp = b + p * b_stride;
     int64_t r = 0;
-    for (; r + 32 <= rows16; r += 32) {
-      float* cb = cs + r * ldcs + p * kBf16NR;
-      TileGroup<2>(a + r * ldp, ldp, bp, steps, load_c ? cb : nullptr, ldcs, cb, ldcs);
-    }
-    if (r < rows16) {
-      float* cb = cs + r * ldcs + p * kBf16NR;
-      TileGroup<1>(a + r * ldp, ldp, bp, steps, load_c ? cb : nullptr, ldcs, cb, ldcs);
-    }
+    for (; r + 32 <= rows16; r += 32)
+      TileGroup<2>(a + r * ldp, ldp, bp, steps, cs + r * ldcs + p * kBf16NR, ldcs, load_c);
+    if (r < rows16) TileGroup<1>(a + r * ldp, ldp, bp, steps, cs + r * ldcs + p * kBf16NR, ldcs, load_c);
   }
   _tile_release();
 }
@@ -179,10 +173,6 @@ void ConfigureRowTail(int r0, int r1) {
   }
   _tile_loadconfig(&cfg);
 }
-
-}  // namespace
-
-namespace {
 
 // The epilogue of a whole 32-column block (AmxRowsGemm), from cs (32 floats a row) into c:
 // the bias per column (kBias) and residual (kRes) added, then the clamp (kClamp), with
@@ -223,9 +213,9 @@ template <typename Slice>
 void RowGroup(int64_t rows, const uint32_t* a, int64_t ldp, const uint32_t* panel, int64_t steps, float* out,
               int64_t ldo, const Slice& slice) {
   if (rows > 16) {
-    TileGroup<2>(a, ldp, panel, steps, nullptr, 0, out, ldo, slice);
+    TileGroup<2>(a, ldp, panel, steps, out, ldo, false, slice);
   } else {
-    TileGroup<1>(a, ldp, panel, steps, nullptr, 0, out, ldo, slice);
+    TileGroup<1>(a, ldp, panel, steps, out, ldo, false, slice);
   }
 }
 
