@@ -173,7 +173,7 @@ STRATA_AVX512 void RowBlocks3x3(const float* const* rows, const __m512* w, __m51
                                 int64_t c0, __mmask16 m, __m512 lo, __m512 hi, bool left, bool right, float* y) {
   for (int64_t ox = 0; ox < g.out_w; ox += 4) {
     const int64_t n = std::min<int64_t>(4, g.out_w - ox), off = (ox * kS - g.pad_left) * c + c0;
-    DispatchBlock(n, left && ox == 0, right && ox + n == g.out_w, [&](auto j, auto l, auto r) {
+    DispatchBlock(n, left && ox == 0, right && ox + n == g.out_w, [&](auto j, auto l, auto r) STRATA_AVX512 {
       Block3x3<kS, kR, decltype(j)::value, kFull, decltype(l)::value, decltype(r)::value>(rows, w, bias, off, c, m, lo,
                                                                                           hi, y + ox * c + c0);
     });
@@ -273,7 +273,7 @@ STRATA_AVX512 void RowBlocksPair(const float* const* rows, const __m512* w, __m5
                                  float* y0, float* y1) {
   for (int64_t ox = 0; ox < g.out_w; ox += 4) {
     const int64_t n = std::min<int64_t>(4, g.out_w - ox), off = (ox - g.pad_left) * c + c0;
-    DispatchBlock(n, left && ox == 0, right && ox + n == g.out_w, [&](auto j, auto l, auto r) {
+    DispatchBlock(n, left && ox == 0, right && ox + n == g.out_w, [&](auto j, auto l, auto r) STRATA_AVX512 {
       Block3x3Pair<decltype(j)::value, kFull, decltype(l)::value, decltype(r)::value>(
           rows, w, bias, off, c, m, lo, hi, y0 + ox * c + c0, y1 + ox * c + c0);
     });
