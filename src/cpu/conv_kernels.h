@@ -69,6 +69,25 @@ bool IsPointwiseNhwc(const SpatialGeometry& g);
 // be float32 shaped like the conv output.
 Result<const Tensor*> NhwcConvResidual(const KernelContext& ctx, bool has_residual, const Shape& out_shape);
 
+// The store of an NHWC conv with m output channels, for either GEMM's epilogue type
+// (sgemm::Epilogue, Bf16Epilogue): bias (or null), the fused clamp [min, max], and the
+// residual res (NhwcConvResidual), added, or, when Y took over R's buffer (the kernel's
+// InPlaceInput), accumulated into Y.
+template <typename Ep>
+Ep NhwcConvEpilogue(const float* bias, float min, float max, const Tensor* res, const Tensor* y, int64_t m) {
+  Ep ep;
+  ep.bias = bias;
+  ep.min = min;
+  ep.max = max;
+  if (res && res->data<float>() == y->data<float>()) {
+    ep.accumulate = true;  // Y += conv + bias
+  } else if (res) {
+    ep.residual = res->data<float>();
+    ep.ldr = m;
+  }
+  return ep;
+}
+
 Result<std::unique_ptr<OpKernel>> MakeRefConv(const KernelInit& init);
 Result<std::unique_ptr<OpKernel>> MakeRefConvTranspose(const KernelInit& init);
 // fp32 2-D (and 1-D) Conv with constant weights via XNNPACK; falls back to MakeRefConv.

@@ -185,50 +185,77 @@ void PaddedSegmentPointers(const void* ctx, int64_t row0, int64_t n, const uint3
   PaddedKernelRowPointers<kBf16MR>(*static_cast<const PaddedBf16Image*>(ctx), row0, n, dst);
 }
 
-class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public PacksConstantInputs {
+// What the bf16 NHWC conv kernels share: W packed and B copied at creation (neither
+// constant is read afterwards), the fused activation, the residual input, and Compute's
+// checks, output and store.
+class NhwcBf16ConvBase : public bf16_internal::Bf16KernelBase, public PacksConstantInputs {
  public:
-  // W is packed and B copied at creation: neither constant is read afterwards.
   std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
+  // The sum may overwrite the residual: the bf16 GEMM then accumulates into it.
+  int InPlaceInput() const override { return has_residual_ ? 3 : -1; }
+
+ protected:
+  NhwcBf16ConvBase(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act, PackedBf16B packed)
+      : nchw_node_(OriginalNode(node, "Conv")),
+        w_shape_(w.shape()),
+        act_(act),
+        packed_(std::move(packed)),
+        has_residual_(node.inputs.size() > 3 && node.inputs[3] >= 0) {
+    if (b) bias_.assign(b->data<float>(), b->data<float>() + w.dim(0));
+  }
+
+  struct Run {
+    const Tensor* x = nullptr;
+    NhwcConvInput xin;
+    Tensor* y = nullptr;  // null: the output is empty, nothing to compute
+    Bf16Epilogue ep;
+  };
+  // Checks X and the residual, allocates Y [N, OH, OW, M] and makes its store.
+  Result<Run> Start(KernelContext& ctx) const {
+    Run r;
+    r.x = ctx.input(0);
+    ASSIGN_OR_RETURN(r.xin, CheckNhwcConvInput(ctx.node(), r.x, nchw_node_, w_shape_));
+    const SpatialGeometry& g = r.xin.shapes.geo;
+    const int64_t m = w_shape_[0];
+    const Shape out_shape = {r.xin.n, g.out[0], g.out[1], m};
+    ASSIGN_OR_RETURN(const Tensor* res, NhwcConvResidual(ctx, has_residual_, out_shape));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out_shape));
+    if (y->num_elements() == 0) return r;
+    r.y = y;
+    r.ep = NhwcConvEpilogue<Bf16Epilogue>(bias_.empty() ? nullptr : bias_.data(), act_.min, act_.max, res, y, m);
+    return r;
+  }
+
+  Node nchw_node_;
+  Shape w_shape_;
+  FusedActivation act_;
+  PackedBf16B packed_;
+  std::vector<float> bias_;
+  bool has_residual_ = false;
+};
+
+class NhwcBf16ConvKernel final : public NhwcBf16ConvBase {
+ public:
   // Even-C kernel rows are read in place (GemmBf16Indirect), on AMX only in whole steps.
   const char* ImplName() const override {
     const int64_t c = w_shape_[1], kw = w_shape_[3];
     if (c % 2 == 0 && kw * w_shape_[2] > 1 && !bf16_internal::AmxTakesSegments(kw * c / 2)) return "avx512_bf16";
     return Bf16KernelBase::ImplName();
   }
-  // The sum may overwrite the residual: the bf16 GEMM then accumulates into it.
-  int InPlaceInput() const override { return has_residual_ ? 3 : -1; }
 
   NhwcBf16ConvKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act, PackedBf16B packed)
-      : nchw_node_(OriginalNode(node, "Conv")),
-        w_shape_(w.shape()),
-        act_(act),
-        packed_(std::move(packed)),
-        seg_(SegmentLength(w)),
-        has_residual_(node.inputs.size() > 3 && node.inputs[3] >= 0) {
-    if (b) bias_.assign(b->data<float>(), b->data<float>() + w.dim(0));
-  }
+      : NhwcBf16ConvBase(node, w, b, act, std::move(packed)), seg_(SegmentLength(w)) {}
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
-    const Tensor* x = ctx.input(0);
-    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_));
+    ASSIGN_OR_RETURN(const Run run, Start(ctx));
+    if (!run.y) return Status::Ok();
+    const Tensor* x = run.x;
+    const NhwcConvInput& xin = run.xin;
     const SpatialGeometry& g = xin.shapes.geo;
     const int64_t m = w_shape_[0], oh = g.out[0], ow = g.out[1];
-    const Shape out_shape = {xin.n, oh, ow, m};
-    ASSIGN_OR_RETURN(const Tensor* res, NhwcConvResidual(ctx, has_residual_, out_shape));
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out_shape));
-    if (y->num_elements() == 0) return Status::Ok();
-
-    Bf16Epilogue ep;
-    ep.bias = bias_.empty() ? nullptr : bias_.data();
-    ep.min = act_.min;
-    ep.max = act_.max;
-    if (res && res->data<float>() == y->data<float>()) {
-      ep.accumulate = true;  // Y took over R's buffer (InPlaceInput): Y += conv + bias
-    } else if (res) {
-      ep.residual = res->data<float>();
-      ep.ldr = m;
-    }
+    Tensor* y = run.y;
+    const Bf16Epilogue& ep = run.ep;
     const int64_t rows = xin.n * oh * ow;
     float* out = y->mutable_data<float>();
     // The plain-matrix path needs K == C (an odd C pads each pixel's K to whole pairs).
@@ -269,13 +296,7 @@ class NhwcBf16ConvKernel final : public bf16_internal::Bf16KernelBase, public Pa
   }
 
  private:
-  Node nchw_node_;
-  Shape w_shape_;
-  FusedActivation act_;
-  PackedBf16B packed_;
   int64_t seg_;  // packed K elements per kernel row (KW*C rounded up to even)
-  std::vector<float> bias_;
-  bool has_residual_ = false;
 };
 
 // Output rows (pixels) per block of the split-row 1x1 conv: the block's split rows stay in
@@ -289,44 +310,26 @@ constexpr int64_t kSplitBlockBytes = 192 * 1024;
 // three bf16 products per fp32 one, each exact to about 2^-16 relative. Per block of output
 // pixels the rows are rounded into a thread's L2 scratch and multiplied in place
 // (block_bf16::PairRowsGemm, AmxRowsGemm), with bias, clamp and residual in the store.
-class NhwcSplitPointwiseKernel final : public bf16_internal::Bf16KernelBase, public PacksConstantInputs {
+class NhwcSplitPointwiseKernel final : public NhwcBf16ConvBase {
  public:
-  std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
   const char* ImplName() const override { return "amx_bf16x3"; }
-  int InPlaceInput() const override { return has_residual_ ? 3 : -1; }
 
   NhwcSplitPointwiseKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act,
                            PackedBf16B packed)
-      : nchw_node_(OriginalNode(node, "Conv")),
-        w_shape_(w.shape()),
-        act_(act),
-        packed_(std::move(packed)),
-        has_residual_(node.inputs.size() > 3 && node.inputs[3] >= 0) {
-    if (b) bias_.assign(b->data<float>(), b->data<float>() + w.dim(0));
-  }
+      : NhwcBf16ConvBase(node, w, b, act, std::move(packed)) {}
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
-    const Tensor* x = ctx.input(0);
-    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_));
+    ASSIGN_OR_RETURN(const Run run, Start(ctx));
+    if (!run.y) return Status::Ok();
+    const NhwcConvInput& xin = run.xin;
     const SpatialGeometry& g = xin.shapes.geo;
     if (g.pad_begin[0] || g.pad_begin[1] || g.pad_end[0] || g.pad_end[1])
       return InternalError(node.Describe(), ": the split-row 1x1 conv was built for an unpadded conv");
     const int64_t m = w_shape_[0], c = xin.c, oh = g.out[0], ow = g.out[1];
-    const Shape out_shape = {xin.n, oh, ow, m};
-    ASSIGN_OR_RETURN(const Tensor* res, NhwcConvResidual(ctx, has_residual_, out_shape));
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out_shape));
-    if (y->num_elements() == 0) return Status::Ok();
-    Bf16Epilogue ep;
-    ep.bias = bias_.empty() ? nullptr : bias_.data();
-    ep.min = act_.min;
-    ep.max = act_.max;
-    if (res && res->data<float>() == y->data<float>()) {
-      ep.accumulate = true;  // Y took over R's buffer (InPlaceInput): Y += conv + bias
-    } else if (res) {
-      ep.residual = res->data<float>();
-      ep.ldr = m;
-    }
+    const Bf16Epilogue& ep = run.ep;
+    const Tensor* x = run.x;
+    Tensor* y = run.y;
     const int64_t ldp = block_bf16::RowWords(block_bf16::SplitPairsPerRow(c));
     const int64_t rows = xin.n * oh * ow;
     const int64_t block = std::max<int64_t>(32, kSplitBlockBytes / (ldp * 4) / 32 * 32);
@@ -358,14 +361,6 @@ class NhwcSplitPointwiseKernel final : public bf16_internal::Bf16KernelBase, pub
     }
     return Status::Ok();
   }
-
- private:
-  Node nchw_node_;
-  Shape w_shape_;
-  FusedActivation act_;
-  PackedBf16B packed_;
-  std::vector<float> bias_;
-  bool has_residual_ = false;
 };
 
 }  // namespace

@@ -135,16 +135,8 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out_shape));
     if (y->num_elements() == 0) return Status::Ok();
 
-    sgemm::Epilogue ep;
-    ep.bias = bias_.empty() ? nullptr : bias_.data();
-    ep.min = act_.min;
-    ep.max = act_.max;
-    if (res && res->data<float>() == y->data<float>()) {
-      ep.accumulate = true;  // Y took over R's buffer (InPlaceInput): Y += conv + bias
-    } else if (res) {
-      ep.residual = res->data<float>();
-      ep.ldr = m;
-    }
+    const auto ep =
+        NhwcConvEpilogue<sgemm::Epilogue>(bias_.empty() ? nullptr : bias_.data(), act_.min, act_.max, res, y, m);
     const int64_t rows = n * oh * ow;
     float* out = y->mutable_data<float>();
     Status st;
