@@ -394,14 +394,8 @@ bool SplitPointwiseFits(const Node& node, const Tensor& w) {
 }
 
 Result<std::unique_ptr<OpKernel>> MakeSplitPointwise(const Node& node, const Tensor& w, const Tensor* b,
-                                                     const FusedActivation& act) {
-  const int64_t m = w.dim(0), c = w.dim(1);
-  // PackSplitWeights reads W whole: a weight still in the model file is read once here.
-  const sgemm::WeightRows src = sgemm::WeightRows::Of(w);
-  std::vector<float> tmp(src.file ? static_cast<size_t>(w.num_elements()) : 0);
-  auto rows = src.Rows(0, m, c, tmp.data());
-  if (!rows.ok()) return MakeStatus(rows.status().code(), node.Describe(), ": ", rows.status().message());
-  auto packed = block_bf16::PackSplitWeights(*rows, m, c);
+                                                     const FusedActivation& act, ThreadPool* pool) {
+  auto packed = block_bf16::PackSplitWeights(sgemm::WeightRows::Of(w), w.dim(0), w.dim(1), pool);
   if (!packed.ok()) return MakeStatus(packed.status().code(), node.Describe(), ": ", packed.status().message());
   return std::unique_ptr<OpKernel>(
       std::make_unique<NhwcSplitPointwiseKernel>(node, w, b, act, std::move(packed).value()));
@@ -424,7 +418,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const
     return Unsupported(node.Describe(), ": the bf16 NHWC conv needs group 1 and a float32 OIHW weight");
   if (!NhwcBf16ConvAllowed(init)) {
     if (SplitPointwiseFits(node, w) && bf16_internal::AmxAvailable() && Bf16SplitRowsEnabled())
-      return MakeSplitPointwise(node, w, b, act);
+      return MakeSplitPointwise(node, w, b, act, init.pool);
     return Unsupported(node.Describe(), ": an early conv of a deep net on a large map stays fp32 in bf16 sessions");
   }
   // OIHW -> [M][KH][S] (B^T with K in im2col order, kernel rows padded to S with zeros),

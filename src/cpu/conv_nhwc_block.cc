@@ -231,7 +231,7 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
   // A 1x1 weight [m, c, 1, 1] as the GEMM's B (K = c, N = m).
   Result<PackedW> Pack(const Tensor& wt, int64_t m, int64_t c) const {
     if constexpr (kBf16) {
-      if (split_) return block_bf16::PackSplitWeights(wt.data<float>(), m, c);
+      if (split_) return block_bf16::PackSplitWeights(sgemm::WeightRows::Of(wt), m, c);
       return PackBf16(sgemm::WeightRows::Of(wt), c, m, /*trans=*/true);
     } else {
       return sgemm::PackConvWeights(sgemm::WeightRows::Of(wt), m, c, 1);

@@ -95,19 +95,33 @@ void PairRowsGemm(int64_t m, const uint32_t* a, int64_t ldp, const PackedBf16B& 
 
 STRATA_BF16_TARGET_END
 
-Result<PackedBf16B> PackSplitWeights(const float* w, int64_t n, int64_t k) {
-  const int64_t seg = 2 * PairsPerRow(k);  // floats per segment: k, even
-  std::vector<float> stacked(static_cast<size_t>(n * 3 * seg), 0.0f);
-  for (int64_t r = 0; r < n; ++r) {
-    float* row = stacked.data() + r * 3 * seg;
-    for (int64_t j = 0; j < k; ++j) {
-      const float v = w[r * k + j], hi = Bf16ToFloat(FloatToBf16(v));
-      row[j] = v;  // rounded to hi by the pack
-      row[seg + j] = v;
-      row[2 * seg + j] = std::isfinite(hi) ? v - hi : 0.0f;
-    }
+namespace {
+
+// One weight row of k floats as its split row [v | v | v - bf16(v)], each segment seg floats
+// (k rounded up to even, zero padded): the pack rounds the first two to hi.
+struct SplitRowLayout {
+  int64_t k, seg;
+};
+void SplitRow(const float* src, float* dst, const void* ctx) {
+  const SplitRowLayout& l = *static_cast<const SplitRowLayout*>(ctx);
+  std::fill(dst, dst + 3 * l.seg, 0.0f);
+  for (int64_t j = 0; j < l.k; ++j) {
+    const float v = src[j], hi = Bf16ToFloat(FloatToBf16(v));
+    dst[j] = v;
+    dst[l.seg + j] = v;
+    dst[2 * l.seg + j] = std::isfinite(hi) ? v - hi : 0.0f;
   }
-  return PackBf16(stacked.data(), 3 * seg, n, /*trans=*/true);
+}
+
+}  // namespace
+
+Result<PackedBf16B> PackSplitWeights(const sgemm::WeightRows& w, int64_t n, int64_t k, ThreadPool* pool) {
+  const SplitRowLayout layout{k, 2 * PairsPerRow(k)};  // floats per segment: k, even
+  return PackBf16Rows(w, k, SplitRow, &layout, 3 * layout.seg, n, /*trans=*/true, 1.0f, pool);
+}
+
+Result<PackedBf16B> PackSplitWeights(const float* w, int64_t n, int64_t k) {
+  return PackSplitWeights(sgemm::WeightRows{w, nullptr}, n, k);
 }
 
 }  // namespace strata::block_bf16

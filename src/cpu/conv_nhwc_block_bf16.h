@@ -35,6 +35,10 @@ void RoundRows(const float* a, int64_t lda, int64_t rows, int64_t k, uint32_t* d
 inline int64_t SplitPairsPerRow(int64_t k) { return 3 * PairsPerRow(k); }
 void RoundRowsSplit(const float* a, int64_t lda, int64_t rows, int64_t k, uint32_t* dst, int64_t ldp);
 // W [n, k] (a 1x1 conv weight [M, C]) as the split GEMM's B: K = 2 * SplitPairsPerRow(k).
+// Rows are read as PackBf16Rows reads them (in place, or a panel at a time from the model
+// file) and stacked into [W; W; W - bf16(W)] per row while they are packed.
+Result<PackedBf16B> PackSplitWeights(const sgemm::WeightRows& w, int64_t n, int64_t k, ThreadPool* pool = nullptr);
+// The same for a resident W.
 Result<PackedBf16B> PackSplitWeights(const float* w, int64_t n, int64_t k);
 
 // C[m, N] (row stride ldc) = A x B + ep (bias, residual, clamp) on the calling thread, where

@@ -241,11 +241,14 @@ void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b
   struct Pending {
     const float* cs = nullptr;  // null: none
     int64_t rows = 0, cols = 0, r = 0, j = 0, per_step = 0;
+    int64_t done = 0;  // rows whose epilogue has run
   } pending;
-  // Rows [i0, i1) of the pending block's epilogue.
-  const auto finish_rows = [&](int64_t i0, int64_t i1) {
+  // The pending block's epilogue up to row i1.
+  const auto finish_rows = [&](int64_t i1) {
+    const int64_t i0 = pending.done;
     i1 = std::min(i1, pending.rows);
     if (i0 >= i1) return;
+    pending.done = i1;
     const int64_t r = pending.r + i0, j = pending.j;
     const float* src = pending.cs + i0 * kBf16NR;
     float* dst = c + r * ldc + j;
@@ -256,8 +259,8 @@ void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b
       AmxEpilogue(src, kBf16NR, i1 - i0, pending.cols, dst, ldc, ep, m0 + r, n0 + j);
     }
   };
-  const auto slice = [&](int64_t s) {
-    if (pending.cs) finish_rows(s * pending.per_step, (s + 1) * pending.per_step);
+  const auto slice = [&](int64_t) {
+    if (pending.cs) finish_rows(pending.done + pending.per_step);
   };
   int buf = 0;
   // One 32-row group (rows of it; rows past them are neither loaded nor stored: a short
@@ -267,12 +270,12 @@ void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b
     const int64_t j = p * kBf16NR - n0, bc = std::min<int64_t>(kBf16NR, cols - j);
     const bool straight = bc == kBf16NR && direct;
     RowGroup(rows, ar, ldp, b.panel(p), steps, straight ? c + r * ldc + j : cs[buf], straight ? ldc : kBf16NR, slice);
-    if (pending.cs) finish_rows(steps * pending.per_step, pending.rows);  // K = 0: no steps took any
+    if (pending.cs) finish_rows(pending.rows);  // what the steps left (all of it when K = 0)
     pending = Pending{};
     if (!straight) {
       // Its epilogue in pieces of per_step rows after each step of the next block.
-      const int64_t per_step = steps > 0 ? std::max<int64_t>(kMinSliceRows, (rows + steps - 1) / steps) : 0;
-      pending = Pending{cs[buf], rows, bc, r, j, per_step};
+      const int64_t per_step = std::max<int64_t>(kMinSliceRows, (rows + steps - 1) / std::max<int64_t>(steps, 1));
+      pending = Pending{cs[buf], rows, bc, r, j, per_step, 0};
       buf ^= 1;
     }
   };
@@ -287,7 +290,7 @@ void AmxRowsGemm(const uint32_t* a, int64_t ldp, int64_t m, const PackedBf16B& b
     ConfigureRowTail(static_cast<int>(std::min<int64_t>(16, rows)), static_cast<int>(std::max<int64_t>(0, rows - 16)));
     for (int64_t p = p0; p < p1; ++p) block(full, rows, p);
   }
-  if (pending.cs) finish_rows(0, pending.rows);
+  if (pending.cs) finish_rows(pending.rows);
   _tile_release();
 }
 

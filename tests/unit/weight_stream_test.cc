@@ -14,6 +14,7 @@
 
 #include "core/deferred_payload.h"
 #include "core/threadpool.h"
+#include "cpu/conv_nhwc_block_bf16.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/gemv.h"
 #include "cpu/sgemm.h"
@@ -250,6 +251,24 @@ TEST(WeightStream, Bf16ReorderedRowsAndErrors) {
   }
   // Dimensions that do not match the tensor are refused.
   EXPECT_EQ(PackBf16(sgemm::WeightRows::Of(w.tensor), 26, n, true).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Split-row weights (block_bf16::PackSplitWeights: [W; W; W - bf16(W)] per row, the fused
+// block's and the early 1x1 convs' bf16x3 B) read from the file pack the words they pack from
+// memory, without loading the payload; odd k pads each segment to whole pairs.
+TEST(WeightStream, SplitWeightsFromTheFilePackTheSameWords) {
+  TempDir dir;
+  const int64_t n = 70, k = 37;
+  const std::vector<float> v = Values(n * k, 9);
+  const auto want = block_bf16::PackSplitWeights(v.data(), n, k);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  OnDiskTensor w = WriteOnDisk(dir, "s.bin", v, {n, k});
+  ThreadPool pool(2);
+  const auto got = block_bf16::PackSplitWeights(sgemm::WeightRows::Of(w.tensor), n, k, &pool);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->K, 2 * block_bf16::SplitPairsPerRow(k));
+  EXPECT_EQ(Words(*got), Words(*want));
+  EXPECT_EQ(w.source->loaded(), 0u);
 }
 
 // A weight whose file was cut short after the import: the packer fails with an I/O error
