@@ -167,17 +167,45 @@ STRATA_AVX512 inline void DispatchBlock(int64_t n, bool left, bool right, F&& f)
   }
 }
 
+// Calls edge(ox, n, l, r) for the first and the last block of a row of out_w pixels swept 4 at
+// a time (l, r: the block holds the row's first / last pixel; one call when they are the same
+// block), and middle(ox) for every 4-pixel block between them. The middle blocks are the
+// caller's plain inline loop, so the weights and row pointers stay in registers across them:
+// behind DispatchBlock's 16 instantiations every block was an out-of-line call that reloaded
+// its operands, and a row took 1.5-2x as long (rows in L1 or L2, 16-144 channels).
+template <typename Edge, typename Middle>
+STRATA_AVX512 inline void SweepBlocks(int64_t out_w, Edge&& edge, Middle&& middle) {
+  const int64_t n0 = std::min<int64_t>(4, out_w);
+  edge(0, n0, true, n0 == out_w);
+  int64_t ox = n0;
+  for (; ox + 4 < out_w; ox += 4) middle(ox);
+  if (ox < out_w) edge(ox, out_w - ox, false, true);
+}
+
 // Every output pixel of channels [c0, c0 + 16) of a WholeBlocks row, 4 at a time.
 template <int kS, int kR, bool kFull>
-STRATA_AVX512 void RowBlocks3x3(const float* const* rows, const __m512* w, __m512 bias, const RowGeometry& g, int64_t c,
-                                int64_t c0, __mmask16 m, __m512 lo, __m512 hi, bool left, bool right, float* y) {
-  for (int64_t ox = 0; ox < g.out_w; ox += 4) {
-    const int64_t n = std::min<int64_t>(4, g.out_w - ox), off = (ox * kS - g.pad_left) * c + c0;
-    DispatchBlock(n, left && ox == 0, right && ox + n == g.out_w, [&](auto j, auto l, auto r) STRATA_AVX512 {
-      Block3x3<kS, kR, decltype(j)::value, kFull, decltype(l)::value, decltype(r)::value>(rows, w, bias, off, c, m, lo,
-                                                                                          hi, y + ox * c + c0);
-    });
-  }
+STRATA_AVX512 void RowBlocks3x3(const float* const* rows, const __m512* w_in, __m512 bias, const RowGeometry& g,
+                                int64_t c, int64_t c0, __mmask16 m, __m512 lo, __m512 hi, bool left, bool right,
+                                float* y) {
+  // Local copies that only the inline loop sees, so they stay in registers there (the
+  // out-of-line edge blocks take the caller's).
+  __m512 w[kR * 3];
+#pragma GCC unroll 9
+  for (int t = 0; t < kR * 3; ++t) w[t] = w_in[t];
+  const float* r[kR];
+#pragma GCC unroll 3
+  for (int t = 0; t < kR; ++t) r[t] = rows[t];
+  const auto off = [&](int64_t ox) { return (ox * kS - g.pad_left) * c + c0; };
+  SweepBlocks(
+      g.out_w,
+      [&](int64_t ox, int64_t n, bool first, bool last) STRATA_AVX512 {
+        DispatchBlock(n, left && first, right && last, [&](auto j, auto l, auto rt) STRATA_AVX512 {
+          Block3x3<kS, kR, decltype(j)::value, kFull, decltype(l)::value, decltype(rt)::value>(
+              rows, w_in, bias, off(ox), c, m, lo, hi, y + ox * c + c0);
+        });
+      },
+      [&](int64_t ox)
+          STRATA_AVX512 { Block3x3<kS, kR, 4, kFull>(r, w, bias, off(ox), c, m, lo, hi, y + ox * c + c0); });
 }
 
 // A 3x3, dilation-1 row with stride kS whose in-bounds kernel rows are rows[0, kR) (the
@@ -268,16 +296,25 @@ STRATA_AVX512 void InteriorPair(const float* const* rows, const __m512* w, __m51
 
 // RowBlocks3x3 for two adjacent output rows (Block3x3Pair).
 template <bool kFull>
-STRATA_AVX512 void RowBlocksPair(const float* const* rows, const __m512* w, __m512 bias, const RowGeometry& g,
+STRATA_AVX512 void RowBlocksPair(const float* const* rows, const __m512* w_in, __m512 bias, const RowGeometry& g,
                                  int64_t c, int64_t c0, __mmask16 m, __m512 lo, __m512 hi, bool left, bool right,
                                  float* y0, float* y1) {
-  for (int64_t ox = 0; ox < g.out_w; ox += 4) {
-    const int64_t n = std::min<int64_t>(4, g.out_w - ox), off = (ox - g.pad_left) * c + c0;
-    DispatchBlock(n, left && ox == 0, right && ox + n == g.out_w, [&](auto j, auto l, auto r) STRATA_AVX512 {
-      Block3x3Pair<decltype(j)::value, kFull, decltype(l)::value, decltype(r)::value>(
-          rows, w, bias, off, c, m, lo, hi, y0 + ox * c + c0, y1 + ox * c + c0);
-    });
-  }
+  __m512 w[9];  // as in RowBlocks3x3
+#pragma GCC unroll 9
+  for (int t = 0; t < 9; ++t) w[t] = w_in[t];
+  const float* r[4] = {rows[0], rows[1], rows[2], rows[3]};
+  const auto off = [&](int64_t ox) { return (ox - g.pad_left) * c + c0; };
+  SweepBlocks(
+      g.out_w,
+      [&](int64_t ox, int64_t n, bool first, bool last) STRATA_AVX512 {
+        DispatchBlock(n, left && first, right && last, [&](auto j, auto l, auto rt) STRATA_AVX512 {
+          Block3x3Pair<decltype(j)::value, kFull, decltype(l)::value, decltype(rt)::value>(
+              rows, w_in, bias, off(ox), c, m, lo, hi, y0 + ox * c + c0, y1 + ox * c + c0);
+        });
+      },
+      [&](int64_t ox) STRATA_AVX512 {
+        Block3x3Pair<4, kFull>(r, w, bias, off(ox), c, m, lo, hi, y0 + ox * c + c0, y1 + ox * c + c0);
+      });
 }
 
 // Row3x3<1, 3> for two adjacent output rows (see Block3x3Pair); rows[0..3] all non-null.

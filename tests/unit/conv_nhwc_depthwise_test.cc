@@ -57,10 +57,13 @@ TEST(NhwcDepthwise, RowPairMatchesTwoRowsAndTheReference) {
   // has both padded ends.
   for (int64_t c : {1, 16, 17, 40})
     for (int64_t in_w : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) cases.push_back({c, in_w, 3, 1, 1, 0.0f, 6.0f});
-  cases.push_back({32, 112, 3, 1, 1, 0.0f, 6.0f});   // mobilenet_v2 block 1's rows
-  cases.push_back({24, 10, 3, 1, 0, -inf, inf});     // no horizontal padding, no clamp
-  cases.push_back({19, 11, 3, 2, 1, 0.0f, 6.0f});    // stride 2: two ConvRow calls
-  cases.push_back({16, 14, 3, 2, 1, 0.0f, 6.0f});    // stride 2, even width: no padded last tap
+  cases.push_back({32, 112, 3, 1, 1, 0.0f, 6.0f});  // mobilenet_v2 block 1's rows
+  cases.push_back({24, 10, 3, 1, 0, -inf, inf});    // no horizontal padding, no clamp
+  cases.push_back({19, 11, 3, 2, 1, 0.0f, 6.0f});   // stride 2: two ConvRow calls
+  cases.push_back({16, 14, 3, 2, 1, 0.0f, 6.0f});   // stride 2, even width: no padded last tap
+  // Stride 2 with blocks between the first and the last one (SweepBlocks' inline loop).
+  for (int64_t in_w : {17, 18, 24, 25}) cases.push_back({19, in_w, 3, 2, 1, 0.0f, 6.0f});
+  cases.push_back({96, 112, 3, 2, 1, 0.0f, 6.0f});   // mobilenet_v2 block 2's rows
   cases.push_back({21, 10, 3, 2, 0, -inf, inf, 1});  // stride 2, padding only after the row (SAME_UPPER)
   cases.push_back({16, 9, 3, 1, 2, 0.0f, 6.0f});     // two columns of padding: the per-pixel edges
   cases.push_back({20, 8, 5, 1, 2, -inf, inf});      // 5x5: two ConvRow calls
