@@ -167,19 +167,46 @@ STRATA_AVX512 inline void DispatchBlock(int64_t n, bool left, bool right, F&& f)
   }
 }
 
-// Calls edge(ox, n, l, r) for the first and the last block of a row of out_w pixels swept 4 at
-// a time (l, r: the block holds the row's first / last pixel; one call when they are the same
-// block), and middle(ox) for every 4-pixel block between them. The middle blocks are the
-// caller's plain inline loop, so the weights and row pointers stay in registers across them:
-// behind DispatchBlock's 16 instantiations every block was an out-of-line call that reloaded
-// its operands, and a row took 1.5-2x as long (rows in L1 or L2, 16-144 channels).
-template <typename Edge, typename Middle>
-STRATA_AVX512 inline void SweepBlocks(int64_t out_w, Edge&& edge, Middle&& middle) {
-  const int64_t n0 = std::min<int64_t>(4, out_w);
-  edge(0, n0, true, n0 == out_w);
-  int64_t ox = n0;
-  for (; ox + 4 < out_w; ox += 4) middle(ox);
-  if (ox < out_w) edge(ox, out_w - ox, false, true);
+// Sweeps a WholeBlocks row of out_w pixels 4 at a time, all inline, so the weights and row
+// pointers stay in registers across the blocks: block(j, l, r, ox) runs the kJ-pixel block at
+// ox (integral constants j; l, r: whether it holds the row's padded first / last tap). Only
+// a row of a single block (at most 4 pixels, 16 variants) goes through DispatchBlock's
+// out-of-line calls. With every block behind DispatchBlock, each was a call that reloaded its
+// operands, and a row took 1.5-2x as long (rows in L1 or L2, 16-144 channels).
+template <typename F>
+STRATA_AVX512 __attribute__((always_inline)) inline void SweepBlocks(int64_t out_w, bool left, bool right, F&& block) {
+  using std::false_type;
+  using std::integral_constant;
+  using std::true_type;
+  using J4 = integral_constant<int, 4>;
+  if (out_w <= 4) {
+    DispatchBlock(out_w, left, right, [&](auto j, auto l, auto r) STRATA_AVX512 { block(j, l, r, int64_t{0}); });
+    return;
+  }
+  if (left) {
+    block(J4{}, true_type{}, false_type{}, int64_t{0});
+  } else {
+    block(J4{}, false_type{}, false_type{}, int64_t{0});
+  }
+  int64_t ox = 4;
+  for (; ox + 4 < out_w; ox += 4) block(J4{}, false_type{}, false_type{}, ox);
+  const auto last = [&](auto j) STRATA_AVX512 __attribute__((always_inline)) {
+    if (right) {
+      block(j, false_type{}, true_type{}, ox);
+    } else {
+      block(j, false_type{}, false_type{}, ox);
+    }
+  };
+  switch (out_w - ox) {
+    case 4:
+      return last(J4{});
+    case 3:
+      return last(integral_constant<int, 3>{});
+    case 2:
+      return last(integral_constant<int, 2>{});
+    default:
+      return last(integral_constant<int, 1>{});
+  }
 }
 
 // Every output pixel of channels [c0, c0 + 16) of a WholeBlocks row, 4 at a time.
@@ -187,25 +214,18 @@ template <int kS, int kR, bool kFull>
 STRATA_AVX512 void RowBlocks3x3(const float* const* rows, const __m512* w_in, __m512 bias, const RowGeometry& g,
                                 int64_t c, int64_t c0, __mmask16 m, __m512 lo, __m512 hi, bool left, bool right,
                                 float* y) {
-  // Local copies that only the inline loop sees, so they stay in registers there (the
-  // out-of-line edge blocks take the caller's).
+  // Local copies, so they stay in registers across the inline blocks.
   __m512 w[kR * 3];
 #pragma GCC unroll 9
   for (int t = 0; t < kR * 3; ++t) w[t] = w_in[t];
   const float* r[kR];
 #pragma GCC unroll 3
   for (int t = 0; t < kR; ++t) r[t] = rows[t];
-  const auto off = [&](int64_t ox) { return (ox * kS - g.pad_left) * c + c0; };
   SweepBlocks(
-      g.out_w,
-      [&](int64_t ox, int64_t n, bool first, bool last) STRATA_AVX512 {
-        DispatchBlock(n, left && first, right && last, [&](auto j, auto l, auto rt) STRATA_AVX512 {
-          Block3x3<kS, kR, decltype(j)::value, kFull, decltype(l)::value, decltype(rt)::value>(
-              rows, w_in, bias, off(ox), c, m, lo, hi, y + ox * c + c0);
-        });
-      },
-      [&](int64_t ox)
-          STRATA_AVX512 { Block3x3<kS, kR, 4, kFull>(r, w, bias, off(ox), c, m, lo, hi, y + ox * c + c0); });
+      g.out_w, left, right, [&](auto j, auto l, auto rt, int64_t ox) STRATA_AVX512 __attribute__((always_inline)) {
+        Block3x3<kS, kR, decltype(j)::value, kFull, decltype(l)::value, decltype(rt)::value>(
+            r, w, bias, (ox * kS - g.pad_left) * c + c0, c, m, lo, hi, y + ox * c + c0);
+      });
 }
 
 // A 3x3, dilation-1 row with stride kS whose in-bounds kernel rows are rows[0, kR) (the
@@ -303,17 +323,10 @@ STRATA_AVX512 void RowBlocksPair(const float* const* rows, const __m512* w_in, _
 #pragma GCC unroll 9
   for (int t = 0; t < 9; ++t) w[t] = w_in[t];
   const float* r[4] = {rows[0], rows[1], rows[2], rows[3]};
-  const auto off = [&](int64_t ox) { return (ox - g.pad_left) * c + c0; };
   SweepBlocks(
-      g.out_w,
-      [&](int64_t ox, int64_t n, bool first, bool last) STRATA_AVX512 {
-        DispatchBlock(n, left && first, right && last, [&](auto j, auto l, auto rt) STRATA_AVX512 {
-          Block3x3Pair<decltype(j)::value, kFull, decltype(l)::value, decltype(rt)::value>(
-              rows, w_in, bias, off(ox), c, m, lo, hi, y0 + ox * c + c0, y1 + ox * c + c0);
-        });
-      },
-      [&](int64_t ox) STRATA_AVX512 {
-        Block3x3Pair<4, kFull>(r, w, bias, off(ox), c, m, lo, hi, y0 + ox * c + c0, y1 + ox * c + c0);
+      g.out_w, left, right, [&](auto j, auto l, auto rt, int64_t ox) STRATA_AVX512 __attribute__((always_inline)) {
+        Block3x3Pair<decltype(j)::value, kFull, decltype(l)::value, decltype(rt)::value>(
+            r, w, bias, (ox - g.pad_left) * c + c0, c, m, lo, hi, y0 + ox * c + c0, y1 + ox * c + c0);
       });
 }
 
