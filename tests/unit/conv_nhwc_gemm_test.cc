@@ -598,6 +598,10 @@ TEST(NhwcStemConv, MatchesNaiveConvAtEdgeShapes) {
   ThreadPool pool2(2);
   std::vector<ConvCase> cases = {
       {.h = 15, .w = 17, .c = 3, .m = 32, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}, .relu = true},  // MobileNetV2
+      // The 3x3 stride-2 RGB stem's compile-time taps with 1, 3 and 4 channel vectors.
+      {.h = 9, .w = 40, .c = 3, .m = 16, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}},
+      {.h = 7, .w = 31, .c = 3, .m = 45, .sh = 1, .sw = 2, .pads = {1, 0, 1, 1}, .relu = true},
+      {.n = 2, .h = 8, .w = 26, .c = 3, .m = 64, .sh = 2, .sw = 2, .pads = {0, 0, 0, 0}},
       {.n = 2, .h = 21, .w = 22, .c = 3, .m = 64, .kh = 7, .kw = 7, .sh = 2, .sw = 2, .pads = {3, 3, 3, 3}},
       {.h = 9, .w = 30, .c = 1, .m = 16, .pads = {1, 1, 1, 1}},
       {.h = 8, .w = 13, .c = 4, .m = 70, .pads = {0, 2, 1, 0}, .bias = false},
