@@ -35,10 +35,10 @@ class ThreadPool {
   using ThreadInit = void (*)();
   // threads <= 0 means "number of CPUs the calling thread may run on" (its affinity mask). A
   // caller confined to one CPU gets a one-thread pool whatever `threads` says: a worker could
-  // only take turns with it. With `init`, the constructor returns once
-  // every worker has run it: kernels' per-thread scratch then exists before the first run
-  // (KernelRegistry::thread_init), so runs after the first never allocate, even on a worker
-  // that took no task in the first.
+  // only take turns with it. With `init`, every worker runs it when it starts; the constructor
+  // returns at once and the first parallel region waits until all have run it, so kernels'
+  // per-thread scratch exists before the first run (KernelRegistry::thread_init) and runs
+  // after the first never allocate, even on a worker that took no task in the first.
   explicit ThreadPool(int threads, ThreadInit init = nullptr);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -109,6 +109,7 @@ class ThreadPool {
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
   std::atomic<int> inits_pending_{0};  // workers yet to run the constructor's ThreadInit
+  void AwaitInits();                   // yields until inits_pending_ is 0
   // Co-location: the CPU the current region's caller started on, and per worker the CPU it
   // last saw a region on (-1: none yet). inline_since_: when regions started running inline
   // because of it (zero: they do not); only the holder of busy_ touches it.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -443,27 +444,43 @@ TEST(ConcurrencyThreadPool, CreateUseDestroy) {
   EXPECT_EQ(bad.load(), 0);
 }
 
-// The init hook runs once on every worker, each on its own thread, before the constructor
-// returns (sessions rely on it to make per-thread scratch before the first run).
+// The init hook runs once on every worker, each on its own thread, before the first parallel
+// region's chunks run (sessions rely on it to make per-thread scratch before the first run);
+// the constructor does not wait for it.
 std::atomic<int> g_inits{0};
 std::atomic<bool> g_init_on_caller{false};
 thread_local bool t_inited = false;
 std::thread::id g_constructing;
 
-void CountInit() {
+std::atomic<bool> g_release_inits{true};
+
+void HeldCountInit() {
+  // Held until the test releases it (10 s at most, so a constructor that waited for the
+  // inits fails the test instead of hanging it).
+  for (int i = 0; i < 10000 && !g_release_inits.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (std::this_thread::get_id() == g_constructing) g_init_on_caller = true;
   EXPECT_FALSE(t_inited) << "init ran twice on one thread";
   t_inited = true;
   g_inits.fetch_add(1);
 }
 
-TEST(ConcurrencyThreadPool, InitRunsOnEveryWorkerBeforeTheConstructorReturns) {
+TEST(ConcurrencyThreadPool, InitRunsOnEveryWorkerBeforeTheFirstRegion) {
   for (int threads : {1, 2, 5}) {
     g_inits = 0;
     g_init_on_caller = false;
     g_constructing = std::this_thread::get_id();
-    ThreadPool pool(threads, CountInit);
+    g_release_inits = false;
+    ThreadPool pool(threads, HeldCountInit);
+    // The constructor returned while every init was still held.
+    EXPECT_EQ(g_inits.load(), 0) << threads << " threads: the constructor waited for the inits";
     EXPECT_EQ(pool.num_threads(), ExpectedPoolThreads(threads));
+    g_release_inits = true;
+    // Every chunk of the first region sees every worker's init done.
+    std::atomic<int> early{0};
+    pool.ParallelFor(64, 1, [&](int64_t, int64_t) {
+      if (g_inits.load() != ExpectedPoolThreads(threads) - 1) early.fetch_add(1);
+    });
+    EXPECT_EQ(early.load(), 0) << threads << " threads: chunks ran before every worker's init";
     EXPECT_EQ(g_inits.load(), ExpectedPoolThreads(threads) - 1) << threads << " threads";
     EXPECT_FALSE(g_init_on_caller.load()) << "the calling thread is not a worker";
   }
