@@ -105,6 +105,9 @@ Status Session::Init(std::shared_ptr<Model> model, const SessionOptions& opts) {
                  static_cast<double>(released.bytes) / (1 << 20));
   for (size_t i = 0; i < g.nodes.size(); ++i)
     assignments_.push_back({g.nodes[i].name, g.nodes[i].op_type, g.nodes[i].provider, exec_->impl(i)});
+  // The workers started with the pool and reserved their scratch meanwhile; a run must not
+  // find one still allocating.
+  pool_->AwaitWorkerInits();
   trace.Total();
   return Status::Ok();
 }

@@ -95,14 +95,15 @@ ThreadPool::ThreadPool(int threads, ThreadInit init) {
       }
       WorkerLoop(i - 1);
     });
-  // The constructor does not wait for the inits: the first region does (RunRegion), so a
-  // session's creation goes on while its workers start and reserve their scratch. On an idle
+  // The constructor does not wait for the inits: the first region does (RunRegion), and a
+  // session at the end of its creation (AwaitWorkerInits), so the creation goes on while its
+  // workers start and reserve their scratch. On an idle
   // machine they are done within the creation either way; with both CPUs busy, a worker
   // could take milliseconds to be scheduled (2-thread LSTM creation next to two busy loops:
   // 10.9-11.6 ms waiting, 8.0-8.4 ms not).
 }
 
-void ThreadPool::AwaitInits() {
+void ThreadPool::AwaitWorkerInits() {
   while (inits_pending_.load(std::memory_order_acquire) > 0) std::this_thread::yield();
 }
 
@@ -183,7 +184,7 @@ bool ThreadPool::RunRegion(int64_t n, int64_t chunk, int64_t nchunks, RangeFn fn
   // does a region whose caller shares its CPU with every worker (except probes).
   if (busy_.exchange(true, std::memory_order_acquire)) return false;
   // Every worker has run the ThreadInit before the first region's chunks are published.
-  if (inits_pending_.load(std::memory_order_acquire) > 0) AwaitInits();
+  if (inits_pending_.load(std::memory_order_acquire) > 0) AwaitWorkerInits();
   const int cpu = sched_getcpu();
   if (Colocated(cpu)) {
     const auto now = std::chrono::steady_clock::now();

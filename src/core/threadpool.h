@@ -79,6 +79,10 @@ class ThreadPool {
   // their own cooperative protocol per participant (e.g. the LSTM's recurrent steps).
   // Every chunk runs exactly once, on whichever thread claims it first.
   void RunParticipants(int64_t n, RangeFn fn, void* ctx);
+  // Returns once every worker has run the constructor's ThreadInit (the constructor does
+  // not wait; the first parallel region does). A session calls it at the end of its
+  // creation, so no worker is still reserving its scratch during the first runs.
+  void AwaitWorkerInits();
 
   // The underlying pthreadpool (nullptr when single-threaded or when it cannot be created),
   // for XNNPACK. Created on first use: its workers spin for milliseconds after creation,
@@ -109,7 +113,6 @@ class ThreadPool {
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
   std::atomic<int> inits_pending_{0};  // workers yet to run the constructor's ThreadInit
-  void AwaitInits();                   // yields until inits_pending_ is 0
   // Co-location: the CPU the current region's caller started on, and per worker the CPU it
   // last saw a region on (-1: none yet). inline_since_: when regions started running inline
   // because of it (zero: they do not); only the holder of busy_ touches it.
