@@ -36,9 +36,10 @@ class ThreadPool {
   // threads <= 0 means "number of CPUs the calling thread may run on" (its affinity mask). A
   // caller confined to one CPU gets a one-thread pool whatever `threads` says: a worker could
   // only take turns with it. With `init`, every worker runs it when it starts; the constructor
-  // returns at once and the first parallel region waits until all have run it, so kernels'
-  // per-thread scratch exists before the first run (KernelRegistry::thread_init) and runs
-  // after the first never allocate, even on a worker that took no task in the first.
+  // returns at once, and the first parallel region and AwaitWorkerInits (which a session
+  // calls at the end of its creation) wait until all have run it, so kernels' per-thread
+  // scratch exists before the first run (KernelRegistry::thread_init) and runs after the
+  // first never allocate, even on a worker that took no task in the first.
   explicit ThreadPool(int threads, ThreadInit init = nullptr);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
