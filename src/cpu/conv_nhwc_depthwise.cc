@@ -145,26 +145,31 @@ inline bool WholeBlocks(const RowGeometry& g, int64_t stride, bool* left, bool* 
   return true;
 }
 
+// Calls f(integral_constant<int, n>{}) for a block width n of 1-4.
+template <typename F>
+STRATA_AVX512 __attribute__((always_inline)) inline void WithBlockWidth(int64_t n, F&& f) {
+  using std::integral_constant;
+  switch (n) {
+    case 4:
+      return f(integral_constant<int, 4>{});
+    case 3:
+      return f(integral_constant<int, 3>{});
+    case 2:
+      return f(integral_constant<int, 2>{});
+    default:
+      return f(integral_constant<int, 1>{});
+  }
+}
+
 // Calls f(integral_constant kJ, L, R) for a block of n (1-4) pixels with padding flags L, R.
 template <typename F>
 STRATA_AVX512 inline void DispatchBlock(int64_t n, bool left, bool right, F&& f) {
-  using std::integral_constant;
-  const auto lr = [&](auto j) {
+  WithBlockWidth(n, [&](auto j) STRATA_AVX512 {
     if (left && right) return f(j, std::true_type{}, std::true_type{});
     if (left) return f(j, std::true_type{}, std::false_type{});
     if (right) return f(j, std::false_type{}, std::true_type{});
     return f(j, std::false_type{}, std::false_type{});
-  };
-  switch (n) {
-    case 4:
-      return lr(integral_constant<int, 4>{});
-    case 3:
-      return lr(integral_constant<int, 3>{});
-    case 2:
-      return lr(integral_constant<int, 2>{});
-    default:
-      return lr(integral_constant<int, 1>{});
-  }
+  });
 }
 
 // Sweeps a WholeBlocks row of out_w pixels 4 at a time, all inline, so the weights and row
@@ -172,7 +177,7 @@ STRATA_AVX512 inline void DispatchBlock(int64_t n, bool left, bool right, F&& f)
 // ox (integral constants j; l, r: whether it holds the row's padded first / last tap). Only
 // a row of a single block (at most 4 pixels, 16 variants) goes through DispatchBlock's
 // out-of-line calls. With every block behind DispatchBlock, each was a call that reloaded its
-// operands, and a row took 1.5-2x as long (rows in L1 or L2, 16-144 channels).
+// operands, and a row took 1.5-3x as long (rows in L1 or L2, 16-960 channels).
 template <typename F>
 STRATA_AVX512 __attribute__((always_inline)) inline void SweepBlocks(int64_t out_w, bool left, bool right, F&& block) {
   using std::false_type;
@@ -190,23 +195,14 @@ STRATA_AVX512 __attribute__((always_inline)) inline void SweepBlocks(int64_t out
   }
   int64_t ox = 4;
   for (; ox + 4 < out_w; ox += 4) block(J4{}, false_type{}, false_type{}, ox);
-  const auto last = [&](auto j) STRATA_AVX512 __attribute__((always_inline)) {
-    if (right) {
-      block(j, false_type{}, true_type{}, ox);
-    } else {
-      block(j, false_type{}, false_type{}, ox);
-    }
-  };
-  switch (out_w - ox) {
-    case 4:
-      return last(J4{});
-    case 3:
-      return last(integral_constant<int, 3>{});
-    case 2:
-      return last(integral_constant<int, 2>{});
-    default:
-      return last(integral_constant<int, 1>{});
-  }
+  WithBlockWidth(
+      out_w - ox, [&](auto j) STRATA_AVX512 __attribute__((always_inline)) {
+        if (right) {
+          block(j, false_type{}, true_type{}, ox);
+        } else {
+          block(j, false_type{}, false_type{}, ox);
+        }
+      });
 }
 
 // Every output pixel of channels [c0, c0 + 16) of a WholeBlocks row, 4 at a time.
