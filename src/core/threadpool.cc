@@ -97,10 +97,9 @@ ThreadPool::ThreadPool(int threads, ThreadInit init) {
     });
   // The constructor does not wait for the inits: the first region does (RunRegion), and a
   // session at the end of its creation (AwaitWorkerInits), so the creation goes on while its
-  // workers start and reserve their scratch. On an idle
-  // machine they are done within the creation either way; with both CPUs busy, a worker
-  // could take milliseconds to be scheduled (2-thread LSTM creation next to two busy loops:
-  // 10.9-11.6 ms waiting, 8.0-8.4 ms not).
+  // workers start and reserve their scratch. Idle, they are done within the creation either
+  // way; with both CPUs busy a worker can take milliseconds to be scheduled (2-thread LSTM
+  // creation next to two busy loops: 11.4-11.8 ms waiting here, 7.9-8.5 ms not).
 }
 
 void ThreadPool::AwaitWorkerInits() {

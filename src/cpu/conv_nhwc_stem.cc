@@ -127,8 +127,8 @@ STRATA_AVX512 void StemRows(const StemGeo& g, int64_t r0, int64_t r1, int64_t m0
   const int64_t ox_hi =
       g.wd - 1 - span + g.pl < 0 ? ox_lo : std::max(ox_lo, std::min(g.ow, (g.wd - 1 - span + g.pl) / g.sw + 1));
   // The 3x3 stride-2 RGB stem (mobilenet's) takes the compile-time taps (dilation 1: kx * c
-  // apart): 0.27-0.34 -> 0.19-0.32 ms alone. Resnet's 7x7 one unrolled so was slower (1.73-2.38 ->
-  // 1.83-2.90 ms: 147 taps of code), so it keeps the loops.
+  // apart): 0.27-0.42 -> 0.17-0.31 ms alone. Resnet's 7x7 one unrolled so was slower
+  // (1.73-2.38 -> 1.83-2.90 ms: 147 taps of code), so it keeps the loops.
   const bool stem3 = g.c == 3 && g.sw == 2 && g.dw == 1 && g.kh == 3 && g.kw == 3;
   for (int64_t row = r0; row < r1; ++row) {
     const int64_t n = row / g.oh, oy = row - n * g.oh;
