@@ -2,10 +2,10 @@
 // mobilenet_v2's shapes: the kernel's time without the fused block around it. Eighth
 // session on the Xeon VM: before the blocks of a row ran inline (each 4-pixel block was an
 // out-of-line call that reloaded its weights), 112 px x 96 ch at stride 2 took ~4 us a row,
-// after ~2 us; 7 px x 960 ch 5.4 -> 2.8 us (a standalone harness, docs/cpu-kernels.md). An
-// iteration computes
-// three output rows; items_per_second counts output pixel-channels. Input and output are
-// 64-byte aligned tensors (a vector's 16-byte alignment splits every store across lines).
+// after ~2 us; 7 px x 960 ch 5.4 -> 2.8 us (a standalone harness, docs/cpu-kernels.md).
+// An iteration computes three output rows; items_per_second counts output pixel-channels.
+// Input and output are 64-byte aligned tensors (a vector's 16-byte alignment splits every
+// store across cache lines).
 //   strata_kernel_bench --benchmark_filter=BM_DepthwiseRow --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
