@@ -175,9 +175,9 @@ STRATA_AVX512 inline void DispatchBlock(int64_t n, bool left, bool right, F&& f)
 // Sweeps a WholeBlocks row of out_w pixels 4 at a time, all inline, so the weights and row
 // pointers stay in registers across the blocks: block(j, l, r, ox) runs the kJ-pixel block at
 // ox (integral constants j; l, r: whether it holds the row's padded first / last tap). Only
-// a row of a single block (at most 4 pixels, 16 variants) goes through DispatchBlock's
-// out-of-line calls. With every block behind DispatchBlock, each was a call that reloaded its
-// operands, and a row took 1.5-3x as long (rows in L1 or L2, 16-960 channels).
+// a row of a single block (at most 4 pixels) takes DispatchBlock's 16-way dispatch. With every
+// block behind DispatchBlock, GCC kept its lambda out of line: each block was a call that
+// reloaded its operands, and a row took 1.5-3x as long (rows in L1 or L2, 16-960 channels).
 template <typename F>
 STRATA_AVX512 __attribute__((always_inline)) inline void SweepBlocks(int64_t out_w, bool left, bool right, F&& block) {
   using std::false_type;
