@@ -136,10 +136,12 @@ TEST_P(Bf16Test, GemmEdgeSizesMatchReference) {
 // operands within 2e-5 of sum|aw|: three terms of at most 2^-18 |aw| each are left out or
 // rounded, against ~4e-3 for one bf16 rounding. The row buffers start as NaN, so a pad
 // word the round functions failed to zero would show. Edge sizes: 1, tile +- 1 in rows
-// (16, 32) and columns (32), odd K, K past one chunk, a partial last row group.
+// (16, 32) and columns (32), odd K, K past one chunk, a partial last row group; without
+// AMX, rows split into balanced tiles (49: 10 + 10 + 10 + 10 + 9) and more rows than one
+// block holds (97: 48 + 49; 196: 66 + 65 + 65).
 TEST_P(Bf16Test, BlockPairRowsGemmMatchesReference) {
-  const int64_t sizes[][3] = {{1, 1, 1},     {15, 17, 31}, {16, 32, 32},   {17, 33, 33},
-                              {33, 96, 200}, {70, 24, 16}, {49, 160, 961}, {32, 1, 5}};
+  const int64_t sizes[][3] = {{1, 1, 1},    {15, 17, 31},   {16, 32, 32}, {17, 33, 33}, {33, 96, 200},
+                              {70, 24, 16}, {49, 160, 961}, {32, 1, 5},   {97, 33, 17}, {196, 24, 40}};
   uint32_t seed = 900;
   for (const auto& s : sizes) {
     const int64_t M = s[0], N = s[1], K = s[2];
