@@ -106,10 +106,11 @@ TEST_P(Bf16Test, GemmEdgeSizesMatchReference) {
   // 1s, odd K (pair padding), a tile + 1 in every direction, two K chunks (K > 384), row
   // blocks split into uneven tiles (49: 10+10+10+10+9; 200: 96 + 96 + 8), N > 512 (column
   // blocks of 512, or of 128 to give 2 threads enough items); on AMX, row blocks whose A for
-  // the whole K is too big for one pass (96 x 3000: K chunks with C in a scratch).
-  const int64_t sizes[][3] = {{1, 1, 1},     {1, 33, 7},    {13, 31, 3},    {12, 32, 2},    {25, 65, 385},
-                              {97, 129, 64}, {2, 17, 769},  {128, 96, 768}, {37, 1, 5},     {5, 300, 1},
-                              {49, 64, 100}, {200, 40, 33}, {50, 1100, 70}, {192, 40, 3000}};
+  // the whole K is too big for one pass (96 x 3000: K chunks with C in a scratch); one row
+  // against several panels at once (1 x 200: a group of 4 panels, then 3; over 3 K chunks).
+  const int64_t sizes[][3] = {{1, 1, 1},     {1, 33, 7},    {13, 31, 3},    {12, 32, 2},     {25, 65, 385},
+                              {97, 129, 64}, {2, 17, 769},  {128, 96, 768}, {37, 1, 5},      {5, 300, 1},
+                              {49, 64, 100}, {200, 40, 33}, {50, 1100, 70}, {192, 40, 3000}, {1, 200, 770}};
   uint32_t seed = 1;
   for (const auto& s : sizes) {
     const int64_t M = s[0], N = s[1], K = s[2];
@@ -140,8 +141,8 @@ TEST_P(Bf16Test, GemmEdgeSizesMatchReference) {
 // AMX, rows split into balanced tiles (49: 10 + 10 + 10 + 10 + 9) and more rows than one
 // block holds (97: 48 + 49; 196: 66 + 65 + 65).
 TEST_P(Bf16Test, BlockPairRowsGemmMatchesReference) {
-  const int64_t sizes[][3] = {{1, 1, 1},    {15, 17, 31},   {16, 32, 32}, {17, 33, 33}, {33, 96, 200},
-                              {70, 24, 16}, {49, 160, 961}, {32, 1, 5},   {97, 33, 17}, {196, 24, 40}};
+  const int64_t sizes[][3] = {{1, 1, 1},      {15, 17, 31}, {16, 32, 32}, {17, 33, 33},  {33, 96, 200}, {70, 24, 16},
+                              {49, 160, 961}, {32, 1, 5},   {97, 33, 17}, {196, 24, 40}, {1, 150, 500}};
   uint32_t seed = 900;
   for (const auto& s : sizes) {
     const int64_t M = s[0], N = s[1], K = s[2];
@@ -267,21 +268,24 @@ TEST_P(Bf16Test, SplitRowsKeepInfAndNaN) {
 
 TEST_P(Bf16Test, GemmFusedClampAndRowBias) {
   const Node node = DummyNode();
-  const int64_t M = 30, N = 70, K = 41;
-  auto a = Random(M * K, 11), b = Random(K * N, 12), bias = Random(M, 13, -0.5f, 0.5f);
-  auto packed = PackBf16(b.data(), K, N, false);
-  ASSERT_TRUE(packed.ok());
-  Bf16Epilogue ep;
-  ep.bias = bias.data();
-  ep.bias_per_row = true;
-  ep.min = -0.25f;
-  ep.max = 0.5f;
-  std::vector<float> c(static_cast<size_t>(M * N));
-  ASSERT_TRUE(GemmBf16(node, M, a.data(), K, false, *packed, c.data(), N, ep, nullptr).ok());
-  CheckGemm(M, N, K, a, false, b, false, 1.0f, ep, c);
-  int clamped = 0;
-  for (float v : c) clamped += v == -0.25f || v == 0.5f;
-  EXPECT_GT(clamped, 0) << "the test data must exercise the clamp";
+  // 1 x 150: one row against groups of panels takes the row's bias too.
+  for (const int64_t M : {30, 1}) {
+    const int64_t N = M == 1 ? 150 : 70, K = 41;
+    auto a = Random(M * K, 11), b = Random(K * N, 12), bias = Random(M, 13, -0.5f, 0.5f);
+    auto packed = PackBf16(b.data(), K, N, false);
+    ASSERT_TRUE(packed.ok());
+    Bf16Epilogue ep;
+    ep.bias = bias.data();
+    ep.bias_per_row = true;
+    ep.min = -0.25f;
+    ep.max = 0.5f;
+    std::vector<float> c(static_cast<size_t>(M * N));
+    ASSERT_TRUE(GemmBf16(node, M, a.data(), K, false, *packed, c.data(), N, ep, nullptr).ok());
+    CheckGemm(M, N, K, a, false, b, false, 1.0f, ep, c);
+    int clamped = 0;
+    for (float v : c) clamped += v == -0.25f || v == 0.5f;
+    EXPECT_GT(clamped, 0) << "the test data must exercise the clamp (M=" << M << ")";
+  }
 }
 
 TEST_P(Bf16Test, GemmEmptyAndBadStrides) {
@@ -312,7 +316,8 @@ TEST_P(Bf16Test, GemmEmptyAndBadStrides) {
 TEST_P(Bf16Test, GemmAccumulatesIntoCLikeAResidual) {
   ThreadPool pool(2);
   const Node node = DummyNode();
-  const int64_t sizes[][3] = {{1, 1, 1}, {13, 33, 7}, {25, 65, 385}, {97, 129, 64}, {2, 17, 769}, {5, 300, 0}};
+  const int64_t sizes[][3] = {{1, 1, 1},    {13, 33, 7}, {25, 65, 385}, {97, 129, 64},
+                              {2, 17, 769}, {5, 300, 0}, {1, 200, 770}};
   uint32_t seed = 200;
   for (const auto& s : sizes) {
     const int64_t M = s[0], N = s[1], K = s[2];
@@ -422,8 +427,8 @@ std::vector<uint32_t> ReversedBf16Pairs(const std::vector<float>& a, int64_t M, 
 TEST_P(Bf16Test, IndirectGemmMatchesReference) {
   ThreadPool pool(2);
   const Node node = DummyNode();
-  const int64_t sizes[][4] = {{29, 40, 3, 200}, {1, 33, 1, 1},   {13, 64, 2, 7},
-                              {200, 70, 2, 96}, {50, 70, 9, 16}, {17, 33, 3, 32}};
+  const int64_t sizes[][4] = {{29, 40, 3, 200}, {1, 33, 1, 1},   {13, 64, 2, 7}, {200, 70, 2, 96},
+                              {50, 70, 9, 16},  {17, 33, 3, 32}, {1, 150, 3, 70}};
   uint32_t seed = 100;
   for (const auto& sz : sizes) {
     const int64_t M = sz[0], N = sz[1], segs = sz[2], seg_pairs = sz[3], kp = segs * seg_pairs, K = 2 * kp;
