@@ -43,6 +43,15 @@ constexpr int64_t kStripBytes = 320 * 1024;
 constexpr int64_t kMaxIndirectK = 2560;
 // Parts of the output rows run in parallel (one per thread, up to this many).
 constexpr int64_t kMaxParts = 16;
+// With more than one thread, an image whose whole expanded map and depthwise output take at
+// most this many bytes goes through RunPhased instead of parts of rows where the parts would
+// expand a quarter more rows than the input has (2 threads: 7x7 maps at stride 1, 9 rows of
+// 7; 4 threads: 14x14 at stride 1, 20 of 14). Phases hand the expanded and depthwise rows
+// from one core to the other, which parts do not: on a 14x14 map at 2 threads (8 rows of 14
+// per part) the phases were slower (bf16 14x96->576->96 0.083 -> 0.092-0.105 ms), on 7x7
+// faster (7x160->960->320 0.086-0.091 -> 0.081-0.084 ms; BM_Bf16InvertedResidual, 3
+// alternations of the two builds).
+constexpr int64_t kPhasedMaxBytes = 1024 * 1024;
 // In bf16 sessions, blocks whose expanded width (the depthwise channels) is below this do not
 // round to plain bf16 (on AMX, from kMinSplitExpandWidth, they take split rows instead).
 // They are the early blocks of MobileNet-style nets, where any bf16 rounding is amplified
@@ -187,6 +196,9 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
     // 2.9-3.1 (p10 10.9-13.5) with two, 2.96-3.2 with two and whole-image blocks split
     // per phase over the pool instead. A late worker's part is taken by the caller.
     const int64_t parts = threads > 1 ? std::min<int64_t>({total, threads, kMaxParts}) : 1;
+    if (parts > 1 && has_expand_ && ImageBytes(p) <= kPhasedMaxBytes &&
+        4 * SplitExpandedRows(p, n, parts) >= 5 * n * p.h)
+      return RunPhased(ctx, p, n, parts);
     ASSIGN_OR_RETURN(Tensor scratch, AllocateScratch(parts * part_floats, ctx.allocator(), node));
     float* buf = scratch.mutable_data<float>();
     Status status[kMaxParts];  // on the stack: a steady-state run allocates nothing
@@ -214,6 +226,104 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
     dw::RowGeometry rg;
     int64_t strip, exp_rows;  // output rows per strip; expanded rows the buffer holds
   };
+
+  // Words of the phased path's buffers for one image: the expanded map (with kBf16 its input
+  // rounded to pairs as well) and the depthwise output; then per thread two fp32 depthwise
+  // rows (kBf16).
+  int64_t ExpandWords(const Plan& p) const { return has_expand_ ? p.h * p.w * (ce_ + (kBf16 ? Pairs(cin_) : 0)) : 0; }
+  int64_t DwWords(const Plan& p) const { return p.oh * p.ow * (kBf16 ? Pairs(ce_) : ce_); }
+  int64_t ImageBytes(const Plan& p) const {
+    return (ExpandWords(p) + DwWords(p)) * static_cast<int64_t>(sizeof(float));
+  }
+
+  // Expanded rows the parts of RunRows would compute in all (each part recomputes the ones
+  // above its first strip that the previous part also needs).
+  int64_t SplitExpandedRows(const Plan& p, int64_t n, int64_t parts) const {
+    const int64_t total = n * p.oh, span = (dw_.kh - 1) * p.dh + 1;
+    int64_t rows = 0;
+    for (int64_t q = 0; q < parts; ++q)
+      for (int64_t r = total * q / parts, r1 = total * (q + 1) / parts; r < r1;) {
+        const int64_t oy0 = r % p.oh, oy1 = std::min(p.oh, oy0 + (r1 - r));
+        const int64_t lo = std::clamp<int64_t>(oy0 * p.sh - p.pt, 0, p.h);
+        rows += std::max(lo, std::clamp<int64_t>((oy1 - 1) * p.sh - p.pt + span, 0, p.h)) - lo;
+        r += oy1 - oy0;
+      }
+    return rows;
+  }
+
+  Epilogue ExpandEpilogue() const {
+    Epilogue ep;
+    ep.bias = be_.empty() ? nullptr : be_.data();
+    ep.min = act_e_.min, ep.max = act_e_.max;
+    return ep;
+  }
+  Epilogue ProjectEpilogue() const {
+    Epilogue ep;
+    ep.bias = bp_.empty() ? nullptr : bp_.data();
+    ep.min = act_p_.min, ep.max = act_p_.max;
+    return ep;
+  }
+
+  // A small map (14x14, 7x7) split by rows into parts gives each part little work and a
+  // large share of recomputed overlap rows (7 rows on two threads: 3 and 4, the second part
+  // expanding 5 input rows of 7), so the whole image goes through three phases instead, each
+  // split evenly over the pool: the expand GEMM over the input pixels, the depthwise rows,
+  // the project GEMM over the output pixels. Nothing is computed twice. Every pixel's sums
+  // run as in RunRows, so the results are the same.
+  Status RunPhased(KernelContext& ctx, const Plan& p, int64_t n, int64_t parts) const {
+    const Node& node = ctx.node();
+    const int64_t hw = p.h * p.w, ohw = p.oh * p.ow, ldp_in = Pairs(cin_), ldw = kBf16 ? Pairs(ce_) : ce_;
+    const int64_t tmp_floats = kBf16 ? 2 * p.ow * ce_ : 0;
+    ASSIGN_OR_RETURN(Tensor scratch,
+                     AllocateScratch(ExpandWords(p) + DwWords(p) + parts * tmp_floats, ctx.allocator(), node));
+    float* exp_buf = scratch.mutable_data<float>();
+    uint32_t* x16 = reinterpret_cast<uint32_t*>(exp_buf + (has_expand_ ? hw * ce_ : 0));
+    float* dw_buf = exp_buf + ExpandWords(p);
+    float* row_tmp = dw_buf + DwWords(p);
+    Plan whole = p;
+    whole.exp_rows = p.h;  // expanded row iy in slot iy: the whole map
+    const Epilogue ep_e = ExpandEpilogue();
+    Status status[kMaxParts];  // on the stack: a steady-state run allocates nothing
+    // Runs f(q, begin, end) for part q of `count` items on the pool.
+    const auto phase = [&](int64_t count, const auto& f) {
+      ctx.pool()->Run(parts, 1, [&](int64_t b, int64_t e) {
+        for (int64_t q = b; q < e; ++q)
+          if (status[q].ok()) status[q] = f(q, count * q / parts, count * (q + 1) / parts);
+      });
+    };
+    for (int64_t b = 0; b < n; ++b) {
+      const float* xb = p.x + b * hw * cin_;
+      if (has_expand_) {
+        phase(hw, [&](int64_t, int64_t r0, int64_t r1) -> Status {
+          if (r0 == r1) return Status::Ok();
+          if constexpr (kBf16) {
+            Round(xb + r0 * cin_, cin_, r1 - r0, cin_, x16 + r0 * ldp_in, ldp_in);
+            return Gemm(r1 - r0, x16 + r0 * ldp_in, ldp_in, we_, exp_buf + r0 * ce_, ce_, ep_e);
+          } else {
+            return Gemm(r1 - r0, xb + r0 * cin_, cin_, we_, exp_buf + r0 * ce_, ce_, ep_e);
+          }
+        });
+      }
+      phase(p.oh, [&](int64_t q, int64_t a, int64_t e) -> Status {
+        DwRows(whole, exp_buf, xb, 0, a, e, dw_buf, row_tmp + q * tmp_floats);
+        return Status::Ok();
+      });
+      const int64_t out_off = b * ohw * cout_;
+      phase(ohw, [&](int64_t, int64_t r0, int64_t r1) -> Status {
+        if (r0 == r1) return Status::Ok();
+        Epilogue ep_p = ProjectEpilogue();
+        if (p.res) {
+          ep_p.residual = p.res + out_off + r0 * cout_;
+          ep_p.ldr = cout_;
+        }
+        const float* a = dw_buf + r0 * ldw;  // pair rows (kBf16) are ldw words apart as well
+        return Gemm(r1 - r0, a, ldw, wp_, p.y + out_off + r0 * cout_, cout_, ep_p);
+      });
+    }
+    for (int64_t q = 0; q < parts; ++q)
+      if (const Status& st = status[q]; !st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
+    return Status::Ok();
+  }
 
   // Row stride in words of k floats as pair rows (kBf16).
   int64_t Pairs(int64_t k) const {
@@ -296,11 +406,8 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
     uint32_t* x16 = reinterpret_cast<uint32_t*>(after_dw);  // kBf16: the new input rows as pairs
     float* row_tmp = after_dw + (has_expand_ ? p.exp_rows * w * ldp_in : 0);
     const int64_t kh = dw_.kh;
-    Epilogue ep_e, ep_p;
-    ep_e.bias = be_.empty() ? nullptr : be_.data();
-    ep_e.min = act_e_.min, ep_e.max = act_e_.max;
-    ep_p.bias = bp_.empty() ? nullptr : bp_.data();
-    ep_p.min = act_p_.min, ep_p.max = act_p_.max;
+    const Epilogue ep_e = ExpandEpilogue();
+    Epilogue ep_p = ProjectEpilogue();
     // Expanded row iy of image held_b sits in slot iy % exp_rows of exp_buf (a ring: a window
     // of rows is never longer than exp_rows), so the rows a strip shares with the previous
     // one stay where they are; moving them to the front of the buffer was 3.5% of a

@@ -123,6 +123,12 @@ void ExpectClose(const test::OptRefRuns& r, const std::string& what, double tol 
   }
 }
 
+bool SameBits(const Value& a, const Value& b) {
+  const Tensor& x = a.tensor();
+  const Tensor& y = b.tensor();
+  return x.shape() == y.shape() && std::memcmp(x.raw_data(), y.raw_data(), x.byte_size()) == 0;
+}
+
 int Fused(const test::OptRefRuns& r) {
   auto it = r.ops.find(kInvertedResidualOp);
   return it == r.ops.end() ? 0 : it->second;
@@ -159,6 +165,33 @@ TEST(InvertedResidual, FusedBlockMatchesReferenceAtEdgeShapes) {
       EXPECT_EQ(r.ops["NhwcConv"], 0) << b.Name();
     }
     ++seed;
+  }
+}
+
+// Where parts of rows would recompute many expanded rows, more threads run the whole image
+// in phases (expand, depthwise, project; conv_nhwc_block.cc's RunPhased): 7x7 maps at stride
+// 1 from 2 threads, a 5x5 kernel, a 3-row map, and two images at 4 threads (image by image).
+// Every pixel's sums run as with one thread, so the outputs are the same bits.
+TEST(InvertedResidual, PhasedSmallMapsMatchOneThreadBitForBit) {
+  if (!sgemm::Available()) GTEST_SKIP() << "the fused block needs AVX-512F";
+  const std::vector<std::pair<Block, int>> cases = {
+      {{.cin = 16, .h = 7, .w = 7, .ce = 48, .cout = 16, .residual = true}, 2},
+      {{.cin = 160, .h = 7, .w = 7, .ce = 960, .cout = 320}, 2},
+      {{.cin = 8, .h = 6, .w = 6, .ce = 20, .cout = 12, .k = 5, .pads = {2, 2, 2, 2}}, 2},
+      {{.cin = 4, .h = 3, .w = 2, .ce = 40, .cout = 5}, 2},
+      {{.n = 2, .cin = 16, .h = 7, .w = 7, .ce = 48, .cout = 16, .residual = true}, 4},
+  };
+  uint32_t seed = 60;
+  for (const auto& [b, threads] : cases) {
+    const Feeds feeds = {{"x", Input({b.n, b.cin, b.h, b.w}, seed++)}};
+    test::OptRefRuns one = test::RunOptimizedAndReference(BlockModel(b), feeds, 1);
+    test::OptRefRuns many = test::RunOptimizedAndReference(BlockModel(b), feeds, threads);
+    const std::string what = b.Name() + " threads " + std::to_string(threads);
+    ExpectClose(many, what);
+    EXPECT_EQ(Fused(many), 1) << what;
+    ASSERT_EQ(one.opt.size(), 1u) << what;
+    ASSERT_EQ(many.opt.size(), 1u) << what;
+    EXPECT_TRUE(SameBits(one.opt[0], many.opt[0])) << what;
   }
 }
 
@@ -288,12 +321,6 @@ std::vector<Value> RunSession(const onnx::ModelProto& m, const Feeds& feeds, int
   auto out = (*s)->Run(feeds);
   EXPECT_TRUE(out.ok()) << out.status().ToString();
   return out.ok() ? *out : std::vector<Value>{};
-}
-
-bool SameBits(const Value& a, const Value& b) {
-  const Tensor& x = a.tensor();
-  const Tensor& y = b.tensor();
-  return x.shape() == y.shape() && std::memcmp(x.raw_data(), y.raw_data(), x.byte_size()) == 0;
 }
 
 class InvertedResidualBf16 : public ::testing::Test {
