@@ -49,8 +49,8 @@ constexpr int64_t kMaxParts = 16;
 // 7; 4 threads: 14x14 at stride 1, 20 of 14). Phases hand the expanded and depthwise rows
 // from one core to the other, which parts do not: on a 14x14 map at 2 threads (8 rows of 14
 // per part) the phases were slower (bf16 14x96->576->96 0.083 -> 0.092-0.105 ms), on 7x7
-// faster (7x160->960->320 0.086-0.091 -> 0.081-0.084 ms; BM_Bf16InvertedResidual, 3
-// alternations of the two builds).
+// a little faster (7x160->960->320 0.086-0.096 -> 0.081-0.090 ms, 7x160->960->160 level;
+// BM_Bf16InvertedResidual, two sittings of 3 alternations of the two builds).
 constexpr int64_t kPhasedMaxBytes = 1024 * 1024;
 // In bf16 sessions, blocks whose expanded width (the depthwise channels) is below this do not
 // round to plain bf16 (on AMX, from kMinSplitExpandWidth, they take split rows instead).
