@@ -20,6 +20,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/constant_release.h"
@@ -236,16 +237,22 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
     return (ExpandWords(p) + DwWords(p)) * static_cast<int64_t>(sizeof(float));
   }
 
+  // The input rows [lo, hi) that output rows [oy0, oy1) of one image read.
+  std::pair<int64_t, int64_t> InputRows(const Plan& p, int64_t oy0, int64_t oy1) const {
+    const int64_t lo = std::clamp<int64_t>(oy0 * p.sh - p.pt, 0, p.h);
+    return {lo, std::max(lo, std::clamp<int64_t>((oy1 - 1) * p.sh - p.pt + (dw_.kh - 1) * p.dh + 1, 0, p.h))};
+  }
+
   // Expanded rows the parts of RunRows would compute in all (each part recomputes the ones
   // above its first strip that the previous part also needs).
   int64_t SplitExpandedRows(const Plan& p, int64_t n, int64_t parts) const {
-    const int64_t total = n * p.oh, span = (dw_.kh - 1) * p.dh + 1;
+    const int64_t total = n * p.oh;
     int64_t rows = 0;
     for (int64_t q = 0; q < parts; ++q)
       for (int64_t r = total * q / parts, r1 = total * (q + 1) / parts; r < r1;) {
         const int64_t oy0 = r % p.oh, oy1 = std::min(p.oh, oy0 + (r1 - r));
-        const int64_t lo = std::clamp<int64_t>(oy0 * p.sh - p.pt, 0, p.h);
-        rows += std::max(lo, std::clamp<int64_t>((oy1 - 1) * p.sh - p.pt + span, 0, p.h)) - lo;
+        const auto [lo, hi] = InputRows(p, oy0, oy1);
+        rows += hi - lo;
         r += oy1 - oy0;
       }
     return rows;
@@ -405,7 +412,6 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
     float* after_dw = dw_buf + p.strip * p.ow * (kBf16 ? ldp_dw : ce);
     uint32_t* x16 = reinterpret_cast<uint32_t*>(after_dw);  // kBf16: the new input rows as pairs
     float* row_tmp = after_dw + (has_expand_ ? p.exp_rows * w * ldp_in : 0);
-    const int64_t kh = dw_.kh;
     const Epilogue ep_e = ExpandEpilogue();
     Epilogue ep_p = ProjectEpilogue();
     // Expanded row iy of image held_b sits in slot iy % exp_rows of exp_buf (a ring: a window
@@ -416,8 +422,7 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
     for (int64_t row = r0; row < r1;) {
       const int64_t b = row / p.oh, oy0 = row - b * p.oh;
       const int64_t oy1 = std::min({p.oh, oy0 + p.strip, oy0 + (r1 - row)});
-      const int64_t lo = std::clamp<int64_t>(oy0 * p.sh - p.pt, 0, p.h);
-      const int64_t hi = std::max(lo, std::clamp<int64_t>((oy1 - 1) * p.sh - p.pt + (kh - 1) * p.dh + 1, 0, p.h));
+      const auto [lo, hi] = InputRows(p, oy0, oy1);
       const float* xb = p.x + b * p.h * w * cin_;
       if (has_expand_) {
         const int64_t start = held_b == b && lo >= held_lo && lo < held_hi ? std::min(hi, held_hi) : lo;

@@ -334,9 +334,9 @@ struct ASource {
   int64_t ldp = 0;
 };
 
-// Packs rows [m0, m0 + rows) and K pairs [kp0, kp0 + kpc) of A: 12-row tiles of
-// [12][RowPairs(kpc)] pair rows (tiles 12 * RowPairs(kpc) apart), or for trans_a tiles of
-// [kpc][12] (kpc * 12 apart). Missing rows and the odd-K tail are zero.
+// Packs rows [m0, m0 + rows) and K pairs [kp0, kp0 + kpc) of A: pair rows of RowPairs(kpc)
+// words, row i of the block at dst + i * RowPairs(kpc) whatever its tile, or for trans_a
+// tiles of [kpc][12] (kpc * 12 apart). Missing rows and the odd-K tail are zero.
 void PackATiles(const ASource& src, int64_t K, int64_t m0, const TileSplit& split, int64_t kp0, int64_t kpc,
                 uint32_t* dst) {
   const float* a = src.a;
@@ -347,7 +347,7 @@ void PackATiles(const ASource& src, int64_t K, int64_t m0, const TileSplit& spli
     // Already bf16: written straight into the pack. Rows past `rows` are never read (the
     // micro-kernel for a partial tile reads only its rows).
     for (int64_t t = 0; t < tiles; ++t)
-      src.pair_fill(src.fill_ctx, m0 + split.start(t), split.count(t), kp0, kpc, dst + t * kBf16MR * ldp, ldp);
+      src.pair_fill(src.fill_ctx, m0 + split.start(t), split.count(t), kp0, kpc, dst + split.start(t) * ldp, ldp);
     return;
   }
   if (src.fill) {
@@ -357,7 +357,7 @@ void PackATiles(const ASource& src, int64_t K, int64_t m0, const TileSplit& spli
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t r = split.count(t);
       src.fill(src.fill_ctx, m0 + split.start(t), r, 2 * kp0, kvalid, scratch.data(), 2 * kKcPairs);
-      PackRows(scratch.data(), 2 * kKcPairs, r, kvalid, ldp, dst + t * kBf16MR * ldp);
+      PackRows(scratch.data(), 2 * kKcPairs, r, kvalid, ldp, dst + split.start(t) * ldp);
     }
     return;
   }
@@ -380,11 +380,11 @@ void PackATiles(const ASource& src, int64_t K, int64_t m0, const TileSplit& spli
   }
   // A is [M, K]: a row's consecutive floats are already (k, k+1) pairs.
   for (int64_t t = 0; t < tiles; ++t)
-    PackRows(a + (m0 + split.start(t)) * lda + 2 * kp0, lda, split.count(t), kvalid, ldp, dst + t * kBf16MR * ldp);
+    PackRows(a + (m0 + split.start(t)) * lda + 2 * kp0, lda, split.count(t), kvalid, ldp, dst + split.start(t) * ldp);
 }
 
-// Block with A in any layout (see Micro): tiles a_stride uint32 (kPointers: pointers) apart;
-// kRows with a_stride 0: rows in place, a tile at its first row (a + start * a_rs).
+// Block with A in any layout (see Micro): kTile and kPointers tiles a_stride uint32 (or
+// pointers) apart; kRows rows a_rs apart, a tile at its first row (a_stride unused).
 void BlockAny(ALayout layout, const void* a, int64_t a_stride, int64_t a_rs, const TileSplit& split, const uint32_t* b,
               int64_t b_stride, int64_t n_cols, int64_t kpc, float* c, int64_t ldc, bool accumulate,
               const Bf16Epilogue* ep, int64_t m0, int64_t n0) {
@@ -394,7 +394,7 @@ void BlockAny(ALayout layout, const void* a, int64_t a_stride, int64_t a_rs, con
                                                       : kMicro<ALayout::kTile>;
   const auto tile = [&](int64_t t) -> const void* {
     if (layout == ALayout::kPointers) return static_cast<const uint32_t* const*>(a) + t * a_stride;
-    if (layout == ALayout::kRows && a_stride == 0) return static_cast<const uint32_t*>(a) + split.start(t) * a_rs;
+    if (layout == ALayout::kRows) return static_cast<const uint32_t*>(a) + split.start(t) * a_rs;
     return static_cast<const uint32_t*>(a) + t * a_stride;
   };
   // Panel-outer: one B panel chunk stays in L1 while every A tile streams past it. With few
@@ -405,32 +405,39 @@ void BlockAny(ALayout layout, const void* a, int64_t a_stride, int64_t a_rs, con
   // (what the drivers run next), unless this is the last K chunk (ep set). With many tiles
   // the hardware prefetcher keeps up and the extra loads only cost issue slots.
   constexpr int64_t kPrefetchMaxTiles = 6;
+  // The epilogue's operands for rows from r0 and panel p.
+  const auto row_bias_at = [&](int64_t r0) -> const float* {
+    return ep && ep->bias && ep->bias_per_row ? ep->bias + m0 + r0 : nullptr;
+  };
+  const auto col_bias_at = [&](int64_t p) -> const float* {
+    return ep && ep->bias && !ep->bias_per_row ? ep->bias + n0 + p * kBf16NR : nullptr;
+  };
+  const auto res_at = [&](int64_t r0, int64_t p) -> const float* {
+    return ep && ep->residual ? ep->residual + (m0 + r0) * ep->ldr + n0 + p * kBf16NR : nullptr;
+  };
   if (tiles == 1 && split.count(0) == 1 && panels > 1) {
     const auto row = layout == ALayout::kPointers ? MicroRowPanels<ALayout::kPointers>
                      : layout == ALayout::kRows   ? MicroRowPanels<ALayout::kRows>
                                                   : MicroRowPanels<ALayout::kTile>;
     const int64_t r0 = split.start(0);
-    const float* row_bias = ep && ep->bias && ep->bias_per_row ? ep->bias + m0 + r0 : nullptr;
     for (int64_t p = 0; p < panels; p += kRowPanels) {
       const int np = static_cast<int>(std::min<int64_t>(kRowPanels, panels - p));
-      const float* col_bias = ep && ep->bias && !ep->bias_per_row ? ep->bias + n0 + p * kBf16NR : nullptr;
-      const float* res = ep && ep->residual ? ep->residual + (m0 + r0) * ep->ldr + n0 + p * kBf16NR : nullptr;
       row(tile(0), a_rs, b + p * b_stride, b_stride, np, kpc, c + r0 * ldc + p * kBf16NR, n_cols - p * kBf16NR,
-          accumulate, ep, row_bias, col_bias, res);
+          accumulate, ep, row_bias_at(r0), col_bias_at(p), res_at(r0, p));
     }
     return;
   }
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t cols = std::min<int64_t>(kBf16NR, n_cols - p * kBf16NR);
-    const float* col_bias = ep && ep->bias && !ep->bias_per_row ? ep->bias + n0 + p * kBf16NR : nullptr;
+    const float* col_bias = col_bias_at(p);
     const uint32_t* next = tiles > kPrefetchMaxTiles ? nullptr
                            : p + 1 < panels          ? b + (p + 1) * b_stride
                            : ep                      ? nullptr
                                                      : b + kpc * kBf16NR;
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t rows = split.count(t), r0 = split.start(t);
-      const float* row_bias = ep && ep->bias && ep->bias_per_row ? ep->bias + m0 + r0 : nullptr;
-      const float* res = ep && ep->residual ? ep->residual + (m0 + r0) * ep->ldr + n0 + p * kBf16NR : nullptr;
+      const float* row_bias = row_bias_at(r0);
+      const float* res = res_at(r0, p);
       const int64_t pf0 = kpc * t / tiles, pf1 = next ? kpc * (t + 1) / tiles : pf0;
       micro[rows](tile(t), a_rs, b + p * b_stride, kpc, c + r0 * ldc + p * kBf16NR, ldc, cols, accumulate, ep, row_bias,
                   col_bias, res, ep ? ep->ldr : 0, next ? next + pf0 * kBf16NR : nullptr, pf1 - pf0);
@@ -553,7 +560,7 @@ void PackedBlockItem(int64_t K, const ASource& src, const PackedBf16B& b, float*
     const bool last = kp0 + kpc == b.kp;
     // trans_a packs [kpc][12] tiles; the other sources pair rows.
     const int64_t a_rs = src.trans_a && !src.fill && !src.pair_fill ? 0 : RowPairs(kpc);
-    BlockAny(a_rs ? ALayout::kRows : ALayout::kTile, apack.data(), a_rs ? kBf16MR * a_rs : kpc * kBf16MR, a_rs, split,
+    BlockAny(a_rs ? ALayout::kRows : ALayout::kTile, apack.data(), a_rs ? 0 : kpc * kBf16MR, a_rs, split,
              b.panel(n0 / kBf16NR) + kp0 * kBf16NR, b.panel_stride(), cols, kpc, c + m0 * ldc + n0, ldc,
              kp0 > 0 || ep.accumulate, last ? &ep : nullptr, m0, n0);
   }
