@@ -72,6 +72,8 @@ def main():
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads of the timed runs (all three)")
     ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--warmup-ms", type=float, default=1000.0,
+                    help="each process also warms up for this long before its timed runs")
     ap.add_argument("--amx-peak", action="store_true",
                     help="sample the AMX unit's throughput (strata_kernel_bench BM_AmxTdpPeak) in every round")
     ap.add_argument("--kernel-bench", default=os.path.join(ROOT, "build/release/bin/strata_kernel_bench"))
@@ -104,7 +106,8 @@ def main():
         sens = max_rel_err(outs["fp32"], outs["fp32_rounded_in"])
         times = {"fp32": [], "bf16": [], "ort": []}
         amx = []
-        common = ["--threads", str(args.threads), "--warmup", "2", "--iters", str(args.iters), "--creations", "1"]
+        common = ["--threads", str(args.threads), "--warmup", "2", "--warmup-ms", str(args.warmup_ms), "--iters",
+                  str(args.iters), "--creations", "1"]
         for r in range(args.rounds):
             # Every other round runs in reverse order, so no runtime always goes first.
             order = ["fp32", "bf16"] + ([] if args.no_ort else ["ort"])

@@ -120,6 +120,8 @@ def main():
     ap.add_argument("--models", help="comma-separated subset (default: all, or the quick set)")
     ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
     ap.add_argument("--procs", type=int, default=None, help="processes per runtime and config (default 3)")
+    ap.add_argument("--warmup-ms", type=float, default=1000.0,
+                    help="each process also warms up for this long before its timed runs (both runtimes)")
     ap.add_argument("--iters-scale", type=float, default=1.0, help="multiply the per-model timed runs")
     ap.add_argument("--out-md", default=os.path.join(ROOT, "docs/benchmarks.md"))
     ap.add_argument("--out-png", default=os.path.join(ROOT, "docs/benchmarks.png"))
@@ -171,8 +173,8 @@ def main():
             runs = {"strata": [], "ort": []}
             for p in range(procs):
                 for rt in ("strata", "ort"):  # A/B/A/B
-                    common = ["--threads", str(t), "--warmup", str(warmup), "--iters", str(iters), "--creations",
-                              str(CREATIONS)]
+                    common = ["--threads", str(t), "--warmup", str(warmup), "--warmup-ms", str(args.warmup_ms),
+                              "--iters", str(iters), "--creations", str(CREATIONS)]
                     if rt == "strata":
                         if strata_error:
                             continue
@@ -234,8 +236,10 @@ def write_markdown(args, results, profiles, peaks, peak_sources, procs):
     L.append("- Both time `Run` only (inputs prepared once, outputs released each run) on the same seeded random "
              "inputs: `strata bench --save-inputs` writes them as .npy and `ort_bench` loads them.")
     L.append("- For every model and thread count, %d processes per runtime run alternately (strata, ORT, strata, ORT, "
-             "...); each process does warm-up runs, then the timed runs. *Median* is the median of the per-process "
-             "medians; the per-process medians are listed so bimodal runs are visible." % procs)
+             "...); each process warms up (at least a tenth of the timed runs, and at least %.0f ms: on this VM a new "
+             "process of either runtime runs up to 1.5x slower for its first few tenths of a second), then does the "
+             "timed runs. *Median* is the median of the per-process medians; the per-process medians are listed so "
+             "bimodal runs are visible." % (procs, args.warmup_ms))
     L.append("- Session creation: median of %d creations per process (the first in a process pays one-time set-up "
              "in both runtimes, so a median of 3 swung with it). Peak RSS: `VmHWM` of the process (ORT's "
              "figure includes its arena and thread pool; strata's its caching allocator)." % CREATIONS)

@@ -180,15 +180,20 @@ double MsSince(Clock::time_point t0) { return std::chrono::duration<double, std:
 int main(int argc, char** argv) {
   ort_tools::g_tool = "ort_bench";
   if (argc < 3)
-    Die("usage: ort_bench MODEL INPUT_DIR [--threads N] [--warmup W] [--iters K] [--creations C] "
+    Die("usage: ort_bench MODEL INPUT_DIR [--threads N] [--warmup W] [--warmup-ms T] [--iters K] [--creations C] "
         "[--save-outputs DIR]");
   std::string model = argv[1], dir = argv[2], save_dir;
   int threads = 0, warmup = 5, iters = 50, creations = 3;
+  double warmup_ms = 0;  // as strata bench --warmup-ms: warm up for W runs and T ms
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
     if (i + 1 >= argc) Die("missing value for " + a);
     if (a == "--save-outputs") {
       save_dir = argv[++i];
+      continue;
+    }
+    if (a == "--warmup-ms") {
+      warmup_ms = std::atof(argv[++i]);
       continue;
     }
     int v = std::atoi(argv[++i]);
@@ -270,7 +275,9 @@ int main(int argc, char** argv) {
     for (OrtValue* o : outs) g_ort->ReleaseValue(o);
   };
   if (!save_dir.empty()) run_once(true);
-  for (int i = 0; i < warmup && !g_interrupted; ++i) run_once();
+  int64_t warmup_runs = 0;
+  const auto w0 = Clock::now();
+  for (; (warmup_runs < warmup || MsSince(w0) < warmup_ms) && !g_interrupted; ++warmup_runs) run_once();
   std::vector<double> samples;
   for (int i = 0; i < iters && !g_interrupted; ++i) {
     auto t0 = Clock::now();
@@ -283,12 +290,13 @@ int main(int argc, char** argv) {
   std::sort(sorted_create.begin(), sorted_create.end());
   std::printf(
       "{\n  \"runtime\": \"onnxruntime\",\n  \"api\": \"C API version %d\",\n  \"model\": \"%s\",\n"
-      "  \"threads\": %d,\n  \"warmup\": %d,\n  \"iters\": %d,\n  \"interrupted\": %s,\n  \"latency_ms\": %s,\n"
+      "  \"threads\": %d,\n  \"warmup\": %d,\n  \"warmup_ms\": %.1f,\n  \"warmup_runs\": %lld,\n  \"iters\": %d,\n  "
+      "\"interrupted\": %s,\n  \"latency_ms\": %s,\n"
       "  \"samples_ms\": %s,\n  \"session_create_ms\": {\"median\": %.6f, \"samples\": %s},\n"
       "  \"peak_rss_kib\": {\"ru_maxrss\": %ld, \"vm_hwm\": %ld}\n}\n",
-      ORT_API_VERSION, model.c_str(), threads, warmup, iters, g_interrupted ? "true" : "false",
-      StatsJson(samples).c_str(), List(samples).c_str(), Percentile(sorted_create, 50), List(create_ms).c_str(),
-      ru.ru_maxrss, VmHwmKib());
+      ORT_API_VERSION, model.c_str(), threads, warmup, warmup_ms, static_cast<long long>(warmup_runs), iters,
+      g_interrupted ? "true" : "false", StatsJson(samples).c_str(), List(samples).c_str(),
+      Percentile(sorted_create, 50), List(create_ms).c_str(), ru.ru_maxrss, VmHwmKib());
 
   for (OrtValue* v : inputs) g_ort->ReleaseValue(v);
   g_ort->ReleaseMemoryInfo(mem);

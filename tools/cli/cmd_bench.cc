@@ -1,4 +1,4 @@
-// `strata bench MODEL [--threads N] [--warmup W] [--iters K] [--shape NAME=D1xD2...]
+// `strata bench MODEL [--threads N] [--warmup W] [--warmup-ms T] [--iters K] [--shape NAME=D1xD2...]
 //  [--device D] [--precision fp32|bf16|fp16] [--provider-option P.K=V] [--profile] [--json] [--save-inputs DIR]`
 //
 // Times Session::Run on seeded random inputs and reports latency percentiles,
@@ -34,6 +34,7 @@ struct BenchArgs {
   std::string model;
   SessionFlags session;
   int warmup = 5;
+  double warmup_ms = 0;  // keep warming up until this much time has passed, too
   int iters = 50;
   int creations = 3;
   int top = 15;
@@ -265,12 +266,17 @@ int Execute(const BenchArgs& a) {
   std::vector<double> samples;
   Profiler prof;
   bool interrupted = g_interrupted != 0;
+  int64_t warmup_runs = 0;
   {
+    // Both limits: W runs, and T ms of them. Why time: on a shared VM a new process runs
+    // slower for its first few tenths of a second whatever it does (docs/benchmarks.md), and
+    // a count of runs covers a different span of time for each model and runtime.
     Progress bar("warmup", a.warmup);
-    for (int i = 0; i < a.warmup && !g_interrupted; ++i) {
+    const auto w0 = Clock::now();
+    for (; (warmup_runs < a.warmup || MsSince(w0) < a.warmup_ms) && !g_interrupted; ++warmup_runs) {
       auto out = session->Run(*feeds);
       if (!out.ok()) return Fail(out.status().ToString());
-      bar.Update(i + 1);
+      bar.Update(static_cast<int>(std::min<int64_t>(warmup_runs + 1, a.warmup)));
     }
   }
   {
@@ -297,6 +303,8 @@ int Execute(const BenchArgs& a) {
   j["model"] = a.model;
   j["threads"] = a.session.threads;
   j["warmup"] = a.warmup;
+  j["warmup_ms"] = a.warmup_ms;
+  j["warmup_runs"] = warmup_runs;
   j["iters"] = a.iters;
   j["interrupted"] = interrupted;
   nlohmann::json jin = nlohmann::json::array();
@@ -344,6 +352,9 @@ void AddBenchCommand(CLI::App& app) {
   sub->add_option("model", args->model, "ONNX model file")->required();
   AddSessionFlags(sub, &args->session);
   sub->add_option("--warmup", args->warmup, "Untimed runs first (default 5)")->check(CLI::Range(0, 1000000));
+  sub->add_option("--warmup-ms", args->warmup_ms,
+                  "Keep doing untimed runs until this many milliseconds have passed as well (default 0)")
+      ->check(CLI::Range(0.0, 3600000.0));
   sub->add_option("--iters", args->iters, "Timed runs (default 50)")->check(CLI::Range(1, 10000000));
   sub->add_option("--creations", args->creations, "Session creations to time (default 3)")->check(CLI::Range(1, 1000));
   sub->add_option("--shape", args->shapes, "Input shape as NAME=D1xD2x... (repeatable; unknown dims default to 1)");
