@@ -20,6 +20,7 @@
 #include "core/tensor.h"
 #include "cpu/gemv.h"
 #include "cpu/sgemm.h"
+#include "cpu/sgemm_internal.h"
 #include "cpu/simd_clamp.h"
 
 // GCC 12's AVX-512 headers pass deliberately undefined vectors through; never read.
@@ -481,6 +482,62 @@ Result<GemvWeights> GemvWeights::PackRows(const float* src, int64_t ldb, int64_t
     return finite;
   };
   w.all_finite_ = PackPanels(w.panels_, k * n, pool, pack);
+  return w;
+}
+
+Result<GemvWeights> GemvWeights::PackRows(const sgemm::WeightRows& src, int64_t row0, int64_t k, int64_t n,
+                                          const int64_t* rows, const float* bias, ThreadPool* pool) {
+  if (row0 < 0 || k < 0 || n < 0)
+    return InvalidArgument("GEMV weights: negative row offset or size (row0=", row0, " K=", k, " N=", n, ")");
+  if (!src.file) return PackRows(src.data ? src.data + row0 * k : nullptr, k, k, n, rows, bias, pool);
+  int64_t src_rows = 0;
+  for (int64_t j = 0; j < n; ++j) src_rows = std::max(src_rows, rows[j] + 1);
+  if (sgemm::internal::MulOverflows(row0 + src_rows, std::max<int64_t>(k, 1)) ||
+      src.file->num_elements() < (row0 + src_rows) * k)
+    return InvalidArgument("GEMV weights: rows ", row0, "..", row0 + src_rows, " of ", k, " floats are past the ",
+                           src.file->num_elements(), " elements of the weight");
+  ASSIGN_OR_RETURN(GemvWeights w, Allocate(k, n, bias));
+  for (int64_t p = 0; p < w.panels_; ++p) {
+    const int64_t c0 = p * P, cols = std::min(P, n - c0), width = w.panel_width(p);
+    bool gaps = cols < width;
+    for (int64_t j = 0; j < cols && !gaps; ++j) gaps = rows[c0 + j] < 0;
+    if (gaps) std::fill(w.data_.get() + p * k * P, w.data_.get() + p * k * P + k * width, 0.0f);
+  }
+  // Blocks of about 256 KiB: a block stays in L2 while its rows go into every panel.
+  const int64_t block = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(k, 1));
+  const int64_t blocks = k > 0 ? (src_rows + block - 1) / block : 0;
+  FirstError first;
+  // Blocks write disjoint columns of the panels (a run of rows is cut at the block's end),
+  // so threads may share panels.
+  sgemm::ForPanels(blocks, src_rows * k, int64_t{1} << 18, pool, [&](int64_t b0, int64_t b1) {
+    first.Set([&]() -> Status {
+      sgemm::RowReader reader(src, block * k, "GEMV weights");
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t r0 = b * block, r1 = std::min(src_rows, r0 + block);
+        ASSIGN_OR_RETURN(const float* from, reader.Rows(row0 + r0, r1 - r0, k));
+        for (int64_t p = 0; p < w.panels_; ++p) {
+          const int64_t c0 = p * P, cols = std::min(P, n - c0);
+          for (int64_t j = 0; j < cols;) {
+            const int64_t r = rows[c0 + j];
+            if (r < r0 || r >= r1) {
+              ++j;
+              continue;
+            }
+            int64_t len = 1;
+            while (j + len < cols && rows[c0 + j + len] == r + len && r + len < r1) ++len;
+            sgemm::PackTransposedColumns(from, k, k, 1, r - r0, len, w.panel_width(p), w.data_.get() + p * k * P + j);
+            j += len;
+          }
+        }
+      }
+      return Status::Ok();
+    }());
+  });
+  RETURN_IF_ERROR(first.Take());
+  bool finite = true;
+  for (int64_t p = 0; p < w.panels_; ++p)
+    finite = AllFiniteFloats(w.data_.get() + p * k * P, k * w.panel_width(p)) && finite;
+  w.all_finite_ = finite;
   return w;
 }
 

@@ -427,7 +427,7 @@ Result<std::unique_ptr<OpKernel>> MakeFastLstm(const KernelInit& init) {
     if (bias_ok && default_acts && lstm_fused::Available()) {
       std::vector<lstm_fused::DirWeights> fused;
       for (int64_t d = 0; d < attrs.num_directions; ++d) {
-        auto fw = lstm_fused::Pack(wc->data<float>() + d * 4 * H * I, rc->data<float>() + d * 4 * H * H,
+        auto fw = lstm_fused::Pack(sgemm::WeightRows::Of(*wc), sgemm::WeightRows::Of(*rc), d,
                                    bc ? bc->data<float>() + d * 8 * H : nullptr, H, I);
         if (!fw.ok()) return MakeStatus(fw.status().code(), init.node.Describe(), ": ", fw.status().message());
         fused.push_back(std::move(fw).value());

@@ -206,7 +206,8 @@ bool Available() {
   return ok;
 }
 
-Result<DirWeights> Pack(const float* w, const float* r, const float* b, int64_t H, int64_t I) {
+Result<DirWeights> Pack(const sgemm::WeightRows& w, const sgemm::WeightRows& r, int64_t dir, const float* b, int64_t H,
+                        int64_t I) {
   const int64_t panels = (H + kUnits - 1) / kUnits, cols = panels * P;
   // Column (p, g, u) of the packed matrices is row g*H + p*kUnits + u of W/R (none past H):
   // a row map, so both are packed straight from the constants with no reordered copies.
@@ -220,8 +221,8 @@ Result<DirWeights> Pack(const float* w, const float* r, const float* b, int64_t 
         if (b) bias[col] = b[row] + b[4 * H + row];
       }
   DirWeights d;
-  ASSIGN_OR_RETURN(d.w, GemvWeights::PackRows(w, I, I, cols, rows.data(), b ? bias.data() : nullptr));
-  ASSIGN_OR_RETURN(d.r, GemvWeights::PackRows(r, H, H, cols, rows.data(), nullptr));
+  ASSIGN_OR_RETURN(d.w, GemvWeights::PackRows(w, dir * 4 * H, I, cols, rows.data(), b ? bias.data() : nullptr));
+  ASSIGN_OR_RETURN(d.r, GemvWeights::PackRows(r, dir * 4 * H, H, cols, rows.data(), nullptr));
   return d;
 }
 

@@ -29,8 +29,11 @@ struct DirWeights {
 // True when the CPU has AVX-512F (and STRATA_FORCE_ISA does not cap it).
 bool Available();
 
-// w: [4H, I], r: [4H, H], b: [8H] or null (one direction, ONNX gate order i, o, f, c).
-Result<DirWeights> Pack(const float* w, const float* r, const float* b, int64_t hidden, int64_t input);
+// One direction d of W [D, 4H, I], R [D, 4H, H] and b [8H] (this direction's, or null), ONNX
+// gate order i, o, f, c. W and R still in the model file are read a block at a time and
+// never loaded whole (GemvWeights::PackRows).
+Result<DirWeights> Pack(const sgemm::WeightRows& w, const sgemm::WeightRows& r, int64_t d, const float* b,
+                        int64_t hidden, int64_t input);
 
 // Runs direction d of an LSTM with the default activations. y / yh / yc may be null
 // (output not requested); y must be zero-filled beforehand where sequence_lens pads.

@@ -420,7 +420,8 @@ TEST(LoadPack, LstmFusedPackMatchesGateInterleavedCopy) {
             }
         auto want_w = GemvWeights::Pack(wp.data(), I, cols, true, 1.0f, bias.data());
         auto want_r = GemvWeights::Pack(rp.data(), H, cols, true, 1.0f, nullptr);
-        auto got = lstm_fused::Pack(w.data(), r.data(), with_bias ? b.data() : nullptr, H, I);
+        auto got = lstm_fused::Pack(sgemm::WeightRows{w.data(), nullptr}, sgemm::WeightRows{r.data(), nullptr}, 0,
+                                    with_bias ? b.data() : nullptr, H, I);
         ASSERT_TRUE(want_w.ok() && want_r.ok() && got.ok()) << got.status().ToString();
         for (int64_t kk = 0; kk < I; ++kk)
           for (int64_t j = 0; j < cols; ++j)

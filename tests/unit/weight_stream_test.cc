@@ -17,6 +17,7 @@
 #include "cpu/conv_nhwc_block_bf16.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/gemv.h"
+#include "cpu/rnn_lstm_fused.h"
 #include "cpu/sgemm.h"
 #include "deferred_tensor.h"
 #include "onnx_builder.h"
@@ -29,6 +30,17 @@ using testing::TempDir;
 using testing::WriteOnDisk;
 
 std::vector<float> Values(int64_t n, uint32_t seed) { return onnx_builder::PseudoRandom(static_cast<size_t>(n), seed); }
+
+// The fused LSTM's column -> row map for hidden size H (lstm_fused::Pack's): column (p, g, u)
+// is row g*H + p*16 + u, -1 past H.
+std::vector<int64_t> RowsOf(int64_t H) {
+  const int64_t U = lstm_fused::kUnits, panels = (H + U - 1) / U;
+  std::vector<int64_t> rows(static_cast<size_t>(panels * kGemvPanel), -1);
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t g = 0; g < 4; ++g)
+      for (int64_t u = 0; u < U && p * U + u < H; ++u) rows[p * kGemvPanel + g * U + u] = g * H + p * U + u;
+  return rows;
+}
 
 // The packed floats of every panel (zero padding included).
 std::vector<float> Panels(const sgemm::PackedB& p) {
@@ -149,6 +161,64 @@ TEST(WeightStream, GemvWeightsFromTheFilePackTheSameFloats) {
   EXPECT_EQ(st.code(), StatusCode::kIOError) << st.ToString();
   EXPECT_NE(st.message().find("initializer 'W'"), std::string::npos) << st.ToString();
   EXPECT_NE(st.message().find(w.path), std::string::npos) << st.ToString();
+}
+
+// The fused LSTM's W and R of one direction (rows g*H + p*16 + u of [D, 4H, K], gate
+// interleaved) read from the file a block at a time: the same floats as packed from memory,
+// the payload never loaded, at hidden sizes with a partial panel and with blocks that cut a
+// panel's run of rows (K = 700: 93 rows a block); a non-finite weight still shows.
+TEST(WeightStream, LstmWeightsFromTheFilePackTheSameFloats) {
+  TempDir dir;
+  ThreadPool pool2(2);
+  uint32_t seed = 90;
+  for (auto [hidden, input] : {std::pair<int64_t, int64_t>{1, 3}, {17, 33}, {40, 700}, {130, 5}, {256, 128}}) {
+    const int64_t H = hidden, I = input, D = 2;
+    std::vector<float> w = Values(D * 4 * H * I, seed++), r = Values(D * 4 * H * H, seed++);
+    const std::vector<float> b = Values(D * 8 * H, seed++);
+    if (H == 17) w[4 * H * I + 7] = NAN;  // direction 1
+    for (int64_t d = 0; d < D; ++d) {
+      const auto want = lstm_fused::Pack(sgemm::WeightRows{w.data(), nullptr}, sgemm::WeightRows{r.data(), nullptr}, d,
+                                         b.data() + d * 8 * H, H, I);
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+        SCOPED_TRACE("H=" + std::to_string(H) + " I=" + std::to_string(I) + " d=" + std::to_string(d) +
+                     (pool ? " pool" : ""));
+        OnDiskTensor wf = WriteOnDisk(dir, "w.bin", w, {D, 4 * H, I});
+        OnDiskTensor rf = WriteOnDisk(dir, "r.bin", r, {D, 4 * H, H});
+        ASSERT_FALSE(wf.path.empty() || rf.path.empty());
+        // Through GemvWeights::PackRows with the pool, as a session's packer would.
+        const auto got_w = GemvWeights::PackRows(sgemm::WeightRows::Of(wf.tensor), d * 4 * H, I, want->w.n(),
+                                                 RowsOf(H).data(), want->w.bias(), pool);
+        const auto got = lstm_fused::Pack(sgemm::WeightRows::Of(wf.tensor), sgemm::WeightRows::Of(rf.tensor), d,
+                                          b.data() + d * 8 * H, H, I);
+        ASSERT_TRUE(got.ok() && got_w.ok()) << got.status().ToString() << got_w.status().ToString();
+        for (const auto& [g, e] : {std::pair<const GemvWeights*, const GemvWeights*>{&got->w, &want->w},
+                                   {&got->r, &want->r},
+                                   {&*got_w, &want->w}}) {
+          ASSERT_EQ(g->panels(), e->panels());
+          for (int64_t p = 0; p < e->panels(); ++p)
+            ASSERT_EQ(0, std::memcmp(g->panel(p), e->panel(p), sizeof(float) * e->k() * e->panel_width(p)))
+                << "panel " << p;
+          ASSERT_EQ(0, std::memcmp(g->bias(), e->bias(), sizeof(float) * e->panels() * kGemvPanel));
+          EXPECT_EQ(g->all_finite(), e->all_finite());
+        }
+        EXPECT_EQ(got->w.all_finite(), !(H == 17 && d == 1));
+        EXPECT_EQ(wf.source->loaded(), 0u);
+        EXPECT_EQ(rf.source->loaded(), 0u);
+      }
+    }
+  }
+  // A direction past the weight, and a cut file: errors naming the problem.
+  const std::vector<float> w = Values(4 * 16 * 8, 3);
+  OnDiskTensor wf = WriteOnDisk(dir, "w.bin", w, {1, 64, 8});
+  const auto rows = RowsOf(16);
+  Status st = GemvWeights::PackRows(sgemm::WeightRows::Of(wf.tensor), 64, 8, kGemvPanel, rows.data(), nullptr).status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("past the 512 elements"), std::string::npos) << st.ToString();
+  std::filesystem::resize_file(wf.path, 100);
+  st = GemvWeights::PackRows(sgemm::WeightRows::Of(wf.tensor), 0, 8, kGemvPanel, rows.data(), nullptr).status();
+  EXPECT_EQ(st.code(), StatusCode::kIOError) << st.ToString();
+  EXPECT_NE(st.message().find(wf.path), std::string::npos) << st.ToString();
 }
 
 // The bf16 panels as the packer made them before it was vectorised: every word from
