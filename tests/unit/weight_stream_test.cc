@@ -221,6 +221,34 @@ TEST(WeightStream, LstmWeightsFromTheFilePackTheSameFloats) {
   EXPECT_NE(st.message().find(wf.path), std::string::npos) << st.ToString();
 }
 
+// all_finite sees a NaN or an Inf at every position, in the vector loop and in the masked
+// tail: packed from memory (the check runs on the panels) and from the file (on the rows read).
+TEST(WeightStream, GemvAllFiniteSeesEveryPosition) {
+  TempDir dir;
+  const int64_t k = 7, n = 37;  // 259 source floats: 16 vectors and a 3-float tail
+  const std::vector<float> v = Values(k * n, 21);
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) rows[j] = j;
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    for (int64_t at = 0; at < k * n; ++at) {
+      std::vector<float> b = v;
+      b[at] = bad;
+      const auto mem = GemvWeights::Pack(b.data(), k, n, /*b_is_nk=*/true, 1.0f, nullptr);
+      ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+      EXPECT_FALSE(mem->all_finite()) << bad << " at " << at;
+      OnDiskTensor w = WriteOnDisk(dir, "f.bin", b, {n, k});
+      const auto file = GemvWeights::PackRows(sgemm::WeightRows::Of(w.tensor), 0, k, n, rows.data(), nullptr);
+      ASSERT_TRUE(file.ok()) << file.status().ToString();
+      EXPECT_FALSE(file->all_finite()) << bad << " at " << at;
+    }
+  }
+  OnDiskTensor w = WriteOnDisk(dir, "f.bin", v, {n, k});
+  const auto file = GemvWeights::PackRows(sgemm::WeightRows::Of(w.tensor), 0, k, n, rows.data(), nullptr);
+  ASSERT_TRUE(file.ok());
+  EXPECT_TRUE(file->all_finite());
+  EXPECT_TRUE(GemvWeights::Pack(v.data(), k, n, true, 1.0f, nullptr)->all_finite());
+}
+
 // The bf16 panels as the packer made them before it was vectorised: every word from
 // FloatToBf16 of scale * B (0 past K and N), kp pair rows padded to kps with zeros.
 std::vector<uint32_t> RefBf16Words(const std::vector<float>& b, int64_t K, int64_t N, bool trans, float scale) {
