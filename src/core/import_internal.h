@@ -59,6 +59,10 @@ inline constexpr size_t kStripRawDataThreshold = 4096;
 // bytes are not what it expects (the caller then parses `data` as is; see import_wire.cc).
 bool StripLargeRawData(const void* data, size_t size, size_t threshold, std::string* stripped,
                        std::vector<InlineRange>* table);
+// The same, the model's `size` bytes read from `fd` (pread, a small window at a time)
+// instead of from memory: the same result for the same bytes; false too when a read fails.
+bool StripLargeRawDataFromFile(int fd, size_t size, size_t threshold, std::string* stripped,
+                               std::vector<InlineRange>* table);
 
 // Where stripped payloads are read from: the model file (fd >= 0) or the caller's bytes.
 struct InlineSource {

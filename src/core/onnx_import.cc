@@ -487,7 +487,12 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
   {
     // Large weights are read later straight into their tensors, not copied by protobuf.
     std::string stripped;
-    bool use_stripped = import::StripLargeRawData(data, size, import::kStripRawDataThreshold, &stripped, &src->table);
+    // From the file when there is one: the scan then never touches the mapping (see
+    // import_wire.cc); protobuf reads the mapped bytes only if the scan gives up.
+    bool use_stripped =
+        src->fd >= 0
+            ? import::StripLargeRawDataFromFile(src->fd, size, import::kStripRawDataThreshold, &stripped, &src->table)
+            : import::StripLargeRawData(data, size, import::kStripRawDataThreshold, &stripped, &src->table);
     if (!use_stripped) src->table.clear();
     const void* parse_data = use_stripped ? stripped.data() : data;
     size_t parse_size = use_stripped ? stripped.size() : size;

@@ -188,6 +188,66 @@ TEST(LoadStrip, StripsOnlyLargeMainGraphRawData) {
   EXPECT_FALSE(import::StripLargeRawData(group.data(), group.size(), 4096, &stripped, &table));
 }
 
+// Many initializers, small (kept) and large (stripped) in turn, and many nodes: over 16 KiB
+// of bytes between payloads, so the file scan's window refills and kept fields straddle it.
+onnx::ModelProto ManyInitializersModel() {
+  onnx::ModelProto m = MakeModel(13, "many");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x0", {1, 1500});
+  for (int i = 0; i < 40; ++i) {
+    const std::string n = std::to_string(i);
+    AddNode(g, "Add", {"x" + n, "big" + n}, {"s" + n});
+    AddNode(g, "Mul", {"s" + n, "small" + n}, {"x" + std::to_string(i + 1)});
+    for (const auto& [name, count] : {std::pair<std::string, int64_t>{"big" + n, 1500}, {"small" + n, 1 + i * 20}}) {
+      auto* t = g->add_initializer();
+      t->set_name(name);
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      t->add_dims(count == 1500 ? 1 : count);
+      if (count == 1500) t->add_dims(1500);
+      const std::vector<float> v = Weights(count, static_cast<uint32_t>(i + 3));
+      t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+    }
+  }
+  AddOutput(g, "x40", {1, 1500});
+  return m;
+}
+
+// Scanning the file (pread through a window) strips the same bytes as scanning memory.
+TEST(LoadStrip, FromTheFileMatchesFromMemory) {
+  const fs::path dir = fs::temp_directory_path() / ("strata_strip_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  for (const onnx::ModelProto& model : {MatMulModel(false), MatMulModel(true), ManyInitializersModel()}) {
+    const std::string bytes = Serialize(model);
+    const std::string path = (dir / "m.onnx").string();
+    std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    std::string want, got;
+    std::vector<import::InlineRange> want_table, got_table;
+    const bool want_ok =
+        import::StripLargeRawData(bytes.data(), bytes.size(), import::kStripRawDataThreshold, &want, &want_table);
+    const bool got_ok =
+        import::StripLargeRawDataFromFile(fd, bytes.size(), import::kStripRawDataThreshold, &got, &got_table);
+    EXPECT_EQ(got_ok, want_ok);
+    EXPECT_EQ(got, want);
+    ASSERT_EQ(got_table.size(), want_table.size());
+    for (size_t i = 0; i < got_table.size(); ++i) {
+      EXPECT_EQ(got_table[i].offset, want_table[i].offset) << i;
+      EXPECT_EQ(got_table[i].length, want_table[i].length) << i;
+      EXPECT_EQ(got_table[i].stripped, want_table[i].stripped) << i;
+    }
+    if (model.graph().initializer_size() == 80) {
+      EXPECT_TRUE(got_ok);
+      EXPECT_GT(want.size(), size_t{16384} + 4096);  // kept bytes span several windows
+    }
+    // A file shorter than the size given (cut while loading): give up, never read past it.
+    fs::resize_file(path, bytes.size() / 2);
+    EXPECT_FALSE(import::StripLargeRawDataFromFile(fd, bytes.size(), import::kStripRawDataThreshold, &got, &got_table));
+    ::close(fd);
+  }
+  fs::remove_all(dir);
+}
+
 TEST(LoadStrip, ZeroCopyAndReadInitializersGiveIdenticalOutputs) {
   const std::vector<float> want = Expected();
   ASSERT_EQ(want.size(), static_cast<size_t>(2 * kN));
