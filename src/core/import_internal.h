@@ -49,6 +49,10 @@ struct InlineRange {
   bool stripped = false;
 };
 
+// A model file with nothing to strip is read into memory up to this size, and parsed from
+// its mapping above it (see ImportImpl).
+inline constexpr size_t kReadWholeModelMaxBytes = size_t{64} << 20;
+
 // Payloads of at least this many bytes are kept out of protobuf. Small tensors stay in the
 // proto because shape inference reads constant data (Reshape shapes, Slice starts...).
 inline constexpr size_t kStripRawDataThreshold = 4096;
@@ -60,9 +64,10 @@ inline constexpr size_t kStripRawDataThreshold = 4096;
 bool StripLargeRawData(const void* data, size_t size, size_t threshold, std::string* stripped,
                        std::vector<InlineRange>* table);
 // The same, the model's `size` bytes read from `fd` (pread, a small window at a time)
-// instead of from memory: the same result for the same bytes; false too when a read fails.
+// instead of from memory: the same result for the same bytes; false too when a read fails
+// or comes back short (the file shrank), which *read_failed (when given) then says.
 bool StripLargeRawDataFromFile(int fd, size_t size, size_t threshold, std::string* stripped,
-                               std::vector<InlineRange>* table);
+                               std::vector<InlineRange>* table, bool* read_failed = nullptr);
 
 // Where stripped payloads are read from: the model file (fd >= 0) or the caller's bytes.
 struct InlineSource {

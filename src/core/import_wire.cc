@@ -59,6 +59,7 @@ class FileBytes {
  public:
   FileBytes(int fd, size_t n) : fd_(fd), n_(n) {}
   size_t size() const { return n_; }
+  bool failed() const { return failed_; }
   bool Byte(size_t off, uint8_t* b) {
     if ((off < begin_ || off >= end_) && !Fill(off)) return false;
     *b = window_[off - begin_];
@@ -86,7 +87,10 @@ class FileBytes {
     while (len > 0) {
       const ssize_t got = ::pread(fd_, dst, len, static_cast<off_t>(off));
       if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) return false;
+      if (got <= 0) {
+        failed_ = true;
+        return false;
+      }
       dst += got;
       off += static_cast<size_t>(got);
       len -= static_cast<size_t>(got);
@@ -96,6 +100,7 @@ class FileBytes {
 
   int fd_;
   size_t n_;
+  bool failed_ = false;                  // a read failed or came back short
   size_t begin_ = 0, end_ = 0;           // the window's bytes in the file
   std::array<uint8_t, 16384> window_{};  // 4 pages: small, so a first import touches few
 };
@@ -269,9 +274,11 @@ bool StripLargeRawData(const void* data, size_t size, size_t threshold, std::str
 }
 
 bool StripLargeRawDataFromFile(int fd, size_t size, size_t threshold, std::string* stripped,
-                               std::vector<InlineRange>* table) {
+                               std::vector<InlineRange>* table, bool* read_failed) {
   FileBytes bytes(fd, size);
-  return Strip(bytes, threshold, stripped, table);
+  const bool ok = Strip(bytes, threshold, stripped, table);
+  if (read_failed) *read_failed = bytes.failed();
+  return ok;
 }
 
 }  // namespace strata::import

@@ -488,14 +488,29 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
     // Large weights are read later straight into their tensors, not copied by protobuf.
     std::string stripped;
     // From the file when there is one: the scan then never touches the mapping (see
-    // import_wire.cc); protobuf reads the mapped bytes only if the scan gives up.
+    // import_wire.cc).
+    bool read_failed = false;
     bool use_stripped =
-        src->fd >= 0
-            ? import::StripLargeRawDataFromFile(src->fd, size, import::kStripRawDataThreshold, &stripped, &src->table)
-            : import::StripLargeRawData(data, size, import::kStripRawDataThreshold, &stripped, &src->table);
+        src->fd >= 0 ? import::StripLargeRawDataFromFile(src->fd, size, import::kStripRawDataThreshold, &stripped,
+                                                         &src->table, &read_failed)
+                     : import::StripLargeRawData(data, size, import::kStripRawDataThreshold, &stripped, &src->table);
+    // The file shrank since it was opened: its mapping would fault (SIGBUS) past the new end.
+    if (read_failed)
+      return MakeStatus(StatusCode::kIOError, "cannot read the model: short read (the file was truncated or replaced ",
+                        "while it was being loaded)");
     if (!use_stripped) src->table.clear();
     const void* parse_data = use_stripped ? stripped.data() : data;
     size_t parse_size = use_stripped ? stripped.size() : size;
+    // Nothing stripped from a file: a model of modest size is read rather than parsed from
+    // the mapping (on a VM each mapped page's first touch costs more than reading it, and
+    // a file cut meanwhile is then a clear error, not a fault). A larger one (no raw_data
+    // to strip, say all float_data) is parsed in place: a copy would double its memory.
+    std::string whole;
+    if (!use_stripped && src->fd >= 0 && size <= import::kReadWholeModelMaxBytes) {
+      whole.resize(size);
+      RETURN_IF_ERROR(import::ReadFully(src->fd, 0, size, whole.data(), src->path, "the model"));
+      parse_data = whole.data();
+    }
     trace.Phase("strip raw_data");
     if (parse_size > static_cast<size_t>(INT_MAX))
       return InvalidModel("model is ", size, " bytes; protobuf cannot parse more than 2 GiB (use external data)");

@@ -226,8 +226,10 @@ TEST(LoadStrip, FromTheFileMatchesFromMemory) {
     std::vector<import::InlineRange> want_table, got_table;
     const bool want_ok =
         import::StripLargeRawData(bytes.data(), bytes.size(), import::kStripRawDataThreshold, &want, &want_table);
-    const bool got_ok =
-        import::StripLargeRawDataFromFile(fd, bytes.size(), import::kStripRawDataThreshold, &got, &got_table);
+    bool read_failed = true;
+    const bool got_ok = import::StripLargeRawDataFromFile(fd, bytes.size(), import::kStripRawDataThreshold, &got,
+                                                          &got_table, &read_failed);
+    EXPECT_FALSE(read_failed);
     EXPECT_EQ(got_ok, want_ok);
     EXPECT_EQ(got, want);
     ASSERT_EQ(got_table.size(), want_table.size());
@@ -242,7 +244,9 @@ TEST(LoadStrip, FromTheFileMatchesFromMemory) {
     }
     // A file shorter than the size given (cut while loading): give up, never read past it.
     fs::resize_file(path, bytes.size() / 2);
-    EXPECT_FALSE(import::StripLargeRawDataFromFile(fd, bytes.size(), import::kStripRawDataThreshold, &got, &got_table));
+    EXPECT_FALSE(import::StripLargeRawDataFromFile(fd, bytes.size(), import::kStripRawDataThreshold, &got, &got_table,
+                                                   &read_failed));
+    EXPECT_TRUE(read_failed) << "a short read must say so: the importer then fails instead of parsing the mapping";
     ::close(fd);
   }
   fs::remove_all(dir);
