@@ -49,8 +49,8 @@ struct InlineRange {
   bool stripped = false;
 };
 
-// A model file with nothing to strip is read into memory up to this size, and parsed from
-// its mapping above it (see ImportImpl).
+// A model file the strip scan gave up on is read into memory up to this size, and parsed
+// from its mapping above it (see ImportImpl).
 inline constexpr size_t kReadWholeModelMaxBytes = size_t{64} << 20;
 
 // Payloads of at least this many bytes are kept out of protobuf. Small tensors stay in the
@@ -64,10 +64,13 @@ inline constexpr size_t kStripRawDataThreshold = 4096;
 bool StripLargeRawData(const void* data, size_t size, size_t threshold, std::string* stripped,
                        std::vector<InlineRange>* table);
 // The same, the model's `size` bytes read from `fd` (pread, a small window at a time)
-// instead of from memory: the same result for the same bytes; false too when a read fails
-// or comes back short (the file shrank), which *read_failed (when given) then says.
-bool StripLargeRawDataFromFile(int fd, size_t size, size_t threshold, std::string* stripped,
-                               std::vector<InlineRange>* table, bool* read_failed = nullptr);
+// instead of from memory. kStripped: as true above. kWhole: the scan read the whole file and
+// found nothing to strip; *stripped then holds the model (re-serialized, parse it as is), so
+// the file need not be read again. kGaveUp: as false above (bytes it does not expect).
+// kReadFailed: a read failed or came back short (the file shrank while it was loaded).
+enum class StripResult { kStripped, kWhole, kGaveUp, kReadFailed };
+StripResult StripLargeRawDataFromFile(int fd, size_t size, size_t threshold, std::string* stripped,
+                                      std::vector<InlineRange>* table);
 
 // Where stripped payloads are read from: the model file (fd >= 0) or the caller's bytes.
 struct InlineSource {

@@ -238,8 +238,10 @@ bool StripGraph(const Scan<Bytes>& s, size_t p, size_t n, std::string* out) {
   return true;
 }
 
+// kStripped, kWhole (the scan read every byte and stripped nothing: *stripped is an
+// equivalent serialization of the whole model) or kGaveUp; the file wrapper adds kReadFailed.
 template <typename Bytes>
-bool Strip(Bytes& bytes, size_t threshold, std::string* stripped, std::vector<InlineRange>* table) {
+StripResult Strip(Bytes& bytes, size_t threshold, std::string* stripped, std::vector<InlineRange>* table) {
   stripped->clear();
   table->clear();
   Scan<Bytes> s{bytes, threshold, table};
@@ -249,20 +251,21 @@ bool Strip(Bytes& bytes, size_t threshold, std::string* stripped, std::vector<In
     const size_t start = r.pos();
     uint32_t number, wire;
     size_t payload = 0, len = 0;
-    if (!r.Field(&number, &wire, &payload, &len)) return false;
+    if (!r.Field(&number, &wire, &payload, &len)) return StripResult::kGaveUp;
     if (number == kModelGraphField && wire == kWireLen) {
-      if (++graphs > 1) return false;  // protobuf would merge them; leave that to protobuf
+      // protobuf would merge repeated graphs; leave that to protobuf
+      if (++graphs > 1) return StripResult::kGaveUp;
       std::string graph;
       graph.reserve(len < (1 << 20) ? len : (1 << 20));
-      if (!StripGraph(s, payload, len, &graph)) return false;
+      if (!StripGraph(s, payload, len, &graph)) return StripResult::kGaveUp;
       PutLenField(kModelGraphField, graph, stripped);
       continue;
     }
-    if (!bytes.Append(start, r.pos() - start, stripped)) return false;
+    if (!bytes.Append(start, r.pos() - start, stripped)) return StripResult::kGaveUp;
   }
   for (const auto& e : *table)
-    if (e.stripped) return true;
-  return false;  // nothing large: parsing the original is just as cheap
+    if (e.stripped) return StripResult::kStripped;
+  return StripResult::kWhole;
 }
 
 }  // namespace
@@ -270,15 +273,15 @@ bool Strip(Bytes& bytes, size_t threshold, std::string* stripped, std::vector<In
 bool StripLargeRawData(const void* data, size_t size, size_t threshold, std::string* stripped,
                        std::vector<InlineRange>* table) {
   MemoryBytes bytes(static_cast<const uint8_t*>(data), size);
-  return Strip(bytes, threshold, stripped, table);
+  // Nothing large: parsing the original is just as cheap as parsing the copy.
+  return Strip(bytes, threshold, stripped, table) == StripResult::kStripped;
 }
 
-bool StripLargeRawDataFromFile(int fd, size_t size, size_t threshold, std::string* stripped,
-                               std::vector<InlineRange>* table, bool* read_failed) {
+StripResult StripLargeRawDataFromFile(int fd, size_t size, size_t threshold, std::string* stripped,
+                                      std::vector<InlineRange>* table) {
   FileBytes bytes(fd, size);
-  const bool ok = Strip(bytes, threshold, stripped, table);
-  if (read_failed) *read_failed = bytes.failed();
-  return ok;
+  const StripResult r = Strip(bytes, threshold, stripped, table);
+  return bytes.failed() ? StripResult::kReadFailed : r;
 }
 
 }  // namespace strata::import

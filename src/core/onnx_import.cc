@@ -488,25 +488,26 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
     // Large weights are read later straight into their tensors, not copied by protobuf.
     std::string stripped;
     // From the file when there is one: the scan then never touches the mapping (see
-    // import_wire.cc).
-    bool read_failed = false;
-    bool use_stripped =
-        src->fd >= 0 ? import::StripLargeRawDataFromFile(src->fd, size, import::kStripRawDataThreshold, &stripped,
-                                                         &src->table, &read_failed)
-                     : import::StripLargeRawData(data, size, import::kStripRawDataThreshold, &stripped, &src->table);
+    // import_wire.cc), and what it read is parsed unless it gave up.
+    import::StripResult strip =
+        src->fd >= 0
+            ? import::StripLargeRawDataFromFile(src->fd, size, import::kStripRawDataThreshold, &stripped, &src->table)
+        : import::StripLargeRawData(data, size, import::kStripRawDataThreshold, &stripped, &src->table)
+            ? import::StripResult::kStripped
+            : import::StripResult::kGaveUp;
     // The file shrank since it was opened: its mapping would fault (SIGBUS) past the new end.
-    if (read_failed)
+    if (strip == import::StripResult::kReadFailed)
       return MakeStatus(StatusCode::kIOError, "cannot read the model: short read (the file was truncated or replaced ",
                         "while it was being loaded)");
-    if (!use_stripped) src->table.clear();
-    const void* parse_data = use_stripped ? stripped.data() : data;
-    size_t parse_size = use_stripped ? stripped.size() : size;
-    // Nothing stripped from a file: a model of modest size is read rather than parsed from
-    // the mapping (on a VM each mapped page's first touch costs more than reading it, and
-    // a file cut meanwhile is then a clear error, not a fault). A larger one (no raw_data
-    // to strip, say all float_data) is parsed in place: a copy would double its memory.
+    if (strip != import::StripResult::kStripped) src->table.clear();
+    const bool parse_stripped = strip == import::StripResult::kStripped || strip == import::StripResult::kWhole;
+    const void* parse_data = parse_stripped ? stripped.data() : data;
+    size_t parse_size = parse_stripped ? stripped.size() : size;
+    // The file scan gave up (bytes it does not expect): a model of modest size is read rather
+    // than parsed from the mapping (on a VM each mapped page's first touch costs more than
+    // reading it, and a file cut meanwhile is then a clear error, not a fault).
     std::string whole;
-    if (!use_stripped && src->fd >= 0 && size <= import::kReadWholeModelMaxBytes) {
+    if (strip == import::StripResult::kGaveUp && src->fd >= 0 && size <= import::kReadWholeModelMaxBytes) {
       whole.resize(size);
       RETURN_IF_ERROR(import::ReadFully(src->fd, 0, size, whole.data(), src->path, "the model"));
       parse_data = whole.data();

@@ -48,12 +48,13 @@ class GemvWeights {
   // permutation of its rows (the fused LSTM's gate interleave), with no reordered copy.
   static Result<GemvWeights> PackRows(const float* src, int64_t ldb, int64_t k, int64_t n, const int64_t* rows,
                                       const float* bias, ThreadPool* pool = nullptr);
-  // The same from rows row0 + rows[j] of a [*, K] weight read through `src`: one still in the
-  // model file is read a block of consecutive rows at a time into a small buffer and every
-  // column in the block packed from it, so the weight itself never becomes resident (no
-  // payload buffer to allocate, fill and free at session creation). Also kInvalidArgument
-  // when the weight is too small for the rows named, kIOError when a read fails.
-  static Result<GemvWeights> PackRows(const sgemm::WeightRows& src, int64_t row0, int64_t k, int64_t n,
+  // The same from rows row0 + rows[j] of a weight of rows `ldb` floats long, read through
+  // `src`: one still in the model file is read a block of consecutive rows at a time into a
+  // small buffer and every column in the block packed from it, so the weight itself never
+  // becomes resident (no payload buffer to allocate, fill and free at session creation).
+  // Also kInvalidArgument when the weight is too small for the rows named, kIOError when a
+  // read fails.
+  static Result<GemvWeights> PackRows(const sgemm::WeightRows& src, int64_t row0, int64_t ldb, int64_t k, int64_t n,
                                       const int64_t* rows, const float* bias, ThreadPool* pool = nullptr);
 
   int64_t k() const { return k_; }

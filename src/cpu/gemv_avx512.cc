@@ -473,47 +473,23 @@ Result<GemvWeights> GemvWeights::Pack(const sgemm::WeightRows& src, int64_t k, i
 
 Result<GemvWeights> GemvWeights::PackRows(const float* src, int64_t ldb, int64_t k, int64_t n, const int64_t* rows,
                                           const float* bias, ThreadPool* pool) {
-  if (k > ldb) return InvalidArgument("GEMV weights: row stride ", ldb, " is shorter than K=", k);
-  ASSIGN_OR_RETURN(GemvWeights w, Allocate(k, n, bias));
-  auto pack = [&](int64_t p0, int64_t p1) {
-    bool finite = true;
-    for (int64_t p = p0; p < p1; ++p) {
-      float* dst = w.data_.get() + p * k * P;
-      const int64_t c0 = p * P, cols = std::min(P, n - c0), width = w.panel_width(p);
-      bool gaps = cols < width;
-      for (int64_t j = 0; j < cols && !gaps; ++j) gaps = rows[c0 + j] < 0;
-      if (gaps) std::fill(dst, dst + k * width, 0.0f);
-      // Each run of columns that are consecutive source rows is one transposing pack,
-      // straight from `src`: no permuted copy of the matrix first.
-      for (int64_t j = 0; j < cols;) {
-        if (rows[c0 + j] < 0) {
-          ++j;
-          continue;
-        }
-        int64_t len = 1;
-        while (j + len < cols && rows[c0 + j + len] == rows[c0 + j] + len) ++len;
-        sgemm::PackTransposedColumns(src, ldb, k, 1, rows[c0 + j], len, width, dst + j);
-        j += len;
-      }
-      finite = AllFiniteFloats(dst, k * width) && finite;
-    }
-    return finite;
-  };
-  w.all_finite_ = PackPanels(w.panels_, k * n, pool, pack);
-  return w;
+  sgemm::WeightRows from;
+  from.data = src;
+  return PackRows(from, 0, ldb, k, n, rows, bias, pool);
 }
 
-Result<GemvWeights> GemvWeights::PackRows(const sgemm::WeightRows& src, int64_t row0, int64_t k, int64_t n,
+Result<GemvWeights> GemvWeights::PackRows(const sgemm::WeightRows& src, int64_t row0, int64_t ldb, int64_t k, int64_t n,
                                           const int64_t* rows, const float* bias, ThreadPool* pool) {
   if (row0 < 0 || k < 0 || n < 0)
     return InvalidArgument("GEMV weights: negative row offset or size (row0=", row0, " K=", k, " N=", n, ")");
-  if (!src.file) return PackRows(src.data ? src.data + row0 * k : nullptr, k, k, n, rows, bias, pool);
+  if (k > ldb) return InvalidArgument("GEMV weights: row stride ", ldb, " is shorter than K=", k);
   int64_t src_rows = 0;
   for (int64_t j = 0; j < n; ++j) src_rows = std::max(src_rows, rows[j] + 1);
-  if (sgemm::internal::MulOverflows(row0 + src_rows, std::max<int64_t>(k, 1)) ||
-      src.file->num_elements() < (row0 + src_rows) * k)
-    return InvalidArgument("GEMV weights: rows ", row0, "..", row0 + src_rows, " of ", k, " floats are past the ",
-                           src.file->num_elements(), " elements of the weight");
+  if (sgemm::internal::MulOverflows(row0 + src_rows, std::max<int64_t>(ldb, 1)) ||
+      (src.file && src.file->num_elements() < (row0 + src_rows) * ldb))
+    return InvalidArgument("GEMV weights: rows ", row0, "..", row0 + src_rows, " of ", ldb, " floats are past the ",
+                           src.file ? src.file->num_elements() : 0, " elements of the weight");
+  if (!src.file && !src.data && k > 0 && src_rows > 0) return InvalidArgument("GEMV weights: no source rows");
   ASSIGN_OR_RETURN(GemvWeights w, Allocate(k, n, bias));
   for (int64_t p = 0; p < w.panels_; ++p) {
     const int64_t c0 = p * P, cols = std::min(P, n - c0), width = w.panel_width(p);
@@ -521,8 +497,11 @@ Result<GemvWeights> GemvWeights::PackRows(const sgemm::WeightRows& src, int64_t 
     for (int64_t j = 0; j < cols && !gaps; ++j) gaps = rows[c0 + j] < 0;
     if (gaps) std::fill(w.data_.get() + p * k * P, w.data_.get() + p * k * P + k * width, 0.0f);
   }
-  // Blocks of about 256 KiB: a block stays in L2 while its rows go into every panel.
-  const int64_t block = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(k, 1));
+  // Blocks of consecutive source rows (about 256 KiB): each block's rows go into every
+  // panel's columns while it is in L2. RowReader hands a resident weight's rows back in
+  // place and reads a weight still in the model file into its scratch, so the payload of
+  // one on disk is never loaded whole: one code path for both.
+  const int64_t block = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(ldb, 1));
   const int64_t blocks = k > 0 ? (src_rows + block - 1) / block : 0;
   FirstError first;
   std::atomic<bool> finite{true};
@@ -530,14 +509,15 @@ Result<GemvWeights> GemvWeights::PackRows(const sgemm::WeightRows& src, int64_t 
   // so threads may share panels.
   sgemm::ForPanels(blocks, src_rows * k, int64_t{1} << 18, pool, [&](int64_t b0, int64_t b1) {
     first.Set([&]() -> Status {
-      sgemm::RowReader reader(src, block * k, "GEMV weights");
+      sgemm::RowReader reader(src, block * ldb, "GEMV weights");
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t r0 = b * block, r1 = std::min(src_rows, r0 + block);
-        ASSIGN_OR_RETURN(const float* from, reader.Rows(row0 + r0, r1 - r0, k));
+        ASSIGN_OR_RETURN(const float* from, reader.Rows(row0 + r0, r1 - r0, ldb));
         // Checked on the block while it is in cache, not on the panels afterwards: every
         // row up to the last one named is checked, so a non-finite row that no column uses
         // makes all_finite false too (it only turns off skipping zeros of A).
-        if (!AllFiniteFloats(from, (r1 - r0) * k)) finite.store(false, std::memory_order_relaxed);
+        for (int64_t i = 0; i < r1 - r0; ++i)
+          if (!AllFiniteFloats(from + i * ldb, k)) finite.store(false, std::memory_order_relaxed);
         for (int64_t p = 0; p < w.panels_; ++p) {
           const int64_t c0 = p * P, cols = std::min(P, n - c0);
           for (int64_t j = 0; j < cols;) {
@@ -548,7 +528,7 @@ Result<GemvWeights> GemvWeights::PackRows(const sgemm::WeightRows& src, int64_t 
             }
             int64_t len = 1;
             while (j + len < cols && rows[c0 + j + len] == r + len && r + len < r1) ++len;
-            sgemm::PackTransposedColumns(from, k, k, 1, r - r0, len, w.panel_width(p), w.data_.get() + p * k * P + j);
+            sgemm::PackTransposedColumns(from, ldb, k, 1, r - r0, len, w.panel_width(p), w.data_.get() + p * k * P + j);
             j += len;
           }
         }

@@ -221,8 +221,8 @@ Result<DirWeights> Pack(const sgemm::WeightRows& w, const sgemm::WeightRows& r, 
         if (b) bias[col] = b[row] + b[4 * H + row];
       }
   DirWeights d;
-  ASSIGN_OR_RETURN(d.w, GemvWeights::PackRows(w, dir * 4 * H, I, cols, rows.data(), b ? bias.data() : nullptr));
-  ASSIGN_OR_RETURN(d.r, GemvWeights::PackRows(r, dir * 4 * H, H, cols, rows.data(), nullptr));
+  ASSIGN_OR_RETURN(d.w, GemvWeights::PackRows(w, dir * 4 * H, I, I, cols, rows.data(), b ? bias.data() : nullptr));
+  ASSIGN_OR_RETURN(d.r, GemvWeights::PackRows(r, dir * 4 * H, H, H, cols, rows.data(), nullptr));
   return d;
 }
 

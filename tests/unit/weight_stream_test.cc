@@ -187,7 +187,7 @@ TEST(WeightStream, LstmWeightsFromTheFilePackTheSameFloats) {
         OnDiskTensor rf = WriteOnDisk(dir, "r.bin", r, {D, 4 * H, H});
         ASSERT_FALSE(wf.path.empty() || rf.path.empty());
         // Through GemvWeights::PackRows with the pool, as a session's packer would.
-        const auto got_w = GemvWeights::PackRows(sgemm::WeightRows::Of(wf.tensor), d * 4 * H, I, want->w.n(),
+        const auto got_w = GemvWeights::PackRows(sgemm::WeightRows::Of(wf.tensor), d * 4 * H, I, I, want->w.n(),
                                                  RowsOf(H).data(), want->w.bias(), pool);
         const auto got = lstm_fused::Pack(sgemm::WeightRows::Of(wf.tensor), sgemm::WeightRows::Of(rf.tensor), d,
                                           b.data() + d * 8 * H, H, I);
@@ -212,11 +212,12 @@ TEST(WeightStream, LstmWeightsFromTheFilePackTheSameFloats) {
   const std::vector<float> w = Values(4 * 16 * 8, 3);
   OnDiskTensor wf = WriteOnDisk(dir, "w.bin", w, {1, 64, 8});
   const auto rows = RowsOf(16);
-  Status st = GemvWeights::PackRows(sgemm::WeightRows::Of(wf.tensor), 64, 8, kGemvPanel, rows.data(), nullptr).status();
+  Status st =
+      GemvWeights::PackRows(sgemm::WeightRows::Of(wf.tensor), 64, 8, 8, kGemvPanel, rows.data(), nullptr).status();
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
   EXPECT_NE(st.message().find("past the 512 elements"), std::string::npos) << st.ToString();
   std::filesystem::resize_file(wf.path, 100);
-  st = GemvWeights::PackRows(sgemm::WeightRows::Of(wf.tensor), 0, 8, kGemvPanel, rows.data(), nullptr).status();
+  st = GemvWeights::PackRows(sgemm::WeightRows::Of(wf.tensor), 0, 8, 8, kGemvPanel, rows.data(), nullptr).status();
   EXPECT_EQ(st.code(), StatusCode::kIOError) << st.ToString();
   EXPECT_NE(st.message().find(wf.path), std::string::npos) << st.ToString();
 }
@@ -237,13 +238,13 @@ TEST(WeightStream, GemvAllFiniteSeesEveryPosition) {
       ASSERT_TRUE(mem.ok()) << mem.status().ToString();
       EXPECT_FALSE(mem->all_finite()) << bad << " at " << at;
       OnDiskTensor w = WriteOnDisk(dir, "f.bin", b, {n, k});
-      const auto file = GemvWeights::PackRows(sgemm::WeightRows::Of(w.tensor), 0, k, n, rows.data(), nullptr);
+      const auto file = GemvWeights::PackRows(sgemm::WeightRows::Of(w.tensor), 0, k, k, n, rows.data(), nullptr);
       ASSERT_TRUE(file.ok()) << file.status().ToString();
       EXPECT_FALSE(file->all_finite()) << bad << " at " << at;
     }
   }
   OnDiskTensor w = WriteOnDisk(dir, "f.bin", v, {n, k});
-  const auto file = GemvWeights::PackRows(sgemm::WeightRows::Of(w.tensor), 0, k, n, rows.data(), nullptr);
+  const auto file = GemvWeights::PackRows(sgemm::WeightRows::Of(w.tensor), 0, k, k, n, rows.data(), nullptr);
   ASSERT_TRUE(file.ok());
   EXPECT_TRUE(file->all_finite());
   EXPECT_TRUE(GemvWeights::Pack(v.data(), k, n, true, 1.0f, nullptr)->all_finite());
