@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """bf16 fast math vs fp32 vs ONNX Runtime fp32 (--threads, default 1) on the same saved inputs.
 
-For each model: saves seeded random inputs once (strata bench --save-inputs), checks the
-bf16 outputs against fp32 (max |bf16 - fp32| / max |fp32| per output) next to the model's
-own sensitivity (the same measure for fp32 run on the float inputs rounded to bf16: how far
+For each model: saves seeded random inputs (strata bench --save-inputs) for each of
+--error-seeds, checks the bf16 outputs against fp32 on each (max |bf16 - fp32| / max |fp32|
+per output; the worst seed is printed) next to the model's own sensitivity (the same measure for fp32 run on the float inputs rounded to bf16: how far
 one bf16 rounding of the input alone moves the outputs), then alternates
 strata fp32 / strata bf16 / ORT processes `--rounds` times (every other round in reverse
 order) and prints the median of the per-process medians, and the paired figure: the median
@@ -62,6 +62,28 @@ def amx_peak(kernel_bench):
     return b.get("GFLOP/s", float("nan")) / 1e12
 
 
+def bf16_error(strata, path, tmp, seed):
+    """max rel error of bf16 vs fp32 on seed's inputs, and of fp32 on those inputs rounded to bf16."""
+    in_dir = os.path.join(tmp, "in")
+    run([strata, "bench", path, "--threads", "1", "--warmup", "0", "--iters", "1", "--creations", "1",
+         "--json", "--seed", str(seed), "--save-inputs", in_dir])
+    feeds, rounded_feeds = [], []
+    for f in sorted(glob.glob(os.path.join(in_dir, "input_*.npy"))):
+        name = os.path.basename(f)[len("input_"):-len(".npy")].split("_", 1)[1]
+        feeds += ["-i", "%s=%s" % (name, f)]
+        x = np.load(f)
+        if x.dtype == np.float32:
+            f = os.path.join(tmp, "rounded_" + os.path.basename(f))
+            np.save(f, round_to_bf16(x))
+        rounded_feeds += ["-i", "%s=%s" % (name, f)]
+    outs = {}
+    for key, prec, fs in (("fp32", "fp32", feeds), ("bf16", "bf16", feeds), ("fp32_rounded_in", "fp32", rounded_feeds)):
+        d = os.path.join(tmp, key)
+        run([strata, "run", path, "--threads", "1", "--precision", prec, "-o", d] + fs)
+        outs[key] = {os.path.basename(f): np.load(f) for f in glob.glob(os.path.join(d, "*.npy"))}
+    return max_rel_err(outs["fp32"], outs["bf16"]), max_rel_err(outs["fp32"], outs["fp32_rounded_in"])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--strata", default=os.path.join(ROOT, "build/release/bin/strata"))
@@ -77,33 +99,22 @@ def main():
     ap.add_argument("--amx-peak", action="store_true",
                     help="sample the AMX unit's throughput (strata_kernel_bench BM_AmxTdpPeak) in every round")
     ap.add_argument("--kernel-bench", default=os.path.join(ROOT, "build/release/bin/strata_kernel_bench"))
+    ap.add_argument("--error-seeds", default="42,7,1,3,5",
+                    help="input seeds the bf16 error is measured on (the max is printed); the first one's "
+                         "inputs are also the timed runs'")
     args = ap.parse_args()
+    seeds = [int(x) for x in args.error_seeds.split(",") if x.strip()]
     rows = []
     for m in args.models.split(","):
         path = os.path.join(args.models_dir, m + ".onnx")
         tmp = tempfile.mkdtemp(prefix="bf16_" + m + "_")
-        in_dir = os.path.join(tmp, "in")
-        run([args.strata, "bench", path, "--threads", "1", "--warmup", "0", "--iters", "1", "--creations", "1",
-             "--json", "--seed", "42", "--save-inputs", in_dir])
-        feeds = []
-        for f in sorted(glob.glob(os.path.join(in_dir, "input_*.npy"))):
-            name = os.path.basename(f)[len("input_"):-len(".npy")].split("_", 1)[1]
-            feeds += ["-i", "%s=%s" % (name, f)]
-        rounded_feeds = []
-        for i in range(0, len(feeds), 2):
-            name, f = feeds[i + 1].split("=", 1)
-            x = np.load(f)
-            if x.dtype == np.float32:
-                f = os.path.join(tmp, "rounded_" + os.path.basename(f))
-                np.save(f, round_to_bf16(x))
-            rounded_feeds += ["-i", "%s=%s" % (name, f)]
-        outs = {}
-        for key, prec, fs in (("fp32", "fp32", feeds), ("bf16", "bf16", feeds), ("fp32_rounded_in", "fp32", rounded_feeds)):
-            d = os.path.join(tmp, key)
-            run([args.strata, "run", path, "--threads", "1", "--precision", prec, "-o", d] + fs)
-            outs[key] = {os.path.basename(f): np.load(f) for f in glob.glob(os.path.join(d, "*.npy"))}
-        err = max_rel_err(outs["fp32"], outs["bf16"])
-        sens = max_rel_err(outs["fp32"], outs["fp32_rounded_in"])
+        # The error on each seed's inputs: one seed can be lucky (resnet50 under an earlier
+        # conv rule: 9.6e-3 on seed 42, 1.05-1.22e-2 on 6 of 9 seeds). Times use seed 42's.
+        errs, sens = {}, {}
+        for seed in seeds:
+            errs[seed], sens[seed] = bf16_error(args.strata, path, os.path.join(tmp, "seed%d" % seed), seed)
+        in_dir = os.path.join(tmp, "seed%d" % seeds[0], "in")
+        err, worst = max((e, s) for s, e in errs.items())
         times = {"fp32": [], "bf16": [], "ort": []}
         amx = []
         common = ["--threads", str(args.threads), "--warmup", "2", "--warmup-ms", str(args.warmup_ms), "--iters",
@@ -115,7 +126,7 @@ def main():
                 if key == "ort":
                     j = json.loads(run([args.ort_bench, path, in_dir] + common))
                 else:
-                    j = json.loads(run([args.strata, "bench", path, "--json", "--seed", "42", "--precision", key] +
+                    j = json.loads(run([args.strata, "bench", path, "--json", "--seed", str(seeds[0]), "--precision", key] +
                                        common))
                 times[key].append(j["latency_ms"]["median"])
             if args.amx_peak:
@@ -129,9 +140,10 @@ def main():
         paired_fp32 = statistics.median([f / b for f, b in zip(times["fp32"], times["bf16"])])
         rows.append((m, med, err, times))
         print("%-9s fp32 %8.2f ms  bf16 %8.2f ms  ORT %8.2f ms  bf16 vs fp32 %.2fx  bf16 vs ORT %.2fx  max rel err %.2e"
-              "  (fp32 on bf16-rounded inputs: %.2e)"
+              " (seed %d of %s)  (fp32 on bf16-rounded inputs: %.2e)"
               % (m, med["fp32"], med["bf16"], med["ort"], med["fp32"] / med["bf16"], med["ort"] / med["bf16"], err,
-                 sens), flush=True)
+                 worst, args.error_seeds, sens[worst]), flush=True)
+        print("          bf16 error per seed: %s" % " ".join("%d: %.2e" % (s, e) for s, e in errs.items()), flush=True)
         print("          paired (median of per-round ratios): bf16 vs fp32 %.2fx  bf16 vs ORT %.2fx"
               % (paired_fp32, paired_ort), flush=True)
         if amx:

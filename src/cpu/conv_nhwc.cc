@@ -231,8 +231,8 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   // 3x3 stride-1 convs on maps of at least 14x14: Winograd (fp32, also in bf16 sessions).
   auto wino = MakeNhwcWinogradConv(init, *w, b, act);
   if (wino.ok() || wino.status().code() != StatusCode::kUnsupported) return wino;
-  // bf16 fast-math sessions take the bf16 GEMM for the other ungrouped convs on maps of at
-  // most 14x14 (kBf16ConvMaxMapPixels).
+  // bf16 fast-math sessions take the bf16 GEMM for the other ungrouped convs that have at
+  // most kBf16ConvMaxConvsAfter convs after them.
   auto bf16 = MakeNhwcBf16Conv(init, *w, b, act);
   if (bf16.ok() || bf16.status().code() != StatusCode::kUnsupported) return bf16;
   auto gemm = MakeNhwcGemmConv(init, *w, b, act);

@@ -305,7 +305,7 @@ class NhwcBf16ConvKernel final : public NhwcBf16ConvBase {
 constexpr int64_t kSplitBlockBytes = 192 * 1024;
 
 // A 1x1 unpadded conv that must keep fp32's accuracy in a bf16 session (an early conv of a
-// deep net on a large map: NhwcBf16ConvAllowed is false), on AMX: split rows, the bf16x3
+// deep net: NhwcBf16ConvAllowed is false), on AMX: split rows, the bf16x3
 // scheme of the fused inverted-residual block (block_bf16::RoundRowsSplit, PackSplitWeights),
 // three bf16 products per fp32 one, each exact to about 2^-16 relative. Per block of output
 // pixels the rows are rounded into a thread's L2 scratch and multiplied in place
@@ -404,8 +404,7 @@ Result<std::unique_ptr<OpKernel>> MakeSplitPointwise(const Node& node, const Ten
 }  // namespace
 
 bool NhwcBf16ConvAllowed(const KernelInit& init) {
-  return StaticNhwcOutputPixels(init) <= kBf16ConvMaxMapPixels ||
-         LongestChainAfter(init.graph, init.node, IsConvNode) <= kBf16ConvMaxConvsAfter;
+  return LongestChainAfter(init.graph, init.node, IsConvNode) <= kBf16ConvMaxConvsAfter;
 }
 
 Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const Tensor& w, const Tensor* b,
@@ -419,7 +418,8 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const
   if (!NhwcBf16ConvAllowed(init)) {
     if (SplitPointwiseFits(node, w) && bf16_internal::AmxAvailable() && Bf16SplitRowsEnabled())
       return MakeSplitPointwise(node, w, b, act, init.pool);
-    return Unsupported(node.Describe(), ": an early conv of a deep net on a large map stays fp32 in bf16 sessions");
+    return Unsupported(node.Describe(), ": an early conv of a deep net (more than ", kBf16ConvMaxConvsAfter,
+                       " convs after it) stays fp32 in bf16 sessions");
   }
   // OIHW -> [M][KH][S] (B^T with K in im2col order, kernel rows padded to S with zeros),
   // one panel's rows at a time while they are packed (read from the file when the weight

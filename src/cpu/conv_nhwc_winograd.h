@@ -35,7 +35,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcWinogradConv(const KernelInit& init, c
 
 // bf16 fast-math sessions take these fp32 kernels too: exact to fp32 rounding, and on maps
 // of 28x28 and more faster than the bf16 GEMM (resnet18's 56x56 and 28x28 3x3 convs, 1
-// thread: 0.44 vs 0.60 ms); see kBf16ConvMaxMapPixels.
+// thread: 0.44 vs 0.60 ms); see kBf16ConvMaxConvsAfter.
 inline constexpr int64_t kWinogradMaxC = 512;
 inline constexpr int64_t kWinogradMinPixels = 14 * 14;
 inline constexpr int64_t kWinogradF4MinPixels = 28 * 28;
