@@ -195,12 +195,14 @@ class NhwcBf16ConvBase : public bf16_internal::Bf16KernelBase, public PacksConst
   int InPlaceInput() const override { return has_residual_ ? 3 : -1; }
 
  protected:
-  NhwcBf16ConvBase(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act, PackedBf16B packed)
-      : nchw_node_(OriginalNode(node, "Conv")),
+  NhwcBf16ConvBase(const KernelInit& init, const Tensor& w, const Tensor* b, const FusedActivation& act,
+                   PackedBf16B packed)
+      : nchw_node_(OriginalNode(init.node, "Conv")),
         w_shape_(w.shape()),
+        known_(StaticNhwcConvInput(init, nchw_node_, w_shape_)),
         act_(act),
         packed_(std::move(packed)),
-        has_residual_(node.inputs.size() > 3 && node.inputs[3] >= 0) {
+        has_residual_(init.node.inputs.size() > 3 && init.node.inputs[3] >= 0) {
     if (b) bias_.assign(b->data<float>(), b->data<float>() + w.dim(0));
   }
 
@@ -214,7 +216,7 @@ class NhwcBf16ConvBase : public bf16_internal::Bf16KernelBase, public PacksConst
   Result<Run> Start(KernelContext& ctx) const {
     Run r;
     r.x = ctx.input(0);
-    ASSIGN_OR_RETURN(r.xin, CheckNhwcConvInput(ctx.node(), r.x, nchw_node_, w_shape_));
+    ASSIGN_OR_RETURN(r.xin, CheckNhwcConvInput(ctx.node(), r.x, nchw_node_, w_shape_, known_));
     const SpatialGeometry& g = r.xin.shapes.geo;
     const int64_t m = w_shape_[0];
     const Shape out_shape = {r.xin.n, g.out[0], g.out[1], m};
@@ -228,6 +230,7 @@ class NhwcBf16ConvBase : public bf16_internal::Bf16KernelBase, public PacksConst
 
   Node nchw_node_;
   Shape w_shape_;
+  std::optional<NhwcConvInput> known_;  // X's checked geometry for its static shape
   FusedActivation act_;
   PackedBf16B packed_;
   std::vector<float> bias_;
@@ -243,8 +246,9 @@ class NhwcBf16ConvKernel final : public NhwcBf16ConvBase {
     return Bf16KernelBase::ImplName();
   }
 
-  NhwcBf16ConvKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act, PackedBf16B packed)
-      : NhwcBf16ConvBase(node, w, b, act, std::move(packed)), seg_(SegmentLength(w)) {}
+  NhwcBf16ConvKernel(const KernelInit& init, const Tensor& w, const Tensor* b, const FusedActivation& act,
+                     PackedBf16B packed)
+      : NhwcBf16ConvBase(init, w, b, act, std::move(packed)), seg_(SegmentLength(w)) {}
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
@@ -314,9 +318,9 @@ class NhwcSplitPointwiseKernel final : public NhwcBf16ConvBase {
  public:
   const char* ImplName() const override { return "amx_bf16x3"; }
 
-  NhwcSplitPointwiseKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act,
+  NhwcSplitPointwiseKernel(const KernelInit& init, const Tensor& w, const Tensor* b, const FusedActivation& act,
                            PackedBf16B packed)
-      : NhwcBf16ConvBase(node, w, b, act, std::move(packed)) {}
+      : NhwcBf16ConvBase(init, w, b, act, std::move(packed)) {}
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
@@ -393,12 +397,12 @@ bool SplitPointwiseFits(const Node& node, const Tensor& w) {
   return true;
 }
 
-Result<std::unique_ptr<OpKernel>> MakeSplitPointwise(const Node& node, const Tensor& w, const Tensor* b,
-                                                     const FusedActivation& act, ThreadPool* pool) {
-  auto packed = block_bf16::PackSplitWeights(sgemm::WeightRows::Of(w), w.dim(0), w.dim(1), pool);
-  if (!packed.ok()) return MakeStatus(packed.status().code(), node.Describe(), ": ", packed.status().message());
+Result<std::unique_ptr<OpKernel>> MakeSplitPointwise(const KernelInit& init, const Tensor& w, const Tensor* b,
+                                                     const FusedActivation& act) {
+  auto packed = block_bf16::PackSplitWeights(sgemm::WeightRows::Of(w), w.dim(0), w.dim(1), init.pool);
+  if (!packed.ok()) return MakeStatus(packed.status().code(), init.node.Describe(), ": ", packed.status().message());
   return std::unique_ptr<OpKernel>(
-      std::make_unique<NhwcSplitPointwiseKernel>(node, w, b, act, std::move(packed).value()));
+      std::make_unique<NhwcSplitPointwiseKernel>(init, w, b, act, std::move(packed).value()));
 }
 
 }  // namespace
@@ -417,7 +421,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const
     return Unsupported(node.Describe(), ": the bf16 NHWC conv needs group 1 and a float32 OIHW weight");
   if (!NhwcBf16ConvAllowed(init)) {
     if (SplitPointwiseFits(node, w) && bf16_internal::AmxAvailable() && Bf16SplitRowsEnabled())
-      return MakeSplitPointwise(node, w, b, act, init.pool);
+      return MakeSplitPointwise(init, w, b, act);
     return Unsupported(node.Describe(), ": an early conv of a deep net (more than ", kBf16ConvMaxConvsAfter,
                        " convs after it) stays fp32 in bf16 sessions");
   }
@@ -429,7 +433,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const
   auto packed = PackBf16Rows(sgemm::WeightRows::Of(w), c * kh * kw, ReorderConvRow, &layout, kh * seg, m,
                              /*trans=*/true, 1.0f, init.pool);
   if (!packed.ok()) return MakeStatus(packed.status().code(), node.Describe(), ": ", packed.status().message());
-  return std::unique_ptr<OpKernel>(std::make_unique<NhwcBf16ConvKernel>(node, w, b, act, std::move(packed).value()));
+  return std::unique_ptr<OpKernel>(std::make_unique<NhwcBf16ConvKernel>(init, w, b, act, std::move(packed).value()));
 }
 
 }  // namespace strata

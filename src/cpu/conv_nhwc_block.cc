@@ -132,7 +132,8 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
     if (bp) bp_.assign(bp->data<float>(), bp->data<float>() + cout_);
   }
 
-  Status Init(const Tensor* we, const Tensor& wp) {
+  Status Init(const KernelInit& init, const Tensor* we, const Tensor& wp) {
+    known_dw_ = StaticNhwcConvShapes(init, dw_node_, ce_, wd_shape_);
     const Node* parts[] = {&expand_, &dw_node_, &project_};
     FusedActivation* acts[] = {&act_e_, &act_d_, &act_p_};
     for (int i = 0; i < 3; ++i) {
@@ -156,7 +157,9 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
       return InvalidArgument(node.Describe(), ": X ", ShapeToString(x->shape()), " (NHWC) has ", x->dim(3),
                              " channels, the block's first conv expects ", cin_);
     // The depthwise conv's geometry (pads, auto_pad, strides) as the Conv would compute it.
-    auto ds = CheckConvShapes(dw_node_, {n, ce_, h, w}, wd_shape_, nullptr);
+    // The static shape's geometry, made at creation, saves the attribute lookups per run.
+    const bool known = known_dw_ && known_dw_->batch == n && known_dw_->geo.in[0] == h && known_dw_->geo.in[1] == w;
+    auto ds = known ? Result<ConvShapes>(*known_dw_) : CheckConvShapes(dw_node_, {n, ce_, h, w}, wd_shape_, nullptr);
     if (!ds.ok()) return MakeStatus(ds.status().code(), node.Describe(), ": ", ds.status().message());
     const SpatialGeometry& g = ds->geo;
     const int64_t oh = g.out[0], ow = g.out[1];
@@ -458,6 +461,7 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
   bool split_;
   int64_t cin_, ce_, cout_;
   Shape wd_shape_;
+  std::optional<ConvShapes> known_dw_;  // the depthwise conv's geometry for X's static shape
   dw::Weights dw_;
   PackedW we_, wp_;
   std::vector<float> be_, bp_;
@@ -477,10 +481,11 @@ const Tensor* ConstWeight(const KernelInit& init, size_t i, std::initializer_lis
 }
 
 template <bool kBf16>
-Result<std::unique_ptr<OpKernel>> Build(const Node& node, const Tensor* we, const Tensor* const* bias, const Tensor& wd,
-                                        const Tensor& wp, bool split = false) {
+Result<std::unique_ptr<OpKernel>> Build(const KernelInit& init, const Tensor* we, const Tensor* const* bias,
+                                        const Tensor& wd, const Tensor& wp, bool split = false) {
+  const Node& node = init.node;
   auto k = std::make_unique<InvertedResidualKernel<kBf16>>(node, we, bias[0], wd, bias[1], wp, bias[2], split);
-  Status st = k->Init(we, wp);
+  Status st = k->Init(init, we, wp);
   if (!st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
   return std::unique_ptr<OpKernel>(std::move(k));
 }
@@ -519,11 +524,11 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcInvertedResidual(const KernelInit& ini
   // MakeNhwcBf16Conv's); see kMinBf16ExpandWidth for why narrow ones do not, and
   // kMinSplitExpandWidth for the split rows mid-width ones take on AMX.
   if (init.config.bf16_fast_math && !init.config.prefer_reference && Bf16GemmAvailable()) {
-    if (ce >= kMinBf16ExpandWidth) return Build<true>(node, we, bias, *wd, *wp);
+    if (ce >= kMinBf16ExpandWidth) return Build<true>(init, we, bias, *wd, *wp);
     if (ce >= kMinSplitExpandWidth && bf16_internal::AmxAvailable() && Bf16SplitRowsEnabled())
-      return Build<true>(node, we, bias, *wd, *wp, /*split=*/true);
+      return Build<true>(init, we, bias, *wd, *wp, /*split=*/true);
   }
-  return Build<false>(node, we, bias, *wd, *wp);
+  return Build<false>(init, we, bias, *wd, *wp);
 }
 
 }  // namespace strata

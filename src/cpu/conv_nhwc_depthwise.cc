@@ -429,13 +429,17 @@ namespace {
 class NhwcDepthwiseKernel final : public OpKernel {
  public:
   const char* ImplName() const override { return "nhwc-depthwise"; }
-  NhwcDepthwiseKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act)
-      : nchw_node_(OriginalNode(node, "Conv")), w_shape_(w.shape()), act_(act), wt_(dw::PackWeights(w, b)) {}
+  NhwcDepthwiseKernel(const KernelInit& init, const Tensor& w, const Tensor* b, const FusedActivation& act)
+      : nchw_node_(OriginalNode(init.node, "Conv")),
+        w_shape_(w.shape()),
+        known_(StaticNhwcConvInput(init, nchw_node_, w_shape_)),
+        act_(act),
+        wt_(dw::PackWeights(w, b)) {}
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.input(0);
-    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_));
+    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_, known_));
     const int64_t n = xin.n, h = xin.h, w = xin.w, c = xin.c;
     const SpatialGeometry& g = xin.shapes.geo;
     const int64_t oh = g.out[0], ow = g.out[1];
@@ -480,6 +484,7 @@ class NhwcDepthwiseKernel final : public OpKernel {
  private:
   Node nchw_node_;
   Shape w_shape_;
+  std::optional<NhwcConvInput> known_;  // X's checked geometry for its static shape
   FusedActivation act_;
   dw::Weights wt_;
 };
@@ -494,7 +499,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcDepthwiseConv(const KernelInit& init, 
   if (!dw::Available()) return Unsupported(node.Describe(), ": the NHWC depthwise kernel needs AVX-512F");
   if (w.rank() != 4 || w.dim(1) != 1 || node.GetInt("group", 1) != w.dim(0))
     return Unsupported(node.Describe(), ": not a depthwise conv with multiplier 1");
-  return std::unique_ptr<OpKernel>(std::make_unique<NhwcDepthwiseKernel>(node, w, b, act));
+  return std::unique_ptr<OpKernel>(std::make_unique<NhwcDepthwiseKernel>(init, w, b, act));
 }
 
 }  // namespace strata

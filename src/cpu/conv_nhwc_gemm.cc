@@ -111,13 +111,14 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
   // The sum may overwrite the residual: the SGEMM then accumulates into it (Epilogue::accumulate).
   int InPlaceInput() const override { return has_residual_ ? 3 : -1; }
   const char* ImplName() const override { return "nhwc-sgemm"; }
-  NhwcGemmConvKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act,
+  NhwcGemmConvKernel(const KernelInit& init, const Tensor& w, const Tensor* b, const FusedActivation& act,
                      sgemm::PackedB packed)
-      : nchw_node_(OriginalNode(node, "Conv")),
+      : nchw_node_(OriginalNode(init.node, "Conv")),
         w_shape_(w.shape()),
+        known_(StaticNhwcConvInput(init, nchw_node_, w_shape_)),
         act_(act),
         packed_(std::move(packed)),
-        has_residual_(node.inputs.size() > 3 && node.inputs[3] >= 0) {
+        has_residual_(init.node.inputs.size() > 3 && init.node.inputs[3] >= 0) {
     if (b) bias_.assign(b->data<float>(), b->data<float>() + w.dim(0));
     zeros_.assign(static_cast<size_t>(w.dim(1)), 0.0f);
   }
@@ -125,7 +126,7 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.input(0);
-    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_));
+    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_, known_));
     const int64_t n = xin.n, h = xin.h, w = xin.w, c = xin.c;
     const ConvShapes& s = xin.shapes;
     const SpatialGeometry& g = s.geo;
@@ -178,6 +179,7 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
  private:
   Node nchw_node_;
   Shape w_shape_;
+  std::optional<NhwcConvInput> known_;  // X's checked geometry for its static shape
   FusedActivation act_;
   sgemm::PackedB packed_;
   std::vector<float> bias_;
@@ -200,7 +202,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcGemmConv(const KernelInit& init, const
   // WeightRows: a payload still on disk is read a panel's rows at a time, never loaded whole.
   auto packed = sgemm::PackConvWeights(sgemm::WeightRows::Of(w), w.dim(0), w.dim(1), w.dim(2) * w.dim(3), init.pool);
   if (!packed.ok()) return MakeStatus(packed.status().code(), node.Describe(), ": ", packed.status().message());
-  return std::unique_ptr<OpKernel>(std::make_unique<NhwcGemmConvKernel>(node, w, b, act, std::move(packed).value()));
+  return std::unique_ptr<OpKernel>(std::make_unique<NhwcGemmConvKernel>(init, w, b, act, std::move(packed).value()));
 }
 
 }  // namespace strata

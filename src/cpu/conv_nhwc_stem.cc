@@ -155,8 +155,11 @@ class NhwcStemConvKernel final : public OpKernel, public PacksConstantInputs {
   std::vector<size_t> PackedConstantInputs() const override { return {1, 2}; }
   const char* ImplName() const override { return "nhwc-stem"; }
 
-  NhwcStemConvKernel(const Node& node, const Tensor& w, const Tensor* b, const FusedActivation& act)
-      : nchw_node_(OriginalNode(node, "Conv")), w_shape_(w.shape()), act_(act) {
+  NhwcStemConvKernel(const KernelInit& init, const Tensor& w, const Tensor* b, const FusedActivation& act)
+      : nchw_node_(OriginalNode(init.node, "Conv")),
+        w_shape_(w.shape()),
+        known_(StaticNhwcConvInput(init, nchw_node_, w_shape_)),
+        act_(act) {
     const int64_t m = w.dim(0), c = w.dim(1), taps = w.dim(2) * w.dim(3);
     mp_ = (m + 15) / 16 * 16;
     // OIHW -> [(ky * KW + kx) * C + c][mp], zero-padded columns.
@@ -172,7 +175,7 @@ class NhwcStemConvKernel final : public OpKernel, public PacksConstantInputs {
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.input(0);
-    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_));
+    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_, known_));
     const SpatialGeometry& s = xin.shapes.geo;
     const int64_t m = w_shape_[0];
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {xin.n, s.out[0], s.out[1], m}));
@@ -229,6 +232,7 @@ class NhwcStemConvKernel final : public OpKernel, public PacksConstantInputs {
  private:
   Node nchw_node_;
   Shape w_shape_;
+  std::optional<NhwcConvInput> known_;  // X's checked geometry for its static shape
   FusedActivation act_;
   int64_t mp_ = 0;
   std::vector<float> weights_, bias_;
@@ -242,7 +246,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcStemConv(const KernelInit& init, const
   if (!sgemm::Available() || node.GetInt("group", 1) != 1 || w.rank() != 4 || w.dim(1) > kMaxStemChannels ||
       init.has_input(3))
     return Unsupported(node.Describe(), ": the stem kernel takes ungrouped convs with C <= 4 and no residual");
-  return std::unique_ptr<OpKernel>(std::make_unique<NhwcStemConvKernel>(node, w, b, act));
+  return std::unique_ptr<OpKernel>(std::make_unique<NhwcStemConvKernel>(init, w, b, act));
 }
 
 }  // namespace strata

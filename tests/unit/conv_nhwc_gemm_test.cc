@@ -30,6 +30,8 @@
 #include "core/optimizer.h"
 #include "core/session.h"
 #include "core/threadpool.h"
+#include "cpu/conv_kernels.h"
+#include "cpu/nhwc_kernels.h"
 #include "cpu/sgemm.h"
 #include "deferred_tensor.h"
 #include "onnx_builder.h"
@@ -1003,6 +1005,57 @@ TEST(NhwcConvResidualFusion, LeavesBroadcastsAndSharedOutputsAlone) {
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ASSERT_TRUE(OptimizeGraph(*model->graph, OptimizerOptions{}).ok());
   EXPECT_EQ(FuseNhwcConvResidual(*model->graph), 0);
+}
+
+// The geometry an NHWC conv kernel checks once at creation for X's static shape (so that a
+// run skips the attribute lookups) is the one the per-run check computes; an X of another
+// shape is checked afresh, and a bad one is still rejected with the node's name. A graph
+// that leaves a dim of X unknown gets no static geometry.
+TEST(NhwcConvGeometry, StaticInputGeometryIsThePerRunOne) {
+  for (const bool symbolic : {false, true}) {
+    Graph g;
+    const int x = g.AddValue("x");
+    g.values[x].type.kind = TypeInfo::Kind::kTensor;
+    g.values[x].type.elem_type = DataType::kFloat;
+    g.values[x].type.has_shape = true;
+    for (int64_t d : {int64_t{1}, int64_t{9}, int64_t{11}, int64_t{16}}) g.values[x].type.dims.push_back(Dim{d, ""});
+    if (symbolic) g.values[x].type.dims[0] = Dim{-1, "batch"};
+    Node n;
+    n.name = "geo_conv";
+    n.op_type = "NhwcConv";
+    n.domain = kInternalDomain;
+    n.opset = 1;
+    n.attrs[kOriginalOpsetAttr] = Attribute::Int(13);
+    n.attrs["kernel_shape"] = Attribute::Ints({3, 3});
+    n.attrs["strides"] = Attribute::Ints({2, 2});
+    n.attrs["pads"] = Attribute::Ints({1, 1, 1, 1});
+    n.inputs = {x};
+    n.outputs = {g.AddValue("y")};
+    g.nodes.push_back(n);
+    const Node nchw = OriginalNode(g.nodes[0], "Conv");
+    const Shape w_shape = {8, 16, 3, 3};
+    const auto known = StaticNhwcConvInput(KernelInit{g.nodes[0], g, nullptr, {}}, nchw, w_shape);
+    ASSERT_EQ(known.has_value(), !symbolic);
+    if (symbolic) continue;
+    EXPECT_EQ(known->shapes.geo.out, (Shape{5, 6}));
+    for (const Shape& xs : {Shape{1, 9, 11, 16}, Shape{2, 7, 4, 16}}) {
+      const Tensor xt = Tensor::Zeros(DataType::kFloat, xs).value();
+      auto with = CheckNhwcConvInput(g.nodes[0], &xt, nchw, w_shape, known);
+      auto without = CheckNhwcConvInput(g.nodes[0], &xt, nchw, w_shape);
+      ASSERT_TRUE(with.ok() && without.ok()) << with.status().ToString();
+      EXPECT_EQ(with->n, without->n);
+      EXPECT_EQ(with->h, without->h);
+      EXPECT_EQ(with->w, without->w);
+      EXPECT_EQ(with->shapes.geo.out, without->shapes.geo.out) << ShapeToString(xs);
+      EXPECT_EQ(with->shapes.geo.pad_begin, without->shapes.geo.pad_begin);
+      EXPECT_EQ(with->shapes.geo.pad_end, without->shapes.geo.pad_end);
+      EXPECT_EQ(with->shapes.out_channels, 8);
+    }
+    const Tensor bad = Tensor::Zeros(DataType::kFloat, {1, 9, 11, 15}).value();
+    auto st = CheckNhwcConvInput(g.nodes[0], &bad, nchw, w_shape, known);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.status().message().find("geo_conv"), std::string::npos) << st.status().ToString();
+  }
 }
 
 }  // namespace
