@@ -62,8 +62,9 @@ def amx_peak(kernel_bench):
     return b.get("GFLOP/s", float("nan")) / 1e12
 
 
-def bf16_error(strata, path, tmp, seed):
-    """max rel error of bf16 vs fp32 on seed's inputs, and of fp32 on those inputs rounded to bf16."""
+def seeded_inputs(strata, path, tmp, seed):
+    """Saves seed's random inputs for the model into tmp/in; returns (in_dir, feeds, rounded_feeds):
+    `strata run` -i arguments for them and for their float inputs rounded to bf16."""
     in_dir = os.path.join(tmp, "in")
     run([strata, "bench", path, "--threads", "1", "--warmup", "0", "--iters", "1", "--creations", "1",
          "--json", "--seed", str(seed), "--save-inputs", in_dir])
@@ -76,6 +77,12 @@ def bf16_error(strata, path, tmp, seed):
             f = os.path.join(tmp, "rounded_" + os.path.basename(f))
             np.save(f, round_to_bf16(x))
         rounded_feeds += ["-i", "%s=%s" % (name, f)]
+    return in_dir, feeds, rounded_feeds
+
+
+def bf16_error(strata, path, tmp, seed):
+    """max rel error of bf16 vs fp32 on seed's inputs, and of fp32 on those inputs rounded to bf16."""
+    _, feeds, rounded_feeds = seeded_inputs(strata, path, tmp, seed)
     outs = {}
     for key, prec, fs in (("fp32", "fp32", feeds), ("bf16", "bf16", feeds), ("fp32_rounded_in", "fp32", rounded_feeds)):
         d = os.path.join(tmp, key)

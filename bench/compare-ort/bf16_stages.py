@@ -20,7 +20,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bf16_compare import ROOT, max_rel_err, round_to_bf16, run  # noqa: E402
+from bf16_compare import ROOT, max_rel_err, seeded_inputs  # noqa: E402
 
 
 def outputs(strata, model, feeds, prec, out_dir, nodes=None):
@@ -45,18 +45,7 @@ def main():
     args = ap.parse_args()
     path = os.path.join(args.models_dir, args.model + ".onnx")
     tmp = tempfile.mkdtemp(prefix="bf16_stages_" + args.model + "_")
-    in_dir = os.path.join(tmp, "in")
-    run([args.strata, "bench", path, "--threads", "1", "--warmup", "0", "--iters", "1", "--creations", "1", "--json",
-         "--seed", str(args.seed), "--save-inputs", in_dir])
-    feeds, rounded = [], []
-    for f in sorted(glob.glob(os.path.join(in_dir, "input_*.npy"))):
-        name = os.path.basename(f)[len("input_"):-len(".npy")].split("_", 1)[1]
-        feeds += ["-i", "%s=%s" % (name, f)]
-        x = np.load(f)
-        if x.dtype == np.float32:
-            f = os.path.join(tmp, "rounded_" + os.path.basename(f))
-            np.save(f, round_to_bf16(x))
-        rounded += ["-i", "%s=%s" % (name, f)]
+    _, feeds, rounded = seeded_inputs(args.strata, path, tmp, args.seed)
     ref = outputs(args.strata, path, feeds, "fp32", os.path.join(tmp, "fp32"))
     sens = max_rel_err(ref, outputs(args.strata, path, rounded, "fp32", os.path.join(tmp, "fp32_rounded")))
     full = max_rel_err(ref, outputs(args.strata, path, feeds, "bf16", os.path.join(tmp, "bf16")))
