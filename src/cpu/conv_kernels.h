@@ -34,17 +34,24 @@ struct NhwcConvInput {
   int64_t n = 0, h = 0, w = 0, c = 0;
   ConvShapes shapes;
 };
-// `known`: StaticNhwcConvInput's result; when X has its shape it is returned as it is.
-Result<NhwcConvInput> CheckNhwcConvInput(const Node& node, const Tensor* x, const Node& nchw_node, const Shape& w_shape,
-                                         const std::optional<NhwcConvInput>& known = {});
-// X's checked geometry for the shape the graph gives X, made once at creation when that
-// shape is fully known (and valid): CheckNhwcConvInput then skips, for an X of that shape,
+// A conv's checked geometry for the input shape the graph gives X, made once at creation
+// when that shape is fully known (and valid), so that a run with X of that shape skips
 // re-reading the node's attributes (map lookups by name, ~1% of a mobilenet_v2 run).
-std::optional<NhwcConvInput> StaticNhwcConvInput(const KernelInit& init, const Node& nchw_node, const Shape& w_shape);
-// The same for a conv whose input [N, C, H, W] (NCHW order) the caller derives from X's
-// static NHWC shape [N, H, W, cin] with C = `c` (the fused block's depthwise conv).
-std::optional<ConvShapes> StaticNhwcConvShapes(const KernelInit& init, const Node& nchw_node, int64_t c,
-                                               const Shape& w_shape);
+class StaticConvShapes {
+ public:
+  StaticConvShapes() = default;
+  // The conv reads [N, C, H, W] for X's static NHWC shape [N, H, W, cin]: C = cin, or `c`
+  // when given (the fused block's depthwise conv, whose input the block derives from X).
+  StaticConvShapes(const KernelInit& init, const Node& nchw_node, const Shape& w_shape, int64_t c = -1);
+  // The geometry for an input [n, c, h, w] (NCHW order) when it is the static one, else null.
+  const ConvShapes* For(int64_t n, int64_t c, int64_t h, int64_t w) const;
+
+ private:
+  std::optional<ConvShapes> shapes_;
+};
+// `known`: when X has its static shape, its geometry is taken from there.
+Result<NhwcConvInput> CheckNhwcConvInput(const Node& node, const Tensor* x, const Node& nchw_node, const Shape& w_shape,
+                                         const StaticConvShapes* known = nullptr);
 // A 2-D NHWC conv's sliding window over X [N][H][W][C], in the terms the im2col gathers of
 // the SGEMM and bf16 conv kernels read it.
 struct NhwcWindow {

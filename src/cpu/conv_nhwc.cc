@@ -8,7 +8,6 @@
 // they change. Parameters XNNPACK rejects run exactly on the reference Conv through
 // RunNchwFallback. Also here: the NchwToNhwc / NhwcToNchw layout changes.
 #include <algorithm>
-#include <array>
 #include <cstring>
 
 #include "core/constant_release.h"
@@ -43,53 +42,38 @@ int64_t StaticNhwcOutputPixels(const KernelInit& init) {
 }
 
 Result<NhwcConvInput> CheckNhwcConvInput(const Node& node, const Tensor* x, const Node& nchw_node, const Shape& w_shape,
-                                         const std::optional<NhwcConvInput>& known) {
+                                         const StaticConvShapes* known) {
   if (!x) return InvalidArgument(node.Describe(), ": Conv needs input X");
   if (x->dtype() != DataType::kFloat)
     return InvalidArgument(node.Describe(), ": X dtype ", DataTypeName(x->dtype()), " differs from W's float32");
   if (x->rank() != 4)
     return InvalidArgument(node.Describe(), ": NHWC input X must have rank 4, got ", ShapeToString(x->shape()));
-  if (known && x->dim(0) == known->n && x->dim(1) == known->h && x->dim(2) == known->w && x->dim(3) == known->c)
-    return *known;
   NhwcConvInput in;
   in.n = x->dim(0), in.h = x->dim(1), in.w = x->dim(2), in.c = x->dim(3);
+  if (const ConvShapes* s = known ? known->For(in.n, in.c, in.h, in.w) : nullptr) {
+    in.shapes = *s;
+    return in;
+  }
   ASSIGN_OR_RETURN(in.shapes, CheckConvShapes(nchw_node, {in.n, in.c, in.h, in.w}, w_shape, nullptr));
   return in;
 }
 
-namespace {
-// X's static NHWC dims [N, H, W, C], or nothing when the graph leaves any of them unknown.
-std::optional<std::array<int64_t, 4>> StaticNhwcDims(const KernelInit& init) {
-  if (!init.has_input(0)) return std::nullopt;
+StaticConvShapes::StaticConvShapes(const KernelInit& init, const Node& nchw_node, const Shape& w_shape, int64_t c) {
+  if (!init.has_input(0)) return;
   const TypeInfo& t = init.input_type(0);
-  if (!t.has_shape || t.dims.size() != 4) return std::nullopt;
-  std::array<int64_t, 4> d{};
-  for (size_t i = 0; i < 4; ++i) {
-    if (!t.dims[i].known()) return std::nullopt;
-    d[i] = t.dims[i].value;
-  }
-  return d;
-}
-}  // namespace
-
-std::optional<NhwcConvInput> StaticNhwcConvInput(const KernelInit& init, const Node& nchw_node, const Shape& w_shape) {
-  const auto d = StaticNhwcDims(init);
-  if (!d) return std::nullopt;
-  auto shapes = CheckConvShapes(nchw_node, {(*d)[0], (*d)[3], (*d)[1], (*d)[2]}, w_shape, nullptr);
-  if (!shapes.ok()) return std::nullopt;  // Compute reports it, for the shape X really has
-  NhwcConvInput in;
-  in.n = (*d)[0], in.h = (*d)[1], in.w = (*d)[2], in.c = (*d)[3];
-  in.shapes = std::move(shapes).value();
-  return in;
+  if (!t.has_shape || t.dims.size() != 4) return;
+  for (const Dim& d : t.dims)
+    if (!d.known()) return;
+  const int64_t n = t.dims[0].value, h = t.dims[1].value, w = t.dims[2].value;
+  auto shapes = CheckConvShapes(nchw_node, {n, c >= 0 ? c : t.dims[3].value, h, w}, w_shape, nullptr);
+  if (shapes.ok()) shapes_ = std::move(shapes).value();  // else Compute reports it, for X's real shape
 }
 
-std::optional<ConvShapes> StaticNhwcConvShapes(const KernelInit& init, const Node& nchw_node, int64_t c,
-                                               const Shape& w_shape) {
-  const auto d = StaticNhwcDims(init);
-  if (!d) return std::nullopt;
-  auto shapes = CheckConvShapes(nchw_node, {(*d)[0], c, (*d)[1], (*d)[2]}, w_shape, nullptr);
-  if (!shapes.ok()) return std::nullopt;
-  return std::move(shapes).value();
+const ConvShapes* StaticConvShapes::For(int64_t n, int64_t c, int64_t h, int64_t w) const {
+  if (!shapes_ || shapes_->batch != n || shapes_->in_channels != c || shapes_->geo.in[0] != h ||
+      shapes_->geo.in[1] != w)
+    return nullptr;
+  return &*shapes_;
 }
 
 NhwcWindow MakeNhwcWindow(const float* x, const NhwcConvInput& in) {
@@ -154,7 +138,7 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
   NhwcConvKernel(const KernelInit& init, const Tensor& w, const Tensor* b, FusedActivation act)
       : nchw_node_(OriginalNode(init.node, "Conv")),
         w_shape_(w.shape()),
-        known_(StaticNhwcConvInput(init, nchw_node_, w_shape_)),
+        known_(init, nchw_node_, w_shape_),
         act_(act) {
     group_ = init.node.GetInt("group", 1);
     m_ = w_shape_[0];
@@ -198,7 +182,7 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.input(0);
-    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_, known_));
+    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_, &known_));
     const int64_t n = xin.n, h = xin.h, w = xin.w;
     const SpatialGeometry& g = xin.shapes.geo;
     const Shape key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
@@ -234,7 +218,7 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
 
   Node nchw_node_;
   Shape w_shape_;
-  std::optional<NhwcConvInput> known_;  // X's checked geometry for its static shape
+  StaticConvShapes known_;  // X's checked geometry for its static shape
   FusedActivation act_;
   int64_t group_ = 1, m_ = 0, cig_ = 0, kh_ = 1, kw_ = 1;
   Shape strides_, dilations_;

@@ -199,7 +199,7 @@ class NhwcBf16ConvBase : public bf16_internal::Bf16KernelBase, public PacksConst
                    PackedBf16B packed)
       : nchw_node_(OriginalNode(init.node, "Conv")),
         w_shape_(w.shape()),
-        known_(StaticNhwcConvInput(init, nchw_node_, w_shape_)),
+        known_(init, nchw_node_, w_shape_),
         act_(act),
         packed_(std::move(packed)),
         has_residual_(init.node.inputs.size() > 3 && init.node.inputs[3] >= 0) {
@@ -216,7 +216,7 @@ class NhwcBf16ConvBase : public bf16_internal::Bf16KernelBase, public PacksConst
   Result<Run> Start(KernelContext& ctx) const {
     Run r;
     r.x = ctx.input(0);
-    ASSIGN_OR_RETURN(r.xin, CheckNhwcConvInput(ctx.node(), r.x, nchw_node_, w_shape_, known_));
+    ASSIGN_OR_RETURN(r.xin, CheckNhwcConvInput(ctx.node(), r.x, nchw_node_, w_shape_, &known_));
     const SpatialGeometry& g = r.xin.shapes.geo;
     const int64_t m = w_shape_[0];
     const Shape out_shape = {r.xin.n, g.out[0], g.out[1], m};
@@ -230,7 +230,7 @@ class NhwcBf16ConvBase : public bf16_internal::Bf16KernelBase, public PacksConst
 
   Node nchw_node_;
   Shape w_shape_;
-  std::optional<NhwcConvInput> known_;  // X's checked geometry for its static shape
+  StaticConvShapes known_;  // X's checked geometry for its static shape
   FusedActivation act_;
   PackedBf16B packed_;
   std::vector<float> bias_;
@@ -309,7 +309,7 @@ class NhwcBf16ConvKernel final : public NhwcBf16ConvBase {
 constexpr int64_t kSplitBlockBytes = 192 * 1024;
 
 // A 1x1 unpadded conv that must keep fp32's accuracy in a bf16 session (an early conv of a
-// deep net: NhwcBf16ConvAllowed is false), on AMX: split rows, the bf16x3
+// deep net: past kBf16ConvMaxConvsAfter), on AMX: split rows, the bf16x3
 // scheme of the fused inverted-residual block (block_bf16::RoundRowsSplit, PackSplitWeights),
 // three bf16 products per fp32 one, each exact to about 2^-16 relative. Per block of output
 // pixels the rows are rounded into a thread's L2 scratch and multiplied in place
@@ -405,21 +405,29 @@ Result<std::unique_ptr<OpKernel>> MakeSplitPointwise(const KernelInit& init, con
       std::make_unique<NhwcSplitPointwiseKernel>(init, w, b, act, std::move(packed).value()));
 }
 
-}  // namespace
+// bf16 fast math applies to this node: the session asks for it, the CPU has it, and
+// STRATA_BF16_NODES (if set) selects the node.
+bool Bf16MathFor(const KernelInit& init) {
+  return init.config.bf16_fast_math && !init.config.prefer_reference && Bf16GemmAvailable() &&
+         Bf16NodeSelected(init.node);
+}
 
-bool NhwcBf16ConvAllowed(const KernelInit& init) {
+bool WithinDepthBound(const KernelInit& init) {
   return LongestChainAfter(init.graph, init.node, IsConvNode) <= kBf16ConvMaxConvsAfter;
 }
+
+}  // namespace
+
+bool NhwcBf16ConvTakes(const KernelInit& init) { return Bf16MathFor(init) && WithinDepthBound(init); }
 
 Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                    const FusedActivation& act) {
   const Node& node = init.node;
-  if (!init.config.bf16_fast_math || init.config.prefer_reference || !Bf16GemmAvailable() || !Bf16NodeSelected(node))
-    return Unsupported(node.Describe(), ": bf16 fast math is off or the CPU lacks avx512_bf16");
+  if (!Bf16MathFor(init)) return Unsupported(node.Describe(), ": bf16 fast math is off or the CPU lacks avx512_bf16");
   // Grouped (depthwise) convs stay fp32: they are memory-bound, bf16 saves no FLOPs there.
   if (node.GetInt("group", 1) != 1 || w.dtype() != DataType::kFloat || w.rank() != 4 || w.num_elements() == 0)
     return Unsupported(node.Describe(), ": the bf16 NHWC conv needs group 1 and a float32 OIHW weight");
-  if (!NhwcBf16ConvAllowed(init)) {
+  if (!WithinDepthBound(init)) {
     if (SplitPointwiseFits(node, w) && bf16_internal::AmxAvailable() && Bf16SplitRowsEnabled())
       return MakeSplitPointwise(init, w, b, act);
     return Unsupported(node.Describe(), ": an early conv of a deep net (more than ", kBf16ConvMaxConvsAfter,

@@ -133,7 +133,7 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
   }
 
   Status Init(const KernelInit& init, const Tensor* we, const Tensor& wp) {
-    known_dw_ = StaticNhwcConvShapes(init, dw_node_, ce_, wd_shape_);
+    known_dw_ = StaticConvShapes(init, dw_node_, wd_shape_, ce_);
     const Node* parts[] = {&expand_, &dw_node_, &project_};
     FusedActivation* acts[] = {&act_e_, &act_d_, &act_p_};
     for (int i = 0; i < 3; ++i) {
@@ -158,8 +158,8 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
                              " channels, the block's first conv expects ", cin_);
     // The depthwise conv's geometry (pads, auto_pad, strides) as the Conv would compute it.
     // The static shape's geometry, made at creation, saves the attribute lookups per run.
-    const bool known = known_dw_ && known_dw_->batch == n && known_dw_->geo.in[0] == h && known_dw_->geo.in[1] == w;
-    auto ds = known ? Result<ConvShapes>(*known_dw_) : CheckConvShapes(dw_node_, {n, ce_, h, w}, wd_shape_, nullptr);
+    const ConvShapes* known = known_dw_.For(n, ce_, h, w);
+    auto ds = known ? Result<ConvShapes>(*known) : CheckConvShapes(dw_node_, {n, ce_, h, w}, wd_shape_, nullptr);
     if (!ds.ok()) return MakeStatus(ds.status().code(), node.Describe(), ": ", ds.status().message());
     const SpatialGeometry& g = ds->geo;
     const int64_t oh = g.out[0], ow = g.out[1];
@@ -461,7 +461,7 @@ class InvertedResidualKernel final : public std::conditional_t<kBf16, bf16_inter
   bool split_;
   int64_t cin_, ce_, cout_;
   Shape wd_shape_;
-  std::optional<ConvShapes> known_dw_;  // the depthwise conv's geometry for X's static shape
+  StaticConvShapes known_dw_;  // the depthwise conv's geometry for X's static shape
   dw::Weights dw_;
   PackedW we_, wp_;
   std::vector<float> be_, bp_;

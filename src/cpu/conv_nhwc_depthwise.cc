@@ -432,14 +432,14 @@ class NhwcDepthwiseKernel final : public OpKernel {
   NhwcDepthwiseKernel(const KernelInit& init, const Tensor& w, const Tensor* b, const FusedActivation& act)
       : nchw_node_(OriginalNode(init.node, "Conv")),
         w_shape_(w.shape()),
-        known_(StaticNhwcConvInput(init, nchw_node_, w_shape_)),
+        known_(init, nchw_node_, w_shape_),
         act_(act),
         wt_(dw::PackWeights(w, b)) {}
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.input(0);
-    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_, known_));
+    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_, &known_));
     const int64_t n = xin.n, h = xin.h, w = xin.w, c = xin.c;
     const SpatialGeometry& g = xin.shapes.geo;
     const int64_t oh = g.out[0], ow = g.out[1];
@@ -484,7 +484,7 @@ class NhwcDepthwiseKernel final : public OpKernel {
  private:
   Node nchw_node_;
   Shape w_shape_;
-  std::optional<NhwcConvInput> known_;  // X's checked geometry for its static shape
+  StaticConvShapes known_;  // X's checked geometry for its static shape
   FusedActivation act_;
   dw::Weights wt_;
 };

@@ -115,7 +115,7 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
                      sgemm::PackedB packed)
       : nchw_node_(OriginalNode(init.node, "Conv")),
         w_shape_(w.shape()),
-        known_(StaticNhwcConvInput(init, nchw_node_, w_shape_)),
+        known_(init, nchw_node_, w_shape_),
         act_(act),
         packed_(std::move(packed)),
         has_residual_(init.node.inputs.size() > 3 && init.node.inputs[3] >= 0) {
@@ -126,7 +126,7 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.input(0);
-    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_, known_));
+    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_, &known_));
     const int64_t n = xin.n, h = xin.h, w = xin.w, c = xin.c;
     const ConvShapes& s = xin.shapes;
     const SpatialGeometry& g = s.geo;
@@ -179,7 +179,7 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
  private:
   Node nchw_node_;
   Shape w_shape_;
-  std::optional<NhwcConvInput> known_;  // X's checked geometry for its static shape
+  StaticConvShapes known_;  // X's checked geometry for its static shape
   FusedActivation act_;
   sgemm::PackedB packed_;
   std::vector<float> bias_;

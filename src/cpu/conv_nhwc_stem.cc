@@ -158,7 +158,7 @@ class NhwcStemConvKernel final : public OpKernel, public PacksConstantInputs {
   NhwcStemConvKernel(const KernelInit& init, const Tensor& w, const Tensor* b, const FusedActivation& act)
       : nchw_node_(OriginalNode(init.node, "Conv")),
         w_shape_(w.shape()),
-        known_(StaticNhwcConvInput(init, nchw_node_, w_shape_)),
+        known_(init, nchw_node_, w_shape_),
         act_(act) {
     const int64_t m = w.dim(0), c = w.dim(1), taps = w.dim(2) * w.dim(3);
     mp_ = (m + 15) / 16 * 16;
@@ -175,7 +175,7 @@ class NhwcStemConvKernel final : public OpKernel, public PacksConstantInputs {
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.input(0);
-    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_, known_));
+    ASSIGN_OR_RETURN(NhwcConvInput xin, CheckNhwcConvInput(node, x, nchw_node_, w_shape_, &known_));
     const SpatialGeometry& s = xin.shapes.geo;
     const int64_t m = w_shape_[0];
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {xin.n, s.out[0], s.out[1], m}));
@@ -232,7 +232,7 @@ class NhwcStemConvKernel final : public OpKernel, public PacksConstantInputs {
  private:
   Node nchw_node_;
   Shape w_shape_;
-  std::optional<NhwcConvInput> known_;  // X's checked geometry for its static shape
+  StaticConvShapes known_;  // X's checked geometry for its static shape
   FusedActivation act_;
   int64_t mp_ = 0;
   std::vector<float> weights_, bias_;

@@ -463,9 +463,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcWinogradConv(const KernelInit& init, c
     f2 = pixels >= 0 && pixels < kWinogradF4MinPixels;
     // bf16 sessions: F(2x2, 3x3) only for convs that stay fp32 there; the bf16 GEMM is
     // faster on those maps (resnet18's 14x14x256, 2 threads: 0.37 vs 0.46 ms).
-    if (f2 && init.config.bf16_fast_math && Bf16GemmAvailable() && Bf16NodeSelected(init.node) &&
-        NhwcBf16ConvAllowed(init))
-      return no("the bf16 GEMM takes it");
+    if (f2 && NhwcBf16ConvTakes(init)) return no("the bf16 GEMM takes it");
   }
   std::unique_ptr<OpKernel> kernel;
   Status st;

@@ -174,8 +174,10 @@ bool Bf16ConvCovers(const KernelInit& init);
 // seed 42 but 1.05-1.22e-2 on 6 of the 9. A shallow net keeps bf16 everywhere (resnet18's
 // longest chain is 17 convs: 5.1-6.7e-3 with all on bf16).
 inline constexpr int64_t kBf16ConvMaxConvsAfter = 23;
-// The depth half of that rule alone (the fp32 Winograd kernels ask it).
-bool NhwcBf16ConvAllowed(const KernelInit& init);
+// Whether MakeNhwcBf16Conv would take an ungrouped conv: bf16 fast math applies to the
+// node (session, CPU, STRATA_BF16_NODES) and the depth bound allows it. The fp32 Winograd
+// kernels ask it, so a conv the bf16 GEMM leaves gets the kernel an fp32 session gives it.
+bool NhwcBf16ConvTakes(const KernelInit& init);
 Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const Tensor& w, const Tensor* b,
                                                    const FusedActivation& act);
 // strata.internal FusedMatMul (bias, GELU or residual epilogue) on the bf16 GEMM when

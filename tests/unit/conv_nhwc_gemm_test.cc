@@ -1034,13 +1034,14 @@ TEST(NhwcConvGeometry, StaticInputGeometryIsThePerRunOne) {
     g.nodes.push_back(n);
     const Node nchw = OriginalNode(g.nodes[0], "Conv");
     const Shape w_shape = {8, 16, 3, 3};
-    const auto known = StaticNhwcConvInput(KernelInit{g.nodes[0], g, nullptr, {}}, nchw, w_shape);
-    ASSERT_EQ(known.has_value(), !symbolic);
+    const StaticConvShapes known(KernelInit{g.nodes[0], g, nullptr, {}}, nchw, w_shape);
+    const ConvShapes* static_shapes = known.For(1, 16, 9, 11);
+    ASSERT_EQ(static_shapes != nullptr, !symbolic);
     if (symbolic) continue;
-    EXPECT_EQ(known->shapes.geo.out, (Shape{5, 6}));
+    EXPECT_EQ(static_shapes->geo.out, (Shape{5, 6}));
     for (const Shape& xs : {Shape{1, 9, 11, 16}, Shape{2, 7, 4, 16}}) {
       const Tensor xt = Tensor::Zeros(DataType::kFloat, xs).value();
-      auto with = CheckNhwcConvInput(g.nodes[0], &xt, nchw, w_shape, known);
+      auto with = CheckNhwcConvInput(g.nodes[0], &xt, nchw, w_shape, &known);
       auto without = CheckNhwcConvInput(g.nodes[0], &xt, nchw, w_shape);
       ASSERT_TRUE(with.ok() && without.ok()) << with.status().ToString();
       EXPECT_EQ(with->n, without->n);
@@ -1052,7 +1053,7 @@ TEST(NhwcConvGeometry, StaticInputGeometryIsThePerRunOne) {
       EXPECT_EQ(with->shapes.out_channels, 8);
     }
     const Tensor bad = Tensor::Zeros(DataType::kFloat, {1, 9, 11, 15}).value();
-    auto st = CheckNhwcConvInput(g.nodes[0], &bad, nchw, w_shape, known);
+    auto st = CheckNhwcConvInput(g.nodes[0], &bad, nchw, w_shape, &known);
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.status().message().find("geo_conv"), std::string::npos) << st.status().ToString();
   }
