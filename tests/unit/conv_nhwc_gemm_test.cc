@@ -101,12 +101,10 @@ struct KernelRun {
 // Builds the internal NhwcConv node the layout pass would emit and runs the CPU kernel.
 // in_place: the residual goes in as a copy whose buffer output 0 is offered, as the
 // executor does for a dying residual (OpKernel::InPlaceInput); out.in_place says if taken.
-KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* r,
-                      ThreadPool* pool, const Tensor* bad_residual = nullptr, bool in_place = false) {
-  KernelRun out;
-  Graph g;
+// The internal NhwcConv node of cc's attributes (no inputs or outputs yet).
+Node NhwcConvNode(const ConvCase& cc, const std::string& name = "conv0") {
   Node node;
-  node.name = "conv0";
+  node.name = name;
   node.op_type = "NhwcConv";
   node.domain = kInternalDomain;
   node.opset = 1;
@@ -125,6 +123,14 @@ KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& w, cons
     node.attrs["activation_min"] = Attribute::Float(0.0f);
     node.attrs["activation_max"] = Attribute::Float(INFINITY);
   }
+  return node;
+}
+
+KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* r,
+                      ThreadPool* pool, const Tensor* bad_residual = nullptr, bool in_place = false) {
+  KernelRun out;
+  Graph g;
+  Node node = NhwcConvNode(cc);
   const int vx = g.AddValue("x"), vw = g.AddValue("w");
   g.initializers[vw] = w;
   node.inputs = {vx, vw};
@@ -1020,15 +1026,10 @@ TEST(NhwcConvGeometry, StaticInputGeometryIsThePerRunOne) {
     g.values[x].type.has_shape = true;
     for (int64_t d : {int64_t{1}, int64_t{9}, int64_t{11}, int64_t{16}}) g.values[x].type.dims.push_back(Dim{d, ""});
     if (symbolic) g.values[x].type.dims[0] = Dim{-1, "batch"};
-    Node n;
-    n.name = "geo_conv";
-    n.op_type = "NhwcConv";
-    n.domain = kInternalDomain;
-    n.opset = 1;
-    n.attrs[kOriginalOpsetAttr] = Attribute::Int(13);
-    n.attrs["kernel_shape"] = Attribute::Ints({3, 3});
-    n.attrs["strides"] = Attribute::Ints({2, 2});
-    n.attrs["pads"] = Attribute::Ints({1, 1, 1, 1});
+    ConvCase cc;
+    cc.sh = cc.sw = 2;
+    cc.pads = {1, 1, 1, 1};
+    Node n = NhwcConvNode(cc, "geo_conv");
     n.inputs = {x};
     n.outputs = {g.AddValue("y")};
     g.nodes.push_back(n);
