@@ -114,6 +114,14 @@ Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t le
 Status ReadFully(int fd, uint64_t offset, size_t length, char* dst, const std::string& path, const std::string& what,
                  size_t* done = nullptr);
 
+// Testing seam: when set, `hook(ctx)` runs before every pread of a model or weight file
+// (ReadFully, and the strip scan's window reads), on whichever thread reads. It lets a test
+// cut the file short between any two reads of a load (tests/unit/load_test.cc). nullptr,
+// the default, turns it off; an atomic load per read is its whole cost.
+using ReadHookForTesting = void (*)(void* ctx);
+void SetReadHookForTesting(ReadHookForTesting hook, void* ctx);
+void RunReadHookForTesting();
+
 // Resolves an external-data location against base_dir, rejecting absolute paths, ".."
 // components and symlinks that end up outside base_dir. Returns the resolved path.
 Result<std::string> ResolveExternalLocation(const std::string& base_dir, const std::string& location,

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -78,11 +79,26 @@ Result<std::shared_ptr<Buffer>> LoadFileRange(int fd, uint64_t offset, size_t le
   return buf;
 }
 
+namespace {
+std::atomic<ReadHookForTesting> g_read_hook{nullptr};
+std::atomic<void*> g_read_hook_ctx{nullptr};
+}  // namespace
+
+void SetReadHookForTesting(ReadHookForTesting hook, void* ctx) {
+  g_read_hook_ctx.store(ctx);
+  g_read_hook.store(hook);
+}
+
+void RunReadHookForTesting() {
+  if (ReadHookForTesting hook = g_read_hook.load(std::memory_order_relaxed)) hook(g_read_hook_ctx.load());
+}
+
 Status ReadFully(int fd, uint64_t offset, size_t length, char* dst, const std::string& path, const std::string& what,
                  size_t* done_out) {
   size_t done = 0;
   Status st;
   while (done < length) {
+    RunReadHookForTesting();
     ssize_t n = ::pread(fd, dst + done, length - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {

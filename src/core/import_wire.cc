@@ -85,6 +85,7 @@ class FileBytes {
   }
   bool Read(size_t off, size_t len, uint8_t* dst) {
     while (len > 0) {
+      RunReadHookForTesting();
       const ssize_t got = ::pread(fd_, dst, len, static_cast<off_t>(off));
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) {

@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -41,11 +42,12 @@ std::vector<float> Weights(int64_t n, uint32_t seed) {
 
 // y = x @ W + b; W and b in raw_data (float_data when `typed`), padded producer name to move
 // W's payload within the file.
-onnx::ModelProto MatMulModel(bool typed, size_t pad = 0) {
+// k x n: W's shape (the default kK x kN, unless a test needs more reads of it).
+onnx::ModelProto MatMulModel(bool typed, size_t pad = 0, int64_t k = kK, int64_t n = kN) {
   onnx::ModelProto m = MakeModel(13, "load_test" + std::string(pad, '_'));
   auto* g = m.mutable_graph();
-  AddInput(g, "x", {2, kK});
-  AddOutput(g, "y", {2, kN});
+  AddInput(g, "x", {2, k});
+  AddOutput(g, "y", {2, n});
   AddNode(g, "MatMul", {"x", "W"}, {"xw"});
   AddNode(g, "Add", {"xw", "b"}, {"y"});
   auto add = [&](const std::string& name, std::vector<int64_t> dims, const std::vector<float>& v) {
@@ -59,8 +61,8 @@ onnx::ModelProto MatMulModel(bool typed, size_t pad = 0) {
       t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
     }
   };
-  add("W", {kK, kN}, Weights(kK * kN, 1));
-  add("b", {kN}, Weights(kN, 2));
+  add("W", {k, n}, Weights(k * n, 1));
+  add("b", {n}, Weights(n, 2));
   return m;
 }
 
@@ -82,13 +84,13 @@ std::string SerializedWithAlignment(size_t want) {
   return {};
 }
 
-std::vector<std::pair<std::string, Value>> Feeds() {
-  std::vector<float> x = Weights(2 * kK, 3);
-  return {{"x", Value(Tensor::FromVector<float>(x, {2, kK}))}};
+std::vector<std::pair<std::string, Value>> Feeds(int64_t k = kK) {
+  std::vector<float> x = Weights(2 * k, 3);
+  return {{"x", Value(Tensor::FromVector<float>(x, {2, k}))}};
 }
 
-std::vector<float> RunOnce(const Session& s) {
-  auto out = s.Run(Feeds());
+std::vector<float> RunOnce(const Session& s, int64_t k = kK) {
+  auto out = s.Run(Feeds(k));
   EXPECT_TRUE(out.ok()) << out.status().ToString();
   if (!out.ok()) return {};
   const Tensor& y = (*out)[0].tensor();
@@ -102,11 +104,11 @@ SessionOptions Opts() {
 }
 
 // The expected output: the same model with typed (never stripped) data, from memory.
-std::vector<float> Expected() {
-  std::string s = Serialize(MatMulModel(true));
+std::vector<float> Expected(int64_t k = kK, int64_t n = kN) {
+  std::string s = Serialize(MatMulModel(true, 0, k, n));
   auto sess = Session::CreateFromBytes(s.data(), s.size(), Opts());
   EXPECT_TRUE(sess.ok()) << sess.status().ToString();
-  return sess.ok() ? RunOnce(**sess) : std::vector<float>{};
+  return sess.ok() ? RunOnce(**sess, k) : std::vector<float>{};
 }
 
 class TempDir {
@@ -342,6 +344,91 @@ TEST(LoadDeferred, PayloadsAreReadOnFirstUseAndTheFileClosedAfterCreation) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(OpenDescriptorsOf(path), 0) << "creation returns with the file closed";
   EXPECT_EQ(RunOnce(**s), Expected());
+}
+
+// Truncates `path` to `length` bytes just before read number `at` of a load (counting from
+// 0, on whichever thread reads); with at < 0 it only counts the reads.
+struct CutAtRead {
+  std::string path;
+  int at = -1;
+  off_t length = 0;
+  std::atomic<int> reads{0};
+  static void Hook(void* ctx) {
+    auto* c = static_cast<CutAtRead*>(ctx);
+    if (c->reads.fetch_add(1) == c->at) {
+      EXPECT_EQ(::truncate(c->path.c_str(), c->length), 0) << c->path;
+    }
+  }
+};
+
+class ScopedReadHook {
+ public:
+  explicit ScopedReadHook(CutAtRead* cut) { import::SetReadHookForTesting(&CutAtRead::Hook, cut); }
+  ~ScopedReadHook() { import::SetReadHookForTesting(nullptr, nullptr); }
+  ScopedReadHook(const ScopedReadHook&) = delete;
+  ScopedReadHook& operator=(const ScopedReadHook&) = delete;
+};
+
+// The file cut short between any two reads of a session's creation from it (the strip
+// scan's window reads, W's payload read whole or, at 4 MiB, in row blocks by the packer; 1
+// and 2 threads; cut to nothing, into the bytes before W, into W, and by its last byte):
+// creation fails with an I/O error that names the file and says it was truncated, and
+// leaves it closed; or, where every read after the cut was of bytes before it, the session
+// gives the model's outputs. Never a crash, and never weights read as zeros or garbage.
+// (Mapped payloads would fault instead, see docs/hardening.md: these are read.)
+TEST(LoadRace, AFileCutShortBetweenAnyTwoReadsIsAnErrorNamingItOrTheRightOutputs) {
+  ScopedMapPolicy policy("0");
+  TempDir dir;
+  for (const auto& [k, n] : {std::pair<int64_t, int64_t>{kK, kN}, {512, 2048}}) {
+    const std::string bytes = Serialize(MatMulModel(false, 0, k, n));
+    const std::vector<float> want = Expected(k, n);
+    ASSERT_FALSE(want.empty());
+    const off_t payload = static_cast<off_t>(PayloadOffset(bytes)), w_bytes = k * n * 4;
+    const std::string path = dir.File("m.onnx", bytes);
+    for (int threads : {1, 2}) {
+      SessionOptions o = Opts();
+      o.threads = threads;
+      int total = 0;
+      {
+        dir.File("m.onnx", bytes);
+        CutAtRead count{path};
+        ScopedReadHook hook(&count);
+        auto s = Session::CreateFromFile(path, o);
+        ASSERT_TRUE(s.ok()) << s.status().ToString();
+        EXPECT_EQ(RunOnce(**s, k), want);
+        total = count.reads.load();
+      }
+      ASSERT_GE(total, 3) << "the strip scan's reads and W's payload";
+      int failed = 0, whole = 0;
+      for (off_t length :
+           {off_t{0}, payload / 2, payload + 4096, payload + w_bytes / 2 + 8, static_cast<off_t>(bytes.size()) - 1}) {
+        for (int at = 0; at < total; ++at) {
+          SCOPED_TRACE(std::to_string(k) + "x" + std::to_string(n) + " W, " + std::to_string(threads) +
+                       " threads: cut to " + std::to_string(length) + " bytes before read " + std::to_string(at) +
+                       " of " + std::to_string(total));
+          dir.File("m.onnx", bytes);
+          CutAtRead cut{path, at, length};
+          Result<std::unique_ptr<Session>> s = [&] {
+            ScopedReadHook hook(&cut);
+            return Session::CreateFromFile(path, o);
+          }();
+          EXPECT_EQ(OpenDescriptorsOf(path), 0);
+          if (s.ok()) {
+            ++whole;
+            EXPECT_EQ(RunOnce(**s, k), want);
+            continue;
+          }
+          ++failed;
+          const std::string msg = s.status().ToString();
+          EXPECT_EQ(s.status().code(), StatusCode::kIOError) << msg;
+          EXPECT_NE(msg.find(path), std::string::npos) << msg;
+          EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+        }
+      }
+      EXPECT_GT(failed, 0);
+      EXPECT_GT(whole, 0) << "a cut by the last byte after the strip scan leaves every read whole";
+    }
+  }
 }
 
 // A file cut short after the import: the read fails, the payload reads as zeros, and
