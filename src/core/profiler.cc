@@ -211,7 +211,9 @@ Result<std::pair<std::string, Shape>> ParseShapeSpec(const std::string& spec) {
     size_t x = dims.find_first_of("xX", pos);
     std::string tok = dims.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
     if (tok.empty() || tok.size() > 12 || tok.find_first_not_of("0123456789") != std::string::npos)
-      return InvalidArgument("--shape '", spec, "': dimension '", tok, "' is not a positive integer");
+      return InvalidArgument("--shape '", spec, "': dimension '", tok, "' is not a positive integer",
+                             // "1,3,224,224" (numpy's and ONNX Runtime's spelling) reads as one bad dim.
+                             tok.find(',') != std::string::npos ? " (dims are separated by 'x': NAME=D1xD2x...)" : "");
     int64_t d = std::stoll(tok);
     if (d <= 0) return InvalidArgument("--shape '", spec, "': dimension ", d, " must be positive");
     shape.push_back(d);

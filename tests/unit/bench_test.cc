@@ -73,6 +73,11 @@ TEST(BenchShape, MalformedSpecsAreClearErrors) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(r.status().message().find("--shape"), std::string::npos) << r.status().message();
   }
+  // Commas for x: the error says how dims are written.
+  auto commas = ParseShapeSpec("image=1,3,224,224");
+  ASSERT_FALSE(commas.ok());
+  EXPECT_NE(commas.status().message().find("dims are separated by 'x'"), std::string::npos)
+      << commas.status().message();
 }
 
 TEST(BenchShape, ResolvesDefaultsAndOverrides) {
