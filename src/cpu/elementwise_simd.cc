@@ -157,6 +157,19 @@ struct ClipOp {
     return hi < v ? hi : v;
   }
 };
+// HardSigmoid / HardSwish: compare-and-select clamps, as the reference (a NaN stays NaN).
+struct HardSigmoidOp {
+  float alpha, beta;
+  STRATA_ALWAYS_INLINE float operator()(float x) const { return ClipOp{0.0f, 1.0f}(alpha * x + beta); }
+};
+struct HardSwishOp {
+  STRATA_ALWAYS_INLINE float operator()(float x) const { return x * ClipOp{0.0f, 1.0f}(x / 6.0f + 0.5f); }
+};
+// com.microsoft QuickGelu, x * sigmoid(alpha x); alpha = 1 is SiLU.
+struct QuickGeluOp {
+  float alpha;
+  STRATA_ALWAYS_INLINE float operator()(float x) const { return x / (1.0f + VExp(-alpha * x)); }
+};
 struct ExpOp {
   STRATA_ALWAYS_INLINE float operator()(float x) const { return VExp(x); }
 };
@@ -440,6 +453,21 @@ void RegisterOptimizedKernels(KernelRegistry& r) {
   RegUnary<ExpOp>(r, "", "Exp", {1, 6, 13});
   RegUnary<ErfOp>(r, "", "Erf", {9, 13});
   RegUnary<GeluOp>(r, "com.microsoft", "Gelu", {1});
+  RegUnary<HardSwishOp>(r, "", "HardSwish", {14});
+  RegisterVersions(
+      r, "", "HardSigmoid", {1, 6}, F32(),
+      [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+        return std::unique_ptr<OpKernel>(new FastUnaryKernel<HardSigmoidOp>(
+            HardSigmoidOp{init.node.GetFloat("alpha", 0.2f), init.node.GetFloat("beta", 0.5f)}));
+      },
+      false, IsaName());
+  RegisterVersions(
+      r, "com.microsoft", "QuickGelu", {1}, F32(),
+      [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+        return std::unique_ptr<OpKernel>(
+            new FastUnaryKernel<QuickGeluOp>(QuickGeluOp{init.node.GetFloat("alpha", 1.702f)}));
+      },
+      false, IsaName());
   RegisterVersions(
       r, "", "LeakyRelu", {1, 6, 16}, F32(),
       [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {

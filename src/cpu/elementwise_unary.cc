@@ -54,6 +54,7 @@ enum class UnOp {
   kShrink,
   kGelu,
   kFastGelu,
+  kQuickGelu,
 };
 
 // Attribute values, read once at kernel creation.
@@ -158,8 +159,21 @@ inline auto Apply(C x, const Params& p) {
     const C e = std::exp(x);
     return static_cast<C>(e / (C(1) + e));
   }
-  if constexpr (op == UnOp::kHardSigmoid) return std::fmax(C(0), std::fmin(C(1), C(p.alpha) * x + C(p.beta)));
-  if constexpr (op == UnOp::kHardSwish) return x * std::fmax(C(0), std::fmin(C(1), x / C(6) + C(0.5)));
+  if constexpr (op == UnOp::kHardSigmoid) {
+    // Comparisons, not fmin/fmax: those drop a NaN (HardSigmoid(NaN) would be 1, not NaN).
+    const C t = C(p.alpha) * x + C(p.beta);
+    return t < C(0) ? C(0) : (t > C(1) ? C(1) : t);
+  }
+  if constexpr (op == UnOp::kHardSwish) {
+    const C t = x / C(6) + C(0.5);
+    return x * (t < C(0) ? C(0) : (t > C(1) ? C(1) : t));
+  }
+  if constexpr (op == UnOp::kQuickGelu) {  // x * sigmoid(alpha x); alpha = 1 is SiLU (Swish)
+    const C z = C(p.alpha) * x;
+    if (z >= C(0)) return static_cast<C>(x / (C(1) + std::exp(-z)));
+    const C e = std::exp(z);
+    return static_cast<C>(x * e / (C(1) + e));
+  }
   if constexpr (op == UnOp::kSoftplus) return Softplus(x);
   if constexpr (op == UnOp::kSoftsign) return static_cast<C>(x / (C(1) + std::fabs(x)));
   if constexpr (op == UnOp::kThresholdedRelu) return x > C(p.alpha) ? x : C(0);
@@ -402,6 +416,8 @@ void RegisterActivationKernels(KernelRegistry& r) {
                                         init.node.GetFloat("max", std::numeric_limits<float>::max())));
                    });
   RegActivation<UnOp::kGelu>(r, "Gelu", {1}, FloatTypes(), NoAttrs, "com.microsoft");
+  // ONNX Runtime's contrib op; the optimizer also makes it from Mul(x, Sigmoid(x)) (SiLU).
+  RegActivation<UnOp::kQuickGelu>(r, "QuickGelu", {1}, FloatTypes(), alpha(1.702f), "com.microsoft");
   RegisterVersions(r, "com.microsoft", "FastGelu", {1}, FloatTypes(),
                    [](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> {
                      return std::unique_ptr<OpKernel>(new FastGeluKernel());

@@ -124,6 +124,11 @@ TEST(ElementwiseOptimized, UnaryMatchesReference) {
       // in the reference too, so compare with an absolute tolerance.
       {OpSpec("Gelu", 1, "com.microsoft"), -8, 8, 2e-6, 1.5e-6},
       {OpSpec("FastGelu", 1, "com.microsoft"), -8, 8, 2e-6, 1.5e-6},
+      {OpSpec("HardSwish", 14), -8, 8, 0, 0},
+      {OpSpec("HardSigmoid", 6), -8, 8, 1e-6, 1e-7},
+      {OpSpec("HardSigmoid", 6).Attr("alpha", 0.5f).Attr("beta", 0.25f), -8, 8, 1e-6, 1e-7},
+      {OpSpec("QuickGelu", 1, "com.microsoft"), -30, 30, 2e-6, 1e-7},
+      {OpSpec("QuickGelu", 1, "com.microsoft").Attr("alpha", 1.0f), -30, 30, 2e-6, 1e-7},
   };
   uint64_t seed = 100;
   for (const UnaryCase& c : cases) {
@@ -154,6 +159,9 @@ TEST(ElementwiseOptimized, EveryIsaVariantMatchesReference) {
       EXPECT_TRUE(OptimizedMatchesReference(OpSpec("LeakyRelu", 16), {x}, 0, 0)) << isa;
       for (const char* op : {"Gelu", "FastGelu"})
         EXPECT_TRUE(OptimizedMatchesReference(OpSpec(op, 1, "com.microsoft"), {x}, 2e-6, 1.5e-6)) << op << " " << isa;
+      EXPECT_TRUE(OptimizedMatchesReference(OpSpec("HardSwish", 14), {x}, 0, 0)) << isa;
+      EXPECT_TRUE(OptimizedMatchesReference(OpSpec("HardSigmoid", 6), {x}, 1e-6, 1e-7)) << isa;
+      EXPECT_TRUE(OptimizedMatchesReference(OpSpec("QuickGelu", 1, "com.microsoft"), {x}, 2e-6, 1e-7)) << isa;
       for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
         EXPECT_TRUE(OptimizedMatchesReference(OpSpec(op, 14), {x, b}, 1e-6, 0)) << op << " " << isa;
         EXPECT_TRUE(OptimizedMatchesReference(OpSpec(op, 14), {b, x}, 1e-6, 0)) << op << " " << isa;
@@ -167,6 +175,15 @@ TEST(ElementwiseOptimized, SpecialValuesMatchReference) {
   Tensor x = F32({12}, {kNaN, kInf, -kInf, 0.0, -0.0, 1e-30, -1e-30, 88.72, 89.0, -87.5, -103.0, -200.0});
   for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Erf", "Clip"})
     EXPECT_TRUE(OptimizedMatchesReference(OpSpec(op, 13), {x}, 3e-6, 1e-44)) << op;
+  // NaN stays NaN (the reference clamps by comparison, not fmin/fmax); +-inf as the formula.
+  for (const char* op : {"HardSwish", "HardSigmoid"})
+    EXPECT_TRUE(OptimizedMatchesReference(OpSpec(op, 14), {x}, 1e-6, 1e-44)) << op;
+  {
+    Tensor y = F32({6}, {kNaN, kInf, 0.0, -50.0, 50.0, 1e-20});
+    EXPECT_TRUE(OptimizedMatchesReference(OpSpec("QuickGelu", 1, "com.microsoft"), {y}, 2e-6, 1e-30));
+    Tensor h = Run1(OpSpec("HardSigmoid", 6), {F32({1}, {kNaN})}, true);
+    EXPECT_TRUE(std::isnan(h.data<float>()[0])) << "the reference keeps a NaN too";
+  }
   for (const char* op : {"Gelu", "FastGelu"}) {
     Tensor y = F32({5}, {kNaN, 0.0, -50.0, 50.0, 1e-20});
     EXPECT_TRUE(OptimizedMatchesReference(OpSpec(op, 1, "com.microsoft"), {y}, 2e-6, 1e-30)) << op;
