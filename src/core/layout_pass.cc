@@ -216,7 +216,16 @@ class LayoutRewriter {
   bool HasTwin(int v) const { return v >= 0 && twin_[v] >= 0; }
 
   bool TryConvert(Node& n) {
-    if (n.provider != "cpu" || !n.domain.empty()) return false;
+    if (n.provider != "cpu") return false;
+    // com.microsoft's one-input activations (QuickGelu is SiLU after the optimizer's fusion)
+    // are as layout-free as ai.onnx's.
+    if (n.domain == "com.microsoft" && (n.op_type == "QuickGelu" || n.op_type == "Gelu") && n.inputs.size() == 1 &&
+        HasTwin(n.inputs[0]) && n.outputs.size() == 1 && n.outputs[0] >= 0) {
+      n.inputs[0] = twin_[n.inputs[0]];
+      RedirectOutput(n, 0);
+      return Converted(std::move(n));
+    }
+    if (!n.domain.empty()) return false;
     if (ConvertibleConv(g_, n)) {
       n.inputs[0] = ToNhwc(n.inputs[0], n.name);
       RedirectOutput(n, 0);

@@ -449,6 +449,30 @@ void FuseAttention(Graph& g, TransformerFusionStats* stats) {
   RemoveDroppedNodes(g, drop);
 }
 
+// SiLU (Swish): Mul(x, Sigmoid(x)) in either operand order -> com.microsoft QuickGelu(x,
+// alpha = 1): one pass over x instead of two and an intermediate (EfficientNet's and
+// MnasNet-style nets' activations).
+void FuseSilu(Graph& g, TransformerFusionStats* stats) {
+  GraphView gv(g);
+  std::vector<char> drop(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& sig = g.nodes[i];
+    if (!IsOp(sig, "Sigmoid", 1) || drop[i]) continue;
+    const int x = sig.inputs[0], s = sig.outputs[0];
+    if (g.values[x].type.elem_type != DataType::kFloat) continue;
+    const int m = ConsumerOp(gv, s, "Mul", 2);
+    if (m < 0) continue;
+    const Node& mul = gv.node(m);
+    if (!((mul.inputs[0] == x && mul.inputs[1] == s) || (mul.inputs[1] == x && mul.inputs[0] == s))) continue;
+    Node fused = MakeNode(mul.name, kMsDomain, "QuickGelu", {x});
+    fused.attrs["alpha"] = Attribute::Float(1.0f);
+    fused.provider = mul.provider;
+    ReplaceChain(gv, {static_cast<int>(i), m}, std::move(fused), &drop);
+    ++stats->silu;
+  }
+  RemoveDroppedNodes(g, drop);
+}
+
 // True when an optimized kernel, not the reference loops, runs internal op `op` in this
 // session (on CPUs without AVX-512 the fast FusedMatMul/Attention kernels decline). The
 // probe has no inputs: those entries' `covers` look only at the CPU, not at the node.
@@ -467,6 +491,7 @@ Result<TransformerFusionStats> FuseTransformerPatterns(Graph& g, const Optimizer
   if (opts.kernel.prefer_reference || !opts.cpu_only) return stats;
   // Order matters: GELU first so the bias fusion's FusedMatMul can absorb it afterwards.
   FuseGelu(g, &stats);
+  FuseSilu(g, &stats);
   // FusedMatMul runs on the SGEMM, or with bf16 fast math on the bf16 GEMM (gemm_bf16_ops.cc).
   if (FastKernelFor(g, kFusedMatMulOp, opts)) {
     FuseMatMulBias(g, &stats);

@@ -2,6 +2,7 @@
 //
 //   GELU, erf form   x * 0.5 * (1 + Erf(x / sqrt 2))             -> com.microsoft Gelu(x)
 //   GELU, tanh form  0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 x^3))) -> com.microsoft FastGelu(x)
+//   SiLU             x * Sigmoid(x)                             -> com.microsoft QuickGelu(x, alpha = 1)
 //   MatMul(A, W[K,N]) + bias[N] (+ Gelu/FastGelu | + residual R)
 //                                                    -> strata.internal FusedMatMul(A, W, bias[, R])
 //   Softmax(MatMul-scores / c (or * c) + mask)      -> strata.internal MaskedSoftmax(scores, mask)
@@ -28,13 +29,14 @@ inline constexpr char kAttentionOp[] = "Attention";
 struct TransformerFusionStats {
   int gelu = 0;             // erf-form GELU subgraphs -> Gelu
   int fast_gelu = 0;        // tanh-form GELU subgraphs -> FastGelu
+  int silu = 0;             // Mul(x, Sigmoid(x)) -> QuickGelu(alpha = 1)
   int matmul_bias = 0;      // MatMul + Add(bias) -> FusedMatMul
   int matmul_gelu = 0;      // FusedMatMul + (Fast)Gelu -> FusedMatMul with activation
   int matmul_residual = 0;  // FusedMatMul + Add(same-shape residual) -> FusedMatMul(A, W, bias, R)
   int masked_softmax = 0;   // scale [+ mask] + Softmax -> MaskedSoftmax
   int attention = 0;        // head split + MatMul + MaskedSoftmax + MatMul + head merge -> Attention
   int total() const {
-    return gelu + fast_gelu + matmul_bias + matmul_gelu + matmul_residual + masked_softmax + attention;
+    return gelu + fast_gelu + silu + matmul_bias + matmul_gelu + matmul_residual + masked_softmax + attention;
   }
 };
 

@@ -68,6 +68,61 @@ void ExpectClose(const Runs& r, double tol = 1e-4) {
   }
 }
 
+// ---- SiLU ----
+
+// x[2,8,6,6] -> Conv 3x3 -> Sigmoid -> Mul(c, s) (or Mul(s, c)) -> Conv 1x1 -> y: the SiLU
+// between two NHWC convs. `other_operand` multiplies the sigmoid by x instead of its input,
+// `sig_is_output` makes the sigmoid a graph output too: neither is SiLU.
+onnx::ModelProto ConvSilu(bool swapped, bool other_operand = false, bool sig_is_output = false) {
+  onnx::ModelProto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 8, 6, 6});
+  test::AddInit(g, "w1", {8, 8, 3, 3}, 1);
+  test::AddInit(g, "w2", {8, 8, 1, 1}, 2);
+  auto* c = AddNode(g, "Conv", {"x", "w1"}, {"c"});
+  auto* pads = c->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  AddNode(g, "Sigmoid", {"c"}, {"s"});
+  const std::string other = other_operand ? "x" : "c";
+  if (swapped) {
+    AddNode(g, "Mul", {"s", other}, {"a"});
+  } else {
+    AddNode(g, "Mul", {other, "s"}, {"a"});
+  }
+  AddNode(g, "Conv", {"a", "w2"}, {"y"});
+  AddOutput(g, "y", {2, 8, 6, 6});
+  if (sig_is_output) AddOutput(g, "s", {2, 8, 6, 6});
+  return m;
+}
+
+TEST(TransformerFusion, SiluBecomesQuickGeluInsideTheNhwcRegion) {
+  for (bool swapped : {false, true})
+    for (int threads : {1, 2}) {
+      Runs r = RunBoth(ConvSilu(swapped), {{"x", Input({2, 8, 6, 6}, 5)}}, threads);
+      ExpectClose(r);
+      EXPECT_EQ(r.ops["QuickGelu"], 1) << "swapped " << swapped;
+      EXPECT_EQ(r.ops["Sigmoid"], 0);
+      EXPECT_EQ(r.ops["Mul"], 0);
+      // Layout-free like ai.onnx's activations: one transpose in, one out, none around it.
+      EXPECT_EQ(r.ops["NchwToNhwc"] + r.ops["NhwcToNchw"], 2);
+    }
+}
+
+TEST(TransformerFusion, SiluNearMissesStay) {
+  // x * Sigmoid(c) with x the graph input: the shapes agree, but it is not SiLU.
+  Runs r = RunBoth(ConvSilu(false, /*other_operand=*/true), {{"x", Input({2, 8, 6, 6}, 6)}});
+  ExpectClose(r);
+  EXPECT_EQ(r.ops["QuickGelu"], 0);
+  EXPECT_EQ(r.ops["Sigmoid"], 1);
+  // The sigmoid is a graph output too: it must still be computed.
+  r = RunBoth(ConvSilu(true, false, /*sig_is_output=*/true), {{"x", Input({2, 8, 6, 6}, 7)}});
+  ExpectClose(r);
+  EXPECT_EQ(r.ops["QuickGelu"], 0);
+  EXPECT_EQ(r.ops["Sigmoid"], 1);
+}
+
 // ---- GELU ----
 
 enum class Tail { kXA1Half, kA1HalfX, kXHalfA1 };
