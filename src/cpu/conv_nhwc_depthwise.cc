@@ -5,7 +5,7 @@
 // The row kernel (dw::ConvRow) computes one output row per call from KH input row
 // pointers, so the fused inverted-residual block (conv_nhwc_block.cc) runs it on rows of
 // its strip buffer. Per 16-channel vector it keeps the 3x3 weights and bias in registers
-// and sweeps the row in blocks of 4 output pixels: each input vector loaded feeds every
+// (5x5: RowKxK) and sweeps the row in blocks of 4 output pixels: each input vector loaded feeds every
 // output of the block that reads it (stride 1: 18 loads for 36 FMAs instead of 36 + 9
 // weight loads), and the 4 independent accumulators hide the FMA latency. Taps in the
 // vertical padding are dropped by the caller (null rows); the horizontal edge pixels and
@@ -123,11 +123,11 @@ STRATA_AVX512 void Interior3x3(const float* const* rows, const __m512* w, __m512
     Block3x3<kS, kR, 1, kFull>(rows, w, bias, (ox * kS - g.pad_left) * c + c0, c, m, lo, hi, y + ox * c + c0);
 }
 
-// Output columns [*ox_lo, *ox_hi) of a 3-wide, dilation-1 row with stride `stride` whose 3
-// taps all lie inside the input row; the columns outside take EdgePixel.
-inline void InteriorColumns(const RowGeometry& g, int64_t stride, int64_t* ox_lo, int64_t* ox_hi) {
+// Output columns [*ox_lo, *ox_hi) of a kw-wide (3 unless given), dilation-1 row with stride
+// `stride` whose kw taps all lie inside the input row; the columns outside take EdgePixel.
+inline void InteriorColumns(const RowGeometry& g, int64_t stride, int64_t* ox_lo, int64_t* ox_hi, int64_t kw = 3) {
   *ox_lo = std::min(g.out_w, (g.pad_left + stride - 1) / stride);
-  const int64_t last = g.in_w - 3 + g.pad_left;  // largest ox * stride with the right tap inside
+  const int64_t last = g.in_w - kw + g.pad_left;  // largest ox * stride with the right tap inside
   *ox_hi = last < 0 ? *ox_lo : std::max(*ox_lo, std::min(g.out_w, last / stride + 1));
 }
 
@@ -365,6 +365,91 @@ STRATA_AVX512 void Row3x3Pair(const Weights& wt, const RowGeometry& g, const flo
   }
 }
 
+// kJ adjacent interior output pixels of a kK x kK, dilation-1 kernel with stride kS over kR
+// in-bounds kernel rows: Block3x3 for wider kernels (the 5x5 depthwise convs of MobileNetV3,
+// EfficientNet and MnasNet), each input vector loaded once per row for every output of the
+// block that reads it. (kR * kK weight vectors do not all fit in registers at 5x5: the
+// compiler reads the rest from the stack copy, one FMA operand each.)
+template <int kK, int kS, int kR, int kJ, bool kFull>
+STRATA_AVX512 inline void BlockKxK(const float* const* r, const __m512* w, __m512 bias, int64_t off, int64_t c,
+                                   __mmask16 m, __m512 lo, __m512 hi, float* y) {
+  constexpr int kCols = (kJ - 1) * kS + kK;
+  __m512 acc[kJ];
+#pragma GCC unroll 8
+  for (int j = 0; j < kJ; ++j) acc[j] = bias;
+#pragma GCC unroll 5
+  for (int ky = 0; ky < kR; ++ky) {
+    const float* xr = r[ky] + off;
+#pragma GCC unroll 16
+    for (int i = 0; i < kCols; ++i) {
+      const __m512 xv = LoadLanes<kFull>(m, xr + i * c);
+#pragma GCC unroll 8
+      for (int j = 0; j < kJ; ++j) {
+        const int kx = i - j * kS;
+        if (kx >= 0 && kx < kK) acc[j] = _mm512_fmadd_ps(xv, w[ky * kK + kx], acc[j]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < kJ; ++j) StoreLanes<kFull>(y + j * c, m, simd::Clamp(acc[j], lo, hi));
+}
+
+// A kK x kK, dilation-1 row with stride kS whose in-bounds kernel rows are rows[0, kR) (the
+// caller dropped the padded ones and offset the weights to match): interior pixels in
+// blocks of 4, the edge pixels (taps in the padding) through EdgePixel.
+template <int kK, int kS, int kR>
+STRATA_AVX512 void RowKxK(const Weights& wt, const RowGeometry& g, const float* const* rows, const float* wbase,
+                          const float* const* all_rows, float* y) {
+  const int64_t c = wt.c, ow = g.out_w;
+  int64_t ox_lo, ox_hi;
+  InteriorColumns(g, kS, &ox_lo, &ox_hi, kK);
+  const __m512 lo = _mm512_set1_ps(g.lo), hi = _mm512_set1_ps(g.hi);
+  for (int64_t c0 = 0; c0 < c; c0 += 16) {
+    const __mmask16 m = TailMask(c - c0);
+    __m512 w[kR * kK];
+#pragma GCC unroll 25
+    for (int t = 0; t < kR * kK; ++t) w[t] = _mm512_loadu_ps(wbase + t * wt.cp + c0);
+    const __m512 bias = _mm512_loadu_ps(wt.bias.data() + c0);
+    int64_t ox = 0;
+    for (; ox < ox_lo; ++ox) EdgePixel(wt, g, all_rows, ox, c0, m, lo, hi, y);
+    for (; ox + 4 <= ox_hi; ox += 4) {
+      const int64_t off = (ox * kS - g.pad_left) * c + c0;
+      if (m == 0xFFFF) {
+        BlockKxK<kK, kS, kR, 4, true>(rows, w, bias, off, c, m, lo, hi, y + ox * c + c0);
+      } else {
+        BlockKxK<kK, kS, kR, 4, false>(rows, w, bias, off, c, m, lo, hi, y + ox * c + c0);
+      }
+    }
+    for (; ox < ox_hi; ++ox) {
+      const int64_t off = (ox * kS - g.pad_left) * c + c0;
+      if (m == 0xFFFF) {
+        BlockKxK<kK, kS, kR, 1, true>(rows, w, bias, off, c, m, lo, hi, y + ox * c + c0);
+      } else {
+        BlockKxK<kK, kS, kR, 1, false>(rows, w, bias, off, c, m, lo, hi, y + ox * c + c0);
+      }
+    }
+    for (ox = std::max(ox, ox_hi); ox < ow; ++ox) EdgePixel(wt, g, all_rows, ox, c0, m, lo, hi, y);
+  }
+}
+
+template <int kS>
+void Row5x5Dispatch(const Weights& wt, const RowGeometry& g, const float* const* rows, int64_t ky0, int64_t nr,
+                    float* y) {
+  const float* wb = wt.w.data() + ky0 * 5 * wt.cp;
+  switch (nr) {
+    case 5:
+      return RowKxK<5, kS, 5>(wt, g, rows + ky0, wb, rows, y);
+    case 4:
+      return RowKxK<5, kS, 4>(wt, g, rows + ky0, wb, rows, y);
+    case 3:
+      return RowKxK<5, kS, 3>(wt, g, rows + ky0, wb, rows, y);
+    case 2:
+      return RowKxK<5, kS, 2>(wt, g, rows + ky0, wb, rows, y);
+    default:
+      return RowKxK<5, kS, 1>(wt, g, rows + ky0, wb, rows, y);
+  }
+}
+
 template <int kS>
 void Row3x3Dispatch(const Weights& wt, const RowGeometry& g, const float* const* rows, int64_t ky0, int64_t nr,
                     float* y) {
@@ -398,16 +483,21 @@ Weights PackWeights(const Tensor& w, const Tensor* b) {
 }
 
 void ConvRow(const Weights& wt, const RowGeometry& g, const float* const* rows, float* y) {
-  if (wt.kh == 3 && wt.kw == 3 && g.dilation == 1 && (g.stride == 1 || g.stride == 2)) {
+  const int64_t k = wt.kh;
+  if ((k == 3 || k == 5) && wt.kw == k && g.dilation == 1 && (g.stride == 1 || g.stride == 2)) {
     // The in-bounds kernel rows must be one run (always, unless the caller skips a middle row).
-    int64_t ky0 = 0, ky1 = 3;
-    while (ky0 < 3 && !rows[ky0]) ++ky0;
+    int64_t ky0 = 0, ky1 = k;
+    while (ky0 < k && !rows[ky0]) ++ky0;
     while (ky1 > ky0 && !rows[ky1 - 1]) --ky1;
     bool run = ky0 < ky1;
-    for (int64_t k = ky0; k < ky1; ++k) run = run && rows[k];
-    if (run) {
+    for (int64_t r = ky0; r < ky1; ++r) run = run && rows[r];
+    if (run && k == 3) {
       if (g.stride == 1) return Row3x3Dispatch<1>(wt, g, rows, ky0, ky1 - ky0, y);
       return Row3x3Dispatch<2>(wt, g, rows, ky0, ky1 - ky0, y);
+    }
+    if (run) {
+      if (g.stride == 1) return Row5x5Dispatch<1>(wt, g, rows, ky0, ky1 - ky0, y);
+      return Row5x5Dispatch<2>(wt, g, rows, ky0, ky1 - ky0, y);
     }
   }
   RowAnyShape(wt, g, rows, y);

@@ -581,6 +581,16 @@ TEST(NhwcDepthwiseConv, MatchesNaiveConvAtEdgeShapes) {
         {.h = 4, .w = 9, .c = 8, .m = 8, .pads = {0, 0, 0, 0}},
         {.h = 3, .w = 6, .c = 17, .m = 17, .sh = 2, .sw = 2, .pads = {2, 3, 2, 3}},
         {.h = 5, .w = 2, .c = 16, .m = 16, .pads = {1, 1, 1, 1}},  // no interior column
+        // The 5x5 register kernel (RowKxK): MobileNetV3 / EfficientNet rows at stride 1 and 2,
+        // TF-style asymmetric pads, C not a multiple of 16, rows with 1-4 kernel rows in
+        // bounds, no pads, and a row with no interior column.
+        {.h = 9, .w = 29, .c = 40, .m = 40, .kh = 5, .kw = 5, .pads = {2, 2, 2, 2}, .relu = true},
+        {.n = 2, .h = 11, .w = 27, .c = 24, .m = 24, .kh = 5, .kw = 5, .sh = 2, .sw = 2, .pads = {2, 2, 2, 2}},
+        {.h = 14, .w = 14, .c = 72, .m = 72, .kh = 5, .kw = 5, .sh = 2, .sw = 2, .pads = {1, 1, 2, 2}},
+        {.h = 3, .w = 21, .c = 17, .m = 17, .kh = 5, .kw = 5, .pads = {2, 2, 2, 2}},
+        {.h = 1, .w = 13, .c = 16, .m = 16, .kh = 5, .kw = 5, .pads = {2, 2, 2, 2}},
+        {.h = 6, .w = 9, .c = 16, .m = 16, .kh = 5, .kw = 5, .pads = {0, 0, 0, 0}},
+        {.h = 4, .w = 4, .c = 16, .m = 16, .kh = 5, .kw = 5, .pads = {2, 2, 2, 2}},
     };
     uint32_t seed = 100;
     for (ConvCase cc : cases) {
