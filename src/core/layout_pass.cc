@@ -86,6 +86,25 @@ bool ConvertiblePool(const Node& n) {
   return true;
 }
 
+// An inference BatchNormalization (no training_mode, spatial parameters, no statistics
+// outputs) whose four parameters are float constants of one length: the NHWC kernel
+// (norm_nhwc.cc) reads them at creation.
+bool ConvertibleBatchNorm(const Graph& g, const Node& n) {
+  if (n.op_type != "BatchNormalization" || !n.domain.empty() || n.inputs.size() != 5 || n.outputs.empty() ||
+      n.outputs[0] < 0)
+    return false;
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (n.outputs[i] >= 0) return false;
+  if (n.GetInt("training_mode", 0) != 0 || (n.opset < 9 && n.GetInt("spatial", 1) == 0)) return false;
+  int64_t c = -1;
+  for (size_t i = 1; i < 5; ++i) {
+    const Tensor* t = n.inputs[i] >= 0 ? g.Constant(n.inputs[i]) : nullptr;
+    if (!t || t->dtype() != DataType::kFloat || t->rank() != 1 || (c >= 0 && t->dim(0) != c)) return false;
+    c = t->dim(0);
+  }
+  return true;
+}
+
 // The constant `c` (rank <= 4) as seen by a rank-4 NHWC operand: left-padded to rank 4 as
 // numpy broadcasting would, then permuted NCHW -> NHWC.
 Tensor PermuteConstant(const Tensor& c) {
@@ -238,6 +257,29 @@ class LayoutRewriter {
       n.outputs.resize(1);
       RedirectOutput(n, 0);
       MakeInternal(n, "Nhwc" + n.op_type);
+      return Converted(std::move(n));
+    }
+    // Concat of NHWC values (DenseNet's, SqueezeNet's and ShuffleNet's channel concats) on
+    // the permuted axis: the region goes on through it instead of ending in transposes.
+    if (n.op_type == "Concat" && !n.inputs.empty() && n.outputs.size() == 1 && n.outputs[0] >= 0) {
+      bool all = true;
+      for (int v : n.inputs) all = all && HasTwin(v);
+      int64_t axis = n.GetInt("axis", 1);  // opset 1's default; required from opset 4
+      if (axis < 0) axis += 4;
+      if (!all || axis < 0 || axis >= 4) return false;
+      static constexpr int64_t kNhwcAxis[4] = {0, 3, 1, 2};
+      for (int& v : n.inputs) v = twin_[v];
+      n.attrs["axis"] = Attribute::Int(kNhwcAxis[axis]);
+      RedirectOutput(n, 0);
+      return Converted(std::move(n));
+    }
+    // Inference BatchNormalization left after the Conv+BN folding (DenseNet's pre-activation
+    // BNs): per-channel over the last axis, with the same inputs.
+    if (ConvertibleBatchNorm(g_, n) && HasTwin(n.inputs[0])) {
+      n.inputs[0] = twin_[n.inputs[0]];
+      n.outputs.resize(1);
+      RedirectOutput(n, 0);
+      MakeInternal(n, "NhwcBatchNormalization");
       return Converted(std::move(n));
     }
     if (n.op_type == "GlobalAveragePool" && n.inputs.size() == 1 && HasTwin(n.inputs[0]) && n.outputs.size() == 1 &&

@@ -137,11 +137,30 @@ Result<int> FoldConstants(Graph& g, const OptimizerOptions& opts) {
   return folded;
 }
 
+// A Pad whose pads are all zero (torch exports one before each count_include_pad
+// AveragePool, e.g. DenseNet's transitions): whatever its mode and value, Y is X.
+bool ZeroPad(const Graph& g, const Node& n) {
+  if (n.op_type != "Pad" || !n.domain.empty() || n.inputs.empty() || n.inputs[0] < 0) return false;
+  if (n.opset < 11) {
+    const char* attr = n.opset < 2 ? "paddings" : "pads";
+    if (!n.HasAttr(attr)) return false;
+    for (int64_t p : n.GetInts(attr))
+      if (p != 0) return false;
+    return true;
+  }
+  const Tensor* pads = n.inputs.size() > 1 && n.inputs[1] >= 0 ? g.Constant(n.inputs[1]) : nullptr;
+  if (!pads || pads->dtype() != DataType::kInt64) return false;
+  for (int64_t i = 0; i < pads->num_elements(); ++i)
+    if (pads->data<int64_t>()[i] != 0) return false;
+  return true;
+}
+
 int EliminateIdentities(Graph& g) {
   int removed = 0;
   std::vector<Node> kept;
   for (Node& n : g.nodes) {
-    bool identity = n.op_type == "Identity" && n.domain.empty() && n.inputs.size() == 1 && n.inputs[0] >= 0;
+    bool identity = (n.op_type == "Identity" && n.domain.empty() && n.inputs.size() == 1 && n.inputs[0] >= 0) ||
+                    ZeroPad(g, n);
     // Inference-mode Dropout without a mask output is an identity.
     if (n.op_type == "Dropout" && n.domain.empty() && !n.inputs.empty() && n.inputs[0] >= 0 &&
         (n.outputs.size() < 2 || n.outputs[1] < 0) && n.inputs.size() < 3)
@@ -327,6 +346,7 @@ Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
   EliminateIdentities(g);
   ASSIGN_OR_RETURN(int f, FoldConstants(g, opts));
   (void)f;
+  EliminateIdentities(g);  // again: a Pad's pads may have been a Constant node until folded
   if (opts.level >= 2) {
     ASSIGN_OR_RETURN(int c, FoldConvBatchNorm(g));
     (void)c;

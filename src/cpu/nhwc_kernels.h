@@ -5,6 +5,7 @@
 //   NhwcMaxPool / NhwcAveragePool   the ONNX attributes, NHWC X and Y (no Indices output)
 //   NhwcGlobalAveragePool     NHWC X -> NCHW-shaped [N, C, 1, 1] Y (the same bytes as NHWC
 //                             [N, 1, 1, C]), so a following Flatten/Reshape needs no transpose
+//   NhwcBatchNormalization    inference BatchNormalization, NHWC X and Y, constant [C] parameters
 #pragma once
 
 #include <algorithm>
@@ -19,6 +20,7 @@ namespace strata {
 
 void RegisterNhwcConvKernels(KernelRegistry& r);  // conv_nhwc.cc: NhwcConv and the two layout changes
 void RegisterNhwcPoolKernels(KernelRegistry& r);  // pool_nhwc.cc
+void RegisterNhwcNormKernels(KernelRegistry& r);  // norm_nhwc.cc
 
 // Runs an NCHW kernel `ref` (built for `nchw_node`, the original ONNX node) on NHWC input 0
 // and writes its result to output 0 as NHWC: the exact fallback for parameters XNNPACK

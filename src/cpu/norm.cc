@@ -16,6 +16,7 @@
 
 #include "core/kernel.h"
 #include "cpu/fn_kernel_def.h"
+#include "cpu/nhwc_kernels.h"
 #include "cpu/register.h"
 
 namespace strata {
@@ -623,6 +624,7 @@ void Reg(KernelRegistry& r, const char* op, std::vector<int> versions, KernelFac
 
 void RegisterNormKernels(KernelRegistry& r) {
   Reg(r, "BatchNormalization", {1, 6, 7, 9, 14, 15}, StatelessFactory(BatchNormCompute));
+  RegisterNhwcNormKernels(r);
   Reg(r, "InstanceNormalization", {1, 6}, StatelessFactory(InstanceNormCompute));
   // LayerNormalization joined ai.onnx at opset 17. It is deliberately registered from
   // since_version 1 so that the optimizer may fuse decomposed LayerNorm patterns

@@ -169,6 +169,74 @@ TEST(Layout, SmallNetMatchesReference) {
   }
 }
 
+// DenseNet / SqueezeNet-style: channel Concats (axis 1 and -3) of NHWC convs, a standalone
+// inference BatchNormalization + Relu on the concat (DenseNet's pre-activation), a
+// zero-padding Pad before an AveragePool (torch's export of DenseNet's transitions), a
+// MaxPool after a Concat (SqueezeNet), batch 2: all inside the region, no transposes but at
+// the edges. `pad` > 0 makes the Pad real (it then stays, with its transposes).
+onnx::ModelProto ConcatBnNet(int64_t pad) {
+  onnx::ModelProto m = MakeModel(17, "layout_test");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 5, 9, 9});
+  AddConv(g, "x", "a", 5, 6, 3, 1, 1, 1, 41);
+  AddConv(g, "x", "b", 5, 7, 1, 1, 0, 1, 42);
+  SetInt(AddNode(g, "Concat", {"a", "b"}, {"cat"}), "axis", 1);
+  for (const char* p : {"bn_scale", "bn_b", "bn_mean", "bn_var"}) {
+    auto* t = g->add_initializer();
+    t->set_name(p);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(13);
+    for (int i = 0; i < 13; ++i) t->add_float_data(std::string(p) == "bn_var" ? 0.5f + 0.1f * i : 0.05f * (i - 6));
+  }
+  auto* bn = AddNode(g, "BatchNormalization", {"cat", "bn_scale", "bn_b", "bn_mean", "bn_var"}, {"bn"});
+  auto* eps = bn->add_attribute();
+  eps->set_name("epsilon");
+  eps->set_type(onnx::AttributeProto::FLOAT);
+  eps->set_f(1e-3f);
+  AddNode(g, "Relu", {"bn"}, {"r"});
+  AddConv(g, "r", "c", 13, 8, 1, 1, 0, 1, 43);
+  auto* pads = g->add_initializer();
+  pads->set_name("pads");
+  pads->set_data_type(onnx::TensorProto::INT64);
+  pads->add_dims(8);
+  for (int i = 0; i < 8; ++i) pads->add_int64_data(i == 2 || i == 7 ? pad : 0);
+  AddNode(g, "Pad", {"c", "pads"}, {"padded"});
+  auto* ap = AddNode(g, "AveragePool", {"padded"}, {"ap"});
+  SetInts(ap, "kernel_shape", {2, 2});
+  SetInts(ap, "strides", {2, 2});
+  AddConv(g, "ap", "d", 8, 4, 3, 1, 1, 1, 44);
+  SetInt(AddNode(g, "Concat", {"d", "ap"}, {"cat2"}), "axis", -3);
+  auto* mp = AddNode(g, "MaxPool", {"cat2"}, {"mp"});
+  SetInts(mp, "kernel_shape", {3, 3});
+  SetInts(mp, "strides", {2, 2});
+  SetInt(mp, "ceil_mode", 1);
+  AddConv(g, "mp", "y", 12, 3, 1, 1, 0, 1, 45);
+  AddOutput(g, "y", {2, 3, 2, 2});
+  return m;
+}
+
+TEST(Layout, ConcatBatchNormAndZeroPadStayInTheRegion) {
+  for (int threads : {1, 2}) {
+    Runs r = RunBoth(ConcatBnNet(0), {{"x", Value(Input({2, 5, 9, 9}, 13))}}, threads);
+    ExpectClose(r);
+    auto ops = OpCounts(r.assignments);
+    EXPECT_EQ(ops["NhwcBatchNormalization"], 1);
+    EXPECT_EQ(ops["BatchNormalization"], 0);
+    EXPECT_EQ(ops["Concat"], 2);
+    EXPECT_EQ(ops["Pad"], 0) << "all-zero pads are an identity";
+    EXPECT_EQ(ops["NhwcAveragePool"], 1);
+    EXPECT_EQ(ops["NhwcMaxPool"], 1);
+    EXPECT_EQ(ops["NchwToNhwc"], 1);
+    EXPECT_EQ(ops["NhwcToNchw"], 1);
+  }
+  // A real Pad is not a layout-free op: it stays NCHW, between transposes, and still matches.
+  Runs r = RunBoth(ConcatBnNet(1), {{"x", Value(Input({2, 5, 9, 9}, 14))}});
+  ExpectClose(r);
+  auto ops = OpCounts(r.assignments);
+  EXPECT_EQ(ops["Pad"], 1);
+  EXPECT_EQ(ops["NchwToNhwc"], 2);
+}
+
 // Odd channel counts 1 -> 3 -> 1, a 1-channel conv as graph output, SAME padding with
 // stride 2 on an odd size, a 7x7 stride-2 stem.
 TEST(Layout, OddChannelsAndStemMatchReference) {
@@ -232,6 +300,30 @@ TEST(Layout, ChannelMismatchIsAnError) {
     ASSERT_TRUE(ok.ok()) << ok.status().ToString();
     EXPECT_EQ((*ok)[0].tensor().shape(), (Shape{2, 8, hw, hw}));
   }
+}
+
+// A BatchNormalization whose parameters do not match the channels it gets (a model that
+// shape inference could not check) is an error naming the node, not a read past them.
+TEST(Layout, BatchNormChannelMismatchIsAnError) {
+  onnx::ModelProto m = MakeModel(13, "layout_test");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {-1, -1, -1, -1});
+  AddConv(g, "x", "c", 3, 8, 3, 1, 1, 1, 51);
+  for (const char* p : {"s", "b", "mu", "var"}) AddInit(g, p, {6}, 52, 0.5f);
+  for (int i = 0; i < g->initializer_size(); ++i)
+    if (g->initializer(i).name() == "var")
+      for (int k = 0; k < 6; ++k) g->mutable_initializer(i)->set_float_data(k, 1.0f);
+  auto* bn = AddNode(g, "BatchNormalization", {"c", "s", "b", "mu", "var"}, {"y"});
+  bn->set_name("bn");
+  AddOutput(g, "y", {-1, -1, -1, -1});
+  std::string bytes = Serialize(m);
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(OpCounts((*s)->assignments())["NhwcBatchNormalization"], 1);
+  auto out = (*s)->Run({{"x", Value(Input({1, 3, 5, 5}, 17))}});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("'bn'"), std::string::npos) << out.status().message();
+  EXPECT_NE(out.status().message().find("channels"), std::string::npos) << out.status().message();
 }
 
 // Reference kernels requested: the pass must leave the graph as written.
