@@ -6,6 +6,8 @@
 #include <set>
 #include <unordered_set>
 
+#include "core/channel_shuffle_fusion.h"
+
 namespace strata {
 namespace {
 
@@ -244,7 +246,38 @@ class LayoutRewriter {
       RedirectOutput(n, 0);
       return Converted(std::move(n));
     }
+    // ShuffleNet's channel shuffle (channel_shuffle_fusion.cc): a permutation of each pixel's
+    // channels in NHWC.
+    if (n.domain == kInternalDomain && n.op_type == "ChannelShuffle" && n.inputs.size() == 1 && HasTwin(n.inputs[0]) &&
+        n.outputs.size() == 1 && n.outputs[0] >= 0) {
+      n.inputs[0] = twin_[n.inputs[0]];
+      n.op_type = "NhwcChannelShuffle";
+      RedirectOutput(n, 0);
+      return Converted(std::move(n));
+    }
     if (!n.domain.empty()) return false;
+    // Slice with constant starts, ends, axes (and steps), opset >= 10 (ShuffleNet's channel
+    // split): the same slice on the permuted axes.
+    if (n.op_type == "Slice" && n.opset >= 10 && n.inputs.size() >= 4 && HasTwin(n.inputs[0]) &&
+        n.outputs.size() == 1 && n.outputs[0] >= 0) {
+      for (size_t i = 1; i < n.inputs.size(); ++i)
+        if (n.inputs[i] >= 0 && !g_.Constant(n.inputs[i])) return false;
+      const Tensor* axes = n.inputs[3] >= 0 ? g_.Constant(n.inputs[3]) : nullptr;
+      if (!axes || axes->rank() != 1 || (axes->dtype() != DataType::kInt64 && axes->dtype() != DataType::kInt32))
+        return false;
+      static constexpr int64_t kNhwcAxis[4] = {0, 3, 1, 2};
+      std::vector<int64_t> mapped;
+      for (int64_t i = 0; i < axes->num_elements(); ++i) {
+        int64_t a = axes->dtype() == DataType::kInt64 ? axes->data<int64_t>()[i] : axes->data<int32_t>()[i];
+        if (a < 0) a += 4;
+        if (a < 0 || a >= 4) return false;
+        mapped.push_back(kNhwcAxis[a]);
+      }
+      n.inputs[0] = twin_[n.inputs[0]];
+      n.inputs[3] = Int64Constant(n.name + "/nhwc_axes", mapped);
+      RedirectOutput(n, 0);
+      return Converted(std::move(n));
+    }
     if (ConvertibleConv(g_, n)) {
       n.inputs[0] = ToNhwc(n.inputs[0], n.name);
       RedirectOutput(n, 0);
@@ -325,6 +358,19 @@ class LayoutRewriter {
     return false;
   }
 
+  // A new int64 [values.size()] constant.
+  int Int64Constant(const std::string& name, const std::vector<int64_t>& values) {
+    Tensor t = Tensor::FromVector<int64_t>(values, {static_cast<int64_t>(values.size())});
+    TypeInfo type;
+    type.kind = TypeInfo::Kind::kTensor;
+    type.elem_type = DataType::kInt64;
+    type.has_shape = true;
+    type.dims.push_back(Dim{static_cast<int64_t>(values.size()), ""});
+    int nv = NewValue(name, type);
+    g_.initializers[nv] = std::move(t);
+    return nv;
+  }
+
   int PermutedConstant(int v, const Tensor& c) {
     auto it = permuted_.find(v);
     if (it != permuted_.end()) return it->second;
@@ -358,6 +404,7 @@ class LayoutRewriter {
 
 Result<int> ConvertToNhwc(Graph& g, const OptimizerOptions& opts) {
   if (opts.kernel.prefer_reference || !opts.cpu_only) return 0;
+  FuseChannelShuffles(g);
   // Values keep their NCHW meaning; NHWC data lives in new "twin" values, so graph inputs,
   // outputs and anything outside a region are untouched.
   return LayoutRewriter(g).Run();

@@ -1,6 +1,8 @@
 #include "core/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <unordered_set>
 
@@ -78,11 +80,43 @@ constexpr int64_t kMaxFoldElements = int64_t{1} << 24;
 
 }  // namespace
 
+// Shape(x) of a tensor whose dims are all statically known (the graph's inputs have static
+// dims, which Run enforces, and shape inference carried them): the int64 dims [start, end)
+// of opset 15's attributes, as a constant. Then the Gather/Add/Div/... that compute Slice
+// bounds or Reshape targets from it fold too (ShuffleNet's channel split), and the layout
+// pass sees constant operands. nullopt: leave the node to run time.
+std::optional<Tensor> StaticShapeOf(const Graph& g, const Node& node) {
+  if (node.op_type != "Shape" || !node.domain.empty() || node.provider != "cpu" || node.inputs.size() != 1 ||
+      node.inputs[0] < 0 || node.outputs.size() != 1 || node.outputs[0] < 0 || g.IsConstant(node.inputs[0]))
+    return std::nullopt;
+  const TypeInfo& t = g.values[node.inputs[0]].type;
+  if (t.kind != TypeInfo::Kind::kTensor || !t.has_shape) return std::nullopt;
+  std::vector<int64_t> dims;
+  for (const Dim& d : t.dims) {
+    if (!d.known()) return std::nullopt;
+    dims.push_back(d.value);
+  }
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  int64_t start = node.opset >= 15 ? node.GetInt("start", 0) : 0;
+  int64_t end = node.opset >= 15 ? node.GetInt("end", rank) : rank;
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, start, rank);
+  std::vector<int64_t> out(dims.begin() + start, dims.begin() + end);
+  return Tensor::FromVector<int64_t>(out, {end - start});
+}
+
 Result<int> FoldConstants(Graph& g, const OptimizerOptions& opts) {
   int folded = 0;
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());
   for (Node& node : g.nodes) {
+    if (std::optional<Tensor> shape = StaticShapeOf(g, node)) {
+      g.initializers[node.outputs[0]] = std::move(*shape);
+      ++folded;
+      continue;
+    }
     bool foldable = !HasSubgraph(node) && !IsNondeterministic(node) && !node.outputs.empty() && node.domain.empty() &&
                     node.provider == "cpu";
     for (int i : node.inputs)
@@ -159,8 +193,8 @@ int EliminateIdentities(Graph& g) {
   int removed = 0;
   std::vector<Node> kept;
   for (Node& n : g.nodes) {
-    bool identity = (n.op_type == "Identity" && n.domain.empty() && n.inputs.size() == 1 && n.inputs[0] >= 0) ||
-                    ZeroPad(g, n);
+    bool identity =
+        (n.op_type == "Identity" && n.domain.empty() && n.inputs.size() == 1 && n.inputs[0] >= 0) || ZeroPad(g, n);
     // Inference-mode Dropout without a mask output is an identity.
     if (n.op_type == "Dropout" && n.domain.empty() && !n.inputs.empty() && n.inputs[0] >= 0 &&
         (n.outputs.size() < 2 || n.outputs[1] < 0) && n.inputs.size() < 3)

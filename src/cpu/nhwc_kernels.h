@@ -6,6 +6,7 @@
 //   NhwcGlobalAveragePool     NHWC X -> NCHW-shaped [N, C, 1, 1] Y (the same bytes as NHWC
 //                             [N, 1, 1, C]), so a following Flatten/Reshape needs no transpose
 //   NhwcBatchNormalization    inference BatchNormalization, NHWC X and Y, constant [C] parameters
+//   NhwcChannelShuffle        ShuffleNet's channel shuffle, attribute groups (also NCHW ChannelShuffle)
 #pragma once
 
 #include <algorithm>
@@ -18,9 +19,10 @@
 
 namespace strata {
 
-void RegisterNhwcConvKernels(KernelRegistry& r);  // conv_nhwc.cc: NhwcConv and the two layout changes
-void RegisterNhwcPoolKernels(KernelRegistry& r);  // pool_nhwc.cc
-void RegisterNhwcNormKernels(KernelRegistry& r);  // norm_nhwc.cc
+void RegisterNhwcConvKernels(KernelRegistry& r);        // conv_nhwc.cc: NhwcConv and the two layout changes
+void RegisterNhwcPoolKernels(KernelRegistry& r);        // pool_nhwc.cc
+void RegisterNhwcNormKernels(KernelRegistry& r);        // norm_nhwc.cc
+void RegisterChannelShuffleKernels(KernelRegistry& r);  // channel_shuffle.cc (NCHW and NHWC)
 
 // Runs an NCHW kernel `ref` (built for `nchw_node`, the original ONNX node) on NHWC input 0
 // and writes its result to output 0 as NHWC: the exact fallback for parameters XNNPACK

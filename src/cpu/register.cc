@@ -5,6 +5,7 @@
 #include "cpu/gemm_bf16.h"
 #include "cpu/gemm_kernels.h"
 #include "cpu/gemv.h"
+#include "cpu/nhwc_kernels.h"
 #include "cpu/sgemm.h"
 #include "cpu/transformer_kernels.h"
 
@@ -48,6 +49,7 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterQuantWeightKernels(r);
   RegisterFusedMatMulKernels(r);
   RegisterAttentionKernels(r);
+  RegisterChannelShuffleKernels(r);
 }
 
 }  // namespace strata

@@ -302,6 +302,119 @@ TEST(Layout, ChannelMismatchIsAnError) {
   }
 }
 
+void AddI64(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> v) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(static_cast<int64_t>(v.size()));
+  for (int64_t x : v) t->add_int64_data(x);
+}
+
+// Reshape [1, 2, 4, H, W] -> Transpose (0, 2, 1, 3, 4) -> Reshape [1, -1, H, W]: torch's
+// channel shuffle of 8 channels in 2 groups, from `in` to `out`.
+void AddShuffle(onnx::GraphProto* g, const std::string& in, const std::string& out, int64_t h, int64_t w) {
+  AddI64(g, out + "_s5", {1, 2, 4, h, w});
+  AddI64(g, out + "_s4", {1, -1, h, w});
+  AddNode(g, "Reshape", {in, out + "_s5"}, {out + "_r5"});
+  SetInts(AddNode(g, "Transpose", {out + "_r5"}, {out + "_t"}), "perm", {0, 2, 1, 3, 4});
+  AddNode(g, "Reshape", {out + "_t", out + "_s4"}, {out});
+}
+
+// A ShuffleNetV2 unit as torch exports it: the channel split's bounds computed from
+// Shape(a) (Gather, Add, Div, Mul), two Slices on axis 1, a branch, Concat, channel shuffle.
+TEST(Layout, ShuffleNetUnitStaysInTheRegion) {
+  onnx::ModelProto m = MakeModel(13, "layout_test");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {1, 8, 6, 6});
+  AddConv(g, "x", "a", 8, 8, 1, 1, 0, 1, 61);
+  AddNode(g, "Shape", {"a"}, {"shape"});
+  AddI64(g, "one_idx", {1});
+  AddNode(g, "Gather", {"shape", "one_idx"}, {"ch"});
+  AddI64(g, "i0", {0});
+  AddI64(g, "i1", {1});
+  AddI64(g, "i2", {2});
+  AddNode(g, "Add", {"ch", "i1"}, {"ch1"});
+  AddNode(g, "Div", {"ch1", "i2"}, {"half"});
+  AddNode(g, "Mul", {"half", "i1"}, {"e1"});
+  AddNode(g, "Mul", {"half", "i2"}, {"e2"});
+  AddNode(g, "Slice", {"a", "i0", "e1", "i1"}, {"s1"});
+  AddNode(g, "Slice", {"a", "e1", "e2", "i1"}, {"s2"});
+  AddConv(g, "s2", "b", 4, 4, 3, 1, 1, 1, 62);
+  AddNode(g, "Relu", {"b"}, {"br"});
+  SetInt(AddNode(g, "Concat", {"s1", "br"}, {"cat"}), "axis", 1);
+  AddShuffle(g, "cat", "sh", 6, 6);
+  AddConv(g, "sh", "y", 8, 3, 1, 1, 0, 1, 63);
+  AddOutput(g, "y", {1, 3, 6, 6});
+  for (int threads : {1, 2}) {
+    Runs r = RunBoth(m, {{"x", Value(Input({1, 8, 6, 6}, 18))}}, threads);
+    ExpectClose(r);
+    auto ops = OpCounts(r.assignments);
+    EXPECT_EQ(ops["NhwcChannelShuffle"], 1);
+    EXPECT_EQ(ops["Transpose"], 0);
+    EXPECT_EQ(ops["Shape"] + ops["Gather"] + ops["Div"], 0) << "the bounds fold from the static shape";
+    EXPECT_EQ(ops["Slice"], 2);
+    EXPECT_EQ(ops["NchwToNhwc"], 1);
+    EXPECT_EQ(ops["NhwcToNchw"], 1);
+  }
+}
+
+// The shuffle with X of unknown dims: fused on the 5-D shape's dims, it still gives what
+// the Reshapes gave for any X of that many elements (one of another shape is reinterpreted,
+// in NCHW from the graph input and in NHWC after a conv), and an X of another element
+// count is an error as the Reshape's was.
+TEST(Layout, ChannelShuffleOfUnknownShapeMatchesTheReshapes) {
+  for (bool after_conv : {false, true}) {
+    onnx::ModelProto m = MakeModel(13, "layout_test");
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {-1, -1, -1, -1});
+    if (after_conv) AddConv(g, "x", "a", 8, 8, 1, 1, 0, 1, 64);
+    AddShuffle(g, after_conv ? "a" : "x", "y", 6, 6);
+    AddOutput(g, "y", {1, 8, 6, 6});
+    for (const Shape& xs : {Shape{1, 8, 6, 6}, Shape{1, 8, 3, 12}}) {
+      Runs r = RunBoth(m, {{"x", Value(Input(xs, 19))}});
+      ExpectClose(r, after_conv ? 1e-4 : 0.0);  // the conv rounds differently; the shuffle copies
+      auto ops = OpCounts(r.assignments);
+      EXPECT_EQ(ops[after_conv ? "NhwcChannelShuffle" : "ChannelShuffle"], 1) << ShapeToString(xs);
+      EXPECT_EQ(ops["Transpose"], 0);
+    }
+    std::string bytes = Serialize(m);
+    auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto out = (*s)->Run({{"x", Value(Input({1, 8, 6, 5}, 20))}});
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.status().message().find("[1,8,6,6]"), std::string::npos) << out.status().message();
+  }
+}
+
+// Shape of a value whose dims are statically known folds to a constant, with opset 15's
+// start and end (negative, clamped); with a symbolic dim it stays a run-time Shape.
+TEST(Layout, StaticShapesFoldWithStartAndEnd) {
+  for (bool symbolic : {false, true}) {
+    onnx::ModelProto m = MakeModel(15, "layout_test");
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {symbolic ? -1 : 2, 3, 4, 5});
+    AddConv(g, "x", "c", 3, 8, 3, 1, 1, 1, 71);
+    auto* mid = AddNode(g, "Shape", {"c"}, {"mid"});
+    SetInt(mid, "start", 1);
+    SetInt(mid, "end", -1);
+    SetInt(AddNode(g, "Shape", {"c"}, {"all"}), "start", -10);
+    AddOutput(g, "mid", {2});
+    AddOutput(g, "all", {4});
+    std::string bytes = Serialize(m);
+    auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ(OpCounts((*s)->assignments())["Shape"], symbolic ? 2 : 0);
+    auto out = (*s)->Run({{"x", Value(Input({2, 3, 4, 5}, 21))}});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    const Tensor& a = (*out)[0].tensor();
+    const Tensor& b = (*out)[1].tensor();
+    EXPECT_EQ(std::vector<int64_t>(a.data<int64_t>(), a.data<int64_t>() + a.num_elements()),
+              (std::vector<int64_t>{8, 4}));
+    EXPECT_EQ(std::vector<int64_t>(b.data<int64_t>(), b.data<int64_t>() + b.num_elements()),
+              (std::vector<int64_t>{2, 8, 4, 5}));
+  }
+}
+
 // A BatchNormalization whose parameters do not match the channels it gets (a model that
 // shape inference could not check) is an error naming the node, not a read past them.
 TEST(Layout, BatchNormChannelMismatchIsAnError) {
