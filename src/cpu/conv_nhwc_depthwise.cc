@@ -5,7 +5,7 @@
 // The row kernel (dw::ConvRow) computes one output row per call from KH input row
 // pointers, so the fused inverted-residual block (conv_nhwc_block.cc) runs it on rows of
 // its strip buffer. Per 16-channel vector it keeps the 3x3 weights and bias in registers
-// (5x5: RowKxK) and sweeps the row in blocks of 4 output pixels: each input vector loaded feeds every
+// (5x5, 7x7: RowKxK) and sweeps the row in blocks of 4 output pixels: each input vector loaded feeds every
 // output of the block that reads it (stride 1: 18 loads for 36 FMAs instead of 36 + 9
 // weight loads), and the 4 independent accumulators hide the FMA latency. Taps in the
 // vertical padding are dropped by the caller (null rows); the horizontal edge pixels and
@@ -377,7 +377,7 @@ STRATA_AVX512 inline void BlockKxK(const float* const* r, const __m512* w, __m51
   __m512 acc[kJ];
 #pragma GCC unroll 8
   for (int j = 0; j < kJ; ++j) acc[j] = bias;
-#pragma GCC unroll 5
+#pragma GCC unroll 7
   for (int ky = 0; ky < kR; ++ky) {
     const float* xr = r[ky] + off;
 #pragma GCC unroll 16
@@ -407,7 +407,7 @@ STRATA_AVX512 void RowKxK(const Weights& wt, const RowGeometry& g, const float* 
   for (int64_t c0 = 0; c0 < c; c0 += 16) {
     const __mmask16 m = TailMask(c - c0);
     __m512 w[kR * kK];
-#pragma GCC unroll 25
+#pragma GCC unroll 49
     for (int t = 0; t < kR * kK; ++t) w[t] = _mm512_loadu_ps(wbase + t * wt.cp + c0);
     const __m512 bias = _mm512_loadu_ps(wt.bias.data() + c0);
     int64_t ox = 0;
@@ -429,6 +429,28 @@ STRATA_AVX512 void RowKxK(const Weights& wt, const RowGeometry& g, const float* 
       }
     }
     for (ox = std::max(ox, ox_hi); ox < ow; ++ox) EdgePixel(wt, g, all_rows, ox, c0, m, lo, hi, y);
+  }
+}
+
+template <int kS>
+void Row7x7Dispatch(const Weights& wt, const RowGeometry& g, const float* const* rows, int64_t ky0, int64_t nr,
+                    float* y) {
+  const float* wb = wt.w.data() + ky0 * 7 * wt.cp;
+  switch (nr) {
+    case 7:
+      return RowKxK<7, kS, 7>(wt, g, rows + ky0, wb, rows, y);
+    case 6:
+      return RowKxK<7, kS, 6>(wt, g, rows + ky0, wb, rows, y);
+    case 5:
+      return RowKxK<7, kS, 5>(wt, g, rows + ky0, wb, rows, y);
+    case 4:
+      return RowKxK<7, kS, 4>(wt, g, rows + ky0, wb, rows, y);
+    case 3:
+      return RowKxK<7, kS, 3>(wt, g, rows + ky0, wb, rows, y);
+    case 2:
+      return RowKxK<7, kS, 2>(wt, g, rows + ky0, wb, rows, y);
+    default:
+      return RowKxK<7, kS, 1>(wt, g, rows + ky0, wb, rows, y);
   }
 }
 
@@ -484,7 +506,7 @@ Weights PackWeights(const Tensor& w, const Tensor* b) {
 
 void ConvRow(const Weights& wt, const RowGeometry& g, const float* const* rows, float* y) {
   const int64_t k = wt.kh;
-  if ((k == 3 || k == 5) && wt.kw == k && g.dilation == 1 && (g.stride == 1 || g.stride == 2)) {
+  if ((k == 3 || k == 5 || k == 7) && wt.kw == k && g.dilation == 1 && (g.stride == 1 || g.stride == 2)) {
     // The in-bounds kernel rows must be one run (always, unless the caller skips a middle row).
     int64_t ky0 = 0, ky1 = k;
     while (ky0 < k && !rows[ky0]) ++ky0;
@@ -495,9 +517,13 @@ void ConvRow(const Weights& wt, const RowGeometry& g, const float* const* rows, 
       if (g.stride == 1) return Row3x3Dispatch<1>(wt, g, rows, ky0, ky1 - ky0, y);
       return Row3x3Dispatch<2>(wt, g, rows, ky0, ky1 - ky0, y);
     }
-    if (run) {
+    if (run && k == 5) {
       if (g.stride == 1) return Row5x5Dispatch<1>(wt, g, rows, ky0, ky1 - ky0, y);
       return Row5x5Dispatch<2>(wt, g, rows, ky0, ky1 - ky0, y);
+    }
+    if (run) {
+      if (g.stride == 1) return Row7x7Dispatch<1>(wt, g, rows, ky0, ky1 - ky0, y);
+      return Row7x7Dispatch<2>(wt, g, rows, ky0, ky1 - ky0, y);
     }
   }
   RowAnyShape(wt, g, rows, y);

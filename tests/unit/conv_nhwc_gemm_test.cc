@@ -591,6 +591,11 @@ TEST(NhwcDepthwiseConv, MatchesNaiveConvAtEdgeShapes) {
         {.h = 1, .w = 13, .c = 16, .m = 16, .kh = 5, .kw = 5, .pads = {2, 2, 2, 2}},
         {.h = 6, .w = 9, .c = 16, .m = 16, .kh = 5, .kw = 5, .pads = {0, 0, 0, 0}},
         {.h = 4, .w = 4, .c = 16, .m = 16, .kh = 5, .kw = 5, .pads = {2, 2, 2, 2}},
+        // 7x7 (ConvNeXt): wide rows, stride 2, C not a multiple of 16, rows with 1-6 kernel
+        // rows in bounds.
+        {.h = 9, .w = 31, .c = 40, .m = 40, .kh = 7, .kw = 7, .pads = {3, 3, 3, 3}},
+        {.h = 12, .w = 19, .c = 24, .m = 24, .kh = 7, .kw = 7, .sh = 2, .sw = 2, .pads = {3, 3, 3, 3}},
+        {.h = 2, .w = 17, .c = 17, .m = 17, .kh = 7, .kw = 7, .pads = {3, 3, 3, 3}, .relu = true},
     };
     uint32_t seed = 100;
     for (ConvCase cc : cases) {
