@@ -158,15 +158,21 @@ class LayoutRewriter {
     std::set<std::string> captured = CapturedNames(g_);
     std::vector<Node> old = std::move(g_.nodes);
     g_.nodes.clear();
+    alias_.assign(nvals, -1);
+    captured_ = &captured;
     for (Node& n : old) {
+      for (int& i : n.inputs)
+        if (i >= 0 && i < static_cast<int>(alias_.size()) && alias_[i] >= 0) i = alias_[i];
+      const size_t before = out_.size();
       if (!TryConvert(n)) {
         for (int i : n.inputs)
           if (i >= 0) Materialize(i);
         out_.push_back(std::move(n));
         continue;
       }
-      for (int o : out_.back().outputs)
-        if (o >= 0 && o < static_cast<int>(nvals) && captured.count(g_.ValueName(o))) Materialize(o);
+      for (size_t k = before; k < out_.size(); ++k)
+        for (int o : out_[k].outputs)
+          if (o >= 0 && o < static_cast<int>(nvals) && captured.count(g_.ValueName(o))) Materialize(o);
     }
     for (int o : g_.outputs) Materialize(o);
     g_.nodes = std::move(out_);
@@ -234,7 +240,12 @@ class LayoutRewriter {
     n.opset = 1;
   }
 
-  bool HasTwin(int v) const { return v >= 0 && twin_[v] >= 0; }
+  bool HasTwin(int v) const { return v >= 0 && v < static_cast<int>(twin_.size()) && twin_[v] >= 0; }
+  bool IsGraphOutput(int v) const {
+    for (int o : g_.outputs)
+      if (o == v) return true;
+    return false;
+  }
 
   bool TryConvert(Node& n) {
     if (n.provider != "cpu") return false;
@@ -256,6 +267,29 @@ class LayoutRewriter {
       return Converted(std::move(n));
     }
     if (!n.domain.empty()) return false;
+    // Explicit layout changes (ConvNeXt's permutes around its LayerNorms and Linears):
+    // NCHW -> NHWC of a value with a twin is the twin itself, and NHWC -> NCHW of a rank-4
+    // value makes that value the result's twin, its NCHW form made only if something needs it.
+    if (n.op_type == "Transpose" && n.inputs.size() == 1 && n.inputs[0] >= 0 && n.outputs.size() == 1 &&
+        n.outputs[0] >= 0 && n.outputs[0] < static_cast<int>(alias_.size())) {
+      const std::vector<int64_t> perm = n.GetInts("perm");
+      const int in = n.inputs[0], o = n.outputs[0];
+      const bool kept = IsGraphOutput(o) || captured_->count(g_.ValueName(o));
+      if (perm == std::vector<int64_t>{0, 2, 3, 1} && HasTwin(in) && !kept) {
+        alias_[o] = twin_[in];
+        ++converted_;
+        return true;
+      }
+      const TypeInfo& it = g_.values[in].type;
+      if (perm == std::vector<int64_t>{0, 3, 1, 2} && !HasTwin(o) && it.has_shape && it.dims.size() == 4 &&
+          (it.elem_type == DataType::kFloat || it.elem_type == DataType::kUndefined)) {
+        twin_[o] = in;
+        pending_[o] = true;
+        if (captured_->count(g_.ValueName(o))) Materialize(o);  // a subgraph reads it by name
+        ++converted_;
+        return true;
+      }
+    }
     // Slice with constant starts, ends, axes (and steps), opset >= 10 (ShuffleNet's channel
     // split): the same slice on the permuted axes.
     if (n.op_type == "Slice" && n.opset >= 10 && n.inputs.size() >= 4 && HasTwin(n.inputs[0]) &&
@@ -393,9 +427,11 @@ class LayoutRewriter {
   }
 
   Graph& g_;
-  std::vector<int> twin_;                  // NCHW value -> its NHWC twin, -1 if none
-  std::vector<bool> pending_;              // produced only as its twin so far
-  std::unordered_map<int, int> permuted_;  // constant -> its NHWC-broadcastable copy
+  std::vector<int> twin_;                            // NCHW value -> its NHWC twin, -1 if none
+  std::vector<bool> pending_;                        // produced only as its twin so far
+  std::unordered_map<int, int> permuted_;            // constant -> its NHWC-broadcastable copy
+  std::vector<int> alias_;                           // a Transpose's output -> the twin that is its data, -1 if none
+  const std::set<std::string>* captured_ = nullptr;  // names subgraphs read (see CapturedNames)
   std::vector<Node> out_;
   int converted_ = 0;
 };

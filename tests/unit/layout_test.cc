@@ -415,6 +415,44 @@ TEST(Layout, StaticShapesFoldWithStartAndEnd) {
   }
 }
 
+// A ConvNeXt block as torch exports it: depthwise 7x7 conv, permute to NHWC, LayerNorm over
+// channels, two Linears (MatMul + Add), permute back, residual Add, then a conv. The
+// permutes are the region's own layout: no transposes but at the edges. With the NHWC
+// permute's output also a graph output, that Transpose stays (and the results still match).
+TEST(Layout, ExplicitPermutesJoinTheRegion) {
+  for (bool nhwc_is_output : {false, true}) {
+    onnx::ModelProto m = MakeModel(17, "layout_test");
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {2, 8, 6, 6});
+    AddConv(g, "x", "a", 8, 8, 1, 1, 0, 1, 81);
+    AddConv(g, "a", "dw", 8, 8, 7, 1, 3, 8, 82);
+    SetInts(AddNode(g, "Transpose", {"dw"}, {"p"}), "perm", {0, 2, 3, 1});
+    AddInit(g, "ln_s", {8}, 83, 1.0f);
+    AddInit(g, "ln_b", {8}, 84, 0.1f);
+    SetInt(AddNode(g, "LayerNormalization", {"p", "ln_s", "ln_b"}, {"ln"}), "axis", -1);
+    AddInit(g, "w1", {8, 16}, 85, 0.3f);
+    AddInit(g, "b1", {16}, 86, 0.1f);
+    AddInit(g, "w2", {16, 8}, 87, 0.3f);
+    AddNode(g, "MatMul", {"ln", "w1"}, {"h0"});
+    AddNode(g, "Add", {"h0", "b1"}, {"h1"});
+    AddNode(g, "Relu", {"h1"}, {"h2"});
+    AddNode(g, "MatMul", {"h2", "w2"}, {"h3"});
+    SetInts(AddNode(g, "Transpose", {"h3"}, {"back"}), "perm", {0, 3, 1, 2});
+    AddNode(g, "Add", {"back", "a"}, {"res"});
+    AddConv(g, "res", "y", 8, 3, 3, 1, 1, 1, 88);
+    AddOutput(g, "y", {2, 3, 6, 6});
+    if (nhwc_is_output) AddOutput(g, "p", {2, 6, 6, 8});
+    for (int threads : {1, 2}) {
+      Runs r = RunBoth(m, {{"x", Value(Input({2, 8, 6, 6}, 22))}}, threads);
+      ExpectClose(r);
+      auto ops = OpCounts(r.assignments);
+      EXPECT_EQ(ops["Transpose"], nhwc_is_output ? 1 : 0);
+      EXPECT_EQ(ops["NchwToNhwc"], 1);
+      EXPECT_EQ(ops["NhwcToNchw"], nhwc_is_output ? 2 : 1);
+    }
+  }
+}
+
 // A BatchNormalization whose parameters do not match the channels it gets (a model that
 // shape inference could not check) is an error naming the node, not a read past them.
 TEST(Layout, BatchNormChannelMismatchIsAnError) {
