@@ -432,44 +432,14 @@ STRATA_AVX512 void RowKxK(const Weights& wt, const RowGeometry& g, const float* 
   }
 }
 
-template <int kS>
-void Row7x7Dispatch(const Weights& wt, const RowGeometry& g, const float* const* rows, int64_t ky0, int64_t nr,
+// RowKxK for the nr in-bounds kernel rows from ky0 (1 <= nr <= kK).
+template <int kK, int kS, int kR = kK>
+void RowKxKDispatch(const Weights& wt, const RowGeometry& g, const float* const* rows, int64_t ky0, int64_t nr,
                     float* y) {
-  const float* wb = wt.w.data() + ky0 * 7 * wt.cp;
-  switch (nr) {
-    case 7:
-      return RowKxK<7, kS, 7>(wt, g, rows + ky0, wb, rows, y);
-    case 6:
-      return RowKxK<7, kS, 6>(wt, g, rows + ky0, wb, rows, y);
-    case 5:
-      return RowKxK<7, kS, 5>(wt, g, rows + ky0, wb, rows, y);
-    case 4:
-      return RowKxK<7, kS, 4>(wt, g, rows + ky0, wb, rows, y);
-    case 3:
-      return RowKxK<7, kS, 3>(wt, g, rows + ky0, wb, rows, y);
-    case 2:
-      return RowKxK<7, kS, 2>(wt, g, rows + ky0, wb, rows, y);
-    default:
-      return RowKxK<7, kS, 1>(wt, g, rows + ky0, wb, rows, y);
+  if constexpr (kR > 1) {
+    if (nr < kR) return RowKxKDispatch<kK, kS, kR - 1>(wt, g, rows, ky0, nr, y);
   }
-}
-
-template <int kS>
-void Row5x5Dispatch(const Weights& wt, const RowGeometry& g, const float* const* rows, int64_t ky0, int64_t nr,
-                    float* y) {
-  const float* wb = wt.w.data() + ky0 * 5 * wt.cp;
-  switch (nr) {
-    case 5:
-      return RowKxK<5, kS, 5>(wt, g, rows + ky0, wb, rows, y);
-    case 4:
-      return RowKxK<5, kS, 4>(wt, g, rows + ky0, wb, rows, y);
-    case 3:
-      return RowKxK<5, kS, 3>(wt, g, rows + ky0, wb, rows, y);
-    case 2:
-      return RowKxK<5, kS, 2>(wt, g, rows + ky0, wb, rows, y);
-    default:
-      return RowKxK<5, kS, 1>(wt, g, rows + ky0, wb, rows, y);
-  }
+  RowKxK<kK, kS, kR>(wt, g, rows + ky0, wt.w.data() + ky0 * kK * wt.cp, rows, y);
 }
 
 template <int kS>
@@ -518,12 +488,12 @@ void ConvRow(const Weights& wt, const RowGeometry& g, const float* const* rows, 
       return Row3x3Dispatch<2>(wt, g, rows, ky0, ky1 - ky0, y);
     }
     if (run && k == 5) {
-      if (g.stride == 1) return Row5x5Dispatch<1>(wt, g, rows, ky0, ky1 - ky0, y);
-      return Row5x5Dispatch<2>(wt, g, rows, ky0, ky1 - ky0, y);
+      if (g.stride == 1) return RowKxKDispatch<5, 1>(wt, g, rows, ky0, ky1 - ky0, y);
+      return RowKxKDispatch<5, 2>(wt, g, rows, ky0, ky1 - ky0, y);
     }
     if (run) {
-      if (g.stride == 1) return Row7x7Dispatch<1>(wt, g, rows, ky0, ky1 - ky0, y);
-      return Row7x7Dispatch<2>(wt, g, rows, ky0, ky1 - ky0, y);
+      if (g.stride == 1) return RowKxKDispatch<7, 1>(wt, g, rows, ky0, ky1 - ky0, y);
+      return RowKxKDispatch<7, 2>(wt, g, rows, ky0, ky1 - ky0, y);
     }
   }
   RowAnyShape(wt, g, rows, y);
