@@ -81,20 +81,24 @@ STRATA_AVX512 inline void StoreLanes(float* p, __mmask16 m, __m512 v) {
   }
 }
 
-// kJ adjacent interior output pixels (all 3 taps of each in bounds) of a 3x3 kernel with
-// stride kS over kR in-bounds kernel rows: input column i of the block feeds output j at
-// tap kx = i - j * kS, so each input vector is loaded once per row.
+// kJ adjacent interior output pixels (all kK taps of each in bounds) of a kK x kK kernel
+// (3x3, and the 5x5 / 7x7 of MobileNetV3, EfficientNet, MnasNet and ConvNeXt) with stride kS
+// over kR in-bounds kernel rows: input column i of the block feeds output j at tap
+// kx = i - j * kS, so each input vector is loaded once per row. (At 5x5 and 7x7 the kR * kK
+// weight vectors do not all fit in registers: the compiler reads the rest from the stack
+// copy, one FMA operand each.)
 // kL / kRt: the block's first / last input column lies in the horizontal padding (the
 // row's first / last pixel): it is never loaded, and its taps are left out, as EdgePixel
 // leaves them (the same FMAs in the same order, so the same bits).
-template <int kS, int kR, int kJ, bool kFull, bool kL = false, bool kRt = false>
-STRATA_AVX512 inline void Block3x3(const float* const* r, const __m512* w, __m512 bias, int64_t off, int64_t c,
-                                   __mmask16 m, __m512 lo, __m512 hi, float* y) {
-  constexpr int kCols = (kJ - 1) * kS + 3;
+template <int kK, int kS, int kR, int kJ, bool kFull, bool kL = false, bool kRt = false>
+STRATA_AVX512 __attribute__((always_inline)) inline void BlockKxK(const float* const* r, const __m512* w, __m512 bias,
+                                                                  int64_t off, int64_t c, __mmask16 m, __m512 lo,
+                                                                  __m512 hi, float* y) {
+  constexpr int kCols = (kJ - 1) * kS + kK;
   __m512 acc[kJ];
 #pragma GCC unroll 8
   for (int j = 0; j < kJ; ++j) acc[j] = bias;
-#pragma GCC unroll 3
+#pragma GCC unroll 7
   for (int ky = 0; ky < kR; ++ky) {
     const float* xr = r[ky] + off;
 #pragma GCC unroll 16
@@ -104,12 +108,19 @@ STRATA_AVX512 inline void Block3x3(const float* const* r, const __m512* w, __m51
 #pragma GCC unroll 8
       for (int j = 0; j < kJ; ++j) {
         const int kx = i - j * kS;
-        if (kx >= 0 && kx < 3) acc[j] = _mm512_fmadd_ps(xv, w[ky * 3 + kx], acc[j]);
+        if (kx >= 0 && kx < kK) acc[j] = _mm512_fmadd_ps(xv, w[ky * kK + kx], acc[j]);
       }
     }
   }
 #pragma GCC unroll 8
   for (int j = 0; j < kJ; ++j) StoreLanes<kFull>(y + j * c, m, simd::Clamp(acc[j], lo, hi));
+}
+
+template <int kS, int kR, int kJ, bool kFull, bool kL = false, bool kRt = false>
+STRATA_AVX512 __attribute__((always_inline)) inline void Block3x3(const float* const* r, const __m512* w, __m512 bias,
+                                                                  int64_t off, int64_t c, __mmask16 m, __m512 lo,
+                                                                  __m512 hi, float* y) {
+  BlockKxK<3, kS, kR, kJ, kFull, kL, kRt>(r, w, bias, off, c, m, lo, hi, y);
 }
 
 // Interior output pixels [ox0, ox1) of channels [c0, c0 + 16): 4-pixel blocks, then single ones.
@@ -363,35 +374,6 @@ STRATA_AVX512 void Row3x3Pair(const Weights& wt, const RowGeometry& g, const flo
       EdgePixel(wt, g, rows + 1, ox, c0, m, lo, hi, y1);
     }
   }
-}
-
-// kJ adjacent interior output pixels of a kK x kK, dilation-1 kernel with stride kS over kR
-// in-bounds kernel rows: Block3x3 for wider kernels (the 5x5 depthwise convs of MobileNetV3,
-// EfficientNet and MnasNet), each input vector loaded once per row for every output of the
-// block that reads it. (kR * kK weight vectors do not all fit in registers at 5x5: the
-// compiler reads the rest from the stack copy, one FMA operand each.)
-template <int kK, int kS, int kR, int kJ, bool kFull>
-STRATA_AVX512 inline void BlockKxK(const float* const* r, const __m512* w, __m512 bias, int64_t off, int64_t c,
-                                   __mmask16 m, __m512 lo, __m512 hi, float* y) {
-  constexpr int kCols = (kJ - 1) * kS + kK;
-  __m512 acc[kJ];
-#pragma GCC unroll 8
-  for (int j = 0; j < kJ; ++j) acc[j] = bias;
-#pragma GCC unroll 7
-  for (int ky = 0; ky < kR; ++ky) {
-    const float* xr = r[ky] + off;
-#pragma GCC unroll 16
-    for (int i = 0; i < kCols; ++i) {
-      const __m512 xv = LoadLanes<kFull>(m, xr + i * c);
-#pragma GCC unroll 8
-      for (int j = 0; j < kJ; ++j) {
-        const int kx = i - j * kS;
-        if (kx >= 0 && kx < kK) acc[j] = _mm512_fmadd_ps(xv, w[ky * kK + kx], acc[j]);
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int j = 0; j < kJ; ++j) StoreLanes<kFull>(y + j * c, m, simd::Clamp(acc[j], lo, hi));
 }
 
 // A kK x kK, dilation-1 row with stride kS whose in-bounds kernel rows are rows[0, kR) (the
