@@ -103,14 +103,17 @@ Status NhwcChannelShuffle(KernelContext& ctx) {
 }  // namespace
 
 void RegisterChannelShuffleKernels(KernelRegistry& r) {
-  for (auto [op, fn] :
-       {std::pair{"ChannelShuffle", &ChannelShuffle}, std::pair{"NhwcChannelShuffle", &NhwcChannelShuffle}})
+  // Named captures, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+  const auto reg = [&r](const char* op, Status (*fn)(KernelContext&)) {
     r.Register({.domain = kInternalDomain,
                 .op_type = op,
                 .types = {DataType::kFloat},
                 .factory = [fn](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> { return MakeFnKernel(fn); },
                 .reference = false,
                 .impl = "nhwc"});
+  };
+  reg("ChannelShuffle", &ChannelShuffle);
+  reg("NhwcChannelShuffle", &NhwcChannelShuffle);
 }
 
 }  // namespace strata
