@@ -13,18 +13,6 @@
 namespace strata {
 namespace {
 
-// The statically known dims of v, or empty.
-std::vector<int64_t> KnownDims(const Graph& g, int v) {
-  const TypeInfo& t = g.values[v].type;
-  if (!t.has_shape) return {};
-  std::vector<int64_t> d;
-  for (const Dim& x : t.dims) {
-    if (!x.known()) return {};
-    d.push_back(x.value);
-  }
-  return d;
-}
-
 // A Reshape of `in` by a constant int64 shape: the target dims with 0 and -1 resolved
 // against in_dims (allowzero unset), or empty.
 std::vector<int64_t> ReshapeTarget(const Graph& g, const Node& n, const std::vector<int64_t>& in_dims) {
@@ -72,7 +60,7 @@ int FuseChannelShuffles(Graph& g) {
     // when shapes were inferred: rank and dims unknown) those of the explicit first shape
     // (no 0 or -1 in it, so it does not depend on X's dims). The kernels compute the
     // chain's result for any X of that many elements, as the Reshapes did.
-    std::vector<int64_t> xd = KnownDims(g, x);
+    std::vector<int64_t> xd = StaticDims(g, x);
     const TypeInfo& xt = g.values[x].type;
     if ((xt.elem_type != DataType::kFloat && xt.elem_type != DataType::kUndefined) ||
         (xt.has_shape && xt.dims.size() != 4))

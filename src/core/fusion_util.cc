@@ -6,6 +6,23 @@
 
 namespace strata {
 
+std::vector<int64_t> StaticDims(const Graph& g, int v) {
+  const TypeInfo& t = g.values[v].type;
+  if (t.kind != TypeInfo::Kind::kTensor || !t.has_shape) return {};
+  std::vector<int64_t> d;
+  for (const Dim& x : t.dims) {
+    if (!x.known()) return {};
+    d.push_back(x.value);
+  }
+  return d;
+}
+
+bool IsGraphOutput(const Graph& g, int v) {
+  for (int o : g.outputs)
+    if (o == v) return true;
+  return false;
+}
+
 GraphUses::GraphUses(const Graph& g)
     : uses_(UseCounts(g)),
       producer_(g.values.size(), -1),

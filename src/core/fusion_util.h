@@ -36,6 +36,13 @@ class GraphUses {
 // rounding error made in `node` still passes through.
 int LongestChainAfter(const Graph& g, const Node& node, bool (*counts)(const Node&));
 
+// The dims of value v when all of them are statically known, else empty (unknown rank or
+// any unknown dim; a scalar's are empty too).
+std::vector<int64_t> StaticDims(const Graph& g, int v);
+
+// True when v is one of the graph's outputs.
+bool IsGraphOutput(const Graph& g, int v);
+
 // Removes the nodes flagged in `drop` (indexed like g.nodes), keeping the others' order.
 void RemoveDroppedNodes(Graph& g, const std::vector<char>& drop);
 

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/channel_shuffle_fusion.h"
+#include "core/fusion_util.h"
 
 namespace strata {
 namespace {
@@ -20,6 +21,21 @@ const std::unordered_set<std::string>& UnaryOps() {
       "Celu",     "ThresholdedRelu"};
   return kOps;
 }
+// com.microsoft's one-input activations are as layout-free (QuickGelu is also the
+// optimizer's SiLU fusion).
+bool LayoutFreeUnary(const Node& n) {
+  if (n.domain.empty()) return UnaryOps().count(n.op_type) != 0;
+  return n.domain == "com.microsoft" && (n.op_type == "QuickGelu" || n.op_type == "Gelu") && n.inputs.size() == 1;
+}
+
+// NHWC position of NCHW axis `axis` of a rank-4 value (negative counts from the end), or
+// -1 when it is out of range.
+int64_t NhwcAxis(int64_t axis) {
+  static constexpr int64_t kNhwcAxis[4] = {0, 3, 1, 2};
+  if (axis < 0) axis += 4;
+  return axis >= 0 && axis < 4 ? kNhwcAxis[axis] : -1;
+}
+
 // Two-input broadcasting elementwise ops; permuting both operands alike commutes with them.
 const std::unordered_set<std::string>& BinaryOps() {
   static const std::unordered_set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "PRelu"};
@@ -241,28 +257,23 @@ class LayoutRewriter {
   }
 
   bool HasTwin(int v) const { return v >= 0 && v < static_cast<int>(twin_.size()) && twin_[v] >= 0; }
-  bool IsGraphOutput(int v) const {
-    for (int o : g_.outputs)
-      if (o == v) return true;
-    return false;
-  }
 
   bool TryConvert(Node& n) {
     if (n.provider != "cpu") return false;
-    // com.microsoft's one-input activations (QuickGelu is SiLU after the optimizer's fusion)
-    // are as layout-free as ai.onnx's.
-    if (n.domain == "com.microsoft" && (n.op_type == "QuickGelu" || n.op_type == "Gelu") && n.inputs.size() == 1 &&
-        HasTwin(n.inputs[0]) && n.outputs.size() == 1 && n.outputs[0] >= 0) {
-      n.inputs[0] = twin_[n.inputs[0]];
-      RedirectOutput(n, 0);
-      return Converted(std::move(n));
-    }
     // ShuffleNet's channel shuffle (channel_shuffle_fusion.cc): a permutation of each pixel's
     // channels in NHWC.
     if (n.domain == kInternalDomain && n.op_type == "ChannelShuffle" && n.inputs.size() == 1 && HasTwin(n.inputs[0]) &&
         n.outputs.size() == 1 && n.outputs[0] >= 0) {
       n.inputs[0] = twin_[n.inputs[0]];
       n.op_type = "NhwcChannelShuffle";
+      RedirectOutput(n, 0);
+      return Converted(std::move(n));
+    }
+    if (LayoutFreeUnary(n) && !n.inputs.empty() && HasTwin(n.inputs[0]) && n.outputs.size() == 1 && n.outputs[0] >= 0) {
+      for (size_t i = 1; i < n.inputs.size(); ++i)
+        if (n.inputs[i] >= 0 && g_.values[n.inputs[i]].type.has_shape && !g_.values[n.inputs[i]].type.dims.empty())
+          return false;  // only scalar extra operands are layout-free
+      n.inputs[0] = twin_[n.inputs[0]];
       RedirectOutput(n, 0);
       return Converted(std::move(n));
     }
@@ -274,7 +285,7 @@ class LayoutRewriter {
         n.outputs[0] >= 0 && n.outputs[0] < static_cast<int>(alias_.size())) {
       const std::vector<int64_t> perm = n.GetInts("perm");
       const int in = n.inputs[0], o = n.outputs[0];
-      const bool kept = IsGraphOutput(o) || captured_->count(g_.ValueName(o));
+      const bool kept = IsGraphOutput(g_, o) || captured_->count(g_.ValueName(o));
       if (perm == std::vector<int64_t>{0, 2, 3, 1} && HasTwin(in) && !kept) {
         alias_[o] = twin_[in];
         ++converted_;
@@ -299,13 +310,12 @@ class LayoutRewriter {
       const Tensor* axes = n.inputs[3] >= 0 ? g_.Constant(n.inputs[3]) : nullptr;
       if (!axes || axes->rank() != 1 || (axes->dtype() != DataType::kInt64 && axes->dtype() != DataType::kInt32))
         return false;
-      static constexpr int64_t kNhwcAxis[4] = {0, 3, 1, 2};
       std::vector<int64_t> mapped;
       for (int64_t i = 0; i < axes->num_elements(); ++i) {
-        int64_t a = axes->dtype() == DataType::kInt64 ? axes->data<int64_t>()[i] : axes->data<int32_t>()[i];
-        if (a < 0) a += 4;
-        if (a < 0 || a >= 4) return false;
-        mapped.push_back(kNhwcAxis[a]);
+        const int64_t a =
+            NhwcAxis(axes->dtype() == DataType::kInt64 ? axes->data<int64_t>()[i] : axes->data<int32_t>()[i]);
+        if (a < 0) return false;
+        mapped.push_back(a);
       }
       n.inputs[0] = twin_[n.inputs[0]];
       n.inputs[3] = Int64Constant(n.name + "/nhwc_axes", mapped);
@@ -331,12 +341,10 @@ class LayoutRewriter {
     if (n.op_type == "Concat" && !n.inputs.empty() && n.outputs.size() == 1 && n.outputs[0] >= 0) {
       bool all = true;
       for (int v : n.inputs) all = all && HasTwin(v);
-      int64_t axis = n.GetInt("axis", 1);  // opset 1's default; required from opset 4
-      if (axis < 0) axis += 4;
-      if (!all || axis < 0 || axis >= 4) return false;
-      static constexpr int64_t kNhwcAxis[4] = {0, 3, 1, 2};
+      const int64_t axis = NhwcAxis(n.GetInt("axis", 1));  // opset 1's default; required from opset 4
+      if (!all || axis < 0) return false;
       for (int& v : n.inputs) v = twin_[v];
-      n.attrs["axis"] = Attribute::Int(kNhwcAxis[axis]);
+      n.attrs["axis"] = Attribute::Int(axis);
       RedirectOutput(n, 0);
       return Converted(std::move(n));
     }
@@ -354,15 +362,6 @@ class LayoutRewriter {
       // Writes the NCHW value itself: [N,C,1,1] and NHWC [N,1,1,C] share one byte order.
       n.inputs[0] = twin_[n.inputs[0]];
       MakeInternal(n, "NhwcGlobalAveragePool");
-      return Converted(std::move(n));
-    }
-    if (UnaryOps().count(n.op_type) && !n.inputs.empty() && HasTwin(n.inputs[0]) && n.outputs.size() == 1 &&
-        n.outputs[0] >= 0) {
-      for (size_t i = 1; i < n.inputs.size(); ++i)
-        if (n.inputs[i] >= 0 && g_.values[n.inputs[i]].type.has_shape && !g_.values[n.inputs[i]].type.dims.empty())
-          return false;  // only scalar extra operands are layout-free
-      n.inputs[0] = twin_[n.inputs[0]];
-      RedirectOutput(n, 0);
       return Converted(std::move(n));
     }
     if (BinaryOps().count(n.op_type) && n.inputs.size() == 2 && n.outputs.size() == 1 && n.outputs[0] >= 0 &&

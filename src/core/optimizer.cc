@@ -62,12 +62,6 @@ std::vector<int> UseCounts(const Graph& g) {
 
 namespace {
 
-bool IsGraphOutput(const Graph& g, int v) {
-  for (int o : g.outputs)
-    if (o == v) return true;
-  return false;
-}
-
 // Replaces every use of value `from` by `to` in nodes (not in graph outputs).
 void ReplaceUses(Graph& g, int from, int to) {
   for (Node& n : g.nodes)
@@ -90,12 +84,9 @@ std::optional<Tensor> StaticShapeOf(const Graph& g, const Node& node) {
       node.inputs[0] < 0 || node.outputs.size() != 1 || node.outputs[0] < 0 || g.IsConstant(node.inputs[0]))
     return std::nullopt;
   const TypeInfo& t = g.values[node.inputs[0]].type;
-  if (t.kind != TypeInfo::Kind::kTensor || !t.has_shape) return std::nullopt;
-  std::vector<int64_t> dims;
-  for (const Dim& d : t.dims) {
-    if (!d.known()) return std::nullopt;
-    dims.push_back(d.value);
-  }
+  const std::vector<int64_t> dims = StaticDims(g, node.inputs[0]);
+  // Empty dims: unknown, unless the value is a known scalar (Shape gives [] then).
+  if (dims.empty() && !(t.kind == TypeInfo::Kind::kTensor && t.has_shape && t.dims.empty())) return std::nullopt;
   const int64_t rank = static_cast<int64_t>(dims.size());
   int64_t start = node.opset >= 15 ? node.GetInt("start", 0) : 0;
   int64_t end = node.opset >= 15 ? node.GetInt("end", rank) : rank;
