@@ -1,7 +1,8 @@
 // NhwcConv: fp32 2-D Conv on NHWC activations. Ungrouped convs run on strata's SGEMM
-// (conv_nhwc_gemm.cc), depthwise ones on conv_nhwc_depthwise.cc; other grouped convs (and
-// CPUs without AVX-512F) go through XNNPACK's NHWC convolution. The fused inverted-residual
-// block (conv_nhwc_block.cc) is registered here too.
+// (conv_nhwc_gemm.cc), depthwise ones on conv_nhwc_depthwise.cc, narrow groups on
+// conv_nhwc_grouped.cc; other grouped convs (and CPUs without AVX-512F) go through XNNPACK's
+// NHWC convolution. The fused inverted-residual block (conv_nhwc_block.cc) is registered
+// here too.
 // The operator (with its packed weights) is created once, at session creation; each run
 // only re-runs setup, which XNNPACK keeps cheap while the input shape is unchanged. With
 // auto_pad=SAME the pads depend on the input size, so the operator is re-created whenever
@@ -17,6 +18,7 @@
 #include "cpu/conv_nhwc_block.h"
 #include "cpu/conv_nhwc_depthwise.h"
 #include "cpu/conv_nhwc_gemm.h"
+#include "cpu/conv_nhwc_grouped.h"
 #include "cpu/conv_nhwc_stem.h"
 #include "cpu/conv_nhwc_winograd.h"
 #include "cpu/gemm_bf16.h"
@@ -243,8 +245,8 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
     return InvalidModel(node.Describe(), ": kernel_shape does not match W ", ShapeToString(w->shape()));
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
   // Ungrouped convs run on strata's SGEMM (faster than XNNPACK's IGEMM here, and on the
-  // session pool, at any thread count); depthwise ones on strata's kernel; other grouped
-  // convs on XNNPACK, whose workers ParkXnnWorkers puts to sleep
+  // session pool, at any thread count); depthwise ones and narrow groups on strata's kernels;
+  // other grouped convs on XNNPACK, whose workers ParkXnnWorkers puts to sleep
   // after each operator so that the two pools never spin against each other.
   // RGB stems: where a kernel row spans fewer than 16 floats (3x3 over 3 channels) the direct
   // stem kernel beats the SGEMM's gathered tiles (0.15 vs 0.44 ms on mobilenet_v2's); from 16
@@ -267,6 +269,8 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
     return InvalidModel(node.Describe(), ": a fused residual input needs the SGEMM conv (group 1, AVX-512F)");
   auto dw = MakeNhwcDepthwiseConv(init, *w, b, act);
   if (dw.ok() || dw.status().code() != StatusCode::kUnsupported) return dw;
+  auto grouped = MakeNhwcGroupedConv(init, *w, b, act);
+  if (grouped.ok() || grouped.status().code() != StatusCode::kUnsupported) return grouped;
   RETURN_IF_ERROR(EnsureXnnpackInitialized());
   auto k = std::make_unique<NhwcConvKernel>(init, *w, b, act);
   RETURN_IF_ERROR(k->Init(init));

@@ -96,6 +96,7 @@ struct KernelRun {
   Status create, compute;
   Tensor y;
   bool in_place = false;  // y was written over the residual's buffer
+  std::string impl;       // the kernel's ImplName
 };
 
 // Builds the internal NhwcConv node the layout pass would emit and runs the CPU kernel.
@@ -160,6 +161,7 @@ KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& w, cons
   auto k = def->factory(KernelInit{node, g, pool, {}});
   out.create = k.status();
   if (!k.ok()) return out;
+  out.impl = (*k)->ImplName();
   std::vector<const Value*> ptrs;
   for (const Value& v : vals) ptrs.push_back(v.empty() ? nullptr : &v);
   std::vector<Value> outs(1);
@@ -614,6 +616,42 @@ TEST(NhwcDepthwiseConv, MatchesNaiveConvAtEdgeShapes) {
   }
 }
 
+// Groups of 4 and 8 channels run on the spread-group kernel (conv_nhwc_grouped.cc): rows
+// wide enough for 8- and 4-pixel blocks and single pixels, the last 16-channel tile partial
+// (M = 24, 20, 12, 4), stride 2 on odd sizes, asymmetric and SAME pads, dilation, a 5x5 and
+// a 1x1 kernel, one pixel, rows with no interior column, batch 2, 1 and 2 threads (a
+// 7x7 map splits its tiles over the threads).
+TEST(NhwcGroupedConv, MatchesNaiveConvAtEdgeShapes) {
+  ThreadPool pool2(2);
+  const std::vector<ConvCase> cases = {
+      {.h = 12, .w = 12, .c = 48, .m = 48, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}, .relu = true, .group = 6},
+      {.n = 2, .h = 9, .w = 23, .c = 24, .m = 24, .pads = {1, 1, 1, 1}, .group = 3},
+      {.h = 7, .w = 7, .c = 440, .m = 440, .pads = {1, 1, 1, 1}, .relu = true, .group = 55},
+      {.h = 11, .w = 21, .c = 128, .m = 128, .pads = {1, 1, 1, 1}, .group = 32},
+      {.h = 7, .w = 19, .c = 20, .m = 20, .sh = 2, .sw = 2, .pads = {0, 0, 1, 1}, .bias = false, .group = 5},
+      {.h = 9, .w = 30, .c = 12, .m = 12, .dh = 2, .dw = 3, .pads = {2, 3, 2, 3}, .group = 3},
+      {.h = 8, .w = 17, .c = 16, .m = 16, .kh = 5, .kw = 5, .sh = 1, .sw = 2, .pads = {2, 1, 2, 2}, .group = 2},
+      {.h = 6, .w = 13, .c = 32, .m = 32, .kh = 1, .kw = 1, .pads = {0, 0, 0, 0}, .group = 4},
+      {.h = 1, .w = 1, .c = 16, .m = 16, .pads = {1, 1, 1, 1}, .group = 2},  // only the centre tap
+      {.h = 5, .w = 2, .c = 8, .m = 8, .pads = {1, 1, 1, 1}, .group = 2},  // no interior column
+      {.h = 3, .w = 10, .c = 16, .m = 16, .pads = {0, 0, 0, 0}, .auto_pad = "SAME_UPPER", .group = 2},
+  };
+  uint32_t seed = 200;
+  for (ConvCase cc : cases) {
+    if (!cc.auto_pad.empty()) cc.pads = {1, 1, 1, 1};  // SAME_UPPER, stride 1, 3x3: 1 each side
+    const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++);
+    const Tensor w = Random({cc.m, cc.c / cc.group, cc.kh, cc.kw}, seed++, 0.5f);
+    const Tensor b = Random({cc.m}, seed++, 0.5f);
+    const Tensor want = NaiveConv(cc, x, w, cc.bias ? &b : nullptr, nullptr);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+      KernelRun r = RunNhwcConv(cc, x, w, cc.bias ? &b : nullptr, nullptr, pool);
+      ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
+      EXPECT_EQ(r.impl, "nhwc-grouped") << Name(cc);
+      ExpectNear(r.y, want, "grouped " + Name(cc));
+    }
+  }
+}
+
 TEST(NhwcStemConv, MatchesNaiveConvAtEdgeShapes) {
   // C <= 4 without a residual runs on the direct stem kernel (conv_nhwc_stem.cc): output
   // channels in 1-4 vectors (M = 16, 40, 32, 64) and in several groups (M = 70), pixel
@@ -663,6 +701,9 @@ TEST(NhwcConv, FusedReluKeepsNaN) {
       {{.h = 6, .w = 5, .c = 40, .m = 130, .kh = 1, .kw = 1, .relu = true}, "sgemm 1x1"},
       {{.h = 12, .w = 11, .c = 64, .m = 64, .pads = {1, 1, 1, 1}, .relu = true}, "sgemm 3x3"},
       {{.h = 30, .w = 30, .c = 16, .m = 16, .pads = {1, 1, 1, 1}, .relu = true}, "winograd"},
+      // The NaN's group's outputs only: the grouped kernel spreads channels within a group.
+      {{.h = 9, .w = 19, .c = 48, .m = 48, .pads = {1, 1, 1, 1}, .relu = true, .group = 6}, "grouped 8"},
+      {{.h = 9, .w = 19, .c = 32, .m = 32, .pads = {1, 1, 1, 1}, .relu = true, .group = 8}, "grouped 4"},
   };
   uint32_t seed = 500;
   for (const NanCase& nc : cases) {
