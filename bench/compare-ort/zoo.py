@@ -27,7 +27,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = ["resnet34", "resnet101", "densenet121", "efficientnet_b0", "mobilenet_v3_large", "regnet_y_400mf",
-          "shufflenet_v2_x1_0", "mnasnet1_0", "squeezenet1_1", "convnext_tiny"]
+          "shufflenet_v2_x1_0", "mnasnet1_0", "squeezenet1_1", "convnext_tiny", "resnext50_32x4d"]
 
 
 def export(name, path):
