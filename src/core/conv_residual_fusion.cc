@@ -76,4 +76,34 @@ int FuseNhwcConvResidual(Graph& g) {
   return fused;
 }
 
+int FuseNhwcConvActivation(Graph& g) {
+  const GraphUses gu(g);
+  std::vector<char> drop(g.nodes.size(), 0);
+  int fused = 0;
+  for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
+    const Node& act = g.nodes[ai];
+    const bool silu = act.op_type == "QuickGelu" && act.domain == "com.microsoft" && act.HasAttr("alpha") &&
+                      act.GetFloat("alpha", 0.0f) == 1.0f;
+    const bool hswish = act.op_type == "HardSwish" && act.domain.empty();
+    if ((!silu && !hswish) || act.provider != "cpu" || act.inputs.size() != 1 || act.outputs.size() != 1 ||
+        act.inputs[0] < 0 || act.outputs[0] < 0)
+      continue;
+    const int y = act.inputs[0], ci = gu.Producer(y);
+    if (ci < 0 || drop[ci] || !gu.Intermediate(y) || gu.SoleConsumer(y) != static_cast<int>(ai)) continue;
+    const Node& conv = g.nodes[ci];
+    if (conv.op_type != "NhwcConv" || conv.domain != kInternalDomain || conv.provider != "cpu" ||
+        conv.HasAttr("activation") || conv.outputs.size() != 1)
+      continue;
+    Node f = conv;
+    f.attrs["activation"] = Attribute::String(silu ? "Silu" : "HardSwish");
+    f.outputs = act.outputs;
+    if (!OptimizedKernelCovers(f, g, KernelConfig{})) continue;
+    g.nodes[ci] = std::move(f);
+    drop[ai] = 1;
+    ++fused;
+  }
+  if (fused) RemoveDroppedNodes(g, drop);
+  return fused;
+}
+
 }  // namespace strata

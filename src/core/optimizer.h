@@ -39,5 +39,13 @@ int FuseActivations(Graph& g);
 // residual may be produced after the conv). Call before dead-node removal.
 // (src/core/conv_residual_fusion.cc)
 int FuseNhwcConvResidual(Graph& g);
+// After FuseInvertedResidualBlocks: NhwcConv -> SiLU (com.microsoft QuickGelu with alpha 1,
+// what FuseSilu makes of x * Sigmoid(x)) or -> HardSwish becomes one NhwcConv with
+// activation = "Silu" | "HardSwish", applied in the conv's store, when the conv has no
+// activation yet, its output feeds only that node and is not a graph output, and a kernel
+// covers the fused node (NhwcConv: on AVX-512F CPUs). Saves a pass over every such map
+// (EfficientNet, YOLO: SiLU after each conv; MobileNetV3: HardSwish). Returns the count.
+// (src/core/conv_residual_fusion.cc)
+int FuseNhwcConvActivation(Graph& g);
 
 }  // namespace strata

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/kernel.h"
+#include "cpu/act_kind.h"
 #include "cpu/conv_geometry.h"
 
 namespace strata {
@@ -87,15 +88,17 @@ bool IsPointwiseNhwc(const SpatialGeometry& g);
 Result<const Tensor*> NhwcConvResidual(const KernelContext& ctx, bool has_residual, const Shape& out_shape);
 
 // The store of an NHWC conv with m output channels, for either GEMM's epilogue type
-// (sgemm::Epilogue, Bf16Epilogue): bias (or null), the fused clamp [min, max], and the
-// residual res (NhwcConvResidual), added, or, when Y took over R's buffer (the kernel's
-// InPlaceInput), accumulated into Y.
+// (sgemm::Epilogue, Bf16Epilogue): bias (or null), the fused activation (kind, then the clamp
+// [min, max]), and the residual res (NhwcConvResidual), added, or, when Y took over R's
+// buffer (the kernel's InPlaceInput), accumulated into Y.
 template <typename Ep>
-Ep NhwcConvEpilogue(const float* bias, float min, float max, const Tensor* res, const Tensor* y, int64_t m) {
+Ep NhwcConvEpilogue(const float* bias, float min, float max, ActKind kind, const Tensor* res, const Tensor* y,
+                    int64_t m) {
   Ep ep;
   ep.bias = bias;
   ep.min = min;
   ep.max = max;
+  ep.kind = kind;
   if (res && res->data<float>() == y->data<float>()) {
     ep.accumulate = true;  // Y += conv + bias
   } else if (res) {

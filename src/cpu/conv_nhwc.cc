@@ -24,6 +24,7 @@
 #include "cpu/gemm_bf16.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/sgemm.h"
+#include "cpu/simd_clamp.h"
 #include "cpu/xnnpack_util.h"
 
 namespace strata {
@@ -100,7 +101,7 @@ Result<const Tensor*> NhwcConvResidual(const KernelContext& ctx, bool has_residu
   return res;
 }
 
-Status RunNchwFallback(KernelContext& ctx, const OpKernel& ref, const Node& nchw_node) {
+Status RunNchwFallback(KernelContext& ctx, const OpKernel& ref, const Node& nchw_node, Tensor** y_out) {
   const Node& node = ctx.node();
   const Tensor* x = ctx.input(0);
   if (!x || x->dtype() != DataType::kFloat || x->rank() != 4)
@@ -123,6 +124,7 @@ Status RunNchwFallback(KernelContext& ctx, const OpKernel& ref, const Node& nchw
   ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DataType::kFloat, {n, oh, ow, m}));
   if (out->num_elements() > 0)
     TransposeNchwToNhwc(y.data<float>(), out->mutable_data<float>(), n, m, oh * ow, ctx.pool());
+  if (y_out) *y_out = out;
   return Status::Ok();
 }
 
@@ -155,6 +157,10 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
         for (int64_t k = 0; k < kh_ * kw_; ++k)
           weights_[(o * kh_ * kw_ + k) * cig_ + i] = src[(o * cig_ + i) * kh_ * kw_ + k];
     if (b) bias_.assign(b->data<float>(), b->data<float>() + m_);
+    // XNNPACK and the reference conv apply only clamps: a SiLU / HardSwish runs over Y after
+    // them (Compute), so the NCHW fallback's node drops it.
+    if (act_.kind != ActKind::kClamp)
+      for (const char* a : {"activation", "activation_min", "activation_max"}) nchw_node_.attrs.erase(a);
   }
 
   // Validates the attributes and, for static pads, creates the XNNPACK operator now.
@@ -202,9 +208,18 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
       if (!wt || !wt->raw_data())
         return Unsupported(node.Describe(), ": XNNPACK rejected this input (", st.message(),
                            ") and the NCHW fallback needs W, which was released after packing");
-      return RunNchwFallback(ctx, *ref_, nchw_node_);
+      RETURN_IF_ERROR(RunNchwFallback(ctx, *ref_, nchw_node_, &y));
+    } else {
+      RETURN_IF_ERROR(st);
     }
-    return st;
+    if (act_.kind != ActKind::kClamp && y) {
+      if (sgemm::Available()) {
+        simd::ActivateSpan(y->mutable_data<float>(), y->num_elements(), act_.kind);
+      } else {
+        ApplyActivation(y->mutable_data<float>(), y->num_elements(), FusedActivation{.kind = act_.kind});
+      }
+    }
+    return Status::Ok();
   }
 
  private:
@@ -243,7 +258,9 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
     return InvalidModel(node.Describe(), ": group ", group, " does not divide the ", w->dim(0), " output channels");
   if (node.HasAttr("kernel_shape") && node.GetInts("kernel_shape") != Shape(w->shape().begin() + 2, w->shape().end()))
     return InvalidModel(node.Describe(), ": kernel_shape does not match W ", ShapeToString(w->shape()));
-  ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
+  // Relu / Clip, or SiLU / HardSwish (FuseNhwcConvActivation), which every kernel below
+  // applies in its store (or XNNPACK's, over its output).
+  ASSIGN_OR_RETURN(FusedActivation act, ParseNhwcConvActivation(node));
   // Ungrouped convs run on strata's SGEMM (faster than XNNPACK's IGEMM here, and on the
   // session pool, at any thread count); depthwise ones and narrow groups on strata's kernels;
   // other grouped convs on XNNPACK, whose workers ParkXnnWorkers puts to sleep
@@ -314,6 +331,10 @@ void RegisterNhwcConvKernels(KernelRegistry& r) {
               // pass asks the registry this before it fuses.
               .covers =
                   [](const KernelInit& init) {
+                    // SiLU / HardSwish: every NhwcConv kernel applies them, the AVX-512 ones in
+                    // their stores (XNNPACK's, on other CPUs, only in a scalar pass after it).
+                    const std::string act = init.node.GetString("activation", "");
+                    if ((act == "Silu" || act == "HardSwish") && !sgemm::Available()) return false;
                     const Tensor* w = init.constant_input(1);
                     return !init.has_input(3) || (w && NhwcGemmConvApplies(init.node, *w));
                   },

@@ -224,7 +224,7 @@ class NhwcBf16ConvBase : public bf16_internal::Bf16KernelBase, public PacksConst
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out_shape));
     if (y->num_elements() == 0) return r;
     r.y = y;
-    r.ep = NhwcConvEpilogue<Bf16Epilogue>(bias_.empty() ? nullptr : bias_.data(), act_.min, act_.max, res, y, m);
+    r.ep = NhwcConvEpilogue<Bf16Epilogue>(bias_.empty() ? nullptr : bias_.data(), act_.min, act_.max, act_.kind, res, y, m);
     return r;
   }
 
@@ -427,6 +427,10 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcBf16Conv(const KernelInit& init, const
   // Grouped (depthwise) convs stay fp32: they are memory-bound, bf16 saves no FLOPs there.
   if (node.GetInt("group", 1) != 1 || w.dtype() != DataType::kFloat || w.rank() != 4 || w.num_elements() == 0)
     return Unsupported(node.Describe(), ": the bf16 NHWC conv needs group 1 and a float32 OIHW weight");
+  // The AMX stores apply only clamps; there a SiLU / HardSwish conv takes the fp32 SGEMM.
+  if (act.kind != ActKind::kClamp && bf16_internal::AmxAvailable())
+    return Unsupported(node.Describe(), ": fused ", act.kind == ActKind::kSilu ? "SiLU" : "HardSwish",
+                       " on AMX stays fp32");
   if (!WithinDepthBound(init)) {
     if (SplitPointwiseFits(node, w) && bf16_internal::AmxAvailable() && Bf16SplitRowsEnabled())
       return MakeSplitPointwise(init, w, b, act);

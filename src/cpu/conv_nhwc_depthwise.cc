@@ -535,6 +535,9 @@ class NhwcDepthwiseKernel final : public OpKernel {
         } else {
           dw::ConvRow(wt_, rg, rows, yd + row * ow * c);
         }
+        // SiLU / HardSwish over the rows just written, while they are in L1/L2 (the row
+        // kernels' stores take only the clamp, which is then open).
+        if (act_.kind != ActKind::kClamp) simd::ActivateSpan(yd + row * ow * c, n * ow * c, act_.kind);
         row += n;
       }
     };

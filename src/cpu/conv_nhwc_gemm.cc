@@ -137,7 +137,8 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
     if (y->num_elements() == 0) return Status::Ok();
 
     const auto ep =
-        NhwcConvEpilogue<sgemm::Epilogue>(bias_.empty() ? nullptr : bias_.data(), act_.min, act_.max, res, y, m);
+        NhwcConvEpilogue<sgemm::Epilogue>(bias_.empty() ? nullptr : bias_.data(), act_.min, act_.max, act_.kind, res, y,
+                                          m);
     const int64_t rows = n * oh * ow;
     float* out = y->mutable_data<float>();
     Status st;

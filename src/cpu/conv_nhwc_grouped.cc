@@ -44,6 +44,7 @@ struct RowGeom {
   int64_t c = 0, m = 0;  // X and Y pixel strides (C and M channels; C == M)
   int64_t kh = 0, kw = 0, in_w = 0, out_w = 0, sw = 1, dw = 1, pad_left = 0;
   float lo = 0, hi = 0;
+  ActKind kind = ActKind::kClamp;  // before the clamp
 };
 
 // kP output pixels of the tile at channel c0 (lanes `lanes`: the last tile may be partial),
@@ -100,7 +101,7 @@ STRATA_AVX512 void Block(const RowGeom& g, int64_t c0, __mmask16 lanes, const fl
     __m512 sum = acc[p][0];
     if constexpr (kChains == 4)
       sum = _mm512_add_ps(_mm512_add_ps(sum, acc[p][1]), _mm512_add_ps(acc[p][2], acc[p][3]));
-    _mm512_mask_storeu_ps(y + p * g.m, lanes, simd::Clamp(sum, lo, hi));
+    _mm512_mask_storeu_ps(y + p * g.m, lanes, simd::Activate(sum, lo, hi, g.kind));
   }
 }
 
@@ -177,8 +178,8 @@ class NhwcGroupedConvKernel final : public OpKernel, public PacksConstantInputs 
     const int64_t oh = sg.out[0], ow = sg.out[1];
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, oh, ow, m_}));
     if (y->num_elements() == 0) return Status::Ok();
-    const RowGeom g{c,  m_, kh_, kw_, w, ow, sg.strides[1], sg.dilations[1], sg.pad_begin[1], act_.min,
-                    act_.max};
+    const RowGeom g{c,        m_,       kh_,      kw_, w, ow, sg.strides[1], sg.dilations[1], sg.pad_begin[1],
+                    act_.min, act_.max, act_.kind};
     const int64_t sh = sg.strides[0], dh = sg.dilations[0], pt = sg.pad_begin[0];
     const float* xd = x->data<float>();
     float* yd = y->mutable_data<float>();

@@ -32,6 +32,7 @@ struct StemGeo {
   const float* bias;
   int64_t h, wd, c, m, mp, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
   float lo, hi;
+  ActKind kind;  // before the clamp
 };
 
 // kPix interior output pixels (every tap in bounds) starting at (oy, ox), output channels
@@ -79,7 +80,7 @@ STRATA_AVX512 inline void InteriorBlock(const StemGeo& g, const float* xn, int64
 #pragma GCC unroll 4
     for (int v = 0; v < kNV; ++v)
       _mm512_mask_storeu_ps(yp + 16 * v, v == kNV - 1 ? last : static_cast<__mmask16>(0xFFFF),
-                            simd::Clamp(acc[j][v], lo, hi));
+                            simd::Activate(acc[j][v], lo, hi, g.kind));
   }
 }
 
@@ -111,7 +112,7 @@ STRATA_AVX512 inline void EdgePixel(const StemGeo& g, const float* xn, int64_t o
 #pragma GCC unroll 4
   for (int v = 0; v < kNV; ++v)
     _mm512_mask_storeu_ps(yp + 16 * v, v == kNV - 1 ? last : static_cast<__mmask16>(0xFFFF),
-                          simd::Clamp(acc[v], lo, hi));
+                          simd::Activate(acc[v], lo, hi, g.kind));
 }
 
 // Output rows [r0, r1) of the flattened [N * OH], channels [m0, m0 + 16 * kNV).
@@ -200,7 +201,8 @@ class NhwcStemConvKernel final : public OpKernel, public PacksConstantInputs {
                     s.pad_begin[0],
                     s.pad_begin[1],
                     act_.min,
-                    act_.max};
+                    act_.max,
+                    act_.kind};
     auto rows = [&](int64_t r0, int64_t r1) {
       // Groups of up to 64 output channels (4 vectors), each over the whole row range.
       for (int64_t m0 = 0; m0 < m; m0 += 64) {

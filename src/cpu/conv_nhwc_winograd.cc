@@ -84,6 +84,7 @@ struct Geo {
   const float* bias;  // [m] or nullptr
   const float* res;   // residual [n, oh, ow, m] or nullptr (may equal y)
   float lo, hi;       // clamp
+  ActKind kind;       // before the clamp
 };
 
 STRATA_AVX512 inline __mmask16 TailMask(int64_t left) {
@@ -221,7 +222,7 @@ STRATA_AVX512 void OutputTransform(const Geo& g, int64_t t0, int64_t nt, int64_t
           const int64_t at = base + (i * g.ow + j) * g.m + o0;
           __m512 val = _mm512_add_ps(out[j], bias);
           if (g.res) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(mk, g.res + at));
-          val = simd::Clamp(val, lo, hi);
+          val = simd::Activate(val, lo, hi, g.kind);
           _mm512_mask_storeu_ps(g.y + at, mk, val);
         }
       }
@@ -376,7 +377,8 @@ class NhwcWinogradConvKernel final : public OpKernel, public PacksConstantInputs
           bias_.empty() ? nullptr : bias_.data(),
           res ? res->data<float>() : nullptr,
           act_.min,
-          act_.max};
+          act_.max,
+          act_.kind};
     // Work items: (block of tiles, chunk of output channels), block-major. Blocks are as
     // large as the scratch allows and their count makes the items a multiple of the thread
     // count (when the tiles allow), so that with few tiles (a 14x14 map at 256 channels: 16

@@ -173,8 +173,8 @@ struct TileStore {
         v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, res));
         v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, res + 16));
       }
-      v0 = simd::Clamp(v0, lo, hi);
-      v1 = simd::Clamp(v1, lo, hi);
+      v0 = simd::Activate(v0, lo, hi, ep->kind);
+      v1 = simd::Activate(v1, lo, hi, ep->kind);
     }
     _mm512_mask_storeu_ps(cr, m0, v0);
     _mm512_mask_storeu_ps(cr + 16, m1, v1);

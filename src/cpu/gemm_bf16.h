@@ -102,6 +102,9 @@ struct Bf16Epilogue {
   float min = -std::numeric_limits<float>::infinity();
   float max = std::numeric_limits<float>::infinity();
   enum class Gelu { kNone, kErf, kTanh } gelu = Gelu::kNone;
+  // SiLU or HardSwish before the clamp (NHWC convs; the AVX512_BF16 kernel only: the AMX
+  // paths keep kClamp, MakeNhwcBf16Conv declines the others there).
+  ActKind kind = ActKind::kClamp;
   // C is read: C += A x B, then the rest of the epilogue. Lets an output written over its
   // residual (OpKernel::InPlaceInput) add the product to it; residual must then be null.
   bool accumulate = false;

@@ -26,8 +26,8 @@ void RegisterChannelShuffleKernels(KernelRegistry& r);  // channel_shuffle.cc (N
 
 // Runs an NCHW kernel `ref` (built for `nchw_node`, the original ONNX node) on NHWC input 0
 // and writes its result to output 0 as NHWC: the exact fallback for parameters XNNPACK
-// rejects. Inputs 1.. are passed through unchanged.
-Status RunNchwFallback(KernelContext& ctx, const OpKernel& ref, const Node& nchw_node);
+// rejects. Inputs 1.. are passed through unchanged. *y_out (when given): the output written.
+Status RunNchwFallback(KernelContext& ctx, const OpKernel& ref, const Node& nchw_node, Tensor** y_out = nullptr);
 
 // The original ONNX node behind an internal NHWC node: same attributes and inputs, the
 // ONNX op type, domain "" and the opset recorded by the pass. Used to build the fallbacks.

@@ -48,14 +48,14 @@ float* ThreadABuffer() {
   return buf.p;
 }
 
-// C = (accumulate ? C : 0) + bias (+ residual), clamped: the whole product when K == 0.
+// C = (accumulate ? C : 0) + bias (+ residual), activated: the whole product when K == 0.
 void EpilogueOnly(int64_t m, int64_t n, float* c, int64_t ldc, const Epilogue& ep) {
   for (int64_t i = 0; i < m; ++i) {
     float* row = c + i * ldc;
     const float* res = ep.residual ? ep.residual + i * ep.ldr : nullptr;
     for (int64_t j = 0; j < n; ++j) {
       float v = (ep.accumulate ? row[j] : 0.0f) + (ep.bias ? ep.bias[j] : 0.0f) + (res ? res[j] : 0.0f);
-      row[j] = std::min(std::max(v, ep.min), ep.max);
+      row[j] = std::min(std::max(ActivateScalar(v, ep.kind), ep.min), ep.max);
     }
   }
 }
@@ -124,7 +124,7 @@ bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const ASrc& a, c
   float* abuf = ThreadABuffer();
   if (!abuf) return false;
   const int64_t K = b.k(), N = b.n();
-  const bool clamp = ep.min > -INFINITY || ep.max < INFINITY;
+  const bool clamp = ep.min > -INFINITY || ep.max < INFINITY || ep.kind != ActKind::kClamp;
   int64_t tile_start[kMaxTiles + 1];
   const int ntiles = TileStarts(mrows, tile_start);
   for (int64_t pc = 0; pc < K; pc += kKc) {
@@ -138,6 +138,7 @@ bool RunTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const ASrc& a, c
     te.clamp = last && clamp;
     te.min = ep.min;
     te.max = ep.max;
+    te.kind = ep.kind;
     te.ldr = ep.ldr;
     for (int64_t p = p0; p < p1; ++p) {
       const int cols = static_cast<int>(std::min(kPanelWidth, N - p * kPanelWidth));
@@ -203,9 +204,10 @@ bool RunIndirectTask(int64_t i0, int64_t mrows, int64_t p0, int64_t p1, const In
   internal::TileEpilogue te;
   te.alpha = ep.alpha;
   te.load_c = ep.accumulate;
-  te.clamp = ep.min > -INFINITY || ep.max < INFINITY;
+  te.clamp = ep.min > -INFINITY || ep.max < INFINITY || ep.kind != ActKind::kClamp;
   te.min = ep.min;
   te.max = ep.max;
+  te.kind = ep.kind;
   te.ldr = ep.ldr;
   auto tile = [&](int t, int64_t p, const float** tp) {
     const int64_t row0 = i0 + tile_start[t];

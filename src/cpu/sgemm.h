@@ -18,6 +18,7 @@
 
 #include "core/status.h"
 #include "core/threadpool.h"
+#include "cpu/act_kind.h"
 
 namespace strata {
 class Tensor;
@@ -160,6 +161,8 @@ struct Epilogue {
   // between K blocks); use accumulate for an in-place residual.
   const float* residual = nullptr;
   int64_t ldr = 0;
+  // SiLU or HardSwish applied before the clamp (after bias and residual).
+  ActKind kind = ActKind::kClamp;
 };
 
 // C[M,N] = alpha * A[M,K] (row stride lda >= K) x B + epilogue; C row stride ldc >= N.

@@ -61,8 +61,8 @@ STRATA_AVX512 __attribute__((always_inline)) inline void StoreTile(const __m512 
       v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, rr + 16));
     }
     if (e.clamp) {
-      v0 = simd::Clamp(v0, lo, hi);
-      v1 = simd::Clamp(v1, lo, hi);
+      v0 = simd::Activate(v0, lo, hi, e.kind);
+      v1 = simd::Activate(v1, lo, hi, e.kind);
     }
     _mm512_mask_storeu_ps(cr, m0, v0);
     _mm512_mask_storeu_ps(cr + 16, m1, v1);

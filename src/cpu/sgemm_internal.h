@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "cpu/act_kind.h"
+
 namespace strata::sgemm::internal {
 
 // Sizes past 2^60 are refused as well as true int64 overflow: products of them still feed
@@ -28,8 +30,9 @@ struct TileEpilogue {
   float alpha = 1.0f;
   bool load_c = false;          // add the tile's current C (accumulating or a later K block)
   const float* bias = nullptr;  // at the tile's first column; nullptr: none
-  bool clamp = false;
+  bool clamp = false;  // apply kind, then the clamp (the last K block)
   float min = 0.0f, max = 0.0f;
+  ActKind kind = ActKind::kClamp;
   const float* residual = nullptr;  // tile's first element of R (added with the bias); nullptr: none
   int64_t ldr = 0;
   // B the task reads next (the following panel slice), prefetched along this tile's k loop,

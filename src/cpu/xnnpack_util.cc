@@ -91,6 +91,14 @@ const char* XnnStatusName(xnn_status s) {
   return "unknown status";
 }
 
+Result<FusedActivation> ParseNhwcConvActivation(const Node& node) {
+  const std::string kind = node.GetString("activation", "");
+  if (kind != "Silu" && kind != "HardSwish") return ParseFusedActivation(node);
+  FusedActivation act;
+  act.kind = kind == "Silu" ? ActKind::kSilu : ActKind::kHardSwish;
+  return act;
+}
+
 Result<FusedActivation> ParseFusedActivation(const Node& node) {
   FusedActivation act;
   if (!node.HasAttr("activation")) return act;

@@ -20,6 +20,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/threadpool.h"
+#include "cpu/act_kind.h"
 
 namespace strata {
 
@@ -36,22 +37,29 @@ using XnnOperatorPtr = std::unique_ptr<xnn_operator, XnnOperatorDeleter>;
 
 // Strata-internal fused activation on Conv/Gemm/MatMul nodes (set by the optimizer):
 //   activation = "Relu" | "Clip", activation_min / activation_max (floats).
-// Without the attribute the range is (-inf, +inf).
+// Without the attribute the range is (-inf, +inf). NhwcConv nodes may also carry
+// activation = "Silu" | "HardSwish" (kind; no range), which only ParseNhwcConvActivation
+// accepts: every NhwcConv kernel either applies it or declines the node.
 struct FusedActivation {
   float min = -std::numeric_limits<float>::infinity();
   float max = std::numeric_limits<float>::infinity();
+  ActKind kind = ActKind::kClamp;
   bool active() const {
-    return min > -std::numeric_limits<float>::infinity() || max < std::numeric_limits<float>::infinity();
+    return kind != ActKind::kClamp || min > -std::numeric_limits<float>::infinity() ||
+           max < std::numeric_limits<float>::infinity();
   }
 };
+// Relu or Clip; anything else is kInvalidModel naming the node.
 Result<FusedActivation> ParseFusedActivation(const Node& node);
+// Also Silu and HardSwish (MakeNhwcConv).
+Result<FusedActivation> ParseNhwcConvActivation(const Node& node);
 
-// Clamps data[0, n) to the activation range (no-op when inactive).
+// Applies the activation to data[0, n) (no-op when inactive).
 template <typename T>
 void ApplyActivation(T* data, int64_t n, const FusedActivation& act) {
   if (!act.active()) return;
   for (int64_t i = 0; i < n; ++i) {
-    float v = static_cast<float>(data[i]);
+    float v = ActivateScalar(static_cast<float>(data[i]), act.kind);
     v = v < act.min ? act.min : (v > act.max ? act.max : v);
     data[i] = static_cast<T>(v);
   }

@@ -435,6 +435,37 @@ TEST_F(Bf16NhwcConv, SmallCnnMatchesFp32) {
   }
 }
 
+// HardSwish and SiLU (x * Sigmoid(x)) after bf16 convs join the bf16 GEMM's store
+// (FuseNhwcConvActivation): both convs stay on the bf16 kernel with no activation node left,
+// and the output is within bf16's error of fp32 (which runs them fused on the SGEMM).
+TEST_F(Bf16NhwcConv, FusedSiluAndHardSwishStayOnBf16) {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 32, 14, 14});
+  AddOutput(g, "y", {2, 40, 7, 7});
+  AddConv(g, "x", "c1", 32, 48, 1, 1, 0, 1, 21, false);
+  AddNode(g, "HardSwish", {"c1"}, {"h"});
+  AddConv(g, "h", "c2", 48, 40, 3, 2, 1, 1, 22, false);
+  AddNode(g, "Sigmoid", {"c2"}, {"s"});
+  AddNode(g, "Mul", {"c2", "s"}, {"y"});
+  Feeds feeds = {{"x", Value(Tensor::FromVector<float>(Pseudo(2 * 32 * 14 * 14, 23, 3.0f), {2, 32, 14, 14}))}};
+  auto ref = RunModel(m, feeds, 1, false, true);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  for (int threads : {1, 2}) {
+    std::vector<NodeAssignment> as;
+    auto bf16 = RunModel(m, feeds, threads, true, false, &as);
+    ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+    int bf16_convs = 0, acts = 0;
+    for (const auto& a : as) {
+      bf16_convs += a.op_type == "NhwcConv" && a.impl == "avx512_bf16";
+      acts += a.op_type == "HardSwish" || a.op_type == "QuickGelu" || a.op_type == "Sigmoid";
+    }
+    EXPECT_EQ(bf16_convs, 2) << "threads=" << threads;
+    EXPECT_EQ(acts, 0) << "threads=" << threads;
+    EXPECT_LT(MaxRelError((*bf16)[0].tensor(), (*ref)[0].tensor()), 1e-2) << "threads=" << threads;
+  }
+}
+
 // A hand-built NhwcConv node (the layout pass's output) with bad run-time inputs: errors
 // name the node, nothing crashes.
 TEST_F(Bf16NhwcConv, BadInputsAreErrorsNamingTheNode) {

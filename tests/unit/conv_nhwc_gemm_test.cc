@@ -57,6 +57,7 @@ struct ConvCase {
   bool bias = true, relu = false, residual = false;
   std::string auto_pad;  // "" = NOTSET
   int64_t group = 1;
+  std::string act;  // fused "Silu" / "HardSwish" ("" = none; relu is the clamp)
 };
 
 int64_t OutSize(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe) {
@@ -86,6 +87,8 @@ Tensor NaiveConv(const ConvCase& cc, const Tensor& x, const Tensor& w, const Ten
               }
           const int64_t at = ((n * oh + oy) * ow + ox) * cc.m + o;
           if (r) acc += r->data<float>()[at];
+          if (cc.act == "Silu") acc = acc / (1.0 + std::exp(-acc));
+          if (cc.act == "HardSwish") acc = acc * std::clamp(acc / 6.0 + 0.5, 0.0, 1.0);
           if (cc.relu && acc < 0) acc = 0;
           y.mutable_data<float>()[at] = static_cast<float>(acc);
         }
@@ -119,6 +122,7 @@ Node NhwcConvNode(const ConvCase& cc, const std::string& name = "conv0") {
     node.attrs["auto_pad"] = Attribute::String(cc.auto_pad);
   }
   if (cc.group != 1) node.attrs["group"] = Attribute::Int(cc.group);
+  if (!cc.act.empty()) node.attrs["activation"] = Attribute::String(cc.act);
   if (cc.relu) {
     node.attrs["activation"] = Attribute::String("Relu");
     node.attrs["activation_min"] = Attribute::Float(0.0f);
@@ -650,6 +654,50 @@ TEST(NhwcGroupedConv, MatchesNaiveConvAtEdgeShapes) {
       ExpectNear(r.y, want, "grouped " + Name(cc));
     }
   }
+}
+
+// SiLU and HardSwish fused into an NhwcConv (FuseNhwcConvActivation) on every kernel that
+// can take one: applied in the SGEMM (1x1 direct and gathered 3x3), Winograd, depthwise,
+// stem and grouped stores, and over XNNPACK's output (16 channels per group), against the
+// naive conv followed by the activation, 1 and 2 threads; maps scaled so that values span
+// both flat tails of each function.
+TEST(NhwcConv, FusedSiluAndHardSwishOnEveryKernel) {
+  ThreadPool pool2(2);
+  struct ActCase {
+    ConvCase cc;
+    const char* impl;
+    const char* winograd;
+  };
+  const ActCase cases[] = {
+      {{.h = 6, .w = 7, .c = 40, .m = 45, .kh = 1, .kw = 1}, "nhwc-sgemm", "0"},
+      {{.n = 2, .h = 9, .w = 11, .c = 24, .m = 33, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}}, "nhwc-sgemm", "0"},
+      {{.h = 14, .w = 13, .c = 16, .m = 32, .pads = {1, 1, 1, 1}}, "winograd-f4x4", "4"},
+      {{.n = 2, .h = 9, .w = 21, .c = 37, .m = 37, .pads = {1, 1, 1, 1}, .group = 37}, "nhwc-depthwise", "0"},
+      {{.h = 11, .w = 12, .c = 24, .m = 24, .kh = 5, .kw = 5, .sh = 2, .sw = 2, .pads = {2, 2, 2, 2}, .group = 24},
+       "nhwc-depthwise",
+       "0"},
+      {{.h = 15, .w = 17, .c = 3, .m = 32, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}}, "nhwc-stem", "0"},
+      {{.h = 9, .w = 19, .c = 48, .m = 48, .pads = {1, 1, 1, 1}, .group = 6}, "nhwc-grouped", "0"},
+      {{.h = 7, .w = 8, .c = 32, .m = 32, .pads = {1, 1, 1, 1}, .group = 2}, "xnnpack", "0"},
+  };
+  uint32_t seed = 700;
+  for (const ActCase& ac : cases)
+    for (const char* act : {"Silu", "HardSwish"}) {
+      ConvCase cc = ac.cc;
+      cc.act = act;
+      ScopedWinograd wino(ac.winograd);
+      const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++, 3.0f);
+      const Tensor w = Random({cc.m, cc.c / cc.group, cc.kh, cc.kw}, seed++, 1.0f);
+      const Tensor b = Random({cc.m}, seed++, 1.0f);
+      const Tensor want = NaiveConv(cc, x, w, &b, nullptr);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+        KernelRun r = RunNhwcConv(cc, x, w, &b, nullptr, pool);
+        ASSERT_TRUE(r.create.ok() && r.compute.ok()) << act << " " << Name(cc) << r.create.ToString()
+                                                     << r.compute.ToString();
+        EXPECT_EQ(r.impl, ac.impl) << act << " " << Name(cc);
+        ExpectNear(r.y, want, std::string(act) + " " + ac.impl + " " + Name(cc));
+      }
+    }
 }
 
 TEST(NhwcStemConv, MatchesNaiveConvAtEdgeShapes) {

@@ -72,8 +72,10 @@ void ExpectClose(const Runs& r, double tol = 1e-4) {
 
 // x[2,8,6,6] -> Conv 3x3 -> Sigmoid -> Mul(c, s) (or Mul(s, c)) -> Conv 1x1 -> y: the SiLU
 // between two NHWC convs. `other_operand` multiplies the sigmoid by x instead of its input,
-// `sig_is_output` makes the sigmoid a graph output too: neither is SiLU.
-onnx::ModelProto ConvSilu(bool swapped, bool other_operand = false, bool sig_is_output = false) {
+// `sig_is_output` makes the sigmoid a graph output too: neither is SiLU. `conv_is_output`
+// makes c a graph output: SiLU, but one the conv's store cannot take.
+onnx::ModelProto ConvSilu(bool swapped, bool other_operand = false, bool sig_is_output = false,
+                          bool conv_is_output = false) {
   onnx::ModelProto m = MakeModel(17);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {2, 8, 6, 6});
@@ -94,20 +96,67 @@ onnx::ModelProto ConvSilu(bool swapped, bool other_operand = false, bool sig_is_
   AddNode(g, "Conv", {"a", "w2"}, {"y"});
   AddOutput(g, "y", {2, 8, 6, 6});
   if (sig_is_output) AddOutput(g, "s", {2, 8, 6, 6});
+  if (conv_is_output) AddOutput(g, "c", {2, 8, 6, 6});
   return m;
 }
 
-TEST(TransformerFusion, SiluBecomesQuickGeluInsideTheNhwcRegion) {
+// x * Sigmoid(x) after a conv becomes QuickGelu (alpha 1), which then joins the conv's store
+// (FuseNhwcConvActivation, on AVX-512 CPUs): no Sigmoid, Mul or QuickGelu node is left.
+TEST(TransformerFusion, SiluBecomesQuickGeluAndJoinsTheNhwcConv) {
+  const int left = sgemm::Available() ? 0 : 1;
   for (bool swapped : {false, true})
     for (int threads : {1, 2}) {
       Runs r = RunBoth(ConvSilu(swapped), {{"x", Input({2, 8, 6, 6}, 5)}}, threads);
       ExpectClose(r);
-      EXPECT_EQ(r.ops["QuickGelu"], 1) << "swapped " << swapped;
+      EXPECT_EQ(r.ops["QuickGelu"], left) << "swapped " << swapped;
       EXPECT_EQ(r.ops["Sigmoid"], 0);
       EXPECT_EQ(r.ops["Mul"], 0);
+      EXPECT_EQ(r.ops["NhwcConv"], 2);
       // Layout-free like ai.onnx's activations: one transpose in, one out, none around it.
       EXPECT_EQ(r.ops["NchwToNhwc"] + r.ops["NhwcToNchw"], 2);
     }
+  // c is a graph output too: the conv must store c itself, so the QuickGelu stays a node.
+  for (int threads : {1, 2}) {
+    Runs r = RunBoth(ConvSilu(false, false, false, /*conv_is_output=*/true), {{"x", Input({2, 8, 6, 6}, 8)}},
+                     threads);
+    ExpectClose(r);
+    EXPECT_EQ(r.ops["QuickGelu"], 1);
+    EXPECT_EQ(r.ops["Sigmoid"], 0);
+  }
+}
+
+// x -> Conv 3x3 (groups of 8) -> HardSwish -> Conv 1x1 -> HardSwish -> y (MobileNetV3's
+// activation after a grouped and a pointwise conv): both join their convs' stores; a
+// HardSwish whose input is also a graph output stays.
+TEST(TransformerFusion, HardSwishJoinsTheNhwcConv) {
+  for (bool input_is_output : {false, true}) {
+    onnx::ModelProto m = MakeModel(17);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {1, 16, 9, 9});
+    test::AddInit(g, "w1", {16, 8, 3, 3}, 3);
+    test::AddInit(g, "w2", {24, 16, 1, 1}, 4);
+    auto* c = AddNode(g, "Conv", {"x", "w1"}, {"c"});
+    auto* pads = c->add_attribute();
+    pads->set_name("pads");
+    pads->set_type(onnx::AttributeProto::INTS);
+    for (int i = 0; i < 4; ++i) pads->add_ints(1);
+    auto* grp = c->add_attribute();
+    grp->set_name("group");
+    grp->set_type(onnx::AttributeProto::INT);
+    grp->set_i(2);
+    AddNode(g, "HardSwish", {"c"}, {"h"});
+    AddNode(g, "Conv", {"h", "w2"}, {"d"});
+    AddNode(g, "HardSwish", {"d"}, {"y"});
+    AddOutput(g, "y", {1, 24, 9, 9});
+    if (input_is_output) AddOutput(g, "c", {1, 16, 9, 9});
+    for (int threads : {1, 2}) {
+      Runs r = RunBoth(m, {{"x", Input({1, 16, 9, 9}, 9, 4.0f)}}, threads);
+      ExpectClose(r);
+      const int fusable = sgemm::Available() ? (input_is_output ? 1 : 2) : 0;
+      EXPECT_EQ(r.ops["HardSwish"], 2 - fusable) << "c is an output: " << input_is_output;
+      EXPECT_EQ(r.ops["NhwcConv"], 2);
+    }
+  }
 }
 
 TEST(TransformerFusion, SiluNearMissesStay) {
