@@ -27,7 +27,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = ["resnet34", "resnet101", "densenet121", "efficientnet_b0", "mobilenet_v3_large", "regnet_y_400mf",
-          "shufflenet_v2_x1_0", "mnasnet1_0", "squeezenet1_1", "convnext_tiny", "resnext50_32x4d"]
+          "shufflenet_v2_x1_0", "mnasnet1_0", "squeezenet1_1", "convnext_tiny", "resnext50_32x4d",
+          "vit_b_32", "swin_t"]
 
 
 def export(name, path):

@@ -216,7 +216,8 @@ def calibrated_cnn(model):
             m.momentum = None
         elif isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, std=0.01)
-            nn.init.zeros_(m.bias)
+            if m.bias is not None:  # Swin's attention projections have none
+                nn.init.zeros_(m.bias)
     model.train()
     with torch.no_grad():
         model(torch.randn(4, 3, 224, 224))  # one batch gives per-channel stats over 4*H*W values

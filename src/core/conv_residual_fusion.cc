@@ -76,6 +76,32 @@ int FuseNhwcConvResidual(Graph& g) {
   return fused;
 }
 
+int FuseNhwcBatchNormRelu(Graph& g) {
+  const GraphUses gu(g);
+  std::vector<char> drop(g.nodes.size(), 0);
+  int fused = 0;
+  for (size_t ri = 0; ri < g.nodes.size(); ++ri) {
+    const Node& relu = g.nodes[ri];
+    if (relu.op_type != "Relu" || !relu.domain.empty() || relu.provider != "cpu" || relu.inputs.size() != 1 ||
+        relu.outputs.size() != 1 || relu.inputs[0] < 0 || relu.outputs[0] < 0)
+      continue;
+    const int y = relu.inputs[0], bi = gu.Producer(y);
+    if (bi < 0 || drop[bi] || gu.SoleConsumer(y) != static_cast<int>(ri)) continue;
+    Node& bn = g.nodes[bi];
+    if (bn.op_type != "NhwcBatchNormalization" || bn.domain != kInternalDomain || bn.provider != "cpu" ||
+        bn.HasAttr("activation") || bn.outputs.size() != 1)
+      continue;
+    bn.attrs["activation"] = Attribute::String("Relu");
+    bn.attrs["activation_min"] = Attribute::Float(0.0f);
+    bn.attrs["activation_max"] = Attribute::Float(INFINITY);
+    bn.outputs = relu.outputs;
+    drop[ri] = 1;
+    ++fused;
+  }
+  if (fused) RemoveDroppedNodes(g, drop);
+  return fused;
+}
+
 int FuseNhwcConvActivation(Graph& g) {
   const GraphUses gu(g);
   std::vector<char> drop(g.nodes.size(), 0);

@@ -383,6 +383,7 @@ Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
     if (l > 0) FuseNhwcConvResidual(g);
     if (l > 0) FuseInvertedResidualBlocks(g);  // MobileNetV2 blocks: after the residual fusion
     if (l > 0) FuseNhwcConvActivation(g);      // after the blocks, whose parts take clamps only
+    if (l > 0) FuseNhwcBatchNormRelu(g);
   }
   EliminateDeadNodes(g);
   return Status::Ok();

@@ -47,5 +47,10 @@ int FuseNhwcConvResidual(Graph& g);
 // (EfficientNet, YOLO: SiLU after each conv; MobileNetV3: HardSwish). Returns the count.
 // (src/core/conv_residual_fusion.cc)
 int FuseNhwcConvActivation(Graph& g);
+// After ConvertToNhwc: NhwcBatchNormalization -> Relu becomes one NhwcBatchNormalization with
+// activation = Relu when the BN output feeds only the Relu and is not a graph output
+// (DenseNet's pre-activations: one pass over each map instead of two). Returns the count.
+// (src/core/conv_residual_fusion.cc)
+int FuseNhwcBatchNormRelu(Graph& g);
 
 }  // namespace strata

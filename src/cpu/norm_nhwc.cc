@@ -4,22 +4,54 @@
 // y = (x - mean[c]) * a[c] + B[c] with a = scale / sqrt(var + eps) computed once here in
 // double, as the reference kernel (norm.cc) computes it: the mean is not folded into the
 // bias, which would cancel badly when var is tiny. Rows of C channels are contiguous, so
-// the loop vectorises over channels; rows are split over the session pool.
+// the loop vectorises over channels; rows are split over the session pool. A Relu after it
+// (DenseNet's BN -> Relu -> conv) joins as activation = Relu (FuseNhwcBatchNormRelu): the
+// clamp compares, so a NaN stays NaN as in the unfused Relu.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "core/layout_pass.h"
 #include "cpu/nhwc_kernels.h"
+#include "cpu/target_clones.h"
+#include "cpu/xnnpack_util.h"
 
 namespace strata {
 namespace {
 
+// c ? a : b as a bit blend, which vectorises on every ISA (a ?: on floats stays scalar
+// without AVX-512 masking under -ftrapping-math).
+inline float Select(bool c, float a, float b) {
+  const int32_t m = -static_cast<int32_t>(c);
+  return __builtin_bit_cast(float, (__builtin_bit_cast(int32_t, a) & m) | (__builtin_bit_cast(int32_t, b) & ~m));
+}
+
+// Rows [r0, r1) of C channels: y = (x - mean) * a + b, then with `clamp` min(hi, max(lo, y))
+// by comparisons (a NaN stays NaN). Cloned per ISA: the file is built for baseline x86-64.
+STRATA_TARGET_CLONES("avx512f", "avx2", "default")
+void BatchNormRows(const float* xp, float* yp, int64_t r0, int64_t r1, int64_t c, const float* mean, const float* a,
+                   const float* b, bool clamp, float lo, float hi) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = xp + r * c;
+    float* yr = yp + r * c;
+    if (clamp) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float v = (xr[ch] - mean[ch]) * a[ch] + b[ch];
+        const float u = Select(v < lo, lo, v);
+        yr[ch] = Select(hi < u, hi, u);
+      }
+    } else {
+      for (int64_t ch = 0; ch < c; ++ch) yr[ch] = (xr[ch] - mean[ch]) * a[ch] + b[ch];
+    }
+  }
+}
+
 class NhwcBatchNormKernel final : public OpKernel {
  public:
   const char* ImplName() const override { return "nhwc"; }
-  NhwcBatchNormKernel(std::vector<float> mean, std::vector<float> a, std::vector<float> b)
-      : mean_(std::move(mean)), a_(std::move(a)), b_(std::move(b)) {}
+  NhwcBatchNormKernel(std::vector<float> mean, std::vector<float> a, std::vector<float> b, FusedActivation act)
+      : mean_(std::move(mean)), a_(std::move(a)), b_(std::move(b)), act_(act) {}
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
@@ -36,13 +68,9 @@ class NhwcBatchNormKernel final : public OpKernel {
     const float* xp = x->data<float>();
     float* yp = y->mutable_data<float>();
     const float *mean = mean_.data(), *a = a_.data(), *b = b_.data();
-    auto body = [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* xr = xp + r * c;
-        float* yr = yp + r * c;
-        for (int64_t ch = 0; ch < c; ++ch) yr[ch] = (xr[ch] - mean[ch]) * a[ch] + b[ch];
-      }
-    };
+    const bool clamp = act_.active();
+    const float lo = act_.min, hi = act_.max;
+    auto body = [&](int64_t r0, int64_t r1) { BatchNormRows(xp, yp, r0, r1, c, mean, a, b, clamp, lo, hi); };
     // ~16K floats per chunk: enough work to amortise a pool wake-up.
     const int64_t grain = std::max<int64_t>(1, 16384 / c);
     if (ctx.pool() && rows > grain) {
@@ -55,6 +83,7 @@ class NhwcBatchNormKernel final : public OpKernel {
 
  private:
   std::vector<float> mean_, a_, b_;
+  FusedActivation act_;  // Relu or Clip (never SiLU / HardSwish: ParseFusedActivation)
 };
 
 Result<std::unique_ptr<OpKernel>> MakeNhwcBatchNorm(const KernelInit& init) {
@@ -66,6 +95,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcBatchNorm(const KernelInit& init) {
     if (!p[i] || p[i]->dtype() != DataType::kFloat || p[i]->rank() != 1 || p[i]->dim(0) != p[0]->dim(0))
       return InvalidModel(node.Describe(), ": ", names[i], " must be a constant float32 [C] like scale");
   }
+  ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
   const int64_t c = p[0]->dim(0);
   const double eps = node.GetFloat("epsilon", 1e-5f);
   std::vector<float> mean(c), a(c), b(c);
@@ -74,7 +104,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcBatchNorm(const KernelInit& init) {
     a[ch] = static_cast<float>(p[0]->data<float>()[ch] / std::sqrt(static_cast<double>(p[3]->data<float>()[ch]) + eps));
     b[ch] = p[1]->data<float>()[ch];
   }
-  return std::unique_ptr<OpKernel>(std::make_unique<NhwcBatchNormKernel>(std::move(mean), std::move(a), std::move(b)));
+  return std::unique_ptr<OpKernel>(std::make_unique<NhwcBatchNormKernel>(std::move(mean), std::move(a), std::move(b), act));
 }
 
 }  // namespace

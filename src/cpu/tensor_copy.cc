@@ -1,6 +1,7 @@
 // Copy kernels expressed as strided copies: Transpose, Concat, Split, Slice, Expand,
 // Tile, Pad, and the broadcasting Where.
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -66,6 +67,35 @@ Status Concat(KernelContext& ctx) {
     out[axis] += t.dim(axis);
   }
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, first.dtype(), out));
+  if (y->num_elements() == 0) return Status::Ok();
+  // Each output row (an index over the axes before `axis`) is the inputs' rows back to back.
+  // With many rows (an NHWC channel concat: one per pixel, each input a short segment) one
+  // pass over the output rows copies every input's segment in turn: as one strided copy
+  // per input, each input was a parallel region of its own, and 2 threads ran DenseNet's
+  // concats slower than 1 (4.5 vs 3.7 ms per run). Few rows (axis 0) keep the per-input
+  // copies, which split each large block over the pool.
+  int64_t rows = 1;
+  for (int64_t d = 0; d < axis; ++d) rows *= out[d];
+  const int64_t threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
+  if (first.dtype() != DataType::kString && rows >= 8 * threads) {
+    const int64_t es = static_cast<int64_t>(DataTypeSize(first.dtype()));
+    int64_t unit = es;  // bytes per index along axis
+    for (int64_t d = axis + 1; d < rank; ++d) unit *= out[d];
+    const int64_t row_bytes = out[axis] * unit;
+    auto* dst = static_cast<char*>(y->raw_mutable_data());
+    ParallelRange(ctx.pool(), rows, row_bytes, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        char* d = dst + r * row_bytes;
+        for (const Tensor* t : ins) {
+          const int64_t seg = t->dim(axis) * unit;
+          if (seg == 0) continue;
+          std::memcpy(d, static_cast<const char*>(t->raw_data()) + r * seg, static_cast<size_t>(seg));
+          d += seg;
+        }
+      }
+    });
+    return Status::Ok();
+  }
   const auto out_strides = ContiguousStrides(out);
   int64_t offset = 0;
   for (const Tensor* t : ins) {

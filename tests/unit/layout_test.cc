@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <initializer_list>
 #include <map>
 #include <string>
@@ -174,7 +175,9 @@ TEST(Layout, SmallNetMatchesReference) {
 // zero-padding Pad before an AveragePool (torch's export of DenseNet's transitions), a
 // MaxPool after a Concat (SqueezeNet), batch 2: all inside the region, no transposes but at
 // the edges. `pad` > 0 makes the Pad real (it then stays, with its transposes).
-onnx::ModelProto ConcatBnNet(int64_t pad) {
+// `bn_is_output` makes the BN's output a graph output too (its Relu then stays a node);
+// `relu_is_output` the Relu's (which the fused BN then writes).
+onnx::ModelProto ConcatBnNet(int64_t pad, bool bn_is_output = false, bool relu_is_output = false) {
   onnx::ModelProto m = MakeModel(17, "layout_test");
   auto* g = m.mutable_graph();
   AddInput(g, "x", {2, 5, 9, 9});
@@ -212,7 +215,31 @@ onnx::ModelProto ConcatBnNet(int64_t pad) {
   SetInt(mp, "ceil_mode", 1);
   AddConv(g, "mp", "y", 12, 3, 1, 1, 0, 1, 45);
   AddOutput(g, "y", {2, 3, 2, 2});
+  if (bn_is_output) AddOutput(g, "bn", {2, 13, 9, 9});
+  if (relu_is_output) AddOutput(g, "r", {2, 13, 9, 9});
   return m;
+}
+
+// The fused BN+Relu clamps by comparison: a NaN reaching it stays NaN, at exactly the
+// reference's positions (a max(0, x) instruction would turn it into 0).
+TEST(Layout, FusedBatchNormReluKeepsNaN) {
+  Tensor x = Input({2, 5, 9, 9}, 16);
+  x.mutable_data<float>()[(1 * 5 + 2) * 81 + 4 * 9 + 4] = std::numeric_limits<float>::quiet_NaN();
+  for (int threads : {1, 2}) {
+    Runs r = RunBoth(ConcatBnNet(0, false, /*relu_is_output=*/true), {{"x", Value(x)}}, threads);
+    ASSERT_EQ(r.opt.size(), 2u);
+    EXPECT_EQ(OpCounts(r.assignments)["Relu"], 0) << "the Relu must have joined the BN";
+    const Tensor& got = r.opt[1].tensor();
+    const Tensor& want = r.ref[1].tensor();
+    ASSERT_EQ(got.shape(), want.shape());
+    int64_t nans = 0;
+    for (int64_t i = 0; i < want.num_elements(); ++i) {
+      const bool ref_nan = std::isnan(want.data<float>()[i]);
+      nans += ref_nan;
+      ASSERT_EQ(std::isnan(got.data<float>()[i]), ref_nan) << "element " << i;
+    }
+    EXPECT_GT(nans, 0) << "the NaN must reach the Relu's output, or the test proves nothing";
+  }
 }
 
 TEST(Layout, ConcatBatchNormAndZeroPadStayInTheRegion) {
@@ -222,12 +249,21 @@ TEST(Layout, ConcatBatchNormAndZeroPadStayInTheRegion) {
     auto ops = OpCounts(r.assignments);
     EXPECT_EQ(ops["NhwcBatchNormalization"], 1);
     EXPECT_EQ(ops["BatchNormalization"], 0);
+    EXPECT_EQ(ops["Relu"], 0) << "the Relu joins the BN (FuseNhwcBatchNormRelu)";
     EXPECT_EQ(ops["Concat"], 2);
     EXPECT_EQ(ops["Pad"], 0) << "all-zero pads are an identity";
     EXPECT_EQ(ops["NhwcAveragePool"], 1);
     EXPECT_EQ(ops["NhwcMaxPool"], 1);
     EXPECT_EQ(ops["NchwToNhwc"], 1);
     EXPECT_EQ(ops["NhwcToNchw"], 1);
+  }
+  // The BN's output is a graph output too: the BN must store it unclamped, so the Relu stays.
+  for (int threads : {1, 2}) {
+    Runs r = RunBoth(ConcatBnNet(0, /*bn_is_output=*/true), {{"x", Value(Input({2, 5, 9, 9}, 15))}}, threads);
+    ExpectClose(r);
+    auto ops = OpCounts(r.assignments);
+    EXPECT_EQ(ops["NhwcBatchNormalization"], 1);
+    EXPECT_EQ(ops["Relu"], 1);
   }
   // A real Pad is not a layout-free op: it stays NCHW, between transposes, and still matches.
   Runs r = RunBoth(ConcatBnNet(1), {{"x", Value(Input({2, 5, 9, 9}, 14))}});

@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -265,6 +266,68 @@ TEST(TensorOps, ConcatAndSplit) {
   EXPECT_EQ(Vec<float>(r.outputs[2].tensor()), (std::vector<float>{4, 5}));
   ExpectError("Split", 13, {x}, {}, "cannot be split evenly", 4);
   ExpectError("Split", 13, {x, I64({2, 3})}, {}, "sum to 5", 2);
+}
+
+// Concats with many rows (an NHWC channel concat: one row per pixel) copy every input's
+// segment row by row in one parallel pass; few rows keep one copy per input. Both against
+// the element-wise definition: an NHWC-like [2,5,7,C] concat on the last axis (an empty
+// input among them), on axis 2 of the same shapes, on axis 0 (two rows: the per-input
+// copies), int64, uint8 and float16 (2-byte) elements, 1 and 2 threads.
+TEST(TensorOps, ConcatRowsMatchTheDefinition) {
+  ThreadPool pool2(2);
+  struct Case {
+    Shape a, b, c;
+    int64_t axis;
+  };
+  const Case cases[] = {
+      {{2, 5, 7, 3}, {2, 5, 7, 0}, {2, 5, 7, 5}, -1},
+      {{2, 5, 3, 4}, {2, 5, 1, 4}, {2, 5, 6, 4}, 2},
+      {{1, 33, 40}, {2, 33, 40}, {1, 33, 40}, 0},
+  };
+  for (const Case& cs : cases)
+    for (DataType dt : {DataType::kInt64, DataType::kUInt8, DataType::kFloat16})
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+        std::vector<Tensor> in;
+        int64_t next = 1;
+        for (const Shape& s : {cs.a, cs.b, cs.c}) {
+          std::vector<int64_t> v(static_cast<size_t>(NumElements(s)));
+          for (auto& x : v) x = next++ % 251;  // fits every dtype exactly
+          Tensor t64 = I64(v, s);
+          Tensor t = Tensor::Allocate(dt, s).value();
+          for (int64_t i = 0; i < t.num_elements(); ++i) {
+            const int64_t x = t64.data<int64_t>()[i];
+            if (dt == DataType::kInt64) t.mutable_data<int64_t>()[i] = x;
+            if (dt == DataType::kUInt8) t.mutable_data<uint8_t>()[i] = static_cast<uint8_t>(x);
+            if (dt == DataType::kFloat16) {
+              const uint16_t h = FloatToHalf(static_cast<float>(x));
+              std::memcpy(static_cast<uint8_t*>(t.raw_mutable_data()) + i * 2, &h, 2);
+            }
+          }
+          in.push_back(t);
+        }
+        const int64_t rank = static_cast<int64_t>(cs.a.size()), axis = cs.axis < 0 ? cs.axis + rank : cs.axis;
+        Tensor y = RunOk("Concat", 13, {in[0], in[1], in[2]}, {{"axis", Attribute::Int(cs.axis)}}, 1, 0, pool);
+        Shape want_shape = cs.a;
+        want_shape[axis] = cs.a[axis] + cs.b[axis] + cs.c[axis];
+        ASSERT_EQ(y.shape(), want_shape);
+        const size_t es = DataTypeSize(dt);
+        // Element (outer, k, inner) of Y comes from the input holding index k along axis.
+        int64_t outer = 1, inner = 1;
+        for (int64_t d = 0; d < axis; ++d) outer *= want_shape[d];
+        for (int64_t d = axis + 1; d < rank; ++d) inner *= want_shape[d];
+        const auto* yb = static_cast<const uint8_t*>(y.raw_data());
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t k = 0; k < want_shape[axis]; ++k) {
+            int64_t src = 0, kk = k;
+            while (kk >= in[src].dim(axis)) kk -= in[src++].dim(axis);
+            const int64_t len = in[src].dim(axis);
+            const auto* xb = static_cast<const uint8_t*>(in[src].raw_data()) + ((o * len + kk) * inner) * es;
+            const auto* got = yb + ((o * want_shape[axis] + k) * inner) * es;
+            ASSERT_EQ(std::memcmp(got, xb, inner * es), 0)
+                << DataTypeName(dt) << " axis " << cs.axis << " row " << o << " index " << k
+                << (pool ? " 2 threads" : " 1 thread");
+          }
+      }
 }
 
 TEST(TensorOps, Slice) {
