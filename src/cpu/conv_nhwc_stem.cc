@@ -118,8 +118,12 @@ STRATA_AVX512 inline void EdgePixel(const StemGeo& g, const float* xn, int64_t o
 // Output rows [r0, r1) of the flattened [N * OH], channels [m0, m0 + 16 * kNV).
 template <int kNV>
 STRATA_AVX512 void StemRows(const StemGeo& g, int64_t r0, int64_t r1, int64_t m0) {
-  // 12 accumulators (kPix x kNV) leave registers for the weights and the broadcast.
-  constexpr int kPix = kNV == 1 ? 8 : kNV == 2 ? 6 : 3;
+  // kPix x kNV accumulators plus kNV weight vectors and a broadcast fit the 32 registers.
+  // With 4 vectors (64 channels), 3 pixels per block left the loop load-bound on Zen 4 (its
+  // 512-bit loads issue one per cycle: 4 weights + 3 broadcasts per 12 FMAs): 6 pixels took
+  // SqueezeNet's 3x3 stride-2 64-channel stem from 0.73-0.77 to 0.45-0.49 ms alone (~57 ->
+  // ~90 GFLOP/s), the 7x7 one level.
+  constexpr int kPix = kNV == 1 ? 8 : kNV == 2 ? 6 : kNV == 4 ? 6 : 3;
   const int64_t left = g.m - m0 - 16 * (kNV - 1);
   const __mmask16 last = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
   // Columns whose horizontal taps are all inside the image.
@@ -129,7 +133,8 @@ STRATA_AVX512 void StemRows(const StemGeo& g, int64_t r0, int64_t r1, int64_t m0
       g.wd - 1 - span + g.pl < 0 ? ox_lo : std::max(ox_lo, std::min(g.ow, (g.wd - 1 - span + g.pl) / g.sw + 1));
   // The 3x3 stride-2 RGB stem (mobilenet's) takes the compile-time taps (dilation 1: kx * c
   // apart): 0.27-0.42 -> 0.17-0.31 ms alone. Resnet's 7x7 one unrolled so was slower
-  // (1.73-2.38 -> 1.83-2.90 ms: 147 taps of code), so it keeps the loops.
+  // (1.73-2.38 -> 1.83-2.90 ms: 147 taps of code), so it keeps the loops, and so do 3 or 4
+  // vectors (SqueezeNet's 64 channels: fully unrolled 0.50-0.64 ms, the loops 0.43-0.46).
   const bool stem3 = g.c == 3 && g.sw == 2 && g.dw == 1 && g.kh == 3 && g.kw == 3;
   for (int64_t row = r0; row < r1; ++row) {
     const int64_t n = row / g.oh, oy = row - n * g.oh;
@@ -140,7 +145,7 @@ STRATA_AVX512 void StemRows(const StemGeo& g, int64_t r0, int64_t r1, int64_t m0
     int64_t ox = 0;
     if (rows_in) {
       for (; ox < ox_lo; ++ox) EdgePixel<kNV>(g, xn, oy, ox, m0, last, yrow);
-      if (stem3) {
+      if (stem3 && kNV <= 2) {
         for (; ox + kPix <= ox_hi; ox += kPix) InteriorBlock<kNV, kPix, 3, 3, 3, 2>(g, xn, oy, ox, m0, last, yrow);
       } else {
         for (; ox + kPix <= ox_hi; ox += kPix) InteriorBlock<kNV, kPix>(g, xn, oy, ox, m0, last, yrow);

@@ -702,15 +702,19 @@ TEST(NhwcConv, FusedSiluAndHardSwishOnEveryKernel) {
 
 TEST(NhwcStemConv, MatchesNaiveConvAtEdgeShapes) {
   // C <= 4 without a residual runs on the direct stem kernel (conv_nhwc_stem.cc): output
-  // channels in 1-4 vectors (M = 16, 40, 32, 64) and in several groups (M = 70), pixel
+  // channels in 1-4 vectors (M = 16, 40, 32, 61, 64) and in several groups (M = 70), pixel
   // blocks with remainders, borders on every side, dilation, batch 2.
   ThreadPool pool2(2);
   std::vector<ConvCase> cases = {
       {.h = 15, .w = 17, .c = 3, .m = 32, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}, .relu = true},  // MobileNetV2
-      // The 3x3 stride-2 RGB stem's compile-time taps with 1, 3 and 4 channel vectors.
+      // The 3x3 stride-2 RGB stem: compile-time taps with 1 vector, the loops with 3 and 4.
       {.h = 9, .w = 40, .c = 3, .m = 16, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}},
       {.h = 7, .w = 31, .c = 3, .m = 45, .sh = 1, .sw = 2, .pads = {1, 0, 1, 1}, .relu = true},
       {.n = 2, .h = 8, .w = 26, .c = 3, .m = 64, .sh = 2, .sw = 2, .pads = {0, 0, 0, 0}},
+      // 4 vectors take 6-pixel blocks: 16 interior columns (2 blocks + 4) and, with a
+      // masked last vector, 14 between the padded edges (2 blocks + 2).
+      {.h = 9, .w = 33, .c = 3, .m = 64, .sh = 2, .sw = 2, .pads = {0, 0, 0, 0}, .relu = true},
+      {.h = 9, .w = 31, .c = 3, .m = 61, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}},
       {.n = 2, .h = 21, .w = 22, .c = 3, .m = 64, .kh = 7, .kw = 7, .sh = 2, .sw = 2, .pads = {3, 3, 3, 3}},
       {.h = 9, .w = 30, .c = 1, .m = 16, .pads = {1, 1, 1, 1}},
       {.h = 8, .w = 13, .c = 4, .m = 70, .pads = {0, 2, 1, 0}, .bias = false},
