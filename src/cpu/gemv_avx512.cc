@@ -86,12 +86,19 @@ __attribute__((target("avx512f"))) inline void StorePanelRow(float* yr, const fl
   }
 }
 
-// How far ahead (16 full-width k rows) Panel1 prefetches. A one-row product does one FMA
-// per weight loaded, so it runs at the speed weights arrive from L3 (a batch-1 MLP's 7 MiB
-// do not fit L2); the hardware prefetcher alone kept too few lines in flight. mlp's three
-// GEMVs on one thread (784-1024-1024-10): 82.5 us median without, 69-70 us with 4, 8 or 16
-// rows. Counted in bytes, so a narrow panel stays as far ahead in time.
-constexpr int64_t kPrefetchBytes = 16 * P * sizeof(float);
+// How far ahead Panel1 prefetches. A one-row product does one FMA per weight loaded, so it
+// runs at the speed weights arrive from L3 (a batch-1 MLP's 7 MiB do not fit L2). mlp's
+// three GEMVs on one thread (784-1024-1024-10), first machine: 82.5 us median without, 69-70
+// us with 4, 8 or 16 rows ahead. On a Zen 4 VM (12-03; BM_Gemv, 4 alternating rounds) 16
+// rows were slower than 1 (256 bytes) on every dense product: mlp 76-85 vs 81-96 us,
+// mobilenet_fc 63-73 vs 77-86, a 1024x1024 dense row 50-56 vs 65-72 (its BM_L3Read: one
+// stream at 76 GB/s with T0 256 bytes ahead, 55-58 from 1 KiB).
+// Counted in bytes, so a narrow panel stays as far ahead in time.
+constexpr int64_t kPrefetchBytes = 1 * P * sizeof(float);
+// The sparse loops read rows the hardware prefetcher cannot predict, so they look further
+// ahead (16 full-width rows; on the Zen 4 VM level with or slightly ahead of 1 row at 50
+// and 80% zeros).
+constexpr int64_t kSparsePrefetchBytes = 16 * P * sizeof(float);
 // Below this K the products are small enough to stay in L2, where skipping rows saves little.
 constexpr int64_t kSparseMinK = 64;
 
@@ -159,14 +166,14 @@ struct SparseRow {
   std::vector<float> v;
   int64_t count = 0;
 };
-// Rows a sparse loop prefetches ahead: kPrefetchBytes of the narrowest (16-wide) panel.
-constexpr int64_t kSparseAheadMax = kPrefetchBytes / (16 * sizeof(float));
+// Rows a sparse loop prefetches ahead: kSparsePrefetchBytes of the narrowest (16-wide) panel.
+constexpr int64_t kSparseAheadMax = kSparsePrefetchBytes / (16 * sizeof(float));
 constexpr int64_t kSparsePad = kSparseAheadMax + 8;
 
 // Fills `s` with A's nonzeros when at least a quarter of its K entries are zero (below
 // that, skipping saves less than the index loop costs); false otherwise. The padding
 // entries are the first nonzeros again plus K: prefetched past the end of a panel they
-// are the next panel's first rows to read (a prefetch never faults). Compress stores, not
+// are the next panel's first rows to read (a prefetch never faults). Compresses, not
 // a branch per entry: ReLU zeros fall at random, and ~K/2 mispredictions would cost more
 // than a 1024-row panel's skipped reads save.
 __attribute__((target("avx512f"))) bool BuildSparseRow(const float* a, int64_t K, SparseRow* s) {
@@ -184,8 +191,12 @@ __attribute__((target("avx512f"))) bool BuildSparseRow(const float* a, int64_t K
   for (; kk + 16 <= K; kk += 16) {
     const __m512 x = _mm512_loadu_ps(a + kk);
     const __mmask16 m = _mm512_cmp_ps_mask(x, zero, _CMP_NEQ_UQ);  // NaN counts as nonzero
-    _mm512_mask_compressstoreu_ps(vs + nz, m, x);
-    _mm512_mask_compressstoreu_epi32(ks + nz, m, idx);
+    // Compress into a register, then store all 16 lanes: nz <= kk, so the store ends
+    // inside the K entries, and lanes past the nonzeros are overwritten next (or by the
+    // padding). A compress straight to memory is microcoded on Zen 4 (~100+ cycles each:
+    // 4.9 us for one 1024-row product, 78% of it in these stores), fast on Zen 5 and Intel.
+    _mm512_storeu_ps(vs + nz, _mm512_maskz_compress_ps(m, x));
+    _mm512_storeu_si512(ks + nz, _mm512_maskz_compress_epi32(m, idx));
     nz += __builtin_popcount(m);
     idx = _mm512_add_epi32(idx, step);
   }
@@ -212,7 +223,7 @@ __attribute__((target("avx512f"))) inline void Panel1Sparse(const SparseRow& s, 
                                                             float* y, float lo, float hi, int64_t cols) {
   constexpr int64_t W = 16 * NV;
   constexpr int U = KRowsPerStep(NV);
-  constexpr int64_t kAhead = kPrefetchBytes / (W * sizeof(float));  // rows, <= kSparseAheadMax
+  constexpr int64_t kAhead = kSparsePrefetchBytes / (W * sizeof(float));  // rows, <= kSparseAheadMax
   const int32_t* ks = s.k.data();
   const float* vs = s.v.data();
   const int64_t n = s.count;
