@@ -20,7 +20,9 @@ std::vector<int64_t> ReshapeTarget(const Graph& g, const Node& n, const std::vec
   const Tensor* s = g.Constant(n.inputs[1]);
   if (!s || s->dtype() != DataType::kInt64 || s->rank() != 1) return {};
   int64_t total = 1, known = 1, infer = -1;
-  for (int64_t d : in_dims) total *= d;
+  // Checked products: a fuzzed model's dims may overflow int64 (UBSan caught 15 * 2^63-1).
+  for (int64_t d : in_dims)
+    if (d < 0 || __builtin_mul_overflow(total, d, &total)) return {};
   std::vector<int64_t> out(static_cast<size_t>(s->num_elements()));
   for (size_t i = 0; i < out.size(); ++i) {
     int64_t d = s->data<int64_t>()[i];
@@ -35,7 +37,7 @@ std::vector<int64_t> ReshapeTarget(const Graph& g, const Node& n, const std::vec
     }
     if (d <= 0) return {};
     out[i] = d;
-    known *= d;
+    if (__builtin_mul_overflow(known, d, &known)) return {};
   }
   if (infer >= 0) {
     if (known == 0 || total % known != 0) return {};
@@ -69,16 +71,19 @@ int FuseChannelShuffles(Graph& g) {
       const Tensor* t = r1.inputs.size() == 2 ? g.Constant(r1.inputs[1]) : nullptr;
       if (!t || t->dtype() != DataType::kInt64 || t->num_elements() != 5) continue;
       const int64_t* v = t->data<int64_t>();
-      if (v[0] <= 0 || v[1] <= 0 || v[2] <= 0 || v[3] <= 0 || v[4] <= 0) continue;
-      xd = {v[0], v[1] * v[2], v[3], v[4]};
+      int64_t c = 0;
+      if (v[0] <= 0 || v[1] <= 0 || v[2] <= 0 || v[3] <= 0 || v[4] <= 0 || __builtin_mul_overflow(v[1], v[2], &c))
+        continue;
+      xd = {v[0], c, v[3], v[4]};
       bool agree = true;
       for (int k = 0; k < 4 && xt.has_shape; ++k) agree = agree && (!xt.dims[k].known() || xt.dims[k].value == xd[k]);
       if (!agree) continue;
     }
     const std::vector<int64_t> s1 = ReshapeTarget(g, r1, xd);
     // [N, groups, C / groups, H, W], a real split of C.
-    if (s1.size() != 5 || s1[0] != xd[0] || s1[1] * s1[2] != xd[1] || s1[3] != xd[2] || s1[4] != xd[3] || s1[1] < 2 ||
-        s1[2] < 2)
+    int64_t split = 0;
+    if (s1.size() != 5 || __builtin_mul_overflow(s1[1], s1[2], &split) || s1[0] != xd[0] || split != xd[1] ||
+        s1[3] != xd[2] || s1[4] != xd[3] || s1[1] < 2 || s1[2] < 2)
       continue;
     const int t_i = gu.SoleConsumer(r1.outputs[0]);
     if (t_i < 0) continue;

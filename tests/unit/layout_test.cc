@@ -422,6 +422,40 @@ TEST(Layout, ChannelShuffleOfUnknownShapeMatchesTheReshapes) {
   }
 }
 
+// A shuffle-shaped chain whose constant 5-D shape overflows int64 when multiplied out (the
+// model fuzzer's 15 * (2^63 - 1), UB before the products were checked): not fused, and the
+// Reshape it stays reports the bad shape, from X's static dims and from unknown ones.
+TEST(Layout, ChannelShuffleWithOverflowingDimsIsAnError) {
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  for (bool static_x : {true, false}) {
+    onnx::ModelProto m = MakeModel(13, "layout_test");
+    auto* g = m.mutable_graph();
+    if (static_x) {
+      AddInput(g, "x", {1, 8, 6, 6});
+    } else {
+      AddInput(g, "x", {-1, -1, -1, -1});
+    }
+    AddI64(g, "s5", {1, 2, big / 2 + 1, 6, 6});
+    AddI64(g, "s4", {1, -1, 6, 6});
+    AddNode(g, "Reshape", {"x", "s5"}, {"r5"});
+    SetInts(AddNode(g, "Transpose", {"r5"}, {"t"}), "perm", {0, 2, 1, 3, 4});
+    AddNode(g, "Reshape", {"t", "s4"}, {"y"});
+    AddOutput(g, "y", {1, 8, 6, 6});
+    std::string bytes = Serialize(m);
+    auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
+    std::string message;
+    if (s.ok()) {
+      EXPECT_EQ(OpCounts((*s)->assignments())["ChannelShuffle"], 0);
+      auto out = (*s)->Run({{"x", Value(Input({1, 8, 6, 6}, 22))}});
+      ASSERT_FALSE(out.ok()) << "static_x " << static_x;
+      message = out.status().message();
+    } else {
+      message = s.status().message();
+    }
+    EXPECT_NE(message.find("Reshape"), std::string::npos) << message;
+  }
+}
+
 // Shape of a value whose dims are statically known folds to a constant, with opset 15's
 // start and end (negative, clamped); with a symbolic dim it stays a run-time Shape.
 TEST(Layout, StaticShapesFoldWithStartAndEnd) {
