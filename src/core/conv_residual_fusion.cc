@@ -76,60 +76,71 @@ int FuseNhwcConvResidual(Graph& g) {
   return fused;
 }
 
-int FuseNhwcBatchNormRelu(Graph& g) {
+namespace {
+
+// The walk both activation folds share: each cpu node `act` with one input and one output
+// for which activation(act) names an activation (nullptr: skip), whose input's only reader
+// it is and whose producer is not already taken, is offered to that producer:
+// take(producer, name, act) rewrites the producer to apply it (and to write act's outputs)
+// and returns true, or leaves it untouched and returns false. Taken activations are dropped.
+template <typename ActivationFn, typename TakeFn>
+int FoldActivations(Graph& g, ActivationFn activation, TakeFn take) {
   const GraphUses gu(g);
   std::vector<char> drop(g.nodes.size(), 0);
   int fused = 0;
-  for (size_t ri = 0; ri < g.nodes.size(); ++ri) {
-    const Node& relu = g.nodes[ri];
-    if (relu.op_type != "Relu" || !relu.domain.empty() || relu.provider != "cpu" || relu.inputs.size() != 1 ||
-        relu.outputs.size() != 1 || relu.inputs[0] < 0 || relu.outputs[0] < 0)
+  for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
+    const Node& act = g.nodes[ai];
+    const char* name = activation(act);
+    if (!name || act.provider != "cpu" || act.inputs.size() != 1 || act.outputs.size() != 1 || act.inputs[0] < 0 ||
+        act.outputs[0] < 0)
       continue;
-    const int y = relu.inputs[0], bi = gu.Producer(y);
-    if (bi < 0 || drop[bi] || gu.SoleConsumer(y) != static_cast<int>(ri)) continue;
-    Node& bn = g.nodes[bi];
-    if (bn.op_type != "NhwcBatchNormalization" || bn.domain != kInternalDomain || bn.provider != "cpu" ||
-        bn.HasAttr("activation") || bn.outputs.size() != 1)
-      continue;
-    bn.attrs["activation"] = Attribute::String("Relu");
-    bn.attrs["activation_min"] = Attribute::Float(0.0f);
-    bn.attrs["activation_max"] = Attribute::Float(INFINITY);
-    bn.outputs = relu.outputs;
-    drop[ri] = 1;
+    const int y = act.inputs[0], pi = gu.Producer(y);
+    if (pi < 0 || drop[pi] || gu.SoleConsumer(y) != static_cast<int>(ai)) continue;
+    if (!take(g.nodes[pi], name, act)) continue;
+    drop[ai] = 1;
     ++fused;
   }
   if (fused) RemoveDroppedNodes(g, drop);
   return fused;
 }
 
+}  // namespace
+
+int FuseNhwcBatchNormRelu(Graph& g) {
+  return FoldActivations(
+      g, [](const Node& act) { return act.op_type == "Relu" && act.domain.empty() ? "Relu" : nullptr; },
+      [](Node& bn, const char* name, const Node& act) {
+        if (bn.op_type != "NhwcBatchNormalization" || bn.domain != kInternalDomain || bn.provider != "cpu" ||
+            bn.HasAttr("activation") || bn.outputs.size() != 1)
+          return false;
+        bn.attrs["activation"] = Attribute::String(name);
+        bn.attrs["activation_min"] = Attribute::Float(0.0f);
+        bn.attrs["activation_max"] = Attribute::Float(INFINITY);
+        bn.outputs = act.outputs;
+        return true;
+      });
+}
+
 int FuseNhwcConvActivation(Graph& g) {
-  const GraphUses gu(g);
-  std::vector<char> drop(g.nodes.size(), 0);
-  int fused = 0;
-  for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
-    const Node& act = g.nodes[ai];
-    const bool silu = act.op_type == "QuickGelu" && act.domain == "com.microsoft" && act.HasAttr("alpha") &&
-                      act.GetFloat("alpha", 0.0f) == 1.0f;
-    const bool hswish = act.op_type == "HardSwish" && act.domain.empty();
-    if ((!silu && !hswish) || act.provider != "cpu" || act.inputs.size() != 1 || act.outputs.size() != 1 ||
-        act.inputs[0] < 0 || act.outputs[0] < 0)
-      continue;
-    const int y = act.inputs[0], ci = gu.Producer(y);
-    if (ci < 0 || drop[ci] || !gu.Intermediate(y) || gu.SoleConsumer(y) != static_cast<int>(ai)) continue;
-    const Node& conv = g.nodes[ci];
-    if (conv.op_type != "NhwcConv" || conv.domain != kInternalDomain || conv.provider != "cpu" ||
-        conv.HasAttr("activation") || conv.outputs.size() != 1)
-      continue;
-    Node f = conv;
-    f.attrs["activation"] = Attribute::String(silu ? "Silu" : "HardSwish");
-    f.outputs = act.outputs;
-    if (!OptimizedKernelCovers(f, g, KernelConfig{})) continue;
-    g.nodes[ci] = std::move(f);
-    drop[ai] = 1;
-    ++fused;
-  }
-  if (fused) RemoveDroppedNodes(g, drop);
-  return fused;
+  return FoldActivations(
+      g,
+      [](const Node& act) -> const char* {
+        if (act.op_type == "QuickGelu" && act.domain == "com.microsoft" && act.HasAttr("alpha") &&
+            act.GetFloat("alpha", 0.0f) == 1.0f)
+          return "Silu";
+        return act.op_type == "HardSwish" && act.domain.empty() ? "HardSwish" : nullptr;
+      },
+      [&g](Node& conv, const char* name, const Node& act) {
+        if (conv.op_type != "NhwcConv" || conv.domain != kInternalDomain || conv.provider != "cpu" ||
+            conv.HasAttr("activation") || conv.outputs.size() != 1)
+          return false;
+        Node f = conv;
+        f.attrs["activation"] = Attribute::String(name);
+        f.outputs = act.outputs;
+        if (!OptimizedKernelCovers(f, g, KernelConfig{})) return false;
+        conv = std::move(f);
+        return true;
+      });
 }
 
 }  // namespace strata

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/kernel.h"
+#include "cpu/bit_select.h"
 #include "cpu/broadcast.h"
 #include "cpu/transformer_kernels.h"
 
@@ -47,16 +48,7 @@ const char* IsaName() {
 
 // ---- branch-free float math (vectorizable) ----
 
-STRATA_ALWAYS_INLINE float FromBits(int32_t i) { return __builtin_bit_cast(float, i); }
-STRATA_ALWAYS_INLINE int32_t ToBits(float f) { return __builtin_bit_cast(int32_t, f); }
-
-// c ? a : b as a bit blend. With a plain ?: GCC sinks FP arithmetic into the arms or
-// duplicates code for a constant arm (jump threading); with -ftrapping-math it then
-// cannot if-convert the loop, which stays scalar unless the ISA has masking (AVX-512).
-STRATA_ALWAYS_INLINE float Select(bool c, float a, float b) {
-  const int32_t m = -static_cast<int32_t>(c);
-  return FromBits((ToBits(a) & m) | (ToBits(b) & ~m));
-}
+// FromBits, ToBits and Select: cpu/bit_select.h.
 
 // exp(x): Cephes-style range reduction and degree-6 polynomial, ~1 ulp. 2^n is applied
 // as two factors so that n in [-150, 128] stays representable: subnormal results come

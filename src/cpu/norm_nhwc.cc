@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/layout_pass.h"
+#include "cpu/bit_select.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/target_clones.h"
 #include "cpu/xnnpack_util.h"
@@ -20,15 +21,9 @@
 namespace strata {
 namespace {
 
-// c ? a : b as a bit blend, which vectorises on every ISA (a ?: on floats stays scalar
-// without AVX-512 masking under -ftrapping-math).
-inline float Select(bool c, float a, float b) {
-  const int32_t m = -static_cast<int32_t>(c);
-  return __builtin_bit_cast(float, (__builtin_bit_cast(int32_t, a) & m) | (__builtin_bit_cast(int32_t, b) & ~m));
-}
-
 // Rows [r0, r1) of C channels: y = (x - mean) * a + b, then with `clamp` min(hi, max(lo, y))
-// by comparisons (a NaN stays NaN). Cloned per ISA: the file is built for baseline x86-64.
+// by comparisons through bit-blend Selects, which vectorise (a NaN stays NaN). Cloned per
+// ISA: the file is built for baseline x86-64.
 STRATA_TARGET_CLONES("avx512f", "avx2", "default")
 void BatchNormRows(const float* xp, float* yp, int64_t r0, int64_t r1, int64_t c, const float* mean, const float* a,
                    const float* b, bool clamp, float lo, float hi) {
@@ -104,7 +99,8 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcBatchNorm(const KernelInit& init) {
     a[ch] = static_cast<float>(p[0]->data<float>()[ch] / std::sqrt(static_cast<double>(p[3]->data<float>()[ch]) + eps));
     b[ch] = p[1]->data<float>()[ch];
   }
-  return std::unique_ptr<OpKernel>(std::make_unique<NhwcBatchNormKernel>(std::move(mean), std::move(a), std::move(b), act));
+  return std::unique_ptr<OpKernel>(
+      std::make_unique<NhwcBatchNormKernel>(std::move(mean), std::move(a), std::move(b), act));
 }
 
 }  // namespace
