@@ -20,6 +20,10 @@
 #include "core/status.h"
 
 namespace onnx {
+struct ShapeInferenceOptions;
+}  // namespace onnx
+
+namespace onnx {
 class OpSchema;
 }
 
@@ -129,6 +133,14 @@ Result<std::string> ResolveExternalLocation(const std::string& base_dir, const s
 // Checks every external tensor reachable from the graph (initializers, tensor attributes,
 // subgraphs) without reading data, so path problems are reported before the checker runs.
 Status ValidateExternalData(const onnx::GraphProto& g, const std::string& base_dir);
+
+// Before libonnx shape inference (import_infer_guard.cc): rejects what would crash it and has a
+// clear error (a stride below 1, a ConvTranspose weight of declared rank < 2); sets *safe to
+// false when inference cannot be proven safe (then it is skipped).
+Status CheckBeforeInference(const onnx::ModelProto& proto, bool* safe);
+// libonnx shape inference (best effort: its errors are ignored) with the LayerNormalization
+// nodes it could mis-index shielded; then an out-of-range LayerNormalization axis is an error.
+Status InferShapesGuarded(onnx::ModelProto* proto, const onnx::ShapeInferenceOptions& options);
 
 // TensorProto -> Tensor (all storage forms and external data). Errors name the tensor.
 // `range`, when set, is where StripLargeRawData found this tensor's raw_data (read from

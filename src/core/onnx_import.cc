@@ -371,113 +371,6 @@ void RunChecker(const onnx::ModelProto& model, const std::string& model_dir) {
   if (model.ir_version() >= 8) ck::check_model_local_functions(model, ctx, lex);
 }
 
-// libonnx 1.13's LayerNormalization shape inference indexes Mean/InvStdDev dims with the
-// axis (narrowed to int, + rank if negative) without a range check, so an axis outside
-// [-rank, rank) with more than one output reads and writes out of bounds (found by
-// fuzz/model_fuzzer.cc: axis -1025, INT64_MAX, and -1 on a scalar). Such nodes are rejected before
-// inference runs; ranks come from a first inference pass on a copy where those nodes keep
-// only Y (the single-output path is safe).
-void CollectRiskyLayerNorms(onnx::GraphProto* g, std::vector<onnx::NodeProto*>* out) {
-  for (auto& n : *g->mutable_node()) {
-    // Any axis, even the default -1 (a rank-0 input makes it out of range).
-    if (n.op_type() == "LayerNormalization" && import::NormalizeDomain(n.domain()).empty() && n.output_size() > 1)
-      out->push_back(&n);
-    for (auto& a : *n.mutable_attribute()) {
-      if (a.has_g()) CollectRiskyLayerNorms(a.mutable_g(), out);
-      for (auto& sg : *a.mutable_graphs()) CollectRiskyLayerNorms(&sg, out);
-    }
-  }
-}
-
-void CollectRanks(const onnx::GraphProto& g, std::unordered_map<std::string, int>* ranks) {
-  auto add = [&](const onnx::ValueInfoProto& v) {
-    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
-      (*ranks)[v.name()] = v.type().tensor_type().shape().dim_size();
-  };
-  for (const auto& v : g.input()) add(v);
-  for (const auto& v : g.value_info()) add(v);
-  for (const auto& v : g.output()) add(v);
-  for (const auto& t : g.initializer()) (*ranks)[t.name()] = t.dims_size();
-  for (const auto& n : g.node())
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) CollectRanks(a.g(), ranks);
-      for (const auto& sg : a.graphs()) CollectRanks(sg, ranks);
-    }
-}
-
-// libonnx 1.13's Conv/pool shape inference divides by each stride unchecked: a stride of 0
-// is SIGFPE (found by fuzz/model_fuzzer.cc on Conv). ONNX requires positive strides on every
-// op that has them, so a value below 1 is rejected before inference.
-Status CheckStrides(const onnx::GraphProto& g) {
-  for (const auto& n : g.node()) {
-    for (const auto& a : n.attribute()) {
-      if (a.name() == "strides" && import::NormalizeDomain(n.domain()).empty())
-        for (int64_t v : a.ints())
-          if (v < 1) return InvalidModel(n.op_type(), " node '", n.name(), "': strides must be positive, got ", v);
-      if (a.has_g()) RETURN_IF_ERROR(CheckStrides(a.g()));
-      for (const auto& sg : a.graphs()) RETURN_IF_ERROR(CheckStrides(sg));
-    }
-  }
-  return Status::Ok();
-}
-
-// libonnx 1.13's ConvTranspose shape inference reads dim 1 of W without checking W's rank
-// (SEGV found by fuzz/model_fuzzer.cc: W declared with rank 1). W is (C, M/group, k1, ...),
-// so a declared rank below 2 is rejected here; when W's rank is not declared (it comes from
-// another node), inference could see such a W, so *safe is cleared and inference skipped.
-Status CheckConvTransposeWeights(const onnx::GraphProto& g, const std::unordered_map<std::string, int>& ranks,
-                                 bool* safe) {
-  for (const auto& n : g.node()) {
-    if (n.op_type() == "ConvTranspose" && import::NormalizeDomain(n.domain()).empty() && n.input_size() > 1) {
-      auto r = ranks.find(n.input(1));
-      if (r == ranks.end()) {
-        *safe = false;
-      } else if (r->second < 2) {
-        return InvalidModel("ConvTranspose node '", n.name(), "': weight '", n.input(1), "' has rank ", r->second,
-                            "; it must be (C, M/group, kernel...) with rank >= 2");
-      }
-    }
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) RETURN_IF_ERROR(CheckConvTransposeWeights(a.g(), ranks, safe));
-      for (const auto& sg : a.graphs()) RETURN_IF_ERROR(CheckConvTransposeWeights(sg, ranks, safe));
-    }
-  }
-  return Status::Ok();
-}
-
-// Returns an error for a LayerNormalization axis out of range, or sets *safe to whether
-// running libonnx inference on `proto` is safe.
-Status CheckLayerNormAxes(onnx::ModelProto& proto, const onnx::ShapeInferenceOptions& so, bool* safe) {
-  *safe = true;
-  std::vector<onnx::NodeProto*> risky;
-  CollectRiskyLayerNorms(proto.mutable_graph(), &risky);
-  if (risky.empty()) return Status::Ok();
-  onnx::ModelProto probe = proto;
-  std::vector<onnx::NodeProto*> probe_risky;
-  CollectRiskyLayerNorms(probe.mutable_graph(), &probe_risky);
-  for (auto* n : probe_risky) n->mutable_output()->DeleteSubrange(1, n->output_size() - 1);
-  try {
-    onnx::shape_inference::InferShapes(probe, onnx::OpSchemaRegistry::Instance(), so);
-  } catch (...) {
-  }
-  std::unordered_map<std::string, int> ranks;
-  CollectRanks(probe.graph(), &ranks);
-  for (const auto* n : risky) {
-    int64_t axis = -1;
-    for (const auto& a : n->attribute())
-      if (a.name() == "axis") axis = a.i();
-    auto r = n->input_size() > 0 ? ranks.find(n->input(0)) : ranks.end();
-    if (r == ranks.end()) {
-      *safe = false;  // rank unknown: cannot prove the libonnx call safe, so skip it
-      continue;
-    }
-    if (axis < -static_cast<int64_t>(r->second) || axis >= r->second)
-      return InvalidModel("LayerNormalization node '", n->name(), "': axis ", axis, " is out of range for input '",
-                          n->input(0), "' of rank ", r->second);
-  }
-  return Status::Ok();
-}
-
 // `src` says where stripped payloads are re-read from (its table is filled here); the model
 // bytes must stay valid until this returns.
 Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opts, import::InlineSource* src) {
@@ -558,12 +451,8 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
     try {
       onnx::ShapeInferenceOptions so(/*check_type=*/false, /*strict_mode=*/0, /*data_prop=*/false);
       bool safe = true;
-      std::unordered_map<std::string, int> declared_ranks;
-      CollectRanks(proto.graph(), &declared_ranks);
-      RETURN_IF_ERROR(CheckStrides(proto.graph()));
-      RETURN_IF_ERROR(CheckConvTransposeWeights(proto.graph(), declared_ranks, &safe));
-      if (safe) RETURN_IF_ERROR(CheckLayerNormAxes(proto, so, &safe));
-      if (safe) onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), so);
+      RETURN_IF_ERROR(import::CheckBeforeInference(proto, &safe));
+      if (safe) RETURN_IF_ERROR(import::InferShapesGuarded(&proto, so));
     } catch (...) {
       // Inference is best effort: a valid model keeps its declared types.
     }

@@ -334,6 +334,152 @@ TEST(HostileGraph, LayerNormalizationAxisBelowMinusRank) {
   ExpectCleanError(Create(m), "axis");
 }
 
+// libonnx infers model-local function bodies at each call, with the caller's types, so the
+// guards above must reach them too (the model fuzzer's SEGV: a two-output LayerNormalization
+// whose input was a scalar, inside a function). A function body has no declared ranks.
+// The graph calls local function F(x[, w[, b]]) whose body is `body_node`; F's outputs are the
+// graph's, declared with `out_dims`.
+onnx::ModelProto ModelWithFunction(const onnx::NodeProto& body_node, std::initializer_list<int64_t> x_dims,
+                                   int body_inputs, const std::vector<std::vector<int64_t>>& out_dims) {
+  auto m = MakeModel(17);
+  auto* imp = m.add_opset_import();
+  imp->set_domain("local");
+  imp->set_version(1);
+  auto* f = m.add_functions();
+  f->set_name("F");
+  f->set_domain("local");
+  *f->add_opset_import() = m.opset_import(0);
+  const char* ins[] = {"x", "w", "b"};
+  for (int i = 0; i < body_inputs; ++i) f->add_input(ins[i]);
+  for (const auto& o : body_node.output()) f->add_output(o);
+  *f->add_node() = body_node;
+  auto* g = m.mutable_graph();
+  AddInput(g, "X", x_dims);
+  auto* call = g->add_node();
+  call->set_op_type("F");
+  call->set_domain("local");
+  call->add_input("X");
+  if (body_inputs > 1) {
+    AddInput(g, "W", {4});
+    call->add_input("W");
+  }
+  if (body_inputs > 2) {
+    AddInput(g, "B", {4});
+    call->add_input("B");
+  }
+  for (int i = 0; i < body_node.output_size(); ++i) {
+    const std::string name = "F_" + body_node.output(i);
+    call->add_output(name);
+    auto* out = g->add_output();
+    out->set_name(name);
+    auto* tt = out->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : out_dims.at(static_cast<size_t>(i))) shape->add_dim()->set_dim_value(d);
+  }
+  return m;
+}
+
+// The first error of a model: at session creation, or else at a run with these feeds.
+Status FirstError(const onnx::ModelProto& m, const std::vector<std::pair<std::string, Value>>& feeds) {
+  auto s = Create(m);
+  if (!s.ok()) return s.status();
+  auto r = (*s)->Run(feeds);
+  return r.ok() ? Status::Ok() : r.status();
+}
+
+void ExpectCleanStatus(const Status& st, const std::string& needle) {
+  ASSERT_FALSE(st.ok()) << "expected an error containing '" << needle << "'";
+  EXPECT_NE(st.message().find(needle), std::string::npos) << st.ToString();
+  EXPECT_EQ(st.message().find('\n'), std::string::npos) << "error is not one line: " << st.message();
+  EXPECT_NE(st.code(), StatusCode::kInternal) << st.ToString();
+}
+
+TEST(HostileGraph, FunctionBodiesAreGuardedLikeGraphs) {
+  const Value w = Tensor::FromVector<float>({1, 1, 1, 1}, {4});
+  {  // default axis -1 on a scalar: libonnx's Mean loop starts at dim -1
+    onnx::GraphProto scratch;
+    auto* ln = AddNode(&scratch, "LayerNormalization", {"x", "w", "b"}, {"y", "mean"});
+    ln->set_name("ln");
+    ExpectCleanStatus(FirstError(ModelWithFunction(*ln, {}, 3, {{}, {}}),
+                                 {{"X", Tensor::Scalar<float>(1)}, {"W", w}, {"B", w}}),
+                      "LayerNormalization");
+    // The same node on a rank-2 input is a valid model, and its Mean comes back.
+    auto ok = Create(ModelWithFunction(*ln, {3, 4}, 3, {{3, 4}, {3, 1}}));
+    ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+    auto out = (*ok)->Run({{"X", Tensor::FromVector<float>(std::vector<float>(12, 2.0f), {3, 4})}, {"W", w}, {"B", w}});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_EQ(out->size(), 2u);
+    EXPECT_EQ((*out)[1].tensor().shape(), (Shape{3, 1}));
+    EXPECT_FLOAT_EQ((*out)[1].tensor().data<float>()[0], 2.0f);
+  }
+  for (int64_t axis : {int64_t{4294967295}, int64_t{-1025}, int64_t{INT64_MIN}}) {
+    SCOPED_TRACE(axis);
+    onnx::GraphProto scratch;
+    auto* ln = AddNode(&scratch, "LayerNormalization", {"x", "w", "b"}, {"y", "mean", "inv"});
+    auto* a = ln->add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(axis);
+    ExpectCleanStatus(FirstError(ModelWithFunction(*ln, {3, 4}, 3, {{3, 4}, {3, 1}, {3, 1}}),
+                                 {{"X", Tensor::FromVector<float>(std::vector<float>(12, 1.0f), {3, 4})},
+                                  {"W", w},
+                                  {"B", w}}),
+                      "axis");
+  }
+  {  // a zero stride in a function: libonnx's Conv inference divides by it
+    onnx::GraphProto scratch;
+    auto* conv = AddNode(&scratch, "Conv", {"x", "w"}, {"y"});
+    conv->set_name("conv");
+    auto* a = conv->add_attribute();
+    a->set_name("strides");
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(0);
+    a->add_ints(1);
+    ExpectCleanError(Create(ModelWithFunction(*conv, {1, 1, 4, 4}, 2, {{1, 1, 4, 4}})), "strides must be positive");
+  }
+  {  // ConvTranspose in a function with a rank-1 W: libonnx would read W's dim 1, so inference
+     // is skipped; strata's kernel refuses W
+    onnx::GraphProto scratch;
+    AddNode(&scratch, "ConvTranspose", {"x", "w"}, {"y"})->set_name("deconv");
+    ExpectCleanStatus(
+        FirstError(ModelWithFunction(scratch.node(0), {1, 1, 4, 4}, 2, {{1, 1, 4, 4}}),
+                   {{"X", Tensor::FromVector<float>(std::vector<float>(16, 1.0f), {1, 1, 4, 4})}, {"W", w}}),
+        "ConvTranspose");
+  }
+}
+
+// A subgraph that redeclares an outer value with another rank must not vouch for the outer
+// graph's use of it: the main graph's LayerNormalization sees a scalar, whatever the branch says.
+TEST(HostileGraph, SubgraphRanksDoNotLeakIntoTheOuterGraph) {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {});
+  AddInput(g, "w", {4});
+  AddInput(g, "b", {4});
+  AddInput(g, "c", {}, onnx::TensorProto::BOOL);
+  AddNode(g, "LayerNormalization", {"x", "w", "b"}, {"y", "mean"})->set_name("ln");
+  auto* iff = AddNode(g, "If", {"c"}, {"z"});
+  for (const char* name : {"then_branch", "else_branch"}) {
+    auto* a = iff->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* b = a->mutable_g();
+    b->set_name(name);
+    AddNode(b, "Identity", {"x"}, {std::string("o_") + name});
+    AddOutput(b, std::string("o_") + name, {});
+    auto* vi = b->add_value_info();  // claims x is rank 2
+    vi->set_name("x");
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(3);
+    vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(4);
+  }
+  AddOutput(g, "y", {});
+  AddOutput(g, "mean", {});
+  AddOutput(g, "z", {});
+  ExpectCleanError(Create(m), "axis");
+}
+
 // ---- truncated files ----
 
 TEST(HostileFiles, EveryPrefixOfASmallModel) {
