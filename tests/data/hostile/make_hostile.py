@@ -49,6 +49,17 @@ def models():
     ext.external_data.add(key="location", value="/etc/passwd")
     write("model", "external_absolute.onnx", model_bytes([helper.make_node("Add", ["x", "w"], ["y"])], [x], [y], [ext]))
     write("model", "missing_value.onnx", model_bytes([helper.make_node("Add", ["x", "nowhere"], ["y"])], [x], [y]))
+    # libonnx infers function bodies with the caller's types: a zero stride there is SIGFPE
+    # unless the importer's guards reach the body (a seed for the fuzzer near functions).
+    conv = helper.make_node("Conv", ["a", "k"], ["c"], strides=[0, 1])
+    fn = helper.make_function("local", "F", ["a", "k"], ["c"], [conv], [helper.make_opsetid("", 17)])
+    xs = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])
+    ks = helper.make_tensor_value_info("k", TensorProto.FLOAT, [1, 1, 1, 1])
+    ys = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])
+    g = helper.make_graph([helper.make_node("F", ["x", "k"], ["y"], domain="local")], "g", [xs, ks], [ys])
+    write("model", "function_conv_stride_zero.onnx", helper.make_model(
+        g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)], functions=[fn],
+        ir_version=8).SerializeToString())
     write("model", "no_opset.onnx", onnx.helper.make_model(
         helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]), opset_imports=[],
         ir_version=8).SerializeToString())
