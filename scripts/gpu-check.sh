@@ -9,6 +9,12 @@
 # Usage: scripts/gpu-check.sh [BUILD_DIR]      (default: build/gpu-check)
 # Env:   STRATA_GPU_MODELS="mlp resnet18 ..."  models to time (default: all seven benchmark models)
 #        STRATA_GPU_ITERS=20                   timed runs per model and device (strata bench --iters)
+#        STRATA_GPU_PREBUILT=1                 BUILD_DIR already holds a build unpacked from
+#                                              scripts/gpu-bundle.sh (for a GPU machine without
+#                                              strata's build dependencies): nothing is configured
+#                                              or built, BUILD_DIR/deps joins LD_LIBRARY_PATH
+#        STRATA_GPU_PY=python3                 the Python (torch, torchvision, onnx, numpy) that
+#                                              makes the benchmark models
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,6 +26,8 @@ START=$(date +%s)
 # Debian's python3 carries torch/onnx/numpy (python3-torch, python3-onnx); a pyenv shim may not.
 PY=python3
 [[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY="${STRATA_GPU_PY:-$PY}"
+PREBUILT="${STRATA_GPU_PREBUILT:-0}"
 
 say() { printf '\n== %s (%ss)\n' "$*" "$(( $(date +%s) - START ))"; }
 die() { printf 'gpu-check: error: %s\n' "$*" >&2; exit 1; }
@@ -28,6 +36,22 @@ say "environment"
 command -v nvidia-smi >/dev/null || die "nvidia-smi not found: no NVIDIA driver on this machine"
 nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader \
   || die "nvidia-smi cannot talk to the driver"
+# The CUDA runtime and cuBLAS may live outside the loader's path (the toolkit's lib64, or pip's
+# nvidia-* wheels on a Python-first image), and the driver in a mounted folder.
+extra_libs=""
+for lib in libcudart.so.13 libcublasLt.so.13 libcuda.so.1; do
+  ldconfig -p 2>/dev/null | grep -q "$lib" && continue
+  found=$(find /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/nvidia /usr/lib/x86_64-linux-gnu \
+            /opt /usr/local/lib -maxdepth 9 -name "$lib" 2>/dev/null | head -1 || true)
+  [[ -n "$found" ]] && extra_libs="$extra_libs:$(dirname "$found")"
+done
+if [[ "$PREBUILT" == 1 ]]; then
+  [[ -x "$BUILD/bin/strata" ]] || die "STRATA_GPU_PREBUILT=1 but $BUILD/bin/strata is missing (unpack scripts/gpu-bundle.sh's tarball there)"
+  extra_libs="$BUILD/deps$extra_libs"
+fi
+export LD_LIBRARY_PATH="${extra_libs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+if [[ "$PREBUILT" != 1 ]]; then
 NVCC="${CUDACXX:-}"
 [[ -z "$NVCC" && -x /usr/local/cuda/bin/nvcc ]] && NVCC=/usr/local/cuda/bin/nvcc
 [[ -z "$NVCC" ]] && NVCC="$(command -v nvcc || true)"
@@ -42,8 +66,20 @@ say "build"
 # strata_test_providers: strata_tests' plugin fixtures; the CLI for the model runs.
 timeout 300 ninja -C "$BUILD" -j"$JOBS" strata_provider_cuda strata_cli strata_tests strata_test_providers \
   || die "build failed or took over 5 minutes"
+fi
 
 STRATA="$BUILD/bin/strata"
+PROV="$BUILD/lib/strata/providers"
+if [[ -d "$PROV.orig" ]]; then
+  # The bundle's own build (scripts/gpu-bundle.sh keeps it): when it has no kernels for this
+  # GPU, the provider must refuse the device and name both architectures.
+  say "strata devices with the build's own CUDA provider ($(grep -o '"variant": "[^"]*"' "$PROV.orig/libstrata-provider-cuda.json" || true))"
+  mv "$PROV" "$PROV.target" && mv "$PROV.orig" "$PROV"
+  "$STRATA" devices || true
+  "$STRATA" run "$ROOT/examples/digits.onnx" --random --device cuda >/dev/null 2>"$BUILD/devices-orig.err" || true
+  cat "$BUILD/devices-orig.err"
+  mv "$PROV" "$PROV.orig" && mv "$PROV.target" "$PROV"
+fi
 say "strata devices"
 "$STRATA" devices
 "$STRATA" devices --json | grep -q '"name": "cuda"' || die "cuda provider missing from the report"
@@ -57,11 +93,29 @@ say "example model: CPU vs cuda outputs"
 "$STRATA" run "$ROOT/examples/digits.onnx" --random -o "$BUILD/out-cpu" >/dev/null
 "$STRATA" run "$ROOT/examples/digits.onnx" --random -o "$BUILD/out-cuda" --device cuda -v | tail -5
 
+if [[ "${STRATA_GPU_VULKAN:-0}" == 1 ]]; then
+  # Informational: the Vulkan provider on the same GPU through NVIDIA's Vulkan driver. Its
+  # ICD file can sit in the driver's mounted folder instead of the loader's search path.
+  say "Vulkan on this GPU (STRATA_GPU_VULKAN=1; informational, never fails the check)"
+  for f in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json \
+           /etc/vulkan/icd.d/nvidia_icd.json; do
+    [[ -e "$f" ]] && { export VK_DRIVER_FILES="$f"; echo "VK_DRIVER_FILES=$f"; break; }
+  done
+  "$STRATA" devices 2>&1 | grep -iA3 vulkan || true
+  if ! "$STRATA" devices 2>&1 | grep -q '^vulkan *OK'; then
+    cat "${VK_DRIVER_FILES:-/dev/null}" 2>/dev/null || true
+    VK_LOADER_DEBUG=error,driver "$STRATA" devices 2>&1 | grep -i 'loader\|error\|driver' | head -12 || true
+  fi
+  timeout 120 "$BUILD/bin/strata_tests" --gtest_filter='Providers/ProviderParity.*/vulkan' --gtest_brief=1 \
+    || echo "gpu-check: the Vulkan parity tests failed (informational)"
+  "$STRATA" run "$ROOT/examples/digits.onnx" --device vulkan -v 2>&1 | tail -3 || true
+fi
+
 say "benchmark models (bench/models/make_models.py)"
 MDIR="$BUILD/models"
 if "$PY" -c 'import torch, onnx, numpy' 2>/dev/null; then
   # shellcheck disable=SC2086
-  timeout 240 "$PY" "$ROOT/bench/models/make_models.py" "$MDIR" --only "$(echo $MODELS | tr ' ' ',')" >/dev/null \
+  timeout 240 "$PY" "$ROOT/bench/models/make_models.py" "$MDIR" --keep-going --only "$(echo $MODELS | tr ' ' ',')" \
     || echo "gpu-check: model generation failed or timed out; timing what exists"
 else
   echo "gpu-check: $PY lacks torch/onnx/numpy; skipping model timings"
@@ -126,9 +180,12 @@ if [[ -n "$MODELS" ]]; then
       run_outputs "$m" cuda "$BUILD/o-$m-fp16" --precision fp16 && d16=$(max_rel "$BUILD/o-$m-cpu" "$BUILD/o-$m-fp16")
     fi
     [[ "$gpu" == FAIL ]] && FAIL=1
-    # fp32 on the GPU must match the CPU closely; fp16 within 1e-2 of the output scale.
+    # fp32 on the GPU must match the CPU closely. fp16 rounds every GEMM input to 11 bits, and
+    # these random-init nets amplify that: bench/models/precision_emulation.py (torch, fp16-
+    # rounded GEMM inputs, fp32 accumulation) gives 2.0e-2 on resnet50 and 1.0e-2 on
+    # mobilenet_v2, and TF32's 11 bits the same. 5e-2 still catches a broken fp16 path.
     "$PY" -c "import sys; sys.exit(0 if sys.argv[1] in '-n/a' or float(sys.argv[1]) <= 1e-3 else 1)" "$d32" || FAIL=1
-    "$PY" -c "import sys; sys.exit(0 if sys.argv[1] in '-n/a' or float(sys.argv[1]) <= 1e-2 else 1)" "$d16" || FAIL=1
+    "$PY" -c "import sys; sys.exit(0 if sys.argv[1] in '-n/a' or float(sys.argv[1]) <= 5e-2 else 1)" "$d16" || FAIL=1
     echo "| $m | $cpu | $gpu | $(up "$cpu" "$gpu") | $h16 | $(up "$cpu" "$h16") | $cpu_c / $gpu_c | $d32 | $d16 |" >> "$REPORT"
   done
   cat "$REPORT"

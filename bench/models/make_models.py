@@ -270,6 +270,11 @@ def generate(name, out_dir, small):
         torch.onnx.export(model, args, path, opset_version=OPSET, input_names=[n for n, _ in inputs],
                           output_names=[output_name], do_constant_folding=True, **export_kwargs())
     m = onnx.load(path)
+    if m.ir_version > 8:
+        # A newer onnx package stamps its own IR version; opset 17 needs no more than IR 8,
+        # the newest that strata's libonnx (1.12) reads.
+        m.ir_version = 8
+        onnx.save(m, path)
     onnx.checker.check_model(m, full_check=True)
     foreign = sorted({f"{n.domain}::{n.op_type}" for n in m.graph.node if n.domain not in ("", "ai.onnx")})
     if foreign:
@@ -304,6 +309,8 @@ def main():
     ap.add_argument("out_dir", nargs="?", default=os.path.join(HERE, "out"), help="output folder")
     ap.add_argument("--only", default="", help="comma-separated subset of: " + ",".join(ALL_MODELS))
     ap.add_argument("--small", action="store_true", help="2-layer bert and 2-block gpt2, for tests")
+    ap.add_argument("--keep-going", action="store_true",
+                    help="report a model that fails and go on with the others (exit status 1 at the end)")
     args = ap.parse_args()
 
     names = [n.strip() for n in args.only.split(",") if n.strip()] or ALL_MODELS
@@ -325,12 +332,21 @@ def main():
                 manifest = {e["name"]: e for e in json.load(f)["models"]}
         except (OSError, ValueError, KeyError, TypeError):
             manifest = {}
+    failed = []
     for name in names:
-        manifest[name] = generate(name, args.out_dir, args.small)
+        try:
+            manifest[name] = generate(name, args.out_dir, args.small)
+        except Exception as e:  # noqa: BLE001 - --keep-going reports any failure and moves on
+            if not args.keep_going:
+                raise
+            print(f"{name}: FAILED: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            failed.append(name)
     with open(manifest_path, "w") as f:
         json.dump({"opset": OPSET, "torch": torch.__version__, "rtol": 1e-4,
                    "models": [manifest[n] for n in ALL_MODELS if n in manifest]}, f, indent=1)
-    print(f"wrote {len(names)} model(s) to {args.out_dir} in {time.time() - start:.1f} s")
+    print(f"wrote {len(names) - len(failed)} model(s) to {args.out_dir} in {time.time() - start:.1f} s"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "../../providers/cuda/strata_cuda_ext.h"
+#include "core/session.h"
 #include "cpu/cuda_weight_layout.h"
 #include "plugin/elf_info.h"
+#include "onnx_builder.h"
 #include "plugin/provider_manager.h"
 #include "strata/provider.h"
 #include "strata/strata.h"
@@ -342,6 +344,63 @@ TEST(CudaPackParity, CpuAndGpuPackersAgree) {
   EXPECT_EQ(pack(api.self, 0, "cuda-sm75", 4, 1, 16, 16, nullptr, 0, nullptr, 0, nullptr, 0, nullptr, 0, &size, &err),
             STRATA_PROVIDER_RESULT_INVALID_ARGUMENT);
   EXPECT_NE(std::string(msg).find("cuda-sm75"), std::string::npos) << msg;
+}
+
+
+// Device memory running out mid-run is an OUT_OF_MEMORY error naming the node, and the session
+// stays usable: a [n,1] x [1,n] product of n = 300000 needs 360 GB on the device (the
+// H200 has 141), reduced on the device to n floats so that the host never holds it.
+TEST(CudaSession, OutOfDeviceMemoryIsAnErrorAndTheSessionStaysUsable) {
+  SKIP_WITHOUT_PROVIDER();
+  plugin::ProviderManager pm;
+  ASSERT_TRUE(pm.Discover({kProvider}, false).ok());
+  auto prov = pm.Acquire("cuda");
+  if (!prov.ok()) GTEST_SKIP() << "no usable CUDA device: " << prov.status().message();
+
+  using namespace onnx_builder;
+  auto m = MakeModel(13, "cuda_oom");
+  auto* g = m.mutable_graph();
+  auto declare = [](onnx::ValueInfoProto* v, const char* name, std::vector<std::string> dims) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (const auto& d : dims) tt->mutable_shape()->add_dim()->set_dim_param(d);
+  };
+  declare(g->add_input(), "a", {"n", "one"});
+  declare(g->add_input(), "b", {"one", "n"});
+  AddNode(g, "MatMul", {"a", "b"}, {"ab"}, "outer");
+  auto* mean = AddNode(g, "ReduceMean", {"ab"}, {"y"}, "rowmean");
+  SetInts(mean, "axes", {-1});
+  SetInt(mean, "keepdims", 0);
+  declare(g->add_output(), "y", {"n"});
+  const std::string bytes = Serialize(m);
+
+  SessionOptions o;
+  o.threads = 1;
+  o.providers = {"cuda"};
+  o.provider_paths = {kProvider};
+  o.provider_manager = &pm;
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto run = [&](int64_t n) {
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) a[i] = static_cast<float>(i % 7), b[i] = 0.5f;
+    return (*s)->Run({{"a", Value(Tensor::FromVector<float>(a, {n, 1}))}, {"b", Value(Tensor::FromVector<float>(b, {1, n}))}});
+  };
+  auto check_small = [&] {
+    auto r = run(5);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const Tensor& y = r->at(0).tensor();
+    ASSERT_EQ(y.shape(), (Shape{5}));
+    for (int64_t i = 0; i < 5; ++i) EXPECT_FLOAT_EQ(y.data<float>()[i], static_cast<float>(i % 7) * 0.5f) << i;
+  };
+  check_small();
+  auto big = run(300000);
+  ASSERT_FALSE(big.ok()) << "a 360 GB product fit on the device?";
+  EXPECT_EQ(big.status().code(), StatusCode::kOutOfMemory) << big.status().ToString();
+  EXPECT_NE(big.status().message().find("outer"), std::string::npos) << big.status().ToString();
+  EXPECT_EQ(big.status().message().find('\n'), std::string::npos) << big.status().ToString();
+  check_small();  // the session (and the device allocator's cache) survived
 }
 
 }  // namespace
