@@ -15,8 +15,8 @@
 #include "../../providers/cuda/strata_cuda_ext.h"
 #include "core/session.h"
 #include "cpu/cuda_weight_layout.h"
-#include "plugin/elf_info.h"
 #include "onnx_builder.h"
+#include "plugin/elf_info.h"
 #include "plugin/provider_manager.h"
 #include "strata/provider.h"
 #include "strata/strata.h"
@@ -346,7 +346,6 @@ TEST(CudaPackParity, CpuAndGpuPackersAgree) {
   EXPECT_NE(std::string(msg).find("cuda-sm75"), std::string::npos) << msg;
 }
 
-
 // Device memory running out mid-run is an OUT_OF_MEMORY error naming the node, and the session
 // stays usable: a [n,1] x [1,n] product of n = 300000 needs 360 GB on the device (the
 // H200 has 141), reduced on the device to n floats so that the host never holds it.
@@ -385,7 +384,8 @@ TEST(CudaSession, OutOfDeviceMemoryIsAnErrorAndTheSessionStaysUsable) {
   auto run = [&](int64_t n) {
     std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) a[i] = static_cast<float>(i % 7), b[i] = 0.5f;
-    return (*s)->Run({{"a", Value(Tensor::FromVector<float>(a, {n, 1}))}, {"b", Value(Tensor::FromVector<float>(b, {1, n}))}});
+    return (*s)->Run(
+        {{"a", Value(Tensor::FromVector<float>(a, {n, 1}))}, {"b", Value(Tensor::FromVector<float>(b, {1, n}))}});
   };
   auto check_small = [&] {
     auto r = run(5);

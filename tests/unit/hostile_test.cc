@@ -401,9 +401,9 @@ TEST(HostileGraph, FunctionBodiesAreGuardedLikeGraphs) {
     onnx::GraphProto scratch;
     auto* ln = AddNode(&scratch, "LayerNormalization", {"x", "w", "b"}, {"y", "mean"});
     ln->set_name("ln");
-    ExpectCleanStatus(FirstError(ModelWithFunction(*ln, {}, 3, {{}, {}}),
-                                 {{"X", Tensor::Scalar<float>(1)}, {"W", w}, {"B", w}}),
-                      "LayerNormalization");
+    ExpectCleanStatus(
+        FirstError(ModelWithFunction(*ln, {}, 3, {{}, {}}), {{"X", Tensor::Scalar<float>(1)}, {"W", w}, {"B", w}}),
+        "LayerNormalization");
     // The same node on a rank-2 input is a valid model, and its Mean comes back.
     auto ok = Create(ModelWithFunction(*ln, {3, 4}, 3, {{3, 4}, {3, 1}}));
     ASSERT_TRUE(ok.ok()) << ok.status().ToString();
@@ -421,11 +421,10 @@ TEST(HostileGraph, FunctionBodiesAreGuardedLikeGraphs) {
     a->set_name("axis");
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(axis);
-    ExpectCleanStatus(FirstError(ModelWithFunction(*ln, {3, 4}, 3, {{3, 4}, {3, 1}, {3, 1}}),
-                                 {{"X", Tensor::FromVector<float>(std::vector<float>(12, 1.0f), {3, 4})},
-                                  {"W", w},
-                                  {"B", w}}),
-                      "axis");
+    ExpectCleanStatus(
+        FirstError(ModelWithFunction(*ln, {3, 4}, 3, {{3, 4}, {3, 1}, {3, 1}}),
+                   {{"X", Tensor::FromVector<float>(std::vector<float>(12, 1.0f), {3, 4})}, {"W", w}, {"B", w}}),
+        "axis");
   }
   {  // a zero stride in a function: libonnx's Conv inference divides by it
     onnx::GraphProto scratch;
