@@ -126,9 +126,10 @@ fi
 # reported separately) on the CPU, on cuda (fp32) and on cuda with --precision fp16, plus
 # the largest output difference of each cuda run against the CPU run on the model's
 # reference inputs. The table also goes to $BUILD/gpu-check.md for docs/cuda.md.
+# MODEL_FILE, when set, is run instead of $MDIR/<model>.onnx (with <model>'s inputs).
 bench_ms() {  # model device [extra flags...] -> "median create" in ms
   local model=$1 device=$2; shift 2
-  timeout 180 "$STRATA" bench "$MDIR/$model.onnx" --device "$device" --iters "$ITERS" --warmup 5 --creations 1 \
+  timeout 180 "$STRATA" bench "${MODEL_FILE:-$MDIR/$model.onnx}" --device "$device" --iters "$ITERS" --warmup 5 --creations 1 \
     --json "$@" 2>/dev/null |
     "$PY" -c 'import json,sys; j=json.load(sys.stdin); print("%.3f %.1f" % (j["latency_ms"]["median"], j["session_create_ms"]["median"]))'
 }
@@ -145,7 +146,7 @@ print(e['inputs'][$idx]['name'])" 2>/dev/null) || return 1
     inputs+=(-i "$name=$f")
   done
   rm -rf "$out" && mkdir -p "$out"
-  timeout 120 "$STRATA" run "$MDIR/$model.onnx" "${inputs[@]}" --device "$device" -o "$out" "$@" >/dev/null 2>&1
+  timeout 120 "$STRATA" run "${MODEL_FILE:-$MDIR/$model.onnx}" "${inputs[@]}" --device "$device" -o "$out" "$@" >/dev/null 2>&1
 }
 max_rel() {  # dirA dirB -> max |a-b| / max |a| over all outputs
   "$PY" - "$1" "$2" <<'PYEOF'
@@ -190,6 +191,40 @@ if [[ -n "$MODELS" ]]; then
   done
   cat "$REPORT"
 fi
-[[ $FAIL == 0 ]] || die "a cuda run failed or its outputs differ from the CPU's beyond tolerance (table above)"
+
+# Weight-only quantization on the GPU (docs/quantization.md, docs/cuda-weight-layout.md):
+# gpt2 through `strata quantize` (4-bit, block 32), run on the CPU, on cuda with the weights
+# packed on the GPU at load, and on cuda from a file `strata pack` pre-packed on the CPU for
+# this GPU's layout. Same quantized weights everywhere, fp32 arithmetic: outputs must agree.
+if [[ " $MODELS " == *" gpt2 "* && -e "$MDIR/gpt2.onnx" ]]; then
+  say "MatMulNBits: strata quantize gpt2 -> CPU vs cuda (packed at load) vs cuda (strata pack)"
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
+  target=cuda-sm80; [[ "${cc%%.*}" -ge 9 ]] && target=cuda-sm90
+  Q4="$BUILD/gpt2-q4.onnx" Q4P="$BUILD/gpt2-q4-$target.onnx"
+  if timeout 240 "$STRATA" quantize "$MDIR/gpt2.onnx" "$Q4" --bits 4 --block-size 32 --no-compare &&
+     timeout 120 "$STRATA" pack --target "$target" "$Q4" "$Q4P"; then
+    QREPORT="$BUILD/gpt2-q4.md"
+    echo "| gpt2 int4 | CPU ms | cuda ms (packed at load) | cuda ms ($target file) | max rel diff vs CPU | same, packed file |" > "$QREPORT"
+    echo "| --- | --- | --- | --- | --- | --- |" >> "$QREPORT"
+    read -r qc _ <<<"$(MODEL_FILE=$Q4 bench_ms gpt2 cpu || echo "FAIL FAIL")"
+    read -r qg _ <<<"$(MODEL_FILE=$Q4 bench_ms gpt2 cuda || echo "FAIL FAIL")"
+    read -r qp _ <<<"$(MODEL_FILE=$Q4P bench_ms gpt2 cuda || echo "FAIL FAIL")"
+    dq="-"; dp="-"
+    if MODEL_FILE=$Q4 run_outputs gpt2 cpu "$BUILD/o-q4-cpu"; then
+      MODEL_FILE=$Q4 run_outputs gpt2 cuda "$BUILD/o-q4-cuda" && dq=$(max_rel "$BUILD/o-q4-cpu" "$BUILD/o-q4-cuda")
+      MODEL_FILE=$Q4P run_outputs gpt2 cuda "$BUILD/o-q4p-cuda" && dp=$(max_rel "$BUILD/o-q4-cpu" "$BUILD/o-q4p-cuda")
+    fi
+    echo "| $(du -m "$Q4" | cut -f1) MB | $qc | $qg | $qp | $dq | $dp |" >> "$QREPORT"
+    cat "$QREPORT"
+    for d in "$dq" "$dp"; do
+      "$PY" -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 1e-3 else 1)" "$d" 2>/dev/null || FAIL=1
+    done
+    [[ "$qg" == FAIL || "$qp" == FAIL ]] && FAIL=1
+  else
+    echo "gpu-check: strata quantize or strata pack failed on gpt2"
+    FAIL=1
+  fi
+fi
+[[ $FAIL == 0 ]] || die "a cuda run failed or its outputs differ from the CPU's beyond tolerance (tables above)"
 
 say "done"
