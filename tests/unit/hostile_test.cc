@@ -342,12 +342,7 @@ TEST(HostileGraph, LayerNormalizationAxisBelowMinusRank) {
 onnx::ModelProto ModelWithFunction(const onnx::NodeProto& body_node, std::initializer_list<int64_t> x_dims,
                                    int body_inputs, const std::vector<std::vector<int64_t>>& out_dims) {
   auto m = MakeModel(17);
-  auto* imp = m.add_opset_import();
-  imp->set_domain("local");
-  imp->set_version(1);
-  auto* f = m.add_functions();
-  f->set_name("F");
-  f->set_domain("local");
+  auto* f = AddLocalFunction(&m, "local", "F");
   *f->add_opset_import() = m.opset_import(0);
   const char* ins[] = {"x", "w", "b"};
   for (int i = 0; i < body_inputs; ++i) f->add_input(ins[i]);

@@ -420,12 +420,7 @@ TEST(ImportTopology, OutOfOrderGraphIsSorted) {
 
 TEST(ImportFunction, ModelLocalFunctionIsInlined) {
   auto m = MakeModel(13);
-  auto* imp = m.add_opset_import();
-  imp->set_domain("custom");
-  imp->set_version(1);
-  auto* f = m.add_functions();
-  f->set_name("ScaledRelu");
-  f->set_domain("custom");
+  auto* f = AddLocalFunction(&m, "custom", "ScaledRelu");
   f->add_input("x");
   f->add_output("y");
   f->add_attribute("alpha");
@@ -470,12 +465,7 @@ TEST(ImportFunction, ModelLocalFunctionIsInlined) {
 
 TEST(ImportFunction, RecursiveLocalFunctionIsRejected) {
   auto m = MakeModel(13);
-  auto* imp = m.add_opset_import();
-  imp->set_domain("custom");
-  imp->set_version(1);
-  auto* f = m.add_functions();
-  f->set_name("Forever");
-  f->set_domain("custom");
+  auto* f = AddLocalFunction(&m, "custom", "Forever");
   f->add_input("x");
   f->add_output("y");
   auto* fi = f->add_opset_import();

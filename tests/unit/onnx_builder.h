@@ -65,6 +65,18 @@ inline void AddOutput(onnx::GraphProto* g, const std::string& name, std::initial
   SetType(v->mutable_type(), elem, dims);
 }
 
+// A model-local function `domain`.`name`, with the model importing `domain` at version 1;
+// the caller fills its inputs, outputs, opset imports and nodes.
+inline onnx::FunctionProto* AddLocalFunction(onnx::ModelProto* m, const std::string& domain, const std::string& name) {
+  auto* imp = m->add_opset_import();
+  imp->set_domain(domain);
+  imp->set_version(1);
+  auto* f = m->add_functions();
+  f->set_name(name);
+  f->set_domain(domain);
+  return f;
+}
+
 inline onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, std::initializer_list<std::string> in,
                                 std::initializer_list<std::string> out, const std::string& name = "") {
   auto* n = g->add_node();
