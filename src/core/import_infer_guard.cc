@@ -1,4 +1,4 @@
-// Guards around libonnx 1.12's shape inference, which trusts some attributes and ranks that a
+// Guards around libonnx 1.12's shape inference, which trusts some attributes and shapes that a
 // hostile model controls. Each guard is a crash the model fuzzer found. InferShapes visits the
 // main graph, every subgraph in a node attribute, and each model-local function body (at every
 // call, with the caller's types and attributes), so every guard covers all three.
@@ -7,6 +7,7 @@
 #include <climits>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/import_internal.h"
@@ -15,34 +16,66 @@ namespace strata::import {
 
 namespace {
 
-// Ranks of the values one graph declares, with its enclosing graphs' in scope. A name declared
-// with two different ranks (the graph's own entries, or a subgraph redeclaring an outer value)
-// maps to kConflict: which one libonnx would use is not something to bet the process on.
-class RankScope {
+// The shapes one graph declares (initializers, inputs, value_info, outputs), with its enclosing
+// graphs' in scope, and which node of the scope makes each value. A name declared twice with
+// different shapes (in one graph, or a subgraph redeclaring an outer value) counts as unknown:
+// which one libonnx would use is not something to bet the process on.
+class ShapeScope {
  public:
-  static constexpr int kConflict = -1;
+  static constexpr int64_t kUnknownDim = -1;
 
-  RankScope(const onnx::GraphProto& g, const RankScope* outer) {
-    if (outer != nullptr) ranks_ = outer->ranks_;
-    auto add = [&](const std::string& name, int rank) {
-      auto [it, inserted] = ranks_.emplace(name, rank);
-      if (!inserted && it->second != rank) it->second = kConflict;
-    };
-    for (const auto& t : g.initializer()) add(t.name(), t.dims_size());
+  ShapeScope(const onnx::GraphProto& g, const ShapeScope* outer) {
+    if (outer != nullptr) {
+      shapes_ = outer->shapes_;
+      producers_ = outer->producers_;
+    }
+    for (const auto& t : g.initializer()) Add(t.name(), {t.dims().begin(), t.dims().end()});
     for (const auto* list : {&g.input(), &g.value_info(), &g.output()})
-      for (const auto& v : *list)
-        if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
-          add(v.name(), v.type().tensor_type().shape().dim_size());
+      for (const auto& v : *list) {
+        if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) continue;
+        std::vector<int64_t> dims;
+        for (const auto& d : v.type().tensor_type().shape().dim())
+          dims.push_back(d.has_dim_value() ? d.dim_value() : kUnknownDim);
+        Add(v.name(), std::move(dims));
+      }
+    for (const auto& n : g.node())
+      for (const auto& o : n.output()) producers_[o] = &n;
   }
 
-  // The declared rank, or -1 when unknown or conflicting.
-  int Of(const std::string& name) const {
-    auto it = ranks_.find(name);
-    return it == ranks_.end() ? kConflict : it->second;
+  // The declared dims (kUnknownDim where not a number), or null when the shape is not declared
+  // or declared twice differently. A value made by an op that keeps its input's shape
+  // (DequantizeLinear of a quantized weight, Identity, Cast) has that input's shape.
+  const std::vector<int64_t>* Dims(const std::string& name, int depth = 0) const {
+    auto it = shapes_.find(name);
+    if (it != shapes_.end()) return it->second.conflict ? nullptr : &it->second.dims;
+    auto p = producers_.find(name);
+    if (p == producers_.end() || depth > 8) return nullptr;
+    const onnx::NodeProto& n = *p->second;
+    const std::string& op = n.op_type();
+    if (!NormalizeDomain(n.domain()).empty() || n.input_size() == 0 ||
+        (op != "DequantizeLinear" && op != "Identity" && op != "Cast"))
+      return nullptr;
+    return Dims(n.input(0), depth + 1);
+  }
+
+  // The declared rank, or -1 when unknown.
+  int Rank(const std::string& name) const {
+    const std::vector<int64_t>* d = Dims(name);
+    return d != nullptr ? static_cast<int>(d->size()) : -1;
   }
 
  private:
-  std::unordered_map<std::string, int> ranks_;
+  struct Declared {
+    std::vector<int64_t> dims;
+    bool conflict = false;
+  };
+  void Add(const std::string& name, std::vector<int64_t> dims) {
+    auto [it, inserted] = shapes_.try_emplace(name, Declared{dims, false});
+    if (!inserted && it->second.dims != dims) it->second.conflict = true;
+  }
+
+  std::unordered_map<std::string, Declared> shapes_;
+  std::unordered_map<std::string, const onnx::NodeProto*> producers_;
 };
 
 bool IsOnnxOp(const onnx::NodeProto& n, const char* op) {
@@ -52,26 +85,30 @@ bool IsOnnxOp(const onnx::NodeProto& n, const char* op) {
 // Calls f(node, scope) for every node of g and of its subgraphs; scope is null inside a
 // model-local function body, whose value types come from each caller.
 template <typename F>
-Status VisitGraph(const onnx::GraphProto& g, const RankScope* outer, bool in_function, const F& f) {
-  RankScope scope(g, outer);
-  const RankScope* s = in_function ? nullptr : &scope;
-  for (const auto& n : g.node()) {
+Status VisitGraph(onnx::GraphProto* g, const ShapeScope* outer, bool in_function, const F& f) {
+  ShapeScope scope(*g, outer);
+  const ShapeScope* s = in_function ? nullptr : &scope;
+  for (auto& n : *g->mutable_node()) {
     RETURN_IF_ERROR(f(n, s));
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) RETURN_IF_ERROR(VisitGraph(a.g(), s, in_function, f));
-      for (const auto& sg : a.graphs()) RETURN_IF_ERROR(VisitGraph(sg, s, in_function, f));
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) RETURN_IF_ERROR(VisitGraph(a.mutable_g(), s, in_function, f));
+      for (auto& sg : *a.mutable_graphs()) RETURN_IF_ERROR(VisitGraph(&sg, s, in_function, f));
     }
   }
   return Status::Ok();
 }
 
+// Every node of the model, function bodies included. Node pointers f keeps stay valid: a body's
+// nodes are swapped into a scratch graph and back, which moves no element.
 template <typename F>
-Status VisitModel(const onnx::ModelProto& proto, const F& f) {
-  RETURN_IF_ERROR(VisitGraph(proto.graph(), nullptr, false, f));
-  for (const auto& fn : proto.functions()) {
-    onnx::GraphProto body;  // VisitGraph walks graphs; a body is its node list
-    *body.mutable_node() = fn.node();
-    RETURN_IF_ERROR(VisitGraph(body, nullptr, true, f));
+Status VisitModel(onnx::ModelProto* proto, const F& f) {
+  RETURN_IF_ERROR(VisitGraph(proto->mutable_graph(), nullptr, false, f));
+  for (auto& fn : *proto->mutable_functions()) {
+    onnx::GraphProto body;
+    body.mutable_node()->Swap(fn.mutable_node());
+    Status st = VisitGraph(&body, nullptr, true, f);
+    body.mutable_node()->Swap(fn.mutable_node());
+    RETURN_IF_ERROR(st);
   }
   return Status::Ok();
 }
@@ -100,21 +137,66 @@ bool LayerNormAxisSafe(const onnx::NodeProto& n) {
   return literal && axis >= 0 && axis <= INT_MAX;
 }
 
-void CollectUnsafeLayerNorms(onnx::GraphProto* g, std::vector<onnx::NodeProto*>* out) {
-  for (auto& n : *g->mutable_node()) {
-    if (IsOnnxOp(n, "LayerNormalization") && n.output_size() > 1 && !LayerNormAxisSafe(n)) out->push_back(&n);
-    for (auto& a : *n.mutable_attribute()) {
-      if (a.has_g()) CollectUnsafeLayerNorms(a.mutable_g(), out);
-      for (auto& sg : *a.mutable_graphs()) CollectUnsafeLayerNorms(&sg, out);
-    }
+// Conv, ConvInteger and QLinearConv's inference (convPoolShapeInference) takes the kernel from
+// W's dims 2.. when there is no kernel_shape attribute and never checks it against X's rank: a
+// W of higher rank than X reads X's dims and the dilations out of bounds. With kernel_shape
+// present it checks the size. Returns W's input index for those ops, else -1.
+int ConvWeightIndex(const onnx::NodeProto& n) {
+  if (!NormalizeDomain(n.domain()).empty()) return -1;
+  if (n.op_type() == "Conv" || n.op_type() == "ConvInteger") return 1;
+  if (n.op_type() == "QLinearConv") return 3;
+  return -1;
+}
+
+// What InferShapesGuarded changes for the length of the libonnx call, and puts back.
+struct Shielded {
+  std::vector<std::pair<onnx::NodeProto*, std::vector<std::string>>> dropped_outputs;
+  std::vector<onnx::NodeProto*> added_kernel_shape;  // the attribute is the node's last
+  std::vector<std::pair<onnx::NodeProto*, std::string>> renamed;
+
+  void Restore() {
+    for (auto& [n, tail] : dropped_outputs)
+      for (auto& name : tail) n->add_output(std::move(name));
+    for (auto* n : added_kernel_shape) n->mutable_attribute()->RemoveLast();
+    for (auto& [n, op] : renamed) n->set_op_type(op);
   }
+};
+
+// Op name no schema has: libonnx skips the node (its outputs keep their declared types).
+constexpr const char* kSkippedOp = "strata.InferenceSkipped";
+
+void Shield(onnx::NodeProto& n, const ShapeScope* scope, Shielded* s) {
+  if (IsOnnxOp(n, "LayerNormalization") && n.output_size() > 1 && !LayerNormAxisSafe(n)) {
+    auto* outs = n.mutable_output();
+    s->dropped_outputs.emplace_back(&n, std::vector<std::string>(outs->begin() + 1, outs->end()));
+    outs->DeleteSubrange(1, outs->size() - 1);
+    return;
+  }
+  const int w = ConvWeightIndex(n);
+  bool literal = false;
+  if (w < 0 || n.input_size() <= w || FindAttr(n, "kernel_shape", &literal) != nullptr) return;
+  const std::vector<int64_t>* dims = scope != nullptr ? scope->Dims(n.input(w)) : nullptr;
+  if (dims == nullptr) {
+    // W's shape is only known once inference has run: this node's inference is skipped.
+    s->renamed.emplace_back(&n, n.op_type());
+    n.set_op_type(kSkippedOp);
+    return;
+  }
+  for (size_t i = 2; i < dims->size(); ++i)
+    if ((*dims)[i] == ShapeScope::kUnknownDim) return;  // libonnx stops at a symbolic kernel dim
+  // The kernel libonnx would read from W, made explicit so that its size is checked.
+  auto* a = n.add_attribute();
+  a->set_name("kernel_shape");
+  a->set_type(onnx::AttributeProto::INTS);
+  for (size_t i = 2; i < dims->size(); ++i) a->add_ints((*dims)[i]);
+  s->added_kernel_shape.push_back(&n);
 }
 
 }  // namespace
 
-Status CheckBeforeInference(const onnx::ModelProto& proto, bool* safe) {
+Status CheckBeforeInference(onnx::ModelProto* proto, bool* safe) {
   *safe = true;
-  return VisitModel(proto, [&](const onnx::NodeProto& n, const RankScope* scope) -> Status {
+  return VisitModel(proto, [&](const onnx::NodeProto& n, const ShapeScope* scope) -> Status {
     if (!NormalizeDomain(n.domain()).empty()) return Status::Ok();
     // Conv/pool inference divides by each stride unchecked: a stride of 0 is SIGFPE. ONNX
     // requires positive strides on every op that has them.
@@ -128,8 +210,8 @@ Status CheckBeforeInference(const onnx::ModelProto& proto, bool* safe) {
     // k1, ...): a declared rank below 2 is an error; an undeclared one (W made by another node,
     // or a function's input) could be anything, so inference is skipped.
     if (n.op_type() == "ConvTranspose" && n.input_size() > 1) {
-      const int rank = scope != nullptr ? scope->Of(n.input(1)) : RankScope::kConflict;
-      if (rank == RankScope::kConflict) {
+      const int rank = scope != nullptr ? scope->Rank(n.input(1)) : -1;
+      if (rank < 0) {
         *safe = false;
       } else if (rank < 2) {
         return InvalidModel("ConvTranspose node '", n.name(), "': weight '", n.input(1), "' has rank ", rank,
@@ -141,44 +223,36 @@ Status CheckBeforeInference(const onnx::ModelProto& proto, bool* safe) {
 }
 
 Status InferShapesGuarded(onnx::ModelProto* proto, const onnx::ShapeInferenceOptions& options) {
-  // LayerNormalization nodes whose axis libonnx could mis-index lose Mean/InvStdDev while it
-  // runs (the Y-only path is safe), and get them back after; their types are then the
-  // declared ones, or strata's own inference's.
-  std::vector<onnx::NodeProto*> risky;
-  CollectUnsafeLayerNorms(proto->mutable_graph(), &risky);
-  for (auto& fn : *proto->mutable_functions()) {
-    onnx::GraphProto body;
-    body.mutable_node()->Swap(fn.mutable_node());
-    CollectUnsafeLayerNorms(&body, &risky);  // pointers stay valid: Swap moves the elements
-    body.mutable_node()->Swap(fn.mutable_node());
-  }
-  std::vector<std::vector<std::string>> tails(risky.size());
-  for (size_t i = 0; i < risky.size(); ++i) {
-    auto* outs = risky[i]->mutable_output();
-    tails[i].assign(outs->begin() + 1, outs->end());
-    outs->DeleteSubrange(1, outs->size() - 1);
-  }
+  // Nodes libonnx could mis-index are shielded for the length of the call: a LayerNormalization
+  // whose axis is not safe loses Mean/InvStdDev (the Y-only path is safe); a Conv gets the
+  // kernel_shape its W declares, or is skipped when W's shape is not known yet. Skipped or
+  // dropped values keep their declared types (strata's own inference covers the rest).
+  Shielded shielded;
+  RETURN_IF_ERROR(VisitModel(proto, [&](onnx::NodeProto& n, const ShapeScope* scope) -> Status {
+    Shield(n, scope, &shielded);
+    return Status::Ok();
+  }));
   try {
     onnx::shape_inference::InferShapes(*proto, onnx::OpSchemaRegistry::Instance(), options);
   } catch (...) {
     // Inference is best effort: a valid model keeps its declared types.
   }
-  for (size_t i = 0; i < risky.size(); ++i)
-    for (auto& name : tails[i]) risky[i]->add_output(std::move(name));
+  shielded.Restore();
 
   // With ranks now inferred, an axis out of range is reported here rather than by the kernel.
-  return VisitGraph(proto->graph(), nullptr, false, [](const onnx::NodeProto& n, const RankScope* scope) -> Status {
-    if (!IsOnnxOp(n, "LayerNormalization") || n.input_size() == 0) return Status::Ok();
-    bool literal = false;
-    const onnx::AttributeProto* a = FindAttr(n, "axis", &literal);
-    const int64_t axis = a != nullptr ? a->i() : -1;
-    const int rank = scope->Of(n.input(0));
-    if (!literal || rank == RankScope::kConflict) return Status::Ok();
-    if (axis < -static_cast<int64_t>(rank) || axis >= rank)
-      return InvalidModel("LayerNormalization node '", n.name(), "': axis ", axis, " is out of range for input '",
-                          n.input(0), "' of rank ", rank);
-    return Status::Ok();
-  });
+  return VisitGraph(proto->mutable_graph(), nullptr, false,
+                    [](const onnx::NodeProto& n, const ShapeScope* scope) -> Status {
+                      if (!IsOnnxOp(n, "LayerNormalization") || n.input_size() == 0) return Status::Ok();
+                      bool literal = false;
+                      const onnx::AttributeProto* a = FindAttr(n, "axis", &literal);
+                      const int64_t axis = a != nullptr ? a->i() : -1;
+                      const int rank = scope->Rank(n.input(0));
+                      if (!literal || rank < 0) return Status::Ok();
+                      if (axis < -static_cast<int64_t>(rank) || axis >= rank)
+                        return InvalidModel("LayerNormalization node '", n.name(), "': axis ", axis,
+                                            " is out of range for input '", n.input(0), "' of rank ", rank);
+                      return Status::Ok();
+                    });
 }
 
 }  // namespace strata::import
