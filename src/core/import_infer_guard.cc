@@ -206,6 +206,16 @@ Status CheckBeforeInference(onnx::ModelProto* proto, bool* safe) {
       for (int64_t v : a->ints())
         if (v < 1) return InvalidModel(n.op_type(), " node '", n.name(), "': strides must be positive, got ", v);
     }
+    // GatherND inference offsets data's dims by batch_dims unchecked: a negative one reads
+    // before them. ONNX defines batch_dims as a non-negative count of leading dims.
+    if (n.op_type() == "GatherND") {
+      if (const onnx::AttributeProto* a = FindAttr(n, "batch_dims", &literal)) {
+        if (!literal) *safe = false;
+        if (a->i() < 0 || a->i() > INT_MAX)
+          return InvalidModel("GatherND node '", n.name(), "': batch_dims must be a non-negative count of leading ",
+                              "dims, got ", a->i());
+      }
+    }
     // ConvTranspose inference reads dim 1 of W without checking W's rank. W is (C, M/group,
     // k1, ...): a declared rank below 2 is an error; an undeclared one (W made by another node,
     // or a function's input) could be anything, so inference is skipped.

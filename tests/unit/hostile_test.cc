@@ -532,6 +532,21 @@ TEST(HostileGraph, ConvWeightOfHigherRankThanInput) {
   }
 }
 
+// libonnx's GatherND inference offsets data's dims by batch_dims unchecked (SEGV for a negative
+// one, found by probing every op's integer attributes with extreme values).
+TEST(HostileGraph, GatherNDNegativeBatchDims) {
+  for (int64_t b : {int64_t{-1}, int64_t{-1025}, int64_t{INT64_MIN}, int64_t{1} << 32}) {
+    SCOPED_TRACE(b);
+    auto m = MakeModel(17);
+    auto* g = m.mutable_graph();
+    AddInput(g, "data", {2, 2, 2});
+    AddInput(g, "idx", {2, 2, 2}, onnx::TensorProto::INT64);
+    SetInt(AddNode(g, "GatherND", {"data", "idx"}, {"y"}, "gnd"), "batch_dims", b);
+    AddOutput(g, "y", {2});
+    ExpectCleanError(Create(m), "batch_dims");
+  }
+}
+
 // A valid Conv keeps its inferred output shape: the kernel_shape the guard adds for the call is
 // gone again, and nothing was skipped.
 TEST(HostileGraph, ConvGuardLeavesValidModelsAsTheyWere) {
