@@ -19,33 +19,10 @@ std::vector<int64_t> ReshapeTarget(const Graph& g, const Node& n, const std::vec
   if (n.op_type != "Reshape" || !n.domain.empty() || n.inputs.size() != 2 || n.GetInt("allowzero", 0) != 0) return {};
   const Tensor* s = g.Constant(n.inputs[1]);
   if (!s || s->dtype() != DataType::kInt64 || s->rank() != 1) return {};
-  int64_t total = 1, known = 1, infer = -1;
-  // Checked products: a fuzzed model's dims may overflow int64 (UBSan caught 15 * 2^63-1).
-  for (int64_t d : in_dims)
-    if (d < 0 || __builtin_mul_overflow(total, d, &total)) return {};
-  std::vector<int64_t> out(static_cast<size_t>(s->num_elements()));
-  for (size_t i = 0; i < out.size(); ++i) {
-    int64_t d = s->data<int64_t>()[i];
-    if (d == 0) {
-      if (i >= in_dims.size()) return {};
-      d = in_dims[i];
-    }
-    if (d == -1) {
-      if (infer >= 0) return {};
-      infer = static_cast<int64_t>(i);
-      continue;
-    }
-    if (d <= 0) return {};
-    out[i] = d;
-    if (__builtin_mul_overflow(known, d, &known)) return {};
-  }
-  if (infer >= 0) {
-    if (known == 0 || total % known != 0) return {};
-    out[static_cast<size_t>(infer)] = total / known;
-  } else if (known != total) {
-    return {};
-  }
-  return out;
+  const Shape req(s->data<int64_t>(), s->data<int64_t>() + s->num_elements());
+  Result<Shape> out = ResolveReshape(Shape(in_dims.begin(), in_dims.end()), req, /*allowzero=*/false, n);
+  if (!out.ok()) return {};
+  return {out->begin(), out->end()};
 }
 
 }  // namespace

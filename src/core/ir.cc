@@ -1,5 +1,7 @@
 #include "core/ir.h"
 
+#include <limits>
+
 namespace strata {
 
 std::string TypeInfo::ToString() const {
@@ -55,6 +57,50 @@ std::vector<std::string> Node::GetStrings(const std::string& n, std::vector<std:
 std::string Node::Describe() const {
   return op_type + " node '" + name + "' (" + (domain.empty() ? std::string("ai.onnx") : domain) + " opset " +
          std::to_string(opset) + ")";
+}
+
+Result<Shape> ResolveReshape(const Shape& in, const Shape& req, bool allowzero, const Node& node) {
+  // Checked: a graph pass may see a fuzzed model's declared dims (UBSan caught 15 * 2^63-1).
+  // No string is built unless there is an error: kernels call this on every run.
+  int64_t n = 1;
+  for (int64_t d : in)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return InvalidArgument(node.Describe(), ": input shape ", ShapeToString(in), " is negative or overflows");
+  Shape out(req.size());
+  int64_t infer = -1, known = 1;
+  bool has_zero = false;
+  for (size_t i = 0; i < req.size(); ++i) {
+    int64_t d = req[i];
+    if (d == 0 && !allowzero) {
+      if (i >= in.size())
+        return InvalidArgument(node.Describe(), ": shape ", ShapeToString(req), " copies dimension ", i,
+                               " (0) but the input ", ShapeToString(in), " has rank ", in.size());
+      d = in[i];
+    }
+    if (d == -1) {
+      if (infer >= 0) return InvalidArgument(node.Describe(), ": shape ", ShapeToString(req), " has more than one -1");
+      infer = static_cast<int64_t>(i);
+      continue;
+    }
+    if (d < -1) return InvalidArgument(node.Describe(), ": invalid dimension ", d, " in shape ", ShapeToString(req));
+    if (d == 0) has_zero = true;
+    if (d != 0 && known > std::numeric_limits<int64_t>::max() / d)
+      return InvalidArgument(node.Describe(), ": shape ", ShapeToString(req), " overflows");
+    known *= d;
+    out[i] = d;
+  }
+  if (infer >= 0) {
+    if (allowzero && has_zero)
+      return InvalidArgument(node.Describe(), ": allowzero shape ", ShapeToString(req), " cannot mix 0 and -1");
+    if (known == 0 || n % known != 0)
+      return InvalidArgument(node.Describe(), ": cannot reshape input ", ShapeToString(in), " to ", ShapeToString(req),
+                             " (the -1 dimension cannot be inferred)");
+    out[infer] = n / known;
+  } else if (known != n) {
+    return InvalidArgument(node.Describe(), ": cannot reshape input ", ShapeToString(in), " (", n, " elements) to ",
+                           ShapeToString(out), " (", known, " elements)");
+  }
+  return out;
 }
 
 int Graph::AddValue(const std::string& n) {

@@ -114,6 +114,11 @@ struct Node {
   std::string Describe() const;
 };
 
+// ONNX Reshape's output dims for input dims `in` and requested shape `req`: a 0 copies the
+// input's dim unless `allowzero`, one -1 takes what is left. The Reshape kernel and the graph
+// passes that reason about Reshapes share it. Errors begin with node.Describe().
+Result<Shape> ResolveReshape(const Shape& in, const Shape& req, bool allowzero, const Node& node);
+
 struct ValueInfo {
   std::string name;
   TypeInfo type;

@@ -22,41 +22,7 @@ Status Reshape(KernelContext& ctx) {
     RETURN_IF_ERROR(ReadIntsInto(*s, node, "shape", &req));
   }
   const bool allowzero = node.opset >= 14 && node.GetInt("allowzero", 0) != 0;
-  Shape out(req.size());
-  int64_t infer = -1, known = 1;
-  bool has_zero = false;
-  for (size_t i = 0; i < req.size(); ++i) {
-    int64_t d = req[i];
-    if (d == 0 && !allowzero) {
-      if (i >= x->rank())
-        return InvalidArgument(node.Describe(), ": shape ", ShapeToString(req), " copies dimension ", i,
-                               " (0) but the input ", ShapeToString(x->shape()), " has rank ", x->rank());
-      d = x->dim(i);
-    }
-    if (d == -1) {
-      if (infer >= 0) return InvalidArgument(node.Describe(), ": shape ", ShapeToString(req), " has more than one -1");
-      infer = static_cast<int64_t>(i);
-      continue;
-    }
-    if (d < -1) return InvalidArgument(node.Describe(), ": invalid dimension ", d, " in shape ", ShapeToString(req));
-    if (d == 0) has_zero = true;
-    if (d != 0 && known > std::numeric_limits<int64_t>::max() / d)
-      return InvalidArgument(node.Describe(), ": shape ", ShapeToString(req), " overflows");
-    known *= d;
-    out[i] = d;
-  }
-  const int64_t n = x->num_elements();
-  if (infer >= 0) {
-    if (allowzero && has_zero)
-      return InvalidArgument(node.Describe(), ": allowzero shape ", ShapeToString(req), " cannot mix 0 and -1");
-    if (known == 0 || n % known != 0)
-      return InvalidArgument(node.Describe(), ": cannot reshape input ", ShapeToString(x->shape()), " to ",
-                             ShapeToString(req), " (the -1 dimension cannot be inferred)");
-    out[infer] = n / known;
-  } else if (known != n) {
-    return InvalidArgument(node.Describe(), ": cannot reshape input ", ShapeToString(x->shape()), " (", n,
-                           " elements) to ", ShapeToString(out), " (", known, " elements)");
-  }
+  ASSIGN_OR_RETURN(Shape out, ResolveReshape(x->shape(), req, allowzero, node));
   ctx.SetOutput(0, Value(x->Reshaped(std::move(out))));
   return Status::Ok();
 }

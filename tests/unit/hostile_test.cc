@@ -547,6 +547,27 @@ TEST(HostileGraph, GatherNDNegativeBatchDims) {
   }
 }
 
+// libonnx's STFT inference reads the signal's dims 1 and 2 unchecked (SEGV for rank 0 or 1,
+// found by the attribute probe): the node is left to strata's kernel, which names the shape.
+TEST(HostileGraph, StftSignalOfLowRank) {
+  for (int rank : {0, 1}) {
+    SCOPED_TRACE(rank);
+    auto m = MakeModel(17);
+    auto* g = m.mutable_graph();
+    if (rank == 0) {
+      AddInput(g, "s", {});
+    } else {
+      AddInput(g, "s", {8});
+    }
+    AddInput(g, "step", {}, onnx::TensorProto::INT64);
+    AddNode(g, "STFT", {"s", "step"}, {"y"}, "stft");
+    AddOutput(g, "y", {2});
+    Value sig =
+        rank == 0 ? Value(Tensor::Scalar<float>(1)) : Value(Tensor::FromVector<float>(std::vector<float>(8, 1), {8}));
+    ExpectCleanStatus(FirstError(m, {{"s", sig}, {"step", Value(Tensor::Scalar<int64_t>(1))}}), "signal");
+  }
+}
+
 // A valid Conv keeps its inferred output shape: the kernel_shape the guard adds for the call is
 // gone again, and nothing was skipped.
 TEST(HostileGraph, ConvGuardLeavesValidModelsAsTheyWere) {
