@@ -16,19 +16,16 @@ namespace strata::import {
 
 namespace {
 
-// The shapes one graph declares (initializers, inputs, value_info, outputs), with its enclosing
-// graphs' in scope, and which node of the scope makes each value. A name declared twice with
-// different shapes (in one graph, or a subgraph redeclaring an outer value) counts as unknown:
-// which one libonnx would use is not something to bet the process on.
+// The shapes one graph declares (initializers, inputs, value_info, outputs) and which of its
+// nodes makes each value, with the enclosing graphs' reached through `outer` (not copied: a
+// model with many subgraphs would copy the main graph's table for each). A name declared twice
+// with different shapes (in one graph, or a subgraph redeclaring an outer value) counts as
+// unknown: which one libonnx would use is not something to bet the process on.
 class ShapeScope {
  public:
   static constexpr int64_t kUnknownDim = -1;
 
-  ShapeScope(const onnx::GraphProto& g, const ShapeScope* outer) {
-    if (outer != nullptr) {
-      shapes_ = outer->shapes_;
-      producers_ = outer->producers_;
-    }
+  ShapeScope(const onnx::GraphProto& g, const ShapeScope* outer) : outer_(outer) {
     for (const auto& t : g.initializer()) Add(t.name(), {t.dims().begin(), t.dims().end()});
     for (const auto* list : {&g.input(), &g.value_info(), &g.output()})
       for (const auto& v : *list) {
@@ -43,19 +40,29 @@ class ShapeScope {
   }
 
   // The declared dims (kUnknownDim where not a number), or null when the shape is not declared
-  // or declared twice differently. A value made by an op that keeps its input's shape
+  // or declared differently in two places. A value made by an op that keeps its input's shape
   // (DequantizeLinear of a quantized weight, Identity, Cast) has that input's shape.
   const std::vector<int64_t>* Dims(const std::string& name, int depth = 0) const {
-    auto it = shapes_.find(name);
-    if (it != shapes_.end()) return it->second.conflict ? nullptr : &it->second.dims;
-    auto p = producers_.find(name);
-    if (p == producers_.end() || depth > 8) return nullptr;
-    const onnx::NodeProto& n = *p->second;
-    const std::string& op = n.op_type();
-    if (!NormalizeDomain(n.domain()).empty() || n.input_size() == 0 ||
+    bool conflict = false;
+    const std::vector<int64_t>* found = nullptr;
+    for (const ShapeScope* s = this; s != nullptr; s = s->outer_) {
+      auto it = s->shapes_.find(name);
+      if (it == s->shapes_.end()) continue;
+      if (it->second.conflict || (found != nullptr && *found != it->second.dims)) conflict = true;
+      if (found == nullptr) found = &it->second.dims;
+    }
+    if (found != nullptr) return conflict ? nullptr : found;
+    const onnx::NodeProto* n = nullptr;
+    for (const ShapeScope* s = this; s != nullptr && n == nullptr; s = s->outer_) {
+      auto p = s->producers_.find(name);
+      if (p != s->producers_.end()) n = p->second;
+    }
+    if (n == nullptr || depth > 8) return nullptr;
+    const std::string& op = n->op_type();
+    if (!NormalizeDomain(n->domain()).empty() || n->input_size() == 0 ||
         (op != "DequantizeLinear" && op != "Identity" && op != "Cast"))
       return nullptr;
-    return Dims(n.input(0), depth + 1);
+    return Dims(n->input(0), depth + 1);
   }
 
   // The declared rank, or -1 when unknown.
@@ -74,6 +81,7 @@ class ShapeScope {
     if (!inserted && it->second.dims != dims) it->second.conflict = true;
   }
 
+  const ShapeScope* outer_;
   std::unordered_map<std::string, Declared> shapes_;
   std::unordered_map<std::string, const onnx::NodeProto*> producers_;
 };
@@ -165,92 +173,86 @@ struct Shielded {
 // Op name no schema has: libonnx skips the node (its outputs keep their declared types).
 constexpr const char* kSkippedOp = "strata.InferenceSkipped";
 
-void Shield(onnx::NodeProto& n, const ShapeScope* scope, Shielded* s) {
-  if (IsOnnxOp(n, "LayerNormalization") && n.output_size() > 1 && !LayerNormAxisSafe(n)) {
+// Returns an error for what is invalid whatever the shapes; otherwise makes the node safe for
+// libonnx for the length of the call, recording what it changed in *s. A node whose safety
+// depends on something not known before inference (a shape made by another node, a function's
+// input, an attribute from a function's caller) is skipped by libonnx.
+Status Shield(onnx::NodeProto& n, const ShapeScope* scope, Shielded* s) {
+  if (!NormalizeDomain(n.domain()).empty()) return Status::Ok();
+  const std::string& op = n.op_type();
+  bool skip = false;
+  bool literal = false;
+  // Conv/pool inference divides by each stride unchecked: a stride of 0 is SIGFPE. ONNX
+  // requires positive strides on every op that has them.
+  if (const onnx::AttributeProto* a = FindAttr(n, "strides", &literal)) {
+    for (int64_t v : a->ints())
+      if (v < 1) return InvalidModel(op, " node '", n.name(), "': strides must be positive, got ", v);
+    skip = skip || !literal;
+  }
+  // GatherND inference offsets data's dims by batch_dims unchecked: a negative one reads
+  // before them. ONNX defines batch_dims as a non-negative count of leading dims.
+  if (op == "GatherND") {
+    if (const onnx::AttributeProto* a = FindAttr(n, "batch_dims", &literal)) {
+      if (a->i() < 0 || a->i() > INT_MAX)
+        return InvalidModel("GatherND node '", n.name(), "': batch_dims must be a non-negative count of leading ",
+                            "dims, got ", a->i());
+      skip = skip || !literal;
+    }
+  }
+  // ConvTranspose inference reads dim 1 of W without checking W's rank. W is (C, M/group,
+  // k1, ...): a declared rank below 2 is an error.
+  if (op == "ConvTranspose" && n.input_size() > 1) {
+    const int rank = scope != nullptr ? scope->Rank(n.input(1)) : -1;
+    if (rank >= 0 && rank < 2)
+      return InvalidModel("ConvTranspose node '", n.name(), "': weight '", n.input(1), "' has rank ", rank,
+                          "; it must be (C, M/group, kernel...) with rank >= 2");
+    skip = skip || rank < 0;
+  }
+  // STFT's inference reads the signal's dims 1 and 2 without checking its rank (SEGV for a
+  // signal of rank 0 or 1).
+  if (op == "STFT" && n.input_size() > 0) skip = skip || scope == nullptr || scope->Rank(n.input(0)) < 3;
+  if (op == "LayerNormalization" && n.output_size() > 1 && !LayerNormAxisSafe(n)) {
     auto* outs = n.mutable_output();
     s->dropped_outputs.emplace_back(&n, std::vector<std::string>(outs->begin() + 1, outs->end()));
     outs->DeleteSubrange(1, outs->size() - 1);
-    return;
-  }
-  // STFT's inference reads the signal's dims 1 and 2 without checking its rank (SEGV for a
-  // signal of rank 0 or 1): skipped unless the signal is known to have them.
-  if (IsOnnxOp(n, "STFT")) {
-    if (n.input_size() > 0 && (scope == nullptr || scope->Rank(n.input(0)) < 3)) {
-      s->renamed.emplace_back(&n, n.op_type());
-      n.set_op_type(kSkippedOp);
-    }
-    return;
   }
   const int w = ConvWeightIndex(n);
-  bool literal = false;
-  if (w < 0 || n.input_size() <= w || FindAttr(n, "kernel_shape", &literal) != nullptr) return;
-  const std::vector<int64_t>* dims = scope != nullptr ? scope->Dims(n.input(w)) : nullptr;
-  if (dims == nullptr) {
-    // W's shape is only known once inference has run: this node's inference is skipped.
-    s->renamed.emplace_back(&n, n.op_type());
-    n.set_op_type(kSkippedOp);
-    return;
+  if (!skip && w >= 0 && n.input_size() > w && FindAttr(n, "kernel_shape", &literal) == nullptr) {
+    const std::vector<int64_t>* dims = scope != nullptr ? scope->Dims(n.input(w)) : nullptr;
+    bool symbolic = false;  // libonnx stops at a kernel dim that is not a number
+    for (size_t i = 2; dims != nullptr && i < dims->size(); ++i) symbolic = symbolic || (*dims)[i] < 0;
+    if (dims == nullptr) {
+      skip = true;
+    } else if (!symbolic) {
+      // The kernel libonnx would read from W, made explicit so that its size is checked.
+      auto* a = n.add_attribute();
+      a->set_name("kernel_shape");
+      a->set_type(onnx::AttributeProto::INTS);
+      for (size_t i = 2; i < dims->size(); ++i) a->add_ints((*dims)[i]);
+      s->added_kernel_shape.push_back(&n);
+    }
   }
-  for (size_t i = 2; i < dims->size(); ++i)
-    if ((*dims)[i] == ShapeScope::kUnknownDim) return;  // libonnx stops at a symbolic kernel dim
-  // The kernel libonnx would read from W, made explicit so that its size is checked.
-  auto* a = n.add_attribute();
-  a->set_name("kernel_shape");
-  a->set_type(onnx::AttributeProto::INTS);
-  for (size_t i = 2; i < dims->size(); ++i) a->add_ints((*dims)[i]);
-  s->added_kernel_shape.push_back(&n);
+  if (skip) {
+    s->renamed.emplace_back(&n, op);
+    n.set_op_type(kSkippedOp);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
 
-Status CheckBeforeInference(onnx::ModelProto* proto, bool* safe) {
-  *safe = true;
-  return VisitModel(proto, [&](const onnx::NodeProto& n, const ShapeScope* scope) -> Status {
-    if (!NormalizeDomain(n.domain()).empty()) return Status::Ok();
-    // Conv/pool inference divides by each stride unchecked: a stride of 0 is SIGFPE. ONNX
-    // requires positive strides on every op that has them.
-    bool literal = false;
-    if (const onnx::AttributeProto* a = FindAttr(n, "strides", &literal)) {
-      if (!literal) *safe = false;
-      for (int64_t v : a->ints())
-        if (v < 1) return InvalidModel(n.op_type(), " node '", n.name(), "': strides must be positive, got ", v);
-    }
-    // GatherND inference offsets data's dims by batch_dims unchecked: a negative one reads
-    // before them. ONNX defines batch_dims as a non-negative count of leading dims.
-    if (n.op_type() == "GatherND") {
-      if (const onnx::AttributeProto* a = FindAttr(n, "batch_dims", &literal)) {
-        if (!literal) *safe = false;
-        if (a->i() < 0 || a->i() > INT_MAX)
-          return InvalidModel("GatherND node '", n.name(), "': batch_dims must be a non-negative count of leading ",
-                              "dims, got ", a->i());
-      }
-    }
-    // ConvTranspose inference reads dim 1 of W without checking W's rank. W is (C, M/group,
-    // k1, ...): a declared rank below 2 is an error; an undeclared one (W made by another node,
-    // or a function's input) could be anything, so inference is skipped.
-    if (n.op_type() == "ConvTranspose" && n.input_size() > 1) {
-      const int rank = scope != nullptr ? scope->Rank(n.input(1)) : -1;
-      if (rank < 0) {
-        *safe = false;
-      } else if (rank < 2) {
-        return InvalidModel("ConvTranspose node '", n.name(), "': weight '", n.input(1), "' has rank ", rank,
-                            "; it must be (C, M/group, kernel...) with rank >= 2");
-      }
-    }
-    return Status::Ok();
-  });
-}
-
 Status InferShapesGuarded(onnx::ModelProto* proto, const onnx::ShapeInferenceOptions& options) {
   // Nodes libonnx could mis-index are shielded for the length of the call: a LayerNormalization
   // whose axis is not safe loses Mean/InvStdDev (the Y-only path is safe); a Conv gets the
-  // kernel_shape its W declares, or is skipped when W's shape is not known yet. Skipped or
-  // dropped values keep their declared types (strata's own inference covers the rest).
+  // kernel_shape its W declares; what cannot be proven safe is skipped. Skipped or dropped
+  // values keep their declared types (strata's own inference covers the rest).
   Shielded shielded;
-  RETURN_IF_ERROR(VisitModel(proto, [&](onnx::NodeProto& n, const ShapeScope* scope) -> Status {
-    Shield(n, scope, &shielded);
-    return Status::Ok();
-  }));
+  Status checked = VisitModel(
+      proto, [&](onnx::NodeProto& n, const ShapeScope* scope) -> Status { return Shield(n, scope, &shielded); });
+  if (!checked.ok()) {
+    shielded.Restore();
+    return checked;
+  }
   try {
     onnx::shape_inference::InferShapes(*proto, onnx::OpSchemaRegistry::Instance(), options);
   } catch (...) {

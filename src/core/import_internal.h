@@ -134,13 +134,11 @@ Result<std::string> ResolveExternalLocation(const std::string& base_dir, const s
 // subgraphs) without reading data, so path problems are reported before the checker runs.
 Status ValidateExternalData(const onnx::GraphProto& g, const std::string& base_dir);
 
-// Before libonnx shape inference (import_infer_guard.cc): rejects what would crash it and has a
-// clear error (a stride below 1, a ConvTranspose weight of declared rank < 2); sets *safe to
-// false when inference cannot be proven safe (then it is skipped). Does not change `proto`.
-Status CheckBeforeInference(onnx::ModelProto* proto, bool* safe);
-// libonnx shape inference (best effort: its errors are ignored) with the LayerNormalization and
-// Conv nodes it could mis-index shielded for the call and restored after; then an out-of-range
-// LayerNormalization axis is an error.
+// libonnx shape inference (import_infer_guard.cc; best effort: its errors are ignored). What
+// would crash it and is invalid anyway (a stride below 1, a ConvTranspose weight of declared
+// rank < 2, a negative GatherND batch_dims) is an error first; the nodes it could mis-index
+// are shielded for the call and restored after; then an out-of-range LayerNormalization axis
+// is an error.
 Status InferShapesGuarded(onnx::ModelProto* proto, const onnx::ShapeInferenceOptions& options);
 
 // TensorProto -> Tensor (all storage forms and external data). Errors name the tensor.

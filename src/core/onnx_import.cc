@@ -450,9 +450,7 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
   if (opts.infer_shapes) {
     try {
       onnx::ShapeInferenceOptions so(/*check_type=*/false, /*strict_mode=*/0, /*data_prop=*/false);
-      bool safe = true;
-      RETURN_IF_ERROR(import::CheckBeforeInference(&proto, &safe));
-      if (safe) RETURN_IF_ERROR(import::InferShapesGuarded(&proto, so));
+      RETURN_IF_ERROR(import::InferShapesGuarded(&proto, so));
     } catch (...) {
       // Inference is best effort: a valid model keeps its declared types.
     }
