@@ -161,6 +161,9 @@ struct Shielded {
   std::vector<std::pair<onnx::NodeProto*, std::vector<std::string>>> dropped_outputs;
   std::vector<onnx::NodeProto*> added_kernel_shape;  // the attribute is the node's last
   std::vector<std::pair<onnx::NodeProto*, std::string>> renamed;
+  // Of the renamed: Conv-like nodes skipped because their W is made by another node in a graph
+  // (not a function body), whose shape libonnx infers in the same call.
+  int weight_made_by_node = 0;
 
   void Restore() {
     for (auto& [n, tail] : dropped_outputs)
@@ -223,6 +226,7 @@ Status Shield(onnx::NodeProto& n, const ShapeScope* scope, Shielded* s) {
     for (size_t i = 2; dims != nullptr && i < dims->size(); ++i) symbolic = symbolic || (*dims)[i] < 0;
     if (dims == nullptr) {
       skip = true;
+      if (scope != nullptr) ++s->weight_made_by_node;
     } else if (!symbolic) {
       // The kernel libonnx would read from W, made explicit so that its size is checked.
       auto* a = n.add_attribute();
@@ -246,19 +250,26 @@ Status InferShapesGuarded(onnx::ModelProto* proto, const onnx::ShapeInferenceOpt
   // whose axis is not safe loses Mean/InvStdDev (the Y-only path is safe); a Conv gets the
   // kernel_shape its W declares; what cannot be proven safe is skipped. Skipped or dropped
   // values keep their declared types (strata's own inference covers the rest).
-  Shielded shielded;
-  Status checked = VisitModel(
-      proto, [&](onnx::NodeProto& n, const ShapeScope* scope) -> Status { return Shield(n, scope, &shielded); });
-  if (!checked.ok()) {
+  // A Conv skipped because another node makes its W (W * scale, Reshape of a constant) would
+  // leave everything after it untyped, and the optimizer does not fuse untyped values. The
+  // first call infers W's shape, so a second call, run only then, gives the Conv that shape
+  // as an explicit (checked) kernel_shape and types the rest of the graph.
+  for (int round = 0; round < 2; ++round) {
+    Shielded shielded;
+    Status checked = VisitModel(
+        proto, [&](onnx::NodeProto& n, const ShapeScope* scope) -> Status { return Shield(n, scope, &shielded); });
+    if (!checked.ok()) {
+      shielded.Restore();
+      return checked;
+    }
+    try {
+      onnx::shape_inference::InferShapes(*proto, onnx::OpSchemaRegistry::Instance(), options);
+    } catch (...) {
+      // Inference is best effort: a valid model keeps its declared types.
+    }
     shielded.Restore();
-    return checked;
+    if (shielded.weight_made_by_node == 0) break;
   }
-  try {
-    onnx::shape_inference::InferShapes(*proto, onnx::OpSchemaRegistry::Instance(), options);
-  } catch (...) {
-    // Inference is best effort: a valid model keeps its declared types.
-  }
-  shielded.Restore();
 
   // With ranks now inferred, an axis out of range is reported here rather than by the kernel.
   return VisitGraph(proto->mutable_graph(), nullptr, false,

@@ -97,6 +97,32 @@ TEST(ImportBasic, ValuesInputsOutputsInitializersAndTypes) {
   EXPECT_EQ(ir.nodes[1].outputs, (std::vector<int>{ir.outputs[0]}));
 }
 
+// A Conv whose W another node makes (weight normalisation: W = V * scale) is kept from libonnx's
+// inference until W's shape is known (the kernel-rank guard, import_infer_guard.cc); a second
+// inference call then types the Conv and everything after it, which the optimizer's fusions
+// need. Without it, c and y stayed untyped.
+TEST(ImportBasic, ConvWithComputedWeightIsTypedDownstream) {
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {1, 3, 8, 8});
+  AddPseudoRandomInit(g, "v", {8, 3, 3, 3}, 7);
+  AddFloatInit(g, "scale", {8, 1, 1, 1}, {2, 2, 2, 2, 2, 2, 2, 2});
+  AddNode(g, "Mul", {"v", "scale"}, {"w"});
+  SetInts(AddNode(g, "Conv", {"x", "w"}, {"c"}, "conv"), "pads", {1, 1, 1, 1});
+  AddNode(g, "Relu", {"c"}, {"y"});
+  AddOutputUnknownDims(g, "y", 4);
+  auto r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Graph& ir = *r->graph;
+  EXPECT_EQ(ir.values[ir.FindValue("w")].type.ToString(), "float32[8,3,3,3]");
+  EXPECT_EQ(ir.values[ir.FindValue("c")].type.ToString(), "float32[1,8,8,8]");
+  EXPECT_EQ(ir.values[ir.FindValue("y")].type.ToString(), "float32[1,8,8,8]");
+  // The kernel_shape the guard lent libonnx is not left on the node.
+  const Node* conv = FindNode(ir, "Conv");
+  ASSERT_NE(conv, nullptr);
+  EXPECT_FALSE(conv->HasAttr("kernel_shape"));
+}
+
 TEST(ImportBasic, DomainName) {
   EXPECT_EQ(OnnxDomainName(""), "ai.onnx");
   EXPECT_EQ(OnnxDomainName("ai.onnx"), "ai.onnx");
