@@ -7,7 +7,8 @@
 // step's chunks are claimed from one atomic word, owner first; a participant that is done
 // with its own chunks takes any chunk still unclaimed (its owner is late or preempted),
 // so no one waits for a particular thread and the caller alone can always finish the
-// sequence. Whoever completes the last chunk of a step publishes the next step.
+// sequence. Whoever completes the last chunk of a step publishes the next step, with its
+// own chunk of it already claimed.
 #include "cpu/rnn_lstm_fused.h"
 
 #include <immintrin.h>
@@ -104,9 +105,11 @@ struct Loop {
 };
 
 constexpr int64_t kMaxChunks = 16;
-// Chunks each participant owns per step: two let a fast thread take over half of a slow
-// one's share, at the price of two claims and two completions per thread and step.
-constexpr int64_t kChunksPerPart = 2;
+// Chunks each participant owns per step. One: each claim and completion moves the state
+// line between cores, and at hidden 256 a step is only ~4 us; two (so that a fast thread
+// could take over half of a slow one's share) ran the 2-thread benchmark LSTM ~2-3% slower
+// on the 2-vCPU Zen 5 VM. A late owner's whole chunk is still taken over if unclaimed.
+constexpr int64_t kChunksPerPart = 1;
 
 uint64_t PackState(uint64_t step, uint64_t claimed, uint64_t done) { return (step << 32) | (claimed << 16) | done; }
 
@@ -145,28 +148,46 @@ int64_t PickChunk(const Loop& L, int64_t me, uint64_t claimed) {
 void Participate(Loop& L, int64_t me) {
   const uint64_t all = (uint64_t{1} << L.chunks) - 1;
   int spins = 0;
+  // The chunk of step `held_step` this participant claimed when it published that step, or -1.
+  int64_t held = -1, held_step = 0;
   for (;;) {
-    uint64_t st = L.state.load(std::memory_order_acquire);
-    const int64_t s = static_cast<int64_t>(st >> 32);
-    if (s >= L.steps) return;
-    const uint64_t claimed = (st >> 16) & 0xFFFF;
-    if (claimed == all) {  // every chunk of this step is taken: wait for the step to complete
-      _mm_pause();
-      if (++spins % 2048 == 0) sched_yield();  // a chunk holder was preempted
-      continue;
+    int64_t s = 0, k = 0;
+    if (held >= 0) {
+      s = held_step;
+      k = held;
+      held = -1;
+    } else {
+      uint64_t st = L.state.load(std::memory_order_acquire);
+      s = static_cast<int64_t>(st >> 32);
+      if (s >= L.steps) return;
+      const uint64_t claimed = (st >> 16) & 0xFFFF;
+      if (claimed == all) {  // every chunk of this step is taken: wait for the step to complete
+        _mm_pause();
+        if (++spins % 2048 == 0) sched_yield();  // a chunk holder was preempted
+        continue;
+      }
+      k = PickChunk(L, me, claimed);
+      if (!L.state.compare_exchange_weak(st, st | (uint64_t{1} << (16 + k)), std::memory_order_acquire,
+                                         std::memory_order_relaxed))
+        continue;
     }
-    const int64_t k = PickChunk(L, me, claimed);
-    if (!L.state.compare_exchange_weak(st, st | (uint64_t{1} << (16 + k)), std::memory_order_acquire,
-                                       std::memory_order_relaxed))
-      continue;
     spins = 0;
     const int64_t p0 = k * L.panels / L.chunks, p1 = (k + 1) * L.panels / L.chunks;
     for (int64_t p = p0; p < p1; ++p) RunPanel(L, s, p);
     // Release: this chunk's h, c and Y are published with the count. The last completion
     // has seen every other one (acquire), so all of step s is visible to step s + 1.
     const uint64_t prev = L.state.fetch_add(1, std::memory_order_acq_rel);
-    if (static_cast<int64_t>(prev & 0xFFFF) + 1 == L.chunks)
-      L.state.store(PackState(static_cast<uint64_t>(s + 1), 0, 0), std::memory_order_release);
+    if (static_cast<int64_t>(prev & 0xFFFF) + 1 == L.chunks) {
+      // The publisher claims its own first chunk of the next step in the same store: one
+      // fewer round trip of the state line on the step's critical path.
+      uint64_t mine = 0;
+      if (s + 1 < L.steps) {
+        held = PickChunk(L, me, 0);
+        held_step = s + 1;
+        mine = uint64_t{1} << held;
+      }
+      L.state.store(PackState(static_cast<uint64_t>(s + 1), mine, 0), std::memory_order_release);
+    }
   }
 }
 
