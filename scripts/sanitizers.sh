@@ -2,8 +2,9 @@
 # Configures and builds a sanitizer preset, then runs tests under it (docs/hardening.md).
 #   scripts/sanitizers.sh asan   AddressSanitizer + UBSan (+ LeakSanitizer): the whole ctest
 #                                suite except the packaging and fuzz labels.
-#   scripts/sanitizers.sh tsan   ThreadSanitizer: the Concurrency* tests and the kernel-level
-#                                HeavyConcurrency* test (strata_tests only).
+#   scripts/sanitizers.sh tsan   ThreadSanitizer: the Concurrency* tests, the kernel-level
+#                                HeavyConcurrency* test and the LSTM's lock-free shared steps
+#                                (NormRnnLstm.SharedSteps*; strata_tests only).
 # Extra arguments go to ctest (asan, e.g. --rerun-failed or -R NAME) or to the gtest binary
 # (tsan, e.g. --gtest_repeat=3). STRATA_SAN_JOBS sets the build and ctest parallelism (2).
 # Sanitizer builds are slow: ~190 steps for asan (~2,500 CPU-s); on 2 busy cores expect an hour.
@@ -39,7 +40,7 @@ case "$kind" in
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}"
     start=$SECONDS
     status=0
-    ./build/tsan/bin/strata_tests --gtest_filter='Concurrency*:HeavyConcurrency*' "$@" || status=$?
+    ./build/tsan/bin/strata_tests --gtest_filter='Concurrency*:HeavyConcurrency*:NormRnnLstm.SharedSteps*' "$@" || status=$?
     echo "tsan tests: $((SECONDS - start)) s wall, exit $status"
     exit "$status"
     ;;
