@@ -143,12 +143,16 @@ void ForPanels(int64_t panels, int64_t floats, int64_t min_floats, ThreadPool* p
 // transposes where available. B(k, n) sits at b[n * ldb + (k % c) * taps + k / c], K = c *
 // taps: with taps = 1 (c = K) that is plain B^T [N, K]; with taps > 1 a conv weight
 // [M][C][taps] read in im2col order (k = t * C + c). Shared with GemvWeights::Pack.
+// stream: store whole cache lines non-temporally (weights of many MiB, not read again soon:
+// a plain store first reads each fresh line from DRAM); the function fences them.
 void PackTransposedPanel(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols, int64_t width,
-                         float* panel);
+                         float* panel, bool stream = false);
 // The same transpose into columns [0, cols) of `dst` (row stride `width`, cols <= width)
 // only: other columns are neither written nor zeroed.
 void PackTransposedColumns(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols,
-                           int64_t width, float* dst);
+                           int64_t width, float* dst, bool stream = false);
+// Packed weights at least this large are written with non-temporal stores.
+inline constexpr int64_t kStreamPackBytes = int64_t{4} << 20;
 
 struct Epilogue {
   const float* bias = nullptr;                          // per-N bias, added after the product (nullptr: none)

@@ -25,7 +25,7 @@ namespace {
 
 // Writes columns [0, cols) of every packed row and nothing else (PackTransposedColumns).
 void PackTransposedColumnsScalar(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols,
-                                 int64_t width, float* panel) {
+                                 int64_t width, float* panel, bool /*stream*/) {
   const int64_t k = c * taps;
   for (int64_t j = 0; j < cols; ++j) {
     const float* src = b + (n0 + j) * ldb;
@@ -50,8 +50,10 @@ inline int64_t PackedRow(int64_t q, int64_t c, int64_t taps) { return taps == 1 
 // can fill one panel from several sources (GemvWeights::PackRows).
 __attribute__((target("avx512f"))) void PackTransposedColumnsAvx512(const float* b, int64_t ldb, int64_t c,
                                                                     int64_t taps, int64_t n0, int64_t cols,
-                                                                    int64_t width, float* panel) {
+                                                                    int64_t width, float* panel, bool stream) {
   const int64_t k = c * taps, k16 = k / 16 * 16;
+  // Full 16-column groups are whole cache lines when the panel and its row stride are.
+  stream = stream && reinterpret_cast<uintptr_t>(panel) % 64 == 0 && width % 16 == 0;
   for (int64_t jh = 0; jh < cols; jh += 16) {
     const int64_t jn = std::min<int64_t>(16, cols - jh);
     const __mmask16 mask = static_cast<__mmask16>((1u << jn) - 1);
@@ -61,7 +63,9 @@ __attribute__((target("avx512f"))) void PackTransposedColumnsAvx512(const float*
       for (int64_t j = 0; j < 16; ++j) r[j] = j < jn ? _mm512_loadu_ps(src + j * ldb + q0) : _mm512_setzero_ps();
       internal::Transpose16x16(r);
       // Plain stores for full groups: masked stores are much slower on AMD cores.
-      if (jn == 16)
+      if (jn == 16 && stream)
+        for (int64_t q = 0; q < 16; ++q) _mm512_stream_ps(panel + PackedRow(q0 + q, c, taps) * width + jh, r[q]);
+      else if (jn == 16)
         for (int64_t q = 0; q < 16; ++q) _mm512_storeu_ps(panel + PackedRow(q0 + q, c, taps) * width + jh, r[q]);
       else
         for (int64_t q = 0; q < 16; ++q)
@@ -70,6 +74,8 @@ __attribute__((target("avx512f"))) void PackTransposedColumnsAvx512(const float*
     for (int64_t j = 0; j < jn; ++j)
       for (int64_t q = k16; q < k; ++q) panel[PackedRow(q, c, taps) * width + jh + j] = src[j * ldb + q];
   }
+  // Non-temporal stores are weakly ordered: fenced before the pool's join publishes the panel.
+  if (stream) _mm_sfence();
 }
 
 // Available() rather than a plain CPU check, so STRATA_SGEMM=0 also exercises the scalar
@@ -79,15 +85,16 @@ bool HasAvx512() { return Available(); }
 }  // namespace
 
 void PackTransposedColumns(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols,
-                           int64_t width, float* dst) {
-  (HasAvx512() ? PackTransposedColumnsAvx512 : PackTransposedColumnsScalar)(b, ldb, c, taps, n0, cols, width, dst);
+                           int64_t width, float* dst, bool stream) {
+  (HasAvx512() ? PackTransposedColumnsAvx512 : PackTransposedColumnsScalar)(b, ldb, c, taps, n0, cols, width, dst,
+                                                                            stream);
 }
 
 void PackTransposedPanel(const float* b, int64_t ldb, int64_t c, int64_t taps, int64_t n0, int64_t cols, int64_t width,
-                         float* panel) {
+                         float* panel, bool stream) {
   // The last panel's missing columns are zeros (the kernels read the whole width).
   if (cols < width) std::fill(panel, panel + c * taps * width, 0.0f);
-  PackTransposedColumns(b, ldb, c, taps, n0, cols, width, panel);
+  PackTransposedColumns(b, ldb, c, taps, n0, cols, width, panel, stream && cols == width);
 }
 
 void PackedB::Free::operator()(float* p) const {
@@ -238,6 +245,7 @@ Result<PackedB> PackConvWeights(const WeightRows& w, int64_t m, int64_t c, int64
   RETURN_IF_ERROR(out.Reserve("PackConvWeights", k, m));
   if (k == 0 || m == 0) return out;
   FirstError first;
+  const bool stream = k * m * static_cast<int64_t>(sizeof(float)) >= kStreamPackBytes;
   ForPanels(out.panels(), k * m, kParallelPackFloats, pool, [&](int64_t p0, int64_t p1) {
     first.Set([&]() -> Status {
       // One panel's rows at a time: they stay in L2 for the transpose that follows.
@@ -245,7 +253,7 @@ Result<PackedB> PackConvWeights(const WeightRows& w, int64_t m, int64_t c, int64
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t n0 = p * kPanelWidth, cols = std::min(kPanelWidth, m - n0);
         ASSIGN_OR_RETURN(const float* rows, reader.Rows(n0, cols, k));
-        PackTransposedPanel(rows, k, c, taps, 0, cols, kPanelWidth, out.data_.get() + p * k * kPanelWidth);
+        PackTransposedPanel(rows, k, c, taps, 0, cols, kPanelWidth, out.data_.get() + p * k * kPanelWidth, stream);
       }
       return Status::Ok();
     }());

@@ -269,9 +269,10 @@ TEST(LoadPack, ConvWeightsPackInOnePassLikeReorderThenPack) {
   struct Case {
     int64_t m, c, taps;
   };
-  // Partial last panels, 1x1 and 3x3/7x7 taps, small and > 64 KiB (AllocateLargePages) sizes.
+  // Partial last panels, 1x1 and 3x3/7x7 taps, small and > 64 KiB (AllocateLargePages) sizes,
+  // and >= sgemm::kStreamPackBytes (4.8 MB: stored non-temporally).
   for (Case cs : {Case{1, 1, 1}, Case{5, 3, 9}, Case{32, 16, 1}, Case{33, 7, 9}, Case{64, 3, 49}, Case{70, 64, 9},
-                  Case{256, 128, 9}}) {
+                  Case{256, 128, 9}, Case{520, 256, 9}}) {
     SCOPED_TRACE("M=" + std::to_string(cs.m) + " C=" + std::to_string(cs.c) + " taps=" + std::to_string(cs.taps));
     std::vector<float> w = Rand(cs.m * cs.c * cs.taps, 7);
     auto packed = sgemm::PackConvWeights(w.data(), cs.m, cs.c, cs.taps);
