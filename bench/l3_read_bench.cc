@@ -197,5 +197,49 @@ BENCHMARK(BM_L3Read<1, kNta, false>)->Apply(PrefetchArgs);
 BENCHMARK(BM_L3Read<2, kT0, false>)->Apply(PrefetchArgs);
 BENCHMARK(BM_L3Read<4, kT0, false>)->Apply(PrefetchArgs);
 
+// The fused LSTM's recurrent step at 1 thread (cpu/rnn_lstm_fused.cc, StepPanel): each step
+// reads all of R as panels of H = 256 rows x 64 floats (64 KiB), 8 FMAs per 2 rows, with
+// the next step depending on this one. How many panels one core's L2 keeps from step to
+// step: with 12 panels (768 KiB) the sweep runs at L2 speed, the benchmark LSTM's 16 (1 MiB,
+// one layer's R) do not fit beside anything else. Args: panels, alternate the panel order
+// between steps (1, what RunSerial does) or not (0). Bytes counted: R per step.
+__attribute__((target("avx512f"), noinline)) void SweepPanel(const float* h, const float* rp, int64_t rows,
+                                                             float* out) {
+  __m512 e[4], o[4];
+  for (int j = 0; j < 4; ++j) e[j] = o[j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k + 2 <= rows; k += 2) {
+    const __m512 a0 = _mm512_set1_ps(h[k]), a1 = _mm512_set1_ps(h[k + 1]);
+    const float* pk = rp + k * 64;
+    for (int j = 0; j < 4; ++j) e[j] = _mm512_fmadd_ps(a0, _mm512_load_ps(pk + 16 * j), e[j]);
+    for (int j = 0; j < 4; ++j) o[j] = _mm512_fmadd_ps(a1, _mm512_load_ps(pk + 64 + 16 * j), o[j]);
+  }
+  for (int j = 0; j < 4; ++j)
+    _mm512_storeu_ps(out + 16 * j, _mm512_mul_ps(_mm512_add_ps(e[j], o[j]), _mm512_set1_ps(1e-3f)));
+}
+
+void BM_RecurrentSweep(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512f")) return state.SkipWithError("no AVX-512F");
+  constexpr int64_t kRows = 256, kPanelFloats = kRows * 64;
+  const int64_t panels = state.range(0);
+  const bool alternate = state.range(1) != 0;
+  if (panels * kPanelFloats * static_cast<int64_t>(sizeof(float)) > static_cast<int64_t>(kBytes))
+    return state.SkipWithError("R larger than the buffer");
+  Buffer buf(true);
+  if (!buf.data) return state.SkipWithError("mmap failed");
+  std::vector<float> h(kRows, 0.5f), out(static_cast<size_t>(panels) * 64);
+  int64_t step = 0;
+  for (auto _ : state) {
+    if (alternate && (step & 1)) {
+      for (int64_t p = panels - 1; p >= 0; --p) SweepPanel(h.data(), buf.data + p * kPanelFloats, kRows, &out[p * 64]);
+    } else {
+      for (int64_t p = 0; p < panels; ++p) SweepPanel(h.data(), buf.data + p * kPanelFloats, kRows, &out[p * 64]);
+    }
+    for (int64_t i = 0; i < kRows; ++i) h[i] = out[i % out.size()] + 0.5f;  // the next step depends on this one
+    ++step;
+  }
+  state.SetBytesProcessed(state.iterations() * panels * kPanelFloats * static_cast<int64_t>(sizeof(float)));
+}
+BENCHMARK(BM_RecurrentSweep)->ArgsProduct({{8, 12, 13, 14, 15, 16}, {1}})->Args({16, 0});
+
 }  // namespace
 }  // namespace strata
