@@ -105,11 +105,13 @@ struct Loop {
 };
 
 constexpr int64_t kMaxChunks = 16;
-// Chunks each participant owns per step. One: each claim and completion moves the state
-// line between cores, and at hidden 256 a step is only ~4 us; two (so that a fast thread
-// could take over half of a slow one's share) ran the 2-thread benchmark LSTM ~2-3% slower
-// on the 2-vCPU Zen 5 VM. A late owner's whole chunk is still taken over if unclaimed.
-constexpr int64_t kChunksPerPart = 1;
+// Chunks each participant owns per step. Two let a fast thread take over half of a slow
+// one's share: with 3 threads on 2 CPUs one chunk each ran the benchmark LSTM ~25% slower.
+// But each claim and completion moves the state line between cores, and at hidden 256 a
+// step is only ~4 us: two participants (the common 2-thread session) own one chunk each,
+// ~2-3% faster on the 2-vCPU Zen 5 VM. A late owner's whole chunk is still taken over if
+// unclaimed.
+int64_t ChunksPerPart(int64_t parts) { return parts == 2 ? 1 : 2; }
 
 uint64_t PackState(uint64_t step, uint64_t claimed, uint64_t done) { return (step << 32) | (claimed << 16) | done; }
 
@@ -306,7 +308,8 @@ Status RunDirection(const Node& node, const rnn::Inputs& in, const rnn::Attrs& a
                           L.steps < (int64_t{1} << 32);  // the step fits the state word
     if (parallel) {
       L.parts = std::min<int64_t>({pool->num_threads(), panels, kMaxChunks});
-      L.chunks = std::min<int64_t>(panels, std::max<int64_t>(L.parts, std::min(L.parts * kChunksPerPart, kMaxChunks)));
+      L.chunks =
+          std::min<int64_t>(panels, std::max<int64_t>(L.parts, std::min(L.parts * ChunksPerPart(L.parts), kMaxChunks)));
       pool->RunParticipants(
           L.parts,
           [](void* ctx, int64_t b, int64_t e) {
