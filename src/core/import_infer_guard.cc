@@ -252,23 +252,27 @@ Status InferShapesGuarded(onnx::ModelProto* proto, const onnx::ShapeInferenceOpt
   // values keep their declared types (strata's own inference covers the rest).
   // A Conv skipped because another node makes its W (W * scale, Reshape of a constant) would
   // leave everything after it untyped, and the optimizer does not fuse untyped values. The
-  // first call infers W's shape, so a second call, run only then, gives the Conv that shape
-  // as an explicit (checked) kernel_shape and types the rest of the graph.
+  // first call infers W's shape, so a second call, run only when it would type such a Conv
+  // (W's producer may be one libonnx cannot infer either), gives the Conv that shape as an
+  // explicit (checked) kernel_shape and types the rest of the graph.
+  int skipped_weights = -1;  // the last call's Shielded::weight_made_by_node
   for (int round = 0; round < 2; ++round) {
     Shielded shielded;
     Status checked = VisitModel(
         proto, [&](onnx::NodeProto& n, const ShapeScope* scope) -> Status { return Shield(n, scope, &shielded); });
-    if (!checked.ok()) {
+    if (!checked.ok() || (skipped_weights >= 0 && shielded.weight_made_by_node >= skipped_weights)) {
       shielded.Restore();
-      return checked;
+      RETURN_IF_ERROR(checked);
+      break;  // no Conv the first call skipped would be inferred now
     }
+    skipped_weights = shielded.weight_made_by_node;
     try {
       onnx::shape_inference::InferShapes(*proto, onnx::OpSchemaRegistry::Instance(), options);
     } catch (...) {
       // Inference is best effort: a valid model keeps its declared types.
     }
     shielded.Restore();
-    if (shielded.weight_made_by_node == 0) break;
+    if (skipped_weights == 0) break;
   }
 
   // With ranks now inferred, an axis out of range is reported here rather than by the kernel.

@@ -1,7 +1,5 @@
 #include "core/ir.h"
 
-#include <limits>
-
 namespace strata {
 
 std::string TypeInfo::ToString() const {
@@ -84,9 +82,8 @@ Result<Shape> ResolveReshape(const Shape& in, const Shape& req, bool allowzero, 
     }
     if (d < -1) return InvalidArgument(node.Describe(), ": invalid dimension ", d, " in shape ", ShapeToString(req));
     if (d == 0) has_zero = true;
-    if (d != 0 && known > std::numeric_limits<int64_t>::max() / d)
+    if (__builtin_mul_overflow(known, d, &known))
       return InvalidArgument(node.Describe(), ": shape ", ShapeToString(req), " overflows");
-    known *= d;
     out[i] = d;
   }
   if (infer >= 0) {

@@ -270,9 +270,11 @@ TEST(LoadPack, ConvWeightsPackInOnePassLikeReorderThenPack) {
     int64_t m, c, taps;
   };
   // Partial last panels, 1x1 and 3x3/7x7 taps, small and > 64 KiB (AllocateLargePages) sizes,
-  // and >= sgemm::kStreamPackBytes (4.8 MB: stored non-temporally).
+  // and >= sgemm::kStreamPackBytes (4.8 MB: stored non-temporally; checked below that one case is).
+  bool streamed = false;
   for (Case cs : {Case{1, 1, 1}, Case{5, 3, 9}, Case{32, 16, 1}, Case{33, 7, 9}, Case{64, 3, 49}, Case{70, 64, 9},
                   Case{256, 128, 9}, Case{520, 256, 9}}) {
+    streamed = streamed || cs.m * cs.c * cs.taps * 4 >= sgemm::kStreamPackBytes;
     SCOPED_TRACE("M=" + std::to_string(cs.m) + " C=" + std::to_string(cs.c) + " taps=" + std::to_string(cs.taps));
     std::vector<float> w = Rand(cs.m * cs.c * cs.taps, 7);
     auto packed = sgemm::PackConvWeights(w.data(), cs.m, cs.c, cs.taps);
@@ -293,6 +295,7 @@ TEST(LoadPack, ConvWeightsPackInOnePassLikeReorderThenPack) {
       for (int64_t j = cols; j < sgemm::kPanelWidth; ++j)
         ASSERT_EQ(packed->panel(last)[kk * sgemm::kPanelWidth + j], 0.0f);
   }
+  EXPECT_TRUE(streamed) << "no case reaches sgemm::kStreamPackBytes";
 }
 
 TEST(LoadPack, PackBLayoutForBothOrientationsAndSizes) {
