@@ -1,5 +1,6 @@
 #include "core/layout_pass.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -364,6 +365,17 @@ class LayoutRewriter {
       MakeInternal(n, "NhwcGlobalAveragePool");
       return Converted(std::move(n));
     }
+    // A spatial mean written as ReduceMean over H and W (torchvision's MNASNet: x.mean([2, 3]))
+    // is a GlobalAveragePool: [N,C] and [N,C,1,1] share NHWC [N,1,1,C]'s byte order too.
+    if (n.op_type == "ReduceMean" && !n.inputs.empty() && HasTwin(n.inputs[0]) && n.outputs.size() == 1 &&
+        n.outputs[0] >= 0 && ReducesHw(n)) {
+      const int64_t keepdims = n.GetInt("keepdims", 1);
+      n.inputs = {twin_[n.inputs[0]]};
+      n.attrs.clear();
+      n.attrs["keepdims"] = Attribute::Int(keepdims != 0 ? 1 : 0);
+      MakeInternal(n, "NhwcGlobalAveragePool");
+      return Converted(std::move(n));
+    }
     if (BinaryOps().count(n.op_type) && n.inputs.size() == 2 && n.outputs.size() == 1 && n.outputs[0] >= 0 &&
         (HasTwin(n.inputs[0]) || HasTwin(n.inputs[1]))) {
       std::vector<int> ins(2);
@@ -389,6 +401,17 @@ class LayoutRewriter {
       return Converted(std::move(n));
     }
     return false;
+  }
+
+  // ReduceMean node n reduces exactly axes 2 and 3 of its rank-4 input, negative axes counted
+  // from the end. Only the axes attribute (opsets up to 17, all this build imports; 18 moved
+  // the axes to an input).
+  bool ReducesHw(const Node& n) const {
+    if (n.opset >= 18 || !n.HasAttr("axes")) return false;  // no axes: every axis
+    std::vector<int64_t> axes = n.GetInts("axes");
+    for (int64_t& a : axes) a = a < 0 ? a + 4 : a;
+    std::sort(axes.begin(), axes.end());
+    return axes == std::vector<int64_t>{2, 3};
   }
 
   // A new int64 [values.size()] constant.

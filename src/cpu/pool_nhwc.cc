@@ -5,7 +5,8 @@
 //    count_include_pad with pads, a ceil_mode size XNNPACK's floor sizing cannot reach) runs
 //    on the reference kernel through RunNchwFallback.
 //  * NhwcGlobalAveragePool: per-image channel means accumulated row by row (contiguous over
-//    C, so it vectorises); writes [N, C, 1, 1], which is NHWC [N, 1, 1, C] byte for byte.
+//    C, so it vectorises); writes [N, C, 1, 1], which is NHWC [N, 1, 1, C] byte for byte, or
+//    [N, C] with keepdims = 0 (a ReduceMean over H and W).
 #include <algorithm>
 
 #include "core/layout_pass.h"
@@ -80,7 +81,9 @@ Status NhwcGlobalAveragePool(KernelContext& ctx) {
   if (!x || x->dtype() != DataType::kFloat || x->rank() != 4)
     return InvalidArgument(node.Describe(), ": input X must be a float32 NHWC tensor of rank 4");
   const int64_t n = x->dim(0), hw = x->dim(1) * x->dim(2), c = x->dim(3);
-  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, c, 1, 1}));
+  // keepdims = 0: a ReduceMean over H and W the layout pass turned into this node ([N, C]).
+  const Shape out = node.GetInt("keepdims", 1) != 0 ? Shape{n, c, 1, 1} : Shape{n, c};
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out));
   if (y->num_elements() == 0) return Status::Ok();
   const float* xp = x->data<float>();
   float* yp = y->mutable_data<float>();

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -545,6 +545,58 @@ TEST(Layout, BatchNormChannelMismatchIsAnError) {
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("'bn'"), std::string::npos) << out.status().message();
   EXPECT_NE(out.status().message().find("channels"), std::string::npos) << out.status().message();
+}
+
+// x -> Conv -> ReduceMean(`axes`, keepdims) -> output (axes empty: none given, every axis
+// reduced).
+onnx::ModelProto ConvMeanNet(const std::vector<int64_t>& axes, int64_t keepdims) {
+  onnx::ModelProto m = MakeModel(13, "layout_test");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 3, 7, 5});
+  AddConv(g, "x", "c1", 3, 19, 3, 1, 1, 1, 41);
+  onnx::NodeProto* n = AddNode(g, "ReduceMean", {"c1"}, {"mean"});
+  if (!axes.empty()) SetInts(n, "axes", axes);
+  SetInt(n, "keepdims", keepdims);
+  AddOutput(g, "mean", {});
+  return m;
+}
+
+// A spatial mean written as ReduceMean over H and W (MNASNet's head, x.mean([2, 3])) stays in
+// the NHWC region as a global average pool; any other axes keep the ONNX op, and its transpose.
+TEST(Layout, SpatialReduceMeanIsAGlobalAveragePool) {
+  struct Case {
+    std::vector<int64_t> axes;
+    int64_t keepdims;
+    bool pooled;
+    Shape shape;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3}, 0, true, {2, 19}},   {{3, 2}, 1, true, {2, 19, 1, 1}},
+      {{-2, -1}, 0, true, {2, 19}}, {{-1, 2}, 1, true, {2, 19, 1, 1}},
+      {{1, 2, 3}, 0, false, {2}},   {{2}, 1, false, {2, 19, 1, 5}},
+      {{}, 1, false, {1, 1, 1, 1}}, {{}, 0, false, {}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    for (int threads : {1, 2}) {
+      Runs r = RunBoth(ConvMeanNet(c.axes, c.keepdims), {{"x", Value(Input({2, 3, 7, 5}, 43))}}, threads);
+      ExpectClose(r);
+      ASSERT_EQ(r.opt.size(), 1u);
+      EXPECT_EQ(r.opt[0].tensor().shape(), c.shape) << "case " << i;
+      auto ops = OpCounts(r.assignments);
+      EXPECT_EQ(ops["NhwcGlobalAveragePool"], c.pooled ? 1 : 0) << "case " << i;
+      EXPECT_EQ(ops["ReduceMean"], c.pooled ? 0 : 1) << "case " << i;
+      EXPECT_EQ(ops["NhwcToNchw"], c.pooled ? 0 : 1) << "case " << i;
+    }
+  }
+  // A repeated axis (3 and -1) is still the ONNX op's error, not a pool.
+  std::string bytes = Serialize(ConvMeanNet({2, 3, -1}, 0));
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(OpCounts((*s)->assignments())["NhwcGlobalAveragePool"], 0);
+  auto out = (*s)->Run({{"x", Value(Input({2, 3, 7, 5}, 43))}});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("repeated"), std::string::npos) << out.status().message();
 }
 
 // Reference kernels requested: the pass must leave the graph as written.
