@@ -358,21 +358,16 @@ class LayoutRewriter {
       MakeInternal(n, "NhwcBatchNormalization");
       return Converted(std::move(n));
     }
-    if (n.op_type == "GlobalAveragePool" && n.inputs.size() == 1 && HasTwin(n.inputs[0]) && n.outputs.size() == 1 &&
-        n.outputs[0] >= 0) {
-      // Writes the NCHW value itself: [N,C,1,1] and NHWC [N,1,1,C] share one byte order.
-      n.inputs[0] = twin_[n.inputs[0]];
-      MakeInternal(n, "NhwcGlobalAveragePool");
-      return Converted(std::move(n));
-    }
-    // A spatial mean written as ReduceMean over H and W (torchvision's MNASNet: x.mean([2, 3]))
-    // is a GlobalAveragePool: [N,C] and [N,C,1,1] share NHWC [N,1,1,C]'s byte order too.
-    if (n.op_type == "ReduceMean" && !n.inputs.empty() && HasTwin(n.inputs[0]) && n.outputs.size() == 1 &&
-        n.outputs[0] >= 0 && ReducesHw(n)) {
-      const int64_t keepdims = n.GetInt("keepdims", 1);
+    // GlobalAveragePool, or a spatial mean written as ReduceMean over H and W (torchvision's
+    // MNASNet and ShuffleNetV2: x.mean([2, 3])). Writes the NCHW value itself: [N,C,1,1], and
+    // [N,C] for keepdims 0, share NHWC [N,1,1,C]'s byte order.
+    const bool gap = n.op_type == "GlobalAveragePool" && n.inputs.size() == 1;
+    if ((gap || (n.op_type == "ReduceMean" && !n.inputs.empty() && ReducesHw(n))) && HasTwin(n.inputs[0]) &&
+        n.outputs.size() == 1 && n.outputs[0] >= 0) {
+      const int64_t keepdims = gap || n.GetInt("keepdims", 1) != 0 ? 1 : 0;
       n.inputs = {twin_[n.inputs[0]]};
       n.attrs.clear();
-      n.attrs["keepdims"] = Attribute::Int(keepdims != 0 ? 1 : 0);
+      n.attrs["keepdims"] = Attribute::Int(keepdims);
       MakeInternal(n, "NhwcGlobalAveragePool");
       return Converted(std::move(n));
     }
