@@ -68,6 +68,12 @@ class KernelContext {
   ThreadPool* pool() const { return pool_; }
   Allocator* allocator() const { return alloc_; }
   SubgraphRunner* subgraphs() const { return runner_; }
+  // This node's context with other inputs (same outputs, pool and allocator): for a kernel
+  // that rewrites an input, e.g. scales it, and hands the node on to an inner kernel.
+  // `inputs` must outlive the returned context.
+  KernelContext WithInputs(const std::vector<const Value*>& inputs) const {
+    return KernelContext(node_, inputs, outputs_, pool_, alloc_, runner_);
+  }
 
  private:
   const Node& node_;

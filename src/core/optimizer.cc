@@ -382,6 +382,7 @@ Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
     // ResNet's conv -> Add(skip) [-> Relu] into the conv's SGEMM epilogue (NHWC only).
     if (l > 0) FuseNhwcConvResidual(g);
     if (l > 0) FuseInvertedResidualBlocks(g);  // MobileNetV2 blocks: after the residual fusion
+    if (l > 0) FuseNhwcConvInputScale(g);      // SE scales: after the blocks, which take none
     if (l > 0) FuseNhwcConvActivation(g);      // after the blocks, whose parts take clamps only
     if (l > 0) FuseNhwcBatchNormRelu(g);
   }

@@ -47,6 +47,13 @@ int FuseNhwcConvResidual(Graph& g);
 // (EfficientNet, YOLO: SiLU after each conv; MobileNetV3: HardSwish). Returns the count.
 // (src/core/conv_residual_fusion.cc)
 int FuseNhwcConvActivation(Graph& g);
+// After FuseInvertedResidualBlocks: Mul(map, scale) read only by a pointwise NhwcConv (1x1,
+// stride 1, unpadded, ungrouped), where map has the conv input's static NHWC shape [N, H, W,
+// C] and scale is [1 or N, 1, 1, C] (a squeeze-excitation block: EfficientNet, MobileNetV3),
+// becomes that conv with X = map and the scale as input 4 (cpu/conv_nhwc_scale.h): no pass
+// over the map for the Mul. Only where a kernel covers the fused node. Returns the count.
+// (src/core/conv_input_scale_fusion.cc)
+int FuseNhwcConvInputScale(Graph& g);
 // After ConvertToNhwc: NhwcBatchNormalization -> Relu becomes one NhwcBatchNormalization with
 // activation = Relu when the BN output feeds only the Relu and is not a graph output
 // (DenseNet's pre-activations: one pass over each map instead of two). Returns the count.

@@ -19,6 +19,7 @@
 #include "cpu/conv_nhwc_depthwise.h"
 #include "cpu/conv_nhwc_gemm.h"
 #include "cpu/conv_nhwc_grouped.h"
+#include "cpu/conv_nhwc_scale.h"
 #include "cpu/conv_nhwc_stem.h"
 #include "cpu/conv_nhwc_winograd.h"
 #include "cpu/gemm_bf16.h"
@@ -244,7 +245,10 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
   XnnOperatorCache cache_;
 };
 
-Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
+// The NhwcConv kernel for init's node, without regard to a fused input scale (input 4);
+// *takes_scale tells whether the kernel applies that scale itself (the SGEMM conv).
+Result<std::unique_ptr<OpKernel>> MakeNhwcConvKernel(const KernelInit& init, bool* takes_scale) {
+  *takes_scale = false;
   const Node& node = init.node;
   const Tensor* w = init.constant_input(1);
   const Tensor* b = init.constant_input(2);
@@ -281,6 +285,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   auto bf16 = MakeNhwcBf16Conv(init, *w, b, act);
   if (bf16.ok() || bf16.status().code() != StatusCode::kUnsupported) return bf16;
   auto gemm = MakeNhwcGemmConv(init, *w, b, act);
+  *takes_scale = gemm.ok();
   if (gemm.ok() || gemm.status().code() != StatusCode::kUnsupported) return gemm;
   if (init.has_input(3))
     return InvalidModel(node.Describe(), ": a fused residual input needs the SGEMM conv (group 1, AVX-512F)");
@@ -292,6 +297,15 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   auto k = std::make_unique<NhwcConvKernel>(init, *w, b, act);
   RETURN_IF_ERROR(k->Init(init));
   return std::unique_ptr<OpKernel>(std::move(k));
+}
+
+Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
+  bool takes_scale = false;
+  ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> k, MakeNhwcConvKernel(init, &takes_scale));
+  // Every other kernel reads X as it is: it gets a scaled copy (FuseNhwcConvInputScale's
+  // Mul, as the graph had it).
+  if (init.has_input(kNhwcConvInputScale) && !takes_scale) k = WrapNhwcScaledInput(std::move(k));
+  return k;
 }
 
 // NCHW <-> NHWC for rank-4 float tensors (the pass only inserts them on such values).

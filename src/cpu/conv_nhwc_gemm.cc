@@ -10,6 +10,7 @@
 #include "core/constant_release.h"
 #include "core/layout_pass.h"
 #include "cpu/conv_kernels.h"
+#include "cpu/conv_nhwc_scale.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/sgemm.h"
 
@@ -141,14 +142,29 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
                                           m);
     const int64_t rows = n * oh * ow;
     float* out = y->mutable_data<float>();
+    // A fused per-channel input scale (conv_nhwc_scale.h): folded into the product for a
+    // pointwise conv, else applied to a scaled copy of X that the paths below read.
+    ASSIGN_OR_RETURN(const Tensor* scale, NhwcConvInputScale(ctx, n, c));
+    const float* xd = x->data<float>();
+    Tensor scaled;
+    if (scale && !IsPointwiseNhwc(g)) {
+      auto t = Tensor::Allocate(DataType::kFloat, x->shape(), ctx.allocator());
+      if (!t.ok()) return MakeStatus(t.status().code(), node.Describe(), ": scaled input: ", t.status().message());
+      scaled = std::move(t).value();
+      ScaleNhwcChannels(xd, *scale, n, h * w, c, scaled.mutable_data<float>(), ctx.pool());
+      xd = scaled.data<float>();
+    }
     Status st;
     // 1x1 stride-1 convs pack X as a plain matrix: the indirect A (one pointer per pixel)
     // won on 1x1 56x56 256->64 (0.57-0.61 vs 0.65-0.66 CPU ms) but lost on mobilenet_v2's
     // pointwise convs (6.8-8.1 vs 6.4-6.5 CPU ms per run at 1 thread).
-    if (IsPointwiseNhwc(g)) {
-      st = sgemm::Gemm(rows, x->data<float>(), c, packed_, out, m, ep, ctx.pool());
+    if (IsPointwiseNhwc(g) && scale) {
+      thread_local sgemm::PackedB scaled_b;  // the caller thread's diag(S) B, reused across runs
+      st = ScaledPointwiseGemm(xd, *scale, n, h * w, c, packed_, out, m, ep, ctx.pool(), &scaled_b);
+    } else if (IsPointwiseNhwc(g)) {
+      st = sgemm::Gemm(rows, xd, c, packed_, out, m, ep, ctx.pool());
     } else {
-      const Im2col geo{MakeNhwcWindow(x->data<float>(), xin), zeros_.data()};
+      const Im2col geo{MakeNhwcWindow(xd, xin), zeros_.data()};
       // Padded extent: every row / column any output pixel's window reaches, and X itself.
       const int64_t hp = std::max(g.pad_begin[0] + h, (oh - 1) * g.strides[0] + (g.kernel[0] - 1) * g.dilations[0] + 1);
       const int64_t wp = std::max(g.pad_begin[1] + w, (ow - 1) * g.strides[1] + g.kernel[1]);
@@ -160,7 +176,7 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
           return MakeStatus(buf.status().code(), node.Describe(), ": padded input: ", buf.status().message());
         float* xp = static_cast<float*>((*buf)->data());
         PadNhwcImage(
-            x->data<float>(), n, h, w, c, g.pad_begin[0], g.pad_begin[1], hp, wp, xp, ctx.pool(),
+            xd, n, h, w, c, g.pad_begin[0], g.pad_begin[1], hp, wp, xp, ctx.pool(),
             [](const float* s, int64_t k, float* d) { std::memcpy(d, s, static_cast<size_t>(k) * sizeof(float)); });
         const PaddedNhwcImage<float> pimg{
             xp, hp, wp, c, oh, ow, g.kernel[0], g.strides[0], g.strides[1], g.dilations[0]};

@@ -385,6 +385,10 @@ bool Available() {
   return available;
 }
 
+bool ReadsAInPlace(const PackedB& b) {
+  return b.panels() <= kMaxInPlacePanels && b.k() >= kMinInPlaceK && b.k() <= kMaxIndirectK;
+}
+
 Status Gemm(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
             ThreadPool* pool) {
   bool done = false;
@@ -395,7 +399,7 @@ Status Gemm(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, 
   if (!a) return InvalidArgument("sgemm::Gemm: A is null for a ", m, "x", K, " operand");
   if (!Available()) return Unsupported("sgemm::Gemm: this CPU lacks AVX-512F");
   const DirectA direct{a, lda};
-  if (b.panels() <= kMaxInPlacePanels && K >= kMinInPlaceK && K <= kMaxIndirectK) {
+  if (ReadsAInPlace(b)) {
     // Few panels reuse a packed A tile too little to repay the packing: broadcast A
     // straight from its rows (one segment of K floats per row).
     const IndirectA ia{MatrixRows, &direct, 1, K};

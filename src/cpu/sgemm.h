@@ -57,6 +57,7 @@ class PackedB {
                           ThreadPool* pool);
   friend Result<PackedB> PackConvWeights(const WeightRows& w, int64_t m, int64_t c, int64_t taps, ThreadPool* pool);
   friend Result<PackedB> PackB(const WeightRows& b, int64_t k, int64_t n, ThreadPool* pool);
+  friend Status ScaleRowsInto(const PackedB& b, const float* row_scale, PackedB* out);
   // Sizes the storage for K x N (reused when large enough); `fn` names the caller in errors.
   Status Reserve(const char* fn, int64_t k, int64_t n);
   struct Free {
@@ -69,6 +70,12 @@ class PackedB {
   int64_t capacity_ = 0;  // floats allocated (reused by PackBInto when large enough)
   int64_t k_ = 0, n_ = 0;
 };
+
+// out = b with row k scaled by row_scale[k] (K floats): B' = diag(s) B, in b's packed
+// layout, reusing out's storage when it is large enough. A conv whose input is X * s per
+// channel (a squeeze-excitation scale) runs on B' instead of a pass over X. Errors as
+// Reserve; kUnsupported without AVX-512F.
+Status ScaleRowsInto(const PackedB& b, const float* row_scale, PackedB* out);
 
 // Packs B (row stride ldb: N for [K,N], K for trans_b's [N,K]; ldb = 0 means dense).
 // Errors: negative sizes, a null pointer with a non-empty matrix, a stride below the
@@ -168,6 +175,10 @@ struct Epilogue {
   // SiLU or HardSwish applied before the clamp (after bias and residual).
   ActKind kind = ActKind::kClamp;
 };
+
+// True when Gemm reads A in place for this B (see Gemm below) rather than packing it: a
+// caller that would otherwise rewrite A can then rewrite B more cheaply.
+bool ReadsAInPlace(const PackedB& b);
 
 // C[M,N] = alpha * A[M,K] (row stride lda >= K) x B + epilogue; C row stride ldc >= N.
 // K and N come from b. With N <= 128 and 16 <= K <= kMaxIndirectK, A is read in place

@@ -599,6 +599,74 @@ TEST(Layout, SpatialReduceMeanIsAGlobalAveragePool) {
   EXPECT_NE(out.status().message().find("repeated"), std::string::npos) << out.status().message();
 }
 
+// x -> Conv 3x3 (d) -> squeeze-excitation: GlobalAveragePool -> Conv 1x1 (c -> 4) -> Relu ->
+// Conv 1x1 (4 -> c) -> Sigmoid (s) -> Mul(d, s) (scale first when `scale_first`) -> Conv 1x1
+// (c -> m) -> + d's conv when m == c (EfficientNet's residual) -> output. `extra_reader`: the
+// Mul's product is also a graph output.
+onnx::ModelProto SqueezeExciteNet(int64_t n, int64_t c, int64_t m, int64_t hw, bool scale_first, bool extra_reader) {
+  onnx::ModelProto model = MakeModel(13, "layout_test");
+  auto* g = model.mutable_graph();
+  AddInput(g, "x", {n, 3, hw, hw});
+  AddConv(g, "x", "d", 3, c, 3, 1, 1, 1, 61);
+  AddNode(g, "GlobalAveragePool", {"d"}, {"pooled"});
+  AddConv(g, "pooled", "sq", c, 4, 1, 1, 0, 1, 63);
+  AddNode(g, "Relu", {"sq"}, {"sq_relu"});
+  AddConv(g, "sq_relu", "ex", 4, c, 1, 1, 0, 1, 65);
+  AddNode(g, "Sigmoid", {"ex"}, {"s"});
+  AddNode(g, "Mul", {scale_first ? "s" : "d", scale_first ? "d" : "s"}, {"scaled"});
+  AddConv(g, "scaled", "proj", c, m, 1, 1, 0, 1, 67);
+  if (m == c) {
+    AddConv(g, "x", "skip", 3, c, 1, 1, 0, 1, 69);
+    AddNode(g, "Add", {"proj", "skip"}, {"y"});
+  } else {
+    AddNode(g, "Identity", {"proj"}, {"y"});
+  }
+  AddOutput(g, "y", {n, m, hw, hw});  // a static shape: the residual fusion needs one
+  if (extra_reader) AddOutput(g, "scaled", {n, c, hw, hw});
+  return model;
+}
+
+// The SE Mul joins the projection conv as its input scale (no pass of its own over the map);
+// results match the reference for one scale per image (batch 2), either operand order, both
+// pointwise paths (few and many output channels), a fused residual, 1 and 2 threads, and in
+// a bf16 session (whose convs take a scaled copy). A product something else reads stays a Mul.
+TEST(Layout, SqueezeExcitationScaleJoinsTheProjection) {
+  if (!sgemm::Available()) GTEST_SKIP() << "the fusion needs the SGEMM conv (AVX-512F)";
+  struct Case {
+    int64_t n, c, m, hw;
+    bool scale_first, extra_reader;
+  };
+  const Case cases[] = {
+      {2, 24, 16, 9, false, false}, {1, 40, 40, 8, true, false}, {2, 32, 160, 5, false, false},
+      {1, 24, 24, 7, false, true},
+  };
+  for (const Case& c : cases) {
+    const std::string what = "n" + std::to_string(c.n) + " c" + std::to_string(c.c) + " m" + std::to_string(c.m) +
+                             (c.extra_reader ? " shared product" : "");
+    const onnx::ModelProto model = SqueezeExciteNet(c.n, c.c, c.m, c.hw, c.scale_first, c.extra_reader);
+    const Feeds feeds = {{"x", Value(Input({c.n, 3, c.hw, c.hw}, 71))}};
+    for (int threads : {1, 2}) {
+      Runs r = RunBoth(model, feeds, threads);
+      ExpectClose(r);
+      auto ops = OpCounts(r.assignments);
+      EXPECT_EQ(ops["Mul"], c.extra_reader ? 1 : 0) << what;
+      EXPECT_EQ(ops["Add"], 0) << what;  // the residual is fused too
+    }
+    // bf16: every conv on the bf16 GEMM (the net is shallow), the scale on a copy of X.
+    const std::string bytes = Serialize(model);
+    SessionOptions o;
+    o.threads = 1;
+    o.kernel.bf16_fast_math = true;
+    auto bf = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
+    ASSERT_TRUE(bf.ok()) << bf.status().ToString();
+    auto out = (*bf)->Run(feeds);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    Runs r = RunBoth(model, feeds, 1);
+    r.opt = *out;
+    ExpectClose(r, 2e-2);
+  }
+}
+
 // Reference kernels requested: the pass must leave the graph as written.
 TEST(Layout, SkippedForReferenceKernels) {
   std::string bytes = Serialize(SmallNet());

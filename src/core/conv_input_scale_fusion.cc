@@ -1,0 +1,80 @@
+// FuseNhwcConvInputScale (see optimizer.h): a squeeze-excitation block's x * scale, read only
+// by the pointwise conv after it, as that conv's input 4 (cpu/conv_nhwc_scale.h), so the
+// expanded map is not rewritten by a pass of its own before the conv reads it.
+#include <vector>
+
+#include "core/fusion_util.h"
+#include "core/layout_pass.h"
+#include "core/optimizer.h"
+
+namespace strata {
+namespace {
+
+bool AllEqual(const std::vector<int64_t>& v, int64_t x) {
+  for (int64_t e : v)
+    if (e != x) return false;
+  return true;
+}
+
+// An NhwcConv with a 1x1, stride-1, unpadded, ungrouped constant float weight of C input
+// channels and no input scale yet; returns C, or -1.
+int64_t PointwiseConvChannels(const Graph& g, const Node& n) {
+  if (n.op_type != "NhwcConv" || n.domain != kInternalDomain || n.provider != "cpu" || n.inputs.size() < 2 ||
+      n.inputs.size() > 4 || n.inputs[0] < 0 || n.outputs.size() != 1 || n.outputs[0] < 0 || n.GetInt("group", 1) != 1)
+    return -1;
+  const Tensor* w = g.Constant(n.inputs[1]);
+  if (!w || w->dtype() != DataType::kFloat || w->rank() != 4 || w->num_elements() == 0 || w->dim(2) != 1 ||
+      w->dim(3) != 1)
+    return -1;
+  const std::string auto_pad = n.GetString("auto_pad", "NOTSET");
+  if ((auto_pad != "NOTSET" && auto_pad != "VALID") || !AllEqual(n.GetInts("strides", {1, 1}), 1) ||
+      !AllEqual(n.GetInts("pads", {0, 0, 0, 0}), 0))
+    return -1;
+  return w->dim(1);
+}
+
+bool IsFloat(const Graph& g, int v) { return g.values[v].type.elem_type == DataType::kFloat; }
+
+}  // namespace
+
+int FuseNhwcConvInputScale(Graph& g) {
+  const GraphUses gu(g);
+  std::vector<char> drop(g.nodes.size(), 0);
+  int fused = 0;
+  for (size_t ci = 0; ci < g.nodes.size(); ++ci) {
+    Node& conv = g.nodes[ci];
+    const int64_t c = PointwiseConvChannels(g, conv);
+    if (c < 0) continue;
+    const int x = conv.inputs[0], mi = gu.Producer(x);
+    if (mi < 0 || drop[mi] || gu.SoleConsumer(x) != static_cast<int>(ci)) continue;
+    const Node& mul = g.nodes[mi];
+    if (mul.op_type != "Mul" || !mul.domain.empty() || mul.provider != "cpu" || mul.inputs.size() != 2 ||
+        mul.outputs.size() != 1 || mul.inputs[0] < 0 || mul.inputs[1] < 0)
+      continue;
+    const std::vector<int64_t> xd = StaticDims(g, x);
+    if (xd.size() != 4 || xd[3] != c || !IsFloat(g, x)) continue;
+    for (int side = 0; side < 2; ++side) {
+      // The map: X's own static shape; the scale: one value per channel, for every image
+      // or per image ([1 or N, 1, 1, C] in NHWC, what the SE branch's 1x1 convs make).
+      const int d = mul.inputs[side], s = mul.inputs[1 - side];
+      const std::vector<int64_t> sd = StaticDims(g, s);
+      if (StaticDims(g, d) != xd || !IsFloat(g, d) || !IsFloat(g, s) || sd.size() != 4 ||
+          (sd[0] != 1 && sd[0] != xd[0]) || sd[1] != 1 || sd[2] != 1 || sd[3] != c)
+        continue;
+      Node f = conv;
+      f.inputs[0] = d;
+      f.inputs.resize(4, -1);
+      f.inputs.push_back(s);
+      if (!OptimizedKernelCovers(f, g, KernelConfig{})) continue;
+      // d and s are made before the Mul, so before the conv: the order stays valid.
+      conv = std::move(f);
+      drop[mi] = 1;
+      ++fused;
+      break;
+    }
+  }
+  if (fused) RemoveDroppedNodes(g, drop);
+  return fused;
+}
+
+}  // namespace strata
