@@ -1,6 +1,8 @@
-// FuseNhwcConvInputScale (see optimizer.h): a squeeze-excitation block's x * scale, read only
-// by the pointwise conv after it, as that conv's input 4 (cpu/conv_nhwc_scale.h), so the
-// expanded map is not rewritten by a pass of its own before the conv reads it.
+// The squeeze-excitation fusions (see optimizer.h). FuseNhwcConvInputScale: a block's
+// x * scale, read only by the pointwise conv after it, as that conv's input 4
+// (cpu/conv_nhwc_scale.h), so the expanded map is not rewritten by a pass of its own before
+// the conv reads it. FuseDepthwiseGlobalPool: the block's pool of the depthwise output as a
+// second output of the depthwise conv, summed while each row is in L1.
 #include <vector>
 
 #include "core/fusion_util.h"
@@ -72,6 +74,36 @@ int FuseNhwcConvInputScale(Graph& g) {
       ++fused;
       break;
     }
+  }
+  if (fused) RemoveDroppedNodes(g, drop);
+  return fused;
+}
+
+int FuseDepthwiseGlobalPool(Graph& g) {
+  const GraphUses gu(g);
+  std::vector<char> drop(g.nodes.size(), 0);
+  int fused = 0;
+  for (size_t pi = 0; pi < g.nodes.size(); ++pi) {
+    const Node& pool = g.nodes[pi];
+    if (pool.op_type != "NhwcGlobalAveragePool" || pool.domain != kInternalDomain || pool.provider != "cpu" ||
+        pool.inputs.size() != 1 || pool.inputs[0] < 0 || pool.outputs.size() != 1 || pool.outputs[0] < 0)
+      continue;
+    const int di = gu.Producer(pool.inputs[0]);
+    if (di < 0 || drop[di]) continue;
+    const Node& conv = g.nodes[di];
+    if (conv.op_type != "NhwcConv" || conv.domain != kInternalDomain || conv.provider != "cpu" ||
+        conv.outputs.size() != 1 || conv.inputs.size() < 2 || conv.inputs.size() > 3)
+      continue;
+    const Tensor* w = g.Constant(conv.inputs[1]);
+    if (!w || w->rank() != 4 || w->dim(1) != 1 || conv.GetInt("group", 1) != w->dim(0)) continue;
+    Node f = conv;
+    f.outputs.push_back(pool.outputs[0]);
+    f.attrs["pool_keepdims"] = Attribute::Int(pool.GetInt("keepdims", 1) != 0 ? 1 : 0);
+    if (!OptimizedKernelCovers(f, g, KernelConfig{})) continue;
+    // The conv comes before the pool, so before every reader of the pooled value.
+    g.nodes[di] = std::move(f);
+    drop[pi] = 1;
+    ++fused;
   }
   if (fused) RemoveDroppedNodes(g, drop);
   return fused;

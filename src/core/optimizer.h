@@ -54,6 +54,12 @@ int FuseNhwcConvActivation(Graph& g);
 // over the map for the Mul. Only where a kernel covers the fused node. Returns the count.
 // (src/core/conv_input_scale_fusion.cc)
 int FuseNhwcConvInputScale(Graph& g);
+// Last of the NHWC passes: NhwcGlobalAveragePool of a depthwise NhwcConv's output (multiplier
+// 1, no residual) becomes that conv's second output (attribute pool_keepdims), where a kernel
+// covers it (the AVX-512F depthwise conv, which sums each output row's channels while the row
+// is in L1): no pass of its own over the map (squeeze-excitation blocks). The conv keeps
+// output 0 for its other readers. Returns the count. (src/core/conv_input_scale_fusion.cc)
+int FuseDepthwiseGlobalPool(Graph& g);
 // After ConvertToNhwc: NhwcBatchNormalization -> Relu becomes one NhwcBatchNormalization with
 // activation = Relu when the BN output feeds only the Relu and is not a graph output
 // (DenseNet's pre-activations: one pass over each map instead of two). Returns the count.

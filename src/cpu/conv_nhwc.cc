@@ -265,6 +265,14 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConvKernel(const KernelInit& init, boo
   // Relu / Clip, or SiLU / HardSwish (FuseNhwcConvActivation), which every kernel below
   // applies in its store (or XNNPACK's, over its output).
   ASSIGN_OR_RETURN(FusedActivation act, ParseNhwcConvActivation(node));
+  // A second output, the pooled channel means (FuseDepthwiseGlobalPool), only the depthwise
+  // kernel makes.
+  if (node.outputs.size() > 1) {
+    auto dw = MakeNhwcDepthwiseConv(init, *w, b, act);
+    if (dw.ok() || dw.status().code() != StatusCode::kUnsupported) return dw;
+    return InvalidModel(node.Describe(), ": a pooled second output needs the AVX-512F depthwise conv (",
+                        dw.status().message(), ")");
+  }
   // Ungrouped convs run on strata's SGEMM (faster than XNNPACK's IGEMM here, and on the
   // session pool, at any thread count); depthwise ones and narrow groups on strata's kernels;
   // other grouped convs on XNNPACK, whose workers ParkXnnWorkers puts to sleep
@@ -350,6 +358,10 @@ void RegisterNhwcConvKernels(KernelRegistry& r) {
                     const std::string act = init.node.GetString("activation", "");
                     if ((act == "Silu" || act == "HardSwish") && !sgemm::Available()) return false;
                     const Tensor* w = init.constant_input(1);
+                    // The pooled second output: the depthwise kernel (multiplier 1), AVX-512F.
+                    if (init.node.outputs.size() > 1)
+                      return dw::Available() && w && w->rank() == 4 && w->dim(1) == 1 &&
+                             init.node.GetInt("group", 1) == w->dim(0) && !init.has_input(3);
                     return !init.has_input(3) || (w && NhwcGemmConvApplies(init.node, *w));
                   },
               .reference = false,

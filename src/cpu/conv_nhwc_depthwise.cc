@@ -494,6 +494,17 @@ bool Available() { return sgemm::Available(); }
 
 namespace {
 
+// sums[ch] = sum over the `pixels` pixels of one output row of y[px * c + ch] (the row is
+// still in L1: it was just written).
+__attribute__((target("avx512f"))) void RowChannelSums(const float* y, int64_t pixels, int64_t c, float* sums) {
+  for (int64_t c0 = 0; c0 < c; c0 += 16) {
+    const __mmask16 m = c - c0 >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (c - c0)) - 1);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t px = 0; px < pixels; ++px) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, y + px * c + c0));
+    _mm512_mask_storeu_ps(sums + c0, m, acc);
+  }
+}
+
 class NhwcDepthwiseKernel final : public OpKernel {
  public:
   const char* ImplName() const override { return "nhwc-depthwise"; }
@@ -512,7 +523,27 @@ class NhwcDepthwiseKernel final : public OpKernel {
     const SpatialGeometry& g = xin.shapes.geo;
     const int64_t oh = g.out[0], ow = g.out[1];
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, oh, ow, c}));
-    if (y->num_elements() == 0) return Status::Ok();
+    // Output 1 (FuseDepthwiseGlobalPool): the channel means of Y, what a GlobalAveragePool of
+    // Y gives ([N, C, 1, 1], or [N, C] for pool_keepdims 0), summed from each row while the
+    // row is in L1 instead of in a pass of their own over Y.
+    Tensor* pooled = nullptr;
+    if (ctx.output_requested(1)) {
+      const Shape ps = node.GetInt("pool_keepdims", 1) != 0 ? Shape{n, c, 1, 1} : Shape{n, c};
+      ASSIGN_OR_RETURN(pooled, ctx.AllocateOutput(1, DataType::kFloat, ps));
+    }
+    if (y->num_elements() == 0) {
+      if (pooled) std::fill_n(pooled->mutable_data<float>(), pooled->num_elements(), 0.0f);
+      return Status::Ok();
+    }
+    // One row of channel sums per output row, added in row order after the rows: the same
+    // bits at any thread count.
+    Tensor row_sums;
+    if (pooled) {
+      auto t = Tensor::Allocate(DataType::kFloat, {n * oh, c}, ctx.allocator());
+      if (!t.ok()) return MakeStatus(t.status().code(), node.Describe(), ": pooled sums: ", t.status().message());
+      row_sums = std::move(t).value();
+    }
+    float* sums = pooled ? row_sums.mutable_data<float>() : nullptr;
     const dw::RowGeometry rg{w, ow, g.strides[1], g.dilations[1], g.pad_begin[1], act_.min, act_.max};
     const float* xd = x->data<float>();
     float* yd = y->mutable_data<float>();
@@ -538,6 +569,8 @@ class NhwcDepthwiseKernel final : public OpKernel {
         // SiLU / HardSwish over the rows just written, while they are in L1/L2 (the row
         // kernels' stores take only the clamp, which is then open).
         if (act_.kind != ActKind::kClamp) simd::ActivateSpan(yd + row * ow * c, n * ow * c, act_.kind);
+        if (sums)
+          for (int64_t r = row; r < row + n; ++r) RowChannelSums(yd + r * ow * c, ow, c, sums + r * c);
         row += n;
       }
     };
@@ -548,6 +581,17 @@ class NhwcDepthwiseKernel final : public OpKernel {
       ctx.pool()->Run(rows, grain, rows_fn);
     } else {
       rows_fn(0, rows);
+    }
+    if (pooled) {
+      const float scale = 1.0f / static_cast<float>(oh * ow);
+      float* pd = pooled->mutable_data<float>();
+      for (int64_t b = 0; b < n; ++b) {
+        float* out = pd + b * c;
+        std::copy_n(sums + b * oh * c, c, out);
+        for (int64_t oy = 1; oy < oh; ++oy)
+          for (int64_t ch = 0; ch < c; ++ch) out[ch] += sums[(b * oh + oy) * c + ch];
+        for (int64_t ch = 0; ch < c; ++ch) out[ch] *= scale;
+      }
     }
     return Status::Ok();
   }

@@ -2,9 +2,11 @@
 // registry picks computes conv(X * S) against the naive conv of the scaled X: the SGEMM
 // conv's scaled-B and scaled-A-tile paths (pointwise), its scaled copy of X (other shapes),
 // and the copy other kernels get (depthwise, grouped, Winograd, XNNPACK); one S for the batch
-// or one per image; with the fused residual, in place; bad S gives an error naming it.
+// or one per image; with the fused residual, in place; bad S gives an error naming it. Also
+// the depthwise conv's pooled second output (the SE block's GlobalAveragePool).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -143,6 +145,82 @@ TEST(NhwcConvInputScale, BadScaleGivesAClearError) {
       EXPECT_NE(r.compute.message().find("input scale"), std::string::npos) << r.compute.message();
     }
   }
+}
+
+// The depthwise conv's pooled second output (FuseDepthwiseGlobalPool): the channel means of Y
+// as a GlobalAveragePool of Y gives them, for either keepdims, at 1 and 2 threads, at edge
+// sizes; Y itself is unchanged. A conv whose kernel cannot make it is an error at creation.
+struct PooledRun {
+  Status create, compute;
+  Tensor y, pooled;
+};
+
+PooledRun RunPooledConv(const ConvCase& cc, const Tensor& x, const Tensor& w, int64_t keepdims, ThreadPool* pool) {
+  PooledRun out;
+  Graph g;
+  Node node = NhwcConvNode(cc);
+  node.attrs["pool_keepdims"] = Attribute::Int(keepdims);
+  const int vx = g.AddValue("x"), vw = g.AddValue("w");
+  g.initializers[vw] = w;
+  node.inputs = {vx, vw};
+  node.outputs = {g.AddValue("y"), g.AddValue("pooled")};
+  const KernelDef* def = CpuKernels().Find(kInternalDomain, "NhwcConv", 1, DataType::kFloat);
+  if (!def) {
+    out.create = NotFound("no NhwcConv kernel");
+    return out;
+  }
+  auto k = def->factory(KernelInit{node, g, pool, {}});
+  out.create = k.status();
+  if (!k.ok()) return out;
+  const Value xv(x), wv(w);
+  std::vector<const Value*> ptrs = {&xv, &wv};
+  std::vector<Value> outs(2);
+  KernelContext ctx(node, ptrs, &outs, pool, DefaultAllocator(), nullptr);
+  out.compute = (*k)->Compute(ctx);
+  if (out.compute.ok()) {
+    out.y = outs[0].tensor();
+    out.pooled = outs[1].tensor();
+  }
+  return out;
+}
+
+TEST(DepthwiseGlobalPool, PooledOutputIsTheMeanOfY) {
+  if (!sgemm::Available()) GTEST_SKIP() << "the depthwise kernel needs AVX-512F";
+  ThreadPool pool2(2);
+  const ConvCase cases[] = {
+      {.n = 2, .h = 9, .w = 10, .c = 37, .m = 37, .pads = {1, 1, 1, 1}, .group = 37},
+      {.h = 14, .w = 13, .c = 16, .m = 16, .kh = 5, .kw = 5, .sh = 2, .sw = 2, .pads = {2, 2, 2, 2}, .group = 16},
+      {.h = 1, .w = 1, .c = 33, .m = 33, .pads = {1, 1, 1, 1}, .group = 33},
+      {.n = 2, .h = 17, .w = 3, .c = 48, .m = 48, .pads = {1, 1, 1, 1}, .relu = true, .group = 48},
+  };
+  uint32_t seed = 980;
+  for (const ConvCase& cc : cases) {
+    const Tensor x = Random({cc.n, cc.h, cc.w, cc.c}, seed++, 2.0f);
+    const Tensor w = Random({cc.m, 1, cc.kh, cc.kw}, seed++, 1.0f);
+    const Tensor want = NaiveConv(cc, x, w, nullptr, nullptr);
+    const int64_t hw = want.dim(1) * want.dim(2);
+    for (int64_t keepdims : {0, 1})
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+        const std::string what = Name(cc) + " keepdims " + std::to_string(keepdims) + (pool ? " 2 threads" : "");
+        PooledRun r = RunPooledConv(cc, x, w, keepdims, pool);
+        ASSERT_TRUE(r.create.ok() && r.compute.ok()) << what << ": " << r.create.ToString() << r.compute.ToString();
+        ExpectNear(r.y, want, what);
+        const Shape shape = keepdims ? Shape{cc.n, cc.c, 1, 1} : Shape{cc.n, cc.c};
+        ASSERT_EQ(r.pooled.shape(), shape) << what;
+        for (int64_t b = 0; b < cc.n; ++b)
+          for (int64_t ch = 0; ch < cc.c; ++ch) {
+            double mean = 0;
+            for (int64_t p = 0; p < hw; ++p) mean += want.data<float>()[(b * hw + p) * cc.c + ch];
+            mean /= static_cast<double>(hw);
+            ASSERT_NEAR(r.pooled.data<float>()[b * cc.c + ch], mean, 1e-5 * (1.0 + std::fabs(mean))) << what;
+          }
+      }
+  }
+  // Only the depthwise kernel makes the pooled output: anything else fails at creation.
+  const ConvCase full{.h = 6, .w = 6, .c = 8, .m = 8, .pads = {1, 1, 1, 1}};
+  PooledRun bad = RunPooledConv(full, Random({1, 6, 6, 8}, 1), Random({8, 8, 3, 3}, 2), 1, nullptr);
+  ASSERT_FALSE(bad.create.ok());
+  EXPECT_NE(bad.create.message().find("pooled second output"), std::string::npos) << bad.create.message();
 }
 
 }  // namespace

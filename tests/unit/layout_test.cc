@@ -599,7 +599,7 @@ TEST(Layout, SpatialReduceMeanIsAGlobalAveragePool) {
   EXPECT_NE(out.status().message().find("repeated"), std::string::npos) << out.status().message();
 }
 
-// x -> Conv 3x3 (d) -> squeeze-excitation: GlobalAveragePool -> Conv 1x1 (c -> 4) -> Relu ->
+// x -> Conv 3x3 (e) -> depthwise Conv 3x3 (d) -> squeeze-excitation: GlobalAveragePool -> Conv 1x1 (c -> 4) -> Relu ->
 // Conv 1x1 (4 -> c) -> Sigmoid (s) -> Mul(d, s) (scale first when `scale_first`) -> Conv 1x1
 // (c -> m) -> + d's conv when m == c (EfficientNet's residual) -> output. `extra_reader`: the
 // Mul's product is also a graph output.
@@ -607,7 +607,8 @@ onnx::ModelProto SqueezeExciteNet(int64_t n, int64_t c, int64_t m, int64_t hw, b
   onnx::ModelProto model = MakeModel(13, "layout_test");
   auto* g = model.mutable_graph();
   AddInput(g, "x", {n, 3, hw, hw});
-  AddConv(g, "x", "d", 3, c, 3, 1, 1, 1, 61);
+  AddConv(g, "x", "e", 3, c, 3, 1, 1, 1, 61);
+  AddConv(g, "e", "d", c, c, 3, 1, 1, c, 62);
   AddNode(g, "GlobalAveragePool", {"d"}, {"pooled"});
   AddConv(g, "pooled", "sq", c, 4, 1, 1, 0, 1, 63);
   AddNode(g, "Relu", {"sq"}, {"sq_relu"});
@@ -626,7 +627,8 @@ onnx::ModelProto SqueezeExciteNet(int64_t n, int64_t c, int64_t m, int64_t hw, b
   return model;
 }
 
-// The SE Mul joins the projection conv as its input scale (no pass of its own over the map);
+// The SE Mul joins the projection conv as its input scale (no pass of its own over the map),
+// and the pool becomes the depthwise conv's second output;
 // results match the reference for one scale per image (batch 2), either operand order, both
 // pointwise paths (few and many output channels), a fused residual, 1 and 2 threads, and in
 // a bf16 session (whose convs take a scaled copy). A product something else reads stays a Mul.
@@ -637,7 +639,9 @@ TEST(Layout, SqueezeExcitationScaleJoinsTheProjection) {
     bool scale_first, extra_reader;
   };
   const Case cases[] = {
-      {2, 24, 16, 9, false, false}, {1, 40, 40, 8, true, false}, {2, 32, 160, 5, false, false},
+      {2, 24, 16, 9, false, false},
+      {1, 40, 40, 8, true, false},
+      {2, 32, 160, 5, false, false},
       {1, 24, 24, 7, false, true},
   };
   for (const Case& c : cases) {
@@ -651,6 +655,7 @@ TEST(Layout, SqueezeExcitationScaleJoinsTheProjection) {
       auto ops = OpCounts(r.assignments);
       EXPECT_EQ(ops["Mul"], c.extra_reader ? 1 : 0) << what;
       EXPECT_EQ(ops["Add"], 0) << what;  // the residual is fused too
+      EXPECT_EQ(ops["NhwcGlobalAveragePool"], 0) << what;
     }
     // bf16: every conv on the bf16 GEMM (the net is shallow), the scale on a copy of X.
     const std::string bytes = Serialize(model);
