@@ -150,40 +150,6 @@ TEST(NhwcConvInputScale, BadScaleGivesAClearError) {
 // The depthwise conv's pooled second output (FuseDepthwiseGlobalPool): the channel means of Y
 // as a GlobalAveragePool of Y gives them, for either keepdims, at 1 and 2 threads, at edge
 // sizes; Y itself is unchanged. A conv whose kernel cannot make it is an error at creation.
-struct PooledRun {
-  Status create, compute;
-  Tensor y, pooled;
-};
-
-PooledRun RunPooledConv(const ConvCase& cc, const Tensor& x, const Tensor& w, int64_t keepdims, ThreadPool* pool) {
-  PooledRun out;
-  Graph g;
-  Node node = NhwcConvNode(cc);
-  node.attrs["pool_keepdims"] = Attribute::Int(keepdims);
-  const int vx = g.AddValue("x"), vw = g.AddValue("w");
-  g.initializers[vw] = w;
-  node.inputs = {vx, vw};
-  node.outputs = {g.AddValue("y"), g.AddValue("pooled")};
-  const KernelDef* def = CpuKernels().Find(kInternalDomain, "NhwcConv", 1, DataType::kFloat);
-  if (!def) {
-    out.create = NotFound("no NhwcConv kernel");
-    return out;
-  }
-  auto k = def->factory(KernelInit{node, g, pool, {}});
-  out.create = k.status();
-  if (!k.ok()) return out;
-  const Value xv(x), wv(w);
-  std::vector<const Value*> ptrs = {&xv, &wv};
-  std::vector<Value> outs(2);
-  KernelContext ctx(node, ptrs, &outs, pool, DefaultAllocator(), nullptr);
-  out.compute = (*k)->Compute(ctx);
-  if (out.compute.ok()) {
-    out.y = outs[0].tensor();
-    out.pooled = outs[1].tensor();
-  }
-  return out;
-}
-
 TEST(DepthwiseGlobalPool, PooledOutputIsTheMeanOfY) {
   if (!sgemm::Available()) GTEST_SKIP() << "the depthwise kernel needs AVX-512F";
   ThreadPool pool2(2);
@@ -202,7 +168,7 @@ TEST(DepthwiseGlobalPool, PooledOutputIsTheMeanOfY) {
     for (int64_t keepdims : {0, 1})
       for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
         const std::string what = Name(cc) + " keepdims " + std::to_string(keepdims) + (pool ? " 2 threads" : "");
-        PooledRun r = RunPooledConv(cc, x, w, keepdims, pool);
+        KernelRun r = RunNhwcConv(cc, x, w, nullptr, nullptr, pool, nullptr, false, nullptr, keepdims);
         ASSERT_TRUE(r.create.ok() && r.compute.ok()) << what << ": " << r.create.ToString() << r.compute.ToString();
         ExpectNear(r.y, want, what);
         const Shape shape = keepdims ? Shape{cc.n, cc.c, 1, 1} : Shape{cc.n, cc.c};
@@ -218,7 +184,8 @@ TEST(DepthwiseGlobalPool, PooledOutputIsTheMeanOfY) {
   }
   // Only the depthwise kernel makes the pooled output: anything else fails at creation.
   const ConvCase full{.h = 6, .w = 6, .c = 8, .m = 8, .pads = {1, 1, 1, 1}};
-  PooledRun bad = RunPooledConv(full, Random({1, 6, 6, 8}, 1), Random({8, 8, 3, 3}, 2), 1, nullptr);
+  KernelRun bad = RunNhwcConv(full, Random({1, 6, 6, 8}, 1), Random({8, 8, 3, 3}, 2), nullptr, nullptr, nullptr,
+                              nullptr, false, nullptr, 1);
   ASSERT_FALSE(bad.create.ok());
   EXPECT_NE(bad.create.message().find("pooled second output"), std::string::npos) << bad.create.message();
 }

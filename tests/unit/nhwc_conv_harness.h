@@ -78,6 +78,7 @@ struct KernelRun {
   Tensor y;
   bool in_place = false;  // y was written over the residual's buffer
   std::string impl;       // the kernel's ImplName
+  Tensor pooled;          // output 1 when asked for (pool_keepdims >= 0)
 };
 
 // Builds the internal NhwcConv node the layout pass would emit and runs the CPU kernel.
@@ -111,7 +112,7 @@ inline Node NhwcConvNode(const ConvCase& cc, const std::string& name = "conv0") 
 
 inline KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* r,
                              ThreadPool* pool, const Tensor* bad_residual = nullptr, bool in_place = false,
-                             const Tensor* scale = nullptr) {
+                             const Tensor* scale = nullptr, int64_t pool_keepdims = -1) {
   KernelRun out;
   Graph g;
   Node node = NhwcConvNode(cc);
@@ -142,6 +143,10 @@ inline KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& 
     vals.push_back(Value(*scale));
   }
   node.outputs = {g.AddValue("y")};
+  if (pool_keepdims >= 0) {  // the depthwise conv's pooled second output (FuseDepthwiseGlobalPool)
+    node.attrs["pool_keepdims"] = Attribute::Int(pool_keepdims);
+    node.outputs.push_back(g.AddValue("pooled"));
+  }
   const KernelDef* def = CpuKernels().Find(kInternalDomain, "NhwcConv", 1, DataType::kFloat);
   if (!def) {
     out.create = NotFound("no NhwcConv kernel");
@@ -154,7 +159,7 @@ inline KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& 
   out.impl = (*k)->ImplName();
   std::vector<const Value*> ptrs;
   for (const Value& v : vals) ptrs.push_back(v.empty() ? nullptr : &v);
-  std::vector<Value> outs(1);
+  std::vector<Value> outs(node.outputs.size());
   if (in_place && r_copy.valid()) {
     EXPECT_EQ((*k)->InPlaceInput(), 3);
     outs[0] = Value(r_copy);
@@ -164,6 +169,7 @@ inline KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& 
   out.compute = (*k)->Compute(ctx);
   OfferedOutputs() = 0;
   if (out.compute.ok()) out.y = outs[0].tensor();
+  if (out.compute.ok() && pool_keepdims >= 0) out.pooled = outs[1].tensor();
   out.in_place = out.compute.ok() && r_copy.valid() && out.y.data<float>() == r_copy.data<float>();
   return out;
 }
