@@ -201,7 +201,10 @@ struct ASource {
   const void* ctx = nullptr;
 };
 
-// C[M,N] = alpha * A x B + epilogue with A from `a` (see ASource); otherwise as Gemm.
+// C[M,N] = alpha * A x B + epilogue with A from `a` (see ASource); otherwise as Gemm. For B
+// of at most 4 panels and K <= 1024 each row tile is gathered over the whole K (fill called
+// per kKc-wide block) and read in place, as Gemm reads A for such B; else gathered and
+// packed per K block.
 Status GemmGathered(int64_t m, const ASource& a, const PackedB& b, float* c, int64_t ldc, const Epilogue& ep,
                     ThreadPool* pool);
 

@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -683,6 +685,51 @@ TEST(SgemmGathered, MatchesGemmOnTheSameMatrixAndChecksArguments) {
   st = sgemm::Gemm(m, a.data<float>(), k, *packed, gathered.data(), n, bad, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("alias"), std::string::npos) << st.message();
+}
+
+// B of at most 4 panels and K <= 1024: GemmGathered gathers each row tile over the whole K
+// and reads it in place, as Gemm reads such a matrix, so the two give the same bits; the
+// fill is still asked for at most 256 columns at a time. Also past the bounds (5 panels,
+// K = 1025), where the tiles are packed.
+TEST(SgemmGathered, FewPanelsReadTheGatheredRowsInPlace) {
+  if (!sgemm::Available()) GTEST_SKIP();
+  struct Ctx {
+    const float* a;
+    int64_t lda;
+    mutable std::atomic<int64_t> widest{0};
+  };
+  ThreadPool pool2(2);
+  for (const auto& [m, k, n] : std::vector<std::array<int64_t, 3>>{
+           {203, 600, 128}, {37, 16, 1}, {13, 1024, 100}, {1, 257, 64}, {250, 1025, 128}, {90, 300, 160}}) {
+    SCOPED_TRACE("m " + std::to_string(m) + " k " + std::to_string(k) + " n " + std::to_string(n));
+    const Tensor a = Random({m, k}, 5), bm = Random({k, n}, 6), bias = Random({n}, 7);
+    auto packed = sgemm::PackB(bm.data<float>(), k, n, false);
+    ASSERT_TRUE(packed.ok());
+    Ctx ctx{a.data<float>(), k};
+    sgemm::ASource src;
+    src.ctx = &ctx;
+    src.fill = [](const void* c, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld) {
+      const Ctx& x = *static_cast<const Ctx*>(c);
+      int64_t w = x.widest.load();
+      while (kc > w && !x.widest.compare_exchange_weak(w, kc)) {
+      }
+      for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * ld, x.a + (row0 + r) * x.lda + k0, kc * sizeof(float));
+    };
+    sgemm::Epilogue ep;
+    ep.bias = bias.data<float>();
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+      std::vector<float> direct(m * n), gathered(m * n, -1.0f);
+      ASSERT_TRUE(sgemm::Gemm(m, a.data<float>(), k, *packed, direct.data(), n, ep, pool).ok());
+      ASSERT_TRUE(sgemm::GemmGathered(m, src, *packed, gathered.data(), n, ep, pool).ok());
+      if (n <= 128 && k <= 1024) {
+        EXPECT_EQ(0, std::memcmp(direct.data(), gathered.data(), direct.size() * sizeof(float)));
+      } else {
+        for (size_t i = 0; i < direct.size(); ++i) ASSERT_NEAR(direct[i], gathered[i], 1e-3) << i;
+      }
+      EXPECT_LE(ctx.widest.load(), 256);
+      EXPECT_GT(ctx.widest.load(), 0);
+    }
+  }
 }
 
 TEST(SgemmIndirect, MatchesGemmOnTheSameMatrixAndChecksArguments) {
