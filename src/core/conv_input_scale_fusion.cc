@@ -1,4 +1,7 @@
-// The squeeze-excitation fusions (see optimizer.h). FuseNhwcConvInputScale: a block's
+// The conv-input fusions (see optimizer.h). FuseNhwcConvInputNorm: DenseNet's channel Concat
+// and pre-activation BatchNormalization (+ Relu) handed to the pointwise conv that reads them
+// (cpu/conv_nhwc_input_norm.h), so neither the concatenated map nor its normalised copy is
+// written. The squeeze-excitation fusions: FuseNhwcConvInputScale: a block's
 // x * scale, read only by the pointwise conv after it, as that conv's input 4
 // (cpu/conv_nhwc_scale.h), so the expanded map is not rewritten by a pass of its own before
 // the conv reads it. FuseDepthwiseGlobalPool: the block's pool of the depthwise output as a
@@ -37,6 +40,10 @@ int64_t PointwiseConvChannels(const Graph& g, const Node& n) {
 
 bool IsFloat(const Graph& g, int v) { return g.values[v].type.elem_type == DataType::kFloat; }
 
+// NhwcConv's first input slot after the input scale: the fused norm's four parameters, then
+// the Concat's parts after the first (cpu/conv_nhwc_input_norm.h).
+constexpr size_t kFusedConvInputNorm = 5;
+
 }  // namespace
 
 int FuseNhwcConvInputScale(Graph& g) {
@@ -74,6 +81,81 @@ int FuseNhwcConvInputScale(Graph& g) {
       ++fused;
       break;
     }
+  }
+  if (fused) RemoveDroppedNodes(g, drop);
+  return fused;
+}
+
+int FuseNhwcConvInputNorm(Graph& g) {
+  const GraphUses gu(g);
+  std::vector<char> drop(g.nodes.size(), 0);
+  int fused = 0;
+  for (size_t ci = 0; ci < g.nodes.size(); ++ci) {
+    Node& conv = g.nodes[ci];
+    const int64_t c = PointwiseConvChannels(g, conv);
+    if (c < 0 || (conv.inputs.size() > 4 && conv.inputs[4] >= 0)) continue;
+    // The pre-activation BatchNormalization (+ Relu), when the conv is its only reader.
+    int x = conv.inputs[0], reader = static_cast<int>(ci);
+    const int bi = gu.Producer(x);
+    const Node* bn = nullptr;
+    if (bi >= 0 && !drop[bi] && gu.SoleConsumer(x) == reader) {
+      const Node& b = g.nodes[bi];
+      bool ok = b.op_type == "NhwcBatchNormalization" && b.domain == kInternalDomain && b.provider == "cpu" &&
+                b.inputs.size() == 5 && b.outputs.size() == 1 && b.inputs[0] >= 0 &&
+                StaticDims(g, b.inputs[0]).size() == 4 && StaticDims(g, b.inputs[0]) == StaticDims(g, x) &&
+                IsFloat(g, b.inputs[0]);
+      for (int i = 1; ok && i < 5; ++i) {
+        const Tensor* p = b.inputs[i] >= 0 ? g.Constant(b.inputs[i]) : nullptr;
+        ok = p && p->dtype() == DataType::kFloat && p->rank() == 1 && p->dim(0) == c;
+      }
+      if (ok) {
+        bn = &b;
+        reader = bi;
+        x = b.inputs[0];
+      }
+    }
+    // The channel Concat of NHWC maps before it, when the BN (or the conv) is its only reader.
+    const int ki = gu.Producer(x);
+    const Node* cat = nullptr;
+    if (ki >= 0 && !drop[ki] && gu.SoleConsumer(x) == reader) {
+      const Node& k = g.nodes[ki];
+      const std::vector<int64_t> xd = StaticDims(g, x);
+      // One input (torchvision's DenseNet concatenates a list of one map) is the map itself.
+      bool ok = k.op_type == "Concat" && k.domain.empty() && k.provider == "cpu" && !k.inputs.empty() &&
+                k.outputs.size() == 1 && xd.size() == 4 && xd[3] == c && IsFloat(g, x);
+      const int64_t axis = k.GetInt("axis", 0);
+      ok = ok && (axis == 3 || axis == -1);
+      int64_t sum = 0;
+      for (size_t i = 0; ok && i < k.inputs.size(); ++i) {
+        const std::vector<int64_t> d = k.inputs[i] >= 0 ? StaticDims(g, k.inputs[i]) : std::vector<int64_t>{};
+        ok = d.size() == 4 && d[0] == xd[0] && d[1] == xd[1] && d[2] == xd[2] && IsFloat(g, k.inputs[i]);
+        if (ok) sum += d[3];
+      }
+      if (ok && sum == c) cat = &k;
+    }
+    if (!bn && !cat) continue;
+    Node f = conv;
+    f.inputs.resize(kFusedConvInputNorm, -1);
+    if (bn) {
+      for (int i = 1; i < 5; ++i) f.inputs.push_back(bn->inputs[i]);
+      f.attrs["input_norm_epsilon"] = Attribute::Float(bn->GetFloat("epsilon", 1e-5f));
+      for (const char* a : {"activation", "activation_min", "activation_max"})
+        if (bn->HasAttr(a)) f.attrs[std::string("input_norm_") + a] = bn->attrs.at(a);
+    } else {
+      f.inputs.resize(kFusedConvInputNorm + 4, -1);
+    }
+    f.inputs[0] = cat ? cat->inputs[0] : x;
+    if (cat && cat->inputs.size() > 1) {
+      for (size_t i = 1; i < cat->inputs.size(); ++i) f.inputs.push_back(cat->inputs[i]);
+      f.attrs["input_parts"] = Attribute::Int(static_cast<int64_t>(cat->inputs.size()));
+    }
+    while (f.inputs.size() > 2 && f.inputs.back() < 0) f.inputs.pop_back();  // absent trailing slots
+    if (!OptimizedKernelCovers(f, g, KernelConfig{})) continue;
+    // The parts are made before the Concat, so before the conv: the order stays valid.
+    conv = std::move(f);
+    if (bn) drop[bi] = 1;
+    if (cat) drop[ki] = 1;
+    ++fused;
   }
   if (fused) RemoveDroppedNodes(g, drop);
   return fused;

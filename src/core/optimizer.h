@@ -54,6 +54,14 @@ int FuseNhwcConvActivation(Graph& g);
 // over the map for the Mul. Only where a kernel covers the fused node. Returns the count.
 // (src/core/conv_input_scale_fusion.cc)
 int FuseNhwcConvInputScale(Graph& g);
+// After FuseNhwcBatchNormRelu: a pointwise NhwcConv (no input scale) whose X is made by an
+// NhwcBatchNormalization (its activation too) that only it reads, by a channel Concat (last
+// axis, static shapes) that only that BN or the conv reads, or by both (DenseNet's
+// Concat -> BN -> Relu -> 1x1 conv), takes the Concat's inputs as its parts and the BN's
+// parameters as a fused input norm (cpu/conv_nhwc_input_norm.h): the Concat and the BN are
+// gone, and the SGEMM conv reads the parts as it packs A. Only where a kernel covers the
+// fused node. Returns the count. (src/core/conv_input_scale_fusion.cc)
+int FuseNhwcConvInputNorm(Graph& g);
 // Last of the NHWC passes: NhwcGlobalAveragePool of a depthwise NhwcConv's output (multiplier
 // 1, no residual) becomes that conv's second output (attribute pool_keepdims), where a kernel
 // covers it (the AVX-512F depthwise conv, which sums each output row's channels while the row

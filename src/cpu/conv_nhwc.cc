@@ -19,6 +19,7 @@
 #include "cpu/conv_nhwc_depthwise.h"
 #include "cpu/conv_nhwc_gemm.h"
 #include "cpu/conv_nhwc_grouped.h"
+#include "cpu/conv_nhwc_input_norm.h"
 #include "cpu/conv_nhwc_scale.h"
 #include "cpu/conv_nhwc_stem.h"
 #include "cpu/conv_nhwc_winograd.h"
@@ -308,6 +309,27 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConvKernel(const KernelInit& init, boo
 }
 
 Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
+  // A fused channel Concat and pre-activation BatchNormalization (FuseNhwcConvInputNorm):
+  // the pointwise SGEMM conv applies them to its A tiles; other kernels read them made whole.
+  if (HasNhwcConvInputTransform(init.node)) {
+    const Tensor* w = init.constant_input(1);
+    if (!w || w->dtype() != DataType::kFloat || w->rank() != 4 || w->num_elements() == 0)
+      return InvalidModel(init.node.Describe(), ": NhwcConv needs a constant non-empty float32 OIHW weight");
+    // X's channels are W's times the groups (at most W's output channels, so no overflow).
+    const int64_t group = init.node.GetInt("group", 1);
+    if (group <= 0 || group > w->dim(0) || w->dim(0) % group != 0)
+      return InvalidModel(init.node.Describe(), ": group ", group, " does not divide the ", w->dim(0),
+                          " output channels");
+    ASSIGN_OR_RETURN(NhwcConvInputTransform t, ParseNhwcConvInputTransform(init, w->dim(1) * group));
+    // A bf16 session's bf16 conv keeps its conv (on the transformed copy).
+    if (!NhwcBf16ConvTakes(init) && init.node.outputs.size() == 1) {
+      auto k = MakeNhwcInputNormGemmConv(init, *w, init.constant_input(2), t);
+      if (k.ok() || k.status().code() != StatusCode::kUnsupported) return k;
+    }
+    bool takes_scale = false;
+    ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> inner, MakeNhwcConvKernel(init, &takes_scale));
+    return WrapNhwcTransformedInput(std::move(inner), std::move(t));
+  }
   bool takes_scale = false;
   ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> k, MakeNhwcConvKernel(init, &takes_scale));
   // Every other kernel reads X as it is: it gets a scaled copy (FuseNhwcConvInputScale's

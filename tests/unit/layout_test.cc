@@ -247,10 +247,12 @@ TEST(Layout, ConcatBatchNormAndZeroPadStayInTheRegion) {
     Runs r = RunBoth(ConcatBnNet(0), {{"x", Value(Input({2, 5, 9, 9}, 13))}}, threads);
     ExpectClose(r);
     auto ops = OpCounts(r.assignments);
-    EXPECT_EQ(ops["NhwcBatchNormalization"], 1);
+    // The BN (with its Relu, FuseNhwcBatchNormRelu) and the Concat before it join the 1x1
+    // conv that reads them (FuseNhwcConvInputNorm); the Concat before the MaxPool stays.
+    EXPECT_EQ(ops["NhwcBatchNormalization"], 0);
     EXPECT_EQ(ops["BatchNormalization"], 0);
-    EXPECT_EQ(ops["Relu"], 0) << "the Relu joins the BN (FuseNhwcBatchNormRelu)";
-    EXPECT_EQ(ops["Concat"], 2);
+    EXPECT_EQ(ops["Relu"], 0);
+    EXPECT_EQ(ops["Concat"], 1);
     EXPECT_EQ(ops["Pad"], 0) << "all-zero pads are an identity";
     EXPECT_EQ(ops["NhwcAveragePool"], 1);
     EXPECT_EQ(ops["NhwcMaxPool"], 1);
@@ -658,6 +660,109 @@ TEST(Layout, SqueezeExcitationScaleJoinsTheProjection) {
       EXPECT_EQ(ops["NhwcGlobalAveragePool"], 0) << what;
     }
     // bf16: every conv on the bf16 GEMM (the net is shallow), the scale on a copy of X.
+    const std::string bytes = Serialize(model);
+    SessionOptions o;
+    o.threads = 1;
+    o.kernel.bf16_fast_math = true;
+    auto bf = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
+    ASSERT_TRUE(bf.ok()) << bf.status().ToString();
+    auto out = (*bf)->Run(feeds);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    Runs r = RunBoth(model, feeds, 1);
+    r.opt = *out;
+    ExpectClose(r, 2e-2);
+  }
+}
+
+// A DenseNet block: layer i reads Concat(f0 .. f_{i-1}) (torchvision concatenates a list of
+// one map for the first layer) through BatchNormalization -> Relu -> 1x1 conv, then a 3x3
+// conv makes f_i; the transition reads the Concat of all of them the same way. c0 and
+// `growth` set the parts' widths. `transition_bn` false: the transition's 1x1 conv reads the
+// Concat itself (SqueezeNet's fire output into the next squeeze). `cat_is_output`: the last
+// Concat is a graph output too (it must then stay a node).
+void AddBatchNorm(onnx::GraphProto* g, const std::string& in, const std::string& out, int64_t c, int seed) {
+  const std::string p = out + "_";
+  for (const char* name : {"scale", "b", "mean", "var"}) {
+    auto* t = g->add_initializer();
+    t->set_name(p + name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(c);
+    for (int64_t i = 0; i < c; ++i) {
+      const float u = static_cast<float>((i * 37 + seed * 11) % 17) / 17.0f;  // in [0, 1)
+      t->add_float_data(std::string(name) == "var" ? 0.5f + u : std::string(name) == "scale" ? 0.5f + u : u - 0.5f);
+    }
+  }
+  AddNode(g, "BatchNormalization", {in, p + "scale", p + "b", p + "mean", p + "var"}, {out});
+}
+
+onnx::ModelProto DenseBlockNet(int64_t n, int64_t c0, int64_t growth, int layers, bool transition_bn,
+                               bool cat_is_output) {
+  onnx::ModelProto model = MakeModel(17, "layout_test");
+  auto* g = model.mutable_graph();
+  const int64_t hw = 7;
+  AddInput(g, "x", {n, 3, hw, hw});
+  AddConv(g, "x", "f0", 3, c0, 3, 1, 1, 1, 81);
+  std::vector<std::string> feats = {"f0"};
+  int64_t c = c0;
+  for (int i = 1; i <= layers; ++i) {
+    const std::string s = std::to_string(i);
+    auto* cat = AddNode(g, "Concat", {}, {"cat" + s});
+    for (const std::string& f : feats) cat->add_input(f);
+    SetInt(cat, "axis", 1);
+    AddBatchNorm(g, "cat" + s, "bn" + s, c, i);
+    AddNode(g, "Relu", {"bn" + s}, {"r" + s});
+    AddConv(g, "r" + s, "h" + s, c, 4 * growth, 1, 1, 0, 1, 90 + i);
+    AddNode(g, "Relu", {"h" + s}, {"hr" + s});
+    AddConv(g, "hr" + s, "f" + s, 4 * growth, growth, 3, 1, 1, 1, 120 + i);
+    feats.push_back("f" + s);
+    c += growth;
+  }
+  auto* cat = AddNode(g, "Concat", {}, {"cat"});
+  for (const std::string& f : feats) cat->add_input(f);
+  SetInt(cat, "axis", 1);
+  if (transition_bn) {
+    AddBatchNorm(g, "cat", "tbn", c, 99);
+    AddNode(g, "Relu", {"tbn"}, {"tr"});
+    AddConv(g, "tr", "y", c, c / 2, 1, 1, 0, 1, 150);
+  } else {
+    AddConv(g, "cat", "y", c, c / 2, 1, 1, 0, 1, 150);
+  }
+  AddOutput(g, "y", {n, c / 2, hw, hw});
+  if (cat_is_output) AddOutput(g, "cat", {n, c, hw, hw});
+  return model;
+}
+
+// DenseNet's Concat -> BN -> Relu -> 1x1 conv becomes the conv alone, reading the Concat's
+// inputs and applying the BN as it packs them (FuseNhwcConvInputNorm): no Concat and no BN
+// node is left, and the results match the reference at 1 and 2 threads, batch 1 and 2, for
+// widths that put part boundaries inside vectors (c0 5, growth 3) and DenseNet's own (c0
+// 64, growth 32), with and without the transition's BN; in a bf16 session too (its convs
+// read a transformed copy). A Concat that is also a graph output stays a node.
+TEST(Layout, DenseBlockConcatAndNormJoinTheConv) {
+  if (!sgemm::Available()) GTEST_SKIP() << "the fusion needs the SGEMM conv (AVX-512F)";
+  struct Case {
+    int64_t n, c0, growth;
+    int layers;
+    bool transition_bn, cat_is_output;
+  };
+  const Case cases[] = {
+      {1, 5, 3, 3, true, false}, {2, 64, 32, 3, true, false}, {2, 16, 8, 2, false, false}, {1, 8, 4, 2, true, true}};
+  for (const Case& c : cases) {
+    const std::string what = "n" + std::to_string(c.n) + " c0 " + std::to_string(c.c0) + " growth " +
+                             std::to_string(c.growth) + (c.transition_bn ? "" : " no transition BN") +
+                             (c.cat_is_output ? " last Concat an output" : "");
+    const onnx::ModelProto model = DenseBlockNet(c.n, c.c0, c.growth, c.layers, c.transition_bn, c.cat_is_output);
+    const Feeds feeds = {{"x", Value(Input({c.n, 3, 7, 7}, 83))}};
+    for (int threads : {1, 2}) {
+      Runs r = RunBoth(model, feeds, threads);
+      ExpectClose(r);
+      auto ops = OpCounts(r.assignments);
+      // With the last Concat an output, it stays, and the transition conv reads it whole
+      // (the BN still joins the conv).
+      EXPECT_EQ(ops["Concat"], c.cat_is_output ? 1 : 0) << what;
+      EXPECT_EQ(ops["NhwcBatchNormalization"], 0) << what;
+      EXPECT_EQ(ops["Relu"], 0) << what;
+    }
     const std::string bytes = Serialize(model);
     SessionOptions o;
     o.threads = 1;
