@@ -86,6 +86,68 @@ int FuseNhwcConvInputScale(Graph& g) {
   return fused;
 }
 
+int SplitNhwcPoolOverConcat(Graph& g) {
+  const GraphUses gu(g);
+  // The Concat each split pool replaces (by node index), and the pool's parts.
+  std::vector<int> split_at(g.nodes.size(), -1);
+  std::vector<char> drop(g.nodes.size(), 0);
+  int count = 0;
+  for (size_t pi = 0; pi < g.nodes.size(); ++pi) {
+    const Node& pool = g.nodes[pi];
+    if ((pool.op_type != "NhwcMaxPool" && pool.op_type != "NhwcAveragePool") || pool.domain != kInternalDomain ||
+        pool.provider != "cpu" || pool.inputs.size() != 1 || pool.outputs.size() != 1 || pool.outputs[0] < 0)
+      continue;
+    const int x = pool.inputs[0], y = pool.outputs[0], ki = gu.Producer(x), ci = gu.SoleConsumer(y);
+    if (ki < 0 || gu.SoleConsumer(x) != static_cast<int>(pi) || ci < 0 || PointwiseConvChannels(g, g.nodes[ci]) < 0)
+      continue;
+    const Node& cat = g.nodes[ki];
+    const std::vector<int64_t> yd = StaticDims(g, y);
+    if (cat.op_type != "Concat" || !cat.domain.empty() || cat.provider != "cpu" || cat.inputs.size() < 2 ||
+        cat.outputs.size() != 1 || (cat.GetInt("axis", 0) != 3 && cat.GetInt("axis", 0) != -1) || yd.size() != 4 ||
+        !IsFloat(g, y))
+      continue;
+    bool ok = true;
+    for (int v : cat.inputs) ok = ok && v >= 0 && StaticDims(g, v).size() == 4 && IsFloat(g, v);
+    if (!ok) continue;
+    split_at[pi] = ki;
+    drop[ki] = 1;
+    ++count;
+  }
+  if (!count) return 0;
+  std::vector<Node> out;
+  out.reserve(g.nodes.size() + 2 * static_cast<size_t>(count));
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (drop[i]) continue;
+    if (split_at[i] < 0) {
+      out.push_back(std::move(g.nodes[i]));
+      continue;
+    }
+    // pool(Concat(x_1 .. x_n)) = Concat(pool(x_1) .. pool(x_n)): the pool is per channel.
+    const Node& pool = g.nodes[i];
+    const Node& cat = g.nodes[static_cast<size_t>(split_at[i])];
+    Node joined = cat;
+    joined.name = pool.name + "/concat";
+    joined.outputs = pool.outputs;
+    joined.inputs.clear();
+    for (size_t k = 0; k < cat.inputs.size(); ++k) {
+      TypeInfo t = g.values[pool.outputs[0]].type;
+      t.dims[3] = Dim{StaticDims(g, cat.inputs[k])[3], ""};
+      const std::string name = pool.name + "/part" + std::to_string(k);
+      const int v = g.AddValue(g.FindValue(name) < 0 ? name : name + "_" + std::to_string(g.values.size()));
+      g.values[v].type = t;
+      Node part = pool;
+      part.name = name;
+      part.inputs = {cat.inputs[k]};
+      part.outputs = {v};
+      out.push_back(std::move(part));
+      joined.inputs.push_back(v);
+    }
+    out.push_back(std::move(joined));
+  }
+  g.nodes = std::move(out);
+  return count;
+}
+
 int FuseNhwcConvInputNorm(Graph& g) {
   const GraphUses gu(g);
   std::vector<char> drop(g.nodes.size(), 0);

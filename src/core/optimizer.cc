@@ -385,6 +385,7 @@ Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
     if (l > 0) FuseNhwcConvInputScale(g);      // SE scales: after the blocks, which take none
     if (l > 0) FuseNhwcConvActivation(g);      // after the blocks, whose parts take clamps only
     if (l > 0) FuseNhwcBatchNormRelu(g);
+    if (l > 0) SplitNhwcPoolOverConcat(g);  // SqueezeNet: pooled parts for the next pass
     if (l > 0) FuseNhwcConvInputNorm(g);    // DenseNet: after the BN takes its Relu
     if (l > 0) FuseDepthwiseGlobalPool(g);  // last: the conv then has two outputs
   }

@@ -62,6 +62,14 @@ int FuseNhwcConvInputScale(Graph& g);
 // gone, and the SGEMM conv reads the parts as it packs A. Only where a kernel covers the
 // fused node. Returns the count. (src/core/conv_input_scale_fusion.cc)
 int FuseNhwcConvInputNorm(Graph& g);
+// Before FuseNhwcConvInputNorm: an NhwcMaxPool or NhwcAveragePool whose input is a channel
+// Concat (static shapes) that only it reads, and whose output only a pointwise NhwcConv
+// reads (SqueezeNet: a fire module's two expand convs -> Concat -> MaxPool -> the next
+// squeeze conv), becomes one pool per Concat input and a Concat of the pooled parts, which
+// FuseNhwcConvInputNorm then hands to the conv: the concatenated map is never written.
+// Pools are per channel, so the values are the same. Returns the count.
+// (src/core/conv_input_scale_fusion.cc)
+int SplitNhwcPoolOverConcat(Graph& g);
 // Last of the NHWC passes: NhwcGlobalAveragePool of a depthwise NhwcConv's output (multiplier
 // 1, no residual) becomes that conv's second output (attribute pool_keepdims), where a kernel
 // covers it (the AVX-512F depthwise conv, which sums each output row's channels while the row

@@ -248,14 +248,15 @@ TEST(Layout, ConcatBatchNormAndZeroPadStayInTheRegion) {
     ExpectClose(r);
     auto ops = OpCounts(r.assignments);
     // The BN (with its Relu, FuseNhwcBatchNormRelu) and the Concat before it join the 1x1
-    // conv that reads them (FuseNhwcConvInputNorm); the Concat before the MaxPool stays.
+    // conv that reads them (FuseNhwcConvInputNorm); the MaxPool after the second Concat
+    // pools each part (SplitNhwcPoolOverConcat) and the last 1x1 conv reads the pooled parts.
     EXPECT_EQ(ops["NhwcBatchNormalization"], 0);
     EXPECT_EQ(ops["BatchNormalization"], 0);
     EXPECT_EQ(ops["Relu"], 0);
-    EXPECT_EQ(ops["Concat"], 1);
+    EXPECT_EQ(ops["Concat"], 0);
     EXPECT_EQ(ops["Pad"], 0) << "all-zero pads are an identity";
     EXPECT_EQ(ops["NhwcAveragePool"], 1);
-    EXPECT_EQ(ops["NhwcMaxPool"], 1);
+    EXPECT_EQ(ops["NhwcMaxPool"], 2);
     EXPECT_EQ(ops["NchwToNhwc"], 1);
     EXPECT_EQ(ops["NhwcToNchw"], 1);
   }
@@ -774,6 +775,62 @@ TEST(Layout, DenseBlockConcatAndNormJoinTheConv) {
     Runs r = RunBoth(model, feeds, 1);
     r.opt = *out;
     ExpectClose(r, 2e-2);
+  }
+}
+
+// SqueezeNet's fire module: a squeeze conv, two expand convs (1x1 and 3x3) concatenated,
+// a pool, then the next squeeze conv. `pool` is MaxPool (ceil_mode, as torchvision's) or
+// AveragePool (padded, counting the padding); `next_k` the next conv's kernel (3: not
+// pointwise, so nothing is split); `cat_is_output` makes the Concat a graph output too.
+onnx::ModelProto FireNet(const std::string& pool, int64_t next_k, bool cat_is_output) {
+  onnx::ModelProto m = MakeModel(17, "layout_test");
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 5, 11, 11});
+  AddConv(g, "x", "sq", 5, 8, 1, 1, 0, 1, 171);
+  AddNode(g, "Relu", {"sq"}, {"sqr"});
+  AddConv(g, "sqr", "e1", 8, 16, 1, 1, 0, 1, 172);
+  AddConv(g, "sqr", "e3", 8, 19, 3, 1, 1, 1, 173);
+  SetInt(AddNode(g, "Concat", {"e1", "e3"}, {"cat"}), "axis", 1);
+  auto* p = AddNode(g, pool, {"cat"}, {"p"});
+  SetInts(p, "kernel_shape", {3, 3});
+  SetInts(p, "strides", {2, 2});
+  if (pool == "MaxPool") {
+    SetInt(p, "ceil_mode", 1);
+  } else {
+    SetInts(p, "pads", {1, 1, 1, 1});
+    SetInt(p, "count_include_pad", 1);
+  }
+  AddConv(g, "p", "y", 35, 6, next_k, 1, next_k / 2, 1, 174);
+  const int64_t out = pool == "MaxPool" ? 5 : 6;
+  AddOutput(g, "y", {2, 6, out, out});
+  if (cat_is_output) AddOutput(g, "cat", {2, 35, 11, 11});
+  return m;
+}
+
+// The pool after a fire module's Concat pools each expand conv's output, and the next
+// squeeze conv reads the pooled parts: no Concat is left. Not where the next conv is not
+// pointwise, nor where the Concat is a graph output; results match the reference either way.
+TEST(Layout, PoolOverConcatPoolsTheParts) {
+  if (!sgemm::Available()) GTEST_SKIP() << "the fusion needs the SGEMM conv (AVX-512F)";
+  struct Case {
+    const char* pool;
+    int64_t next_k;
+    bool cat_is_output, split;
+  };
+  const Case cases[] = {{"MaxPool", 1, false, true},
+                        {"AveragePool", 1, false, true},
+                        {"MaxPool", 3, false, false},
+                        {"MaxPool", 1, true, false}};
+  for (const Case& c : cases) {
+    const std::string what = std::string(c.pool) + " then a " + std::to_string(c.next_k) + "x" +
+                             std::to_string(c.next_k) + " conv" + (c.cat_is_output ? ", Concat an output" : "");
+    for (int threads : {1, 2}) {
+      Runs r = RunBoth(FireNet(c.pool, c.next_k, c.cat_is_output), {{"x", Value(Input({2, 5, 11, 11}, 175))}}, threads);
+      ExpectClose(r);
+      auto ops = OpCounts(r.assignments);
+      EXPECT_EQ(ops["Concat"], c.split ? 0 : 1) << what;
+      EXPECT_EQ(ops[std::string("Nhwc") + c.pool], c.split ? 2 : 1) << what;
+    }
   }
 }
 
