@@ -10,6 +10,7 @@
 #include "core/constant_release.h"
 #include "core/small_vector.h"
 #include "cpu/conv_kernels.h"
+#include "cpu/conv_nhwc_scale.h"
 #include "cpu/sgemm.h"
 #include "cpu/xnnpack_util.h"
 
@@ -227,13 +228,7 @@ class TransformedInputConvKernel final : public OpKernel, public PacksConstantIn
     } else if (c > 0) {
       body(0, rows);
     }
-    const Value x(std::move(xt).value());
-    std::vector<const Value*> inputs(ctx.num_inputs(), nullptr);
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (!ctx.input_value(i).empty()) inputs[i] = &ctx.input_value(i);
-    inputs[0] = &x;
-    KernelContext sub = ctx.WithInputs(inputs);
-    return inner_->Compute(sub);
+    return ComputeOnInput0(*inner_, ctx, Value(std::move(xt).value()));
   }
 
  private:

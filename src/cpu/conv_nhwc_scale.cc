@@ -68,13 +68,7 @@ class ScaledInputConvKernel final : public OpKernel, public PacksConstantInputs 
       return MakeStatus(xs.status().code(), ctx.node().Describe(), ": scaled input: ", xs.status().message());
     ScaleNhwcChannels(x->data<float>(), *s, x->dim(0), x->dim(1) * x->dim(2), x->dim(3), xs->mutable_data<float>(),
                       ctx.pool());
-    const Value scaled(std::move(xs).value());
-    std::vector<const Value*> inputs(ctx.num_inputs(), nullptr);
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (!ctx.input_value(i).empty()) inputs[i] = &ctx.input_value(i);
-    inputs[0] = &scaled;
-    KernelContext sub = ctx.WithInputs(inputs);
-    return inner_->Compute(sub);
+    return ComputeOnInput0(*inner_, ctx, Value(std::move(xs).value()));
   }
 
  private:
@@ -138,6 +132,15 @@ Status ScaledPointwiseGemm(const float* x, const Tensor& s, int64_t n, int64_t h
   }
   const ScaledRows a{x, sp, c, hw, per_image};
   return sgemm::GemmGathered(n * hw, sgemm::ASource{ScaledRows::Fill, &a}, b, y, m, ep, pool);
+}
+
+Status ComputeOnInput0(const OpKernel& inner, KernelContext& ctx, const Value& x) {
+  std::vector<const Value*> inputs(ctx.num_inputs(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!ctx.input_value(i).empty()) inputs[i] = &ctx.input_value(i);
+  inputs[0] = &x;
+  KernelContext sub = ctx.WithInputs(inputs);
+  return inner.Compute(sub);
 }
 
 std::unique_ptr<OpKernel> WrapNhwcScaledInput(std::unique_ptr<OpKernel> inner) {

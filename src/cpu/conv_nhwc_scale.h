@@ -32,6 +32,10 @@ void ScaleNhwcChannels(const float* x, const Tensor& s, int64_t n, int64_t hw, i
 Status ScaledPointwiseGemm(const float* x, const Tensor& s, int64_t n, int64_t hw, int64_t c, const sgemm::PackedB& b,
                            float* y, int64_t m, const sgemm::Epilogue& ep, ThreadPool* pool, sgemm::PackedB* scratch);
 
+// Runs `inner` on this node's inputs with X (input 0) replaced by x: the wrappers that
+// hand an inner conv kernel a rewritten X (scaled, or concatenated and normalised).
+Status ComputeOnInput0(const OpKernel& inner, KernelContext& ctx, const Value& x);
+
 // `inner`, an NhwcConv kernel that ignores input 4, run on a scaled copy of X (from the run's
 // allocator) when the node has S; it keeps inner's in-place residual and constant packing.
 std::unique_ptr<OpKernel> WrapNhwcScaledInput(std::unique_ptr<OpKernel> inner);

@@ -37,16 +37,22 @@ constexpr double kMinParallelFlops = 4.0e6;
 // Keeps a thread's scratch packed B from pinning more than this after a huge product.
 constexpr int64_t kMaxRetainedScratchFloats = int64_t{16} << 20;
 
-// The per-thread A block buffer (kMc x kKc), allocated on first use.
-float* ThreadABuffer() {
+// A per-thread buffer of `floats` floats, allocated on first use (nullptr if that fails);
+// Tag tells the buffers apart.
+template <typename Tag>
+float* ThreadFloats(int64_t floats) {
   struct Buf {
     float* p = nullptr;
     ~Buf() { std::free(p); }
   };
   thread_local Buf buf;
-  if (!buf.p) buf.p = AllocFloats(kMc * kKc);
+  if (!buf.p) buf.p = AllocFloats(floats);
   return buf.p;
 }
+
+// The per-thread A block buffer (kMc x kKc).
+struct ABlockTag {};
+float* ThreadABuffer() { return ThreadFloats<ABlockTag>(kMc * kKc); }
 
 // C = (accumulate ? C : 0) + bias (+ residual), activated: the whole product when K == 0.
 void EpilogueOnly(int64_t m, int64_t n, float* c, int64_t ldc, const Epilogue& ep) {
@@ -364,15 +370,8 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const 
 }
 
 // The per-thread row-major tile scratch of GatheredA (kMr x kKc).
-float* ThreadGatherBuffer() {
-  struct Buf {
-    float* p = nullptr;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf buf;
-  if (!buf.p) buf.p = AllocFloats(kMr * kKc);
-  return buf.p;
-}
+struct GatherTileTag {};
+float* ThreadGatherBuffer() { return ThreadFloats<GatherTileTag>(kMr * kKc); }
 
 // Widest K whose gathered rows are read in place (GemmGathered): the tile's kMr rows
 // (48 KiB) and four whole-K B panels (512 KiB, RunIndirectTask's tile-outer bound) stay in
@@ -380,15 +379,8 @@ float* ThreadGatherBuffer() {
 constexpr int64_t kMaxGatheredInPlaceK = 1024;
 
 // The per-thread row-major rows of one gathered tile read in place (kMr x kMaxGatheredInPlaceK).
-float* ThreadGatherRows() {
-  struct Buf {
-    float* p = nullptr;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf buf;
-  if (!buf.p) buf.p = AllocFloats(kMr * kMaxGatheredInPlaceK);
-  return buf.p;
-}
+struct GatherRowsTag {};
+float* ThreadGatherRows() { return ThreadFloats<GatherRowsTag>(kMr * kMaxGatheredInPlaceK); }
 
 // IndirectA rows of a gathered A: the tile's rows filled over the whole K into the thread's
 // rows buffer (kKc columns per fill call, as ASource promises), one segment each. The

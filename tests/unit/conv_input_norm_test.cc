@@ -63,19 +63,11 @@ Tensor WholeInput(const std::vector<Tensor>& parts, const Norm* norm) {
   return x;
 }
 
-struct NormRun {
-  Status create, compute;
-  Tensor y;
-  std::string impl;
-  bool in_place = false;
-};
-
 // The NhwcConv node FuseNhwcConvInputNorm makes, run on the registry's kernel. `edit` may
 // spoil the node before creation (the bad-encoding tests).
-NormRun RunInputNorm(const ConvCase& cc, const std::vector<Tensor>& parts, const Norm* norm, const Tensor& w,
-                     const Tensor* b, const Tensor* r, ThreadPool* pool, bool in_place = false,
-                     void (*edit)(Node&, Graph&) = nullptr) {
-  NormRun out;
+KernelRun RunInputNorm(const ConvCase& cc, const std::vector<Tensor>& parts, const Norm* norm, const Tensor& w,
+                       const Tensor* b, const Tensor* r, ThreadPool* pool, bool in_place = false,
+                       void (*edit)(Node&, Graph&) = nullptr) {
   Graph g;
   Node node = NhwcConvNode(cc);
   std::vector<Value> vals;
@@ -119,30 +111,7 @@ NormRun RunInputNorm(const ConvCase& cc, const std::vector<Tensor>& parts, const
   }
   node.outputs = {g.AddValue("y")};
   if (edit) edit(node, g);
-  const KernelDef* def = CpuKernels().Find(kInternalDomain, "NhwcConv", 1, DataType::kFloat);
-  if (!def) {
-    out.create = NotFound("no NhwcConv kernel");
-    return out;
-  }
-  auto k = def->factory(KernelInit{node, g, pool, {}});
-  out.create = k.status();
-  if (!k.ok()) return out;
-  out.impl = (*k)->ImplName();
-  std::vector<const Value*> ptrs;
-  for (const Value& v : vals) ptrs.push_back(v.empty() ? nullptr : &v);
-  ptrs.resize(node.inputs.size(), nullptr);
-  std::vector<Value> outs(1);
-  if (in_place && r_copy.valid()) {
-    EXPECT_EQ((*k)->InPlaceInput(), 3);
-    outs[0] = Value(r_copy);
-    OfferedOutputs() = 1;
-  }
-  KernelContext ctx(node, ptrs, &outs, pool, DefaultAllocator(), nullptr);
-  out.compute = (*k)->Compute(ctx);
-  OfferedOutputs() = 0;
-  if (out.compute.ok()) out.y = outs[0].tensor();
-  out.in_place = out.compute.ok() && r_copy.valid() && out.y.data<float>() == r_copy.data<float>();
-  return out;
+  return RunNhwcConvNode(node, g, vals, pool, r && in_place ? &r_copy : nullptr);
 }
 
 std::vector<Tensor> RandomParts(const ConvCase& cc, const std::vector<int64_t>& widths, uint32_t seed) {
@@ -217,7 +186,7 @@ TEST(NhwcConvInputNorm, EveryKernelMatchesTheConvOfTheWholeInput) {
       seed += 7;
       const Tensor want = NaiveConv(cc, WholeInput(parts, nc.act ? &norm : nullptr), w, &b, nullptr);
       for (int rep = 0; rep < 2; ++rep) {  // a second run reuses whatever the first kept
-        NormRun got = RunInputNorm(cc, parts, nc.act ? &norm : nullptr, w, &b, nullptr, pool);
+        KernelRun got = RunInputNorm(cc, parts, nc.act ? &norm : nullptr, w, &b, nullptr, pool);
         ASSERT_TRUE(got.create.ok()) << got.create.ToString();
         ASSERT_TRUE(got.compute.ok()) << got.compute.ToString();
         EXPECT_EQ(got.impl, nc.impl);
@@ -243,7 +212,7 @@ TEST(NhwcConvInputNorm, WithResidualInPlaceAndNaN) {
   for (bool in_place : {false, true})
     for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
       SCOPED_TRACE(std::string(in_place ? "in place" : "separate") + (pool ? ", 2 threads" : ", 1 thread"));
-      NormRun got = RunInputNorm(cc, parts, &norm, w, &b, &r, pool, in_place);
+      KernelRun got = RunInputNorm(cc, parts, &norm, w, &b, &r, pool, in_place);
       ASSERT_TRUE(got.compute.ok()) << got.create.ToString() << got.compute.ToString();
       EXPECT_EQ(got.in_place, in_place);
       ExpectNear(got.y, want, "residual");
@@ -251,7 +220,7 @@ TEST(NhwcConvInputNorm, WithResidualInPlaceAndNaN) {
   // A NaN in a part stays NaN through the norm's clamp (compares, as NhwcBatchNormalization),
   // so the pixel's outputs are NaN and the other pixels are untouched.
   parts[1].mutable_data<float>()[5 * 32 + 3] = std::numeric_limits<float>::quiet_NaN();
-  NormRun got = RunInputNorm(cc, parts, &norm, w, &b, nullptr, nullptr);
+  KernelRun got = RunInputNorm(cc, parts, &norm, w, &b, nullptr, nullptr);
   ASSERT_TRUE(got.compute.ok()) << got.compute.ToString();
   for (int64_t o = 0; o < cc.m; ++o) EXPECT_TRUE(std::isnan(got.y.data<float>()[5 * cc.m + o])) << o;
   EXPECT_FALSE(std::isnan(got.y.data<float>()[4 * cc.m]));
@@ -274,7 +243,7 @@ TEST(NhwcConvInputNorm, BadPartsGiveAClearError) {
   };
   for (const ConvCase* cc : {&pw, &k3})
     for (const Bad& b : bad) {
-      NormRun got = RunInputNorm(*cc, b.parts, &norm, cc->kh == 1 ? w1 : w3, nullptr, nullptr, nullptr);
+      KernelRun got = RunInputNorm(*cc, b.parts, &norm, cc->kh == 1 ? w1 : w3, nullptr, nullptr, nullptr);
       ASSERT_TRUE(got.create.ok()) << got.create.ToString();
       EXPECT_FALSE(got.compute.ok()) << b.want;
       EXPECT_NE(got.compute.message().find(b.want), std::string::npos) << got.compute.ToString();
@@ -302,7 +271,7 @@ TEST(NhwcConvInputNorm, BadEncodingFailsAtCreation) {
       {[](Node& n, Graph& g) { n.inputs[4] = g.AddValue("s"); }, "input scale (input 4) does not combine"},
   };
   for (const Bad& b : bad) {
-    NormRun got = RunInputNorm(cc, parts, &norm, w, nullptr, nullptr, nullptr, false, b.edit);
+    KernelRun got = RunInputNorm(cc, parts, &norm, w, nullptr, nullptr, nullptr, false, b.edit);
     EXPECT_FALSE(got.create.ok()) << b.want;
     EXPECT_NE(got.create.message().find(b.want), std::string::npos) << got.create.ToString();
     EXPECT_NE(got.create.message().find("conv0"), std::string::npos) << got.create.ToString();

@@ -606,6 +606,21 @@ TEST(Layout, SpatialReduceMeanIsAGlobalAveragePool) {
 // Conv 1x1 (4 -> c) -> Sigmoid (s) -> Mul(d, s) (scale first when `scale_first`) -> Conv 1x1
 // (c -> m) -> + d's conv when m == c (EfficientNet's residual) -> output. `extra_reader`: the
 // Mul's product is also a graph output.
+// A bf16 fast-math session of `model` (1 thread) against the reference, within 2e-2.
+void ExpectBf16SessionClose(const onnx::ModelProto& model, const Feeds& feeds) {
+  const std::string bytes = Serialize(model);
+  SessionOptions o;
+  o.threads = 1;
+  o.kernel.bf16_fast_math = true;
+  auto bf = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
+  ASSERT_TRUE(bf.ok()) << bf.status().ToString();
+  auto out = (*bf)->Run(feeds);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  Runs r = RunBoth(model, feeds, 1);
+  r.opt = *out;
+  ExpectClose(r, 2e-2);
+}
+
 onnx::ModelProto SqueezeExciteNet(int64_t n, int64_t c, int64_t m, int64_t hw, bool scale_first, bool extra_reader) {
   onnx::ModelProto model = MakeModel(13, "layout_test");
   auto* g = model.mutable_graph();
@@ -661,17 +676,7 @@ TEST(Layout, SqueezeExcitationScaleJoinsTheProjection) {
       EXPECT_EQ(ops["NhwcGlobalAveragePool"], 0) << what;
     }
     // bf16: every conv on the bf16 GEMM (the net is shallow), the scale on a copy of X.
-    const std::string bytes = Serialize(model);
-    SessionOptions o;
-    o.threads = 1;
-    o.kernel.bf16_fast_math = true;
-    auto bf = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
-    ASSERT_TRUE(bf.ok()) << bf.status().ToString();
-    auto out = (*bf)->Run(feeds);
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
-    Runs r = RunBoth(model, feeds, 1);
-    r.opt = *out;
-    ExpectClose(r, 2e-2);
+    ExpectBf16SessionClose(model, feeds);
   }
 }
 
@@ -764,17 +769,7 @@ TEST(Layout, DenseBlockConcatAndNormJoinTheConv) {
       EXPECT_EQ(ops["NhwcBatchNormalization"], 0) << what;
       EXPECT_EQ(ops["Relu"], 0) << what;
     }
-    const std::string bytes = Serialize(model);
-    SessionOptions o;
-    o.threads = 1;
-    o.kernel.bf16_fast_math = true;
-    auto bf = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
-    ASSERT_TRUE(bf.ok()) << bf.status().ToString();
-    auto out = (*bf)->Run(feeds);
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
-    Runs r = RunBoth(model, feeds, 1);
-    r.opt = *out;
-    ExpectClose(r, 2e-2);
+    ExpectBf16SessionClose(model, feeds);
   }
 }
 

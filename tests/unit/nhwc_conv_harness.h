@@ -110,6 +110,41 @@ inline Node NhwcConvNode(const ConvCase& cc, const std::string& name = "conv0") 
   return node;
 }
 
+// Creates the registry's NhwcConv kernel for `node` (constants in g) and runs it on `vals`,
+// in node.inputs order (an empty Value: absent). `offered`: the residual tensor given as
+// input 3, whose buffer output 0 is offered, as the executor does for a dying residual
+// (OpKernel::InPlaceInput); out.in_place says if the kernel took it.
+inline KernelRun RunNhwcConvNode(const Node& node, const Graph& g, const std::vector<Value>& vals, ThreadPool* pool,
+                                 const Tensor* offered = nullptr) {
+  KernelRun out;
+  const KernelDef* def = CpuKernels().Find(kInternalDomain, "NhwcConv", 1, DataType::kFloat);
+  if (!def) {
+    out.create = NotFound("no NhwcConv kernel");
+    return out;
+  }
+  // The factory sees the same pool as Compute: the SGEMM conv serves every thread count.
+  auto k = def->factory(KernelInit{node, g, pool, {}});
+  out.create = k.status();
+  if (!k.ok()) return out;
+  out.impl = (*k)->ImplName();
+  std::vector<const Value*> ptrs;
+  for (const Value& v : vals) ptrs.push_back(v.empty() ? nullptr : &v);
+  ptrs.resize(node.inputs.size(), nullptr);
+  std::vector<Value> outs(node.outputs.size());
+  if (offered) {
+    EXPECT_EQ((*k)->InPlaceInput(), 3);
+    outs[0] = Value(*offered);
+    OfferedOutputs() = 1;
+  }
+  KernelContext ctx(node, ptrs, &outs, pool, DefaultAllocator(), nullptr);
+  out.compute = (*k)->Compute(ctx);
+  OfferedOutputs() = 0;
+  if (out.compute.ok()) out.y = outs[0].tensor();
+  if (out.compute.ok() && outs.size() > 1) out.pooled = outs[1].tensor();
+  out.in_place = out.compute.ok() && offered && out.y.data<float>() == offered->data<float>();
+  return out;
+}
+
 inline KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* r,
                              ThreadPool* pool, const Tensor* bad_residual = nullptr, bool in_place = false,
                              const Tensor* scale = nullptr, int64_t pool_keepdims = -1) {
@@ -147,31 +182,7 @@ inline KernelRun RunNhwcConv(const ConvCase& cc, const Tensor& x, const Tensor& 
     node.attrs["pool_keepdims"] = Attribute::Int(pool_keepdims);
     node.outputs.push_back(g.AddValue("pooled"));
   }
-  const KernelDef* def = CpuKernels().Find(kInternalDomain, "NhwcConv", 1, DataType::kFloat);
-  if (!def) {
-    out.create = NotFound("no NhwcConv kernel");
-    return out;
-  }
-  // The factory sees the same pool as Compute: the SGEMM conv serves every thread count.
-  auto k = def->factory(KernelInit{node, g, pool, {}});
-  out.create = k.status();
-  if (!k.ok()) return out;
-  out.impl = (*k)->ImplName();
-  std::vector<const Value*> ptrs;
-  for (const Value& v : vals) ptrs.push_back(v.empty() ? nullptr : &v);
-  std::vector<Value> outs(node.outputs.size());
-  if (in_place && r_copy.valid()) {
-    EXPECT_EQ((*k)->InPlaceInput(), 3);
-    outs[0] = Value(r_copy);
-    OfferedOutputs() = 1;
-  }
-  KernelContext ctx(node, ptrs, &outs, pool, DefaultAllocator(), nullptr);
-  out.compute = (*k)->Compute(ctx);
-  OfferedOutputs() = 0;
-  if (out.compute.ok()) out.y = outs[0].tensor();
-  if (out.compute.ok() && pool_keepdims >= 0) out.pooled = outs[1].tensor();
-  out.in_place = out.compute.ok() && r_copy.valid() && out.y.data<float>() == r_copy.data<float>();
-  return out;
+  return RunNhwcConvNode(node, g, vals, pool, in_place && r_copy.valid() ? &r_copy : nullptr);
 }
 
 inline void ExpectNear(const Tensor& got, const Tensor& want, const std::string& what) {
