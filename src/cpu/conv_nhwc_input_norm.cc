@@ -106,10 +106,12 @@ void TransformSpanScalar(const float* src, int64_t k, const NhwcConvInputTransfo
 template <bool kAvx512>
 void TransformRowRange(const Parts& p, const NhwcConvInputTransform& t, int64_t row, int64_t k0, int64_t kc,
                        float* dst) {
+  if (kc <= 0) return;
   size_t i = 0;
   while (p.off[i + 1] <= k0) ++i;  // the part holding channel k0
   for (int64_t k = k0, end = k0 + kc; k < end; ++i) {
     const int64_t len = std::min(p.off[i + 1], end) - k;
+    if (len == 0) continue;  // a part of no channels (its data may be null)
     const float* src = p.x[i] + row * p.c[i] + (k - p.off[i]);
     if constexpr (kAvx512) {
       TransformSpanAvx512(src, len, t, k, dst + (k - k0));

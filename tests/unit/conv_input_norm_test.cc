@@ -3,7 +3,7 @@
 // conv(act(BN(Concat(parts)))) against the naive conv of that input made whole. The
 // pointwise SGEMM conv gathers its A tiles from the parts; other kernels (3x3 SGEMM,
 // Winograd, depthwise, grouped) run on a transformed copy. With the fused residual (in place
-// too), 1 and 2 threads, odd part widths, a one-pixel map, an empty batch; a NaN stays NaN
+// too), 1 and 2 threads, odd and empty part widths, a one-pixel map, an empty batch; a NaN stays NaN
 // through the clamp; bad parts or norm parameters give errors naming them.
 #include <gtest/gtest.h>
 
@@ -155,6 +155,9 @@ TEST(NhwcConvInputNorm, EveryKernelMatchesTheConvOfTheWholeInput) {
        "parts, no norm"},
       {{.h = 6, .w = 5, .c = 24, .m = 33, .kh = 1, .kw = 1}, {24}, "", "nhwc-sgemm", "norm, no activation, one part"},
       {{.h = 1, .w = 1, .c = 5, .m = 1, .kh = 1, .kw = 1}, {2, 3}, "Relu", "nhwc-sgemm", "one pixel, one output"},
+      // A part of no channels (Concat allows one) between others, and first.
+      {{.h = 3, .w = 4, .c = 20, .m = 8, .kh = 1, .kw = 1}, {0, 4, 0, 16}, "Relu", "nhwc-sgemm", "empty parts"},
+      {{.h = 5, .w = 5, .c = 20, .m = 8, .pads = {1, 1, 1, 1}}, {4, 0, 16}, nullptr, "nhwc-sgemm", "empty part, 3x3"},
       {{.n = 0, .h = 4, .w = 4, .c = 8, .m = 8, .kh = 1, .kw = 1}, {4, 4}, "Relu", "nhwc-sgemm", "empty batch"},
       // Other kernels read the transformed copy.
       {{.n = 2, .h = 7, .w = 6, .c = 24, .m = 33, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}},
