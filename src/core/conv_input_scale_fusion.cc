@@ -107,7 +107,9 @@ int SplitNhwcPoolOverConcat(Graph& g) {
         !IsFloat(g, y))
       continue;
     bool ok = true;
-    for (int v : cat.inputs) ok = ok && v >= 0 && StaticDims(g, v).size() == 4 && IsFloat(g, v);
+    // Parts of at least one channel: a pool of an empty map is no saving worth a node.
+    for (int v : cat.inputs)
+      ok = ok && v >= 0 && StaticDims(g, v).size() == 4 && StaticDims(g, v)[3] > 0 && IsFloat(g, v);
     if (!ok) continue;
     split_at[pi] = ki;
     drop[ki] = 1;
