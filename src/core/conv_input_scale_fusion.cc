@@ -108,8 +108,10 @@ int SplitNhwcPoolOverConcat(Graph& g) {
       continue;
     bool ok = true;
     // Parts of at least one channel: a pool of an empty map is no saving worth a node.
-    for (int v : cat.inputs)
-      ok = ok && v >= 0 && StaticDims(g, v).size() == 4 && StaticDims(g, v)[3] > 0 && IsFloat(g, v);
+    for (int v : cat.inputs) {
+      const std::vector<int64_t> d = v >= 0 ? StaticDims(g, v) : std::vector<int64_t>{};
+      ok = ok && d.size() == 4 && d[3] > 0 && IsFloat(g, v);
+    }
     if (!ok) continue;
     split_at[pi] = ki;
     drop[ki] = 1;
@@ -157,7 +159,7 @@ int FuseNhwcConvInputNorm(Graph& g) {
   for (size_t ci = 0; ci < g.nodes.size(); ++ci) {
     Node& conv = g.nodes[ci];
     const int64_t c = PointwiseConvChannels(g, conv);
-    if (c < 0 || (conv.inputs.size() > 4 && conv.inputs[4] >= 0)) continue;
+    if (c < 0) continue;  // (no input scale: PointwiseConvChannels takes at most 4 inputs)
     // The pre-activation BatchNormalization (+ Relu), when the conv is its only reader.
     int x = conv.inputs[0], reader = static_cast<int>(ci);
     const int bi = gu.Producer(x);
@@ -165,9 +167,11 @@ int FuseNhwcConvInputNorm(Graph& g) {
     if (bi >= 0 && !drop[bi] && gu.SoleConsumer(x) == reader) {
       const Node& b = g.nodes[bi];
       bool ok = b.op_type == "NhwcBatchNormalization" && b.domain == kInternalDomain && b.provider == "cpu" &&
-                b.inputs.size() == 5 && b.outputs.size() == 1 && b.inputs[0] >= 0 &&
-                StaticDims(g, b.inputs[0]).size() == 4 && StaticDims(g, b.inputs[0]) == StaticDims(g, x) &&
-                IsFloat(g, b.inputs[0]);
+                b.inputs.size() == 5 && b.outputs.size() == 1 && b.inputs[0] >= 0 && IsFloat(g, b.inputs[0]);
+      if (ok) {
+        const std::vector<int64_t> bd = StaticDims(g, b.inputs[0]);
+        ok = bd.size() == 4 && bd == StaticDims(g, x);
+      }
       for (int i = 1; ok && i < 5; ++i) {
         const Tensor* p = b.inputs[i] >= 0 ? g.Constant(b.inputs[i]) : nullptr;
         ok = p && p->dtype() == DataType::kFloat && p->rank() == 1 && p->dim(0) == c;
