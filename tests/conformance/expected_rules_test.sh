@@ -19,4 +19,15 @@ rc=$?
 if [ $rc -ne 1 ] || ! grep -q "UNEXPECTED PASS node/test_abs" <<<"$out"; then
   echo "FAIL: a listed case that passes should fail the run (rc $rc):"; echo "$out"; exit 1
 fi
+for bad in 0 -1 x 2x 257 ""; do
+  out="$("$runner" --threads "$bad" --suites node --filter node/test_abs 2>&1)"
+  rc=$?
+  if [ $rc -ne 2 ] || ! grep -q -- "--threads wants a count from 1 to 256, got '$bad'" <<<"$out"; then
+    echo "FAIL: --threads '$bad' should be refused with a clear error (rc $rc):"; echo "$out"; exit 1
+  fi
+done
+out="$("$runner" --threads 2 --suites node --filter node/test_abs -v)"
+if [ $? -ne 0 ] || ! grep -q "PASS node/test_abs" <<<"$out"; then
+  echo "FAIL: --threads 2 should run the case:"; echo "$out"; exit 1
+fi
 echo "expected-failures rules: ok"

@@ -40,6 +40,10 @@ struct Options {
   std::string results_out;
   std::string filter;
   int timeout_s = 60;
+  // Intra-op threads of each case's session: the expected failures are those of 1 thread,
+  // and any other count must give the same results (a check of the kernels' row splits on
+  // the suites' odd shapes).
+  int threads = 1;
   bool update = false;
   bool verbose = false;
 };
@@ -151,9 +155,9 @@ Value FixBf16(Value v, const TypeInfo& declared) {
 }
 
 // Runs one case in-process. Returns "PASS" or "FAIL <reason>".
-std::string RunCase(const fs::path& dir) {
+std::string RunCase(const fs::path& dir, int threads) {
   SessionOptions so;
-  so.threads = 1;
+  so.threads = threads;
   auto s = Session::CreateFromFile((dir / "model.onnx").string(), so);
   if (!s.ok()) return "FAIL load: " + OneLine(s.status().ToString());
   Session& session = **s;
@@ -189,7 +193,7 @@ std::string RunCase(const fs::path& dir) {
 }
 
 // Runs a case in a child process with a time limit.
-std::string RunIsolated(const fs::path& dir, int timeout_s) {
+std::string RunIsolated(const fs::path& dir, int threads, int timeout_s) {
   int fds[2];
   if (pipe(fds) != 0) return "FAIL pipe: " + std::string(std::strerror(errno));
   std::fflush(nullptr);
@@ -197,7 +201,7 @@ std::string RunIsolated(const fs::path& dir, int timeout_s) {
   if (pid < 0) return "FAIL fork: " + std::string(std::strerror(errno));
   if (pid == 0) {
     close(fds[0]);
-    std::string r = RunCase(dir);
+    std::string r = RunCase(dir, threads);
     size_t off = 0;
     while (off < r.size()) {
       ssize_t w = write(fds[1], r.data() + off, r.size() - off);
@@ -288,6 +292,15 @@ int main(int argc, char** argv) {
       o.filter = next();
     } else if (a == "--timeout") {
       o.timeout_s = std::atoi(next().c_str());
+    } else if (a == "--threads") {
+      const std::string v = next();
+      char* end = nullptr;
+      const long t = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || t < 1 || t > 256) {
+        std::fprintf(stderr, "strata_conformance: --threads wants a count from 1 to 256, got '%s'\n", v.c_str());
+        return 2;
+      }
+      o.threads = static_cast<int>(t);
     } else if (a == "--suites") {
       o.suites.clear();
       std::stringstream ss(next());
@@ -298,12 +311,12 @@ int main(int argc, char** argv) {
     } else if (a == "-v" || a == "--verbose") {
       o.verbose = true;
     } else if (a == "--run-one") {  // debugging: run a single case folder in-process
-      std::printf("%s\n", RunCase(next()).c_str());
+      std::printf("%s\n", RunCase(next(), o.threads).c_str());
       return 0;
     } else {
       std::fprintf(stderr,
                    "usage: strata_conformance [--data DIR] [--suites a,b] [--expected-failures FILE] "
-                   "[--results FILE] [--filter SUBSTR] [--timeout S] [--update] [--run-one CASE_DIR]\n"
+                   "[--results FILE] [--filter SUBSTR] [--timeout S] [--threads N] [--update] [--run-one CASE_DIR]\n"
                    "unknown argument '%s'\n",
                    a.c_str());
       return 2;
@@ -344,7 +357,7 @@ int main(int argc, char** argv) {
     for (const auto& c : cases) {
       std::string id = suite + "/" + c.filename().string();
       if (!o.filter.empty() && id.find(o.filter) == std::string::npos) continue;
-      std::string r = RunIsolated(c, o.timeout_s);
+      std::string r = RunIsolated(c, o.threads, o.timeout_s);
       bool pass = r == "PASS";
       std::string reason = pass ? "" : r.substr(5);
       lines.push_back((pass ? "PASS " : "FAIL ") + id + (pass ? "" : " " + reason));
@@ -377,8 +390,8 @@ int main(int argc, char** argv) {
 
   if (!o.results_out.empty()) {
     std::ofstream out(o.results_out);
-    out << "# strata_conformance: strata " << STRATA_VERSION_STRING
-        << "; threads 1; rtol 0.001 atol 1e-07 (float), exact (int/bool/string)\n";
+    out << "# strata_conformance: strata " << STRATA_VERSION_STRING << "; threads " << o.threads
+        << "; rtol 0.001 atol 1e-07 (float), exact (int/bool/string)\n";
     for (const auto& l : lines) out << l << "\n";
     for (const auto& s : summaries) out << s << "\n";
   }
