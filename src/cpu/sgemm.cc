@@ -116,7 +116,7 @@ int TileStarts(int64_t mrows, int64_t* starts) {
 }
 
 // Rows of each of `blocks` M blocks (a multiple of kMr, at most kMc) that spread m's row
-// tiles evenly over them: 196 rows in 2 blocks are 108 + 88, not 192 + 4.
+// tiles evenly over them: 220 rows in 2 blocks are 120 + 100, not 204 + 16.
 int64_t EvenBlockRows(int64_t m, int64_t blocks) {
   const int64_t tiles = (m + kMr - 1) / kMr;
   return std::min(kMc, (tiles + blocks - 1) / blocks * kMr);

@@ -215,6 +215,11 @@ TEST_F(SgemmTest, InPlaceAAndPackedAAgreeAtTheBounds) {
       }
   for (int64_t k : {sgemm::kMaxIndirectK, sgemm::kMaxIndirectK + 1}) Check({.m = 13, .n = 40, .k = k}, seed++);
   for (int64_t m : {1, 11, 12, 13, 23, 24, 25, 191, 192, 193, 397}) Check({.m = m, .n = 64, .k = 256}, seed++);
+  // Around the M block (kMc = 204 rows, 17 tiles: a 14x14 map's 196 rows are one block) and
+  // two of it, on the packed path (5 panels) as well, at 1 and 2 threads.
+  for (int threads : {1, 2})
+    for (int64_t m : {196, 203, 204, 205, 408, 409})
+      for (int64_t n : {64, 160}) Check({.m = m, .n = n, .k = 300, .threads = threads}, seed++);
   std::vector<float> bias = Rand(128, 250);
   sgemm::Epilogue ep;
   ep.accumulate = true;
