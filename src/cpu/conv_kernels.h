@@ -60,6 +60,16 @@ struct NhwcWindow {
   int64_t h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
 };
 NhwcWindow MakeNhwcWindow(const float* x, const NhwcConvInput& in);
+// What an im2col fill or pointer table of one Compute needs; lives on Compute's stack.
+struct NhwcIm2col : NhwcWindow {
+  const float* zeros;  // zeros for a tap in the padding: at least one segment's floats
+};
+// sgemm::IndirectA rows over an NhwcIm2col (ctx): for output pixels [row0, row0 + rows),
+// one pointer per kernel tap to that input pixel (x + pixel * c), or to the zeros where the
+// tap falls in the padding. The segment read there is the IndirectA's seg floats: all C
+// channels for a plain conv, one group's for a grouped one (x offset to the group, c still
+// the pixel stride).
+void NhwcIm2colPointers(const void* ctx, int64_t row0, int64_t rows, const float** dst);
 // Output pixel (img, oy, ox) of the NHWC conv GEMM's row `row` ([N][OH][OW] order), stepped
 // row by row: the im2col gathers and pointer tables divide once per call, not per row.
 struct PixelCursor {

@@ -15,17 +15,9 @@
 #include "cpu/sgemm.h"
 
 namespace strata {
-namespace {
 
-// What the im2col fill of one Compute needs; lives on Compute's stack.
-struct Im2col : NhwcWindow {
-  const float* zeros;  // c zeros: the indirect A's source for taps in the padding
-};
-
-// IndirectA rows: for output pixels [row0, row0 + rows), each tap's C input channels (one
-// NHWC pixel), or the zero row where the tap falls in the padding.
-void Im2colPointers(const void* ctx, int64_t row0, int64_t rows, const float** dst) {
-  const Im2col& g = *static_cast<const Im2col*>(ctx);
+void NhwcIm2colPointers(const void* ctx, int64_t row0, int64_t rows, const float** dst) {
+  const NhwcIm2col& g = *static_cast<const NhwcIm2col*>(ctx);
   PixelCursor px(row0, g.oh, g.ow);
   for (int64_t r = 0; r < rows; ++r, px.Next()) {
     const int64_t iy0 = px.oy * g.sh - g.pt, ix0 = px.ox * g.sw - g.pl;
@@ -41,6 +33,8 @@ void Im2colPointers(const void* ctx, int64_t row0, int64_t rows, const float** d
     }
   }
 }
+
+namespace {
 
 // IndirectA rows over a zero-padded copy of X: KH segments of KW * C floats per output pixel.
 void PaddedRowPointers(const void* ctx, int64_t row0, int64_t rows, const float** dst) {
@@ -69,7 +63,7 @@ bool UseIndirect(int64_t c, int64_t k) { return c >= 16 && k <= sgemm::kMaxIndir
 
 // Writes im2col rows [row0, row0 + rows) x columns [k0, k0 + kc) row-major into dst.
 void FillIm2col(const void* ctx, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst, int64_t ld) {
-  const Im2col& g = *static_cast<const Im2col*>(ctx);
+  const NhwcIm2col& g = *static_cast<const NhwcIm2col*>(ctx);
   const int64_t c = g.c, end = k0 + kc, kwc = g.kw * c;
   PixelCursor px(row0, g.oh, g.ow);
   for (int64_t r = 0; r < rows; ++r, px.Next()) {
@@ -164,7 +158,7 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
     } else if (IsPointwiseNhwc(g)) {
       st = sgemm::Gemm(rows, xd, c, packed_, out, m, ep, ctx.pool());
     } else {
-      const Im2col geo{MakeNhwcWindow(xd, xin), zeros_.data()};
+      const NhwcIm2col geo{MakeNhwcWindow(xd, xin), zeros_.data()};
       // Padded extent: every row / column any output pixel's window reaches, and X itself.
       const int64_t hp = std::max(g.pad_begin[0] + h, (oh - 1) * g.strides[0] + (g.kernel[0] - 1) * g.dilations[0] + 1);
       const int64_t wp = std::max(g.pad_begin[1] + w, (ow - 1) * g.strides[1] + g.kernel[1]);
@@ -183,7 +177,7 @@ class NhwcGemmConvKernel final : public OpKernel, public PacksConstantInputs {
         const sgemm::IndirectA ia{PaddedRowPointers, &pimg, g.kernel[0], g.kernel[1] * c};
         st = sgemm::GemmIndirect(rows, ia, packed_, out, m, ep, ctx.pool());
       } else if (UseIndirect(c, packed_.k())) {
-        const sgemm::IndirectA ia{Im2colPointers, &geo, g.kernel[0] * g.kernel[1], c};
+        const sgemm::IndirectA ia{NhwcIm2colPointers, &geo, g.kernel[0] * g.kernel[1], c};
         st = sgemm::GemmIndirect(rows, ia, packed_, out, m, ep, ctx.pool());
       } else {
         st = sgemm::GemmGathered(rows, sgemm::ASource{FillIm2col, &geo}, packed_, out, m, ep, ctx.pool());

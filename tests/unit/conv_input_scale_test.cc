@@ -67,7 +67,8 @@ TEST(NhwcConvInputScale, EveryKernelMatchesTheConvOfTheScaledInput) {
        "depthwise"},
       {{.h = 9, .w = 9, .c = 48, .m = 48, .pads = {1, 1, 1, 1}, .group = 6}, false, "nhwc-grouped", "grouped"},
       {{.h = 14, .w = 15, .c = 16, .m = 32, .pads = {1, 1, 1, 1}}, false, "winograd-f4x4", "Winograd"},
-      {{.h = 7, .w = 8, .c = 32, .m = 32, .pads = {1, 1, 1, 1}, .group = 2}, true, "xnnpack", "XNNPACK"},
+      {{.h = 7, .w = 8, .c = 64, .m = 64, .pads = {1, 1, 1, 1}, .group = 2}, true, "nhwc-grouped-gemm", "wide groups"},
+      {{.h = 7, .w = 8, .c = 256, .m = 256, .pads = {1, 1, 1, 1}, .group = 2}, true, "xnnpack", "XNNPACK"},
   };
   uint32_t seed = 900;
   for (const ScaleCase& sc : cases) {

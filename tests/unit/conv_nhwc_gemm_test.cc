@@ -402,6 +402,33 @@ TEST(NhwcGemmConv, BadInputsGiveClearErrors) {
   EXPECT_NE(r.create.message().find("residual"), std::string::npos) << r.create.message();
 }
 
+// The per-group SGEMM conv (groups of 32): X of the wrong channel count or rank is a clear
+// error naming the node, never a read past X; an empty batch gives an empty Y.
+TEST(NhwcGroupedConv, WideGroupsBadInputsGiveClearErrors) {
+  if (!sgemm::Available()) GTEST_SKIP();
+  ThreadPool pool2(2);
+  ConvCase cc{.h = 5, .w = 5, .c = 64, .m = 64, .pads = {1, 1, 1, 1}, .group = 2};
+  const Tensor w = Random({64, 32, 3, 3}, 2), b = Random({64}, 3);
+  for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+    const Tensor x48 = Random({1, 5, 5, 48}, 5);
+    KernelRun r = RunNhwcConv(cc, x48, w, &b, nullptr, pool);
+    ASSERT_TRUE(r.create.ok()) << r.create.ToString();
+    EXPECT_EQ(r.impl, "nhwc-grouped-gemm");
+    EXPECT_FALSE(r.compute.ok());
+    EXPECT_NE(r.compute.message().find("conv0"), std::string::npos) << r.compute.message();
+    const Tensor x3 = Random({5, 5, 64}, 6);
+    r = RunNhwcConv(cc, x3, w, &b, nullptr, pool);
+    EXPECT_EQ(r.compute.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.compute.message().find("rank 4"), std::string::npos) << r.compute.message();
+    ConvCase empty = cc;
+    empty.n = 0;
+    const Tensor x0 = Random({0, 5, 5, 64}, 7);
+    r = RunNhwcConv(empty, x0, w, &b, nullptr, pool);
+    ASSERT_TRUE(r.compute.ok()) << r.compute.ToString();
+    EXPECT_EQ(r.y.num_elements(), 0);
+  }
+}
+
 TEST(NhwcGemmConv, GroupedConvStaysOnXnnpackAndMatches) {
   ConvCase cc{.n = 2, .h = 6, .w = 7, .c = 8, .m = 12, .pads = {1, 1, 1, 1}, .group = 2};
   const Tensor x = Random({2, 6, 7, 8}, 1), w = Random({12, 4, 3, 3}, 2), b = Random({12}, 3);
@@ -466,11 +493,13 @@ TEST(NhwcDepthwiseConv, MatchesNaiveConvAtEdgeShapes) {
   }
 }
 
-// Groups of 4 and 8 channels run on the spread-group kernel (conv_nhwc_grouped.cc): rows
-// wide enough for 8- and 4-pixel blocks and single pixels, the last 16-channel tile partial
-// (M = 24, 20, 12, 4), stride 2 on odd sizes, asymmetric and SAME pads, dilation, a 5x5 and
-// a 1x1 kernel, one pixel, rows with no interior column, batch 2, 1 and 2 threads (a
-// 7x7 map splits its tiles over the threads).
+// Groups of 4 and 8 channels run on the spread-group kernel (conv_nhwc_grouped.cc), groups
+// of 32 (and of 16 on 2 threads) on one SGEMM per group (conv_nhwc_grouped_gemm.cc), 16 on
+// 1 thread on XNNPACK: rows wide enough for 8- and 4-pixel
+// blocks and single pixels, the last 16-channel tile partial (M = 24, 20, 12, 4), stride 2
+// on odd sizes, asymmetric and SAME pads, dilation, a 5x5 and a 1x1 kernel, one pixel,
+// rows with no interior column, batch 2, 1 and 2 threads (a 7x7 map splits its tiles over
+// the threads). ResNeXt-50's layer3 and layer4 convs (16 and 32 channels per group) too.
 TEST(NhwcGroupedConv, MatchesNaiveConvAtEdgeShapes) {
   ThreadPool pool2(2);
   const std::vector<ConvCase> cases = {
@@ -483,8 +512,17 @@ TEST(NhwcGroupedConv, MatchesNaiveConvAtEdgeShapes) {
       {.h = 8, .w = 17, .c = 16, .m = 16, .kh = 5, .kw = 5, .sh = 1, .sw = 2, .pads = {2, 1, 2, 2}, .group = 2},
       {.h = 6, .w = 13, .c = 32, .m = 32, .kh = 1, .kw = 1, .pads = {0, 0, 0, 0}, .group = 4},
       {.h = 1, .w = 1, .c = 16, .m = 16, .pads = {1, 1, 1, 1}, .group = 2},  // only the centre tap
-      {.h = 5, .w = 2, .c = 8, .m = 8, .pads = {1, 1, 1, 1}, .group = 2},  // no interior column
+      {.h = 5, .w = 2, .c = 8, .m = 8, .pads = {1, 1, 1, 1}, .group = 2},    // no interior column
       {.h = 3, .w = 10, .c = 16, .m = 16, .pads = {0, 0, 0, 0}, .auto_pad = "SAME_UPPER", .group = 2},
+      // Wide groups.
+      {.h = 14, .w = 14, .c = 512, .m = 512, .pads = {1, 1, 1, 1}, .relu = true, .group = 32},
+      {.h = 7, .w = 7, .c = 1024, .m = 1024, .pads = {1, 1, 1, 1}, .group = 32},
+      {.n = 2, .h = 13, .w = 11, .c = 64, .m = 64, .sh = 2, .sw = 2, .pads = {1, 0, 1, 2}, .group = 2},
+      {.h = 9, .w = 30, .c = 48, .m = 48, .dh = 2, .dw = 3, .pads = {2, 3, 2, 3}, .bias = false, .group = 3},
+      {.h = 8, .w = 17, .c = 32, .m = 32, .kh = 5, .kw = 5, .sh = 1, .sw = 2, .pads = {2, 1, 2, 2}, .group = 2},
+      {.h = 6, .w = 13, .c = 64, .m = 64, .kh = 1, .kw = 1, .pads = {0, 0, 0, 0}, .group = 2},
+      {.h = 1, .w = 1, .c = 32, .m = 32, .pads = {1, 1, 1, 1}, .group = 2},  // only the centre tap
+      {.h = 5, .w = 2, .c = 96, .m = 96, .pads = {1, 1, 1, 1}, .group = 3},  // no interior column
   };
   uint32_t seed = 200;
   for (ConvCase cc : cases) {
@@ -496,7 +534,9 @@ TEST(NhwcGroupedConv, MatchesNaiveConvAtEdgeShapes) {
     for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
       KernelRun r = RunNhwcConv(cc, x, w, cc.bias ? &b : nullptr, nullptr, pool);
       ASSERT_TRUE(r.create.ok() && r.compute.ok()) << Name(cc) << r.create.ToString() << r.compute.ToString();
-      EXPECT_EQ(r.impl, "nhwc-grouped") << Name(cc);
+      const int64_t cg = cc.c / cc.group;
+      const char* impl = cg % 16 != 0 ? "nhwc-grouped" : cg == 16 && !pool ? "xnnpack" : "nhwc-grouped-gemm";
+      EXPECT_EQ(r.impl, impl) << Name(cc);
       ExpectNear(r.y, want, "grouped " + Name(cc));
     }
   }
@@ -504,7 +544,7 @@ TEST(NhwcGroupedConv, MatchesNaiveConvAtEdgeShapes) {
 
 // SiLU and HardSwish fused into an NhwcConv (FuseNhwcConvActivation) on every kernel that
 // can take one: applied in the SGEMM (1x1 direct and gathered 3x3), Winograd, depthwise,
-// stem and grouped stores, and over XNNPACK's output (16 channels per group), against the
+// stem and grouped stores, and over XNNPACK's output (128 channels per group), against the
 // naive conv followed by the activation, 1 and 2 threads; maps scaled so that values span
 // both flat tails of each function.
 TEST(NhwcConv, FusedSiluAndHardSwishOnEveryKernel) {
@@ -524,7 +564,8 @@ TEST(NhwcConv, FusedSiluAndHardSwishOnEveryKernel) {
        "0"},
       {{.h = 15, .w = 17, .c = 3, .m = 32, .sh = 2, .sw = 2, .pads = {1, 1, 1, 1}}, "nhwc-stem", "0"},
       {{.h = 9, .w = 19, .c = 48, .m = 48, .pads = {1, 1, 1, 1}, .group = 6}, "nhwc-grouped", "0"},
-      {{.h = 7, .w = 8, .c = 32, .m = 32, .pads = {1, 1, 1, 1}, .group = 2}, "xnnpack", "0"},
+      {{.h = 7, .w = 8, .c = 64, .m = 64, .pads = {1, 1, 1, 1}, .group = 2}, "nhwc-grouped-gemm", "0"},
+      {{.h = 7, .w = 8, .c = 256, .m = 256, .pads = {1, 1, 1, 1}, .group = 2}, "xnnpack", "0"},
   };
   uint32_t seed = 700;
   for (const ActCase& ac : cases)
