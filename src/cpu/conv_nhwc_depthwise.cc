@@ -23,6 +23,7 @@
 #include "cpu/conv_kernels.h"
 #include "cpu/conv_nhwc_gemm.h"
 #include "cpu/nhwc_kernels.h"
+#include "cpu/parallel_by_cpu.h"
 #include "cpu/sgemm.h"
 #include "cpu/simd_clamp.h"
 
@@ -578,7 +579,12 @@ class NhwcDepthwiseKernel final : public OpKernel {
     // ~64 KiB of output per chunk: enough work to amortise a pool wake-up.
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, ow * c));
     if (ctx.pool()) {
-      ctx.pool()->Run(rows, grain, rows_fn);
+      // Row regions on fixed CPUs, as the SGEMM's M blocks: a CPU reads the input rows it
+      // wrote as the expand conv (stride 1: the same rows), and the projection conv after
+      // this one reads the output rows from the same CPU. With dynamic chunks the rows a
+      // thread took changed from run to run, and on 2 vCPUs a read of what the other one
+      // wrote runs at about half the rate.
+      ParallelRangeByCpu(ctx.pool(), rows, grain, rows_fn);
     } else {
       rows_fn(0, rows);
     }

@@ -29,6 +29,7 @@
 
 #include "core/constant_release.h"
 #include "cpu/nhwc_kernels.h"
+#include "cpu/parallel_by_cpu.h"
 #include "cpu/sgemm.h"
 #include "cpu/simd_clamp.h"
 
@@ -216,7 +217,8 @@ class NhwcGroupedConvKernel final : public OpKernel, public PacksConstantInputs 
     // ~64 KiB of output per grain: enough work to amortise a pool wake-up.
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, ow * m_ / chunks));
     if (ctx.pool() && threads > 1) {
-      ctx.pool()->Run(total, grain, items);
+      // Row regions on fixed CPUs (as the depthwise conv's): each CPU reads the rows it wrote.
+      ParallelRangeByCpu(ctx.pool(), total, grain, items);
     } else {
       items(0, total);
     }
