@@ -25,18 +25,21 @@ namespace strata {
 namespace {
 
 // The IndirectA of one group: the run's pointer table (every output pixel's taps, made once
-// for all groups by NhwcIm2colPointers, row-major [row][tap]) advanced to the group's first
-// channel. A padding tap points into the zeros, which hold C floats, so it stays there. With
-// 16 channels per group a tap's segment is only 16 k steps of the tile, and making the
-// pointers per group and tile cost about as much as the tile's FMAs.
+// for all groups by NhwcIm2colPointers in its own layout: per block of kIndirectRows rows,
+// [tap][row]) advanced to the group's first channel. A padding tap points into the zeros,
+// which hold C floats, so it stays there. With 16 channels per group a tap's segment is
+// only 16 k steps of the tile, and making the pointers per group and tile cost about as
+// much as the tile's FMAs.
 struct GroupRows {
   const float* const* table;
   int64_t taps, offset;
   static void Rows(const void* ctx, int64_t row0, int64_t rows, const float** dst) {
+    constexpr int64_t kR = sgemm::kIndirectRows;
     const GroupRows& g = *static_cast<const GroupRows*>(ctx);
     for (int64_t r = 0; r < rows; ++r) {
-      const float* const* src = g.table + (row0 + r) * g.taps;
-      for (int64_t t = 0; t < g.taps; ++t) dst[t * sgemm::kIndirectRows + r] = src[t] + g.offset;
+      const int64_t row = row0 + r;
+      const float* const* src = g.table + row / kR * g.taps * kR + row % kR;
+      for (int64_t t = 0; t < g.taps; ++t) dst[t * kR + r] = src[t * kR] + g.offset;
     }
   }
 };
@@ -74,20 +77,12 @@ class NhwcGroupedGemmConvKernel final : public OpKernel, public PacksConstantInp
     if (y->num_elements() == 0) return Status::Ok();
     const int64_t rows = xin.n * oh * ow, groups = static_cast<int64_t>(packed_.size());
     const int64_t taps = g.kernel[0] * g.kernel[1];
-    const float** table = ThreadTable(static_cast<size_t>(rows * taps));
-    {
-      const NhwcIm2col geo{MakeNhwcWindow(x->data<float>(), xin), zeros_.data()};
-      const float* chunk[sgemm::kIndirectRows * 64];  // [tap][row] for up to 64 taps; else row by row
-      const int64_t per = taps <= 64 ? sgemm::kIndirectRows : 1;
-      std::vector<const float*> big(taps > 64 ? static_cast<size_t>(taps * sgemm::kIndirectRows) : 0);
-      const float** tmp = taps > 64 ? big.data() : chunk;
-      for (int64_t r0 = 0; r0 < rows; r0 += per) {
-        const int64_t nr = std::min(per, rows - r0);
-        NhwcIm2colPointers(&geo, r0, nr, tmp);
-        for (int64_t r = 0; r < nr; ++r)
-          for (int64_t t = 0; t < taps; ++t) table[(r0 + r) * taps + t] = tmp[t * sgemm::kIndirectRows + r];
-      }
-    }
+    constexpr int64_t kR = sgemm::kIndirectRows;
+    const int64_t blocks = (rows + kR - 1) / kR;
+    const float** table = ThreadTable(static_cast<size_t>(blocks * taps * kR));
+    const NhwcIm2col geo{MakeNhwcWindow(x->data<float>(), xin), zeros_.data()};
+    for (int64_t bi = 0; bi < blocks; ++bi)
+      NhwcIm2colPointers(&geo, bi * kR, std::min(kR, rows - bi * kR), table + bi * taps * kR);
     float* out = y->mutable_data<float>();
     std::atomic<bool> any_failed{false};  // only the SGEMM's scratch allocation can fail
     auto run = [&](int64_t begin, int64_t end) {

@@ -30,4 +30,9 @@ out="$("$runner" --threads 2 --suites node --filter node/test_abs -v)"
 if [ $? -ne 0 ] || ! grep -q "PASS node/test_abs" <<<"$out"; then
   echo "FAIL: --threads 2 should run the case:"; echo "$out"; exit 1
 fi
+# --run-one runs after all options are read, so a --threads after it applies too.
+out="$("$runner" --run-one /usr/share/libonnx-testdata/data/node/test_abs --threads 2)"
+if [ $? -ne 0 ] || [ "$out" != "PASS" ]; then
+  echo "FAIL: --run-one with --threads after it should run the case:"; echo "$out"; exit 1
+fi
 echo "expected-failures rules: ok"

@@ -273,6 +273,7 @@ std::map<std::string, std::string> ReadExpected(const std::string& path, bool* o
 
 int main(int argc, char** argv) {
   Options o;
+  std::string run_one;  // run after parsing, so that options given after it (--threads) apply
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -311,8 +312,7 @@ int main(int argc, char** argv) {
     } else if (a == "-v" || a == "--verbose") {
       o.verbose = true;
     } else if (a == "--run-one") {  // debugging: run a single case folder in-process
-      std::printf("%s\n", RunCase(next(), o.threads).c_str());
-      return 0;
+      run_one = next();
     } else {
       std::fprintf(stderr,
                    "usage: strata_conformance [--data DIR] [--suites a,b] [--expected-failures FILE] "
@@ -321,6 +321,10 @@ int main(int argc, char** argv) {
                    a.c_str());
       return 2;
     }
+  }
+  if (!run_one.empty()) {
+    std::printf("%s\n", RunCase(run_one, o.threads).c_str());
+    return 0;
   }
   if (!fs::is_directory(o.data_dir)) {
     std::fprintf(stderr, "strata_conformance: test data folder '%s' not found (install libonnx-testdata)\n",
