@@ -112,6 +112,85 @@ TEST(IntMatMul, EmptyTensors) {
                 MakeTensor(DataType::kInt32, {2, 3}, std::vector<double>(6, 0)));
 }
 
+// Shapes that fill the VNNI GEMM's 12-row tiles and 32-column panel pairs (where the CPU has it,
+// a constant B runs there), with a batched A over one B and per-column zero points.
+TEST(IntMatMul, LargerProductsMatchNaiveWithConstantAndRunTimeB) {
+  const int64_t M = 30, K = 70, N = 40;
+  uint64_t seed = 50;
+  for (DataType at : {DataType::kUInt8, DataType::kInt8})
+    for (DataType bt : {DataType::kUInt8, DataType::kInt8}) {
+      const Tensor a = Q8(at, {2, M, K}, seed++), b = Q8(bt, {K, N}, seed++);
+      const Tensor azp = Q8(at, {}, seed++), bzp = Q8(bt, {N}, seed++);
+      std::vector<int64_t> sums;
+      for (int64_t t = 0; t < 2; ++t) {
+        const auto av = ToDoubles(a);
+        const Tensor at_t =
+            MakeTensor(at, {M, K}, std::vector<double>(av.begin() + t * M * K, av.begin() + (t + 1) * M * K));
+        const auto part = RefMatMulSums(at_t, b, azp, bzp, M, K, N);
+        sums.insert(sums.end(), part.begin(), part.end());
+      }
+      ExpectAllWays(OpSpec("MatMulInteger", 10), {a, b, azp, bzp}, {1, 3}, Ints(sums, {2, M, N}, DataType::kInt32));
+    }
+}
+
+// DynamicQuantizeLinear against its formula (scale over [min(0, x), max(0, x)], zero point and
+// values rounded half to even and saturated), at lengths around the 16-float vector.
+TEST(DynamicQuantize, MatchesTheFormulaAtEveryLength) {
+  uint64_t seed = 900;
+  for (int64_t n : {1, 7, 15, 16, 17, 33, 1000}) {
+    for (int range : {0, 1, 2, 3}) {  // mixed signs, positive only, negative only, all zero
+      const double lo = range == 1 ? 0.5 : range == 3 ? 0.0 : -3.0, hi = range == 2 ? -0.25 : range == 3 ? 0.0 : 5.0;
+      const Tensor x = RandomTensor(DataType::kFloat, {n}, seed++, lo, hi);
+      const auto xv = ToDoubles(x);
+      float mn = 0, mx = 0;
+      for (double v : xv) {
+        mn = std::min(mn, static_cast<float>(v));
+        mx = std::max(mx, static_cast<float>(v));
+      }
+      const float scale = (mx - mn) / 255.0f;
+      const float zpf = scale == 0 ? 0.0f : std::min(255.0f, std::max(0.0f, std::nearbyint(0.0f - mn / scale)));
+      std::vector<double> want;
+      for (double v : xv) {
+        const float q = scale == 0 ? zpf : std::nearbyint(static_cast<float>(v) / scale) + zpf;
+        want.push_back(std::min(255.0f, std::max(0.0f, q)));
+      }
+      OpSpec spec("DynamicQuantizeLinear", 11);
+      spec.num_outputs = 3;
+      auto r = RunKernel(spec, {x});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_TRUE(TensorsEqual(MakeTensor(DataType::kUInt8, {n}, want), (*r)[0])) << "n=" << n << " range=" << range;
+      EXPECT_EQ(ToDoubles((*r)[1])[0], static_cast<double>(scale)) << "n=" << n << " range=" << range;
+      EXPECT_EQ(ToDoubles((*r)[2])[0], static_cast<double>(zpf)) << "n=" << n << " range=" << range;
+    }
+  }
+  // Values on exact half steps round to even: x = k * 0.5 * scale.
+  std::vector<double> halves;
+  for (int k = -20; k <= 20; ++k) halves.push_back(k * 0.5);
+  OpSpec spec("DynamicQuantizeLinear", 11);
+  spec.num_outputs = 3;
+  auto r = RunKernel(spec, {MakeTensor(DataType::kFloat, {41}, halves)});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const float scale = 20.0f / 255.0f;
+  const float zpf = std::nearbyint(0.0f - (-10.0f) / scale);
+  const auto q = ToDoubles((*r)[0]);
+  for (size_t i = 0; i < halves.size(); ++i)
+    EXPECT_EQ(q[i], std::min(255.0f, std::max(0.0f, std::nearbyint(static_cast<float>(halves[i]) / scale) + zpf)))
+        << "x=" << halves[i];
+}
+
+TEST(DynamicQuantize, NaNIsAnErrorNamingTheNode) {
+  for (int64_t at : {0, 5, 16, 20}) {
+    std::vector<double> v(21, 1.0);
+    v[static_cast<size_t>(at)] = std::nan("");
+    OpSpec spec("DynamicQuantizeLinear", 11);
+    spec.num_outputs = 3;
+    auto r = RunKernel(spec, {MakeTensor(DataType::kFloat, {21}, v)});
+    ASSERT_FALSE(r.ok()) << "NaN at " << at;
+    EXPECT_NE(r.status().message().find("contains NaN"), std::string::npos) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("DynamicQuantizeLinear"), std::string::npos) << r.status().ToString();
+  }
+}
+
 TEST(IntMatMul, QLinearMatMulMatchesNaive) {
   const int64_t M = 4, K = 29, N = 7;
   uint64_t seed = 100;

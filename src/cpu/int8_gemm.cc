@@ -1,0 +1,254 @@
+// AVX512-VNNI 8-bit GEMM (see int8_gemm.h for the arithmetic).
+//
+// Micro-tile: 12 rows x 2 panels (32 columns) = 24 int32 accumulators; per group of 4 k, two
+// 64-byte B loads and one 4-byte broadcast per row feed 24 vpdpbusd. Work is split over panel
+// pairs (each thread reads only its share of B); within a share, blocks of panel pairs whose
+// bytes fit half of L2 are swept by every row tile before the next block, so B is read from
+// memory once per call and A from L2 once per block.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 AVX-512 intrinsic temporaries
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include "cpu/int8_gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "core/threadpool.h"
+
+namespace strata::int8gemm {
+
+namespace {
+
+constexpr int kRows = 12;                   // rows per micro-tile
+constexpr int64_t kBlockBytes = 256 << 10;  // B bytes per block of panel pairs (half of a 512 KiB L2)
+
+bool Mul(int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r) || *r > (int64_t{1} << 60); }
+
+#define STRATA_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")))
+
+// out[m][p * 16 + c] = A row m (4 bytes per k group) . panel p column c, over kq groups, for
+// MR rows and NP panels.
+template <int MR, int NP>
+STRATA_VNNI void Tile(const uint8_t* const* arow, int64_t kq, const int8_t* bp, int64_t panel_stride, int32_t* out) {
+  __m512i acc[MR][NP];
+  for (int m = 0; m < MR; ++m)
+    for (int p = 0; p < NP; ++p) acc[m][p] = _mm512_setzero_si512();
+  const uint8_t* a[MR];
+  for (int m = 0; m < MR; ++m) a[m] = arow[m];
+  for (int64_t q = 0; q < kq; ++q) {
+    __m512i b[NP];
+    for (int p = 0; p < NP; ++p) b[p] = _mm512_load_si512(bp + p * panel_stride + q * 64);
+    for (int m = 0; m < MR; ++m) {
+      int32_t v;
+      std::memcpy(&v, a[m] + q * 4, 4);
+      const __m512i av = _mm512_set1_epi32(v);
+      for (int p = 0; p < NP; ++p) acc[m][p] = _mm512_dpbusd_epi32(acc[m][p], av, b[p]);
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int p = 0; p < NP; ++p) _mm512_storeu_si512(out + m * 32 + p * 16, acc[m][p]);
+}
+
+using TileFn = void (*)(const uint8_t* const*, int64_t, const int8_t*, int64_t, int32_t*);
+template <int NP, int... MR>
+constexpr std::array<TileFn, sizeof...(MR)> TileTable(std::integer_sequence<int, MR...>) {
+  return {&Tile<MR + 1, NP>...};
+}
+// [np - 1][rows - 1]: a tile of exactly the rows there are (a GEMV runs 1-row tiles).
+constexpr std::array<TileFn, kRows> kTiles1 = TileTable<1>(std::make_integer_sequence<int, kRows>{});
+constexpr std::array<TileFn, kRows> kTiles2 = TileTable<2>(std::make_integer_sequence<int, kRows>{});
+
+// Row r, columns [j0, j0 + cols) of C from the tile's raw dots: the zero-point terms, then a
+// masked store.
+STRATA_VNNI void StoreRow(const int32_t* raw, const PackedB& b, int64_t j0, int64_t cols, uint32_t za, uint32_t rowterm,
+                          int32_t* c) {
+  const __m512i vza = _mm512_set1_epi32(static_cast<int32_t>(za));
+  const __m512i vrt = _mm512_set1_epi32(static_cast<int32_t>(rowterm));
+  for (int64_t j = 0; j < cols; j += 16) {
+    const int64_t n = std::min<int64_t>(16, cols - j);
+    const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
+    __m512i v = _mm512_loadu_si512(raw + j);
+    v = _mm512_sub_epi32(v, _mm512_mullo_epi32(vza, _mm512_loadu_si512(b.colsum() + j0 + j)));
+    if (b.any_offset()) v = _mm512_add_epi32(v, _mm512_mullo_epi32(vrt, _mm512_loadu_si512(b.offset() + j0 + j)));
+    _mm512_mask_storeu_epi32(c + j, mask, v);
+  }
+}
+
+// The padded u8 copy of rows [r0, r1) of A (int8 flipped to u8) and/or their sums.
+STRATA_VNNI void PrepRows(const AMatrix& a, int64_t k, int64_t kp, uint8_t* copy, int32_t* rowsum, int64_t r0,
+                          int64_t r1) {
+  const __m512i flip = _mm512_set1_epi8(a.a_signed ? static_cast<char>(0x80) : 0);
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* src = static_cast<const uint8_t*>(a.a) + r * a.lda;
+    uint8_t* dst = copy ? copy + r * kp : nullptr;
+    __m512i sum = _mm512_setzero_si512();
+    for (int64_t j = 0; j < kp; j += 64) {
+      const int64_t n = std::min<int64_t>(64, k - j);
+      const __mmask64 mask = n >= 64 ? ~__mmask64{0} : n > 0 ? (__mmask64{1} << n) - 1 : 0;
+      // Padding bytes load as 0 and are stored as 0: B's padding is 0 too, and the sum skips them.
+      const __m512i v = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, src + j), flip);
+      const __m512i vm = _mm512_maskz_mov_epi8(mask, v);
+      if (dst) _mm512_mask_storeu_epi8(dst + j, (kp - j) >= 64 ? ~__mmask64{0} : (__mmask64{1} << (kp - j)) - 1, vm);
+      if (rowsum) sum = _mm512_dpbusd_epi32(sum, vm, ones);
+    }
+    if (rowsum) rowsum[r] = _mm512_reduce_add_epi32(sum);
+  }
+}
+
+struct Job {
+  const AMatrix* a;
+  const PackedB* b;
+  int32_t* c;
+  int64_t ldc;
+  const uint8_t* abase;  // u8 rows (A itself or the padded copy)
+  int64_t astride;
+  const int32_t* rowsum;  // nullptr: B has no column offset
+  int64_t pairs;          // panel pairs (the last may hold one panel)
+  int64_t block_pairs;    // pairs per L2 block
+};
+
+STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t row0, int64_t row1) {
+  const PackedB& b = *job.b;
+  const AMatrix& a = *job.a;
+  const int64_t kq = b.kp() / 4, panel_stride = b.kp() * kPanel, panels = b.panels();
+  alignas(64) int32_t raw[kRows * 32];
+  const uint8_t* rows[kRows];
+  for (int64_t blk = pair0; blk < pair1; blk += job.block_pairs) {
+    const int64_t blk_end = std::min(pair1, blk + job.block_pairs);
+    for (int64_t r0 = row0; r0 < row1; r0 += kRows) {
+      const int64_t nr = std::min<int64_t>(kRows, row1 - r0);
+      for (int64_t m = 0; m < nr; ++m) rows[m] = job.abase + (r0 + m) * job.astride;
+      for (int64_t pr = blk; pr < blk_end; ++pr) {
+        const int64_t p = pr * 2;
+        (p + 1 < panels ? kTiles2 : kTiles1)[static_cast<size_t>(nr - 1)](rows, kq, b.panel(p), panel_stride, raw);
+        const int64_t j0 = p * kPanel, cols = std::min<int64_t>(2 * kPanel, b.n() - j0);
+        for (int64_t m = 0; m < nr; ++m) {
+          const int64_t r = r0 + m;
+          const int32_t za = (a.za_rows ? a.za_rows[r] : a.za) + (a.a_signed ? 128 : 0);
+          const uint32_t zu = static_cast<uint32_t>(za);
+          const uint32_t rowterm =
+              job.rowsum ? static_cast<uint32_t>(job.rowsum[r]) - static_cast<uint32_t>(b.k()) * zu : 0;
+          StoreRow(raw + m * 32, b, j0, cols, zu, rowterm, job.c + r * job.ldc + j0);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool Available() {
+  static const bool ok = [] {
+    const char* env = std::getenv("STRATA_INT8_GEMM");
+    if (env && std::strcmp(env, "0") == 0) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  }();
+  return ok;
+}
+
+Result<PackedB> Pack(const void* b, bool b_signed, int64_t k, int64_t n, const void* zb, int64_t zb_count) {
+  if (k < 0 || n < 0 || (zb_count != 0 && zb_count != 1 && zb_count != n))
+    return InvalidArgument("int8 GEMM: bad B geometry k=", k, " n=", n, " zero points=", zb_count);
+  PackedB p;
+  p.k_ = k;
+  p.n_ = n;
+  p.kp_ = (k + 3) / 4 * 4;
+  const int64_t cols = p.panels() * kPanel;
+  int64_t bytes = 0;
+  if (Mul(p.kp_, cols, &bytes)) return InvalidArgument("int8 GEMM: B of ", k, " x ", n, " is too large");
+  const auto alloc = [](int64_t nbytes) {
+    return std::aligned_alloc(64, static_cast<size_t>((nbytes + 63) / 64 * 64));
+  };
+  p.data_.reset(static_cast<int8_t*>(alloc(std::max<int64_t>(bytes, 64))));
+  p.colsum_.reset(static_cast<int32_t*>(alloc(std::max<int64_t>(cols * 4, 64))));
+  p.offset_.reset(static_cast<int32_t*>(alloc(std::max<int64_t>(cols * 4, 64))));
+  if (!p.data_ || !p.colsum_ || !p.offset_)
+    return MakeStatus(StatusCode::kOutOfMemory, "int8 GEMM: cannot allocate ", bytes, " bytes of packed B");
+  std::memset(p.data_.get(), 0, static_cast<size_t>(bytes));
+  const auto* bu = static_cast<const uint8_t*>(b);
+  const auto zero_point = [&](int64_t j) -> int32_t {
+    if (zb_count == 0) return 0;
+    const int64_t i = zb_count == 1 ? 0 : j;
+    return b_signed ? static_cast<const int8_t*>(zb)[i] : static_cast<const uint8_t*>(zb)[i];
+  };
+  // Row by row (B read in order): s8 B as is, u8 B as B - 128 (the flip of its top bit).
+  const uint8_t flip = b_signed ? 0 : 0x80;
+  uint32_t* sums = reinterpret_cast<uint32_t*>(p.colsum_.get());
+  std::fill(sums, sums + cols, 0u);
+  for (int64_t kk = 0; kk < k; ++kk) {
+    int8_t* dst = p.data_.get() + (kk / 4) * 64 + kk % 4;
+    const uint8_t* src = bu + kk * n;
+    for (int64_t j = 0; j < n; ++j) {
+      const int8_t v = static_cast<int8_t>(src[j] ^ flip);
+      dst[(j / kPanel) * p.kp_ * kPanel + (j % kPanel) * 4] = v;
+      sums[j] += static_cast<uint32_t>(static_cast<int32_t>(v));
+    }
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    p.offset_[j] = j < n ? (b_signed ? 0 : 128) - zero_point(j) : 0;
+    if (p.offset_[j] != 0) p.any_offset_ = true;
+  }
+  return p;
+}
+
+Result<int64_t> ScratchBytes(const AMatrix& a, const PackedB& b) {
+  int64_t total = 0;
+  if (a.a_signed || b.k() % 4 != 0) {
+    if (Mul(a.rows, b.kp(), &total)) return InvalidArgument("int8 GEMM: A of ", a.rows, " rows is too large");
+    total = (total + 63) / 64 * 64;
+  }
+  if (b.any_offset()) total += a.rows * 4;
+  return total;
+}
+
+void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scratch, ThreadPool* pool) {
+  if (a.rows == 0 || b.n() == 0) return;
+  const bool copy = a.a_signed || b.k() % 4 != 0;
+  auto* bytes = static_cast<uint8_t*>(scratch);
+  uint8_t* acopy = copy ? bytes : nullptr;
+  int32_t* rowsum = nullptr;
+  if (b.any_offset()) rowsum = reinterpret_cast<int32_t*>(bytes + (copy ? (a.rows * b.kp() + 63) / 64 * 64 : 0));
+  if (copy || rowsum) {
+    const auto prep = [&](int64_t r0, int64_t r1) { PrepRows(a, b.k(), b.kp(), acopy, rowsum, r0, r1); };
+    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, b.kp()));
+    if (pool && pool->num_threads() > 1 && a.rows > grain) {
+      pool->Run(a.rows, grain, prep);
+    } else {
+      prep(0, a.rows);
+    }
+  }
+  Job job{&a,
+          &b,
+          c,
+          ldc,
+          copy ? acopy : static_cast<const uint8_t*>(a.a),
+          copy ? b.kp() : a.lda,
+          rowsum,
+          (b.panels() + 1) / 2,
+          1};
+  job.block_pairs = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, b.kp() * 2 * kPanel));
+  const int threads = pool ? pool->num_threads() : 1;
+  // Small products (under ~2M multiply-adds per thread) stay on the calling thread.
+  const double macs =
+      static_cast<double>(a.rows) * static_cast<double>(b.kp()) * static_cast<double>(b.panels() * kPanel);
+  if (threads <= 1 || macs <= 2e6) {
+    RunPairs(job, 0, job.pairs, 0, a.rows);
+  } else if (job.pairs >= 2 * threads || a.rows < 2 * kRows) {
+    // Over the columns: each thread reads its share of B.
+    pool->Run(job.pairs, 1, [&](int64_t p0, int64_t p1) { RunPairs(job, p0, p1, 0, a.rows); });
+  } else {
+    // Few columns: over the row tiles.
+    const int64_t tiles = (a.rows + kRows - 1) / kRows;
+    pool->Run(tiles, 1,
+              [&](int64_t t0, int64_t t1) { RunPairs(job, 0, job.pairs, t0 * kRows, std::min(a.rows, t1 * kRows)); });
+  }
+}
+
+}  // namespace strata::int8gemm

@@ -1,0 +1,83 @@
+// 8-bit integer GEMM on AVX512-VNNI (vpdpbusd: four u8 x s8 products summed into each int32
+// lane), for MatMulInteger and QLinearMatMul:
+//
+//   C[r, j] = sum_k (A[r, k] - za[r]) * (B[k, j] - zb[j])   (int32, mod 2^32 as ONNX's)
+//
+// Every signedness combination is brought to u8 x s8: an int8 A is read as A ^ 0x80 (= A + 128,
+// its zero point + 128 likewise, so A - za is unchanged); a uint8 B is stored as B - 128 (s8)
+// and its zero point folded into a per-column offset c[j] = (B unsigned ? 128 : 0) - zb[j]:
+//
+//   C = sum_k a_u * b' - za_u * colsum(b')[j] + c[j] * (rowsum(a_u)[r] - K * za_u)
+//
+// all in uint32 arithmetic, so the result is the exact int32 (mod 2^32) of the plain loop at
+// any K. B is packed once (panels of 16 columns, K in groups of 4 bytes, zero padded); A is
+// read in place when it is uint8 with K a multiple of 4, else through a padded u8 copy.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+#include "core/status.h"
+
+namespace strata {
+class ThreadPool;
+}
+
+namespace strata::int8gemm {
+
+// True when the CPU has avx512f/bw/vl and avx512_vnni, and STRATA_INT8_GEMM is not "0" (the
+// switch back to the reference kernel, for comparisons).
+bool Available();
+
+inline constexpr int64_t kPanel = 16;  // columns per packed panel (one zmm of int32 lanes)
+
+class PackedB {
+ public:
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+  int64_t kp() const { return kp_; }  // K rounded up to a multiple of 4
+  int64_t panels() const { return (n_ + kPanel - 1) / kPanel; }
+  // Panel p: kp / 4 groups of 64 bytes (16 columns x 4 consecutive k).
+  const int8_t* panel(int64_t p) const { return data_.get() + p * kp_ * kPanel; }
+  const int32_t* colsum() const { return colsum_.get(); }  // [panels * 16]: sum_k b'[k][j]
+  const int32_t* offset() const { return offset_.get(); }  // [panels * 16]: c[j]
+  bool any_offset() const { return any_offset_; }
+  int64_t bytes() const { return kp_ * panels() * kPanel + 2 * panels() * kPanel * 4; }
+
+ private:
+  friend Result<PackedB> Pack(const void* b, bool b_signed, int64_t k, int64_t n, const void* zb, int64_t zb_count);
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  int64_t k_ = 0, n_ = 0, kp_ = 0;
+  bool any_offset_ = false;
+  std::unique_ptr<int8_t[], Free> data_;
+  std::unique_ptr<int32_t[], Free> colsum_, offset_;
+};
+
+// Packs B [k, n] (row-major uint8 or int8) with its zero point: zb_count 0 (none), 1 (per
+// tensor) or n (per column), of B's type. Errors: sizes that overflow, out of memory.
+Result<PackedB> Pack(const void* b, bool b_signed, int64_t k, int64_t n, const void* zb, int64_t zb_count);
+
+// A [rows, k] of 8-bit values, row r at a + r * lda, with its zero point: za_rows[r] when
+// za_rows is not null, else za for every row.
+struct AMatrix {
+  const void* a = nullptr;
+  bool a_signed = false;
+  int64_t rows = 0, lda = 0;
+  int32_t za = 0;
+  const int32_t* za_rows = nullptr;
+};
+
+// Bytes of scratch Gemm needs for this A and B (0: none): the padded u8 copy of A when A is
+// int8 or K is not a multiple of 4, and the row sums when B has a column offset. Sizes that
+// overflow give an error.
+Result<int64_t> ScratchBytes(const AMatrix& a, const PackedB& b);
+
+// C[rows, n] (int32, row stride ldc) = (A - za)(B - zb) mod 2^32. `scratch` holds at least
+// ScratchBytes(a, b) bytes, 64-byte aligned (any alignment works, slower). Splits the work over
+// the pool (nullptr: this thread).
+void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scratch, ThreadPool* pool);
+
+}  // namespace strata::int8gemm
