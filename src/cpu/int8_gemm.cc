@@ -30,35 +30,39 @@ bool Mul(int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b,
 
 #define STRATA_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")))
 
-// out[m][p * 16 + c] = A row m (4 bytes per k group) . panel p column c, over kq groups, for
-// MR rows and NP panels.
+// out[m][p * 16 + c] = A row m . panel p column c, for MR rows and NP panels. A is a packed
+// tile: [kq][kRows] groups of 4 bytes, so one pointer serves every row (12 row pointers
+// made GCC spill registers in the loop). The accumulators are two arrays with the loops
+// unrolled, as in the bf16 GEMM, which keeps all 2 * MR of them in registers.
 template <int MR, int NP>
-STRATA_VNNI void Tile(const uint8_t* const* arow, int64_t kq, const int8_t* bp, int64_t panel_stride, int32_t* out) {
-  __m512i acc[MR][NP];
-  for (int m = 0; m < MR; ++m)
-    for (int p = 0; p < NP; ++p) acc[m][p] = _mm512_setzero_si512();
-  const uint8_t* a[MR];
-  for (int m = 0; m < MR; ++m) a[m] = arow[m];
+STRATA_VNNI void Tile(const uint32_t* a, int64_t kq, const int8_t* bp, int64_t panel_stride, int32_t* out) {
+  __m512i acc0[MR], acc1[MR];
+#pragma GCC unroll 16
+  for (int m = 0; m < MR; ++m) acc0[m] = acc1[m] = _mm512_setzero_si512();
+  const int8_t* bp1 = bp + panel_stride;
   for (int64_t q = 0; q < kq; ++q) {
-    __m512i b[NP];
-    for (int p = 0; p < NP; ++p) b[p] = _mm512_load_si512(bp + p * panel_stride + q * 64);
+    const __m512i b0 = _mm512_load_si512(bp + q * 64);
+    const __m512i b1 = NP == 2 ? _mm512_load_si512(bp1 + q * 64) : b0;
+#pragma GCC unroll 16
     for (int m = 0; m < MR; ++m) {
-      int32_t v;
-      std::memcpy(&v, a[m] + q * 4, 4);
-      const __m512i av = _mm512_set1_epi32(v);
-      for (int p = 0; p < NP; ++p) acc[m][p] = _mm512_dpbusd_epi32(acc[m][p], av, b[p]);
+      const __m512i av = _mm512_set1_epi32(static_cast<int32_t>(a[q * kRows + m]));
+      acc0[m] = _mm512_dpbusd_epi32(acc0[m], av, b0);
+      if constexpr (NP == 2) acc1[m] = _mm512_dpbusd_epi32(acc1[m], av, b1);
     }
   }
-  for (int m = 0; m < MR; ++m)
-    for (int p = 0; p < NP; ++p) _mm512_storeu_si512(out + m * 32 + p * 16, acc[m][p]);
+#pragma GCC unroll 16
+  for (int m = 0; m < MR; ++m) {
+    _mm512_store_si512(out + m * 32, acc0[m]);
+    if constexpr (NP == 2) _mm512_store_si512(out + m * 32 + 16, acc1[m]);
+  }
 }
 
-using TileFn = void (*)(const uint8_t* const*, int64_t, const int8_t*, int64_t, int32_t*);
+using TileFn = void (*)(const uint32_t*, int64_t, const int8_t*, int64_t, int32_t*);
 template <int NP, int... MR>
 constexpr std::array<TileFn, sizeof...(MR)> TileTable(std::integer_sequence<int, MR...>) {
   return {&Tile<MR + 1, NP>...};
 }
-// [np - 1][rows - 1]: a tile of exactly the rows there are (a GEMV runs 1-row tiles).
+// [rows - 1]: a tile of exactly the rows there are (a GEMV runs 1-row tiles).
 constexpr std::array<TileFn, kRows> kTiles1 = TileTable<1>(std::make_integer_sequence<int, kRows>{});
 constexpr std::array<TileFn, kRows> kTiles2 = TileTable<2>(std::make_integer_sequence<int, kRows>{});
 
@@ -78,23 +82,26 @@ STRATA_VNNI void StoreRow(const int32_t* raw, const PackedB& b, int64_t j0, int6
   }
 }
 
-// The padded u8 copy of rows [r0, r1) of A (int8 flipped to u8) and/or their sums.
-STRATA_VNNI void PrepRows(const AMatrix& a, int64_t k, int64_t kp, uint8_t* copy, int32_t* rowsum, int64_t r0,
+// Rows [r0, r1) of A into the packed tiles (int8 flipped to u8, K padded with zeros), and
+// their sums when rowsum is not null.
+STRATA_VNNI void PackRows(const AMatrix& a, int64_t k, int64_t kp, uint32_t* tiles, int32_t* rowsum, int64_t r0,
                           int64_t r1) {
   const __m512i flip = _mm512_set1_epi8(a.a_signed ? static_cast<char>(0x80) : 0);
   const __m512i ones = _mm512_set1_epi8(1);
+  alignas(64) uint32_t buf[16];
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* src = static_cast<const uint8_t*>(a.a) + r * a.lda;
-    uint8_t* dst = copy ? copy + r * kp : nullptr;
+    uint32_t* dst = tiles + (r / kRows) * kRows * (kp / 4) + r % kRows;
     __m512i sum = _mm512_setzero_si512();
     for (int64_t j = 0; j < kp; j += 64) {
       const int64_t n = std::min<int64_t>(64, k - j);
       const __mmask64 mask = n >= 64 ? ~__mmask64{0} : n > 0 ? (__mmask64{1} << n) - 1 : 0;
-      // Padding bytes load as 0 and are stored as 0: B's padding is 0 too, and the sum skips them.
-      const __m512i v = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, src + j), flip);
-      const __m512i vm = _mm512_maskz_mov_epi8(mask, v);
-      if (dst) _mm512_mask_storeu_epi8(dst + j, (kp - j) >= 64 ? ~__mmask64{0} : (__mmask64{1} << (kp - j)) - 1, vm);
-      if (rowsum) sum = _mm512_dpbusd_epi32(sum, vm, ones);
+      // Padding bytes are 0: B's padding is 0 too, and the sum skips them.
+      const __m512i v = _mm512_maskz_mov_epi8(mask, _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, src + j), flip));
+      _mm512_store_si512(buf, v);
+      const int64_t groups = std::min<int64_t>(16, (kp - j) / 4);
+      for (int64_t g = 0; g < groups; ++g) dst[(j / 4 + g) * kRows] = buf[g];
+      if (rowsum) sum = _mm512_dpbusd_epi32(sum, v, ones);
     }
     if (rowsum) rowsum[r] = _mm512_reduce_add_epi32(sum);
   }
@@ -105,11 +112,10 @@ struct Job {
   const PackedB* b;
   int32_t* c;
   int64_t ldc;
-  const uint8_t* abase;  // u8 rows (A itself or the padded copy)
-  int64_t astride;
-  const int32_t* rowsum;  // nullptr: B has no column offset
-  int64_t pairs;          // panel pairs (the last may hold one panel)
-  int64_t block_pairs;    // pairs per L2 block
+  const uint32_t* atiles;  // A packed: tile t at atiles + t * kRows * kq
+  const int32_t* rowsum;   // nullptr: B has no column offset
+  int64_t pairs;           // panel pairs (the last may hold one panel)
+  int64_t block_pairs;     // pairs per L2 block
 };
 
 STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t row0, int64_t row1) {
@@ -117,15 +123,14 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
   const AMatrix& a = *job.a;
   const int64_t kq = b.kp() / 4, panel_stride = b.kp() * kPanel, panels = b.panels();
   alignas(64) int32_t raw[kRows * 32];
-  const uint8_t* rows[kRows];
   for (int64_t blk = pair0; blk < pair1; blk += job.block_pairs) {
     const int64_t blk_end = std::min(pair1, blk + job.block_pairs);
     for (int64_t r0 = row0; r0 < row1; r0 += kRows) {
       const int64_t nr = std::min<int64_t>(kRows, row1 - r0);
-      for (int64_t m = 0; m < nr; ++m) rows[m] = job.abase + (r0 + m) * job.astride;
+      const uint32_t* tile = job.atiles + (r0 / kRows) * kRows * kq;
       for (int64_t pr = blk; pr < blk_end; ++pr) {
         const int64_t p = pr * 2;
-        (p + 1 < panels ? kTiles2 : kTiles1)[static_cast<size_t>(nr - 1)](rows, kq, b.panel(p), panel_stride, raw);
+        (p + 1 < panels ? kTiles2 : kTiles1)[static_cast<size_t>(nr - 1)](tile, kq, b.panel(p), panel_stride, raw);
         const int64_t j0 = p * kPanel, cols = std::min<int64_t>(2 * kPanel, b.n() - j0);
         for (int64_t m = 0; m < nr; ++m) {
           const int64_t r = r0 + m;
@@ -199,43 +204,34 @@ Result<PackedB> Pack(const void* b, bool b_signed, int64_t k, int64_t n, const v
 }
 
 Result<int64_t> ScratchBytes(const AMatrix& a, const PackedB& b) {
+  const int64_t tiles = (a.rows + kRows - 1) / kRows;
   int64_t total = 0;
-  if (a.a_signed || b.k() % 4 != 0) {
-    if (Mul(a.rows, b.kp(), &total)) return InvalidArgument("int8 GEMM: A of ", a.rows, " rows is too large");
-    total = (total + 63) / 64 * 64;
-  }
+  if (Mul(tiles * kRows, b.kp(), &total)) return InvalidArgument("int8 GEMM: A of ", a.rows, " rows is too large");
+  total = (total + 63) / 64 * 64;
   if (b.any_offset()) total += a.rows * 4;
   return total;
 }
 
 void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scratch, ThreadPool* pool) {
   if (a.rows == 0 || b.n() == 0) return;
-  const bool copy = a.a_signed || b.k() % 4 != 0;
   auto* bytes = static_cast<uint8_t*>(scratch);
-  uint8_t* acopy = copy ? bytes : nullptr;
-  int32_t* rowsum = nullptr;
-  if (b.any_offset()) rowsum = reinterpret_cast<int32_t*>(bytes + (copy ? (a.rows * b.kp() + 63) / 64 * 64 : 0));
-  if (copy || rowsum) {
-    const auto prep = [&](int64_t r0, int64_t r1) { PrepRows(a, b.k(), b.kp(), acopy, rowsum, r0, r1); };
+  auto* atiles = reinterpret_cast<uint32_t*>(bytes);
+  const int64_t tiles = (a.rows + kRows - 1) / kRows;
+  int32_t* rowsum =
+      b.any_offset() ? reinterpret_cast<int32_t*>(bytes + (tiles * kRows * b.kp() + 63) / 64 * 64) : nullptr;
+  const int threads = pool ? pool->num_threads() : 1;
+  {
+    const auto pack = [&](int64_t r0, int64_t r1) { PackRows(a, b.k(), b.kp(), atiles, rowsum, r0, r1); };
     const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, b.kp()));
-    if (pool && pool->num_threads() > 1 && a.rows > grain) {
-      pool->Run(a.rows, grain, prep);
+    if (threads > 1 && a.rows > grain) {
+      pool->Run(a.rows, grain, pack);
     } else {
-      prep(0, a.rows);
+      pack(0, a.rows);
     }
   }
-  Job job{&a,
-          &b,
-          c,
-          ldc,
-          copy ? acopy : static_cast<const uint8_t*>(a.a),
-          copy ? b.kp() : a.lda,
-          rowsum,
-          (b.panels() + 1) / 2,
-          1};
+  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1};
   job.block_pairs = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, b.kp() * 2 * kPanel));
-  const int threads = pool ? pool->num_threads() : 1;
-  // Small products (under ~2M multiply-adds per thread) stay on the calling thread.
+  // Small products (under ~2M multiply-adds) stay on the calling thread.
   const double macs =
       static_cast<double>(a.rows) * static_cast<double>(b.kp()) * static_cast<double>(b.panels() * kPanel);
   if (threads <= 1 || macs <= 2e6) {
@@ -245,7 +241,6 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
     pool->Run(job.pairs, 1, [&](int64_t p0, int64_t p1) { RunPairs(job, p0, p1, 0, a.rows); });
   } else {
     // Few columns: over the row tiles.
-    const int64_t tiles = (a.rows + kRows - 1) / kRows;
     pool->Run(tiles, 1,
               [&](int64_t t0, int64_t t1) { RunPairs(job, 0, job.pairs, t0 * kRows, std::min(a.rows, t1 * kRows)); });
   }

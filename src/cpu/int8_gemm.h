@@ -11,7 +11,7 @@
 //
 // all in uint32 arithmetic, so the result is the exact int32 (mod 2^32) of the plain loop at
 // any K. B is packed once (panels of 16 columns, K in groups of 4 bytes, zero padded); A is
-// read in place when it is uint8 with K a multiple of 4, else through a padded u8 copy.
+// packed per call into tiles of 12 rows ([K / 4][12] groups of 4 bytes, u8, zero padded).
 #pragma once
 
 #include <cstdint>
@@ -70,9 +70,8 @@ struct AMatrix {
   const int32_t* za_rows = nullptr;
 };
 
-// Bytes of scratch Gemm needs for this A and B (0: none): the padded u8 copy of A when A is
-// int8 or K is not a multiple of 4, and the row sums when B has a column offset. Sizes that
-// overflow give an error.
+// Bytes of scratch Gemm needs for this A and B: A's packed tiles, and its row sums when B has a
+// column offset. Sizes that overflow give an error.
 Result<int64_t> ScratchBytes(const AMatrix& a, const PackedB& b);
 
 // C[rows, n] (int32, row stride ldc) = (A - za)(B - zb) mod 2^32. `scratch` holds at least
