@@ -473,6 +473,87 @@ void FuseSilu(Graph& g, TransformerFusionStats* stats) {
   RemoveDroppedNodes(g, drop);
 }
 
+// ONNX Runtime's dynamic int8 MatMul -> DynQuantMatMul(X, W_q, W_scale, W_zp?, bias?). A
+// DynamicQuantizeLinear may feed several MatMulIntegers (ORT quantizes a shared input once);
+// each fused node quantizes X itself, and the DynamicQuantizeLinear goes once nothing else
+// reads its outputs.
+void FuseDynamicQuantMatMul(Graph& g, TransformerFusionStats* stats) {
+  GraphView gv(g);
+  std::vector<char> drop(g.nodes.size(), 0);
+  std::vector<int> dqls;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& mmi = g.nodes[i];
+    if (!mmi.domain.empty() || mmi.op_type != "MatMulInteger" || mmi.inputs.size() < 3 || mmi.inputs.size() > 4 ||
+        mmi.outputs.size() != 1 || mmi.outputs[0] < 0)
+      continue;
+    const int d = gv.Producer(mmi.inputs[0]);
+    if (d < 0 || drop[d]) continue;
+    const Node& dql = gv.node(d);
+    if (!dql.domain.empty() || dql.op_type != "DynamicQuantizeLinear" || dql.inputs.size() != 1 || dql.inputs[0] < 0 ||
+        dql.outputs.size() != 3 || dql.outputs[1] < 0 || mmi.inputs[2] != dql.outputs[2] || mmi.inputs[2] < 0)
+      continue;
+    const Tensor* w = g.Constant(mmi.inputs[1]);
+    if (!w || (w->dtype() != DataType::kInt8 && w->dtype() != DataType::kUInt8) || w->rank() != 2) continue;
+    const int64_t n = w->dim(1);
+    const int wzp_v = mmi.inputs.size() == 4 ? mmi.inputs[3] : -1;
+    if (wzp_v >= 0) {
+      const Tensor* z = g.Constant(wzp_v);
+      if (!z || z->dtype() != w->dtype() || z->rank() > 1 || (z->num_elements() != 1 && z->num_elements() != n))
+        continue;
+    }
+    const int c = ConsumerOp(gv, mmi.outputs[0], "Cast", 1);
+    if (c < 0 || gv.node(c).GetInt("to", 0) != static_cast<int64_t>(DataType::kFloat)) continue;
+    const int accf = gv.node(c).outputs[0];
+    const int m = gv.SoleConsumer(accf);
+    if (m < 0 || !IsOp(gv.node(m), "Mul", 2)) continue;
+    const Node& mul = gv.node(m);
+    const int s = mul.inputs[0] == accf ? mul.inputs[1] : mul.inputs[0];
+    const int sm = gv.Producer(s);
+    if (s == accf || sm < 0 || !gv.Intermediate(s) || !IsOp(gv.node(sm), "Mul", 2)) continue;
+    const Node& smul = gv.node(sm);
+    const int xs = dql.outputs[1];
+    const int ws_v = smul.inputs[0] == xs ? smul.inputs[1] : smul.inputs[1] == xs ? smul.inputs[0] : -1;
+    const Tensor* ws = ws_v >= 0 ? g.Constant(ws_v) : nullptr;
+    // A scale of rank <= 1 broadcasts over the last dim only, as the kernel applies it.
+    if (!ws || ws->dtype() != DataType::kFloat || ws->rank() > 1 ||
+        (ws->num_elements() != 1 && ws->num_elements() != n))
+      continue;
+    std::vector<int> chain = {static_cast<int>(i), c, sm, m};
+    int bias_v = -1;
+    const int a = gv.SoleConsumer(mul.outputs[0]);
+    if (a >= 0 && IsOp(gv.node(a), "Add", 2)) {
+      const Node& add = gv.node(a);
+      const int other = add.inputs[0] == mul.outputs[0] ? add.inputs[1] : add.inputs[0];
+      const Tensor* b = g.Constant(other);
+      if (other != mul.outputs[0] && b && b->dtype() == DataType::kFloat && b->rank() == 1 && b->dim(0) == n) {
+        bias_v = other;
+        chain.push_back(a);
+      }
+    }
+    if (AnyDropped(chain, drop)) continue;
+    Node fused =
+        MakeNode(mmi.name, kInternalDomain, kDynQuantMatMulOp, {dql.inputs[0], mmi.inputs[1], ws_v, wzp_v, bias_v});
+    ReplaceChain(gv, chain, std::move(fused), &drop);
+    dqls.push_back(dql.outputs[0]);
+    ++stats->dynq_matmul;
+  }
+  RemoveDroppedNodes(g, drop);
+  // A DynamicQuantizeLinear none of whose outputs is read any more (by a node, a subgraph or
+  // as a graph output) goes too.
+  const GraphUses uses(g);
+  std::vector<char> unread(g.nodes.size(), 0);
+  for (size_t j = 0; j < g.nodes.size(); ++j) {
+    const Node& n = g.nodes[j];
+    if (n.op_type != "DynamicQuantizeLinear" || !n.domain.empty() || n.outputs.empty() ||
+        std::find(dqls.begin(), dqls.end(), n.outputs[0]) == dqls.end())
+      continue;
+    bool read = false;
+    for (int v : n.outputs) read = read || (v >= 0 && uses.Uses(v) > 0);
+    unread[j] = read ? 0 : 1;
+  }
+  RemoveDroppedNodes(g, unread);
+}
+
 // True when an optimized kernel, not the reference loops, runs internal op `op` in this
 // session (on CPUs without AVX-512 the fast FusedMatMul/Attention kernels decline). The
 // probe has no inputs: those entries' `covers` look only at the CPU, not at the node.
@@ -500,6 +581,7 @@ Result<TransformerFusionStats> FuseTransformerPatterns(Graph& g, const Optimizer
   }
   FuseMaskedSoftmax(g, &stats);
   if (FastKernelFor(g, kAttentionOp, opts)) FuseAttention(g, &stats);
+  if (FastKernelFor(g, kDynQuantMatMulOp, opts)) FuseDynamicQuantMatMul(g, &stats);
   return stats;
 }
 

@@ -8,11 +8,14 @@
 //   Softmax(MatMul-scores / c (or * c) + mask)      -> strata.internal MaskedSoftmax(scores, mask)
 //   head split/merge Reshape+Transpose around MatMul -> MaskedSoftmax -> MatMul
 //                                                    -> strata.internal Attention(q, k, v, mask)
+//   ONNX Runtime's dynamic int8 MatMul: DynamicQuantizeLinear(X) -> MatMulInteger(X_q, W_q, X_zp[, W_zp])
+//     -> Cast(float) -> Mul(., Mul(X_scale, W_scale)) [-> Add(bias[N])]
+//                                      -> strata.internal DynQuantMatMul(X, W_q, W_scale, W_zp?, bias?)
 //
 // Every pattern is matched strictly (constants within 1e-4 of their value, intermediate
 // values with a single consumer and not graph outputs, float constants of the expected
-// shape); anything else is left as written. Kernels: src/cpu/fused_matmul.cc and
-// src/cpu/attention.cc.
+// shape); anything else is left as written. Kernels: src/cpu/fused_matmul.cc,
+// src/cpu/attention.cc and src/cpu/dynq_matmul.cc.
 #pragma once
 
 #include "core/ir.h"
@@ -25,6 +28,7 @@ namespace strata {
 inline constexpr char kFusedMatMulOp[] = "FusedMatMul";
 inline constexpr char kMaskedSoftmaxOp[] = "MaskedSoftmax";
 inline constexpr char kAttentionOp[] = "Attention";
+inline constexpr char kDynQuantMatMulOp[] = "DynQuantMatMul";
 
 struct TransformerFusionStats {
   int gelu = 0;             // erf-form GELU subgraphs -> Gelu
@@ -35,8 +39,10 @@ struct TransformerFusionStats {
   int matmul_residual = 0;  // FusedMatMul + Add(same-shape residual) -> FusedMatMul(A, W, bias, R)
   int masked_softmax = 0;   // scale [+ mask] + Softmax -> MaskedSoftmax
   int attention = 0;        // head split + MatMul + MaskedSoftmax + MatMul + head merge -> Attention
+  int dynq_matmul = 0;      // DynamicQuantizeLinear + MatMulInteger + Cast + Mul(scales) [+ bias] -> DynQuantMatMul
   int total() const {
-    return gelu + fast_gelu + silu + matmul_bias + matmul_gelu + matmul_residual + masked_softmax + attention;
+    return gelu + fast_gelu + silu + matmul_bias + matmul_gelu + matmul_residual + masked_softmax + attention +
+           dynq_matmul;
   }
 };
 

@@ -67,9 +67,9 @@ constexpr std::array<TileFn, kRows> kTiles1 = TileTable<1>(std::make_integer_seq
 constexpr std::array<TileFn, kRows> kTiles2 = TileTable<2>(std::make_integer_sequence<int, kRows>{});
 
 // Row r, columns [j0, j0 + cols) of C from the tile's raw dots: the zero-point terms, then a
-// masked store.
+// masked store of the int32 sums or of their float form (FloatOut).
 STRATA_VNNI void StoreRow(const int32_t* raw, const PackedB& b, int64_t j0, int64_t cols, uint32_t za, uint32_t rowterm,
-                          int32_t* c) {
+                          int32_t* c, const FloatOut* fout, float* y) {
   const __m512i vza = _mm512_set1_epi32(static_cast<int32_t>(za));
   const __m512i vrt = _mm512_set1_epi32(static_cast<int32_t>(rowterm));
   for (int64_t j = 0; j < cols; j += 16) {
@@ -78,7 +78,13 @@ STRATA_VNNI void StoreRow(const int32_t* raw, const PackedB& b, int64_t j0, int6
     __m512i v = _mm512_loadu_si512(raw + j);
     v = _mm512_sub_epi32(v, _mm512_mullo_epi32(vza, _mm512_loadu_si512(b.colsum() + j0 + j)));
     if (b.any_offset()) v = _mm512_add_epi32(v, _mm512_mullo_epi32(vrt, _mm512_loadu_si512(b.offset() + j0 + j)));
-    _mm512_mask_storeu_epi32(c + j, mask, v);
+    if (!fout) {
+      _mm512_mask_storeu_epi32(c + j, mask, v);
+      continue;
+    }
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_maskz_loadu_ps(mask, fout->scale + j0 + j));
+    if (fout->bias) f = _mm512_add_ps(f, _mm512_maskz_loadu_ps(mask, fout->bias + j0 + j));
+    _mm512_mask_storeu_ps(y + j, mask, f);
   }
 }
 
@@ -116,6 +122,7 @@ struct Job {
   const int32_t* rowsum;   // nullptr: B has no column offset
   int64_t pairs;           // panel pairs (the last may hold one panel)
   int64_t block_pairs;     // pairs per L2 block
+  const FloatOut* fout;    // nullptr: int32 into c
 };
 
 STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t row0, int64_t row1) {
@@ -138,7 +145,11 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
           const uint32_t zu = static_cast<uint32_t>(za);
           const uint32_t rowterm =
               job.rowsum ? static_cast<uint32_t>(job.rowsum[r]) - static_cast<uint32_t>(b.k()) * zu : 0;
-          StoreRow(raw + m * 32, b, j0, cols, zu, rowterm, job.c + r * job.ldc + j0);
+          if (job.fout) {
+            StoreRow(raw + m * 32, b, j0, cols, zu, rowterm, nullptr, job.fout, job.fout->y + r * job.fout->ldy + j0);
+          } else {
+            StoreRow(raw + m * 32, b, j0, cols, zu, rowterm, job.c + r * job.ldc + j0, nullptr, nullptr);
+          }
         }
       }
     }
@@ -212,7 +223,8 @@ Result<int64_t> ScratchBytes(const AMatrix& a, const PackedB& b) {
   return total;
 }
 
-void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scratch, ThreadPool* pool) {
+void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scratch, ThreadPool* pool,
+          const FloatOut* fout) {
   if (a.rows == 0 || b.n() == 0) return;
   auto* bytes = static_cast<uint8_t*>(scratch);
   auto* atiles = reinterpret_cast<uint32_t*>(bytes);
@@ -229,7 +241,7 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
       pack(0, a.rows);
     }
   }
-  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1};
+  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout};
   job.block_pairs = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, b.kp() * 2 * kPanel));
   // Small products (under ~2M multiply-adds) stay on the calling thread.
   const double macs =

@@ -74,9 +74,20 @@ struct AMatrix {
 // column offset. Sizes that overflow give an error.
 Result<int64_t> ScratchBytes(const AMatrix& a, const PackedB& b);
 
-// C[rows, n] (int32, row stride ldc) = (A - za)(B - zb) mod 2^32. `scratch` holds at least
-// ScratchBytes(a, b) bytes, 64-byte aligned (any alignment works, slower). Splits the work over
-// the pool (nullptr: this thread).
-void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scratch, ThreadPool* pool);
+// Float output instead of int32: y[r, j] = float(C[r, j]) * scale[j] (+ bias[j]), rounded as
+// a Cast to float, a Mul and an Add would (no fused multiply-add), so a fused
+// DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul (-> Add) gives the same bits.
+struct FloatOut {
+  float* y = nullptr;
+  int64_t ldy = 0;
+  const float* scale = nullptr;  // [n]
+  const float* bias = nullptr;   // [n] or nullptr
+};
+
+// C[rows, n] (int32, row stride ldc) = (A - za)(B - zb) mod 2^32, or with `fout` its float
+// form into fout->y (c unused). `scratch` holds at least ScratchBytes(a, b) bytes, 64-byte
+// aligned. Splits the work over the pool (nullptr: this thread).
+void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scratch, ThreadPool* pool,
+          const FloatOut* fout = nullptr);
 
 }  // namespace strata::int8gemm

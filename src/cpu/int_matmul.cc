@@ -116,8 +116,10 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
  public:
   // QLinearMatMul's inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
   // y_zero_point; MatMulInteger's: A, B, a_zero_point, b_zero_point.
-  explicit IntMatMulKernel(bool qlinear)
-      : qlinear_(qlinear), a_(0), b_(qlinear ? 3 : 1), azp_(2), bzp_(qlinear ? 5 : 3) {}
+  // vnni: a constant B also runs on the VNNI GEMM (the "avx512_vnni" entry; the reference
+  // entry keeps the int16 loops for every B).
+  IntMatMulKernel(bool qlinear, bool vnni)
+      : qlinear_(qlinear), vnni_ok_(vnni), a_(0), b_(qlinear ? 3 : 1), azp_(2), bzp_(qlinear ? 5 : 3) {}
 
   // Packs a constant B whose zero point is constant or absent. Any problem with them is left
   // for Compute to report, with the same message as for a run-time B.
@@ -131,7 +133,7 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
     packed_bt_.resize(static_cast<size_t>(l.count * l.N * l.K));
     packed_colsum_.resize(static_cast<size_t>(l.count * l.N));
     PackB(*b, bzp, l, packed_bt_.data(), packed_colsum_.data());
-    if (int8gemm::Available()) {
+    if (vnni_ok_ && int8gemm::Available()) {
       const bool s8 = b->dtype() == DataType::kInt8;
       const int64_t zn = bzp ? bzp->num_elements() : 0;
       const auto* bytes = static_cast<const uint8_t*>(b->raw_data());
@@ -318,7 +320,7 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
     return Status::Ok();
   }
 
-  bool qlinear_;
+  bool qlinear_, vnni_ok_;
   size_t a_, b_, azp_, bzp_;
   bool packed_ = false;
   Shape packed_shape_;
@@ -328,11 +330,34 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
   std::vector<int8gemm::PackedB> vnni_;  // [count]: for the VNNI GEMM (empty: not used)
 };
 
+// The VNNI entry covers nodes whose B is a constant (packed once); the reference entry, the
+// int16 loops, every other node and reference sessions.
+KernelDef IntMatMulDef(const char* op, bool qlinear, bool vnni) {
+  KernelDef d;
+  d.op_type = op;
+  d.since_version = 10;
+  d.type_input = -1;
+  d.factory = [qlinear, vnni](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+    auto k = std::make_unique<IntMatMulKernel>(qlinear, vnni);
+    k->Init(init);
+    return std::unique_ptr<OpKernel>(std::move(k));
+  };
+  if (vnni) {
+    const size_t b = qlinear ? 3 : 1;
+    d.covers = [b](const KernelInit& init) { return int8gemm::Available() && init.constant_input(b) != nullptr; };
+    d.reference = false;
+    d.impl = "avx512_vnni";
+  }
+  return d;
+}
+
 }  // namespace
 
 void RegisterIntMatMulKernels(KernelRegistry& r) {
-  r.Register(IntKernelDef<IntMatMulKernel>("MatMulInteger", false));
-  r.Register(IntKernelDef<IntMatMulKernel>("QLinearMatMul", true));
+  for (bool vnni : {false, true}) {
+    r.Register(IntMatMulDef("MatMulInteger", false, vnni));
+    r.Register(IntMatMulDef("QLinearMatMul", true, vnni));
+  }
 }
 
 }  // namespace strata

@@ -178,8 +178,21 @@ Status DynamicQuantizeLinear(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor* x = ctx.input(0);
   if (!x || x->dtype() != DataType::kFloat) return InvalidArgument(node.Describe(), ": x must be a float tensor");
-  const int64_t n = x->num_elements();
-  const float* in = x->data<float>();
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kUInt8, x->shape()));
+  float scale = 0;
+  int32_t zp = 0;
+  RETURN_IF_ERROR(
+      DynamicQuantizeU8(node, x->data<float>(), x->num_elements(), y->mutable_data<uint8_t>(), &scale, &zp));
+  ASSIGN_OR_RETURN(Tensor * ys, ctx.AllocateOutput(1, DataType::kFloat, {}));
+  ys->mutable_data<float>()[0] = scale;
+  ASSIGN_OR_RETURN(Tensor * yz, ctx.AllocateOutput(2, DataType::kUInt8, {}));
+  yz->mutable_data<uint8_t>()[0] = static_cast<uint8_t>(zp);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status DynamicQuantizeU8(const Node& node, const float* in, int64_t n, uint8_t* q, float* scale_out, int32_t* zp_out) {
   const bool simd = HasAvx512Bw();
   float mn = 0, mx = 0;  // the range always includes 0
   if (simd) {
@@ -193,8 +206,6 @@ Status DynamicQuantizeLinear(KernelContext& ctx) {
   }
   const float scale = (mx - mn) / 255.0f;
   const int32_t zp = scale == 0 ? 0 : Saturate(std::nearbyint(0.0f - mn / scale), DataType::kUInt8);
-  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kUInt8, x->shape()));
-  uint8_t* q = y->mutable_data<uint8_t>();
   if (scale == 0) {
     std::fill(q, q + n, static_cast<uint8_t>(zp));
   } else if (simd) {
@@ -203,14 +214,10 @@ Status DynamicQuantizeLinear(KernelContext& ctx) {
     for (int64_t i = 0; i < n; ++i)
       q[i] = static_cast<uint8_t>(Saturate(std::nearbyint(in[i] / scale) + static_cast<float>(zp), DataType::kUInt8));
   }
-  ASSIGN_OR_RETURN(Tensor * ys, ctx.AllocateOutput(1, DataType::kFloat, {}));
-  ys->mutable_data<float>()[0] = scale;
-  ASSIGN_OR_RETURN(Tensor * yz, ctx.AllocateOutput(2, DataType::kUInt8, {}));
-  yz->mutable_data<uint8_t>()[0] = static_cast<uint8_t>(zp);
+  *scale_out = scale;
+  *zp_out = zp;
   return Status::Ok();
 }
-
-}  // namespace
 
 void RegisterQuantizeKernels(KernelRegistry& r) {
   r.Register(UntypedFnDef("QuantizeLinear", 10, QuantizeLinear, 12));

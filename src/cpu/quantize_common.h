@@ -62,6 +62,11 @@ inline int32_t ZeroPointAt(const Tensor* zp, int64_t i) {
   return LoadQ(*zp, zp->num_elements() == 1 ? 0 : i);
 }
 
+// DynamicQuantizeLinear's arithmetic: scale = (max(0, x) - min(0, x)) / 255, zero point and
+// q = x / scale + zp rounded half to even and saturated to uint8 (AVX-512 where the CPU has
+// it, the same bits). A NaN in x is an error naming the node.
+Status DynamicQuantizeU8(const Node& node, const float* x, int64_t n, uint8_t* q, float* scale, int32_t* zp);
+
 // Per-run scratch of `n` elements of `dt` from the session allocator (the caching allocator
 // serves it without malloc after the first run). Errors name the node.
 Result<Tensor> AllocateIntScratch(DataType dt, int64_t n, Allocator* alloc, const Node& node);

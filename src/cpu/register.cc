@@ -48,6 +48,7 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterMiscKernels(r);
   RegisterQuantWeightKernels(r);
   RegisterFusedMatMulKernels(r);
+  RegisterDynQuantMatMulKernels(r);
   RegisterAttentionKernels(r);
   RegisterChannelShuffleKernels(r);
 }

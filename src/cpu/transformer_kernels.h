@@ -11,6 +11,8 @@ class KernelRegistry;
 // strata.internal FusedMatMul (fused_matmul.cc) and MaskedSoftmax (attention.cc).
 void RegisterFusedMatMulKernels(KernelRegistry& r);
 void RegisterAttentionKernels(KernelRegistry& r);
+// strata.internal DynQuantMatMul (dynq_matmul.cc), the fused dynamic-int8 MatMul.
+void RegisterDynQuantMatMulKernels(KernelRegistry& r);
 
 namespace cpu {
 
