@@ -68,8 +68,8 @@ class DynQuantMatMulKernel final : public OpKernel, public PacksConstantInputs {
     ASSIGN_OR_RETURN(Tensor xq, AllocateIntScratch(DataType::kUInt8, x->num_elements(), ctx.allocator(), node));
     float xs = 0;
     int32_t xzp = 0;
-    RETURN_IF_ERROR(
-        DynamicQuantizeU8(node, x->data<float>(), x->num_elements(), xq.mutable_data<uint8_t>(), &xs, &xzp));
+    RETURN_IF_ERROR(DynamicQuantizeU8(node, x->data<float>(), x->num_elements(), xq.mutable_data<uint8_t>(), &xs, &xzp,
+                                      ctx.pool()));
     // The Mul(X_scale, W_scale) node's values, once per run.
     ASSIGN_OR_RETURN(Tensor scale, Tensor::Allocate(DataType::kFloat, {n}, ctx.allocator()));
     float* sc = scale.mutable_data<float>();

@@ -233,20 +233,25 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
       b.any_offset() ? reinterpret_cast<int32_t*>(bytes + (tiles * kRows * b.kp() + 63) / 64 * 64) : nullptr;
   const int threads = pool ? pool->num_threads() : 1;
   {
-    const auto pack = [&](int64_t r0, int64_t r1) { PackRows(a, b.k(), b.kp(), atiles, rowsum, r0, r1); };
-    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, b.kp()));
-    if (threads > 1 && a.rows > grain) {
-      pool->Run(a.rows, grain, pack);
+    // Whole tiles per task: rows of one tile share cache lines, and two threads writing one
+    // tile made a 128 x 3072 A cost more than the GEMM gained from the second thread.
+    const auto pack = [&](int64_t t0, int64_t t1) {
+      PackRows(a, b.k(), b.kp(), atiles, rowsum, t0 * kRows, std::min(a.rows, t1 * kRows));
+    };
+    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, kRows * b.kp()));
+    if (threads > 1 && tiles > grain) {
+      pool->Run(tiles, grain, pack);
     } else {
-      pack(0, a.rows);
+      pack(0, tiles);
     }
   }
   Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout};
   job.block_pairs = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, b.kp() * 2 * kPanel));
-  // Small products (under ~2M multiply-adds) stay on the calling thread.
+  // Small products (under ~256K multiply-adds: a GEMV over 256 KiB of B) stay on the calling
+  // thread; past that a GEMV is bound by reading B from L3, which two cores do twice as fast.
   const double macs =
       static_cast<double>(a.rows) * static_cast<double>(b.kp()) * static_cast<double>(b.panels() * kPanel);
-  if (threads <= 1 || macs <= 2e6) {
+  if (threads <= 1 || macs <= 262144.0) {
     RunPairs(job, 0, job.pairs, 0, a.rows);
   } else if (job.pairs >= 2 * threads || a.rows < 2 * kRows) {
     // Over the columns: each thread reads its share of B.

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "core/kernel.h"
+#include "core/threadpool.h"
 #include "cpu/fn_kernel_def.h"
 #include "cpu/quantize_common.h"
 #include "cpu/register.h"
@@ -181,8 +182,8 @@ Status DynamicQuantizeLinear(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kUInt8, x->shape()));
   float scale = 0;
   int32_t zp = 0;
-  RETURN_IF_ERROR(
-      DynamicQuantizeU8(node, x->data<float>(), x->num_elements(), y->mutable_data<uint8_t>(), &scale, &zp));
+  RETURN_IF_ERROR(DynamicQuantizeU8(node, x->data<float>(), x->num_elements(), y->mutable_data<uint8_t>(), &scale, &zp,
+                                    ctx.pool()));
   ASSIGN_OR_RETURN(Tensor * ys, ctx.AllocateOutput(1, DataType::kFloat, {}));
   ys->mutable_data<float>()[0] = scale;
   ASSIGN_OR_RETURN(Tensor * yz, ctx.AllocateOutput(2, DataType::kUInt8, {}));
@@ -192,11 +193,34 @@ Status DynamicQuantizeLinear(KernelContext& ctx) {
 
 }  // namespace
 
-Status DynamicQuantizeU8(const Node& node, const float* in, int64_t n, uint8_t* q, float* scale_out, int32_t* zp_out) {
+Status DynamicQuantizeU8(const Node& node, const float* in, int64_t n, uint8_t* q, float* scale_out, int32_t* zp_out,
+                         ThreadPool* pool) {
   const bool simd = HasAvx512Bw();
+  // Large tensors in parts over the pool (min/max and the per-value rounding are exact, so
+  // the bits do not depend on the split).
+  const int parts =
+      simd && pool && pool->num_threads() > 1 && n >= (int64_t{1} << 16) ? std::min(pool->num_threads(), 64) : 1;
+  const int64_t chunk = (n / parts + 15) / 16 * 16;
   float mn = 0, mx = 0;  // the range always includes 0
   if (simd) {
-    if (!RangeAvx512(in, n, &mn, &mx)) return InvalidArgument(node.Describe(), ": x contains NaN");
+    float pmn[64], pmx[64];
+    bool pok[64];
+    const auto range = [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t b = std::min(n, p * chunk), e = p + 1 == parts ? n : std::min(n, (p + 1) * chunk);
+        pok[p] = RangeAvx512(in + b, e - b, &pmn[p], &pmx[p]);
+      }
+    };
+    if (parts > 1) {
+      pool->Run(parts, 1, range);
+    } else {
+      range(0, 1);
+    }
+    for (int p = 0; p < parts; ++p) {
+      if (!pok[p]) return InvalidArgument(node.Describe(), ": x contains NaN");
+      mn = std::min(mn, pmn[p]);
+      mx = std::max(mx, pmx[p]);
+    }
   } else {
     for (int64_t i = 0; i < n; ++i) {
       if (std::isnan(in[i])) return InvalidArgument(node.Describe(), ": x contains NaN");
@@ -209,7 +233,17 @@ Status DynamicQuantizeU8(const Node& node, const float* in, int64_t n, uint8_t* 
   if (scale == 0) {
     std::fill(q, q + n, static_cast<uint8_t>(zp));
   } else if (simd) {
-    QuantizeAvx512(in, n, scale, static_cast<float>(zp), q);
+    const auto quant = [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t b = std::min(n, p * chunk), e = p + 1 == parts ? n : std::min(n, (p + 1) * chunk);
+        QuantizeAvx512(in + b, e - b, scale, static_cast<float>(zp), q + b);
+      }
+    };
+    if (parts > 1) {
+      pool->Run(parts, 1, quant);
+    } else {
+      quant(0, 1);
+    }
   } else {
     for (int64_t i = 0; i < n; ++i)
       q[i] = static_cast<uint8_t>(Saturate(std::nearbyint(in[i] / scale) + static_cast<float>(zp), DataType::kUInt8));

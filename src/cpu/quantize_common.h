@@ -64,8 +64,10 @@ inline int32_t ZeroPointAt(const Tensor* zp, int64_t i) {
 
 // DynamicQuantizeLinear's arithmetic: scale = (max(0, x) - min(0, x)) / 255, zero point and
 // q = x / scale + zp rounded half to even and saturated to uint8 (AVX-512 where the CPU has
-// it, the same bits). A NaN in x is an error naming the node.
-Status DynamicQuantizeU8(const Node& node, const float* x, int64_t n, uint8_t* q, float* scale, int32_t* zp);
+// it, the same bits; large tensors split over the pool, which may be null). A NaN in x is an
+// error naming the node.
+Status DynamicQuantizeU8(const Node& node, const float* x, int64_t n, uint8_t* q, float* scale, int32_t* zp,
+                         ThreadPool* pool);
 
 // Per-run scratch of `n` elements of `dt` from the session allocator (the caching allocator
 // serves it without malloc after the first run). Errors name the node.

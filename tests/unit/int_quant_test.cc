@@ -137,7 +137,7 @@ TEST(IntMatMul, LargerProductsMatchNaiveWithConstantAndRunTimeB) {
 // values rounded half to even and saturated), at lengths around the 16-float vector.
 TEST(DynamicQuantize, MatchesTheFormulaAtEveryLength) {
   uint64_t seed = 900;
-  for (int64_t n : {1, 7, 15, 16, 17, 33, 1000}) {
+  for (int64_t n : {1, 7, 15, 16, 17, 33, 1000, 70001}) {  // 70001: split over 2 threads below
     for (int range : {0, 1, 2, 3}) {  // mixed signs, positive only, negative only, all zero
       const double lo = range == 1 ? 0.5 : range == 3 ? 0.0 : -3.0, hi = range == 2 ? -0.25 : range == 3 ? 0.0 : 5.0;
       const Tensor x = RandomTensor(DataType::kFloat, {n}, seed++, lo, hi);
@@ -156,11 +156,17 @@ TEST(DynamicQuantize, MatchesTheFormulaAtEveryLength) {
       }
       OpSpec spec("DynamicQuantizeLinear", 11);
       spec.num_outputs = 3;
-      auto r = RunKernel(spec, {x});
-      ASSERT_TRUE(r.ok()) << r.status().ToString();
-      EXPECT_TRUE(TensorsEqual(MakeTensor(DataType::kUInt8, {n}, want), (*r)[0])) << "n=" << n << " range=" << range;
-      EXPECT_EQ(ToDoubles((*r)[1])[0], static_cast<double>(scale)) << "n=" << n << " range=" << range;
-      EXPECT_EQ(ToDoubles((*r)[2])[0], static_cast<double>(zpf)) << "n=" << n << " range=" << range;
+      for (int threads : {1, 2}) {
+        RunOptions o;
+        o.threads = threads;
+        auto r = RunKernel(spec, {x}, o);
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        const std::string what =
+            "n=" + std::to_string(n) + " range=" + std::to_string(range) + " threads=" + std::to_string(threads);
+        EXPECT_TRUE(TensorsEqual(MakeTensor(DataType::kUInt8, {n}, want), (*r)[0])) << what;
+        EXPECT_EQ(ToDoubles((*r)[1])[0], static_cast<double>(scale)) << what;
+        EXPECT_EQ(ToDoubles((*r)[2])[0], static_cast<double>(zpf)) << what;
+      }
     }
   }
   // Values on exact half steps round to even: x = k * 0.5 * scale.
@@ -179,12 +185,15 @@ TEST(DynamicQuantize, MatchesTheFormulaAtEveryLength) {
 }
 
 TEST(DynamicQuantize, NaNIsAnErrorNamingTheNode) {
-  for (int64_t at : {0, 5, 16, 20}) {
-    std::vector<double> v(21, 1.0);
+  for (int64_t at : {0, 5, 16, 20, 69999}) {  // the last in the second thread's part
+    const int64_t n = at < 21 ? 21 : 70000;
+    std::vector<double> v(static_cast<size_t>(n), 1.0);
     v[static_cast<size_t>(at)] = std::nan("");
     OpSpec spec("DynamicQuantizeLinear", 11);
     spec.num_outputs = 3;
-    auto r = RunKernel(spec, {MakeTensor(DataType::kFloat, {21}, v)});
+    RunOptions o;
+    o.threads = 2;
+    auto r = RunKernel(spec, {MakeTensor(DataType::kFloat, {n}, v)}, o);
     ASSERT_FALSE(r.ok()) << "NaN at " << at;
     EXPECT_NE(r.status().message().find("contains NaN"), std::string::npos) << r.status().ToString();
     EXPECT_NE(r.status().message().find("DynamicQuantizeLinear"), std::string::npos) << r.status().ToString();
