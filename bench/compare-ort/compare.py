@@ -26,11 +26,15 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ALL_MODELS = ["mlp", "lstm", "mobilenet_v2", "resnet18", "resnet50", "bert", "gpt2"]
 QUICK_MODELS = ["mlp", "lstm", "resnet18"]
+# Dynamic-int8 variants (bench/models/quantize_dynamic.py, ONNX Runtime's quantize_dynamic
+# pattern), made from the fp32 model on first use; --models mlp_dynq,bert_dynq,gpt2_dynq.
+INT8_MODELS = ["mlp_dynq", "bert_dynq", "gpt2_dynq"]
 # Timed runs per process: (quick, full). Small models get more runs.
 NOTES_MARKER = "<!-- notes: kept by compare.py -->"
 ITERS = {
     "mlp": (200, 1000), "lstm": (40, 200), "mobilenet_v2": (20, 100), "resnet18": (15, 60),
     "resnet50": (8, 30), "bert": (8, 30), "gpt2": (10, 40),
+    "mlp_dynq": (200, 1000), "bert_dynq": (8, 30), "gpt2_dynq": (10, 40),
 }
 # Session creations timed per process, by both runtimes.
 CREATIONS = 7
@@ -95,6 +99,7 @@ def gemm_peak(threads, kernel_bench):
 
 def copy_sample_inputs(models_dir, model, in_dir):
     """Writes in_dir/inputs.txt for the sample inputs make_models.py stored with the model."""
+    model = model[:-len("_dynq")] if model.endswith("_dynq") else model  # the fp32 model's inputs
     with open(os.path.join(models_dir, "manifest.json")) as f:
         manifest = json.load(f)
     entry = next((e for e in manifest["models"] if e["name"] == model), None)
@@ -131,7 +136,7 @@ def main():
     models = args.models.split(",") if args.models else (QUICK_MODELS if args.quick else ALL_MODELS)
     for m in models:
         if m not in ITERS:
-            sys.exit("compare.py: unknown model '%s' (known: %s)" % (m, ", ".join(ALL_MODELS)))
+            sys.exit("compare.py: unknown model '%s' (known: %s)" % (m, ", ".join(ALL_MODELS + INT8_MODELS)))
     threads_list = [int(t) for t in args.threads.split(",")]
     procs = args.procs or 3
     for exe in (args.strata, args.ort_bench):
@@ -150,6 +155,10 @@ def main():
     results, raw, profiles = [], [], {}
     for m in models:
         path = os.path.join(args.models_dir, m + ".onnx")
+        base = os.path.join(args.models_dir, m[:-len("_dynq")] + ".onnx") if m in INT8_MODELS else None
+        if not os.path.exists(path) and base and os.path.exists(base):
+            subprocess.run([sys.executable, os.path.join(ROOT, "bench/models/quantize_dynamic.py"), base, path],
+                           check=True)
         if not os.path.exists(path):
             sys.exit("compare.py: %s missing (bench/models/make_models.py --only %s)" % (path, m))
         iters = max(3, int(ITERS[m][0 if args.quick else 1] * args.iters_scale))

@@ -37,7 +37,10 @@ double NodeFlops(const Node& node, const std::vector<const Value*>& inputs, cons
   bool nhwc_conv = node.domain == kInternalDomain && node.op_type == "NhwcConv";
   // The transformer fusions' MatMul (bias/GELU/residual in its epilogue) counts as MatMul;
   // Attention as its two products, Q K^T and P V.
-  bool fused_matmul = node.domain == kInternalDomain && node.op_type == "FusedMatMul";
+  // The integer MatMuls (MatMulInteger, QLinearMatMul and the fused dynamic-int8
+  // DynQuantMatMul) count 2 ops per multiply-add as well.
+  bool fused_matmul =
+      node.domain == kInternalDomain && (node.op_type == "FusedMatMul" || node.op_type == "DynQuantMatMul");
   if (node.domain == kInternalDomain && node.op_type == "Attention")
     return 4.0 * static_cast<double>(node.GetInt("batch", 0)) * static_cast<double>(node.GetInt("num_heads", 0)) *
            static_cast<double>(node.GetInt("q_len", 0)) * static_cast<double>(node.GetInt("kv_len", 0)) *
@@ -80,7 +83,7 @@ double NodeFlops(const Node& node, const std::vector<const Value*>& inputs, cons
     int64_t k = node.GetInt("transA", 0) ? a->dim(0) : a->dim(1);
     return 2.0 * static_cast<double>(y->num_elements()) * static_cast<double>(k);
   }
-  if (op == "MatMul" || fused_matmul) {
+  if (op == "MatMul" || op == "MatMulInteger" || op == "QLinearMatMul" || fused_matmul) {
     const Tensor* a = TensorAt(inputs, 0);
     const Tensor* y = OutTensor(outputs, 0);
     if (!a || !y || a->rank() < 1) return -1;
