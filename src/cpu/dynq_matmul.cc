@@ -40,8 +40,8 @@ class DynQuantMatMulKernel final : public OpKernel, public PacksConstantInputs {
     if (init.has_input(4) && (!bias || bias->dtype() != DataType::kFloat || bias->num_elements() != n))
       return InvalidArgument(node.Describe(), ": bias must be a constant float [", n, "]");
     const int64_t zn = wzp ? wzp->num_elements() : 0;
-    auto packed =
-        int8gemm::Pack(w->raw_data(), w->dtype() == DataType::kInt8, k, n, zn ? wzp->raw_data() : nullptr, zn);
+    auto packed = int8gemm::Pack(w->raw_data(), w->dtype() == DataType::kInt8, k, n, zn ? wzp->raw_data() : nullptr, zn,
+                                 init.pool);
     if (!packed.ok()) return MakeStatus(packed.status().code(), node.Describe(), ": ", packed.status().message());
     auto kern = std::unique_ptr<DynQuantMatMulKernel>(new DynQuantMatMulKernel());
     kern->packed_ = std::move(packed).value();

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/large_pages.h"
 #include "core/threadpool.h"
 
 namespace strata::int8gemm {
@@ -156,7 +157,43 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
   }
 }
 
+// Panel q of B: 16 columns, K in groups of 4 bytes ([kp / 4][16][4], zero padded), s8 B as is,
+// u8 B as B - 128 (the flip of its top bit), and the panel's column sums. Four rows of 16
+// bytes are interleaved into one 64-byte group with byte and word unpacks.
+STRATA_VNNI void PackPanel(const uint8_t* b, bool b_signed, int64_t k, int64_t n, int64_t kp, int64_t q, int8_t* data,
+                           int32_t* colsum) {
+  const int64_t j0 = q * kPanel, cols = std::min<int64_t>(kPanel, n - j0);
+  const __mmask16 cmask = static_cast<__mmask16>((1u << cols) - 1);
+  const __m128i flip = _mm_set1_epi8(b_signed ? 0 : static_cast<char>(0x80));
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i sum = _mm512_setzero_si512();
+  int8_t* dst = data + q * kp * kPanel;
+  for (int64_t kk = 0; kk < kp; kk += 4) {
+    __m128i r[4];
+    for (int t = 0; t < 4; ++t)
+      r[t] = kk + t < k
+                 ? _mm_maskz_mov_epi8(cmask, _mm_xor_si128(_mm_maskz_loadu_epi8(cmask, b + (kk + t) * n + j0), flip))
+                 : _mm_setzero_si128();
+    const __m128i t0 = _mm_unpacklo_epi8(r[0], r[1]), t1 = _mm_unpackhi_epi8(r[0], r[1]);
+    const __m128i t2 = _mm_unpacklo_epi8(r[2], r[3]), t3 = _mm_unpackhi_epi8(r[2], r[3]);
+    const __m512i g = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_set_m128i(_mm_unpackhi_epi16(t0, t2), _mm_unpacklo_epi16(t0, t2))),
+        _mm256_set_m128i(_mm_unpackhi_epi16(t1, t3), _mm_unpacklo_epi16(t1, t3)), 1);
+    _mm512_store_si512(dst + kk * kPanel, g);
+    sum = _mm512_dpbusd_epi32(sum, ones, g);  // each column's 4 signed bytes
+  }
+  _mm512_store_si512(colsum + j0, sum);
+}
+
 }  // namespace
+
+void PackedB::FreeData::operator()(int8_t* p) const {
+  if (mapped) {
+    FreeLargePages(p, mapped);
+  } else {
+    std::free(p);
+  }
+}
 
 bool Available() {
   static const bool ok = [] {
@@ -169,7 +206,8 @@ bool Available() {
   return ok;
 }
 
-Result<PackedB> Pack(const void* b, bool b_signed, int64_t k, int64_t n, const void* zb, int64_t zb_count) {
+Result<PackedB> Pack(const void* b, bool b_signed, int64_t k, int64_t n, const void* zb, int64_t zb_count,
+                     ThreadPool* pool) {
   if (k < 0 || n < 0 || (zb_count != 0 && zb_count != 1 && zb_count != n))
     return InvalidArgument("int8 GEMM: bad B geometry k=", k, " n=", n, " zero points=", zb_count);
   PackedB p;
@@ -182,30 +220,36 @@ Result<PackedB> Pack(const void* b, bool b_signed, int64_t k, int64_t n, const v
   const auto alloc = [](int64_t nbytes) {
     return std::aligned_alloc(64, static_cast<size_t>((nbytes + 63) / 64 * 64));
   };
-  p.data_.reset(static_cast<int8_t*>(alloc(std::max<int64_t>(bytes, 64))));
+  {
+    // Not zeroed: PackPanel writes every byte.
+    size_t mapped = 0;
+    void* d = nullptr;
+    if (static_cast<size_t>(bytes) >= kLargePagesMinBytes)
+      d = AllocateLargePages(static_cast<size_t>(bytes), &mapped, /*zeroed=*/false);
+    if (!d) {
+      mapped = 0;
+      d = alloc(std::max<int64_t>(bytes, 64));
+    }
+    p.data_ = std::unique_ptr<int8_t[], PackedB::FreeData>(static_cast<int8_t*>(d), PackedB::FreeData{mapped});
+  }
   p.colsum_.reset(static_cast<int32_t*>(alloc(std::max<int64_t>(cols * 4, 64))));
   p.offset_.reset(static_cast<int32_t*>(alloc(std::max<int64_t>(cols * 4, 64))));
   if (!p.data_ || !p.colsum_ || !p.offset_)
     return MakeStatus(StatusCode::kOutOfMemory, "int8 GEMM: cannot allocate ", bytes, " bytes of packed B");
-  std::memset(p.data_.get(), 0, static_cast<size_t>(bytes));
   const auto* bu = static_cast<const uint8_t*>(b);
   const auto zero_point = [&](int64_t j) -> int32_t {
     if (zb_count == 0) return 0;
     const int64_t i = zb_count == 1 ? 0 : j;
     return b_signed ? static_cast<const int8_t*>(zb)[i] : static_cast<const uint8_t*>(zb)[i];
   };
-  // Row by row (B read in order): s8 B as is, u8 B as B - 128 (the flip of its top bit).
-  const uint8_t flip = b_signed ? 0 : 0x80;
-  uint32_t* sums = reinterpret_cast<uint32_t*>(p.colsum_.get());
-  std::fill(sums, sums + cols, 0u);
-  for (int64_t kk = 0; kk < k; ++kk) {
-    int8_t* dst = p.data_.get() + (kk / 4) * 64 + kk % 4;
-    const uint8_t* src = bu + kk * n;
-    for (int64_t j = 0; j < n; ++j) {
-      const int8_t v = static_cast<int8_t>(src[j] ^ flip);
-      dst[(j / kPanel) * p.kp_ * kPanel + (j % kPanel) * 4] = v;
-      sums[j] += static_cast<uint32_t>(static_cast<int32_t>(v));
-    }
+  // Panels over the pool, each written whole (padding included), so no memset first.
+  const auto panels = [&](int64_t p0, int64_t p1) {
+    for (int64_t q = p0; q < p1; ++q) PackPanel(bu, b_signed, k, n, p.kp_, q, p.data_.get(), p.colsum_.get());
+  };
+  if (pool && pool->num_threads() > 1 && p.panels() > 1) {
+    pool->Run(p.panels(), 1, panels);
+  } else {
+    panels(0, p.panels());
   }
   for (int64_t j = 0; j < cols; ++j) {
     p.offset_[j] = j < n ? (b_signed ? 0 : 128) - zero_point(j) : 0;

@@ -46,19 +46,28 @@ class PackedB {
   int64_t bytes() const { return kp_ * panels() * kPanel + 2 * panels() * kPanel * 4; }
 
  private:
-  friend Result<PackedB> Pack(const void* b, bool b_signed, int64_t k, int64_t n, const void* zb, int64_t zb_count);
+  friend Result<PackedB> Pack(const void* b, bool b_signed, int64_t k, int64_t n, const void* zb, int64_t zb_count,
+                              ThreadPool* pool);
   struct Free {
     void operator()(void* p) const { std::free(p); }
   };
+  // > 0: an AllocateLargePages block of this length (huge pages: a first touch of 4 KiB pages
+  // was most of a dynamic-int8 BERT's session creation), else aligned_alloc memory.
+  struct FreeData {
+    size_t mapped;  // no initializer (see sgemm::PackedB::Free): value-initialized to 0
+    void operator()(int8_t* p) const;
+  };
   int64_t k_ = 0, n_ = 0, kp_ = 0;
   bool any_offset_ = false;
-  std::unique_ptr<int8_t[], Free> data_;
+  std::unique_ptr<int8_t[], FreeData> data_;
   std::unique_ptr<int32_t[], Free> colsum_, offset_;
 };
 
 // Packs B [k, n] (row-major uint8 or int8) with its zero point: zb_count 0 (none), 1 (per
-// tensor) or n (per column), of B's type. Errors: sizes that overflow, out of memory.
-Result<PackedB> Pack(const void* b, bool b_signed, int64_t k, int64_t n, const void* zb, int64_t zb_count);
+// tensor) or n (per column), of B's type; panels split over the pool (may be null). Needs
+// Available(). Errors: sizes that overflow, out of memory.
+Result<PackedB> Pack(const void* b, bool b_signed, int64_t k, int64_t n, const void* zb, int64_t zb_count,
+                     ThreadPool* pool = nullptr);
 
 // A [rows, k] of 8-bit values, row r at a + r * lda, with its zero point: za_rows[r] when
 // za_rows is not null, else za for every row.

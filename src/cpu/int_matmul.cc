@@ -138,7 +138,7 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
       const int64_t zn = bzp ? bzp->num_elements() : 0;
       const auto* bytes = static_cast<const uint8_t*>(b->raw_data());
       for (int64_t m = 0; m < l.count; ++m) {
-        auto p = int8gemm::Pack(bytes + m * l.K * l.N, s8, l.K, l.N, bzp ? bzp->raw_data() : nullptr, zn);
+        auto p = int8gemm::Pack(bytes + m * l.K * l.N, s8, l.K, l.N, bzp ? bzp->raw_data() : nullptr, zn, init.pool);
         if (!p.ok()) {  // the int16 kernel serves instead
           vnni_.clear();
           break;
