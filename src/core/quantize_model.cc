@@ -1,6 +1,7 @@
 #include "core/quantize_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -56,6 +57,41 @@ const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string
   for (const auto& a : n.attribute())
     if (a.name() == name) return &a;
   return nullptr;
+}
+
+onnx::NodeProto MakeNodeProto(const std::string& name, const std::string& op, std::vector<std::string> in,
+                              std::vector<std::string> out) {
+  onnx::NodeProto n;
+  n.set_name(name);
+  n.set_op_type(op);
+  for (auto& i : in) n.add_input(std::move(i));
+  for (auto& o : out) n.add_output(std::move(o));
+  return n;
+}
+
+// W [K, N] (element (k, n) at w[n * K + k] when w_is_nk) as symmetric int8 in [-127, 127]:
+// one scale max|W| / 127 per tensor, or per column n with per_channel (an all-zero range
+// gets scale 1), values rounded half to even as numpy's rint in ONNX Runtime's quantizer.
+Status QuantizeSymmetricInt8(const float* w, int64_t K, int64_t N, bool w_is_nk, bool per_channel,
+                             std::vector<int8_t>* q, std::vector<float>* scales) {
+  auto at = [&](int64_t k, int64_t n) { return w_is_nk ? w[n * K + k] : w[k * N + n]; };
+  const int64_t groups = per_channel ? N : 1;
+  scales->assign(static_cast<size_t>(groups), 0.0f);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) {
+      const float v = at(k, n);
+      if (!std::isfinite(v)) return InvalidArgument("weight holds a non-finite value at [", k, ", ", n, "]");
+      float& s = (*scales)[per_channel ? n : 0];
+      s = std::max(s, std::fabs(v));
+    }
+  for (float& s : *scales) s = s > 0 ? s / 127.0f : 1.0f;
+  q->resize(static_cast<size_t>(K * N));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) {
+      const float r = std::nearbyint(at(k, n) / (*scales)[per_channel ? n : 0]);
+      (*q)[k * N + n] = static_cast<int8_t>(std::clamp(r, -127.0f, 127.0f));
+    }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -121,11 +157,21 @@ Result<BlockQuantized> QuantizeBlockwise(const float* w, int64_t K, int64_t N, b
 }
 
 Result<QuantizeReport> QuantizeModelProto(onnx::ModelProto* model, const QuantizeOptions& opts) {
-  if (opts.bits != 4 && opts.bits != 8) return InvalidArgument("--bits must be 4 or 8, got ", opts.bits);
-  if (opts.block_size < 16 || !IsPowerOfTwo(opts.block_size))
-    return InvalidArgument("--block-size must be a power of two >= 16, got ", opts.block_size);
-  if (opts.accuracy_level < 0 || opts.accuracy_level > 4)
-    return InvalidArgument("--accuracy-level must be in [0, 4], got ", opts.accuracy_level);
+  if (opts.dynamic_int8) {
+    int64_t opset = 0;
+    for (const auto& op : model->opset_import())
+      if (op.domain().empty() || op.domain() == "ai.onnx") opset = op.version();
+    if (opset < 11)
+      return InvalidArgument("--dynamic-int8 needs opset >= 11 (DynamicQuantizeLinear); the model imports opset ",
+                             opset);
+  } else {
+    if (opts.per_channel) return InvalidArgument("--per-channel goes with --dynamic-int8");
+    if (opts.bits != 4 && opts.bits != 8) return InvalidArgument("--bits must be 4 or 8, got ", opts.bits);
+    if (opts.block_size < 16 || !IsPowerOfTwo(opts.block_size))
+      return InvalidArgument("--block-size must be a power of two >= 16, got ", opts.block_size);
+    if (opts.accuracy_level < 0 || opts.accuracy_level > 4)
+      return InvalidArgument("--accuracy-level must be in [0, 4], got ", opts.accuracy_level);
+  }
   onnx::GraphProto* g = model->mutable_graph();
   QuantizeReport report;
   std::unordered_map<std::string, int> inits;
@@ -193,6 +239,9 @@ Result<QuantizeReport> QuantizeModelProto(onnx::ModelProto* model, const Quantiz
 
   std::set<std::string> replaced;
   size_t done = 0;
+  // dynamic_int8: the nodes each quantized node becomes, and each input's quantized form.
+  std::map<int, std::vector<onnx::NodeProto>> replacement;
+  std::map<std::string, std::array<std::string, 3>> dql_of;
   for (int idx : todo) {
     onnx::NodeProto& n = *g->mutable_node(idx);
     const std::string label = n.name().empty() ? (n.output_size() ? n.output(0) : n.op_type()) : n.name();
@@ -226,6 +275,54 @@ Result<QuantizeReport> QuantizeModelProto(onnx::ModelProto* model, const Quantiz
         bias.resize(N);
         for (int64_t j = 0; j < N; ++j) bias[j] = beta * (*cv)[last == 1 ? 0 : j];
       }
+    }
+    if (opts.dynamic_int8) {
+      std::vector<int8_t> wq;
+      std::vector<float> ws;
+      Status st = QuantizeSymmetricInt8(vals->data(), K, N, trans_b, opts.per_channel, &wq, &ws);
+      if (!st.ok()) return MakeStatus(st.code(), n.op_type(), " node '", label, "': ", st.message());
+      const std::string base = n.input(1);
+      const std::string wq_name = unique(base + "_quantized"), ws_name = unique(base + "_scale"),
+                        wz_name = unique(base + "_zero_point");
+      const int8_t zero = 0;
+      *g->add_initializer() = MakeTensor(wq_name, onnx::TensorProto::INT8, {K, N}, wq.data(), wq.size());
+      *g->add_initializer() =
+          MakeTensor(ws_name, onnx::TensorProto::FLOAT,
+                     opts.per_channel ? std::vector<int64_t>{N} : std::vector<int64_t>{}, ws.data(), ws.size() * 4);
+      *g->add_initializer() = MakeTensor(wz_name, onnx::TensorProto::INT8, {}, &zero, 1);
+      std::vector<onnx::NodeProto>& out = replacement[idx];
+      // One DynamicQuantizeLinear per input, shared by every MatMul reading it (as ORT does).
+      const std::string a = n.input(0);
+      auto dq = dql_of.find(a);
+      if (dq == dql_of.end()) {
+        const std::array<std::string, 3> names{unique(a + "_quantized"), unique(a + "_scale"),
+                                               unique(a + "_zero_point")};
+        out.push_back(MakeNodeProto(unique(a + "_DynamicQuantizeLinear"), "DynamicQuantizeLinear", {a},
+                                    {names[0], names[1], names[2]}));
+        dq = dql_of.emplace(a, names).first;
+      }
+      const auto& [aq, as, az] = dq->second;
+      const std::string acc = unique(label + "_MatMulInteger_output"), accf = unique(label + "_cast_output"),
+                        scale = unique(label + "_scales"),
+                        prod = bias.empty() ? n.output(0) : unique(label + "_mul_output");
+      out.push_back(
+          MakeNodeProto(unique(label + "_MatMulInteger"), "MatMulInteger", {aq, wq_name, az, wz_name}, {acc}));
+      out.push_back(MakeNodeProto(unique(label + "_cast"), "Cast", {acc}, {accf}));
+      SetInt(&out.back(), "to", onnx::TensorProto::FLOAT);
+      out.push_back(MakeNodeProto(unique(label + "_scales_mul"), "Mul", {as, ws_name}, {scale}));
+      out.push_back(MakeNodeProto(unique(label + "_output_scale_mul"), "Mul", {accf, scale}, {prod}));
+      if (!bias.empty()) {
+        const std::string bias_name = unique(base + "_bias");
+        *g->add_initializer() = MakeTensor(bias_name, onnx::TensorProto::FLOAT, {N}, bias.data(), bias.size() * 4);
+        out.push_back(MakeNodeProto(unique(label + "_bias_add"), "Add", {prod, bias_name}, {n.output(0)}));
+      }
+      report.weight_bytes_before += static_cast<size_t>(K * N * 4) + bias.size() * 4;
+      report.weight_bytes_after += wq.size() + ws.size() * 4 + 1 + bias.size() * 4;
+      replaced.insert(n.input(1));
+      if (n.op_type() == "Gemm" && n.input_size() > 2 && !n.input(2).empty()) replaced.insert(n.input(2));
+      ++report.quantized;
+      if (opts.progress) opts.progress(++done, todo.size());
+      continue;
     }
     auto q = QuantizeBlockwise(vals->data(), K, N, trans_b, opts.bits, opts.block_size, opts.symmetric);
     if (!q.ok()) return MakeStatus(q.status().code(), n.op_type(), " node '", label, "': ", q.status().message());
@@ -275,6 +372,18 @@ Result<QuantizeReport> QuantizeModelProto(onnx::ModelProto* model, const Quantiz
     if (opts.progress) opts.progress(++done, todo.size());
   }
 
+  if (!replacement.empty()) {
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+    for (int i = 0; i < g->node_size(); ++i) {
+      auto it = replacement.find(i);
+      if (it == replacement.end()) {
+        *nodes.Add() = g->node(i);
+      } else {
+        for (auto& r : it->second) *nodes.Add() = std::move(r);
+      }
+    }
+    g->mutable_node()->Swap(&nodes);
+  }
   // Drop replaced float weights nothing else reads any more.
   std::set<std::string> used;
   for (const auto& n : g->node())
@@ -287,7 +396,7 @@ Result<QuantizeReport> QuantizeModelProto(onnx::ModelProto* model, const Quantiz
                                       !graph_inputs.count(t.name());
                              }),
               list->end());
-  if (report.quantized > 0) {
+  if (report.quantized > 0 && !opts.dynamic_int8) {
     bool has = false;
     for (const auto& op : model->opset_import()) has = has || op.domain() == "com.microsoft";
     if (!has) {

@@ -1,6 +1,7 @@
-// Weight-only block quantization of an ONNX model (`strata quantize`): MatMul and Gemm
-// nodes with constant 2-D float weights become com.microsoft MatMulNBits nodes with the
-// weights stored as ONNX Runtime defines them (see docs/quantization.md).
+// Quantization of an ONNX model (`strata quantize`): MatMul and Gemm nodes with constant 2-D
+// float weights become com.microsoft MatMulNBits nodes (weight-only, blockwise) with the
+// weights stored as ONNX Runtime defines them (see docs/quantization.md), or, with
+// dynamic_int8, ONNX Runtime's dynamic int8 MatMul pattern (docs/int8.md).
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -20,6 +21,12 @@ struct QuantizeOptions {
   bool symmetric = false;   // true: no zero points (ORT's default 2^(bits-1))
   int64_t accuracy_level = 0;
   std::vector<std::string> exclude;  // node names (or first output names) left in fp32
+  // Instead of MatMulNBits: ONNX Runtime's dynamic int8 form (its quantize_dynamic output),
+  // DynamicQuantizeLinear(A) -> MatMulInteger(A_q, W_q int8) -> Cast -> Mul(A_scale * W_scale)
+  // [-> Add(bias)], W symmetric in [-127, 127] with one scale per tensor or, with
+  // per_channel, per output column. bits/block_size/symmetric/accuracy_level do not apply.
+  bool dynamic_int8 = false;
+  bool per_channel = false;
   // Called after each quantized weight with (done, total).
   std::function<void(size_t, size_t)> progress;
 };

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <random>
 #include <string>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "core/large_pages.h"
 #include "core/quantize_model.h"
 #include "core/session.h"
+#include "cpu/int8_gemm.h"
 
 namespace strata {
 namespace {
@@ -927,6 +929,96 @@ TEST(MatmulNBitsQuantize, ExcludeAndBadOptions) {
   EXPECT_EQ(QuantizeModelBytes(in_bytes, &out_bytes, opts).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(QuantizeModelBytes("not a model", &out_bytes, QuantizeOptions{}).status().code(),
             StatusCode::kInvalidModel);
+}
+
+// `strata quantize --dynamic-int8`: ONNX Runtime's dynamic int8 pattern, which the optimized
+// session fuses (DynQuantMatMul on AVX512-VNNI) with the same bits as the reference kernels
+// running it unfused; close to fp32.
+TEST(DynamicInt8Quantize, MlpRoundTripIsCloseAndFusedBitsMatchUnfused) {
+  const int64_t batch = 4, in = 200, hidden = 96, out = 10;
+  const onnx::ModelProto fp32 = MlpModel(batch, in, hidden, out);
+  auto ref = CreateSession(fp32);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  const std::vector<float> x = RandomA(batch * in, 21);
+  const std::vector<float> want = RunModel(**ref, "X", x, {batch, in});
+  double ref_max = 0;
+  for (float v : want) ref_max = std::max(ref_max, std::fabs(static_cast<double>(v)));
+  for (bool per_channel : {false, true}) {
+    std::string in_bytes, out_bytes;
+    fp32.SerializeToString(&in_bytes);
+    QuantizeOptions opts;
+    opts.dynamic_int8 = true;
+    opts.per_channel = per_channel;
+    auto rep = QuantizeModelBytes(in_bytes, &out_bytes, opts);
+    ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+    EXPECT_EQ(rep->quantized, 2);
+    EXPECT_LT(out_bytes.size(), in_bytes.size() / 3);
+    onnx::ModelProto q;
+    ASSERT_TRUE(q.ParseFromString(out_bytes));
+    std::map<std::string, int> ops;
+    for (const auto& n : q.graph().node()) ++ops[n.op_type()];
+    EXPECT_EQ(ops["DynamicQuantizeLinear"], 2);
+    EXPECT_EQ(ops["MatMulInteger"], 2);
+    EXPECT_EQ(ops["Cast"], 2);
+    EXPECT_EQ(ops["Mul"], 4);
+    EXPECT_EQ(ops["Add"], 1);  // fc2's C
+    EXPECT_EQ(ops["MatMul"] + ops["Gemm"] + ops["MatMulNBits"], 0);
+    for (const auto& t : q.graph().initializer()) EXPECT_TRUE(t.name() != "W1" && t.name() != "W2");
+    auto fast = CreateSession(q);
+    auto plain = CreateSession(q, true);
+    ASSERT_TRUE(fast.ok() && plain.ok());
+    int fused = 0;
+    for (const auto& a : (*fast)->assignments()) fused += a.op_type == "DynQuantMatMul";
+    EXPECT_EQ(fused, int8gemm::Available() ? 2 : 0);
+    const std::vector<float> got = RunModel(**fast, "X", x, {batch, in});
+    const std::vector<float> unfused = RunModel(**plain, "X", x, {batch, in});
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(got, unfused) << "per_channel=" << per_channel;
+    double max_err = 0;
+    for (size_t i = 0; i < got.size(); ++i) max_err = std::max(max_err, std::fabs(double(got[i]) - want[i]));
+    // int8 weights and activations through two layers: within 5% of the largest output.
+    EXPECT_LT(max_err / ref_max, 0.05) << "per_channel=" << per_channel;
+  }
+}
+
+TEST(DynamicInt8Quantize, SharedInputIsQuantizedOnceAndBadOptionsAreRefused) {
+  onnx::ModelProto m = MlpModel(2, 64, 32, 8);
+  // A second MatMul of X: both read one DynamicQuantizeLinear.
+  std::vector<float> w3(64 * 8, 0.25f);
+  AddInit(m.mutable_graph(), "W3", onnx::TensorProto::FLOAT, {64, 8}, w3.data(), w3.size());
+  auto* n = m.mutable_graph()->add_node();
+  n->set_name("side");
+  n->set_op_type("MatMul");
+  n->add_input("X");
+  n->add_input("W3");
+  n->add_output("Z");
+  SetType(m.mutable_graph()->add_output(), "Z", {2, 8});
+  std::string in_bytes, out_bytes;
+  m.SerializeToString(&in_bytes);
+  QuantizeOptions opts;
+  opts.dynamic_int8 = true;
+  auto rep = QuantizeModelBytes(in_bytes, &out_bytes, opts);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_EQ(rep->quantized, 3);
+  onnx::ModelProto q;
+  ASSERT_TRUE(q.ParseFromString(out_bytes));
+  int dql = 0;
+  for (const auto& node : q.graph().node()) dql += node.op_type() == "DynamicQuantizeLinear";
+  EXPECT_EQ(dql, 2);  // X once (fc1 and side), fc1's output once
+  auto s = CreateSession(q);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+
+  QuantizeOptions bad;
+  bad.per_channel = true;  // without dynamic_int8
+  auto r = QuantizeModelBytes(in_bytes, &out_bytes, bad);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("--per-channel goes with --dynamic-int8"), std::string::npos);
+  onnx::ModelProto old = m;
+  old.mutable_opset_import(0)->set_version(10);
+  old.SerializeToString(&in_bytes);
+  r = QuantizeModelBytes(in_bytes, &out_bytes, opts);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("opset >= 11"), std::string::npos) << r.status().ToString();
 }
 
 }  // namespace

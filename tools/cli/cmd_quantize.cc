@@ -1,6 +1,7 @@
 // `strata quantize IN.onnx OUT.onnx --bits 4|8 --block-size N [--symmetric] [--exclude NODE...]
 //  [--accuracy-level L] [--input NAME=FILE.npy ...]`: weight-only quantization of MatMul/Gemm
-// weights into com.microsoft MatMulNBits, then a comparison of OUT against IN on the CPU.
+// weights into com.microsoft MatMulNBits, or with `--dynamic-int8 [--per-channel]` ONNX
+// Runtime's dynamic int8 form, then a comparison of OUT against IN on the CPU.
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +29,8 @@ struct QuantizeArgs {
   int64_t accuracy_level = 0;
   std::vector<std::string> inputs;
   bool no_compare = false;
+  bool dynamic_int8 = false;
+  bool per_channel = false;
 };
 
 constexpr size_t kProgressMinBytes = 64u << 20;  // a progress bar only for models this large
@@ -107,6 +110,8 @@ int Execute(const QuantizeArgs& a) {
   opts.symmetric = a.symmetric;
   opts.exclude = a.exclude;
   opts.accuracy_level = a.accuracy_level;
+  opts.dynamic_int8 = a.dynamic_int8;
+  opts.per_channel = a.per_channel;
   const bool bar = isatty(2) && in_bytes.size() >= kProgressMinBytes;
   if (bar) {
     opts.progress = [](size_t done, size_t total) {
@@ -123,8 +128,13 @@ int Execute(const QuantizeArgs& a) {
   if (!o || !o.write(out_bytes.data(), static_cast<std::streamsize>(out_bytes.size())) || !o.flush())
     return Fail("cannot write " + a.out);
   o.close();
-  std::printf("quantized %d node(s) to %d-bit, block size %lld%s\n", rep->quantized, a.bits,
-              static_cast<long long>(a.block_size), a.symmetric ? ", symmetric" : "");
+  if (a.dynamic_int8) {
+    std::printf("quantized %d node(s) to dynamic int8 (%s weight scales)\n", rep->quantized,
+                a.per_channel ? "per-channel" : "per-tensor");
+  } else {
+    std::printf("quantized %d node(s) to %d-bit, block size %lld%s\n", rep->quantized, a.bits,
+                static_cast<long long>(a.block_size), a.symmetric ? ", symmetric" : "");
+  }
   for (const auto& s : rep->skipped) std::printf("  left in fp32: %s\n", s.c_str());
   std::printf("model size: %s -> %s (weights %s -> %s)\n", Megabytes(in_bytes.size()).c_str(),
               Megabytes(out_bytes.size()).c_str(), Megabytes(rep->weight_bytes_before).c_str(),
@@ -139,15 +149,21 @@ int Execute(const QuantizeArgs& a) {
 
 void AddQuantizeCommand(CLI::App& app) {
   auto args = std::make_shared<QuantizeArgs>();
-  CLI::App* cmd =
-      app.add_subcommand("quantize", "Weight-only 4/8-bit quantization of MatMul/Gemm weights (MatMulNBits)");
+  CLI::App* cmd = app.add_subcommand(
+      "quantize", "Quantize MatMul/Gemm weights: weight-only 4/8-bit (MatMulNBits), or dynamic int8 (--dynamic-int8)");
   cmd->add_option("input", args->in, "fp32 ONNX model")->required()->check(CLI::ExistingFile);
   cmd->add_option("output", args->out, "quantized model to write")->required();
-  cmd->add_option("--bits", args->bits, "4 or 8")->check(CLI::IsMember({4, 8}));
-  cmd->add_option("--block-size", args->block_size, "weights per scale along K: a power of two >= 16 (default 32)");
-  cmd->add_flag("--symmetric", args->symmetric, "no zero points (ORT's default zero point 2^(bits-1))");
+  auto* bits = cmd->add_option("--bits", args->bits, "4 or 8")->check(CLI::IsMember({4, 8}));
+  auto* block =
+      cmd->add_option("--block-size", args->block_size, "weights per scale along K: a power of two >= 16 (default 32)");
+  auto* sym = cmd->add_flag("--symmetric", args->symmetric, "no zero points (ORT's default zero point 2^(bits-1))");
   cmd->add_option("--exclude", args->exclude, "node names to keep in fp32")->expected(1, -1);
-  cmd->add_option("--accuracy-level", args->accuracy_level, "MatMulNBits accuracy_level attribute (0-4)");
+  auto* level = cmd->add_option("--accuracy-level", args->accuracy_level, "MatMulNBits accuracy_level attribute (0-4)");
+  auto* dyn = cmd->add_flag("--dynamic-int8", args->dynamic_int8,
+                            "ONNX Runtime's dynamic int8 form (DynamicQuantizeLinear + MatMulInteger, int8 weights)");
+  cmd->add_flag("--per-channel", args->per_channel, "with --dynamic-int8: one weight scale per output column")
+      ->needs(dyn);
+  dyn->excludes(bits)->excludes(block)->excludes(sym)->excludes(level);
   cmd->add_option("--input", args->inputs, "NAME=FILE.npy inputs for the error check (default: random)");
   cmd->add_flag("--no-compare", args->no_compare, "skip running both models");
   cmd->callback([args] {
