@@ -36,7 +36,8 @@ bool Mul(int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b,
 // made GCC spill registers in the loop). The accumulators are two arrays with the loops
 // unrolled, as in the bf16 GEMM, which keeps all 2 * MR of them in registers.
 template <int MR, int NP>
-STRATA_VNNI void Tile(const uint32_t* a, int64_t kq, const int8_t* bp, int64_t panel_stride, int32_t* out) {
+STRATA_VNNI void Tile(const uint32_t* a, int64_t kq, const int8_t* bp, int64_t panel_stride, int32_t* out,
+                      const int8_t* pf) {
   __m512i acc0[MR], acc1[MR];
 #pragma GCC unroll 16
   for (int m = 0; m < MR; ++m) acc0[m] = acc1[m] = _mm512_setzero_si512();
@@ -44,6 +45,10 @@ STRATA_VNNI void Tile(const uint32_t* a, int64_t kq, const int8_t* bp, int64_t p
   for (int64_t q = 0; q < kq; ++q) {
     const __m512i b0 = _mm512_load_si512(bp + q * 64);
     const __m512i b1 = NP == 2 ? _mm512_load_si512(bp1 + q * 64) : b0;
+    if (pf) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf + q * 128), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pf + q * 128 + 64), _MM_HINT_T0);
+    }
 #pragma GCC unroll 16
     for (int m = 0; m < MR; ++m) {
       const __m512i av = _mm512_set1_epi32(static_cast<int32_t>(a[q * kRows + m]));
@@ -58,7 +63,7 @@ STRATA_VNNI void Tile(const uint32_t* a, int64_t kq, const int8_t* bp, int64_t p
   }
 }
 
-using TileFn = void (*)(const uint32_t*, int64_t, const int8_t*, int64_t, int32_t*);
+using TileFn = void (*)(const uint32_t*, int64_t, const int8_t*, int64_t, int32_t*, const int8_t*);
 template <int NP, int... MR>
 constexpr std::array<TileFn, sizeof...(MR)> TileTable(std::integer_sequence<int, MR...>) {
   return {&Tile<MR + 1, NP>...};
@@ -138,7 +143,12 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
       const uint32_t* tile = job.atiles + (r0 / kRows) * kRows * kq;
       for (int64_t pr = blk; pr < blk_end; ++pr) {
         const int64_t p = pr * 2;
-        (p + 1 < panels ? kTiles2 : kTiles1)[static_cast<size_t>(nr - 1)](tile, kq, b.panel(p), panel_stride, raw);
+        // The first row tile of a block brings its B in (from memory when the model's weights
+        // outgrow the L3): it prefetches the next pair's bytes, contiguous after this pair's,
+        // as it goes (a past-the-end prefetch of a lone last panel never faults).
+        // gpt2_dynq at 1 thread, alternating processes: 10.7-12.0 -> 9.0-11.1 ms.
+        const int8_t* pf = r0 == row0 && pr + 1 < pair1 ? b.panel(p + 2) : nullptr;
+        (p + 1 < panels ? kTiles2 : kTiles1)[static_cast<size_t>(nr - 1)](tile, kq, b.panel(p), panel_stride, raw, pf);
         const int64_t j0 = p * kPanel, cols = std::min<int64_t>(2 * kPanel, b.n() - j0);
         for (int64_t m = 0; m < nr; ++m) {
           const int64_t r = r0 + m;
