@@ -145,9 +145,11 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
         const int64_t p = pr * 2;
         // The first row tile of a block brings its B in (from memory when the model's weights
         // outgrow the L3): it prefetches the next pair's bytes, contiguous after this pair's,
-        // as it goes (a past-the-end prefetch of a lone last panel never faults).
+        // as it goes (a past-the-end prefetch of a lone last panel never faults). Not with a
+        // single row tile: a GEMV streams B once, bound by its loads, and the prefetches
+        // took their slots (mlp_dynq at 1 thread 0.024-0.028 -> 0.030-0.045 ms with them).
         // gpt2_dynq at 1 thread, alternating processes: 10.7-12.0 -> 9.0-11.1 ms.
-        const int8_t* pf = r0 == row0 && pr + 1 < pair1 ? b.panel(p + 2) : nullptr;
+        const int8_t* pf = r0 == row0 && row1 - row0 > kRows && pr + 1 < pair1 ? b.panel(p + 2) : nullptr;
         (p + 1 < panels ? kTiles2 : kTiles1)[static_cast<size_t>(nr - 1)](tile, kq, b.panel(p), panel_stride, raw, pf);
         const int64_t j0 = p * kPanel, cols = std::min<int64_t>(2 * kPanel, b.n() - j0);
         for (int64_t m = 0; m < nr; ++m) {
