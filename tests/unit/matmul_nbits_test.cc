@@ -870,15 +870,30 @@ onnx::ModelProto MlpModel(int64_t batch, int64_t in, int64_t hidden, int64_t out
   return m;
 }
 
-TEST(MatmulNBitsQuantize, MlpRoundTripIsClose) {
-  const int64_t batch = 4, in = 200, hidden = 96, out = 10;
-  const onnx::ModelProto fp32 = MlpModel(batch, in, hidden, out);
+// The fp32 MLP's output on a seeded input, and its largest magnitude (the error scale).
+struct MlpReference {
+  std::vector<float> x, want;
+  double max_abs = 0;
+};
+MlpReference RunFp32(const onnx::ModelProto& fp32, int64_t batch, int64_t in) {
+  MlpReference r;
   auto ref = CreateSession(fp32);
-  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-  const std::vector<float> x = RandomA(batch * in, 21);
-  const std::vector<float> want = RunModel(**ref, "X", x, {batch, in});
-  double ref_max = 0;
-  for (float v : want) ref_max = std::max(ref_max, std::fabs(static_cast<double>(v)));
+  EXPECT_TRUE(ref.ok()) << ref.status().ToString();
+  if (!ref.ok()) return r;
+  r.x = RandomA(batch * in, 21);
+  r.want = RunModel(**ref, "X", r.x, {batch, in});
+  for (float v : r.want) r.max_abs = std::max(r.max_abs, std::fabs(static_cast<double>(v)));
+  return r;
+}
+
+TEST(MatmulNBitsQuantize, MlpRoundTripIsClose) {
+  const int64_t batch = 4, in = 200;
+  const onnx::ModelProto fp32 = MlpModel(batch, in, 96, 10);
+  const MlpReference r = RunFp32(fp32, batch, in);
+  ASSERT_FALSE(r.want.empty());
+  const std::vector<float>& x = r.x;
+  const std::vector<float>& want = r.want;
+  const double ref_max = r.max_abs;
   for (int bits : {4, 8})
     for (bool symmetric : {false, true}) {
       std::string in_bytes, out_bytes;
@@ -935,14 +950,13 @@ TEST(MatmulNBitsQuantize, ExcludeAndBadOptions) {
 // session fuses (DynQuantMatMul on AVX512-VNNI) with the same bits as the reference kernels
 // running it unfused; close to fp32.
 TEST(DynamicInt8Quantize, MlpRoundTripIsCloseAndFusedBitsMatchUnfused) {
-  const int64_t batch = 4, in = 200, hidden = 96, out = 10;
-  const onnx::ModelProto fp32 = MlpModel(batch, in, hidden, out);
-  auto ref = CreateSession(fp32);
-  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-  const std::vector<float> x = RandomA(batch * in, 21);
-  const std::vector<float> want = RunModel(**ref, "X", x, {batch, in});
-  double ref_max = 0;
-  for (float v : want) ref_max = std::max(ref_max, std::fabs(static_cast<double>(v)));
+  const int64_t batch = 4, in = 200;
+  const onnx::ModelProto fp32 = MlpModel(batch, in, 96, 10);
+  const MlpReference r = RunFp32(fp32, batch, in);
+  ASSERT_FALSE(r.want.empty());
+  const std::vector<float>& x = r.x;
+  const std::vector<float>& want = r.want;
+  const double ref_max = r.max_abs;
   for (bool per_channel : {false, true}) {
     std::string in_bytes, out_bytes;
     fp32.SerializeToString(&in_bytes);
