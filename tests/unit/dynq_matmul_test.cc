@@ -193,5 +193,39 @@ TEST(DynQuantMatMul, BadInputsNameTheNode) {
   EXPECT_NE(wrong.status().message().find("DynQuantMatMul"), std::string::npos) << wrong.status().ToString();
 }
 
+// A DynQuantMatMul written into a model by hand (not by the fusion) with a run-time W, or a
+// W_scale of the wrong length, is refused at session creation with the node named.
+TEST(DynQuantMatMul, HandWrittenNodeWithBadWeightsIsRefused) {
+  if (!int8gemm::Available()) GTEST_SKIP() << "the kernel exists only with AVX512-VNNI";
+  for (int variant : {0, 1}) {
+    onnx::ModelProto m = MakeModel(17);
+    auto* imp = m.add_opset_import();
+    imp->set_domain("strata.internal");
+    imp->set_version(1);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {2, 4});
+    if (variant == 0) {
+      AddInput(g, "w", {4, 3}, onnx::TensorProto::INT8);
+      AddFloatInit(g, "ws", {}, [](size_t n) { return std::vector<float>(n, 0.5f); });
+    } else {
+      AddBytesInit(g, "w", {4, 3}, true, 1);
+      AddFloatInit(g, "ws", {5}, [](size_t n) { return std::vector<float>(n, 0.5f); });
+    }
+    auto* n = AddNode(g, "DynQuantMatMul", {"x", "w", "ws"}, {"y"});
+    n->set_domain("strata.internal");
+    n->set_name("fused");
+    AddOutput(g, "y", {2, 3});
+    const std::string bytes = Serialize(m);
+    auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
+    ASSERT_FALSE(s.ok()) << "variant " << variant;
+    const std::string msg = s.status().message();
+    EXPECT_NE(msg.find("node 'fused'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(variant == 0 ? "W must be a constant 2-D uint8/int8 tensor"
+                                    : "W_scale must be a constant float scalar or [3]"),
+              std::string::npos)
+        << msg;
+  }
+}
+
 }  // namespace
 }  // namespace strata
