@@ -25,7 +25,7 @@ namespace strata::int8gemm {
 namespace {
 
 constexpr int kRows = 12;                   // rows per micro-tile
-constexpr int64_t kBlockBytes = 256 << 10;  // B bytes per block of panel pairs (half of a 512 KiB L2)
+constexpr int64_t kBlockBytes = 256 << 10;  // B bytes per block of panel pairs (a quarter of a 1 MiB L2)
 
 bool Mul(int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r) || *r > (int64_t{1} << 60); }
 
