@@ -63,8 +63,8 @@ class DynQuantMatMulKernel final : public OpKernel, public PacksConstantInputs {
     Shape out_shape = x->shape();
     out_shape.back() = n;
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out_shape));
-    const int64_t rows = k == 0 ? NumElements(out_shape) / std::max<int64_t>(n, 1) : x->num_elements() / k;
     if (y->num_elements() == 0) return Status::Ok();
+    const int64_t rows = y->num_elements() / n;  // X's leading dims (also when K = 0)
     ASSIGN_OR_RETURN(Tensor xq, AllocateIntScratch(DataType::kUInt8, x->num_elements(), ctx.allocator(), node));
     float xs = 0;
     int32_t xzp = 0;

@@ -112,6 +112,31 @@ void IntMatMulRows(const TA* a, const MatMulDims& d, const int16_t* bt, const in
   }
 }
 
+// QLinearMatMul's requantization of output element o (row i of its matrix, column j) from its
+// int32 sum: the float multiplier a_scale * b_scale / y_scale, rounding half to even and
+// saturation, as ONNX Runtime's reference path. Shared by the int16 and the VNNI kernels.
+struct Requantizer {
+  Requantizer(KernelContext& ctx, Tensor* out)
+      : as(*ctx.input(1)),
+        bs(*ctx.input(4)),
+        y(out),
+        yt(out->dtype()),
+        ys(LoadScale(*ctx.input(6), 0)),
+        z(static_cast<float>(LoadQ(*ctx.input(7), 0))),
+        as1(as.num_elements() == 1),
+        bs1(bs.num_elements() == 1) {}
+  void operator()(int64_t o, int64_t i, int64_t j, int32_t acc) const {
+    const float mult = LoadScale(as, as1 ? 0 : i) * LoadScale(bs, bs1 ? 0 : j) / ys;
+    StoreQ(*y, o, Saturate(std::nearbyint(static_cast<float>(acc) * mult) + z, yt));
+  }
+  const Tensor& as;
+  const Tensor& bs;
+  Tensor* y;
+  DataType yt;
+  float ys, z;
+  bool as1, bs1;
+};
+
 class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
  public:
   // QLinearMatMul's inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
@@ -130,9 +155,6 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
     if (init.has_input(bzp_) && !bzp) return;
     const BLayout l = LayoutOf(b->shape());
     if (!CheckZeroPoint(bzp, b->dtype(), l.N, init.node, "b_zero_point").ok()) return;
-    packed_bt_.resize(static_cast<size_t>(l.count * l.N * l.K));
-    packed_colsum_.resize(static_cast<size_t>(l.count * l.N));
-    PackB(*b, bzp, l, packed_bt_.data(), packed_colsum_.data());
     if (vnni_ok_ && int8gemm::Available()) {
       const bool s8 = b->dtype() == DataType::kInt8;
       const int64_t zn = bzp ? bzp->num_elements() : 0;
@@ -145,12 +167,12 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
         }
         vnni_.push_back(std::move(p).value());
       }
-      // The int16 copy is then only needed if a run's B differs from the packed one: never
-      // for a constant, so it is dropped.
-      if (!vnni_.empty()) {
-        packed_bt_.clear();
-        packed_bt_.shrink_to_fit();
-      }
+    }
+    // The int16 packing only where the VNNI GEMM does not take this B.
+    if (vnni_.empty()) {
+      packed_bt_.resize(static_cast<size_t>(l.count * l.N * l.K));
+      packed_colsum_.resize(static_cast<size_t>(l.count * l.N));
+      PackB(*b, bzp, l, packed_bt_.data(), packed_colsum_.data());
     }
     packed_shape_ = b->shape();
     packed_dtype_ = b->dtype();
@@ -230,18 +252,9 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
                     [out](int64_t o, int64_t, int64_t, int32_t acc) { out[o] = acc; });
       return Status::Ok();
     }
-    const Tensor& as = *ctx.input(1);
-    const Tensor& bs = *ctx.input(4);
-    const Tensor* yzp = ctx.input(7);
-    const DataType yt = yzp->dtype();
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, yt, d.out));
-    const float ys = LoadScale(*ctx.input(6), 0);
-    const float z = static_cast<float>(LoadQ(*yzp, 0));
-    const bool as1 = as.num_elements() == 1, bs1 = bs.num_elements() == 1;
-    IntMatMulRows(a, d, bt, colsum, azp, ctx.pool(), [&](int64_t o, int64_t i, int64_t j, int32_t acc) {
-      const float mult = LoadScale(as, as1 ? 0 : i) * LoadScale(bs, bs1 ? 0 : j) / ys;
-      StoreQ(*y, o, Saturate(std::nearbyint(static_cast<float>(acc) * mult) + z, yt));
-    });
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, ctx.input(7)->dtype(), d.out));
+    const Requantizer rq(ctx, y);
+    IntMatMulRows(a, d, bt, colsum, azp, ctx.pool(), rq);
     return Status::Ok();
   }
 
@@ -292,24 +305,14 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
     return Requantize(ctx, d, out);
   }
 
-  // QLinearMatMul's output from the int32 products.
+  // QLinearMatMul's output from the int32 products of RunVnni.
   Status Requantize(KernelContext& ctx, const MatMulDims& d, const int32_t* acc) const {
-    const Tensor& as = *ctx.input(1);
-    const Tensor& bs = *ctx.input(4);
-    const DataType yt = ctx.input(7)->dtype();
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, yt, d.out));
-    const float ys = LoadScale(*ctx.input(6), 0);
-    const float z = static_cast<float>(LoadQ(*ctx.input(7), 0));
-    const bool as1 = as.num_elements() == 1, bs1 = bs.num_elements() == 1;
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, ctx.input(7)->dtype(), d.out));
+    const Requantizer rq(ctx, y);
     const int64_t rows = d.batch * d.M;
     auto body = [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t i = r % d.M;
-        for (int64_t j = 0; j < d.N; ++j) {
-          const float mult = LoadScale(as, as1 ? 0 : i) * LoadScale(bs, bs1 ? 0 : j) / ys;
-          StoreQ(*y, r * d.N + j, Saturate(std::nearbyint(static_cast<float>(acc[r * d.N + j]) * mult) + z, yt));
-        }
-      }
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t j = 0; j < d.N; ++j) rq(r * d.N + j, r % d.M, j, acc[r * d.N + j]);
     };
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, d.N));
     if (ctx.pool() && rows > grain) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/kernel.h"
 #include "core/threadpool.h"
@@ -201,13 +202,17 @@ Status DynamicQuantizeU8(const Node& node, const float* in, int64_t n, uint8_t* 
   const int parts =
       simd && pool && pool->num_threads() > 1 && n >= (int64_t{1} << 16) ? std::min(pool->num_threads(), 64) : 1;
   const int64_t chunk = (n / parts + 15) / 16 * 16;
+  // Part p: [begin, end) of x, whole vectors but for the last part's tail.
+  const auto bounds = [&](int64_t p) {
+    return std::pair<int64_t, int64_t>{std::min(n, p * chunk), p + 1 == parts ? n : std::min(n, (p + 1) * chunk)};
+  };
   float mn = 0, mx = 0;  // the range always includes 0
   if (simd) {
     float pmn[64], pmx[64];
     bool pok[64];
     const auto range = [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
-        const int64_t b = std::min(n, p * chunk), e = p + 1 == parts ? n : std::min(n, (p + 1) * chunk);
+        const auto [b, e] = bounds(p);
         pok[p] = RangeAvx512(in + b, e - b, &pmn[p], &pmx[p]);
       }
     };
@@ -235,7 +240,7 @@ Status DynamicQuantizeU8(const Node& node, const float* in, int64_t n, uint8_t* 
   } else if (simd) {
     const auto quant = [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
-        const int64_t b = std::min(n, p * chunk), e = p + 1 == parts ? n : std::min(n, (p + 1) * chunk);
+        const auto [b, e] = bounds(p);
         QuantizeAvx512(in + b, e - b, scale, static_cast<float>(zp), q + b);
       }
     };

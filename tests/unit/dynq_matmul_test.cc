@@ -199,9 +199,7 @@ TEST(DynQuantMatMul, HandWrittenNodeWithBadWeightsIsRefused) {
   if (!int8gemm::Available()) GTEST_SKIP() << "the kernel exists only with AVX512-VNNI";
   for (int variant : {0, 1}) {
     onnx::ModelProto m = MakeModel(17);
-    auto* imp = m.add_opset_import();
-    imp->set_domain("strata.internal");
-    imp->set_version(1);
+    AddOpsetImport(&m, "strata.internal", 1);
     auto* g = m.mutable_graph();
     AddInput(g, "x", {2, 4});
     if (variant == 0) {

@@ -23,6 +23,13 @@ inline onnx::ModelProto MakeModel(int opset, const std::string& producer = "stra
   return m;
 }
 
+// A further opset import (e.g. "strata.internal" 1 for a model that carries internal ops).
+inline void AddOpsetImport(onnx::ModelProto* m, const std::string& domain, int64_t version) {
+  auto* imp = m->add_opset_import();
+  imp->set_domain(domain);
+  imp->set_version(version);
+}
+
 // INTS / INT attributes on a node.
 inline void SetInts(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
   auto* a = n->add_attribute();

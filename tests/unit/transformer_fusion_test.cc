@@ -468,9 +468,7 @@ TEST(TransformerFusion, SkippedForReferenceKernelsAndProviders) {
 TEST(TransformerFusion, MalformedInternalNodesAreErrors) {
   // A hand-written FusedMatMul whose bias does not match W's columns.
   onnx::ModelProto m = MakeModel(17);
-  auto* imp = m.add_opset_import();
-  imp->set_domain("strata.internal");
-  imp->set_version(1);
+  AddOpsetImport(&m, "strata.internal", 1);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {2, 8});
   AddInit(g, "W", {8, 4}, 1);
@@ -604,9 +602,7 @@ TEST(TransformerFusion, VectorLayerNormMatchesReference) {
 // Q, K, V and Y are float [dims].
 std::string AttentionModel(int64_t batch, int64_t q_len, int64_t kv_len, std::initializer_list<int64_t> dims) {
   onnx::ModelProto m = MakeModel(17);
-  auto* imp = m.add_opset_import();
-  imp->set_domain("strata.internal");
-  imp->set_version(1);
+  AddOpsetImport(&m, "strata.internal", 1);
   auto* g = m.mutable_graph();
   for (const char* in : {"q", "k", "v"}) AddInput(g, in, dims);
   auto* n = AddNode(g, "Attention", {"q", "k", "v"}, {"y"});
