@@ -19,6 +19,7 @@
 
 #include "core/large_pages.h"
 #include "core/threadpool.h"
+#include "cpu/matmul_nbits.h"
 
 namespace strata::int8gemm {
 
@@ -211,9 +212,7 @@ bool Available() {
   static const bool ok = [] {
     const char* env = std::getenv("STRATA_INT8_GEMM");
     if (env && std::strcmp(env, "0") == 0) return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    return nbits::HasAvx512Vnni();  // the CPU check MatMulNBits' int8 path uses
   }();
   return ok;
 }
