@@ -24,8 +24,11 @@ const std::unordered_set<std::string>& UnaryOps() {
 }
 // com.microsoft's one-input activations are as layout-free (QuickGelu is also the
 // optimizer's SiLU fusion).
+// Per-tensor QuantizeLinear / DequantizeLinear (scalar scale and zero point, which the caller
+// checks) are as free: static int8 models carry them between their QLinearConvs.
 bool LayoutFreeUnary(const Node& n) {
-  if (n.domain.empty()) return UnaryOps().count(n.op_type) != 0;
+  if (n.domain.empty())
+    return UnaryOps().count(n.op_type) != 0 || n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear";
   return n.domain == "com.microsoft" && (n.op_type == "QuickGelu" || n.op_type == "Gelu") && n.inputs.size() == 1;
 }
 
@@ -46,7 +49,7 @@ const std::unordered_set<std::string>& BinaryOps() {
 TypeInfo PermutedType(const TypeInfo& t) {
   TypeInfo r = t;
   r.kind = TypeInfo::Kind::kTensor;
-  r.elem_type = DataType::kFloat;
+  if (r.elem_type == DataType::kUndefined) r.elem_type = DataType::kFloat;
   if (t.has_shape && t.dims.size() == 4) {
     r.dims = {t.dims[0], t.dims[2], t.dims[3], t.dims[1]};
   } else {
@@ -328,6 +331,17 @@ class LayoutRewriter {
       RedirectOutput(n, 0);
       MakeInternal(n, "NhwcConv");
       return Converted(std::move(n));
+    }
+    // A 2-D QLinearConv on the VNNI GEMM (static int8 models): NHWC is its GEMM's own order.
+    if (n.op_type == "QLinearConv" && n.inputs.size() >= 8 && n.inputs[0] >= 0 && n.outputs.size() == 1 &&
+        n.outputs[0] >= 0) {
+      const Tensor* w = g_.Constant(n.inputs[3]);
+      if (w && w->rank() == 4 && OptimizedKernelCovers(n, g_, KernelConfig{})) {
+        n.inputs[0] = ToNhwc(n.inputs[0], n.name);
+        RedirectOutput(n, 0);
+        MakeInternal(n, kNhwcQLinearConvOp);
+        return Converted(std::move(n));
+      }
     }
     // Pools and GlobalAveragePool join a region; alone they would only add transposes.
     if (ConvertiblePool(n) && HasTwin(n.inputs[0])) {

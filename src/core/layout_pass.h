@@ -14,6 +14,10 @@ namespace strata {
 
 // Domain of strata's internal operators; never appears in imported models.
 inline constexpr char kInternalDomain[] = "strata.internal";
+// The NHWC form of a QLinearConv (static int8 models), run by the VNNI kernel of
+// src/cpu/int_conv.cc: x [N, H, W, C] and y [N, OH, OW, M] uint8/int8, the other inputs as
+// QLinearConv's.
+inline constexpr char kNhwcQLinearConvOp[] = "NhwcQLinearConv";
 // The ONNX opset of the rewritten node, kept as an attribute so fallbacks can rebuild it.
 inline constexpr char kOriginalOpsetAttr[] = "strata_onnx_opset";
 

@@ -9,6 +9,7 @@
 #include "core/fusion_util.h"
 #include "core/inverted_residual_fusion.h"
 #include "core/layout_pass.h"
+#include "core/qdq_fusion.h"
 #include "core/transformer_fusion.h"
 
 namespace strata {
@@ -369,6 +370,8 @@ int FuseActivations(Graph& g) {
 Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
   if (opts.level <= 0) return Status::Ok();
   EliminateIdentities(g);
+  // Before folding, which would turn DequantizeLinear(W_q) into float weights.
+  FuseQdqConv(g, opts);
   ASSIGN_OR_RETURN(int f, FoldConstants(g, opts));
   (void)f;
   EliminateIdentities(g);  // again: a Pad's pads may have been a Constant node until folded

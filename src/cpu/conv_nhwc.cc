@@ -24,6 +24,7 @@
 #include "cpu/conv_nhwc_stem.h"
 #include "cpu/conv_nhwc_winograd.h"
 #include "cpu/gemm_bf16.h"
+#include "cpu/int_conv_vnni.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/sgemm.h"
 #include "cpu/simd_clamp.h"
@@ -338,13 +339,15 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConv(const KernelInit& init) {
   return k;
 }
 
-// NCHW <-> NHWC for rank-4 float tensors (the pass only inserts them on such values).
+// NCHW <-> NHWC for rank-4 float tensors, and uint8/int8 ones (static int8 models' QLinearConv
+// regions); the pass only inserts them on such values.
 template <bool kToNhwc>
 Status LayoutChange(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor* x = ctx.input(0);
-  if (!x || x->dtype() != DataType::kFloat || x->rank() != 4)
-    return InvalidArgument(node.Describe(), ": expected a rank-4 float32 tensor, got ",
+  const bool bytes = x && (x->dtype() == DataType::kUInt8 || x->dtype() == DataType::kInt8);
+  if (!x || (x->dtype() != DataType::kFloat && !bytes) || x->rank() != 4)
+    return InvalidArgument(node.Describe(), ": expected a rank-4 float32, uint8 or int8 tensor, got ",
                            x ? DataTypeName(x->dtype()) : "nothing", x ? ShapeToString(x->shape()) : "");
   const Shape& s = x->shape();
   Shape out = kToNhwc ? Shape{s[0], s[2], s[3], s[1]} : Shape{s[0], s[3], s[1], s[2]};
@@ -354,8 +357,20 @@ Status LayoutChange(KernelContext& ctx) {
     ctx.SetOutput(0, Value(x->Reshaped(out)));
     return Status::Ok();
   }
-  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, out));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), out));
   if (y->num_elements() == 0) return Status::Ok();
+  if (bytes) {
+    const auto* src = static_cast<const uint8_t*>(x->raw_data());
+    auto* dst = static_cast<uint8_t*>(y->raw_mutable_data());
+    for (int64_t i = 0; i < n; ++i) {
+      if (kToNhwc) {
+        int8conv::ToNhwc(src + i * c * hw, c, hw, dst + i * c * hw, ctx.pool());
+      } else {
+        int8conv::ToNchw(src + i * c * hw, c, hw, dst + i * c * hw, ctx.pool());
+      }
+    }
+    return Status::Ok();
+  }
   if (kToNhwc) {
     TransposeNchwToNhwc(x->data<float>(), y->mutable_data<float>(), n, c, hw, ctx.pool());
   } else {
@@ -399,7 +414,7 @@ void RegisterNhwcConvKernels(KernelRegistry& r) {
               .impl = "nhwc-block"});
   r.Register({.domain = kInternalDomain,
               .op_type = "NchwToNhwc",
-              .types = {DataType::kFloat},
+              .types = {DataType::kFloat, DataType::kUInt8, DataType::kInt8},
               .factory = [](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> {
                 return MakeFnKernel(LayoutChange<true>);
               },
@@ -407,7 +422,7 @@ void RegisterNhwcConvKernels(KernelRegistry& r) {
               .impl = "nhwc"});
   r.Register({.domain = kInternalDomain,
               .op_type = "NhwcToNchw",
-              .types = {DataType::kFloat},
+              .types = {DataType::kFloat, DataType::kUInt8, DataType::kInt8},
               .factory = [](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> {
                 return MakeFnKernel(LayoutChange<false>);
               },

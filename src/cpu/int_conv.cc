@@ -12,11 +12,15 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/constant_release.h"
 #include "core/kernel.h"
+#include "core/layout_pass.h"
 #include "cpu/conv_geometry.h"
+#include "cpu/int8_gemm.h"
+#include "cpu/int_conv_vnni.h"
 #include "cpu/quantize_common.h"
 #include "cpu/target_clones.h"
 
@@ -38,19 +42,21 @@ struct IntConvShape {
   Shape out;
 };
 
-Result<IntConvShape> ComputeIntConvShape(const Node& node, const Tensor& x, const Tensor& w) {
-  if (x.rank() < 3 || w.rank() != x.rank())
-    return InvalidArgument(node.Describe(), ": x ", ShapeToString(x.shape()), " and w ", ShapeToString(w.shape()),
+// x_shape is NCHW-ordered ([N, C, spatial...]) also for the NHWC kernel, which passes its
+// x's dims in that order.
+Result<IntConvShape> ComputeIntConvShape(const Node& node, const Shape& xs, const Shape& ws) {
+  if (xs.size() < 3 || ws.size() != xs.size())
+    return InvalidArgument(node.Describe(), ": x ", ShapeToString(xs), " and w ", ShapeToString(ws),
                            " must be [N, C, spatial...] and [M, C/group, kernel...] of equal rank >= 3");
   IntConvShape s;
-  s.N = x.dim(0);
-  s.C = x.dim(1);
-  s.M = w.dim(0);
+  s.N = xs[0];
+  s.C = xs[1];
+  s.M = ws[0];
   s.group = node.GetInt("group", 1);
-  if (s.group <= 0 || s.C % s.group != 0 || s.M % s.group != 0 || w.dim(1) != s.C / s.group)
-    return InvalidArgument(node.Describe(), ": channels do not match: x has ", s.C, ", w ", ShapeToString(w.shape()),
+  if (s.group <= 0 || s.C % s.group != 0 || s.M % s.group != 0 || ws[1] != s.C / s.group)
+    return InvalidArgument(node.Describe(), ": channels do not match: x has ", s.C, ", w ", ShapeToString(ws),
                            ", group ", s.group);
-  const Shape in(x.shape().begin() + 2, x.shape().end()), kernel(w.shape().begin() + 2, w.shape().end());
+  const Shape in(xs.begin() + 2, xs.end()), kernel(ws.begin() + 2, ws.end());
   if (const std::vector<int64_t>* ks = FindInts(node, "kernel_shape"); ks && Shape(*ks) != kernel)
     return InvalidArgument(node.Describe(), ": kernel_shape ", ShapeToString(Shape(*ks)), " differs from w ",
                            ShapeToString(kernel));
@@ -136,7 +142,9 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
  public:
   // QLinearConv's inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
   // y_zero_point, B; ConvInteger's: x, w, x_zero_point, w_zero_point.
-  explicit IntConvKernel(bool qlinear) : qlinear_(qlinear), w_(qlinear ? 3 : 1), xzp_(2), wzp_(qlinear ? 5 : 3) {}
+  // nhwc: strata.internal NhwcQLinearConv (x and y NHWC, the layout pass's; VNNI only).
+  IntConvKernel(bool qlinear, bool vnni, bool nhwc = false)
+      : qlinear_(qlinear), vnni_ok_(vnni), nhwc_(nhwc), w_(qlinear ? 3 : 1), xzp_(2), wzp_(qlinear ? 5 : 3) {}
 
   // Packs a constant W whose zero point is constant or absent. Any problem with them is left
   // for Compute to report, with the same message as for a run-time W.
@@ -147,8 +155,12 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     if (init.has_input(wzp_) && !wzp) return;
     const int64_t M = w->dim(0), rows = M > 0 ? w->num_elements() / M : 0;
     if (!CheckZeroPoint(wzp, w->dtype(), M, init.node, "w_zero_point").ok()) return;
-    packed_w_.resize(static_cast<size_t>(M * rows));
-    PackW(*w, wzp, M, rows, packed_w_.data());
+    if (vnni_ok_ && int8gemm::Available() && init.node.GetInt("group", 1) == 1) PackVnni(*w, wzp, M, rows, init);
+    // The int16 packing only where the VNNI GEMM does not take this W.
+    if (!vnni_) {
+      packed_w_.resize(static_cast<size_t>(M * rows));
+      PackW(*w, wzp, M, rows, packed_w_.data());
+    }
     packed_shape_ = w->shape();
     packed_dtype_ = w->dtype();
     packed_ = true;
@@ -168,7 +180,13 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     if (!IsQuant8(x->dtype()) || !IsQuant8(w->dtype()))
       return InvalidArgument(node.Describe(), ": x and w must be uint8 or int8, got ", DataTypeName(x->dtype()),
                              " and ", DataTypeName(w->dtype()));
-    ASSIGN_OR_RETURN(IntConvShape s, ComputeIntConvShape(node, *x, *w));
+    // The NHWC kernel's x is [N, spatial..., C]: its dims in NCHW order for the geometry.
+    Shape xs = x->shape();
+    if (nhwc_ && xs.size() >= 3) {
+      xs.insert(xs.begin() + 1, xs.back());
+      xs.pop_back();
+    }
+    ASSIGN_OR_RETURN(IntConvShape s, ComputeIntConvShape(node, xs, w->shape()));
     const Tensor* xzp = ctx.input(xzp_);
     const Tensor* wzp = ctx.input(wzp_);
     if (xzp && xzp->num_elements() > 1)
@@ -178,9 +196,13 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     RETURN_IF_ERROR(CheckZeroPoint(wzp, w->dtype(), s.M, node, "w_zero_point"));
     if (qlinear_) RETURN_IF_ERROR(CheckQLinearParams(ctx, s));
 
+    const bool w_packed = packed_ && w->shape() == packed_shape_ && w->dtype() == packed_dtype_;
+    if (w_packed && vnni_ && s.group == 1) return RunVnni(ctx, *x, s);
+    // The layout pass makes NhwcQLinearConv only where the VNNI entry covers the node.
+    if (nhwc_) return InternalError(node.Describe(), ": needs a constant W packed for the VNNI GEMM (ungrouped conv)");
     const int16_t* wp = nullptr;
     Tensor w_scratch;
-    if (packed_ && w->shape() == packed_shape_ && w->dtype() == packed_dtype_) {
+    if (w_packed && !vnni_) {
       wp = packed_w_.data();
     } else {
       ASSIGN_OR_RETURN(w_scratch, AllocateIntScratch(DataType::kInt16, s.M * s.rows, ctx.allocator(), node));
@@ -279,19 +301,137 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     return Status::Ok();
   }
 
-  bool qlinear_;
+  // The VNNI GEMM's B for a constant W (group 1): b[k * C + c][m] = w[m][c][k], kernel tap
+  // major and channel minor as Im2Row lays out A, with w's zero point per tensor or per
+  // output channel (a column of B). Leaves vnni_ empty when packing fails (the int16 loops
+  // serve instead).
+  void PackVnni(const Tensor& w, const Tensor* wzp, int64_t M, int64_t rows, const KernelInit& init) {
+    const int64_t C = w.dim(1), taps = C > 0 ? rows / C : 0;
+    std::vector<uint8_t> b(static_cast<size_t>(rows * M));
+    const auto* wb = static_cast<const uint8_t*>(w.raw_data());
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t k = 0; k < taps; ++k) b[static_cast<size_t>((k * C + c) * M + m)] = wb[(m * C + c) * taps + k];
+    auto p = int8gemm::Pack(b.data(), w.dtype() == DataType::kInt8, rows, M, wzp ? wzp->raw_data() : nullptr,
+                            wzp ? wzp->num_elements() : 0, init.pool);
+    if (p.ok()) vnni_.emplace(std::move(p).value());
+  }
+
+  // One image at a time: x to NHWC, im2col rows (a 1x1 stride-1 unpadded conv reads the NHWC
+  // image itself), the VNNI GEMM into int32 [positions, M], then the NCHW output. The NHWC
+  // kernel reads x as it is and writes y in the GEMM's order.
+  Status RunVnni(KernelContext& ctx, const Tensor& x, const IntConvShape& s) const {
+    const Node& node = ctx.node();
+    const DataType yt = qlinear_ ? ctx.input(7)->dtype() : DataType::kInt32;
+    Shape out = s.out;
+    if (nhwc_) {
+      out.push_back(out[1]);
+      out.erase(out.begin() + 1);
+    }
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, yt, out));
+    if (s.N == 0 || s.M == 0 || s.out_size == 0) return Status::Ok();
+    bool direct = s.k_size == 1;
+    for (size_t d = 0; d < s.g.rank(); ++d)
+      direct = direct && s.g.strides[d] == 1 && s.g.pad_begin[d] == 0 && s.g.pad_end[d] == 0;
+    const int32_t xz = ZeroPointAt(ctx.input(xzp_), 0);
+    int8gemm::AMatrix am;
+    am.a_signed = x.dtype() == DataType::kInt8;
+    am.rows = s.out_size;
+    am.lda = direct ? s.C : s.rows;
+    am.za = xz;
+    ASSIGN_OR_RETURN(int64_t gemm_bytes, int8gemm::ScratchBytes(am, *vnni_));
+    Tensor xt;
+    if (!nhwc_) {
+      ASSIGN_OR_RETURN(xt, AllocateIntScratch(DataType::kUInt8, s.C * s.in_size, ctx.allocator(), node));
+    }
+    Tensor rows;
+    if (!direct) {
+      ASSIGN_OR_RETURN(rows, AllocateIntScratch(DataType::kUInt8, s.out_size * s.rows, ctx.allocator(), node));
+    }
+    ASSIGN_OR_RETURN(Tensor acc, AllocateIntScratch(DataType::kInt32, s.out_size * s.M, ctx.allocator(), node));
+    ASSIGN_OR_RETURN(Tensor gs, AllocateIntScratch(DataType::kUInt8, gemm_bytes, ctx.allocator(), node));
+    Tensor mult;
+    int8conv::Requant rq;
+    if (qlinear_) {
+      ASSIGN_OR_RETURN(mult, AllocateIntScratch(DataType::kFloat, s.M, ctx.allocator(), node));
+      const Tensor& ws = *ctx.input(4);
+      const float xs = LoadScale(*ctx.input(1), 0), ys = LoadScale(*ctx.input(6), 0);
+      for (int64_t m = 0; m < s.M; ++m)
+        mult.mutable_data<float>()[m] = xs * LoadScale(ws, ws.num_elements() == 1 ? 0 : m) / ys;
+      rq.mult = mult.data<float>();
+      rq.bias = ctx.input(8) ? ctx.input(8)->data<int32_t>() : nullptr;
+      rq.z = static_cast<float>(LoadQ(*ctx.input(7), 0));
+      rq.y_signed = yt == DataType::kInt8;
+    }
+    ThreadPool* pool = ctx.pool();
+    const auto* xb = static_cast<const uint8_t*>(x.raw_data());
+    for (int64_t n = 0; n < s.N; ++n) {
+      const uint8_t* xtp = xb + n * s.C * s.in_size;
+      if (!nhwc_) {
+        int8conv::ToNhwc(xtp, s.C, s.in_size, xt.mutable_data<uint8_t>(), pool);
+        xtp = xt.data<uint8_t>();
+      }
+      if (!direct) int8conv::Im2Row(xtp, s.C, s.g, static_cast<uint8_t>(xz), rows.mutable_data<uint8_t>(), pool);
+      am.a = direct ? static_cast<const void*>(xtp) : rows.data<uint8_t>();
+      int32_t* accp = acc.mutable_data<int32_t>();
+      int8gemm::Gemm(am, *vnni_, accp, s.M, gs.mutable_data<uint8_t>(), pool);
+      if (qlinear_) {
+        uint8_t* yb =
+            yt == DataType::kUInt8 ? y->mutable_data<uint8_t>() : reinterpret_cast<uint8_t*>(y->mutable_data<int8_t>());
+        if (nhwc_) {
+          int8conv::StoreRequantizedNhwc(accp, s.out_size, s.M, rq, yb + n * s.M * s.out_size, pool);
+        } else {
+          int8conv::StoreRequantized(accp, s.out_size, s.M, rq, yb + n * s.M * s.out_size, pool);
+        }
+      } else {
+        int8conv::StoreTransposed(accp, s.out_size, s.M, y->mutable_data<int32_t>() + n * s.M * s.out_size, pool);
+      }
+    }
+    return Status::Ok();
+  }
+
+  bool qlinear_, vnni_ok_, nhwc_;
   size_t w_, xzp_, wzp_;
+  std::optional<int8gemm::PackedB> vnni_;  // a constant W on the VNNI GEMM (group 1 only)
   bool packed_ = false;
   Shape packed_shape_;
   DataType packed_dtype_ = DataType::kUndefined;
   std::vector<int16_t> packed_w_;  // [M, C/group * kernel]: w - w_zero_point[m]
 };
 
+// The VNNI entry covers ungrouped convs whose W is a constant (packed once); the reference
+// entry, the int16 loops, every other node and reference sessions.
+KernelDef IntConvDef(const char* op, bool qlinear, bool vnni, bool nhwc = false) {
+  KernelDef d;
+  d.op_type = op;
+  d.since_version = nhwc ? 1 : 10;
+  if (nhwc) d.domain = kInternalDomain;
+  d.type_input = -1;
+  d.factory = [qlinear, vnni, nhwc](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+    auto k = std::make_unique<IntConvKernel>(qlinear, vnni, nhwc);
+    k->Init(init);
+    return std::unique_ptr<OpKernel>(std::move(k));
+  };
+  if (vnni) {
+    const size_t w = qlinear ? 3 : 1;
+    d.covers = [w](const KernelInit& init) {
+      return int8gemm::Available() && init.constant_input(w) != nullptr && init.node.GetInt("group", 1) == 1;
+    };
+    d.reference = false;
+    d.impl = "avx512_vnni";
+  }
+  return d;
+}
+
 }  // namespace
 
 void RegisterIntConvKernels(KernelRegistry& r) {
-  r.Register(IntKernelDef<IntConvKernel>("ConvInteger", false));
-  r.Register(IntKernelDef<IntConvKernel>("QLinearConv", true));
+  for (bool vnni : {false, true}) {
+    r.Register(IntConvDef("ConvInteger", false, vnni));
+    r.Register(IntConvDef("QLinearConv", true, vnni));
+  }
+  // The layout pass's NHWC form of a QLinearConv the VNNI entry covers.
+  r.Register(IntConvDef(kNhwcQLinearConvOp, true, true, true));
 }
 
 }  // namespace strata

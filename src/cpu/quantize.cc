@@ -72,6 +72,84 @@ Result<AxisParams> ResolveAxis(const Tensor& x, const Tensor& scale, const Tenso
   return p;
 }
 
+// DynamicQuantizeLinear's two passes on AVX-512F, the same bits as the plain loops below: the
+// range's min/max (with 0, as std::min/max keep their first argument on ties) and NaN check,
+// then q = Saturate(nearbyint(x / scale) + zp) with the division, the rounding (half to even),
+// NaN -> 0 and the clamp done as Saturate does them.
+#define STRATA_AVX512_DQL __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
+STRATA_AVX512_DQL bool RangeAvx512(const float* in, int64_t n, float* mn, float* mx) {
+  __m512 vmin = _mm512_setzero_ps(), vmax = _mm512_setzero_ps();
+  __mmask16 nan = 0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(in + i);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    vmin = _mm512_min_ps(vmin, v);
+    vmax = _mm512_max_ps(vmax, v);
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, in + i);  // zeros past the end: 0 is in the range anyway
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    vmin = _mm512_min_ps(vmin, v);
+    vmax = _mm512_max_ps(vmax, v);
+  }
+  if (nan) return false;
+  const float lo = _mm512_reduce_min_ps(vmin), hi = _mm512_reduce_max_ps(vmax);
+  *mn = lo < 0 ? lo : 0.0f;
+  *mx = hi > 0 ? hi : 0.0f;
+  return true;
+}
+// Also QuantizeLinear's per-tensor float path: out_signed saturates to int8 instead of uint8
+// (the low byte of the int32 is the int8's two's complement).
+STRATA_AVX512_DQL void QuantizeAvx512(const float* in, int64_t n, float scale, float zp, uint8_t* q,
+                                      bool out_signed = false) {
+  const __m512 vs = _mm512_set1_ps(scale), vz = _mm512_set1_ps(zp), zero = _mm512_setzero_ps();
+  const __m512 lo = _mm512_set1_ps(out_signed ? -128.0f : 0.0f), hi = _mm512_set1_ps(out_signed ? 127.0f : 255.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - i)) - 1);
+    __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(m, in + i), vs);
+    v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
+    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), zero);  // NaN -> 0, as Saturate
+    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+    _mm512_mask_cvtepi32_storeu_epi8(q + i, m, _mm512_cvtps_epi32(v));
+  }
+}
+// DequantizeLinear's per-tensor 8-bit path: float(q - zp) * scale, as the plain loop (q - zp
+// is exact in int32 and in float).
+STRATA_AVX512_DQL void DequantizeAvx512(const uint8_t* q, bool in_signed, int64_t n, float scale, int32_t zp,
+                                        float* out) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  const __m512i vz = _mm512_set1_epi32(zp);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m128i b = _mm_maskz_loadu_epi8(m, q + i);
+    const __m512i v = in_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(v, vz)), vs));
+  }
+}
+// Runs body(b, e) over [0, n) in parts of 16K values over the pool from 64K values (each value
+// is computed alone: any split gives the same bits).
+template <typename F>
+void SplitValues(ThreadPool* pool, int64_t n, const F& body) {
+  constexpr int64_t kPart = 16384;
+  if (!pool || n < 4 * kPart) {
+    body(0, n);
+    return;
+  }
+  pool->ParallelFor((n + kPart - 1) / kPart, 1,
+                    [&](int64_t p0, int64_t p1) { body(p0 * kPart, std::min(n, p1 * kPart)); });
+}
+bool HasAvx512Bw() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+  }();
+  return ok;
+}
+
 Status QuantizeLinear(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor* x = ctx.input(0);
@@ -88,6 +166,14 @@ Status QuantizeLinear(KernelContext& ctx) {
   ASSIGN_OR_RETURN(AxisParams ap, ResolveAxis(*x, *scale, zp, node));
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, out_t, x->shape()));
   const int64_t n = x->num_elements();
+  if (ap.count == 1 && x->dtype() == DataType::kFloat && HasAvx512Bw()) {
+    const float s = LoadScale(*scale, 0), z = static_cast<float>(zp ? LoadQ(*zp, 0) : 0);
+    const bool s8 = out_t == DataType::kInt8;
+    uint8_t* q = s8 ? reinterpret_cast<uint8_t*>(y->mutable_data<int8_t>()) : y->mutable_data<uint8_t>();
+    const float* in = x->data<float>();
+    SplitValues(ctx.pool(), n, [&](int64_t b, int64_t e) { QuantizeAvx512(in + b, e - b, s, z, q + b, s8); });
+    return Status::Ok();
+  }
   for (int64_t i = 0; i < n; ++i) {
     const int64_t c = ap.count == 1 ? 0 : (i / ap.inner) % ap.count;
     const float s = LoadScale(*scale, c);
@@ -119,61 +205,20 @@ Status DequantizeLinear(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, x->shape()));
   float* out = y->mutable_data<float>();
   const int64_t n = x->num_elements();
+  if (ap.count == 1 && IsQuant8(x->dtype()) && HasAvx512Bw()) {
+    const float s = LoadScale(*scale, 0);
+    const int32_t z = zp ? LoadQ(*zp, 0) : 0;
+    const bool s8 = x->dtype() == DataType::kInt8;
+    const auto* q = static_cast<const uint8_t*>(x->raw_data());
+    SplitValues(ctx.pool(), n, [&](int64_t b, int64_t e) { DequantizeAvx512(q + b, s8, e - b, s, z, out + b); });
+    return Status::Ok();
+  }
   for (int64_t i = 0; i < n; ++i) {
     const int64_t c = ap.count == 1 ? 0 : (i / ap.inner) % ap.count;
     const int32_t z = zp ? LoadQ(*zp, c) : 0;
     out[i] = static_cast<float>(static_cast<int64_t>(LoadQ(*x, i)) - z) * LoadScale(*scale, c);
   }
   return Status::Ok();
-}
-
-// DynamicQuantizeLinear's two passes on AVX-512F, the same bits as the plain loops below: the
-// range's min/max (with 0, as std::min/max keep their first argument on ties) and NaN check,
-// then q = Saturate(nearbyint(x / scale) + zp) with the division, the rounding (half to even),
-// NaN -> 0 and the clamp done as Saturate does them.
-#define STRATA_AVX512_DQL __attribute__((target("avx512f,avx512bw,avx2,fma")))
-STRATA_AVX512_DQL bool RangeAvx512(const float* in, int64_t n, float* mn, float* mx) {
-  __m512 vmin = _mm512_setzero_ps(), vmax = _mm512_setzero_ps();
-  __mmask16 nan = 0;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_loadu_ps(in + i);
-    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    vmin = _mm512_min_ps(vmin, v);
-    vmax = _mm512_max_ps(vmax, v);
-  }
-  if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 v = _mm512_maskz_loadu_ps(m, in + i);  // zeros past the end: 0 is in the range anyway
-    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    vmin = _mm512_min_ps(vmin, v);
-    vmax = _mm512_max_ps(vmax, v);
-  }
-  if (nan) return false;
-  const float lo = _mm512_reduce_min_ps(vmin), hi = _mm512_reduce_max_ps(vmax);
-  *mn = lo < 0 ? lo : 0.0f;
-  *mx = hi > 0 ? hi : 0.0f;
-  return true;
-}
-STRATA_AVX512_DQL void QuantizeAvx512(const float* in, int64_t n, float scale, float zp, uint8_t* q) {
-  const __m512 vs = _mm512_set1_ps(scale), vz = _mm512_set1_ps(zp), lo = _mm512_setzero_ps(),
-               hi = _mm512_set1_ps(255.0f);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - i)) - 1);
-    __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(m, in + i), vs);
-    v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
-    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), lo);
-    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
-    _mm512_mask_cvtepi32_storeu_epi8(q + i, m, _mm512_cvtps_epi32(v));
-  }
-}
-bool HasAvx512Bw() {
-  static const bool ok = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  }();
-  return ok;
 }
 
 Status DynamicQuantizeLinear(KernelContext& ctx) {

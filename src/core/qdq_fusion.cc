@@ -1,0 +1,225 @@
+#include "core/qdq_fusion.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/fusion_util.h"
+
+namespace strata {
+namespace {
+
+bool IsQ8(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+
+// A cpu ai.onnx node `op` whose inputs [0, required) are present and whose one output is.
+bool IsCpuOp(const Node& n, const char* op, size_t required, size_t max_inputs) {
+  if (!n.domain.empty() || n.op_type != op || n.provider != "cpu" || n.inputs.size() < required ||
+      n.inputs.size() > max_inputs || n.outputs.size() != 1 || n.outputs[0] < 0)
+    return false;
+  for (size_t i = 0; i < required; ++i)
+    if (n.inputs[i] < 0) return false;
+  return true;
+}
+
+// Optional input i of n, or -1.
+int OptionalInput(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
+
+// A float constant scale with 1 or `count` elements (count 0: a scalar only), all finite and > 0.
+const Tensor* ScaleConst(const Graph& g, int v, int64_t count) {
+  const Tensor* t = g.Constant(v);
+  if (!t || t->dtype() != DataType::kFloat || t->rank() > 1) return nullptr;
+  if (t->num_elements() != 1 && (count == 0 || t->num_elements() != count)) return nullptr;
+  for (int64_t i = 0; i < t->num_elements(); ++i) {
+    const float s = t->data<float>()[i];
+    if (!(s > 0) || !std::isfinite(s)) return nullptr;
+  }
+  return t;
+}
+
+// A zero point that is absent (v < 0) or a constant of dtype `dt` with 1 or `count` elements.
+bool ZeroPointOk(const Graph& g, int v, DataType dt, int64_t count) {
+  if (v < 0) return true;
+  const Tensor* t = g.Constant(v);
+  return t && t->dtype() == dt && t->rank() <= 1 && (t->num_elements() == 1 || t->num_elements() == count);
+}
+
+int32_t ZeroPointValue(const Graph& g, int v) {
+  if (v < 0) return 0;
+  const Tensor* t = g.Constant(v);
+  return t->dtype() == DataType::kUInt8 ? t->data<uint8_t>()[0] : t->data<int8_t>()[0];
+}
+
+// A new constant value holding `t`.
+int AddConstant(Graph& g, const std::string& name, Tensor t) {
+  std::string n = name;
+  for (int k = 1; g.FindValue(n) >= 0; ++k) n = name + "_" + std::to_string(k);
+  const int v = g.AddValue(n);
+  TypeInfo& type = g.values[v].type;
+  type.kind = TypeInfo::Kind::kTensor;
+  type.elem_type = t.dtype();
+  type.has_shape = true;
+  for (int64_t d : t.shape()) type.dims.push_back(Dim{d, ""});
+  g.initializers[v] = std::move(t);
+  return v;
+}
+
+// The dequantized input of a DequantizeLinear node reading a constant, or nullptr.
+struct Dequant {
+  int q = -1, scale = -1, zp = -1;
+  const Tensor* values = nullptr;  // the constant quantized tensor
+  const Tensor* scales = nullptr;
+};
+
+// DequantizeLinear(q, scale[, zp]) producing v, per tensor or (when per_axis_len > 0) per
+// axis 0 of that length; q constant of one of `types`.
+bool MatchConstDequant(const Graph& g, const GraphUses& gu, int v, int64_t per_axis_len,
+                       std::initializer_list<DataType> types, Dequant* d) {
+  const int p = gu.Producer(v);
+  if (p < 0) return false;
+  const Node& n = g.nodes[p];
+  if (!IsCpuOp(n, "DequantizeLinear", 2, 3) || n.HasAttr("block_size")) return false;
+  d->q = n.inputs[0];
+  d->scale = n.inputs[1];
+  d->zp = OptionalInput(n, 2);
+  d->values = g.Constant(d->q);
+  if (!d->values) return false;
+  bool type_ok = false;
+  for (DataType t : types) type_ok = type_ok || d->values->dtype() == t;
+  if (!type_ok) return false;
+  d->scales = ScaleConst(g, d->scale, per_axis_len);
+  if (!d->scales) return false;
+  // A per-channel scale must run along axis 0 (DequantizeLinear's default axis is 1).
+  if (d->scales->num_elements() > 1 && d->values->rank() > 0) {
+    int64_t axis = n.GetInt("axis", 1);
+    if (axis < 0) axis += d->values->rank();
+    if (axis != 0) return false;
+  }
+  return ZeroPointOk(g, d->zp, d->values->dtype(), per_axis_len);
+}
+
+}  // namespace
+
+int FuseQdqConv(Graph& g, const OptimizerOptions& opts) {
+  if (opts.level < 2 || opts.kernel.prefer_reference || !opts.cpu_only) return 0;
+  const GraphUses gu(g);
+  std::vector<char> drop(g.nodes.size(), 0);
+  int fused = 0;
+  for (size_t ci = 0; ci < g.nodes.size(); ++ci) {
+    const Node& conv = g.nodes[ci];
+    if (drop[ci] || !IsCpuOp(conv, "Conv", 2, 3)) continue;
+    // x: DequantizeLinear(x_q, xs[, xz]) with per-tensor parameters.
+    const int xp = gu.Producer(conv.inputs[0]);
+    if (xp < 0 || !IsCpuOp(g.nodes[xp], "DequantizeLinear", 2, 3) || g.nodes[xp].HasAttr("block_size")) continue;
+    const Node& dqx = g.nodes[xp];
+    const int x_q = dqx.inputs[0], xs_v = dqx.inputs[1], xz_v = OptionalInput(dqx, 2);
+    const DataType xt = g.values[x_q].type.elem_type;
+    const Tensor* xs = ScaleConst(g, xs_v, 0);
+    if (!IsQ8(xt) || !xs || !ZeroPointOk(g, xz_v, xt, 1)) continue;
+    // W: DequantizeLinear of a constant int8/uint8 [M, C/group, k...], scale per tensor or per M.
+    Dequant w;
+    const int wp = gu.Producer(conv.inputs[1]);
+    if (wp < 0 || !IsCpuOp(g.nodes[wp], "DequantizeLinear", 2, 3)) continue;
+    const Tensor* wq = g.Constant(g.nodes[wp].inputs[0]);
+    if (!wq || wq->rank() < 3 || wq->dim(0) <= 0) continue;
+    const int64_t M = wq->dim(0);
+    if (!MatchConstDequant(g, gu, conv.inputs[1], M, {DataType::kInt8, DataType::kUInt8}, &w)) continue;
+    // y: Conv -> [Relu ->] QuantizeLinear(., ys[, yz]).
+    int y = conv.outputs[0];
+    std::vector<int> chain = {static_cast<int>(ci)};
+    int relu = -1;
+    int qi = gu.SoleConsumer(y);
+    if (qi >= 0 && IsCpuOp(g.nodes[qi], "Relu", 1, 1)) {
+      relu = qi;
+      chain.push_back(qi);
+      qi = gu.SoleConsumer(g.nodes[qi].outputs[0]);
+    }
+    if (qi < 0 || !IsCpuOp(g.nodes[qi], "QuantizeLinear", 2, 3) || g.nodes[qi].HasAttr("block_size")) continue;
+    const Node& q = g.nodes[qi];
+    chain.push_back(qi);
+    const int ys_v = q.inputs[1], yz_v = OptionalInput(q, 2);
+    const Tensor* ys = ScaleConst(g, ys_v, 0);
+    DataType yt = DataType::kUInt8;
+    if (yz_v >= 0) {
+      const Tensor* yz = g.Constant(yz_v);
+      if (!yz) continue;
+      yt = yz->dtype();
+    } else if (q.GetInt("output_dtype", 0) != 0 && q.GetInt("output_dtype", 0) != static_cast<int64_t>(yt)) {
+      continue;
+    }
+    if (!ys || !IsQ8(yt) || !ZeroPointOk(g, yz_v, yt, 1)) continue;
+    // Relu is saturation's clamp only when y's zero point is the lowest value of its type.
+    if (relu >= 0 && ZeroPointValue(g, yz_v) != (yt == DataType::kUInt8 ? 0 : -128)) continue;
+    bool dropped = false;
+    for (int n : chain) dropped = dropped || drop[n];
+    if (dropped) continue;
+
+    // Bias: int32 at scale xs * ws[m].
+    const float xsf = xs->data<float>()[0];
+    auto ws_at = [&](int64_t m) { return w.scales->data<float>()[w.scales->num_elements() == 1 ? 0 : m]; };
+    int bias_v = -1;
+    if (const int b = OptionalInput(conv, 2); b >= 0) {
+      Dequant bd;
+      std::vector<float> bf(static_cast<size_t>(M));
+      bool ok = false;
+      if (MatchConstDequant(g, gu, b, M, {DataType::kInt32}, &bd) && bd.values->num_elements() == M) {
+        // Used as is when its zero point is 0 and its scale xs * ws[m] (quantizers write it so).
+        const Tensor* bz = bd.zp >= 0 ? g.Constant(bd.zp) : nullptr;
+        bool exact = true;
+        for (int64_t m = 0; m < M; ++m) {
+          const float bs = bd.scales->data<float>()[bd.scales->num_elements() == 1 ? 0 : m];
+          const int64_t z = bz ? bz->data<int32_t>()[bz->num_elements() == 1 ? 0 : m] : 0;
+          exact = exact && z == 0 && bs == xsf * ws_at(m);
+          bf[static_cast<size_t>(m)] =
+              static_cast<float>(static_cast<double>(bd.values->data<int32_t>()[m] - z) * static_cast<double>(bs));
+        }
+        ok = true;
+        if (exact) bias_v = bd.q;
+      } else if (const Tensor* bc = g.Constant(b);
+                 bc && bc->dtype() == DataType::kFloat && bc->rank() == 1 && bc->dim(0) == M) {
+        for (int64_t m = 0; m < M; ++m) bf[static_cast<size_t>(m)] = bc->data<float>()[m];
+        ok = true;
+      }
+      if (!ok) continue;
+      if (bias_v < 0) {  // re-quantize to xs * ws[m]
+        std::vector<int32_t> bq(static_cast<size_t>(M));
+        bool fits = true;
+        for (int64_t m = 0; m < M; ++m) {
+          const double r = std::nearbyint(static_cast<double>(bf[static_cast<size_t>(m)]) / (xsf * ws_at(m)));
+          fits = fits && std::fabs(r) < 2147483647.0;
+          bq[static_cast<size_t>(m)] = fits ? static_cast<int32_t>(r) : 0;
+        }
+        if (!fits) continue;
+        bias_v = AddConstant(g, conv.name + "/qdq_bias", Tensor::FromVector<int32_t>(bq, {M}));
+      }
+    }
+
+    Node f;
+    f.name = conv.name;
+    f.op_type = "QLinearConv";
+    f.opset = conv.opset;
+    f.provider = conv.provider;
+    f.attrs = conv.attrs;
+    const int xz = xz_v >= 0
+                       ? xz_v
+                       : AddConstant(g, conv.name + "/qdq_x_zero_point",
+                                     xt == DataType::kUInt8 ? Tensor::Scalar<uint8_t>(0) : Tensor::Scalar<int8_t>(0));
+    const int wz = w.zp >= 0 ? w.zp
+                             : AddConstant(g, conv.name + "/qdq_w_zero_point",
+                                           w.values->dtype() == DataType::kUInt8 ? Tensor::Scalar<uint8_t>(0)
+                                                                                 : Tensor::Scalar<int8_t>(0));
+    const int yz = yz_v >= 0 ? yz_v : AddConstant(g, conv.name + "/qdq_y_zero_point", Tensor::Scalar<uint8_t>(0));
+    f.inputs = {x_q, xs_v, xz, w.q, w.scale, wz, ys_v, yz};
+    if (bias_v >= 0) f.inputs.push_back(bias_v);
+    f.outputs = q.outputs;
+    if (!OptimizedKernelCovers(f, g, opts.kernel)) continue;
+    // The fused node takes the QuantizeLinear's place: x_q exists by then.
+    for (int n : chain) drop[n] = 1;
+    drop[qi] = 0;
+    g.nodes[qi] = std::move(f);
+    ++fused;
+  }
+  if (fused) RemoveDroppedNodes(g, drop);
+  return fused;
+}
+
+}  // namespace strata

@@ -1,0 +1,29 @@
+// Static int8 models in the QDQ format (ONNX Runtime's quantize_static default): each
+// quantized op is written as float math between DequantizeLinear and QuantizeLinear nodes.
+// Where an integer kernel runs the op faster than the float path, the group becomes that op:
+//
+//   Conv(DequantizeLinear(x_q, xs, xz), DequantizeLinear(W_q, ws, wz), [DequantizeLinear(B_q, bs) | B])
+//     [-> Relu] -> QuantizeLinear(., ys, yz)
+//   -> QLinearConv(x_q, xs, xz, W_q, ws, wz, ys, yz, B_q')
+//
+// B_q' is B_q when bs == xs * ws exactly (as quantizers write it), else the bias re-quantized
+// to that scale (round half to even). A Relu joins only when yz is the lowest value of its
+// type, where saturation clamps exactly as Relu would. The integer kernel sums exactly and
+// rounds once: outputs differ from the float graph's by at most one step where its float
+// rounding lands near a half step (as in ONNX Runtime, which makes the same fusion).
+//
+// Runs before constant folding (which would turn DequantizeLinear(W_q) into float weights),
+// at optimization level >= 2, in CPU-only sessions without reference kernels, and only where
+// the optimized QLinearConv kernel (VNNI) covers the fused node: elsewhere the float path
+// is the faster one.
+#pragma once
+
+#include "core/ir.h"
+#include "core/optimizer.h"
+
+namespace strata {
+
+// Returns the number of Conv groups fused.
+int FuseQdqConv(Graph& g, const OptimizerOptions& opts);
+
+}  // namespace strata

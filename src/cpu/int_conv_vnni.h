@@ -1,0 +1,50 @@
+// The data movement around the VNNI GEMM (int8_gemm.h) that turns it into ConvInteger and
+// QLinearConv: NCHW images of 8-bit values to NHWC, NHWC images to im2col rows (one row per
+// output position, K ordered kernel position major, channel minor), and the int32 product
+// [positions, M] back to NCHW, requantized (QLinearConv) or as is (ConvInteger).
+//
+// Values are moved as bytes: the signedness of x matters only to the GEMM, which is told.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/conv_geometry.h"
+
+namespace strata {
+class ThreadPool;
+}
+
+namespace strata::int8conv {
+
+// xt[p][c] = x[c][p] for an image of C channels of `positions` bytes each.
+void ToNhwc(const uint8_t* x, int64_t C, int64_t positions, uint8_t* xt, ThreadPool* pool);
+
+// x[c][p] = xt[p][c]: the inverse of ToNhwc.
+void ToNchw(const uint8_t* xt, int64_t C, int64_t positions, uint8_t* x, ThreadPool* pool);
+
+// rows[o][k * C + c] = xt[input position of (o, k)][c], or `pad` (the zero point's byte) where
+// kernel tap k of output position o falls in the padding. xt is one NHWC image of g.in.
+void Im2Row(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, uint8_t* rows, ThreadPool* pool);
+
+// QLinearConv's output stage: y[m][o] = saturate(round(float(acc[o][m] + bias[m]) * mult[m]) + z),
+// rounding half to even, NaN to 0, saturating to uint8 or int8: the float operations of the
+// reference kernel in the same order, so the bytes are the same.
+struct Requant {
+  const float* mult = nullptr;    // [M]
+  const int32_t* bias = nullptr;  // [M] or nullptr
+  float z = 0;                    // y_zero_point
+  bool y_signed = false;
+};
+
+// acc [positions, M] (row stride M) -> y [positions, M], requantized (NHWC output).
+void StoreRequantizedNhwc(const int32_t* acc, int64_t positions, int64_t M, const Requant& rq, uint8_t* y,
+                          ThreadPool* pool);
+
+// acc [positions, M] (row stride M) -> y [M, positions], requantized.
+void StoreRequantized(const int32_t* acc, int64_t positions, int64_t M, const Requant& rq, uint8_t* y,
+                      ThreadPool* pool);
+
+// acc [positions, M] (row stride M) -> y [M, positions].
+void StoreTransposed(const int32_t* acc, int64_t positions, int64_t M, int32_t* y, ThreadPool* pool);
+
+}  // namespace strata::int8conv

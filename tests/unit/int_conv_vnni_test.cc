@@ -1,0 +1,158 @@
+// ConvInteger and QLinearConv on the VNNI GEMM (cpu/int_conv.cc's "avx512_vnni" entry, with
+// cpu/int_conv_vnni.cc's NHWC/im2col/requantization stages) against the reference int16
+// kernel, byte for byte: 1x1 (read in place), strided 1x1, 3x3 padded, 7x7/2 stems of 3
+// channels, dilation, 1-D and 3-D; channel counts 1, odd, a panel (16) +/- 1; output sizes 1
+// and odd (partial blocks of 16 positions); every signedness of x, w and y; zero points per
+// tensor and per channel; bias or none; batches; 1 and 2 threads. Skipped without VNNI.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cpu/int8_gemm.h"
+#include "kernel_harness.h"
+
+namespace strata {
+namespace {
+
+using testing::FindKernel;
+using testing::MakeTensor;
+using testing::OpSpec;
+using testing::RandomTensor;
+using testing::RunKernel;
+using testing::RunOptions;
+using testing::TensorsEqual;
+
+Tensor Q8(DataType dt, const Shape& shape, uint64_t seed) {
+  return dt == DataType::kUInt8 ? RandomTensor(dt, shape, seed, 0, 255) : RandomTensor(dt, shape, seed, -128, 127);
+}
+
+struct Geo {
+  std::vector<int64_t> in, kernel, strides, dilations, pads;  // pads: begins then ends
+};
+
+OpSpec Spec(const char* op, const Geo& g) {
+  OpSpec spec(op, 10);
+  spec.Attr("strides", g.strides).Attr("dilations", g.dilations).Attr("pads", g.pads);
+  return spec;
+}
+
+Shape Dims(int64_t n, int64_t c, const std::vector<int64_t>& sp) {
+  Shape s{n, c};
+  s.insert(s.end(), sp.begin(), sp.end());
+  return s;
+}
+
+// Runs the node with W (and its scale / zero point / bias) constant on the VNNI entry and on
+// the reference entry: the outputs must be equal.
+void ExpectSameAsReference(const OpSpec& spec, const std::vector<Tensor>& in, const std::vector<size_t>& consts,
+                           const std::string& what) {
+  std::vector<Value> values;
+  for (const Tensor& t : in) values.push_back(t.valid() ? Value(t) : Value());
+  const KernelDef* fast = FindKernel(spec, values, false);
+  ASSERT_TRUE(fast != nullptr);
+  ASSERT_EQ(fast->impl, "avx512_vnni") << spec.op_type;
+  for (int threads : {1, 2}) {
+    RunOptions ro, fo;
+    ro.want_reference = true;
+    ro.constant_inputs = fo.constant_inputs = consts;
+    fo.threads = threads;
+    auto want = RunKernel(spec, in, ro);
+    auto got = RunKernel(spec, in, fo);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(TensorsEqual((*want)[0], (*got)[0])) << what << " threads " << threads;
+  }
+}
+
+std::vector<Geo> Geometries() {
+  return {
+      {{5, 7}, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}},                    // 1x1, read in place
+      {{9, 8}, {1, 1}, {2, 2}, {1, 1}, {0, 0, 0, 0}},                    // strided 1x1 (ResNet's downsample)
+      {{6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}},                    // 3x3 padded
+      {{9, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 0, 1, 2}},                    // 3x3/2, uneven pads
+      {{13, 11}, {7, 7}, {2, 2}, {1, 1}, {3, 3, 3, 3}},                  // 7x7/2 stem
+      {{8, 9}, {3, 3}, {1, 1}, {2, 2}, {2, 1, 2, 1}},                    // dilation 2
+      {{1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}},                    // one position
+      {{2, 3}, {3, 3}, {1, 1}, {1, 1}, {2, 2, 2, 2}},                    // more padding than image
+      {{17}, {5}, {2}, {1}, {2, 1}},                                     // 1-D
+      {{3, 4, 5}, {2, 3, 3}, {1, 2, 1}, {1, 1, 1}, {0, 1, 1, 1, 1, 1}},  // 3-D
+  };
+}
+
+TEST(IntConvVnni, MatchesReferenceAcrossGeometriesChannelsAndTypes) {
+  if (!int8gemm::Available()) GTEST_SKIP() << "CPU without AVX512-VNNI (or STRATA_INT8_GEMM=0)";
+  uint64_t seed = 1000;
+  const std::vector<std::pair<int64_t, int64_t>> channels = {{3, 17}, {1, 1}, {16, 15}, {17, 16}, {33, 40}};
+  int geo_i = 0;
+  for (const Geo& g : Geometries()) {
+    ++geo_i;
+    for (const auto& [C, M] : channels) {
+      const DataType xt = (seed & 1) ? DataType::kInt8 : DataType::kUInt8;
+      const DataType wt = (seed & 2) ? DataType::kUInt8 : DataType::kInt8;
+      const bool per_channel = (seed & 4) != 0;
+      const std::string what = "geometry " + std::to_string(geo_i) + " C=" + std::to_string(C) +
+                               " M=" + std::to_string(M) + " x " + DataTypeName(xt) + " w " + DataTypeName(wt) +
+                               (per_channel ? " per-channel" : "");
+      SCOPED_TRACE(what);
+      const Tensor x = Q8(xt, Dims(2, C, g.in), ++seed);
+      const Tensor w = Q8(wt, Dims(M, C, g.kernel), ++seed);
+      const Tensor xzp = Q8(xt, {}, ++seed);
+      const Tensor wzp = per_channel ? Q8(wt, {M}, ++seed) : Q8(wt, {}, ++seed);
+      ExpectSameAsReference(Spec("ConvInteger", g), {x, w, xzp, wzp}, {1, 3}, what);
+
+      const DataType yt = (seed & 8) ? DataType::kInt8 : DataType::kUInt8;
+      const Tensor xs = MakeTensor(DataType::kFloat, {}, {0.02});
+      const Tensor ws = per_channel ? RandomTensor(DataType::kFloat, {M}, ++seed, 0.0005, 0.004)
+                                    : MakeTensor(DataType::kFloat, {}, {0.002});
+      const Tensor ys = MakeTensor(DataType::kFloat, {}, {0.3});
+      const Tensor yzp = MakeTensor(yt, {}, {yt == DataType::kUInt8 ? 120.0 : -7.0});
+      const Tensor bias = RandomTensor(DataType::kInt32, {M}, ++seed, -20000, 20000);
+      const bool with_bias = (seed & 16) != 0;
+      ExpectSameAsReference(Spec("QLinearConv", g), {x, xs, xzp, w, ws, wzp, ys, yzp, with_bias ? bias : Tensor()},
+                            {3, 4, 5, 8}, what + " y " + DataTypeName(yt) + (with_bias ? " bias" : ""));
+    }
+  }
+}
+
+// Saturation at both ends and NaN multipliers: a y_scale of 0 makes every multiplier +-inf or
+// NaN (0 / 0), which the reference saturates or maps to 0.
+TEST(IntConvVnni, SaturationAndNonFiniteMultipliersMatchReference) {
+  if (!int8gemm::Available()) GTEST_SKIP() << "CPU without AVX512-VNNI (or STRATA_INT8_GEMM=0)";
+  const Geo g{{7, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}};
+  const Tensor x = Q8(DataType::kUInt8, {1, 20, 7, 6}, 5), w = Q8(DataType::kInt8, {18, 20, 3, 3}, 6);
+  const Tensor xzp = MakeTensor(DataType::kUInt8, {}, {128}), wzp = MakeTensor(DataType::kInt8, {}, {0});
+  // Channel 0's scale is 0 (0 * anything / y_scale): a zero multiplier.
+  std::vector<double> wsv(18, 0.01);
+  wsv[0] = 0;
+  const Tensor ws = MakeTensor(DataType::kFloat, {18}, wsv);
+  for (double y_scale : {0.001, 0.0})
+    for (DataType yt : {DataType::kUInt8, DataType::kInt8}) {
+      const Tensor ys = MakeTensor(DataType::kFloat, {}, {y_scale});
+      const Tensor yzp = MakeTensor(yt, {}, {yt == DataType::kUInt8 ? 3.0 : 2.0});
+      ExpectSameAsReference(Spec("QLinearConv", g),
+                            {x, MakeTensor(DataType::kFloat, {}, {0.5}), xzp, w, ws, wzp, ys, yzp}, {3, 4, 5},
+                            std::string("y_scale ") + std::to_string(y_scale) + " " + DataTypeName(yt));
+    }
+}
+
+// Grouped convs and a W known only at run time stay on the int16 loops, still exact.
+TEST(IntConvVnni, GroupedAndRunTimeWeightsFallBackToTheInt16Loops) {
+  if (!int8gemm::Available()) GTEST_SKIP() << "CPU without AVX512-VNNI (or STRATA_INT8_GEMM=0)";
+  OpSpec spec("ConvInteger", 10);
+  spec.Attr("group", int64_t{2}).Attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  const Tensor x = Q8(DataType::kUInt8, {1, 4, 5, 5}, 9), w = Q8(DataType::kInt8, {6, 2, 3, 3}, 10);
+  const Tensor xzp = MakeTensor(DataType::kUInt8, {}, {9}), wzp = MakeTensor(DataType::kInt8, {}, {-3});
+  for (bool constant : {false, true}) {
+    RunOptions ro, fo;
+    ro.want_reference = true;
+    if (constant) ro.constant_inputs = fo.constant_inputs = {1, 3};
+    auto want = RunKernel(spec, {x, w, xzp, wzp}, ro);
+    auto got = RunKernel(spec, {x, w, xzp, wzp}, fo);
+    ASSERT_TRUE(want.ok() && got.ok());
+    EXPECT_TRUE(TensorsEqual((*want)[0], (*got)[0])) << "constant " << constant;
+  }
+}
+
+}  // namespace
+}  // namespace strata
