@@ -120,6 +120,32 @@ STRATA_VNNI void PackRows(const AMatrix& a, int64_t k, int64_t kp, uint32_t* til
   }
 }
 
+// r[g] <- dword g of each r[i] (a 16 x 16 transpose of 32-bit elements): unpacks within the
+// 128-bit lanes, then lane shuffles across groups of four rows.
+STRATA_VNNI inline void Transpose16x16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  // u[4q + e], lane L: dword 4L + e of rows 4q .. 4q + 3.
+  for (int q = 0; q < 4; ++q) {
+    u[4 * q + 0] = _mm512_unpacklo_epi64(t[4 * q], t[4 * q + 2]);
+    u[4 * q + 1] = _mm512_unpackhi_epi64(t[4 * q], t[4 * q + 2]);
+    u[4 * q + 2] = _mm512_unpacklo_epi64(t[4 * q + 1], t[4 * q + 3]);
+    u[4 * q + 3] = _mm512_unpackhi_epi64(t[4 * q + 1], t[4 * q + 3]);
+  }
+  for (int e = 0; e < 4; ++e) {
+    const __m512i s0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44), s1 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xEE);
+    const __m512i s2 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44),
+                  s3 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xEE);
+    r[e] = _mm512_shuffle_i32x4(s0, s2, 0x88);
+    r[4 + e] = _mm512_shuffle_i32x4(s0, s2, 0xDD);
+    r[8 + e] = _mm512_shuffle_i32x4(s1, s3, 0x88);
+    r[12 + e] = _mm512_shuffle_i32x4(s1, s3, 0xDD);
+  }
+}
+
 struct Job {
   const AMatrix* a;
   const PackedB* b;
@@ -269,7 +295,33 @@ Result<PackedB> Pack(const void* b, bool b_signed, int64_t k, int64_t n, const v
   return p;
 }
 
+STRATA_VNNI void PackTile(const uint8_t* const* rows, int n, int64_t k, int64_t kp, bool a_signed, uint32_t* tile,
+                          int32_t* rowsum) {
+  const __m512i flip = _mm512_set1_epi8(a_signed ? static_cast<char>(0x80) : 0);
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i sums[kRows];
+  for (int i = 0; i < kRows; ++i) sums[i] = _mm512_setzero_si512();
+  for (int64_t j = 0; j < kp; j += 64) {
+    const int64_t nb = std::min<int64_t>(64, k - j);
+    const __mmask64 mask = nb >= 64 ? ~__mmask64{0} : nb > 0 ? (__mmask64{1} << nb) - 1 : 0;
+    __m512i r[16];
+    for (int i = 0; i < 16; ++i) {
+      // Padding bytes are 0: B's padding is 0 too, and the sum skips them.
+      r[i] = i < n ? _mm512_maskz_mov_epi8(mask, _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, rows[i] + j), flip))
+                   : _mm512_setzero_si512();
+    }
+    if (rowsum)
+      for (int i = 0; i < n; ++i) sums[i] = _mm512_dpbusd_epi32(sums[i], r[i], ones);
+    Transpose16x16(r);
+    const int64_t groups = std::min<int64_t>(16, (kp - j) / 4);
+    for (int64_t g = 0; g < groups; ++g) _mm512_mask_storeu_epi32(tile + (j / 4 + g) * kRows, 0x0FFF, r[g]);
+  }
+  if (rowsum)
+    for (int i = 0; i < n; ++i) rowsum[i] = _mm512_reduce_add_epi32(sums[i]);
+}
+
 Result<int64_t> ScratchBytes(const AMatrix& a, const PackedB& b) {
+  if (a.packed) return 0;
   const int64_t tiles = (a.rows + kRows - 1) / kRows;
   int64_t total = 0;
   if (Mul(tiles * kRows, b.kp(), &total)) return InvalidArgument("int8 GEMM: A of ", a.rows, " rows is too large");
@@ -284,10 +336,14 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
   auto* bytes = static_cast<uint8_t*>(scratch);
   auto* atiles = reinterpret_cast<uint32_t*>(bytes);
   const int64_t tiles = (a.rows + kRows - 1) / kRows;
-  int32_t* rowsum =
-      b.any_offset() ? reinterpret_cast<int32_t*>(bytes + (tiles * kRows * b.kp() + 63) / 64 * 64) : nullptr;
+  int32_t* rowsum = b.any_offset() && !a.packed
+                        ? reinterpret_cast<int32_t*>(bytes + (tiles * kRows * b.kp() + 63) / 64 * 64)
+                        : nullptr;
   const int threads = pool ? pool->num_threads() : 1;
-  {
+  if (a.packed) {
+    atiles = const_cast<uint32_t*>(a.packed);
+    rowsum = b.any_offset() ? const_cast<int32_t*>(a.packed_rowsum) : nullptr;
+  } else {
     // Whole tiles per task: rows of one tile share cache lines, and two threads writing one
     // tile made a 128 x 3072 A cost more than the GEMM gained from the second thread.
     const auto pack = [&](int64_t t0, int64_t t1) {

@@ -77,10 +77,23 @@ struct AMatrix {
   int64_t rows = 0, lda = 0;
   int32_t za = 0;
   const int32_t* za_rows = nullptr;
+  // A already in the packed tile layout (PackTile), instead of `a`: tile t at packed + t *
+  // kTileRows * kp / 4, with the row sums in packed_rowsum when B has a column offset.
+  const uint32_t* packed = nullptr;
+  const int32_t* packed_rowsum = nullptr;
 };
 
+inline constexpr int64_t kTileRows = 12;  // rows per packed A tile
+
+// Packs one tile of A: rows[i] (i < n <= kTileRows) point at K bytes each, of the signedness
+// `a_signed`, into `tile` (kTileRows * kp / 4 uint32, kp = K rounded up to 4: PackedB::kp());
+// rows past n are zeros. Writes each row's sum into rowsum[i] when rowsum is not null (needed
+// when B has a column offset). For callers that gather A's rows themselves (convolutions'
+// im2col straight into a tile). Needs Available().
+void PackTile(const uint8_t* const* rows, int n, int64_t k, int64_t kp, bool a_signed, uint32_t* tile, int32_t* rowsum);
+
 // Bytes of scratch Gemm needs for this A and B: A's packed tiles, and its row sums when B has a
-// column offset. Sizes that overflow give an error.
+// column offset (none for an A given packed). Sizes that overflow give an error.
 Result<int64_t> ScratchBytes(const AMatrix& a, const PackedB& b);
 
 // Float output instead of int32: y[r, j] = float(C[r, j]) * scale[j] (+ bias[j]), rounded as

@@ -344,9 +344,14 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     if (!nhwc_) {
       ASSIGN_OR_RETURN(xt, AllocateIntScratch(DataType::kUInt8, s.C * s.in_size, ctx.allocator(), node));
     }
-    Tensor rows;
+    // Im2col rows go straight into the GEMM's packed A (in gs, laid out as Gemm would pack it:
+    // tiles, then the row sums), through one tile of rows per task in `tile_rows`.
+    Tensor tile_rows;
     if (!direct) {
-      ASSIGN_OR_RETURN(rows, AllocateIntScratch(DataType::kUInt8, s.out_size * s.rows, ctx.allocator(), node));
+      ASSIGN_OR_RETURN(tile_rows, AllocateIntScratch(DataType::kUInt8,
+                                                     int8conv::Im2RowPackedTasks(s.out_size, ctx.pool()) *
+                                                         int8gemm::kTileRows * s.rows,
+                                                     ctx.allocator(), node));
     }
     ASSIGN_OR_RETURN(Tensor acc, AllocateIntScratch(DataType::kInt32, s.out_size * s.M, ctx.allocator(), node));
     ASSIGN_OR_RETURN(Tensor gs, AllocateIntScratch(DataType::kUInt8, gemm_bytes, ctx.allocator(), node));
@@ -371,8 +376,20 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
         int8conv::ToNhwc(xtp, s.C, s.in_size, xt.mutable_data<uint8_t>(), pool);
         xtp = xt.data<uint8_t>();
       }
-      if (!direct) int8conv::Im2Row(xtp, s.C, s.g, static_cast<uint8_t>(xz), rows.mutable_data<uint8_t>(), pool);
-      am.a = direct ? static_cast<const void*>(xtp) : rows.data<uint8_t>();
+      if (direct) {
+        am.a = xtp;
+      } else {
+        const int64_t kp = vnni_->kp(), tiles = (s.out_size + int8gemm::kTileRows - 1) / int8gemm::kTileRows;
+        auto* packed = reinterpret_cast<uint32_t*>(gs.mutable_data<uint8_t>());
+        int32_t* rowsum = vnni_->any_offset()
+                              ? reinterpret_cast<int32_t*>(gs.mutable_data<uint8_t>() +
+                                                           (tiles * int8gemm::kTileRows * kp + 63) / 64 * 64)
+                              : nullptr;
+        int8conv::Im2RowPacked(xtp, s.C, s.g, static_cast<uint8_t>(xz), am.a_signed, kp, packed, rowsum,
+                               tile_rows.mutable_data<uint8_t>(), pool);
+        am.packed = packed;
+        am.packed_rowsum = rowsum;
+      }
       int32_t* accp = acc.mutable_data<int32_t>();
       int8gemm::Gemm(am, *vnni_, accp, s.M, gs.mutable_data<uint8_t>(), pool);
       if (qlinear_) {

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/threadpool.h"
+#include "cpu/int8_gemm.h"
 
 namespace strata::int8conv {
 namespace {
@@ -25,7 +26,27 @@ void Split(ThreadPool* pool, int64_t n, int64_t grain, const F& body) {
   }
 }
 
-constexpr int64_t kTile = 64;  // transpose tile: 64 positions x 64 channels (8 KiB in, 8 KiB out)
+constexpr int64_t kTile = 64;
+
+// Short runs (a 7x7 stem's 21-byte tap rows, a 3-channel tap) as one masked move: a libc
+// call per run cost more than the copy. (Im2Row runs only where the VNNI GEMM does, so
+// AVX512-BW is there.)
+STRATA_AVX512BW inline void Copy(uint8_t* d, const uint8_t* s, int64_t n) {
+  if (n > 64) {
+    std::memcpy(d, s, static_cast<size_t>(n));
+    return;
+  }
+  const __mmask64 m = n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
+  _mm512_mask_storeu_epi8(d, m, _mm512_maskz_loadu_epi8(m, s));
+}
+STRATA_AVX512BW inline void Fill(uint8_t* d, uint8_t v, int64_t n) {
+  if (n > 64) {
+    std::memset(d, v, static_cast<size_t>(n));
+    return;
+  }
+  const __mmask64 m = n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
+  _mm512_mask_storeu_epi8(d, m, _mm512_set1_epi8(static_cast<char>(v)));
+}  // transpose tile: 64 positions x 64 channels (8 KiB in, 8 KiB out)
 
 }  // namespace
 
@@ -69,56 +90,138 @@ void ToNchw(const uint8_t* xt, int64_t C, int64_t positions, uint8_t* x, ThreadP
   });
 }
 
-void Im2Row(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, uint8_t* rows, ThreadPool* pool) {
+namespace {
+
+// Output positions [o0, o1) of Im2Row.
+// Output positions [o0, o1) of Im2Row; `rows` points at row o0.
+STRATA_AVX512BW void Im2RowRange(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, uint8_t* rows,
+                                 int64_t o0, int64_t o1) {
   const size_t sp = g.rank(), last = sp - 1;
-  const int64_t out_size = g.OutSize(), k_size = g.KernelSize();
+  const int64_t k_size = g.KernelSize();
   const int64_t kl = g.kernel[last], iw = g.in[last], st = g.strides[last], dl = g.dilations[last];
   const int64_t pb = g.pad_begin[last], K = k_size * C, outer_k = k_size / kl;
-  const size_t cb = static_cast<size_t>(C);
-  // About 32 KiB of rows per chunk.
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, K));
-  Split(pool, out_size, grain, [&](int64_t o0, int64_t o1) {
-    Shape oc(sp, 0), kc(sp, 0);
+  if (sp == 2) {  // the common case, with scalar counters
+    const int64_t ow = g.out[1], kh = g.kernel[0], ih = g.in[0], sh = g.strides[0], dh = g.dilations[0];
+    const int64_t ph = g.pad_begin[0];
+    int64_t oy = o0 / ow, ox = o0 % ow;
     for (int64_t o = o0; o < o1; ++o) {
-      int64_t rem = o;
-      for (size_t d = sp; d-- > 0;) {
-        oc[d] = rem % g.out[d];
-        rem /= g.out[d];
-      }
-      uint8_t* dst = rows + o * K;
-      const int64_t ix0 = oc[last] * st - pb;  // input column of kernel column 0
-      // Kernel columns [lo, hi) read inside the input row.
+      uint8_t* dst = rows + (o - o0) * K;
+      const int64_t ix0 = ox * st - pb;
       int64_t lo = 0, hi = kl;
       while (lo < kl && ix0 + lo * dl < 0) ++lo;
       while (hi > lo && ix0 + (hi - 1) * dl >= iw) --hi;
-      for (int64_t kk = 0; kk < outer_k; ++kk) {
-        int64_t r = kk;
-        for (size_t d = last; d-- > 0;) {
-          kc[d] = r % g.kernel[d];
-          r /= g.kernel[d];
-        }
-        // Input row (all axes but the last) of this tap row, or -1 in the padding.
-        int64_t base = 0;
-        for (size_t d = 0; d < last && base >= 0; ++d) {
-          const int64_t p = oc[d] * g.strides[d] - g.pad_begin[d] + kc[d] * g.dilations[d];
-          base = p < 0 || p >= g.in[d] ? -1 : base * g.in[d] + p;
-        }
-        uint8_t* d = dst + kk * kl * C;
-        if (base < 0 || lo >= hi) {
-          std::memset(d, pad, static_cast<size_t>(kl * C));
+      for (int64_t ky = 0; ky < kh; ++ky) {
+        const int64_t iy = oy * sh - ph + ky * dh;
+        uint8_t* d = dst + ky * kl * C;
+        if (iy < 0 || iy >= ih || lo >= hi) {
+          Fill(d, pad, kl * C);
           continue;
         }
-        std::memset(d, pad, static_cast<size_t>(lo * C));
-        const uint8_t* src = xt + (base * iw + ix0) * C;
-        if (dl == 1) {  // the taps in range are one run of the NHWC row
-          std::memcpy(d + lo * C, src + lo * C, static_cast<size_t>((hi - lo) * C));
+        if (lo > 0) Fill(d, pad, lo * C);
+        const uint8_t* src = xt + iy * iw * C;
+        if (dl == 1) {
+          Copy(d + lo * C, src + (ix0 + lo) * C, (hi - lo) * C);
         } else {
-          for (int64_t kx = lo; kx < hi; ++kx) std::memcpy(d + kx * C, src + kx * dl * C, cb);
+          for (int64_t kx = lo; kx < hi; ++kx) Copy(d + kx * C, src + (ix0 + kx * dl) * C, C);
         }
-        std::memset(d + hi * C, pad, static_cast<size_t>((kl - hi) * C));
+        if (hi < kl) Fill(d + hi * C, pad, (kl - hi) * C);
+      }
+      if (++ox == ow) {
+        ox = 0;
+        ++oy;
       }
     }
-  });
+    return;
+  }
+  // Output and tap coordinates as counters (a division per tap row was most of a 7x7 stem's time).
+  Shape oc(sp, 0), kc(sp, 0);
+  int64_t rem = o0;
+  for (size_t d = sp; d-- > 0;) {
+    oc[d] = rem % g.out[d];
+    rem /= g.out[d];
+  }
+  for (int64_t o = o0; o < o1; ++o) {
+    if (o > o0) {
+      for (size_t d = sp; d-- > 0;) {
+        if (++oc[d] < g.out[d]) break;
+        oc[d] = 0;
+      }
+    }
+    uint8_t* dst = rows + (o - o0) * K;
+    const int64_t ix0 = oc[last] * st - pb;  // input column of kernel column 0
+    // Kernel columns [lo, hi) read inside the input row.
+    int64_t lo = 0, hi = kl;
+    while (lo < kl && ix0 + lo * dl < 0) ++lo;
+    while (hi > lo && ix0 + (hi - 1) * dl >= iw) --hi;
+    std::fill(kc.begin(), kc.end(), 0);
+    for (int64_t kk = 0; kk < outer_k; ++kk) {
+      if (kk > 0) {
+        for (size_t d = last; d-- > 0;) {
+          if (++kc[d] < g.kernel[d]) break;
+          kc[d] = 0;
+        }
+      }
+      // Input row (all axes but the last) of this tap row, or -1 in the padding.
+      int64_t base = 0;
+      for (size_t d = 0; d < last && base >= 0; ++d) {
+        const int64_t p = oc[d] * g.strides[d] - g.pad_begin[d] + kc[d] * g.dilations[d];
+        base = p < 0 || p >= g.in[d] ? -1 : base * g.in[d] + p;
+      }
+      uint8_t* d = dst + kk * kl * C;
+      if (base < 0 || lo >= hi) {
+        Fill(d, pad, kl * C);
+        continue;
+      }
+      Fill(d, pad, lo * C);
+      const uint8_t* src = xt + base * iw * C;  // input row; column ix0 + kx * dl is in range for kx in [lo, hi)
+      if (dl == 1) {                            // the taps in range are one run of the NHWC row
+        Copy(d + lo * C, src + (ix0 + lo) * C, (hi - lo) * C);
+      } else {
+        for (int64_t kx = lo; kx < hi; ++kx) Copy(d + kx * C, src + (ix0 + kx * dl) * C, C);
+      }
+      Fill(d + hi * C, pad, (kl - hi) * C);
+    }
+  }
+}
+
+}  // namespace
+
+void Im2Row(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, uint8_t* rows, ThreadPool* pool) {
+  const int64_t out_size = g.OutSize(), K = g.KernelSize() * C;
+  // About 32 KiB of rows per chunk.
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, K));
+  Split(pool, out_size, grain, [&](int64_t o0, int64_t o1) { Im2RowRange(xt, C, g, pad, rows + o0 * K, o0, o1); });
+}
+
+int Im2RowPackedTasks(int64_t positions, ThreadPool* pool) {
+  const int64_t tiles = (positions + int8gemm::kTileRows - 1) / int8gemm::kTileRows;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(pool ? pool->num_threads() : 1, tiles)));
+}
+
+void Im2RowPacked(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, bool a_signed, int64_t kp,
+                  uint32_t* tiles, int32_t* rowsum, uint8_t* buf, ThreadPool* pool) {
+  const int64_t out_size = g.OutSize(), K = g.KernelSize() * C, T = int8gemm::kTileRows;
+  const int64_t ntiles = (out_size + T - 1) / T;
+  const int tasks = Im2RowPackedTasks(out_size, pool);
+  // One task per thread, each with its own tile of rows in `buf` (in L1/L2 while packed).
+  auto task = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      uint8_t* local = buf + t * T * K;
+      const uint8_t* ptrs[16];
+      for (int64_t i = 0; i < T; ++i) ptrs[i] = local + i * K;
+      for (int64_t tile = t * ntiles / tasks; tile < (t + 1) * ntiles / tasks; ++tile) {
+        const int64_t o0 = tile * T, o1 = std::min(out_size, o0 + T);
+        Im2RowRange(xt, C, g, pad, local, o0, o1);
+        int8gemm::PackTile(ptrs, static_cast<int>(o1 - o0), K, kp, a_signed, tiles + tile * T * (kp / 4),
+                           rowsum ? rowsum + o0 : nullptr);
+      }
+    }
+  };
+  if (pool && tasks > 1) {
+    pool->ParallelFor(tasks, 1, task);
+  } else {
+    task(0, tasks);
+  }
 }
 
 namespace {

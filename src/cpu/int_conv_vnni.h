@@ -26,6 +26,14 @@ void ToNchw(const uint8_t* xt, int64_t C, int64_t positions, uint8_t* x, ThreadP
 // kernel tap k of output position o falls in the padding. xt is one NHWC image of g.in.
 void Im2Row(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, uint8_t* rows, ThreadPool* pool);
 
+// Im2Row straight into the VNNI GEMM's packed A (int8gemm::PackTile's layout, kp = K rounded
+// up to 4, K = taps * C): each tile of int8gemm::kTileRows positions is gathered into `buf` and
+// packed at once. `buf` holds Im2RowPackedTasks(positions, pool) * kTileRows * K bytes;
+// rowsum (positions values) is written when not null.
+int Im2RowPackedTasks(int64_t positions, ThreadPool* pool);
+void Im2RowPacked(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, bool a_signed, int64_t kp,
+                  uint32_t* tiles, int32_t* rowsum, uint8_t* buf, ThreadPool* pool);
+
 // QLinearConv's output stage: y[m][o] = saturate(round(float(acc[o][m] + bias[m]) * mult[m]) + z),
 // rounding half to even, NaN to 0, saturating to uint8 or int8: the float operations of the
 // reference kernel in the same order, so the bytes are the same.
