@@ -30,8 +30,9 @@ int32_t Val(const uint8_t* p, size_t i, bool s) {
 }
 
 // zb_mode: 0 none, 1 per tensor, 2 per column. za_mode: 0 scalar, 1 per row.
+// prepacked: A given already packed (PackTile from row pointers, as the int8 convs do).
 void Check(const Case& c, bool a_s, bool b_s, int zb_mode, int za_mode, int64_t lda_pad, ThreadPool* pool,
-           std::mt19937& rng) {
+           std::mt19937& rng, bool prepacked = false) {
   const int64_t lda = c.k + lda_pad;
   auto a = RandomBytes(static_cast<size_t>(std::max<int64_t>(c.rows * lda, 1)), rng);
   auto b = RandomBytes(static_cast<size_t>(std::max<int64_t>(c.k * c.n, 1)), rng);
@@ -50,6 +51,21 @@ void Check(const Case& c, bool a_s, bool b_s, int zb_mode, int za_mode, int64_t 
   am.lda = lda;
   am.za = za;
   am.za_rows = za_mode ? za_rows.data() : nullptr;
+  std::vector<uint32_t> tiles;
+  std::vector<int32_t> rowsums;
+  if (prepacked) {
+    const int64_t T = int8gemm::kTileRows, nt = (c.rows + T - 1) / T, kq = packed->kp() / 4;
+    tiles.assign(static_cast<size_t>(std::max<int64_t>(nt * T * kq, 1)), 0xDEADBEEF);
+    rowsums.assign(static_cast<size_t>(std::max<int64_t>(c.rows, 1)), 0x5A5A5A5A);
+    for (int64_t t = 0; t < nt; ++t) {
+      const uint8_t* ptrs[16] = {};
+      const int n = static_cast<int>(std::min(T, c.rows - t * T));
+      for (int i = 0; i < n; ++i) ptrs[i] = a.data() + (t * T + i) * lda;
+      int8gemm::PackTile(ptrs, n, c.k, packed->kp(), a_s, tiles.data() + t * T * kq, rowsums.data() + t * T);
+    }
+    am.packed = tiles.data();
+    am.packed_rowsum = rowsums.data();
+  }
   auto bytes = int8gemm::ScratchBytes(am, *packed);
   ASSERT_TRUE(bytes.ok());
   std::vector<uint8_t> scratch(static_cast<size_t>(*bytes) + 64);
@@ -100,6 +116,22 @@ TEST(Int8Gemm, PerRowZeroPointsAndWideRowStrides) {
         Check(c, a_s, !a_s, 2, 1, pad, &pool, rng);
         if (HasFatalFailure()) return;
       }
+}
+
+// A packed by the caller (PackTile): partial tiles, K not a multiple of 4 or of 64, both
+// signednesses, B with and without a column offset (row sums), per-row zero points.
+TEST(Int8Gemm, PrepackedAMatchesPlainSums) {
+  if (!int8gemm::Available()) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
+  ThreadPool pool(2);
+  std::mt19937 rng(19);
+  for (const Case& c : {Case{1, 1, 1}, Case{11, 7, 31}, Case{13, 147, 64}, Case{25, 64, 48}, Case{40, 576, 33}})
+    for (bool a_s : {false, true})
+      for (bool b_s : {false, true})
+        for (int zb_mode : {0, 2})
+          for (int za_mode : {0, 1}) {
+            Check(c, a_s, b_s, zb_mode, za_mode, 3, &pool, rng, true);
+            if (HasFatalFailure()) return;
+          }
 }
 
 // Large products split over 2 threads by columns (many panels) and by rows (one panel).
