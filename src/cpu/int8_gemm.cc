@@ -76,7 +76,8 @@ constexpr std::array<TileFn, kRows> kTiles2 = TileTable<2>(std::make_integer_seq
 // Row r, columns [j0, j0 + cols) of C from the tile's raw dots: the zero-point terms, then a
 // masked store of the int32 sums or of their float form (FloatOut).
 STRATA_VNNI void StoreRow(const int32_t* raw, const PackedB& b, int64_t j0, int64_t cols, uint32_t za, uint32_t rowterm,
-                          int32_t* c, const FloatOut* fout, float* y) {
+                          int32_t* c, const FloatOut* fout, float* y, const QuantOut* qout = nullptr,
+                          uint8_t* yq = nullptr) {
   const __m512i vza = _mm512_set1_epi32(static_cast<int32_t>(za));
   const __m512i vrt = _mm512_set1_epi32(static_cast<int32_t>(rowterm));
   for (int64_t j = 0; j < cols; j += 16) {
@@ -85,6 +86,19 @@ STRATA_VNNI void StoreRow(const int32_t* raw, const PackedB& b, int64_t j0, int6
     __m512i v = _mm512_loadu_si512(raw + j);
     v = _mm512_sub_epi32(v, _mm512_mullo_epi32(vza, _mm512_loadu_si512(b.colsum() + j0 + j)));
     if (b.any_offset()) v = _mm512_add_epi32(v, _mm512_mullo_epi32(vrt, _mm512_loadu_si512(b.offset() + j0 + j)));
+    if (qout) {
+      const __m512 lo = _mm512_set1_ps(qout->y_signed ? -128.0f : 0.0f);
+      const __m512 hi = _mm512_set1_ps(qout->y_signed ? 127.0f : 255.0f);
+      if (qout->bias) v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(mask, qout->bias + j0 + j));
+      __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_maskz_loadu_ps(mask, qout->mult + j0 + j));
+      f = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      f = _mm512_roundscale_ps(_mm512_add_ps(f, _mm512_set1_ps(qout->z)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      f = _mm512_mask_mov_ps(f, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_setzero_ps());  // NaN -> 0
+      f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+      _mm512_mask_cvtepi32_storeu_epi8(yq + j, mask, _mm512_cvtps_epi32(f));
+      continue;
+    }
     if (!fout) {
       _mm512_mask_storeu_epi32(c + j, mask, v);
       continue;
@@ -156,6 +170,7 @@ struct Job {
   int64_t pairs;           // panel pairs (the last may hold one panel)
   int64_t block_pairs;     // pairs per L2 block
   const FloatOut* fout;    // nullptr: int32 into c
+  const QuantOut* qout;    // nullptr: int32 into c (or float)
 };
 
 STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t row0, int64_t row1) {
@@ -185,7 +200,10 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
           const uint32_t zu = static_cast<uint32_t>(za);
           const uint32_t rowterm =
               job.rowsum ? static_cast<uint32_t>(job.rowsum[r]) - static_cast<uint32_t>(b.k()) * zu : 0;
-          if (job.fout) {
+          if (job.qout) {
+            StoreRow(raw + m * 32, b, j0, cols, zu, rowterm, nullptr, nullptr, nullptr, job.qout,
+                     job.qout->y + r * job.qout->ldy + j0);
+          } else if (job.fout) {
             StoreRow(raw + m * 32, b, j0, cols, zu, rowterm, nullptr, job.fout, job.fout->y + r * job.fout->ldy + j0);
           } else {
             StoreRow(raw + m * 32, b, j0, cols, zu, rowterm, job.c + r * job.ldc + j0, nullptr, nullptr);
@@ -331,7 +349,7 @@ Result<int64_t> ScratchBytes(const AMatrix& a, const PackedB& b) {
 }
 
 void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scratch, ThreadPool* pool,
-          const FloatOut* fout) {
+          const FloatOut* fout, const QuantOut* qout) {
   if (a.rows == 0 || b.n() == 0) return;
   auto* bytes = static_cast<uint8_t*>(scratch);
   auto* atiles = reinterpret_cast<uint32_t*>(bytes);
@@ -356,7 +374,7 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
       pack(0, tiles);
     }
   }
-  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout};
+  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout, qout};
   job.block_pairs = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, b.kp() * 2 * kPanel));
   // Small products (under ~256K multiply-adds: a GEMV over 256 KiB of B) stay on the calling
   // thread; past that a GEMV is bound by reading B from L3, which two cores do twice as fast.

@@ -106,10 +106,22 @@ struct FloatOut {
   const float* bias = nullptr;   // [n] or nullptr
 };
 
+// 8-bit output instead of int32 (QLinearConv in NHWC): y[r, j] = saturate(round(float(C[r, j] +
+// bias[j]) * mult[j]) + z), rounding half to even, NaN to 0, saturating to uint8 or int8: the
+// float operations of the reference kernels in their order, so the bytes are theirs.
+struct QuantOut {
+  uint8_t* y = nullptr;  // int8 output: its bytes
+  int64_t ldy = 0;
+  const float* mult = nullptr;    // [n]
+  const int32_t* bias = nullptr;  // [n] or nullptr
+  float z = 0;
+  bool y_signed = false;
+};
+
 // C[rows, n] (int32, row stride ldc) = (A - za)(B - zb) mod 2^32, or with `fout` its float
-// form into fout->y (c unused). `scratch` holds at least ScratchBytes(a, b) bytes, 64-byte
-// aligned. Splits the work over the pool (nullptr: this thread).
+// form into fout->y, or with `qout` its requantized form into qout->y (c unused). `scratch` holds at least
+// ScratchBytes(a, b) bytes, 64-byte aligned. Splits the work over the pool (nullptr: this thread).
 void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scratch, ThreadPool* pool,
-          const FloatOut* fout = nullptr);
+          const FloatOut* fout = nullptr, const QuantOut* qout = nullptr);
 
 }  // namespace strata::int8gemm

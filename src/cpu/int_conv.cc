@@ -353,7 +353,12 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
                                                          int8gemm::kTileRows * s.rows,
                                                      ctx.allocator(), node));
     }
-    ASSIGN_OR_RETURN(Tensor acc, AllocateIntScratch(DataType::kInt32, s.out_size * s.M, ctx.allocator(), node));
+    // The NHWC QLinearConv requantizes in the GEMM's store; the others go through int32.
+    const bool direct_out = nhwc_ && qlinear_;
+    Tensor acc;
+    if (!direct_out) {
+      ASSIGN_OR_RETURN(acc, AllocateIntScratch(DataType::kInt32, s.out_size * s.M, ctx.allocator(), node));
+    }
     ASSIGN_OR_RETURN(Tensor gs, AllocateIntScratch(DataType::kUInt8, gemm_bytes, ctx.allocator(), node));
     Tensor mult;
     int8conv::Requant rq;
@@ -390,16 +395,24 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
         am.packed = packed;
         am.packed_rowsum = rowsum;
       }
+      uint8_t* yb = !qlinear_                ? nullptr
+                    : yt == DataType::kUInt8 ? y->mutable_data<uint8_t>()
+                                             : reinterpret_cast<uint8_t*>(y->mutable_data<int8_t>());
+      if (direct_out) {
+        int8gemm::QuantOut qo;
+        qo.y = yb + n * s.out_size * s.M;
+        qo.ldy = s.M;
+        qo.mult = rq.mult;
+        qo.bias = rq.bias;
+        qo.z = rq.z;
+        qo.y_signed = rq.y_signed;
+        int8gemm::Gemm(am, *vnni_, nullptr, s.M, gs.mutable_data<uint8_t>(), pool, nullptr, &qo);
+        continue;
+      }
       int32_t* accp = acc.mutable_data<int32_t>();
       int8gemm::Gemm(am, *vnni_, accp, s.M, gs.mutable_data<uint8_t>(), pool);
       if (qlinear_) {
-        uint8_t* yb =
-            yt == DataType::kUInt8 ? y->mutable_data<uint8_t>() : reinterpret_cast<uint8_t*>(y->mutable_data<int8_t>());
-        if (nhwc_) {
-          int8conv::StoreRequantizedNhwc(accp, s.out_size, s.M, rq, yb + n * s.M * s.out_size, pool);
-        } else {
-          int8conv::StoreRequantized(accp, s.out_size, s.M, rq, yb + n * s.M * s.out_size, pool);
-        }
+        int8conv::StoreRequantized(accp, s.out_size, s.M, rq, yb + n * s.M * s.out_size, pool);
       } else {
         int8conv::StoreTransposed(accp, s.out_size, s.M, y->mutable_data<int32_t>() + n * s.M * s.out_size, pool);
       }

@@ -275,28 +275,6 @@ STRATA_AVX512BW void StoreTransposedBlocks(const int32_t* acc, int64_t positions
   }
 }
 
-// Rows [r0, r1) of acc requantized in place of order: 16 channels per vector.
-STRATA_AVX512BW void StoreRequantizedRows(const int32_t* acc, int64_t M, const Requant& rq, uint8_t* y, int64_t r0,
-                                          int64_t r1) {
-  const __m512 lo = _mm512_set1_ps(rq.y_signed ? -128.0f : 0.0f), hi = _mm512_set1_ps(rq.y_signed ? 127.0f : 255.0f);
-  const __m512 vz = _mm512_set1_ps(rq.z);
-  for (int64_t r = r0; r < r1; ++r) {
-    const int32_t* a = acc + r * M;
-    uint8_t* yr = y + r * M;
-    for (int64_t m = 0; m < M; m += 16) {
-      const __mmask16 mask = M - m >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (M - m)) - 1);
-      __m512i v = _mm512_maskz_loadu_epi32(mask, a + m);
-      if (rq.bias) v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(mask, rq.bias + m));
-      __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_maskz_loadu_ps(mask, rq.mult + m));
-      f = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      f = _mm512_roundscale_ps(_mm512_add_ps(f, vz), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      f = _mm512_mask_mov_ps(f, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_setzero_ps());  // NaN -> 0
-      f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
-      _mm512_mask_cvtepi32_storeu_epi8(yr + m, mask, _mm512_cvtps_epi32(f));
-    }
-  }
-}
-
 // About 4K outputs per chunk.
 int64_t StoreGrain(int64_t M) { return std::max<int64_t>(1, 256 / std::max<int64_t>(1, M)); }
 
@@ -306,12 +284,6 @@ void StoreRequantized(const int32_t* acc, int64_t positions, int64_t M, const Re
                       ThreadPool* pool) {
   Split(pool, (positions + 15) / 16, StoreGrain(M),
         [&](int64_t b0, int64_t b1) { StoreRequantizedBlocks(acc, positions, M, rq, y, b0, b1); });
-}
-
-void StoreRequantizedNhwc(const int32_t* acc, int64_t positions, int64_t M, const Requant& rq, uint8_t* y,
-                          ThreadPool* pool) {
-  Split(pool, positions, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, M)),
-        [&](int64_t r0, int64_t r1) { StoreRequantizedRows(acc, M, rq, y, r0, r1); });
 }
 
 void StoreTransposed(const int32_t* acc, int64_t positions, int64_t M, int32_t* y, ThreadPool* pool) {

@@ -44,10 +44,6 @@ struct Requant {
   bool y_signed = false;
 };
 
-// acc [positions, M] (row stride M) -> y [positions, M], requantized (NHWC output).
-void StoreRequantizedNhwc(const int32_t* acc, int64_t positions, int64_t M, const Requant& rq, uint8_t* y,
-                          ThreadPool* pool);
-
 // acc [positions, M] (row stride M) -> y [M, positions], requantized.
 void StoreRequantized(const int32_t* acc, int64_t positions, int64_t M, const Requant& rq, uint8_t* y,
                       ThreadPool* pool);

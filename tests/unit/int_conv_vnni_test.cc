@@ -115,6 +115,71 @@ TEST(IntConvVnni, MatchesReferenceAcrossGeometriesChannelsAndTypes) {
   }
 }
 
+// [N, C, H, W] <-> [N, H, W, C] of 8-bit tensors.
+Tensor Permute(const Tensor& t, bool to_nhwc) {
+  const Shape& s = t.shape();
+  const int64_t n = s[0], c = to_nhwc ? s[1] : s[3], h = to_nhwc ? s[2] : s[1], w = to_nhwc ? s[3] : s[2];
+  Tensor out = std::move(Tensor::Allocate(t.dtype(), to_nhwc ? Shape{n, h, w, c} : Shape{n, c, h, w})).value();
+  const auto* src = static_cast<const uint8_t*>(t.raw_data());
+  auto* dst = static_cast<uint8_t*>(out.raw_mutable_data());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < h * w; ++p) {
+        const int64_t nchw = (i * c + ch) * h * w + p, nhwc = (i * h * w + p) * c + ch;
+        dst[to_nhwc ? nhwc : nchw] = src[to_nhwc ? nchw : nhwc];
+      }
+  return out;
+}
+
+// The layout pass's NhwcQLinearConv (x and y NHWC, requantized in the GEMM's store) gives the
+// reference QLinearConv's bytes, permuted, saturation and non-finite multipliers included.
+TEST(IntConvVnni, NhwcQLinearConvMatchesReference) {
+  if (!int8gemm::Available()) GTEST_SKIP() << "CPU without AVX512-VNNI (or STRATA_INT8_GEMM=0)";
+  uint64_t seed = 5000;
+  for (const Geo& g : Geometries()) {
+    if (g.in.size() != 2) continue;
+    for (const auto& [C, M] : std::vector<std::pair<int64_t, int64_t>>{{3, 17}, {16, 15}, {33, 40}})
+      for (double y_scale : {0.3, 1e-4, 0.0}) {  // 1e-4 saturates both ways, 0 makes inf / NaN multipliers
+        const DataType xt = (seed & 1) ? DataType::kInt8 : DataType::kUInt8;
+        const DataType yt = y_scale == 0.0 || (seed & 2) ? DataType::kInt8 : DataType::kUInt8;
+        const bool per_channel = y_scale == 0.0 || (seed & 4) != 0, with_bias = (seed & 8) != 0;
+        const std::string what = "C=" + std::to_string(C) + " M=" + std::to_string(M) + " in " +
+                                 std::to_string(g.in[0]) + "x" + std::to_string(g.in[1]) + " k " +
+                                 std::to_string(g.kernel[0]) + " x " + DataTypeName(xt) + " y " + DataTypeName(yt);
+        SCOPED_TRACE(what);
+        const Tensor x = Q8(xt, Dims(2, C, g.in), ++seed), w = Q8(DataType::kInt8, Dims(M, C, g.kernel), ++seed);
+        const Tensor xzp = Q8(xt, {}, ++seed);
+        const Tensor wzp = per_channel ? Q8(DataType::kInt8, {M}, ++seed) : MakeTensor(DataType::kInt8, {}, {0});
+        const Tensor xs = MakeTensor(DataType::kFloat, {}, {0.02});
+        // Channel 0's w_scale is 0: with y_scale 0 its multiplier is NaN (0 / 0).
+        std::vector<double> wsv(static_cast<size_t>(M), 0.002);
+        if (per_channel)
+          for (int64_t m = 0; m < M; ++m) wsv[static_cast<size_t>(m)] = m == 0 ? 0.0 : 0.0005 + 0.0001 * (m % 30);
+        const Tensor ws =
+            per_channel ? MakeTensor(DataType::kFloat, {M}, wsv) : MakeTensor(DataType::kFloat, {}, {0.002});
+        const Tensor ys = MakeTensor(DataType::kFloat, {}, {y_scale});
+        const Tensor yzp = MakeTensor(yt, {}, {yt == DataType::kUInt8 ? 120.0 : -7.0});
+        const Tensor bias = with_bias ? RandomTensor(DataType::kInt32, {M}, ++seed, -20000, 20000) : Tensor();
+        RunOptions ro;
+        ro.want_reference = true;
+        ro.constant_inputs = {3, 4, 5, 8};
+        auto want = RunKernel(Spec("QLinearConv", g), {x, xs, xzp, w, ws, wzp, ys, yzp, bias}, ro);
+        ASSERT_TRUE(want.ok()) << want.status().ToString();
+        OpSpec nhwc("NhwcQLinearConv", 1, "strata.internal");
+        nhwc.attrs = Spec("QLinearConv", g).attrs;
+        for (int threads : {1, 2}) {
+          RunOptions fo;
+          fo.threads = threads;
+          fo.constant_inputs = {3, 4, 5, 8};
+          auto got = RunKernel(nhwc, {Permute(x, true), xs, xzp, w, ws, wzp, ys, yzp, bias}, fo);
+          ASSERT_TRUE(got.ok()) << got.status().ToString();
+          EXPECT_TRUE(TensorsEqual((*want)[0], Permute((*got)[0], false)))
+              << what << " y_scale " << y_scale << " threads " << threads;
+        }
+      }
+  }
+}
+
 // Saturation at both ends and NaN multipliers: a y_scale of 0 makes every multiplier +-inf or
 // NaN (0 / 0), which the reference saturates or maps to 0.
 TEST(IntConvVnni, SaturationAndNonFiniteMultipliersMatchReference) {
