@@ -273,6 +273,14 @@ class LayoutRewriter {
       RedirectOutput(n, 0);
       return Converted(std::move(n));
     }
+    // QdqAdd reads two tensors of one shape elementwise: NHWC when both are.
+    if (n.domain == kInternalDomain && n.op_type == kQdqAddOp && n.inputs.size() == 8 && HasTwin(n.inputs[0]) &&
+        HasTwin(n.inputs[3]) && n.outputs.size() == 1 && n.outputs[0] >= 0) {
+      n.inputs[0] = twin_[n.inputs[0]];
+      n.inputs[3] = twin_[n.inputs[3]];
+      RedirectOutput(n, 0);
+      return Converted(std::move(n));
+    }
     if (LayoutFreeUnary(n) && !n.inputs.empty() && HasTwin(n.inputs[0]) && n.outputs.size() == 1 && n.outputs[0] >= 0) {
       for (size_t i = 1; i < n.inputs.size(); ++i)
         if (n.inputs[i] >= 0 && g_.values[n.inputs[i]].type.has_shape && !g_.values[n.inputs[i]].type.dims.empty())

@@ -18,6 +18,9 @@ inline constexpr char kInternalDomain[] = "strata.internal";
 // src/cpu/int_conv.cc: x [N, H, W, C] and y [N, OH, OW, M] uint8/int8, the other inputs as
 // QLinearConv's.
 inline constexpr char kNhwcQLinearConvOp[] = "NhwcQLinearConv";
+// core/qdq_fusion.cc's fused residual sum of static int8 models (kernel src/cpu/qdq_add.cc):
+// elementwise over two same-shaped 8-bit tensors, so layout-free.
+inline constexpr char kQdqAddOp[] = "QdqAdd";
 // The ONNX opset of the rewritten node, kept as an attribute so fallbacks can rebuild it.
 inline constexpr char kOriginalOpsetAttr[] = "strata_onnx_opset";
 

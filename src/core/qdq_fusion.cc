@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/fusion_util.h"
+#include "core/layout_pass.h"  // kInternalDomain, kQdqAddOp
 
 namespace strata {
 namespace {
@@ -215,6 +216,80 @@ int FuseQdqConv(Graph& g, const OptimizerOptions& opts) {
     // The fused node takes the QuantizeLinear's place: x_q exists by then.
     for (int n : chain) drop[n] = 1;
     drop[qi] = 0;
+    g.nodes[qi] = std::move(f);
+    ++fused;
+  }
+  if (fused) RemoveDroppedNodes(g, drop);
+  return fused;
+}
+
+namespace {
+
+// DequantizeLinear(q, scale[, zp]) producing v with scalar constant parameters: its inputs.
+bool MatchScalarDequant(const Graph& g, const GraphUses& gu, int v, int* q, int* scale, int* zp) {
+  const int p = gu.Producer(v);
+  if (p < 0 || !IsCpuOp(g.nodes[p], "DequantizeLinear", 2, 3) || g.nodes[p].HasAttr("block_size")) return false;
+  const Node& n = g.nodes[p];
+  *q = n.inputs[0];
+  *scale = n.inputs[1];
+  *zp = OptionalInput(n, 2);
+  const DataType t = g.values[*q].type.elem_type;
+  return *zp >= 0 && IsQ8(t) && ScaleConst(g, *scale, 0) && ZeroPointOk(g, *zp, t, 1);
+}
+
+bool SameStaticShape(const TypeInfo& a, const TypeInfo& b) {
+  if (!a.has_shape || !b.has_shape || a.dims.size() != b.dims.size()) return false;
+  for (size_t i = 0; i < a.dims.size(); ++i)
+    if (!a.dims[i].known() || a.dims[i].value != b.dims[i].value) return false;
+  return true;
+}
+
+}  // namespace
+
+int FuseQdqAdd(Graph& g, const OptimizerOptions& opts) {
+  if (opts.level < 2 || opts.kernel.prefer_reference || !opts.cpu_only) return 0;
+  const GraphUses gu(g);
+  std::vector<char> drop(g.nodes.size(), 0);
+  int fused = 0;
+  for (size_t qi = 0; qi < g.nodes.size(); ++qi) {
+    const Node& q = g.nodes[qi];
+    if (!IsCpuOp(q, "QuantizeLinear", 3, 3) || q.HasAttr("block_size")) continue;
+    const int ys_v = q.inputs[1], yz_v = q.inputs[2];
+    const Tensor* yz = g.Constant(yz_v);
+    if (!ScaleConst(g, ys_v, 0) || !yz || !IsQ8(yz->dtype()) || yz->num_elements() != 1 || yz->rank() > 1) continue;
+    std::vector<int> chain = {static_cast<int>(qi)};
+    int ai = gu.Producer(q.inputs[0]);
+    bool relu = false;
+    if (ai >= 0 && IsCpuOp(g.nodes[ai], "Relu", 1, 1) && gu.Intermediate(q.inputs[0])) {
+      relu = true;
+      chain.push_back(ai);
+      const int r_in = g.nodes[ai].inputs[0];
+      ai = gu.Intermediate(r_in) ? gu.Producer(r_in) : -1;
+    } else if (!gu.Intermediate(q.inputs[0])) {
+      continue;
+    }
+    if (ai < 0 || !IsCpuOp(g.nodes[ai], "Add", 2, 2)) continue;
+    chain.push_back(ai);
+    const Node& add = g.nodes[ai];
+    int a = -1, as = -1, az = -1, b = -1, bs = -1, bz = -1;
+    if (!MatchScalarDequant(g, gu, add.inputs[0], &a, &as, &az) ||
+        !MatchScalarDequant(g, gu, add.inputs[1], &b, &bs, &bz))
+      continue;
+    if (!SameStaticShape(g.values[a].type, g.values[b].type)) continue;
+    bool dropped = false;
+    for (int n : chain) dropped = dropped || drop[n];
+    if (dropped) continue;
+    Node f;
+    f.name = add.name;
+    f.op_type = kQdqAddOp;
+    f.domain = kInternalDomain;
+    f.opset = 1;
+    f.provider = q.provider;
+    f.inputs = {a, as, az, b, bs, bz, ys_v, yz_v};
+    f.outputs = q.outputs;
+    f.attrs["relu"] = Attribute::Int(relu ? 1 : 0);
+    for (int n : chain) drop[n] = 1;
+    drop[qi] = 0;  // the fused node takes the QuantizeLinear's place: a and b exist by then
     g.nodes[qi] = std::move(f);
     ++fused;
   }

@@ -26,4 +26,14 @@ namespace strata {
 // Returns the number of Conv groups fused.
 int FuseQdqConv(Graph& g, const OptimizerOptions& opts);
 
+// The residual sums of such models:
+//
+//   QuantizeLinear([Relu](DequantizeLinear(a) + DequantizeLinear(b)), ys, yz)
+//   -> strata.internal QdqAdd(a, as, az, b, bs, bz, ys, yz; relu)
+//
+// with scalar constant scales and zero points and a, b of one static shape. The kernel
+// (src/cpu/qdq_add.cc) does the same float operations in the same order: the same bytes.
+// Same conditions as FuseQdqConv, bar the VNNI kernel. Returns the number fused.
+int FuseQdqAdd(Graph& g, const OptimizerOptions& opts);
+
 }  // namespace strata

@@ -26,27 +26,28 @@ void Split(ThreadPool* pool, int64_t n, int64_t grain, const F& body) {
   }
 }
 
-constexpr int64_t kTile = 64;
+constexpr int64_t kTile = 64;  // transpose tile: 64 positions x 64 channels (8 KiB in, 8 KiB out)
 
-// Short runs (a 7x7 stem's 21-byte tap rows, a 3-channel tap) as one masked move: a libc
-// call per run cost more than the copy. (Im2Row runs only where the VNNI GEMM does, so
-// AVX512-BW is there.)
+// Short runs (a 7x7 stem's 21-byte tap rows, a 3-channel tap) as one 64-byte move: a libc call
+// per run, or a masked store, cost more than the copy. The store is whole: it may write up to
+// 63 bytes past the run, which the caller writes next (runs go in order) or which is the
+// slack kImRowSlack its buffer has. The load is masked: it must not read past the input.
+// (Im2Row runs only where the VNNI GEMM does, so AVX512-BW is there.)
 STRATA_AVX512BW inline void Copy(uint8_t* d, const uint8_t* s, int64_t n) {
   if (n > 64) {
     std::memcpy(d, s, static_cast<size_t>(n));
     return;
   }
   const __mmask64 m = n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
-  _mm512_mask_storeu_epi8(d, m, _mm512_maskz_loadu_epi8(m, s));
+  _mm512_storeu_si512(d, _mm512_maskz_loadu_epi8(m, s));
 }
 STRATA_AVX512BW inline void Fill(uint8_t* d, uint8_t v, int64_t n) {
   if (n > 64) {
     std::memset(d, v, static_cast<size_t>(n));
     return;
   }
-  const __mmask64 m = n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
-  _mm512_mask_storeu_epi8(d, m, _mm512_set1_epi8(static_cast<char>(v)));
-}  // transpose tile: 64 positions x 64 channels (8 KiB in, 8 KiB out)
+  _mm512_storeu_si512(d, _mm512_set1_epi8(static_cast<char>(v)));
+}
 
 }  // namespace
 
@@ -93,7 +94,8 @@ void ToNchw(const uint8_t* xt, int64_t C, int64_t positions, uint8_t* x, ThreadP
 namespace {
 
 // Output positions [o0, o1) of Im2Row.
-// Output positions [o0, o1) of Im2Row; `rows` points at row o0.
+// Im2col rows of output positions [o0, o1) into `rows` (row o0 first, K bytes each, then
+// kIm2RowSlack bytes it may overwrite).
 STRATA_AVX512BW void Im2RowRange(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, uint8_t* rows,
                                  int64_t o0, int64_t o1) {
   const size_t sp = g.rank(), last = sp - 1;
@@ -186,13 +188,6 @@ STRATA_AVX512BW void Im2RowRange(const uint8_t* xt, int64_t C, const SpatialGeom
 
 }  // namespace
 
-void Im2Row(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, uint8_t* rows, ThreadPool* pool) {
-  const int64_t out_size = g.OutSize(), K = g.KernelSize() * C;
-  // About 32 KiB of rows per chunk.
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, K));
-  Split(pool, out_size, grain, [&](int64_t o0, int64_t o1) { Im2RowRange(xt, C, g, pad, rows + o0 * K, o0, o1); });
-}
-
 int Im2RowPackedTasks(int64_t positions, ThreadPool* pool) {
   const int64_t tiles = (positions + int8gemm::kTileRows - 1) / int8gemm::kTileRows;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(pool ? pool->num_threads() : 1, tiles)));
@@ -206,7 +201,7 @@ void Im2RowPacked(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_
   // One task per thread, each with its own tile of rows in `buf` (in L1/L2 while packed).
   auto task = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      uint8_t* local = buf + t * T * K;
+      uint8_t* local = buf + t * (T * K + kIm2RowSlack);
       const uint8_t* ptrs[16];
       for (int64_t i = 0; i < T; ++i) ptrs[i] = local + i * K;
       for (int64_t tile = t * ntiles / tasks; tile < (t + 1) * ntiles / tasks; ++tile) {

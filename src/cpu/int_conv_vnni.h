@@ -1,7 +1,8 @@
 // The data movement around the VNNI GEMM (int8_gemm.h) that turns it into ConvInteger and
-// QLinearConv: NCHW images of 8-bit values to NHWC, NHWC images to im2col rows (one row per
-// output position, K ordered kernel position major, channel minor), and the int32 product
-// [positions, M] back to NCHW, requantized (QLinearConv) or as is (ConvInteger).
+// QLinearConv: NCHW images of 8-bit values to NHWC and back, NHWC images to im2col rows (one
+// row per output position, K ordered kernel position major, channel minor) packed as the
+// GEMM's A, and the int32 product [positions, M] back to NCHW, requantized (QLinearConv) or
+// as is (ConvInteger). (The NHWC QLinearConv requantizes in the GEMM's own store.)
 //
 // Values are moved as bytes: the signedness of x matters only to the GEMM, which is told.
 #pragma once
@@ -22,14 +23,13 @@ void ToNhwc(const uint8_t* x, int64_t C, int64_t positions, uint8_t* xt, ThreadP
 // x[c][p] = xt[p][c]: the inverse of ToNhwc.
 void ToNchw(const uint8_t* xt, int64_t C, int64_t positions, uint8_t* x, ThreadPool* pool);
 
-// rows[o][k * C + c] = xt[input position of (o, k)][c], or `pad` (the zero point's byte) where
-// kernel tap k of output position o falls in the padding. xt is one NHWC image of g.in.
-void Im2Row(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, uint8_t* rows, ThreadPool* pool);
-
-// Im2Row straight into the VNNI GEMM's packed A (int8gemm::PackTile's layout, kp = K rounded
-// up to 4, K = taps * C): each tile of int8gemm::kTileRows positions is gathered into `buf` and
-// packed at once. `buf` holds Im2RowPackedTasks(positions, pool) * kTileRows * K bytes;
-// rowsum (positions values) is written when not null.
+// Im2col straight into the VNNI GEMM's packed A (int8gemm::PackTile's layout, kp = K rounded
+// up to 4, K = taps * C): row o holds xt[input position of (o, tap k)][c] at k * C + c, or
+// `pad` (the zero point's byte) where tap k of output position o falls in the padding. Each
+// tile of int8gemm::kTileRows positions is gathered into `buf` and packed at once. `buf` holds
+// Im2RowPackedTasks(positions, pool) * (kTileRows * K + kIm2RowSlack) bytes; rowsum
+// (positions values) is written when not null. xt is one NHWC image of g.in.
+inline constexpr int64_t kIm2RowSlack = 64;
 int Im2RowPackedTasks(int64_t positions, ThreadPool* pool);
 void Im2RowPacked(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, bool a_signed, int64_t kp,
                   uint32_t* tiles, int32_t* rowsum, uint8_t* buf, ThreadPool* pool);

@@ -311,6 +311,7 @@ void RegisterQuantizeKernels(KernelRegistry& r) {
   r.Register(UntypedFnDef("DynamicQuantizeLinear", 11, DynamicQuantizeLinear, INT_MAX));
   RegisterIntMatMulKernels(r);
   RegisterIntConvKernels(r);
+  RegisterQdqAddKernels(r);
 }
 
 }  // namespace strata

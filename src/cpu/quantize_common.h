@@ -92,5 +92,6 @@ KernelDef IntKernelDef(const char* op, bool qlinear) {
 // Registration of the integer-arithmetic ops, called by RegisterQuantizeKernels.
 void RegisterIntMatMulKernels(KernelRegistry& r);  // int_matmul.cc: MatMulInteger, QLinearMatMul
 void RegisterIntConvKernels(KernelRegistry& r);    // int_conv.cc: ConvInteger, QLinearConv
+void RegisterQdqAddKernels(KernelRegistry& r);     // qdq_add.cc: strata.internal QdqAdd
 
 }  // namespace strata

@@ -198,3 +198,109 @@ TEST(QdqConv, GroupsThatAreNotThePatternStayFloat) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+using namespace onnx_builder;  // NOLINT
+
+// QuantizeLinear([Relu](DequantizeLinear(a) + DequantizeLinear(b))) over x [1, 64, 32, 40]
+// (81920 values: split over the pool at 2 threads) quantized two ways.
+onnx::ModelProto BuildAdd(bool relu, bool a_signed, bool y_signed) {
+  onnx::ModelProto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {1, 64, 32, 40});
+  const int at = a_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8;
+  AddInit(g, "as", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.013f});
+  AddInit(g, "bs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.021f});
+  AddInit(g, "ys", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.037f});
+  if (a_signed) {
+    AddInit(g, "az", at, {}, std::vector<int8_t>{-3});
+  } else {
+    AddInit(g, "az", at, {}, std::vector<uint8_t>{120});
+  }
+  AddInit(g, "bz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{131});
+  if (y_signed) {
+    AddInit(g, "yz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{relu ? -128 : 4});
+  } else {
+    AddInit(g, "yz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{relu ? 0 : 90});
+  }
+  AddNode(g, "QuantizeLinear", {"x", "as", "az"}, {"aq"});
+  AddNode(g, "Neg", {"x"}, {"nx"});
+  AddNode(g, "QuantizeLinear", {"nx", "bs", "bz"}, {"bq"});
+  AddNode(g, "DequantizeLinear", {"aq", "as", "az"}, {"a"});
+  AddNode(g, "DequantizeLinear", {"bq", "bs", "bz"}, {"b"});
+  AddNode(g, "Mul", {"a", "a"}, {"a2"});  // a's DequantizeLinear has another reader: it stays
+  AddNode(g, "Add", {"a2", "b"}, {"s0"});
+  AddNode(g, "Add", {"a", "b"}, {"s"});
+  std::string sum = "s";
+  if (relu) {
+    AddNode(g, "Relu", {"s"}, {"r"});
+    sum = "r";
+  }
+  AddNode(g, "QuantizeLinear", {sum, "ys", "yz"}, {"yq"});
+  AddNode(g, "DequantizeLinear", {"yq", "ys", "yz"}, {"y"});
+  AddOutput(g, "y", {1, 64, 32, 40});
+  AddOutput(g, "s0", {1, 64, 32, 40});
+  return m;
+}
+
+TEST(QdqAdd, FusedSumGivesTheUnfusedBytes) {
+  for (bool relu : {true, false})
+    for (bool a_signed : {false, true})
+      for (bool y_signed : {false, true})
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(std::string("relu ") + std::to_string(relu) + " a_signed " + std::to_string(a_signed) +
+                       " y_signed " + std::to_string(y_signed) + " threads " + std::to_string(threads));
+          std::vector<std::pair<std::string, Value>> in = {
+              {"x", Value(Tensor::FromVector<float>(test::Pseudo(64 * 32 * 40, 9, 2.5f), {1, 64, 32, 40}))}};
+          auto r = test::RunOptimizedAndReference(BuildAdd(relu, a_signed, y_signed), in, threads);
+          ASSERT_EQ(r.opt.size(), 2u);
+          ASSERT_EQ(r.ref.size(), 2u);
+          for (size_t i = 0; i < 2; ++i) {
+            const Tensor& a = r.opt[i].tensor();
+            const Tensor& b = r.ref[i].tensor();
+            ASSERT_EQ(a.shape(), b.shape());
+            EXPECT_EQ(0, std::memcmp(a.raw_data(), b.raw_data(), a.byte_size())) << "output " << i;
+          }
+          EXPECT_EQ(r.ops["QdqAdd"], 1);
+          EXPECT_EQ(r.ops["Relu"], 0);
+        }
+}
+
+TEST(QdqAdd, BadInputsNameTheNode) {
+  // A hand-written strata.internal QdqAdd (the fusion never makes these): b of another shape,
+  // a float a, a vector scale.
+  auto run = [](const Tensor& a, const Tensor& b, const Tensor& ys) {
+    onnx::ModelProto m = MakeModel(13);
+    AddOpsetImport(&m, "strata.internal", 1);
+    auto* g = m.mutable_graph();
+    AddInput(g, "a", {-1}, a.dtype() == DataType::kFloat ? onnx::TensorProto::FLOAT : onnx::TensorProto::UINT8);
+    AddInput(g, "b", {-1}, onnx::TensorProto::UINT8);
+    AddInit(g, "s", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.1f});
+    AddInit(g, "ys", onnx::TensorProto::FLOAT, std::vector<int64_t>(ys.shape().begin(), ys.shape().end()),
+            std::vector<float>(static_cast<size_t>(ys.num_elements()), 0.2f));
+    AddInit(g, "z", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{3});
+    auto* n = AddNode(g, "QdqAdd", {"a", "s", "z", "b", "s", "z", "ys", "z"}, {"y"}, "my_add");
+    n->set_domain("strata.internal");
+    AddOutput(g, "y", {-1}, onnx::TensorProto::UINT8);
+    const std::string bytes = Serialize(m);
+    auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
+    if (!s.ok()) return s.status().ToString();
+    auto out = (*s)->Run({{"a", Value(a)}, {"b", Value(b)}});
+    return out.ok() ? std::string("ok") : out.status().ToString();
+  };
+  const Tensor u4 = Tensor::FromVector<uint8_t>({1, 2, 3, 4}, {4}), u3 = Tensor::FromVector<uint8_t>({1, 2, 3}, {3});
+  const Tensor one = Tensor::FromVector<float>({0.2f}, {}), two = Tensor::FromVector<float>({0.2f, 0.2f}, {2});
+  EXPECT_EQ(run(u4, u4, one), "ok");
+  std::string e = run(u4, u3, one);
+  EXPECT_NE(e.find("my_add"), std::string::npos) << e;
+  EXPECT_NE(e.find("one shape"), std::string::npos) << e;
+  e = run(Tensor::FromVector<float>({1, 2, 3, 4}, {4}), u4, one);
+  EXPECT_NE(e.find("uint8 or int8"), std::string::npos) << e;
+  e = run(u4, u4, two);
+  EXPECT_NE(e.find("y_scale must be a scalar"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace strata
