@@ -221,9 +221,9 @@ onnx::ModelProto BuildAdd(bool relu, bool a_signed, bool y_signed) {
   }
   AddInit(g, "bz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{131});
   if (y_signed) {
-    AddInit(g, "yz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{relu ? -128 : 4});
+    AddInit(g, "yz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{relu ? -60 : 4});
   } else {
-    AddInit(g, "yz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{relu ? 0 : 90});
+    AddInit(g, "yz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{relu ? 40 : 90});
   }
   AddNode(g, "QuantizeLinear", {"x", "as", "az"}, {"aq"});
   AddNode(g, "Neg", {"x"}, {"nx"});
