@@ -297,4 +297,49 @@ int FuseQdqAdd(Graph& g, const OptimizerOptions& opts) {
   return fused;
 }
 
+int SinkDequantizeBelowMaxPool(Graph& g, const OptimizerOptions& opts) {
+  if (opts.level < 2 || opts.kernel.prefer_reference || !opts.cpu_only) return 0;
+  const GraphUses gu(g);
+  int moved = 0;
+  for (size_t pi = 0; pi < g.nodes.size(); ++pi) {
+    Node& pool = g.nodes[pi];
+    if (!pool.domain.empty() || pool.op_type != "MaxPool" || pool.provider != "cpu" || pool.inputs.size() != 1 ||
+        pool.inputs[0] < 0 || pool.outputs.empty() || pool.outputs[0] < 0)
+      continue;
+    bool indices = false;
+    for (size_t i = 1; i < pool.outputs.size(); ++i) indices = indices || pool.outputs[i] >= 0;
+    const std::vector<int64_t> kernel = pool.GetInts("kernel_shape");
+    if (indices || kernel.empty()) continue;
+    bool windows_ok = true;
+    for (int64_t d : pool.GetInts("dilations")) windows_ok = windows_ok && d == 1;
+    const std::vector<int64_t> pads = pool.GetInts("pads");
+    for (size_t i = 0; i < pads.size(); ++i) windows_ok = windows_ok && pads[i] < kernel[i % kernel.size()];
+    if (!windows_ok || !gu.Intermediate(pool.inputs[0])) continue;
+    int q = -1, scale = -1, zp = -1;
+    if (!MatchScalarDequant(g, gu, pool.inputs[0], &q, &scale, &zp)) continue;
+    // Only after a fused conv, whose NHWC region the byte pool joins; a lone NCHW pool of
+    // bytes would run on the plain reference loops instead of the float kernels.
+    const int qp = gu.Producer(q);
+    if (qp < 0 || g.nodes[qp].op_type != "QLinearConv" || !g.nodes[qp].domain.empty()) continue;
+    const int di = gu.Producer(pool.inputs[0]);
+    // The pooled bytes: a new value of x_q's type and the pool output's shape.
+    const int y = pool.outputs[0];
+    std::string name = g.ValueName(y) + "/q";
+    for (int k = 1; g.FindValue(name) >= 0; ++k) name = g.ValueName(y) + "/q_" + std::to_string(k);
+    const int pq = g.AddValue(name);
+    g.values[pq].type = g.values[y].type;
+    g.values[pq].type.elem_type = g.values[q].type.elem_type;
+    Node dq = g.nodes[di];  // DequantizeLinear(x_q, scale, zp) -> v
+    Node mp = g.nodes[pi];  // MaxPool(v) -> y
+    mp.inputs = {q};
+    mp.outputs = {pq};
+    dq.inputs[0] = pq;
+    dq.outputs = {y};
+    g.nodes[di] = std::move(mp);  // the pool runs where the DequantizeLinear ran (x_q exists)
+    g.nodes[pi] = std::move(dq);
+    ++moved;
+  }
+  return moved;
+}
+
 }  // namespace strata

@@ -36,4 +36,12 @@ int FuseQdqConv(Graph& g, const OptimizerOptions& opts);
 // Same conditions as FuseQdqConv, bar the VNNI kernel. Returns the number fused.
 int FuseQdqAdd(Graph& g, const OptimizerOptions& opts);
 
+// MaxPool(DequantizeLinear(x_q)) -> DequantizeLinear(MaxPool(x_q)) for scalar constant
+// parameters (scale > 0): DequantizeLinear is monotone, so the maximum commutes with it
+// exactly, and the pool then reads bytes and the DequantizeLinear a quarter of the values
+// (3x3/2). Only for pads smaller than the kernel and no dilation (every window has a tap in
+// the image: no -inf of an empty window to keep), no Indices output, and x_q made by a
+// (fused) QLinearConv, whose NHWC region the pool then joins. Returns the number moved.
+int SinkDequantizeBelowMaxPool(Graph& g, const OptimizerOptions& opts);
+
 }  // namespace strata

@@ -114,7 +114,7 @@ Status NhwcGlobalAveragePool(KernelContext& ctx) {
 void RegisterNhwcPoolKernels(KernelRegistry& r) {
   r.Register({.domain = kInternalDomain,
               .op_type = "NhwcMaxPool",
-              .types = {DataType::kFloat},
+              .types = {DataType::kFloat, DataType::kUInt8, DataType::kInt8},
               .factory = MakeNhwcMaxPool,
               .reference = false,
               .impl = "nhwc"});

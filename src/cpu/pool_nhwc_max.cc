@@ -1,7 +1,6 @@
-// NhwcMaxPool (2-D, fp32) on the session's own pool: output rows (image, oy) are split
-// between the threads. XNNPACK's NHWC max pooling ran on its pthreadpool beside the session
-// pool, whose workers had to be woken for it: resnet18's 3x3/2 pool over 112x112x64 got
-// slower at 2 threads than at 1 (0.14 -> 0.18 ms).
+// NhwcMaxPool (2-D, fp32, and uint8/int8 for static int8 models) on the session's own pool: output rows (image, oy) are
+// split between the threads. XNNPACK's NHWC max pooling ran on its pthreadpool beside the session pool, whose workers
+// had to be woken for it: resnet18's 3x3/2 pool over 112x112x64 got slower at 2 threads than at 1 (0.14 -> 0.18 ms).
 //
 // Every attribute MaxPool has in 2-D is covered here (pads, strides, dilations, ceil_mode,
 // auto_pad), so there is no fallback. The result equals the NCHW reference kernel's
@@ -134,6 +133,64 @@ STRATA_AVX512 void MaxPoolRowAvx512(const MaxPoolGeometry& g, const float* ximg,
   }
 }
 
+// 8-bit NHWC max pooling (static int8 models, where core/qdq_fusion.cc moves a
+// DequantizeLinear after the pool): the same windows, maxima of the bytes as integers.
+template <typename T>
+void MaxPoolRowBytesPlain(const MaxPoolGeometry& g, const T* ximg, int64_t oy, T* yrow) {
+  int64_t ky0, ky1;
+  TapRange(oy * g.sh - g.pt, g.dh, g.kh, g.h, &ky0, &ky1);
+  for (int64_t ox = 0; ox < g.ow; ++ox) {
+    const int64_t ix0 = ox * g.sw - g.pl;
+    int64_t kx0, kx1;
+    TapRange(ix0, g.dw, g.kw, g.w, &kx0, &kx1);
+    T* y = yrow + ox * g.c;
+    std::fill(y, y + g.c, std::numeric_limits<T>::lowest());
+    for (int64_t ky = ky0; ky < ky1; ++ky) {
+      const T* xrow = ximg + (oy * g.sh - g.pt + ky * g.dh) * g.w * g.c;
+      for (int64_t kx = kx0; kx < kx1; ++kx) {
+        const T* x = xrow + (ix0 + kx * g.dw) * g.c;
+        for (int64_t ch = 0; ch < g.c; ++ch) y[ch] = std::max(y[ch], x[ch]);
+      }
+    }
+  }
+}
+
+template <bool kSigned>
+__attribute__((target("avx512f,avx512bw"))) void MaxPoolRowBytesAvx512(const MaxPoolGeometry& g, const uint8_t* ximg,
+                                                                       int64_t oy, uint8_t* yrow) {
+  const int64_t iy0 = oy * g.sh - g.pt;
+  int64_t ky0, ky1;
+  TapRange(iy0, g.dh, g.kh, g.h, &ky0, &ky1);
+  const __m512i lowest = _mm512_set1_epi8(kSigned ? static_cast<char>(-128) : 0);
+  for (int64_t ox = 0; ox < g.ow; ++ox) {
+    const int64_t ix0 = ox * g.sw - g.pl;
+    int64_t kx0, kx1;
+    TapRange(ix0, g.dw, g.kw, g.w, &kx0, &kx1);
+    uint8_t* y = yrow + ox * g.c;
+    for (int64_t c0 = 0; c0 < g.c; c0 += 64) {
+      const int64_t left = g.c - c0;
+      const __mmask64 m = left >= 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1;
+      __m512i a = lowest;
+      for (int64_t ky = ky0; ky < ky1; ++ky) {
+        const uint8_t* xrow = ximg + (iy0 + ky * g.dh) * g.w * g.c + c0;
+        for (int64_t kx = kx0; kx < kx1; ++kx) {
+          const __m512i v = _mm512_maskz_loadu_epi8(m, xrow + (ix0 + kx * g.dw) * g.c);
+          a = kSigned ? _mm512_max_epi8(a, v) : _mm512_max_epu8(a, v);
+        }
+      }
+      _mm512_mask_storeu_epi8(y + c0, m, a);
+    }
+  }
+}
+
+bool HasAvx512Bw() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  }();
+  return ok;
+}
+
 class NhwcMaxPoolKernel final : public OpKernel {
  public:
   explicit NhwcMaxPoolKernel(Node nchw_node) : nchw_node_(std::move(nchw_node)) {}
@@ -141,8 +198,9 @@ class NhwcMaxPoolKernel final : public OpKernel {
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.input(0);
-    if (!x || x->dtype() != DataType::kFloat || x->rank() != 4)
-      return InvalidArgument(node.Describe(), ": input X must be a float32 NHWC tensor of rank 4");
+    const bool bytes = x && (x->dtype() == DataType::kUInt8 || x->dtype() == DataType::kInt8);
+    if (!x || (x->dtype() != DataType::kFloat && !bytes) || x->rank() != 4)
+      return InvalidArgument(node.Describe(), ": input X must be a float32, uint8 or int8 NHWC tensor of rank 4");
     const std::vector<int64_t>* ks = FindInts(nchw_node_, "kernel_shape");  // in place: no copy per run
     if (!ks) return InvalidModel(node.Describe(), ": missing required attribute kernel_shape");
     const Shape kernel(*ks);
@@ -152,21 +210,30 @@ class NhwcMaxPoolKernel final : public OpKernel {
     const Shape in = {x->dim(1), x->dim(2)};
     const bool ceil_mode = nchw_node_.GetInt("ceil_mode", 0) != 0;
     ASSIGN_OR_RETURN(SpatialGeometry sg, ComputeWindowGeometry(nchw_node_, in, kernel, ceil_mode, /*dilations*/ true));
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, sg.out[0], sg.out[1], c}));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), {n, sg.out[0], sg.out[1], c}));
     if (y->num_elements() == 0) return Status::Ok();
     const MaxPoolGeometry g{in[0],           in[1],           c,
                             sg.out[0],       sg.out[1],       kernel[0],
                             kernel[1],       sg.strides[0],   sg.strides[1],
                             sg.dilations[0], sg.dilations[1], sg.pad_begin[0],
                             sg.pad_begin[1]};
-    const float* xp = x->data<float>();
-    float* yp = y->mutable_data<float>();
-    const bool avx512 = sgemm::Available() && !g_plain_for_testing.load(std::memory_order_relaxed);
-    const auto row = avx512 ? MaxPoolRowAvx512 : MaxPoolRowPlain;
+    const bool plain = g_plain_for_testing.load(std::memory_order_relaxed);
+    const bool avx512 = sgemm::Available() && !plain;
+    const bool s8 = x->dtype() == DataType::kInt8;
     const auto rows = [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        const int64_t img = r / g.oh, oy = r - img * g.oh;
-        row(g, xp + img * g.h * g.w * c, oy, yp + r * g.ow * c);
+        const int64_t img = r / g.oh, oy = r - img * g.oh, xo = img * g.h * g.w * c, yo = r * g.ow * c;
+        if (!bytes) {
+          (avx512 ? MaxPoolRowAvx512 : MaxPoolRowPlain)(g, x->data<float>() + xo, oy, y->mutable_data<float>() + yo);
+        } else if (HasAvx512Bw() && !plain) {
+          const auto* xb = static_cast<const uint8_t*>(x->raw_data()) + xo;
+          auto* yb = static_cast<uint8_t*>(y->raw_mutable_data()) + yo;
+          (s8 ? MaxPoolRowBytesAvx512<true> : MaxPoolRowBytesAvx512<false>)(g, xb, oy, yb);
+        } else if (s8) {
+          MaxPoolRowBytesPlain(g, x->data<int8_t>() + xo, oy, y->mutable_data<int8_t>() + yo);
+        } else {
+          MaxPoolRowBytesPlain(g, x->data<uint8_t>() + xo, oy, y->mutable_data<uint8_t>() + yo);
+        }
       }
     };
     // Split only when each thread gets enough taps to pay for waking the pool (~16K).

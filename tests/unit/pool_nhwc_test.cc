@@ -129,6 +129,58 @@ TEST_F(NhwcMaxPoolTest, MatchesReferenceBitForBit) {
   }
 }
 
+// 8-bit NhwcMaxPool (static int8 models): uint8 and int8 X against the NCHW reference
+// MaxPool's bytes, AVX-512BW and plain rows, 1 and 2 threads.
+Tensor BytesNhwcToNchw(const Tensor& x) {
+  const int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  Tensor out = std::move(Tensor::Allocate(x.dtype(), {n, c, h, w})).value();
+  const auto* p = static_cast<const uint8_t*>(x.raw_data());
+  auto* q = static_cast<uint8_t*>(out.raw_mutable_data());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t i = 0; i < w; ++i)
+        for (int64_t ch = 0; ch < c; ++ch) q[((b * c + ch) * h + y) * w + i] = p[((b * h + y) * w + i) * c + ch];
+  return out;
+}
+
+TEST_F(NhwcMaxPoolTest, BytesMatchReference) {
+  const std::vector<PoolCase> cases = {
+      {"resnet_stem_pool", 1, 23, 17, 64, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 0, ""},
+      {"odd_channels", 2, 9, 11, 3, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 0, ""},
+      {"block_edge_65", 1, 7, 9, 65, {3, 2}, {2, 1}, {1, 0, 0, 1}, {}, 0, ""},
+      {"wide_130", 2, 5, 6, 130, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, ""},
+      {"dilated", 1, 12, 11, 33, {3, 3}, {1, 2}, {2, 1, 2, 2}, {2, 3}, 0, ""},
+      {"ceil_mode_padded", 2, 7, 8, 24, {2, 2}, {2, 3}, {1, 1, 0, 0}, {}, 1, ""},
+      {"wide_rows_parallel", 3, 40, 33, 64, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, ""},
+  };
+  for (DataType dt : {DataType::kUInt8, DataType::kInt8})
+    for (bool plain : {false, true}) {
+      SetNhwcMaxPoolPlainForTesting(plain);
+      for (const PoolCase& pc : cases) {
+        const Tensor x = dt == DataType::kUInt8
+                             ? testing::RandomTensor(dt, {pc.n, pc.h, pc.w, pc.c}, 3 + pc.c, 0, 255)
+                             : testing::RandomTensor(dt, {pc.n, pc.h, pc.w, pc.c}, 3 + pc.c, -128, 127);
+        testing::OpSpec ref_spec("MaxPool", 12);
+        SetAttrs(ref_spec, pc);
+        testing::RunOptions ref_opts;
+        ref_opts.want_reference = true;
+        auto ref = testing::RunKernel(ref_spec, {BytesNhwcToNchw(x)}, ref_opts);
+        ASSERT_TRUE(ref.ok()) << pc.name << ": " << ref.status().ToString();
+        for (int threads : {1, 2}) {
+          testing::OpSpec spec("NhwcMaxPool", 1, kInternalDomain);
+          SetAttrs(spec, pc);
+          spec.Attr(kOriginalOpsetAttr, int64_t{12});
+          testing::RunOptions opts;
+          opts.threads = threads;
+          auto out = testing::RunKernel(spec, {x}, opts);
+          ASSERT_TRUE(out.ok()) << pc.name << ": " << out.status().ToString();
+          EXPECT_TRUE(testing::TensorsEqual((*ref)[0], BytesNhwcToNchw((*out)[0])))
+              << pc.name << " " << DataTypeName(dt) << " plain=" << plain << " threads=" << threads;
+        }
+      }
+    }
+}
+
 // Bad inputs and attributes are errors that name the node; nothing crashes.
 TEST_F(NhwcMaxPoolTest, BadInputsAreErrorsNamingTheNode) {
   testing::OpSpec spec("NhwcMaxPool", 1, kInternalDomain);

@@ -30,6 +30,7 @@ struct Qdq {
   int64_t stride = 1;
   bool chain = true;      // a second conv reads the first one's quantized output
   bool w_axis_1 = false;  // per-channel weight scale along axis 1: not the pattern
+  bool pool = false;      // DequantizeLinear -> MaxPool 3x3/2 -> QuantizeLinear after the first conv
 };
 
 template <typename T>
@@ -109,9 +110,17 @@ onnx::ModelProto Build(const Qdq& q) {
   }
   AddNode(g, "QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
   AddConv(g, "a_", "xq", "xs", "xz", 0.02f, C, M, q, 11);
+  if (q.pool) {  // a_yq -> pooled, quantized again with the same parameters, as a_yq
+    AddNode(g, "DequantizeLinear", {"a_yq", "a_ys", "a_yz"}, {"p_x"});
+    auto* mp = AddNode(g, "MaxPool", {"p_x"}, {"p_y"});
+    SetInts(mp, "kernel_shape", {3, 3});
+    SetInts(mp, "strides", {2, 2});
+    SetInts(mp, "pads", {1, 1, 1, 1});
+    AddNode(g, "QuantizeLinear", {"p_y", "a_ys", "a_yz"}, {"p_yq"});
+  }
   std::string out = "a_yq";
   if (q.chain) {
-    AddConv(g, "b_", "a_yq", "a_ys", "a_yz", 0.05f, M, M2, q, 23);
+    AddConv(g, "b_", q.pool ? "p_yq" : "a_yq", "a_ys", "a_yz", 0.05f, M, M2, q, 23);
     out = "b_yq";
   }
   AddNode(g, "DequantizeLinear", {out, out == "a_yq" ? "a_ys" : "b_ys", out == "a_yq" ? "a_yz" : "b_yz"}, {"y"});
@@ -167,6 +176,29 @@ TEST(QdqConv, FusedConvsMatchTheFloatGraphWithinOneStep) {
           EXPECT_EQ(r.ops["NhwcQLinearConv"], fuses ? 2 : 0);
           EXPECT_EQ(r.ops["Conv"] + r.ops["NhwcConv"], fuses ? 0 : 2);
         }
+}
+
+// A MaxPool between two fused convs reads the bytes (its DequantizeLinear moved below it,
+// exactly), in the convs' NHWC region.
+TEST(QdqConv, MaxPoolBetweenFusedConvsPoolsBytes) {
+  const bool fuses = int8gemm::Available();
+  for (bool x_signed : {false, true})
+    for (int threads : {1, 2}) {
+      Qdq q;
+      q.x_signed = x_signed;
+      q.pool = true;
+      SCOPED_TRACE(Describe(q) + " pool threads " + std::to_string(threads));
+      auto r = test::RunOptimizedAndReference(Build(q), Inputs(), threads);
+      ExpectWithinSteps(r, 1);
+      EXPECT_EQ(r.ops["NhwcQLinearConv"], fuses ? 2 : 0);
+      EXPECT_EQ(r.ops["NhwcMaxPool"], fuses ? 1 : 0);
+      // The pool reads the conv's bytes: it comes right after it, before any DequantizeLinear.
+      for (size_t i = 0; fuses && i + 1 < r.assignments.size(); ++i)
+        if (r.assignments[i].op_type == "NhwcQLinearConv") {
+          EXPECT_EQ(r.assignments[i + 1].op_type, "NhwcMaxPool");
+          break;
+        }
+    }
 }
 
 TEST(QdqConv, GroupsThatAreNotThePatternStayFloat) {
