@@ -109,31 +109,6 @@ STRATA_VNNI void StoreRow(const int32_t* raw, const PackedB& b, int64_t j0, int6
   }
 }
 
-// Rows [r0, r1) of A into the packed tiles (int8 flipped to u8, K padded with zeros), and
-// their sums when rowsum is not null.
-STRATA_VNNI void PackRows(const AMatrix& a, int64_t k, int64_t kp, uint32_t* tiles, int32_t* rowsum, int64_t r0,
-                          int64_t r1) {
-  const __m512i flip = _mm512_set1_epi8(a.a_signed ? static_cast<char>(0x80) : 0);
-  const __m512i ones = _mm512_set1_epi8(1);
-  alignas(64) uint32_t buf[16];
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* src = static_cast<const uint8_t*>(a.a) + r * a.lda;
-    uint32_t* dst = tiles + (r / kRows) * kRows * (kp / 4) + r % kRows;
-    __m512i sum = _mm512_setzero_si512();
-    for (int64_t j = 0; j < kp; j += 64) {
-      const int64_t n = std::min<int64_t>(64, k - j);
-      const __mmask64 mask = n >= 64 ? ~__mmask64{0} : n > 0 ? (__mmask64{1} << n) - 1 : 0;
-      // Padding bytes are 0: B's padding is 0 too, and the sum skips them.
-      const __m512i v = _mm512_maskz_mov_epi8(mask, _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, src + j), flip));
-      _mm512_store_si512(buf, v);
-      const int64_t groups = std::min<int64_t>(16, (kp - j) / 4);
-      for (int64_t g = 0; g < groups; ++g) dst[(j / 4 + g) * kRows] = buf[g];
-      if (rowsum) sum = _mm512_dpbusd_epi32(sum, v, ones);
-    }
-    if (rowsum) rowsum[r] = _mm512_reduce_add_epi32(sum);
-  }
-}
-
 // r[g] <- dword g of each r[i] (a 16 x 16 transpose of 32-bit elements): unpacks within the
 // 128-bit lanes, then lane shuffles across groups of four rows.
 STRATA_VNNI inline void Transpose16x16(__m512i r[16]) {
@@ -365,7 +340,14 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
     // Whole tiles per task: rows of one tile share cache lines, and two threads writing one
     // tile made a 128 x 3072 A cost more than the GEMM gained from the second thread.
     const auto pack = [&](int64_t t0, int64_t t1) {
-      PackRows(a, b.k(), b.kp(), atiles, rowsum, t0 * kRows, std::min(a.rows, t1 * kRows));
+      const auto* base = static_cast<const uint8_t*>(a.a);
+      const uint8_t* rows[kRows];
+      for (int64_t t = t0; t < t1; ++t) {
+        const int n = static_cast<int>(std::min<int64_t>(kRows, a.rows - t * kRows));
+        for (int i = 0; i < n; ++i) rows[i] = base + (t * kRows + i) * a.lda;
+        PackTile(rows, n, b.k(), b.kp(), a.a_signed, atiles + t * kRows * (b.kp() / 4),
+                 rowsum ? rowsum + t * kRows : nullptr);
+      }
     };
     const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, kRows * b.kp()));
     if (threads > 1 && tiles > grain) {
