@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -146,7 +147,44 @@ struct Job {
   int64_t block_pairs;     // pairs per L2 block
   const FloatOut* fout;    // nullptr: int32 into c
   const QuantOut* qout;    // nullptr: int32 into c (or float)
+  // qout without per-row terms (one zero point for A, no column offset in B) and with finite
+  // multipliers (no NaN to map): QuantRows' short epilogue.
+  bool quick_q;
 };
+
+// The requantizing store of rows [0, nr) of a tile's raw sums for columns [j0, j0 + cols) when
+// job.quick_q: the zero-point and bias terms are one per column (za * colsum - bias, mod 2^32
+// as StoreRow's sum), the multipliers finite (no NaN fixup), and round(x * m) + z is already
+// an integer (no second rounding). The same bytes as StoreRow's QuantOut path.
+STRATA_VNNI void QuantRows(const Job& job, const int32_t* raw, int64_t nr, int64_t r0, int64_t j0, int64_t cols) {
+  const QuantOut& q = *job.qout;
+  const PackedB& b = *job.b;
+  const int32_t za = job.a->za + (job.a->a_signed ? 128 : 0);
+  const __m512 lo = _mm512_set1_ps(q.y_signed ? -128.0f : 0.0f), hi = _mm512_set1_ps(q.y_signed ? 127.0f : 255.0f);
+  const __m512 vz = _mm512_set1_ps(q.z);
+  __mmask16 mask[2];
+  __m512i zc[2];
+  __m512 mult[2];
+  for (int h = 0; h < 2; ++h) {
+    const int64_t left = cols - 16 * h;
+    mask[h] = left >= 16 ? __mmask16{0xFFFF} : left <= 0 ? __mmask16{0} : static_cast<__mmask16>((1u << left) - 1);
+    const int64_t j = j0 + 16 * h;
+    zc[h] = _mm512_mullo_epi32(_mm512_set1_epi32(za), _mm512_maskz_loadu_epi32(mask[h], b.colsum() + j));
+    if (q.bias) zc[h] = _mm512_sub_epi32(zc[h], _mm512_maskz_loadu_epi32(mask[h], q.bias + j));
+    mult[h] = _mm512_maskz_loadu_ps(mask[h], q.mult + j);
+  }
+  const int halves = cols > 16 ? 2 : 1;
+  for (int64_t m = 0; m < nr; ++m) {
+    uint8_t* y = q.y + (r0 + m) * q.ldy + j0;
+    for (int h = 0; h < halves; ++h) {
+      const __m512i v = _mm512_sub_epi32(_mm512_load_si512(raw + m * 32 + 16 * h), zc[h]);
+      __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), mult[h]);
+      f = _mm512_add_ps(_mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
+      f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+      _mm512_mask_cvtepi32_storeu_epi8(y + 16 * h, mask[h], _mm512_cvtps_epi32(f));
+    }
+  }
+}
 
 STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t row0, int64_t row1) {
   const PackedB& b = *job.b;
@@ -169,6 +207,10 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
         const int8_t* pf = r0 == row0 && row1 - row0 > kRows && pr + 1 < pair1 ? b.panel(p + 2) : nullptr;
         (p + 1 < panels ? kTiles2 : kTiles1)[static_cast<size_t>(nr - 1)](tile, kq, b.panel(p), panel_stride, raw, pf);
         const int64_t j0 = p * kPanel, cols = std::min<int64_t>(2 * kPanel, b.n() - j0);
+        if (job.quick_q) {
+          QuantRows(job, raw, nr, r0, j0, cols);
+          continue;
+        }
         for (int64_t m = 0; m < nr; ++m) {
           const int64_t r = r0 + m;
           const int32_t za = (a.za_rows ? a.za_rows[r] : a.za) + (a.a_signed ? 128 : 0);
@@ -356,7 +398,11 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
       pack(0, tiles);
     }
   }
-  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout, qout};
+  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout, qout, false};
+  if (qout && !a.za_rows && !b.any_offset()) {
+    job.quick_q = true;
+    for (int64_t j = 0; j < b.n() && job.quick_q; ++j) job.quick_q = std::isfinite(qout->mult[j]);
+  }
   job.block_pairs = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, b.kp() * 2 * kPanel));
   // Small products (under ~256K multiply-adds: a GEMV over 256 KiB of B) stay on the calling
   // thread; past that a GEMV is bound by reading B from L3, which two cores do twice as fast.
