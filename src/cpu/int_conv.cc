@@ -310,12 +310,20 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
   // serve instead).
   void PackVnni(const Tensor& w, const Tensor* wzp, int64_t M, int64_t rows, const KernelInit& init) {
     const int64_t C = w.dim(1), taps = C > 0 ? rows / C : 0;
-    std::vector<uint8_t> b(static_cast<size_t>(rows * M));
     const auto* wb = static_cast<const uint8_t*>(w.raw_data());
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t k = 0; k < taps; ++k) b[static_cast<size_t>((k * C + c) * M + m)] = wb[(m * C + c) * taps + k];
-    auto p = int8gemm::Pack(b.data(), w.dtype() == DataType::kInt8, rows, M, wzp ? wzp->raw_data() : nullptr,
+    // Each output channel's row to (tap, c) order, then [M][K] -> [K][M] by blocked transposes
+    // (a scatter straight into [K][M] was most of a QDQ resnet50's session creation).
+    // Uninitialized buffers: every byte is written (a zeroing pass cost as much as the copies).
+    std::unique_ptr<uint8_t[]> wk;
+    if (taps > 1) {
+      wk.reset(new uint8_t[static_cast<size_t>(rows * M)]);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t k = 0; k < taps; ++k) wk[static_cast<size_t>(m * rows + k * C + c)] = wb[(m * C + c) * taps + k];
+    }
+    std::unique_ptr<uint8_t[]> b(new uint8_t[static_cast<size_t>(rows * M)]);
+    int8conv::ToNhwc(taps > 1 ? wk.get() : wb, M, rows, b.get(), init.pool);
+    auto p = int8gemm::Pack(b.get(), w.dtype() == DataType::kInt8, rows, M, wzp ? wzp->raw_data() : nullptr,
                             wzp ? wzp->num_elements() : 0, init.pool);
     if (p.ok()) vnni_.emplace(std::move(p).value());
   }
