@@ -8,8 +8,8 @@ quantize_static writes it (QuantFormat.QDQ, activations QUInt8, weights QInt8 pe
     B'  = DequantizeLinear(B_q, x_scale * W_scale[M], 0)       # int32
     y   = Conv(x', W', B')
 
-Quantized tensors: the input of every Conv and every Conv's output (its Relu's output when a
-Relu is the Conv's only reader), except graph outputs. Ranges (min/max, asymmetric uint8) come
+Quantized tensors: the input of every Conv and every Conv's output (its Relu's or Clip's output
+when that is the Conv's only reader), except graph outputs. Ranges (min/max, asymmetric uint8) come
 from one calibration run of the float model on the benchmark input, by `strata run` with those
 tensors made graph outputs. python3-onnx and numpy only (no onnxruntime.quantization on Debian).
 
@@ -47,7 +47,7 @@ def tensors_to_quantize(graph, inits):
             names.append(n.input[0])
         y = n.output[0]
         readers = cons.get(y, [])
-        if len(readers) == 1 and readers[0].op_type == "Relu" and y not in outs:
+        if len(readers) == 1 and readers[0].op_type in ("Relu", "Clip") and y not in outs:
             y = readers[0].output[0]
         names.append(y)
     seen, result = set(), []

@@ -1,5 +1,6 @@
 #include "core/qdq_fusion.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -98,6 +99,39 @@ bool MatchConstDequant(const Graph& g, const GraphUses& gu, int v, int64_t per_a
   return ZeroPointOk(g, d->zp, d->values->dtype(), per_axis_len);
 }
 
+// Rounds half to even and saturates to uint8 or int8, NaN to 0: QuantizeLinear's arithmetic.
+int32_t Saturate(float v, DataType t) {
+  float r = std::nearbyint(v);
+  if (std::isnan(r)) r = 0;
+  const float lo = t == DataType::kUInt8 ? 0.0f : -128.0f, hi = t == DataType::kUInt8 ? 255.0f : 127.0f;
+  return static_cast<int32_t>(std::min(hi, std::max(lo, r)));
+}
+
+// A cpu Relu, or Clip with constant float bounds (inputs from opset 11, attributes before):
+// its clamp [lo, hi].
+bool ActivationBounds(const Graph& g, const Node& n, float* lo, float* hi) {
+  if (IsCpuOp(n, "Relu", 1, 1)) {
+    *lo = 0;
+    *hi = INFINITY;
+    return true;
+  }
+  if (!IsCpuOp(n, "Clip", 1, 3)) return false;
+  *lo = -INFINITY;
+  *hi = INFINITY;
+  if (n.opset < 11) {
+    *lo = n.GetFloat("min", -INFINITY);
+    *hi = n.GetFloat("max", INFINITY);
+    return true;
+  }
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    if (n.inputs[i] < 0) continue;
+    const Tensor* t = g.Constant(n.inputs[i]);
+    if (!t || t->dtype() != DataType::kFloat || t->num_elements() != 1) return false;
+    (i == 1 ? *lo : *hi) = t->data<float>()[0];
+  }
+  return true;
+}
+
 }  // namespace
 
 int FuseQdqConv(Graph& g, const OptimizerOptions& opts) {
@@ -124,13 +158,12 @@ int FuseQdqConv(Graph& g, const OptimizerOptions& opts) {
     if (!wq || wq->rank() < 3 || wq->dim(0) <= 0) continue;
     const int64_t M = wq->dim(0);
     if (!MatchConstDequant(g, gu, conv.inputs[1], M, {DataType::kInt8, DataType::kUInt8}, &w)) continue;
-    // y: Conv -> [Relu ->] QuantizeLinear(., ys[, yz]).
+    // y: Conv -> [Relu | Clip ->] QuantizeLinear(., ys[, yz]).
     int y = conv.outputs[0];
     std::vector<int> chain = {static_cast<int>(ci)};
-    int relu = -1;
+    float act_lo = -INFINITY, act_hi = INFINITY;  // the activation's clamp
     int qi = gu.SoleConsumer(y);
-    if (qi >= 0 && IsCpuOp(g.nodes[qi], "Relu", 1, 1)) {
-      relu = qi;
+    if (qi >= 0 && ActivationBounds(g, g.nodes[qi], &act_lo, &act_hi)) {
       chain.push_back(qi);
       qi = gu.SoleConsumer(g.nodes[qi].outputs[0]);
     }
@@ -148,8 +181,13 @@ int FuseQdqConv(Graph& g, const OptimizerOptions& opts) {
       continue;
     }
     if (!ys || !IsQ8(yt) || !ZeroPointOk(g, yz_v, yt, 1)) continue;
-    // Relu is saturation's clamp only when y's zero point is the lowest value of its type.
-    if (relu >= 0 && ZeroPointValue(g, yz_v) != (yt == DataType::kUInt8 ? 0 : -128)) continue;
+    // QuantizeLinear is monotone, so Q(clamp(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi)): the
+    // activation is the saturation itself when Q(lo) and Q(hi) are the type's ends (a Relu
+    // when y's zero point is the lowest value; ReLU6 when 6 quantizes to the top or past it).
+    const float ysf = ys->data<float>()[0], yzf = static_cast<float>(ZeroPointValue(g, yz_v));
+    const auto quantize = [&](float v) { return Saturate(std::nearbyint(v / ysf) + yzf, yt); };
+    const int32_t qmin = yt == DataType::kUInt8 ? 0 : -128, qmax = yt == DataType::kUInt8 ? 255 : 127;
+    if (chain.size() == 3 && (quantize(act_lo) != qmin || quantize(act_hi) != qmax)) continue;
     bool dropped = false;
     for (int n : chain) dropped = dropped || drop[n];
     if (dropped) continue;

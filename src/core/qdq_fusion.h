@@ -3,12 +3,13 @@
 // Where an integer kernel runs the op faster than the float path, the group becomes that op:
 //
 //   Conv(DequantizeLinear(x_q, xs, xz), DequantizeLinear(W_q, ws, wz), [DequantizeLinear(B_q, bs) | B])
-//     [-> Relu] -> QuantizeLinear(., ys, yz)
+//     [-> Relu | Clip] -> QuantizeLinear(., ys, yz)
 //   -> QLinearConv(x_q, xs, xz, W_q, ws, wz, ys, yz, B_q')
 //
 // B_q' is B_q when bs == xs * ws exactly (as quantizers write it), else the bias re-quantized
-// to that scale (round half to even). A Relu joins only when yz is the lowest value of its
-// type, where saturation clamps exactly as Relu would. The integer kernel sums exactly and
+// to that scale (round half to even). A Relu or Clip (constant bounds) joins only where the
+// saturation is its clamp: QuantizeLinear of its bounds gives the type's lowest and highest
+// values (a Relu when yz is the lowest value; a ReLU6 when 6 quantizes to the top or past it). The integer kernel sums exactly and
 // rounds once: outputs differ from the float graph's by at most one step where its float
 // rounding lands near a half step (as in ONNX Runtime, which makes the same fusion).
 //
