@@ -31,6 +31,8 @@ struct Qdq {
   bool chain = true;      // a second conv reads the first one's quantized output
   bool w_axis_1 = false;  // per-channel weight scale along axis 1: not the pattern
   bool pool = false;      // DequantizeLinear -> MaxPool 3x3/2 -> QuantizeLinear after the first conv
+  bool clip6 = false;     // Clip(0, 6) instead of the Relu
+  float y_scale = 0.05f;  // with clip6: 0.02 saturates at 5.1 (fuses), 0.05 quantizes 6 to 120 (does not)
 };
 
 template <typename T>
@@ -83,11 +85,16 @@ void AddConv(onnx::GraphProto* g, const std::string& p, const std::string& xq, c
   SetInts(conv, "pads", {1, 1, 1, 1});
   SetInts(conv, "strides", {q.stride, q.stride});
   std::string y = p + "y";
-  if (q.relu) {
+  if (q.clip6) {
+    AddInit(g, p + "c0", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.0f});
+    AddInit(g, p + "c6", onnx::TensorProto::FLOAT, {}, std::vector<float>{6.0f});
+    AddNode(g, "Clip", {y, p + "c0", p + "c6"}, {p + "r"});
+    y = p + "r";
+  } else if (q.relu) {
     AddNode(g, "Relu", {y}, {p + "r"});
     y = p + "r";
   }
-  AddInit(g, p + "ys", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.05f});
+  AddInit(g, p + "ys", onnx::TensorProto::FLOAT, {}, std::vector<float>{q.y_scale});
   if (q.x_signed) {
     AddInit(g, p + "yz", qt, {}, std::vector<int8_t>{static_cast<int8_t>(q.relu && q.y_zp == 0 ? -128 : q.y_zp)});
   } else {
@@ -132,9 +139,9 @@ std::vector<std::pair<std::string, Value>> Inputs() {
   return {{"x", Value(Tensor::FromVector<float>(test::Pseudo(2 * 5 * 9 * 8, 3, 2.0f), {2, 5, 9, 8}))}};
 }
 
-// Within `steps` quantization steps (the output's scale 0.05) everywhere; returns the share of
+// Within `steps` quantization steps (of the output's scale `step`) everywhere; returns the share of
 // values that differ at all.
-double ExpectWithinSteps(const test::OptRefRuns& r, int steps) {
+double ExpectWithinSteps(const test::OptRefRuns& r, int steps, float step = 0.05f) {
   EXPECT_EQ(r.opt.size(), 1u);
   EXPECT_EQ(r.ref.size(), 1u);
   if (r.opt.size() != 1 || r.ref.size() != 1) return 1;
@@ -145,7 +152,7 @@ double ExpectWithinSteps(const test::OptRefRuns& r, int steps) {
   int64_t differ = 0;
   for (int64_t i = 0; i < a.num_elements(); ++i) {
     const float d = std::fabs(a.data<float>()[i] - b.data<float>()[i]);
-    EXPECT_LE(d, 0.05f * static_cast<float>(steps) + 1e-6f) << "at " << i;
+    EXPECT_LE(d, step * static_cast<float>(steps) + 1e-6f) << "at " << i;
     if (d > 0) ++differ;
   }
   return static_cast<double>(differ) / static_cast<double>(a.num_elements());
@@ -199,6 +206,23 @@ TEST(QdqConv, MaxPoolBetweenFusedConvsPoolsBytes) {
           break;
         }
     }
+}
+
+// A ReLU6 (Clip(0, 6)) joins the conv where the saturation is its clamp (6 quantizes past the
+// top), not where it is not.
+TEST(QdqConv, Relu6JoinsOnlyWhereSaturationIsItsClamp) {
+  const bool fuses = int8gemm::Available();
+  for (float ys : {0.02f, 0.05f}) {
+    Qdq q;
+    q.clip6 = true;
+    q.y_scale = ys;
+    q.chain = false;
+    SCOPED_TRACE("y_scale " + std::to_string(ys));
+    auto r = test::RunOptimizedAndReference(Build(q), Inputs(), 1);
+    const double share = ExpectWithinSteps(r, 1, ys);
+    EXPECT_LT(share, 0.05);
+    EXPECT_EQ(r.ops["NhwcQLinearConv"] + r.ops["QLinearConv"], fuses && ys == 0.02f ? 1 : 0);
+  }
 }
 
 TEST(QdqConv, GroupsThatAreNotThePatternStayFloat) {
