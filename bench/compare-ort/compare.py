@@ -29,12 +29,17 @@ QUICK_MODELS = ["mlp", "lstm", "resnet18"]
 # Dynamic-int8 variants (bench/models/quantize_dynamic.py, ONNX Runtime's quantize_dynamic
 # pattern), made from the fp32 model on first use; --models mlp_dynq,bert_dynq,gpt2_dynq.
 INT8_MODELS = ["mlp_dynq", "bert_dynq", "gpt2_dynq"]
+# Static-int8 QDQ variants (bench/models/quantize_static.py, ONNX Runtime's quantize_static QDQ
+# layout, calibrated by a strata run on the sample input), made on first use;
+# --models resnet18_qdq,resnet50_qdq,mobilenet_v2_qdq.
+QDQ_MODELS = ["resnet18_qdq", "resnet50_qdq", "mobilenet_v2_qdq"]
 # Timed runs per process: (quick, full). Small models get more runs.
 NOTES_MARKER = "<!-- notes: kept by compare.py -->"
 ITERS = {
     "mlp": (200, 1000), "lstm": (40, 200), "mobilenet_v2": (20, 100), "resnet18": (15, 60),
     "resnet50": (8, 30), "bert": (8, 30), "gpt2": (10, 40),
     "mlp_dynq": (200, 1000), "bert_dynq": (8, 30), "gpt2_dynq": (10, 40),
+    "resnet18_qdq": (20, 80), "resnet50_qdq": (10, 40), "mobilenet_v2_qdq": (40, 150),
 }
 # Session creations timed per process, by both runtimes.
 CREATIONS = 7
@@ -99,7 +104,8 @@ def gemm_peak(threads, kernel_bench):
 
 def copy_sample_inputs(models_dir, model, in_dir):
     """Writes in_dir/inputs.txt for the sample inputs make_models.py stored with the model."""
-    model = model[:-len("_dynq")] if model.endswith("_dynq") else model  # the fp32 model's inputs
+    for suffix in ("_dynq", "_qdq"):  # the fp32 model's inputs
+        model = model[:-len(suffix)] if model.endswith(suffix) else model
     with open(os.path.join(models_dir, "manifest.json")) as f:
         manifest = json.load(f)
     entry = next((e for e in manifest["models"] if e["name"] == model), None)
@@ -136,7 +142,7 @@ def main():
     models = args.models.split(",") if args.models else (QUICK_MODELS if args.quick else ALL_MODELS)
     for m in models:
         if m not in ITERS:
-            sys.exit("compare.py: unknown model '%s' (known: %s)" % (m, ", ".join(ALL_MODELS + INT8_MODELS)))
+            sys.exit("compare.py: unknown model '%s' (known: %s)" % (m, ", ".join(ALL_MODELS + INT8_MODELS + QDQ_MODELS)))
     threads_list = [int(t) for t in args.threads.split(",")]
     procs = args.procs or 3
     for exe in (args.strata, args.ort_bench):
@@ -159,6 +165,11 @@ def main():
         if not os.path.exists(path) and base and os.path.exists(base):
             subprocess.run([sys.executable, os.path.join(ROOT, "bench/models/quantize_dynamic.py"), base, path],
                            check=True)
+        if m in QDQ_MODELS and not os.path.exists(path):
+            fp32 = m[:-len("_qdq")]
+            subprocess.run([sys.executable, os.path.join(ROOT, "bench/models/quantize_static.py"),
+                            os.path.join(args.models_dir, fp32 + ".onnx"), path,
+                            os.path.join(args.models_dir, fp32 + "_input_0.npy"), "--strata", args.strata], check=True)
         if not os.path.exists(path):
             sys.exit("compare.py: %s missing (bench/models/make_models.py --only %s)" % (path, m))
         iters = max(3, int(ITERS[m][0 if args.quick else 1] * args.iters_scale))
