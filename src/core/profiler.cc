@@ -35,6 +35,16 @@ double Prod(const Shape& s, size_t from) {
 double NodeFlops(const Node& node, const std::vector<const Value*>& inputs, const std::vector<Value>& outputs) {
   // NhwcConv (the layout pass's Conv) keeps the OIHW weight, so Conv's count applies as is.
   bool nhwc_conv = node.domain == kInternalDomain && node.op_type == "NhwcConv";
+  // The integer convs (ConvInteger, QLinearConv and its NHWC form) likewise, W being input 1
+  // or 3, 2 ops per multiply-add.
+  const bool int_conv = (node.domain.empty() && (node.op_type == "ConvInteger" || node.op_type == "QLinearConv")) ||
+                        (node.domain == kInternalDomain && node.op_type == "NhwcQLinearConv");
+  if (int_conv) {
+    const Tensor* w = TensorAt(inputs, node.op_type == "ConvInteger" ? 1 : 3);
+    const Tensor* y = OutTensor(outputs, 0);
+    if (!w || !y || w->rank() < 2) return -1;
+    return 2.0 * static_cast<double>(y->num_elements()) * Prod(w->shape(), 1);
+  }
   // The transformer fusions' MatMul (bias/GELU/residual in its epilogue) counts as MatMul;
   // Attention as its two products, Q K^T and P V.
   // The integer MatMuls (MatMulInteger, QLinearMatMul and the fused dynamic-int8
