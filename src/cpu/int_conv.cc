@@ -10,10 +10,7 @@
 // run-time W's packing) come from the session allocator: Compute makes no heap allocation in
 // the steady state.
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -386,9 +383,6 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     }
     ThreadPool* pool = ctx.pool();
     const auto* xb = static_cast<const uint8_t*>(x.raw_data());
-    auto now = [] { return std::chrono::steady_clock::now(); };
-    auto t0 = now();
-    double d1 = 0;
     for (int64_t n = 0; n < s.N; ++n) {
       const uint8_t* xtp = xb + n * s.C * s.in_size;
       if (!nhwc_) {
@@ -412,7 +406,6 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
       uint8_t* yb = !qlinear_                ? nullptr
                     : yt == DataType::kUInt8 ? y->mutable_data<uint8_t>()
                                              : reinterpret_cast<uint8_t*>(y->mutable_data<int8_t>());
-      d1 += std::chrono::duration<double, std::milli>(now() - t0).count();
       if (direct_out) {
         int8gemm::QuantOut qo;
         qo.y = yb + n * s.out_size * s.M;
@@ -432,10 +425,6 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
         int8conv::StoreTransposed(accp, s.out_size, s.M, y->mutable_data<int32_t>() + n * s.M * s.out_size, pool);
       }
     }
-    const double all = std::chrono::duration<double, std::milli>(now() - t0).count();
-    if (getenv("STRATA_CONV_TIMES"))
-      fprintf(stderr, "%s pack %.3f gemm %.3f K=%ld M=%ld rows=%ld\n", node.name.c_str(), d1, all - d1, (long)s.rows,
-              (long)s.M, (long)s.out_size);
     return Status::Ok();
   }
 
