@@ -96,6 +96,8 @@ bool MatchConstDequant(const Graph& g, const GraphUses& gu, int v, int64_t per_a
     if (axis < 0) axis += d->values->rank();
     if (axis != 0) return false;
   }
+  // The zero point has the scale's shape (DequantizeLinear refuses anything else).
+  if (d->zp >= 0 && g.Constant(d->zp) && g.Constant(d->zp)->num_elements() != d->scales->num_elements()) return false;
   return ZeroPointOk(g, d->zp, d->values->dtype(), per_axis_len);
 }
 

@@ -49,10 +49,6 @@ STRATA_AVX512BW inline void Fill(uint8_t* d, uint8_t v, int64_t n) {
   _mm512_storeu_si512(d, _mm512_set1_epi8(static_cast<char>(v)));
 }
 
-}  // namespace
-
-namespace {
-
 // dst[j * dst_stride + i] = src[i * src_stride + j] for a 16 x 16 block of bytes: four rounds of
 // SSE2 unpacks (8-, 16-, 32-, 64-bit), 64 shuffles instead of 256 single-byte moves.
 inline void Transpose16x16Bytes(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_t dst_stride) {
@@ -126,7 +122,6 @@ void ToNchw(const uint8_t* xt, int64_t C, int64_t positions, uint8_t* x, ThreadP
 
 namespace {
 
-// Output positions [o0, o1) of Im2Row.
 // Im2col rows of output positions [o0, o1) into `rows` (row o0 first, K bytes each, then
 // kIm2RowSlack bytes it may overwrite).
 STRATA_AVX512BW void Im2RowRange(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, uint8_t* rows,
