@@ -198,7 +198,8 @@ TEST(QdqConv, MaxPoolBetweenFusedConvsPoolsBytes) {
       auto r = test::RunOptimizedAndReference(Build(q), Inputs(), threads);
       ExpectWithinSteps(r, 1);
       EXPECT_EQ(r.ops["NhwcQLinearConv"], fuses ? 2 : 0);
-      EXPECT_EQ(r.ops["NhwcMaxPool"], fuses ? 1 : 0);
+      // (Without the fused convs the float pool may join the float convs' NHWC region.)
+      if (fuses) EXPECT_EQ(r.ops["NhwcMaxPool"], 1);
       // The pool reads the conv's bytes: it comes right after it, before any DequantizeLinear.
       for (size_t i = 0; fuses && i + 1 < r.assignments.size(); ++i)
         if (r.assignments[i].op_type == "NhwcQLinearConv") {
