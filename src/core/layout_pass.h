@@ -3,7 +3,9 @@
 // (domain kInternalDomain, kernels in src/cpu/*nhwc*), with one NchwToNhwc at each region
 // entry and one NhwcToNchw per value that leaves it (graph outputs, NCHW consumers).
 // XNNPACK's convolutions are NHWC-native, so this removes the two transposes every NCHW
-// Conv would otherwise pay.
+// Conv would otherwise pay. Static int8 models' QLinearConvs on the VNNI GEMM (whose rows are
+// NHWC pixels) join as NhwcQLinearConv, with the per-tensor Q/DQ nodes and QdqAdd between
+// them and 8-bit layout changes at the edges.
 #pragma once
 
 #include "core/ir.h"
