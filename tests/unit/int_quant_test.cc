@@ -4,8 +4,10 @@
 // (whose packed constants are released) and errors that name the node and the bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -138,7 +140,7 @@ TEST(IntMatMul, LargerProductsMatchNaiveWithConstantAndRunTimeB) {
 TEST(DynamicQuantize, MatchesTheFormulaAtEveryLength) {
   uint64_t seed = 900;
   for (int64_t n : {1, 7, 15, 16, 17, 33, 1000, 70001}) {  // 70001: split over 2 threads below
-    for (int range : {0, 1, 2, 3}) {  // mixed signs, positive only, negative only, all zero
+    for (int range : {0, 1, 2, 3}) {                       // mixed signs, positive only, negative only, all zero
       const double lo = range == 1 ? 0.5 : range == 3 ? 0.0 : -3.0, hi = range == 2 ? -0.25 : range == 3 ? 0.0 : 5.0;
       const Tensor x = RandomTensor(DataType::kFloat, {n}, seed++, lo, hi);
       const auto xv = ToDoubles(x);
@@ -445,6 +447,56 @@ TEST(IntQuantSession, PackedConstantsMatchRunTimeWeights) {
       EXPECT_TRUE(TensorsEqual((*want_c)[0], (*r)[1].tensor())) << "threads " << threads;
     }
   }
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// QuantizeLinear / DequantizeLinear per tensor (the AVX-512 path where the CPU has it, split
+// over the pool from 64K values) against the formula: q = saturate(round_half_even(x / s) + z),
+// NaN -> 0; x = (q - z) * s. Ties, NaN, infinities, huge values, both 8-bit types, lengths
+// around the vector width and past the split, 1 and 2 threads.
+TEST(QuantizeLinearOps, PerTensorMatchesTheFormulaAtEveryLength) {
+  const float s = 0.25f;
+  for (DataType qt : {DataType::kUInt8, DataType::kInt8})
+    for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{100}, int64_t{70001}})
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(std::string(DataTypeName(qt)) + " n " + std::to_string(n) + " threads " + std::to_string(threads));
+        std::vector<float> x(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t k = i % 97;
+          x[static_cast<size_t>(i)] = k == 0   ? std::numeric_limits<float>::quiet_NaN()
+                                      : k == 1 ? std::numeric_limits<float>::infinity()
+                                      : k == 2 ? -std::numeric_limits<float>::infinity()
+                                      : k == 3 ? 3e38f
+                                      : k < 40 ? (static_cast<float>(k) - 20.5f) * s  // exact half steps
+                                               : (static_cast<float>(i % 1013) - 506.0f) * 0.0137f;
+        }
+        const int32_t z = qt == DataType::kUInt8 ? 131 : -7;
+        const Tensor xt = Tensor::FromVector<float>(x, {n});
+        const Tensor st = MakeTensor(DataType::kFloat, {}, {s});
+        const Tensor zt = MakeTensor(qt, {}, {static_cast<double>(z)});
+        RunOptions o;
+        o.threads = threads;
+        auto q = RunKernel(OpSpec("QuantizeLinear", 13), {xt, st, zt}, o);
+        ASSERT_TRUE(q.ok()) << q.status().ToString();
+        const std::vector<double> got = ToDoubles((*q)[0]);
+        for (int64_t i = 0; i < n; ++i) {
+          float r = std::nearbyint(std::nearbyint(x[static_cast<size_t>(i)] / s) + static_cast<float>(z));
+          if (std::isnan(r)) r = 0;
+          const float lo = qt == DataType::kUInt8 ? 0.f : -128.f, hi = qt == DataType::kUInt8 ? 255.f : 127.f;
+          ASSERT_EQ(got[static_cast<size_t>(i)], std::min(hi, std::max(lo, r))) << "at " << i << " x " << x[i];
+        }
+        auto d = RunKernel(OpSpec("DequantizeLinear", 13), {(*q)[0], st, zt}, o);
+        ASSERT_TRUE(d.ok()) << d.status().ToString();
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ((*d)[0].data<float>()[i],
+                    static_cast<float>(static_cast<int32_t>(got[static_cast<size_t>(i)]) - z) * s)
+              << "at " << i;
+      }
 }
 
 }  // namespace
