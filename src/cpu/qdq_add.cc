@@ -68,15 +68,6 @@ void QdqAddPlain(const uint8_t* a, const uint8_t* b, int64_t n, const AddParams&
   }
 }
 
-bool HasAvx512Bw() {
-  static const bool ok = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
-  }();
-  return ok;
-}
-
 // A scalar scale or zero point input: present, one element.
 Status CheckScalar(const Tensor* t, const Node& node, const char* what) {
   if (!t || t->num_elements() != 1)

@@ -141,6 +141,8 @@ void SplitValues(ThreadPool* pool, int64_t n, const F& body) {
   pool->ParallelFor((n + kPart - 1) / kPart, 1,
                     [&](int64_t p0, int64_t p1) { body(p0 * kPart, std::min(n, p1 * kPart)); });
 }
+}  // namespace
+
 bool HasAvx512Bw() {
   static const bool ok = [] {
     __builtin_cpu_init();
@@ -149,6 +151,8 @@ bool HasAvx512Bw() {
   }();
   return ok;
 }
+
+namespace {
 
 Status QuantizeLinear(KernelContext& ctx) {
   const Node& node = ctx.node();

@@ -69,6 +69,10 @@ inline int32_t ZeroPointAt(const Tensor* zp, int64_t i) {
 Status DynamicQuantizeU8(const Node& node, const float* x, int64_t n, uint8_t* q, float* scale, int32_t* zp,
                          ThreadPool* pool);
 
+// True when the CPU has avx512f, avx512bw and avx512vl (the 8-bit AVX-512 paths of quantize.cc
+// and qdq_add.cc).
+bool HasAvx512Bw();
+
 // Per-run scratch of `n` elements of `dt` from the session allocator (the caching allocator
 // serves it without malloc after the first run). Errors name the node.
 Result<Tensor> AllocateIntScratch(DataType dt, int64_t n, Allocator* alloc, const Node& node);
