@@ -103,21 +103,8 @@ void ToNhwc(const uint8_t* x, int64_t C, int64_t positions, uint8_t* xt, ThreadP
 }
 
 void ToNchw(const uint8_t* xt, int64_t C, int64_t positions, uint8_t* x, ThreadPool* pool) {
-  if (C == 1) {
-    std::memcpy(x, xt, static_cast<size_t>(positions));
-    return;
-  }
-  const int64_t blocks = (positions + kTile - 1) / kTile;
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, kTile * C));
-  Split(pool, blocks, grain, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t p0 = b * kTile, p1 = std::min(positions, p0 + kTile);
-      for (int64_t c = 0; c < C; ++c) {
-        uint8_t* dst = x + c * positions;
-        for (int64_t p = p0; p < p1; ++p) dst[p] = xt[p * C + c];
-      }
-    }
-  });
+  // xt is [positions][C]: its transpose is ToNhwc's with the two dims swapped.
+  ToNhwc(xt, positions, C, x, pool);
 }
 
 namespace {

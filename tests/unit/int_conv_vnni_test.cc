@@ -180,6 +180,25 @@ TEST(IntConvVnni, NhwcQLinearConvMatchesReference) {
   }
 }
 
+// The layout pass's 8-bit NchwToNhwc / NhwcToNchw (16x16 byte blocks and the edges) against a
+// plain permutation, channel and pixel counts on and off the block size.
+TEST(IntConvVnni, ByteLayoutChangesPermute) {
+  uint64_t seed = 900;
+  for (const Shape& s : {Shape{2, 37, 5, 7}, Shape{1, 16, 4, 4}, Shape{1, 3, 9, 11}, Shape{1, 70, 1, 33}})
+    for (DataType dt : {DataType::kUInt8, DataType::kInt8})
+      for (int threads : {1, 2}) {
+        const Tensor x = Q8(dt, s, ++seed);
+        RunOptions o;
+        o.threads = threads;
+        auto to = RunKernel(OpSpec("NchwToNhwc", 1, "strata.internal"), {x}, o);
+        ASSERT_TRUE(to.ok()) << to.status().ToString();
+        EXPECT_TRUE(TensorsEqual(Permute(x, true), (*to)[0])) << ShapeToString(s) << " threads " << threads;
+        auto back = RunKernel(OpSpec("NhwcToNchw", 1, "strata.internal"), {(*to)[0]}, o);
+        ASSERT_TRUE(back.ok()) << back.status().ToString();
+        EXPECT_TRUE(TensorsEqual(x, (*back)[0])) << ShapeToString(s) << " threads " << threads;
+      }
+}
+
 // Saturation at both ends and NaN multipliers: a y_scale of 0 makes every multiplier +-inf or
 // NaN (0 / 0), which the reference saturates or maps to 0.
 TEST(IntConvVnni, SaturationAndNonFiniteMultipliersMatchReference) {
