@@ -20,6 +20,7 @@
 #include "core/layout_pass.h"
 #include "cpu/conv_geometry.h"
 #include "cpu/int8_gemm.h"
+#include "cpu/int_conv_depthwise.h"
 #include "cpu/int_conv_vnni.h"
 #include "cpu/quantize_common.h"
 #include "cpu/target_clones.h"
@@ -156,8 +157,9 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     const int64_t M = w->dim(0), rows = M > 0 ? w->num_elements() / M : 0;
     if (!CheckZeroPoint(wzp, w->dtype(), M, init.node, "w_zero_point").ok()) return;
     if (vnni_ok_ && int8gemm::Available() && init.node.GetInt("group", 1) == 1) PackVnni(*w, wzp, M, rows, init);
-    // The int16 packing only where the VNNI GEMM does not take this W.
-    if (!vnni_) {
+    if (vnni_ok_ && int8dw::Covers(w->shape(), init.node.GetInt("group", 1))) dw_.emplace(int8dw::Pack(*w, wzp));
+    // The int16 packing only where neither the VNNI GEMM nor the depthwise kernel takes this W.
+    if (!vnni_ && !dw_) {
       packed_w_.resize(static_cast<size_t>(M * rows));
       PackW(*w, wzp, M, rows, packed_w_.data());
     }
@@ -198,8 +200,11 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
 
     const bool w_packed = packed_ && w->shape() == packed_shape_ && w->dtype() == packed_dtype_;
     if (w_packed && vnni_ && s.group == 1) return RunVnni(ctx, *x, s);
-    // The layout pass makes NhwcQLinearConv only where the VNNI entry covers the node.
-    if (nhwc_) return InternalError(node.Describe(), ": needs a constant W packed for the VNNI GEMM (ungrouped conv)");
+    if (w_packed && dw_ && s.group == s.C && s.g.rank() == 2) return RunDepthwise(ctx, *x, s);
+    // The layout pass makes NhwcQLinearConv only where the optimized entry covers the node.
+    if (nhwc_)
+      return InternalError(node.Describe(),
+                           ": needs a constant W packed for the VNNI GEMM (ungrouped conv) or the depthwise kernel");
     const int16_t* wp = nullptr;
     Tensor w_scratch;
     if (w_packed && !vnni_) {
@@ -301,6 +306,81 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     return Status::Ok();
   }
 
+  // QLinearConv's output stage: the multipliers x_scale * w_scale[m] / y_scale in `mult`.
+  Status PrepareRequant(KernelContext& ctx, const IntConvShape& s, Tensor* mult, int8conv::Requant* rq) const {
+    ASSIGN_OR_RETURN(*mult, AllocateIntScratch(DataType::kFloat, s.M, ctx.allocator(), ctx.node()));
+    const Tensor& ws = *ctx.input(4);
+    const float xs = LoadScale(*ctx.input(1), 0), ys = LoadScale(*ctx.input(6), 0);
+    for (int64_t m = 0; m < s.M; ++m)
+      mult->mutable_data<float>()[m] = xs * LoadScale(ws, ws.num_elements() == 1 ? 0 : m) / ys;
+    rq->mult = mult->data<float>();
+    rq->bias = ctx.input(8) ? ctx.input(8)->data<int32_t>() : nullptr;
+    rq->z = static_cast<float>(LoadQ(*ctx.input(7), 0));
+    rq->y_signed = ctx.input(7)->dtype() == DataType::kInt8;
+    return Status::Ok();
+  }
+
+  // A depthwise conv with a constant W (int_conv_depthwise.h): NHWC in and out; the NCHW
+  // kernels move each image to NHWC and the result back.
+  Status RunDepthwise(KernelContext& ctx, const Tensor& x, const IntConvShape& s) const {
+    const Node& node = ctx.node();
+    const DataType yt = qlinear_ ? ctx.input(7)->dtype() : DataType::kInt32;
+    Shape out = s.out;
+    if (nhwc_) {
+      out.push_back(out[1]);
+      out.erase(out.begin() + 1);
+    }
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, yt, out));
+    if (s.N == 0 || s.M == 0 || s.out_size == 0) return Status::Ok();
+    ThreadPool* pool = ctx.pool();
+    Tensor mult;
+    int8conv::Requant rq;
+    if (qlinear_) RETURN_IF_ERROR(PrepareRequant(ctx, s, &mult, &rq));
+    int8dw::Problem p;
+    p.x_signed = x.dtype() == DataType::kInt8;
+    p.xz = ZeroPointAt(ctx.input(xzp_), 0);
+    p.n = nhwc_ ? s.N : 1;
+    p.h = s.g.in[0];
+    p.w = s.g.in[1];
+    p.c = s.C;
+    p.g = s.g;
+    p.rq = qlinear_ ? &rq : nullptr;
+    ASSIGN_OR_RETURN(Tensor scratch,
+                     AllocateIntScratch(DataType::kFloat, int8dw::ScratchFloats(p, *dw_, pool), ctx.allocator(), node));
+    const auto* xb = static_cast<const uint8_t*>(x.raw_data());
+    auto* yb = static_cast<uint8_t*>(y->raw_mutable_data());
+    if (nhwc_) {
+      p.x = xb;
+      if (qlinear_) {
+        p.yq = yb;
+      } else {
+        p.y32 = y->mutable_data<int32_t>();
+      }
+      int8dw::Run(p, *dw_, scratch.mutable_data<float>(), pool);
+      return Status::Ok();
+    }
+    // One NHWC image in, one out (bytes, or int32 for ConvInteger).
+    ASSIGN_OR_RETURN(Tensor xt, AllocateIntScratch(DataType::kUInt8, s.C * s.in_size, ctx.allocator(), node));
+    ASSIGN_OR_RETURN(Tensor yt_nhwc, AllocateIntScratch(qlinear_ ? DataType::kUInt8 : DataType::kInt32,
+                                                        s.M * s.out_size, ctx.allocator(), node));
+    p.x = xt.data<uint8_t>();
+    if (qlinear_) {
+      p.yq = yt_nhwc.mutable_data<uint8_t>();
+    } else {
+      p.y32 = yt_nhwc.mutable_data<int32_t>();
+    }
+    for (int64_t n = 0; n < s.N; ++n) {
+      int8conv::ToNhwc(xb + n * s.C * s.in_size, s.C, s.in_size, xt.mutable_data<uint8_t>(), pool);
+      int8dw::Run(p, *dw_, scratch.mutable_data<float>(), pool);
+      if (qlinear_) {
+        int8conv::ToNchw(p.yq, s.M, s.out_size, yb + n * s.M * s.out_size, pool);
+      } else {
+        int8conv::StoreTransposed(p.y32, s.out_size, s.M, y->mutable_data<int32_t>() + n * s.M * s.out_size, pool);
+      }
+    }
+    return Status::Ok();
+  }
+
   // The VNNI GEMM's B for a constant W (group 1): b[k * C + c][m] = w[m][c][k], kernel tap
   // major and channel minor as Im2Row lays out A, with w's zero point per tensor or per
   // output channel (a column of B). Leaves vnni_ empty when packing fails (the int16 loops
@@ -370,17 +450,7 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     ASSIGN_OR_RETURN(Tensor gs, AllocateIntScratch(DataType::kUInt8, gemm_bytes, ctx.allocator(), node));
     Tensor mult;
     int8conv::Requant rq;
-    if (qlinear_) {
-      ASSIGN_OR_RETURN(mult, AllocateIntScratch(DataType::kFloat, s.M, ctx.allocator(), node));
-      const Tensor& ws = *ctx.input(4);
-      const float xs = LoadScale(*ctx.input(1), 0), ys = LoadScale(*ctx.input(6), 0);
-      for (int64_t m = 0; m < s.M; ++m)
-        mult.mutable_data<float>()[m] = xs * LoadScale(ws, ws.num_elements() == 1 ? 0 : m) / ys;
-      rq.mult = mult.data<float>();
-      rq.bias = ctx.input(8) ? ctx.input(8)->data<int32_t>() : nullptr;
-      rq.z = static_cast<float>(LoadQ(*ctx.input(7), 0));
-      rq.y_signed = yt == DataType::kInt8;
-    }
+    if (qlinear_) RETURN_IF_ERROR(PrepareRequant(ctx, s, &mult, &rq));
     ThreadPool* pool = ctx.pool();
     const auto* xb = static_cast<const uint8_t*>(x.raw_data());
     for (int64_t n = 0; n < s.N; ++n) {
@@ -431,14 +501,16 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
   bool qlinear_, vnni_ok_, nhwc_;
   size_t w_, xzp_, wzp_;
   std::optional<int8gemm::PackedB> vnni_;  // a constant W on the VNNI GEMM (group 1 only)
+  std::optional<int8dw::Weights> dw_;      // a constant depthwise W (int_conv_depthwise.h)
   bool packed_ = false;
   Shape packed_shape_;
   DataType packed_dtype_ = DataType::kUndefined;
   std::vector<int16_t> packed_w_;  // [M, C/group * kernel]: w - w_zero_point[m]
 };
 
-// The VNNI entry covers ungrouped convs whose W is a constant (packed once); the reference
-// entry, the int16 loops, every other node and reference sessions.
+// The optimized entry covers ungrouped convs (the VNNI GEMM) and depthwise ones (the depthwise
+// kernel) whose W is a constant, packed once; the reference entry, the int16 loops, every
+// other node and reference sessions.
 KernelDef IntConvDef(const char* op, bool qlinear, bool vnni, bool nhwc = false) {
   KernelDef d;
   d.op_type = op;
@@ -453,7 +525,9 @@ KernelDef IntConvDef(const char* op, bool qlinear, bool vnni, bool nhwc = false)
   if (vnni) {
     const size_t w = qlinear ? 3 : 1;
     d.covers = [w](const KernelInit& init) {
-      return int8gemm::Available() && init.constant_input(w) != nullptr && init.node.GetInt("group", 1) == 1;
+      const Tensor* wc = init.constant_input(w);
+      const int64_t group = init.node.GetInt("group", 1);
+      return wc && ((int8gemm::Available() && group == 1) || int8dw::Covers(wc->shape(), group));
     };
     d.reference = false;
     d.impl = "avx512_vnni";
