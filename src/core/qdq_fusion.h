@@ -9,14 +9,14 @@
 // B_q' is B_q when bs == xs * ws exactly (as quantizers write it), else the bias re-quantized
 // to that scale (round half to even). A Relu or Clip (constant bounds) joins only where the
 // saturation is its clamp: QuantizeLinear of its bounds gives the type's lowest and highest
-// values (a Relu when yz is the lowest value; a ReLU6 when 6 quantizes to the top or past it). The integer kernel sums exactly and
-// rounds once: outputs differ from the float graph's by at most one step where its float
-// rounding lands near a half step (as in ONNX Runtime, which makes the same fusion).
+// values (a Relu when yz is the lowest value; a ReLU6 when 6 quantizes to the top or past it). The integer kernel sums
+// exactly and rounds once: outputs differ from the float graph's by at most one step where its float rounding lands
+// near a half step (as in ONNX Runtime, which makes the same fusion).
 //
 // Runs before constant folding (which would turn DequantizeLinear(W_q) into float weights),
 // at optimization level >= 2, in CPU-only sessions without reference kernels, and only where
-// the optimized QLinearConv kernel (VNNI) covers the fused node: elsewhere the float path
-// is the faster one.
+// the optimized QLinearConv kernel covers the fused node (ungrouped convs on the VNNI GEMM,
+// depthwise ones on the int8 depthwise kernel): elsewhere the float path is the faster one.
 #pragma once
 
 #include "core/ir.h"

@@ -9,6 +9,9 @@
 // are constant, else per run. Per-run buffers (columns, QLinearConv's accumulators, a
 // run-time W's packing) come from the session allocator: Compute makes no heap allocation in
 // the steady state.
+//
+// The optimized entry runs ungrouped convs on the VNNI GEMM (int_conv_vnni.h) and depthwise
+// ones on the int8 depthwise kernel (int_conv_depthwise.h), both with a constant W.
 #include <algorithm>
 #include <cstdint>
 #include <memory>

@@ -14,6 +14,7 @@
 
 #include "core/session.h"
 #include "cpu/int8_gemm.h"
+#include "cpu/int_conv_depthwise.h"
 #include "onnx_builder.h"
 #include "run_both.h"
 
@@ -33,6 +34,7 @@ struct Qdq {
   bool pool = false;      // DequantizeLinear -> MaxPool 3x3/2 -> QuantizeLinear after the first conv
   bool clip6 = false;     // Clip(0, 6) instead of the Relu
   float y_scale = 0.05f;  // with clip6: 0.02 saturates at 5.1 (fuses), 0.05 quantizes 6 to 120 (does not)
+  bool depthwise = false;  // the chained conv is depthwise (group = its 20 channels)
 };
 
 template <typename T>
@@ -48,15 +50,16 @@ void AddInit(onnx::GraphProto* g, const std::string& name, int type, const std::
 // One quantized conv `p` (prefix) reading quantized `xq` (scale xs, zero point xz) with C in and
 // M out channels; writes quantized `p + "yq"` with scale ys.
 void AddConv(onnx::GraphProto* g, const std::string& p, const std::string& xq, const std::string& xs,
-             const std::string& xz, float xs_value, int64_t C, int64_t M, const Qdq& q, uint32_t seed) {
+             const std::string& xz, float xs_value, int64_t C, int64_t M, const Qdq& q, uint32_t seed,
+             int64_t group = 1) {
   const int qt = q.x_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8;
   AddNode(g, "DequantizeLinear", {xq, xs, xz}, {p + "x"});
-  std::vector<int8_t> w(static_cast<size_t>(M * C * 9));
+  std::vector<int8_t> w(static_cast<size_t>(M * C / group * 9));
   std::vector<float> wp = test::Pseudo(w.size(), seed, 127.0f);
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(std::lrint(wp[i]));
   std::vector<float> ws(static_cast<size_t>(M));
   for (int64_t m = 0; m < M; ++m) ws[m] = 0.002f + 0.0005f * static_cast<float>(m % 5);
-  AddInit(g, p + "wq", onnx::TensorProto::INT8, {M, C, 3, 3}, w);
+  AddInit(g, p + "wq", onnx::TensorProto::INT8, {M, C / group, 3, 3}, w);
   AddInit(g, p + "ws", onnx::TensorProto::FLOAT, {M}, ws);
   AddInit(g, p + "wz", onnx::TensorProto::INT8, {M}, std::vector<int8_t>(static_cast<size_t>(M), 0));
   SetInt(AddNode(g, "DequantizeLinear", {p + "wq", p + "ws", p + "wz"}, {p + "w"}), "axis", q.w_axis_1 ? 1 : 0);
@@ -84,6 +87,7 @@ void AddConv(onnx::GraphProto* g, const std::string& p, const std::string& xq, c
   conv->add_output(p + "y");
   SetInts(conv, "pads", {1, 1, 1, 1});
   SetInts(conv, "strides", {q.stride, q.stride});
+  if (group > 1) SetInt(conv, "group", group);
   std::string y = p + "y";
   if (q.clip6) {
     AddInit(g, p + "c0", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.0f});
@@ -106,7 +110,7 @@ void AddConv(onnx::GraphProto* g, const std::string& p, const std::string& xq, c
 onnx::ModelProto Build(const Qdq& q) {
   onnx::ModelProto m = MakeModel(13);
   auto* g = m.mutable_graph();
-  const int64_t C = 5, M = 20, M2 = 17;
+  const int64_t C = 5, M = 20, M2 = q.depthwise ? M : 17;
   AddInput(g, "x", {2, C, 9, 8});
   const int qt = q.x_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8;
   AddInit(g, "xs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.02f});
@@ -127,7 +131,7 @@ onnx::ModelProto Build(const Qdq& q) {
   }
   std::string out = "a_yq";
   if (q.chain) {
-    AddConv(g, "b_", q.pool ? "p_yq" : "a_yq", "a_ys", "a_yz", 0.05f, M, M2, q, 23);
+    AddConv(g, "b_", q.pool ? "p_yq" : "a_yq", "a_ys", "a_yz", 0.05f, M, M2, q, 23, q.depthwise ? M : 1);
     out = "b_yq";
   }
   AddNode(g, "DequantizeLinear", {out, out == "a_yq" ? "a_ys" : "b_ys", out == "a_yq" ? "a_yz" : "b_yz"}, {"y"});
@@ -224,6 +228,29 @@ TEST(QdqConv, Relu6JoinsOnlyWhereSaturationIsItsClamp) {
     EXPECT_LT(share, 0.05);
     EXPECT_EQ(r.ops["NhwcQLinearConv"] + r.ops["QLinearConv"], fuses && ys == 0.02f ? 1 : 0);
   }
+}
+
+// A depthwise conv (mobilenet's) fuses too, on the int8 depthwise kernel: stride 1 and 2,
+// ReLU6 or none, both signednesses.
+TEST(QdqConv, DepthwiseConvsFuse) {
+  const bool fuses = int8gemm::Available() && int8dw::Covers({20, 1, 3, 3}, 20);
+  for (bool x_signed : {false, true})
+    for (int64_t stride : {1, 2})
+      for (int threads : {1, 2}) {
+        Qdq q;
+        q.x_signed = x_signed;
+        q.depthwise = true;
+        q.stride = stride;
+        q.relu = stride == 1;
+        q.clip6 = q.relu;
+        q.y_scale = q.clip6 ? 0.02f : 0.05f;
+        q.y_zp = 0;
+        SCOPED_TRACE(Describe(q) + " depthwise threads " + std::to_string(threads));
+        auto r = test::RunOptimizedAndReference(Build(q), Inputs(), threads);
+        const double share = ExpectWithinSteps(r, 1, q.y_scale);
+        EXPECT_LT(share, 0.05);
+        EXPECT_EQ(r.ops["NhwcQLinearConv"], fuses ? 2 : 0);
+      }
 }
 
 TEST(QdqConv, GroupsThatAreNotThePatternStayFloat) {
