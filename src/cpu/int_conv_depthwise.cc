@@ -107,38 +107,88 @@ STRATA_AVX512BW inline void StorePixel(__m512 acc, const VecQ& q, uint8_t* y, __
   }
 }
 
-// kJ adjacent output pixels whose taps all lie inside the row: input column i of the block
-// feeds output j at tap kx = i - j * kS, so each input vector is loaded and converted once.
-// off: byte offset of the block's first input column and channel c0 in each row.
-template <int kS, int kJ, bool kSigned, bool kFull>
+// kJ adjacent output pixels: input column i of the block feeds output j at tap kx = i - j * kS,
+// so each input vector is loaded and converted once. off: offset of the block's first input
+// column and channel c0 in each row. kL / kR: the first / last column lies in the horizontal
+// padding (the row's first / last pixel): it reads the zero point instead, which cancels.
+// Fewer than 3 pixels keep 3 sums each (one per kernel row), added at the end (exact
+// integers, any order): a lone pixel's 9 FMAs in one chain wait on each other.
+template <int kS, int kJ, bool kSigned, bool kFull, bool kL = false, bool kR = false>
 STRATA_AVX512BW inline void BlockQ(const uint8_t* const* r, const __m512* w, __m512 init, int64_t off, int64_t c,
-                                   __mmask16 m, const VecQ& q, uint8_t* y) {
+                                   __mmask16 m, __m512 xz, const VecQ& q, uint8_t* y) {
   constexpr int kCols = (kJ - 1) * kS + 3;
-  __m512 acc[kJ];
-  for (int j = 0; j < kJ; ++j) acc[j] = init;
+  constexpr int kChains = kJ >= 3 ? 1 : 3;
+  __m512 acc[kChains][kJ];
+  for (int ch = 0; ch < kChains; ++ch)
+    for (int j = 0; j < kJ; ++j) acc[ch][j] = ch == 0 ? init : _mm512_setzero_ps();
   for (int ky = 0; ky < 3; ++ky)
     for (int i = 0; i < kCols; ++i) {
-      const __m512 v = LoadPixel<kSigned, kFull>(r[ky] + off + i * c, m);
+      const bool pad = (kL && i == 0) || (kR && i == kCols - 1);
+      const __m512 v = pad ? xz : LoadPixel<kSigned, kFull>(r[ky] + (off + i * c), m);
       for (int j = 0; j < kJ; ++j) {
         const int kx = i - j * kS;
-        if (kx >= 0 && kx < 3) acc[j] = _mm512_fmadd_ps(v, w[ky * 3 + kx], acc[j]);
+        if (kx >= 0 && kx < 3) acc[ky % kChains][j] = _mm512_fmadd_ps(v, w[ky * 3 + kx], acc[ky % kChains][j]);
       }
     }
-  for (int j = 0; j < kJ; ++j) StorePixel<kFull>(acc[j], q, y + j * c, m);
+  for (int j = 0; j < kJ; ++j) {
+    __m512 sum = acc[0][j];
+    for (int ch = 1; ch < kChains; ++ch) sum = _mm512_add_ps(sum, acc[ch][j]);
+    StorePixel<kFull>(sum, q, y + j * c, m);
+  }
 }
 
-// One pixel with a tap in the horizontal padding: the zero point there (it cancels).
+// Any pixel, taps in the horizontal padding checked one by one (they read the zero point).
 template <bool kSigned>
 STRATA_AVX512BW inline void EdgeQ(const uint8_t* const* r, const __m512* w, __m512 init, int64_t ix0, int64_t in_w,
                                   int64_t c, int64_t c0, __mmask16 m, __m512 xz, const VecQ& q, uint8_t* y) {
-  __m512 acc = init;
+  __m512 acc[3] = {init, _mm512_setzero_ps(), _mm512_setzero_ps()};
   for (int ky = 0; ky < 3; ++ky)
     for (int kx = 0; kx < 3; ++kx) {
       const int64_t ix = ix0 + kx;
       const __m512 v = ix >= 0 && ix < in_w ? LoadPixel<kSigned, false>(r[ky] + ix * c + c0, m) : xz;
-      acc = _mm512_fmadd_ps(v, w[ky * 3 + kx], acc);
+      acc[ky] = _mm512_fmadd_ps(v, w[ky * 3 + kx], acc[ky]);
     }
-  StorePixel<false>(acc, q, y, m);
+  StorePixel<false>(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), acc[2]), q, y, m);
+}
+
+// The pixels of one 16-channel vector of a row (kFull: all 16 lanes).
+template <int kS, bool kSigned, bool kFull>
+STRATA_AVX512BW inline void SweepRow(const uint8_t* const* r, const __m512* w, __m512 init, int64_t c, int64_t c0,
+                                     __mmask16 m, __m512 xz, const VecQ& q, int64_t in_w, int64_t ow, int64_t pl,
+                                     int64_t lo, int64_t hi, uint8_t* y) {
+  int64_t ox = 0;
+  for (; ox < lo; ++ox) {
+    const int64_t ix0 = ox * kS - pl;
+    if (ix0 == -1 && ix0 + 2 < in_w) {  // only the first column in the padding
+      BlockQ<kS, 1, kSigned, kFull, true, false>(r, w, init, ix0 * c + c0, c, m, xz, q, y + ox * c + c0);
+    } else {
+      EdgeQ<kSigned>(r, w, init, ix0, in_w, c, c0, m, xz, q, y + ox * c + c0);
+    }
+  }
+  for (; ox + 4 <= hi; ox += 4)
+    BlockQ<kS, 4, kSigned, kFull>(r, w, init, (ox * kS - pl) * c + c0, c, m, xz, q, y + ox * c + c0);
+  const int64_t off = (ox * kS - pl) * c + c0;
+  switch (hi - ox) {
+    case 3:
+      BlockQ<kS, 3, kSigned, kFull>(r, w, init, off, c, m, xz, q, y + ox * c + c0);
+      break;
+    case 2:
+      BlockQ<kS, 2, kSigned, kFull>(r, w, init, off, c, m, xz, q, y + ox * c + c0);
+      break;
+    case 1:
+      BlockQ<kS, 1, kSigned, kFull>(r, w, init, off, c, m, xz, q, y + ox * c + c0);
+      break;
+    default:
+      break;
+  }
+  for (ox = std::max(lo, hi); ox < ow; ++ox) {
+    const int64_t ix0 = ox * kS - pl;
+    if (ix0 >= 0 && ix0 + 2 == in_w) {  // only the last column in the padding
+      BlockQ<kS, 1, kSigned, kFull, false, true>(r, w, init, ix0 * c + c0, c, m, xz, q, y + ox * c + c0);
+    } else {
+      EdgeQ<kSigned>(r, w, init, ix0, in_w, c, c0, m, xz, q, y + ox * c + c0);
+    }
+  }
 }
 
 // Everything a 3x3 row needs besides its rows.
@@ -175,22 +225,11 @@ STRATA_AVX512BW void Row3x3Q(const uint8_t* const* r, const RowArgs& a, uint8_t*
     const __m512 init = _mm512_loadu_ps(a.init + c0);
     q.mult = _mm512_maskz_loadu_ps(m, a.rq->mult + c0);
     q.bias = a.rq->bias && !a.folded ? _mm512_maskz_loadu_epi32(m, a.rq->bias + c0) : _mm512_setzero_si512();
-    for (int64_t ox = 0; ox < lo; ++ox)
-      EdgeQ<kSigned>(r, w, init, ox * kS - a.pad_left, a.in_w, c, c0, m, xz, q, y + ox * c + c0);
-    int64_t ox = lo;
     if (m == 0xFFFF) {
-      for (; ox + 4 <= hi; ox += 4)
-        BlockQ<kS, 4, kSigned, true>(r, w, init, (ox * kS - a.pad_left) * c + c0, c, m, q, y + ox * c + c0);
-      for (; ox < hi; ++ox)
-        BlockQ<kS, 1, kSigned, true>(r, w, init, (ox * kS - a.pad_left) * c + c0, c, m, q, y + ox * c + c0);
+      SweepRow<kS, kSigned, true>(r, w, init, c, c0, m, xz, q, a.in_w, ow, a.pad_left, lo, hi, y);
     } else {
-      for (; ox + 4 <= hi; ox += 4)
-        BlockQ<kS, 4, kSigned, false>(r, w, init, (ox * kS - a.pad_left) * c + c0, c, m, q, y + ox * c + c0);
-      for (; ox < hi; ++ox)
-        BlockQ<kS, 1, kSigned, false>(r, w, init, (ox * kS - a.pad_left) * c + c0, c, m, q, y + ox * c + c0);
+      SweepRow<kS, kSigned, false>(r, w, init, c, c0, m, xz, q, a.in_w, ow, a.pad_left, lo, hi, y);
     }
-    for (ox = std::max(ox, hi); ox < ow; ++ox)
-      EdgeQ<kSigned>(r, w, init, ox * kS - a.pad_left, a.in_w, c, c0, m, xz, q, y + ox * c + c0);
   }
 }
 

@@ -76,11 +76,51 @@ inline void Transpose16x16Bytes(const uint8_t* src, int64_t src_stride, uint8_t*
   }
 }
 
+bool HasVbmi() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vbmi");
+  }();
+  return ok;
+}
+
+// 2-4 channels (an RGB image's stem, where the 16 x 16 transposes have no whole block): 16
+// positions of every channel in one vector, interleaved by one byte permute (AVX512-VBMI).
+// Positions [p0, p1).
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) void ToNhwcFewChannels(const uint8_t* x, int64_t C,
+                                                                              int64_t positions, int64_t p0, int64_t p1,
+                                                                              uint8_t* xt) {
+  alignas(64) uint8_t order[64];
+  for (int j = 0; j < 64; ++j) order[j] = static_cast<uint8_t>(j < 16 * C ? (j % C) * 16 + j / C : 0);
+  const __m512i idx = _mm512_load_si512(order);
+  const __mmask64 out_mask = C == 4 ? ~__mmask64{0} : (__mmask64{1} << (16 * C)) - 1;
+  auto lane = [&](int64_t c, int64_t p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + c * positions + p));
+  };
+  int64_t p = p0;
+  for (; p + 16 <= p1; p += 16) {
+    __m512i v = _mm512_inserti32x4(_mm512_castsi128_si512(lane(0, p)), lane(1, p), 1);
+    if (C > 2) v = _mm512_inserti32x4(v, lane(2, p), 2);
+    if (C > 3) v = _mm512_inserti32x4(v, lane(3, p), 3);
+    _mm512_mask_storeu_epi8(xt + p * C, out_mask, _mm512_permutexvar_epi8(idx, v));
+  }
+  for (; p < p1; ++p)
+    for (int64_t c = 0; c < C; ++c) xt[p * C + c] = x[c * positions + p];
+}
+
 }  // namespace
 
 void ToNhwc(const uint8_t* x, int64_t C, int64_t positions, uint8_t* xt, ThreadPool* pool) {
   if (C == 1) {
     std::memcpy(xt, x, static_cast<size_t>(positions));
+    return;
+  }
+  if (C <= 4 && HasVbmi()) {
+    // About 64 KiB of bytes per chunk.
+    Split(pool, (positions + 4095) / 4096, 16 / C, [&](int64_t b0, int64_t b1) {
+      ToNhwcFewChannels(x, C, positions, b0 * 4096, std::min(positions, b1 * 4096), xt);
+    });
     return;
   }
   const int64_t blocks = (positions + kTile - 1) / kTile;

@@ -184,7 +184,9 @@ TEST(IntConvVnni, NhwcQLinearConvMatchesReference) {
 // plain permutation, channel and pixel counts on and off the block size.
 TEST(IntConvVnni, ByteLayoutChangesPermute) {
   uint64_t seed = 900;
-  for (const Shape& s : {Shape{2, 37, 5, 7}, Shape{1, 16, 4, 4}, Shape{1, 3, 9, 11}, Shape{1, 70, 1, 33}})
+  // 2-4 channels take the byte-permute path (past a 4096-position chunk, with a tail of under 16).
+  for (const Shape& s : {Shape{2, 37, 5, 7}, Shape{1, 16, 4, 4}, Shape{1, 3, 9, 11}, Shape{1, 70, 1, 33},
+                         Shape{1, 2, 3, 7}, Shape{2, 3, 64, 70}, Shape{1, 4, 65, 67}})
     for (DataType dt : {DataType::kUInt8, DataType::kInt8})
       for (int threads : {1, 2}) {
         const Tensor x = Q8(dt, s, ++seed);
