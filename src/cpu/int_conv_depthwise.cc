@@ -89,17 +89,19 @@ STRATA_AVX512BW inline __m512 LoadPixel(const uint8_t* p, __mmask16 m) {
 // acc (an exact integer sum) -> 16 output bytes: Requant's operations. `quick` (every
 // multiplier finite) leaves out the second rounding and the NaN test: round(v * mult) is then
 // an integer or an infinity, and adding the integer z keeps it one (no NaN can arise).
-template <bool kFull>
+// kFast: folded and quick, known at compile time (the common case: no branches per pixel).
+template <bool kFull, bool kFast>
 STRATA_AVX512BW inline void StorePixel(__m512 acc, const VecQ& q, uint8_t* y, __mmask16 m) {
-  if (!q.folded) acc = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_cvtps_epi32(acc), q.bias));
+  if (!kFast && !q.folded) acc = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_cvtps_epi32(acc), q.bias));
   __m512 f = _mm512_roundscale_ps(_mm512_mul_ps(acc, q.mult), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   f = _mm512_add_ps(f, q.z);
-  if (!q.quick) {
+  if (!kFast && !q.quick) {
     f = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     f = _mm512_mask_mov_ps(f, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_setzero_ps());  // NaN -> 0
   }
   const __m512i v = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(f, q.lo), q.hi));
-  const __m128i bytes = q.y_signed ? _mm512_cvtsepi32_epi8(v) : _mm512_cvtusepi32_epi8(v);
+  // In range already: the low byte is the uint8, or the int8's two's complement.
+  const __m128i bytes = _mm512_cvtepi32_epi8(v);
   if (kFull) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y), bytes);
   } else {
@@ -113,7 +115,7 @@ STRATA_AVX512BW inline void StorePixel(__m512 acc, const VecQ& q, uint8_t* y, __
 // padding (the row's first / last pixel): it reads the zero point instead, which cancels.
 // Fewer than 3 pixels keep 3 sums each (one per kernel row), added at the end (exact
 // integers, any order): a lone pixel's 9 FMAs in one chain wait on each other.
-template <int kS, int kJ, bool kSigned, bool kFull, bool kL = false, bool kR = false>
+template <int kS, int kJ, bool kSigned, bool kFull, bool kFast, bool kL = false, bool kR = false>
 STRATA_AVX512BW inline void BlockQ(const uint8_t* const* r, const __m512* w, __m512 init, int64_t off, int64_t c,
                                    __mmask16 m, __m512 xz, const VecQ& q, uint8_t* y) {
   constexpr int kCols = (kJ - 1) * kS + 3;
@@ -133,12 +135,12 @@ STRATA_AVX512BW inline void BlockQ(const uint8_t* const* r, const __m512* w, __m
   for (int j = 0; j < kJ; ++j) {
     __m512 sum = acc[0][j];
     for (int ch = 1; ch < kChains; ++ch) sum = _mm512_add_ps(sum, acc[ch][j]);
-    StorePixel<kFull>(sum, q, y + j * c, m);
+    StorePixel<kFull, kFast>(sum, q, y + j * c, m);
   }
 }
 
 // Any pixel, taps in the horizontal padding checked one by one (they read the zero point).
-template <bool kSigned>
+template <bool kSigned, bool kFast>
 STRATA_AVX512BW inline void EdgeQ(const uint8_t* const* r, const __m512* w, __m512 init, int64_t ix0, int64_t in_w,
                                   int64_t c, int64_t c0, __mmask16 m, __m512 xz, const VecQ& q, uint8_t* y) {
   __m512 acc[3] = {init, _mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -148,11 +150,11 @@ STRATA_AVX512BW inline void EdgeQ(const uint8_t* const* r, const __m512* w, __m5
       const __m512 v = ix >= 0 && ix < in_w ? LoadPixel<kSigned, false>(r[ky] + ix * c + c0, m) : xz;
       acc[ky] = _mm512_fmadd_ps(v, w[ky * 3 + kx], acc[ky]);
     }
-  StorePixel<false>(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), acc[2]), q, y, m);
+  StorePixel<false, kFast>(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), acc[2]), q, y, m);
 }
 
 // The pixels of one 16-channel vector of a row (kFull: all 16 lanes).
-template <int kS, bool kSigned, bool kFull>
+template <int kS, bool kSigned, bool kFull, bool kFast>
 STRATA_AVX512BW inline void SweepRow(const uint8_t* const* r, const __m512* w, __m512 init, int64_t c, int64_t c0,
                                      __mmask16 m, __m512 xz, const VecQ& q, int64_t in_w, int64_t ow, int64_t pl,
                                      int64_t lo, int64_t hi, uint8_t* y) {
@@ -160,23 +162,23 @@ STRATA_AVX512BW inline void SweepRow(const uint8_t* const* r, const __m512* w, _
   for (; ox < lo; ++ox) {
     const int64_t ix0 = ox * kS - pl;
     if (ix0 == -1 && ix0 + 2 < in_w) {  // only the first column in the padding
-      BlockQ<kS, 1, kSigned, kFull, true, false>(r, w, init, ix0 * c + c0, c, m, xz, q, y + ox * c + c0);
+      BlockQ<kS, 1, kSigned, kFull, kFast, true, false>(r, w, init, ix0 * c + c0, c, m, xz, q, y + ox * c + c0);
     } else {
-      EdgeQ<kSigned>(r, w, init, ix0, in_w, c, c0, m, xz, q, y + ox * c + c0);
+      EdgeQ<kSigned, kFast>(r, w, init, ix0, in_w, c, c0, m, xz, q, y + ox * c + c0);
     }
   }
   for (; ox + 4 <= hi; ox += 4)
-    BlockQ<kS, 4, kSigned, kFull>(r, w, init, (ox * kS - pl) * c + c0, c, m, xz, q, y + ox * c + c0);
+    BlockQ<kS, 4, kSigned, kFull, kFast>(r, w, init, (ox * kS - pl) * c + c0, c, m, xz, q, y + ox * c + c0);
   const int64_t off = (ox * kS - pl) * c + c0;
   switch (hi - ox) {
     case 3:
-      BlockQ<kS, 3, kSigned, kFull>(r, w, init, off, c, m, xz, q, y + ox * c + c0);
+      BlockQ<kS, 3, kSigned, kFull, kFast>(r, w, init, off, c, m, xz, q, y + ox * c + c0);
       break;
     case 2:
-      BlockQ<kS, 2, kSigned, kFull>(r, w, init, off, c, m, xz, q, y + ox * c + c0);
+      BlockQ<kS, 2, kSigned, kFull, kFast>(r, w, init, off, c, m, xz, q, y + ox * c + c0);
       break;
     case 1:
-      BlockQ<kS, 1, kSigned, kFull>(r, w, init, off, c, m, xz, q, y + ox * c + c0);
+      BlockQ<kS, 1, kSigned, kFull, kFast>(r, w, init, off, c, m, xz, q, y + ox * c + c0);
       break;
     default:
       break;
@@ -184,9 +186,9 @@ STRATA_AVX512BW inline void SweepRow(const uint8_t* const* r, const __m512* w, _
   for (ox = std::max(lo, hi); ox < ow; ++ox) {
     const int64_t ix0 = ox * kS - pl;
     if (ix0 >= 0 && ix0 + 2 == in_w) {  // only the last column in the padding
-      BlockQ<kS, 1, kSigned, kFull, false, true>(r, w, init, ix0 * c + c0, c, m, xz, q, y + ox * c + c0);
+      BlockQ<kS, 1, kSigned, kFull, kFast, false, true>(r, w, init, ix0 * c + c0, c, m, xz, q, y + ox * c + c0);
     } else {
-      EdgeQ<kSigned>(r, w, init, ix0, in_w, c, c0, m, xz, q, y + ox * c + c0);
+      EdgeQ<kSigned, kFast>(r, w, init, ix0, in_w, c, c0, m, xz, q, y + ox * c + c0);
     }
   }
 }
@@ -203,7 +205,7 @@ struct RowArgs {
 
 // One output row of a 3x3 conv with stride kS from its three input rows (a padded row is a
 // row of zero points).
-template <int kS, bool kSigned>
+template <int kS, bool kSigned, bool kFast>
 STRATA_AVX512BW void Row3x3Q(const uint8_t* const* r, const RowArgs& a, uint8_t* y) {
   const int64_t c = a.c, cp = a.wt->taps.cp, ow = a.out_w;
   // Pixels [lo, hi) have every tap inside the row: ox * kS - pad_left >= 0 and
@@ -226,9 +228,9 @@ STRATA_AVX512BW void Row3x3Q(const uint8_t* const* r, const RowArgs& a, uint8_t*
     q.mult = _mm512_maskz_loadu_ps(m, a.rq->mult + c0);
     q.bias = a.rq->bias && !a.folded ? _mm512_maskz_loadu_epi32(m, a.rq->bias + c0) : _mm512_setzero_si512();
     if (m == 0xFFFF) {
-      SweepRow<kS, kSigned, true>(r, w, init, c, c0, m, xz, q, a.in_w, ow, a.pad_left, lo, hi, y);
+      SweepRow<kS, kSigned, true, kFast>(r, w, init, c, c0, m, xz, q, a.in_w, ow, a.pad_left, lo, hi, y);
     } else {
-      SweepRow<kS, kSigned, false>(r, w, init, c, c0, m, xz, q, a.in_w, ow, a.pad_left, lo, hi, y);
+      SweepRow<kS, kSigned, false, kFast>(r, w, init, c, c0, m, xz, q, a.in_w, ow, a.pad_left, lo, hi, y);
     }
   }
 }
@@ -337,6 +339,13 @@ void Run(const Problem& p, const Weights& wt, float* scratch, ThreadPool* pool) 
                            g.pad_begin[1],
                            -std::numeric_limits<float>::infinity(),
                            std::numeric_limits<float>::infinity()};
+  // The row variant: stride, x's signedness, and whether the sums need the int32 bias or the
+  // NaN handling (rarely: a bias near the int32 range, a non-finite multiplier).
+  using RowFn = void (*)(const uint8_t* const*, const RowArgs&, uint8_t*);
+  static constexpr RowFn kRowFns[2][2][2] = {
+      {{Row3x3Q<1, false, false>, Row3x3Q<1, false, true>}, {Row3x3Q<1, true, false>, Row3x3Q<1, true, true>}},
+      {{Row3x3Q<2, false, false>, Row3x3Q<2, false, true>}, {Row3x3Q<2, true, false>, Row3x3Q<2, true, true>}}};
+  const RowFn row_fn = kRowFns[sh == 1 ? 0 : 1][p.x_signed ? 1 : 0][ra.folded && ra.quick ? 1 : 0];
   auto in_place_fn = [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t b = row / oh, oy = row - b * oh, iy0 = oy * sh - pt;
@@ -346,11 +355,7 @@ void Run(const Problem& p, const Weights& wt, float* scratch, ThreadPool* pool) 
         r[ky] = iy >= 0 && iy < p.h ? p.x + (b * p.h + iy) * p.w * c : pad_row;
       }
       uint8_t* y = p.yq + row * ow * c;
-      if (sh == 1) {
-        p.x_signed ? Row3x3Q<1, true>(r, ra, y) : Row3x3Q<1, false>(r, ra, y);
-      } else {
-        p.x_signed ? Row3x3Q<2, true>(r, ra, y) : Row3x3Q<2, false>(r, ra, y);
-      }
+      row_fn(r, ra, y);
     }
   };
   // A slot of scratch per concurrent call of ring_fn (at most one per pool thread; no heap
@@ -406,8 +411,9 @@ void Run(const Problem& p, const Weights& wt, float* scratch, ThreadPool* pool) 
     busy[slot].store(false, std::memory_order_release);
   };
   const int64_t rows = p.n * oh;
-  // ~16K outputs per chunk, as the float kernel: enough work to amortise a pool wake-up.
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, ow * c));
+  // ~32K outputs per chunk: enough work to amortise a pool wake-up (at 16K a 7x7x960 conv ran
+  // slower on 2 threads than on 1).
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, ow * c));
   auto body = [&](int64_t b, int64_t e) {
     if (in_place) {
       in_place_fn(b, e);
