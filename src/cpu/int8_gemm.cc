@@ -21,6 +21,7 @@
 #include "core/large_pages.h"
 #include "core/threadpool.h"
 #include "cpu/matmul_nbits.h"
+#include "cpu/parallel_by_cpu.h"
 
 namespace strata::int8gemm {
 
@@ -375,9 +376,54 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
                         ? reinterpret_cast<int32_t*>(bytes + (tiles * kRows * b.kp() + 63) / 64 * 64)
                         : nullptr;
   const int threads = pool ? pool->num_threads() : 1;
+  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout, qout, false};
+  if (qout && !a.za_rows && !b.any_offset()) {
+    job.quick_q = true;
+    for (int64_t j = 0; j < b.n() && job.quick_q; ++j) job.quick_q = std::isfinite(qout->mult[j]);
+  }
+  job.block_pairs = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, b.kp() * 2 * kPanel));
+  const double macs =
+      static_cast<double>(a.rows) * static_cast<double>(b.kp()) * static_cast<double>(b.panels() * kPanel);
+  // Many rows against a B that fits in a core's L2 (a conv's positions against its weights):
+  // row tiles in fixed regions per CPU, each packed and multiplied by the thread that owns
+  // it, in one parallel region. A thread then reads the activation rows it wrote in the
+  // previous layer (on 2 vCPUs a read of what the other one wrote runs at about half the
+  // rate), and there is no second fork-join for the packing. Column shares would have each
+  // thread read all of A.
+  if (threads > 1 && macs > 262144.0 && tiles >= 8 * threads && b.kp() * b.panels() * kPanel <= (int64_t{1} << 20)) {
+    if (a.packed) {
+      atiles = const_cast<uint32_t*>(a.packed);
+      rowsum = b.any_offset() ? const_cast<int32_t*>(a.packed_rowsum) : nullptr;
+    }
+    job.atiles = atiles;
+    job.rowsum = rowsum;
+    ParallelRangeByCpu(pool, tiles, 2, [&](int64_t t0, int64_t t1) {
+      if (a.produce) {
+        a.produce(a.produce_ctx, t0, t1);
+      } else if (!a.packed) {
+        const auto* base = static_cast<const uint8_t*>(a.a);
+        const uint8_t* rows[kRows];
+        for (int64_t t = t0; t < t1; ++t) {
+          const int n = static_cast<int>(std::min<int64_t>(kRows, a.rows - t * kRows));
+          for (int i = 0; i < n; ++i) rows[i] = base + (t * kRows + i) * a.lda;
+          PackTile(rows, n, b.k(), b.kp(), a.a_signed, atiles + t * kRows * (b.kp() / 4),
+                   rowsum ? rowsum + t * kRows : nullptr);
+        }
+      }
+      RunPairs(job, 0, job.pairs, t0 * kRows, std::min(a.rows, t1 * kRows));
+    });
+    return;
+  }
   if (a.packed) {
     atiles = const_cast<uint32_t*>(a.packed);
     rowsum = b.any_offset() ? const_cast<int32_t*>(a.packed_rowsum) : nullptr;
+    if (a.produce) {
+      if (threads > 1 && tiles > 1) {
+        pool->Run(tiles, 1, [&](int64_t t0, int64_t t1) { a.produce(a.produce_ctx, t0, t1); });
+      } else {
+        a.produce(a.produce_ctx, 0, tiles);
+      }
+    }
   } else {
     // Whole tiles per task: rows of one tile share cache lines, and two threads writing one
     // tile made a 128 x 3072 A cost more than the GEMM gained from the second thread.
@@ -398,16 +444,10 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
       pack(0, tiles);
     }
   }
-  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout, qout, false};
-  if (qout && !a.za_rows && !b.any_offset()) {
-    job.quick_q = true;
-    for (int64_t j = 0; j < b.n() && job.quick_q; ++j) job.quick_q = std::isfinite(qout->mult[j]);
-  }
-  job.block_pairs = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, b.kp() * 2 * kPanel));
+  job.atiles = atiles;
+  job.rowsum = rowsum;
   // Small products (under ~256K multiply-adds: a GEMV over 256 KiB of B) stay on the calling
   // thread; past that a GEMV is bound by reading B from L3, which two cores do twice as fast.
-  const double macs =
-      static_cast<double>(a.rows) * static_cast<double>(b.kp()) * static_cast<double>(b.panels() * kPanel);
   if (threads <= 1 || macs <= 262144.0) {
     RunPairs(job, 0, job.pairs, 0, a.rows);
   } else if (job.pairs >= 2 * threads || a.rows < 2 * kRows) {

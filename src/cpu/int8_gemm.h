@@ -81,6 +81,12 @@ struct AMatrix {
   // kTileRows * kp / 4, with the row sums in packed_rowsum when B has a column offset.
   const uint32_t* packed = nullptr;
   const int32_t* packed_rowsum = nullptr;
+  // With `packed`: when not null, Gemm calls produce(produce_ctx, t0, t1) to fill tiles
+  // [t0, t1) of `packed` (and their row sums) before it reads them, on the thread that then
+  // multiplies them where it splits by rows, concurrently for disjoint ranges: A made tile
+  // by tile inside the GEMM's parallel region (a convolution's im2col), in the core's caches.
+  void (*produce)(void* ctx, int64_t t0, int64_t t1) = nullptr;
+  void* produce_ctx = nullptr;
 };
 
 inline constexpr int64_t kTileRows = 12;  // rows per packed A tile

@@ -26,6 +26,7 @@
 #include "cpu/int_conv_depthwise.h"
 #include "cpu/int_conv_vnni.h"
 #include "cpu/quantize_common.h"
+#include "cpu/scratch_slots.h"
 #include "cpu/target_clones.h"
 
 namespace strata {
@@ -141,6 +142,30 @@ void Im2Col(const TX* x, int32_t xz, const IntConvShape& s, int64_t c0, int64_t 
     }
   }
 }
+
+// RunVnni's im2col as the GEMM's tile producer: each call gathers through a free slot's tile
+// buffer.
+struct Im2RowProducer {
+  const uint8_t* xt = nullptr;
+  int64_t C = 0;
+  const SpatialGeometry* g = nullptr;
+  uint8_t pad = 0;
+  bool a_signed = false;
+  int64_t kp = 0;
+  uint32_t* tiles = nullptr;
+  int32_t* rowsum = nullptr;
+  ScratchSlots* busy = nullptr;
+  uint8_t* bufs = nullptr;
+  int64_t buf_bytes = 0;
+
+  static void Produce(void* ctx, int64_t t0, int64_t t1) {
+    auto& p = *static_cast<Im2RowProducer*>(ctx);
+    const int64_t slot = p.busy->Acquire();
+    int8conv::Im2RowTiles(p.xt, p.C, *p.g, p.pad, p.a_signed, p.kp, p.tiles, p.rowsum, p.bufs + slot * p.buf_bytes, t0,
+                          t1);
+    p.busy->Release(slot);
+  }
+};
 
 class IntConvKernel final : public OpKernel, public PacksConstantInputs {
  public:
@@ -436,14 +461,15 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
       ASSIGN_OR_RETURN(xt, AllocateIntScratch(DataType::kUInt8, s.C * s.in_size, ctx.allocator(), node));
     }
     // Im2col rows go straight into the GEMM's packed A (in gs, laid out as Gemm would pack it:
-    // tiles, then the row sums), through one tile of rows per task in `tile_rows`.
+    // tiles, then the row sums), made by the GEMM's own threads (AMatrix::produce) through one
+    // tile of rows per concurrent chunk in `tile_rows`.
     Tensor tile_rows;
+    const int64_t slots = SlotsFor(ctx.pool()), slot_bytes = int8gemm::kTileRows * s.rows + int8conv::kIm2RowSlack;
     if (!direct) {
-      ASSIGN_OR_RETURN(tile_rows, AllocateIntScratch(DataType::kUInt8,
-                                                     int8conv::Im2RowPackedTasks(s.out_size, ctx.pool()) *
-                                                         (int8gemm::kTileRows * s.rows + int8conv::kIm2RowSlack),
-                                                     ctx.allocator(), node));
+      ASSIGN_OR_RETURN(tile_rows, AllocateIntScratch(DataType::kUInt8, slots * slot_bytes, ctx.allocator(), node));
     }
+    ScratchSlots busy(direct ? 1 : slots);
+    Im2RowProducer producer;
     // The NHWC QLinearConv requantizes in the GEMM's store; the others go through int32.
     const bool direct_out = nhwc_ && qlinear_;
     Tensor acc;
@@ -471,10 +497,12 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
                               ? reinterpret_cast<int32_t*>(gs.mutable_data<uint8_t>() +
                                                            (tiles * int8gemm::kTileRows * kp + 63) / 64 * 64)
                               : nullptr;
-        int8conv::Im2RowPacked(xtp, s.C, s.g, static_cast<uint8_t>(xz), am.a_signed, kp, packed, rowsum,
-                               tile_rows.mutable_data<uint8_t>(), pool);
+        producer = Im2RowProducer{xtp,    s.C,    &s.g,  static_cast<uint8_t>(xz),          am.a_signed, kp,
+                                  packed, rowsum, &busy, tile_rows.mutable_data<uint8_t>(), slot_bytes};
         am.packed = packed;
         am.packed_rowsum = rowsum;
+        am.produce = Im2RowProducer::Produce;
+        am.produce_ctx = &producer;
       }
       uint8_t* yb = !qlinear_                ? nullptr
                     : yt == DataType::kUInt8 ? y->mutable_data<uint8_t>()

@@ -6,7 +6,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -15,6 +14,7 @@
 #include "core/threadpool.h"
 #include "cpu/parallel_by_cpu.h"
 #include "cpu/quantize_common.h"
+#include "cpu/scratch_slots.h"
 
 namespace strata::int8dw {
 namespace {
@@ -253,8 +253,6 @@ int64_t SlotFloats(const Problem& p, const Weights& wt) {
   return RingRows(wt.taps, p.g) * p.w * p.c + 2 * p.g.out[1] * p.c;
 }
 
-int64_t Slots(ThreadPool* pool) { return pool ? pool->num_threads() + 1 : 1; }
-
 // The in-place path's per-call data after the slots: the sums' start [cp] and a row of zero
 // points (the vertical padding), w * c bytes.
 int64_t CallFloats(const Problem& p, const Weights& wt) {
@@ -290,7 +288,7 @@ Weights Pack(const Tensor& w, const Tensor* wzp) {
 }
 
 int64_t ScratchFloats(const Problem& p, const Weights& wt, ThreadPool* pool) {
-  return Slots(pool) * SlotFloats(p, wt) + CallFloats(p, wt);
+  return SlotsFor(pool) * SlotFloats(p, wt) + CallFloats(p, wt);
 }
 
 void Run(const Problem& p, const Weights& wt, float* scratch, ThreadPool* pool) {
@@ -298,7 +296,7 @@ void Run(const Problem& p, const Weights& wt, float* scratch, ThreadPool* pool) 
   const int64_t oh = g.out[0], ow = g.out[1], c = p.c, kh = wt.taps.kh;
   if (p.n == 0 || oh == 0 || ow == 0 || c == 0) return;
   const int64_t sh = g.strides[0], dh = g.dilations[0], pt = g.pad_begin[0];
-  const int64_t slot_floats = SlotFloats(p, wt), slots = Slots(pool);
+  const int64_t slot_floats = SlotFloats(p, wt), slots = SlotsFor(pool);
   const bool in_place = InPlace(p, wt);
   RowArgs ra;
   const uint8_t* pad_row = nullptr;
@@ -358,20 +356,11 @@ void Run(const Problem& p, const Weights& wt, float* scratch, ThreadPool* pool) 
       row_fn(r, ra, y);
     }
   };
-  // A slot of scratch per concurrent call of ring_fn (at most one per pool thread; no heap
-  // allocation per run below 64 threads).
-  std::atomic<bool> busy_small[64];
-  std::unique_ptr<std::atomic<bool>[]> busy_big(slots > 64 ? new std::atomic<bool>[static_cast<size_t>(slots)]
-                                                           : nullptr);
-  std::atomic<bool>* busy = slots > 64 ? busy_big.get() : busy_small;
-  for (int64_t s = 0; s < slots; ++s) busy[s].store(false, std::memory_order_relaxed);
+  // A slot of scratch per concurrent call of ring_fn.
+  ScratchSlots busy(slots);
   const int64_t ring = in_place ? 0 : RingRows(wt.taps, g);
   auto ring_fn = [&](int64_t begin, int64_t end) {
-    int64_t slot = 0;
-    for (;; slot = (slot + 1) % slots) {
-      bool expected = false;
-      if (busy[slot].compare_exchange_strong(expected, true, std::memory_order_acquire)) break;
-    }
+    const int64_t slot = busy.Acquire();
     float* rows_buf = scratch + slot * slot_floats;
     float* out = rows_buf + ring * p.w * c;
     // The image row each ring slot holds (-1: none yet): rows are converted once per call.
@@ -408,7 +397,7 @@ void Run(const Problem& p, const Weights& wt, float* scratch, ThreadPool* pool) 
       StoreRow(out, n * ow, c, p.rq, p.yq ? p.yq + o : nullptr, p.y32 ? p.y32 + o : nullptr);
       row += n;
     }
-    busy[slot].store(false, std::memory_order_release);
+    busy.Release(slot);
   };
   const int64_t rows = p.n * oh;
   // ~32K outputs per chunk: enough work to amortise a pool wake-up (at 16K a 7x7x960 conv ran

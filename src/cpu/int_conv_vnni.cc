@@ -281,34 +281,16 @@ STRATA_AVX512BW void Im2RowRange(const uint8_t* xt, int64_t C, const SpatialGeom
 
 }  // namespace
 
-int Im2RowPackedTasks(int64_t positions, ThreadPool* pool) {
-  const int64_t tiles = (positions + int8gemm::kTileRows - 1) / int8gemm::kTileRows;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(pool ? pool->num_threads() : 1, tiles)));
-}
-
-void Im2RowPacked(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, bool a_signed, int64_t kp,
-                  uint32_t* tiles, int32_t* rowsum, uint8_t* buf, ThreadPool* pool) {
+void Im2RowTiles(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, bool a_signed, int64_t kp,
+                 uint32_t* tiles, int32_t* rowsum, uint8_t* buf, int64_t t0, int64_t t1) {
   const int64_t out_size = g.OutSize(), K = g.KernelSize() * C, T = int8gemm::kTileRows;
-  const int64_t ntiles = (out_size + T - 1) / T;
-  const int tasks = Im2RowPackedTasks(out_size, pool);
-  // One task per thread, each with its own tile of rows in `buf` (in L1/L2 while packed).
-  auto task = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      uint8_t* local = buf + t * (T * K + kIm2RowSlack);
-      const uint8_t* ptrs[16];
-      for (int64_t i = 0; i < T; ++i) ptrs[i] = local + i * K;
-      for (int64_t tile = t * ntiles / tasks; tile < (t + 1) * ntiles / tasks; ++tile) {
-        const int64_t o0 = tile * T, o1 = std::min(out_size, o0 + T);
-        Im2RowRange(xt, C, g, pad, local, o0, o1);
-        int8gemm::PackTile(ptrs, static_cast<int>(o1 - o0), K, kp, a_signed, tiles + tile * T * (kp / 4),
-                           rowsum ? rowsum + o0 : nullptr);
-      }
-    }
-  };
-  if (pool && tasks > 1) {
-    pool->ParallelFor(tasks, 1, task);
-  } else {
-    task(0, tasks);
+  const uint8_t* ptrs[16];
+  for (int64_t i = 0; i < T; ++i) ptrs[i] = buf + i * K;
+  for (int64_t tile = t0; tile < t1; ++tile) {
+    const int64_t o0 = tile * T, o1 = std::min(out_size, o0 + T);
+    Im2RowRange(xt, C, g, pad, buf, o0, o1);
+    int8gemm::PackTile(ptrs, static_cast<int>(o1 - o0), K, kp, a_signed, tiles + tile * T * (kp / 4),
+                       rowsum ? rowsum + o0 : nullptr);
   }
 }
 

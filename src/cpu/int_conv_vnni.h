@@ -24,15 +24,14 @@ void ToNhwc(const uint8_t* x, int64_t C, int64_t positions, uint8_t* xt, ThreadP
 void ToNchw(const uint8_t* xt, int64_t C, int64_t positions, uint8_t* x, ThreadPool* pool);
 
 // Im2col straight into the VNNI GEMM's packed A (int8gemm::PackTile's layout, kp = K rounded
-// up to 4, K = taps * C): row o holds xt[input position of (o, tap k)][c] at k * C + c, or
-// `pad` (the zero point's byte) where tap k of output position o falls in the padding. Each
-// tile of int8gemm::kTileRows positions is gathered into `buf` and packed at once. `buf` holds
-// Im2RowPackedTasks(positions, pool) * (kTileRows * K + kIm2RowSlack) bytes; rowsum
-// (positions values) is written when not null. xt is one NHWC image of g.in.
+// up to 4, K = taps * C), tiles [t0, t1) of int8gemm::kTileRows output positions: row o holds
+// xt[input position of (o, tap k)][c] at k * C + c, or `pad` (the zero point's byte) where tap
+// k of output position o falls in the padding. Each tile is gathered into `buf` (kTileRows *
+// K + kIm2RowSlack bytes, the calling thread's own) and packed at once. rowsum (a value per
+// position) is written when not null. xt is one NHWC image of g.in.
 inline constexpr int64_t kIm2RowSlack = 64;
-int Im2RowPackedTasks(int64_t positions, ThreadPool* pool);
-void Im2RowPacked(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, bool a_signed, int64_t kp,
-                  uint32_t* tiles, int32_t* rowsum, uint8_t* buf, ThreadPool* pool);
+void Im2RowTiles(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, bool a_signed, int64_t kp,
+                 uint32_t* tiles, int32_t* rowsum, uint8_t* buf, int64_t t0, int64_t t1);
 
 // QLinearConv's output stage: y[m][o] = saturate(round(float(acc[o][m] + bias[m]) * mult[m]) + z),
 // rounding half to even, NaN to 0, saturating to uint8 or int8: the float operations of the
