@@ -77,6 +77,10 @@ std::vector<Geo> Geometries() {
       {{2, 3}, {3, 3}, {1, 1}, {1, 1}, {2, 2, 2, 2}},                    // more padding than image
       {{17}, {5}, {2}, {1}, {2, 1}},                                     // 1-D
       {{3, 4, 5}, {2, 3, 3}, {1, 2, 1}, {1, 1, 1}, {0, 1, 1, 1, 1, 1}},  // 3-D
+      // Enough positions (34-35 tiles of 12) for the GEMM's row split at 2 threads, with the
+      // im2col made inside it (AMatrix::produce) for the 3x3.
+      {{20, 21}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+      {{19, 21}, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}},
   };
 }
 
