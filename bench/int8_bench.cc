@@ -4,7 +4,7 @@
 // BM_GemmConstB at the same shapes). STRATA_INT8_GEMM=0 times the int16 reference kernel.
 //   strata_kernel_bench --benchmark_filter=BM_MatMulInteger
 // Also the layout pass's NHWC QLinearConv at mobilenet_v2_qdq's shapes (a static int8 model):
-// the 3x3/2 stem of 3 channels, a 1x1 expansion of 16 channels, depthwise 3x3 at stride 1 and 2.
+// the 3x3/2 stem of 3 channels (and resnet's 7x7/2), a 1x1 expansion of 16 channels, depthwise 3x3 at stride 1 and 2.
 //   strata_kernel_bench --benchmark_filter=BM_NhwcQLinearConv
 #include <benchmark/benchmark.h>
 
@@ -62,6 +62,7 @@ BENCHMARK_CAPTURE(BM_MatMulInteger, 128x768x3072, 128, 768, 3072) THREADS;
 BENCHMARK_CAPTURE(BM_MatMulInteger, 64x2304x768, 64, 2304, 768) THREADS;
 BENCHMARK_CAPTURE(BM_MatMulInteger, 1x1024x1024, 1, 1024, 1024) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcQLinearConv, stem_224_3to32_3x3s2, 224, 3, 32, 3, 2, 1) THREADS;
+BENCHMARK_CAPTURE(BM_NhwcQLinearConv, stem_224_3to64_7x7s2, 224, 3, 64, 7, 2, 1) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcQLinearConv, pw_112_16to96, 112, 16, 96, 1, 1, 1) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcQLinearConv, dw_56_144_s1, 56, 144, 144, 3, 1, 144) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcQLinearConv, dw_112_96_s2, 112, 96, 96, 3, 2, 96) THREADS;

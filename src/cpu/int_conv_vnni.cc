@@ -149,15 +149,30 @@ void ToNchw(const uint8_t* xt, int64_t C, int64_t positions, uint8_t* x, ThreadP
 
 namespace {
 
-// Im2RowRange for 2-D taps whose kernel row is one run of at most 16 bytes (a 3x3 stem of 3
-// channels: 9): one masked 16-byte load and store per kernel row of an interior position, in
-// a loop with few live values (the general loop's spills were most of such a stem's time).
+// One masked move of a kernel row's run (n <= kBytes bytes), or kBytes of `pad`; the store is
+// whole (kIm2RowSlack covers the excess past a tile's last row).
+template <int kBytes>
+STRATA_AVX512BW inline void MoveRun(uint8_t* d, const uint8_t* s, int64_t n, bool in, uint8_t pad) {
+  if constexpr (kBytes == 16) {
+    const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d),
+                     in ? _mm_maskz_loadu_epi8(m, s) : _mm_set1_epi8(static_cast<char>(pad)));
+  } else {
+    const __mmask32 m = n >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d),
+                        in ? _mm256_maskz_loadu_epi8(m, s) : _mm256_set1_epi8(static_cast<char>(pad)));
+  }
+}
+
+// Im2RowRange for 2-D taps whose kernel row is one run of at most 32 bytes (a 3x3 stem of 3
+// channels: 9; a 7x7 one: 21): one masked 16- or 32-byte load and store per kernel row of an
+// interior position, in a loop with few live values (the general loop's spills were most of
+// such a stem's time).
+template <int kBytes>
 STRATA_AVX512BW void Im2RowShortRuns(const uint8_t* xt, int64_t C, const SpatialGeometry& g, uint8_t pad, uint8_t* rows,
                                      int64_t o0, int64_t o1) {
   const int64_t kl = g.kernel[1], kh = g.kernel[0], iw = g.in[1], ih = g.in[0], run = kl * C, K = kh * run;
   const int64_t sx = g.strides[1], sy = g.strides[0], px = g.pad_begin[1], py = g.pad_begin[0], ow = g.out[1];
-  const __mmask16 m = static_cast<__mmask16>((1u << run) - 1);
-  const __m128i padv = _mm_set1_epi8(static_cast<char>(pad));
   int64_t oy = o0 / ow, ox = o0 % ow;
   for (int64_t o = o0; o < o1; ++o) {
     uint8_t* dst = rows + (o - o0) * K;
@@ -166,17 +181,16 @@ STRATA_AVX512BW void Im2RowShortRuns(const uint8_t* xt, int64_t C, const Spatial
       const uint8_t* src = xt + ix0 * C;
       for (int64_t ky = 0; ky < kh; ++ky) {
         const int64_t iy = iy0 + ky;
-        const __m128i v = iy >= 0 && iy < ih ? _mm_maskz_loadu_epi8(m, src + iy * iw * C) : padv;
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + ky * run), v);
+        const bool in = iy >= 0 && iy < ih;
+        MoveRun<kBytes>(dst + ky * run, in ? src + iy * iw * C : src, run, in, pad);
       }
-    } else {  // a tap column in the padding: byte by byte
+    } else {  // tap columns in the padding: the run's in-bounds part over a row of pad bytes
+      const int64_t lo = std::min(kl, std::max<int64_t>(0, -ix0)), hi = std::max(lo, std::min(kl, iw - ix0));
       for (int64_t ky = 0; ky < kh; ++ky) {
         const int64_t iy = iy0 + ky;
-        for (int64_t kx = 0; kx < kl; ++kx) {
-          const int64_t ix = ix0 + kx;
-          const bool in = iy >= 0 && iy < ih && ix >= 0 && ix < iw;
-          for (int64_t c = 0; c < C; ++c) dst[ky * run + kx * C + c] = in ? xt[(iy * iw + ix) * C + c] : pad;
-        }
+        MoveRun<kBytes>(dst + ky * run, nullptr, run, false, pad);
+        if (iy >= 0 && iy < ih && hi > lo)
+          std::memcpy(dst + ky * run + lo * C, xt + (iy * iw + ix0 + lo) * C, static_cast<size_t>((hi - lo) * C));
       }
     }
     if (++ox == ow) {
@@ -194,7 +208,10 @@ STRATA_AVX512BW void Im2RowRange(const uint8_t* xt, int64_t C, const SpatialGeom
   const int64_t k_size = g.KernelSize();
   const int64_t kl = g.kernel[last], iw = g.in[last], st = g.strides[last], dl = g.dilations[last];
   const int64_t pb = g.pad_begin[last], K = k_size * C, outer_k = k_size / kl;
-  if (sp == 2 && dl == 1 && kl * C <= 16 && g.dilations[0] == 1) return Im2RowShortRuns(xt, C, g, pad, rows, o0, o1);
+  if (sp == 2 && dl == 1 && kl * C <= 32 && g.dilations[0] == 1) {
+    if (kl * C <= 16) return Im2RowShortRuns<16>(xt, C, g, pad, rows, o0, o1);
+    return Im2RowShortRuns<32>(xt, C, g, pad, rows, o0, o1);
+  }
   if (sp == 2) {  // the common case, with scalar counters
     const int64_t ow = g.out[1], kh = g.kernel[0], ih = g.in[0], sh = g.strides[0], dh = g.dilations[0];
     const int64_t ph = g.pad_begin[0];
