@@ -21,6 +21,7 @@
 #include "core/layout_pass.h"
 #include "core/threadpool.h"
 #include "cpu/fn_kernel_def.h"
+#include "cpu/parallel_by_cpu.h"
 #include "cpu/quantize_common.h"
 
 namespace strata {
@@ -114,11 +115,14 @@ Status QdqAdd(KernelContext& ctx) {
       QdqAddPlain(ab + i0, bb + i0, i1 - i0, p, yb + i0);
     }
   };
-  // Parts of 16K values over the pool from 64K (each value alone: any split, the same bytes).
+  // Parts of 16K values over the pool from 64K (each value alone: any split, the same bytes),
+  // in fixed per-CPU regions: a thread reads the bytes its CPU's share of the convs before
+  // wrote (dynamic parts had the two vCPUs read each other's writes: the sums took as long
+  // on 2 threads as on 1).
   constexpr int64_t kPart = 16384;
   if (ctx.pool() && n >= 4 * kPart) {
-    ctx.pool()->ParallelFor((n + kPart - 1) / kPart, 1,
-                            [&](int64_t p0, int64_t p1) { body(p0 * kPart, std::min(n, p1 * kPart)); });
+    ParallelRangeByCpu(ctx.pool(), (n + kPart - 1) / kPart, 1,
+                       [&](int64_t p0, int64_t p1) { body(p0 * kPart, std::min(n, p1 * kPart)); });
   } else if (n > 0) {
     body(0, n);
   }

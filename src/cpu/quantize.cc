@@ -14,6 +14,7 @@
 #include "core/kernel.h"
 #include "core/threadpool.h"
 #include "cpu/fn_kernel_def.h"
+#include "cpu/parallel_by_cpu.h"
 #include "cpu/quantize_common.h"
 #include "cpu/register.h"
 
@@ -138,8 +139,9 @@ void SplitValues(ThreadPool* pool, int64_t n, const F& body) {
     body(0, n);
     return;
   }
-  pool->ParallelFor((n + kPart - 1) / kPart, 1,
-                    [&](int64_t p0, int64_t p1) { body(p0 * kPart, std::min(n, p1 * kPart)); });
+  // Fixed per-CPU regions: a thread reads what its CPU wrote before (see qdq_add.cc).
+  ParallelRangeByCpu(pool, (n + kPart - 1) / kPart, 1,
+                     [&](int64_t p0, int64_t p1) { body(p0 * kPart, std::min(n, p1 * kPart)); });
 }
 }  // namespace
 
