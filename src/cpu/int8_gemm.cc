@@ -75,6 +75,52 @@ constexpr std::array<TileFn, sizeof...(MR)> TileTable(std::integer_sequence<int,
 constexpr std::array<TileFn, kRows> kTiles1 = TileTable<1>(std::make_integer_sequence<int, kRows>{});
 constexpr std::array<TileFn, kRows> kTiles2 = TileTable<2>(std::make_integer_sequence<int, kRows>{});
 
+// Tile with A read in place: MR rows of K bytes, lda apart (an NHWC image under a 1x1 conv),
+// for an unsigned A whose K is a multiple of 4 and a B without a column offset (no row sums
+// needed), so no packing pass. Row m's 4 bytes at step q are at a + m * lda + 4q: three
+// moving bases (rows 0, 4, 8) plus lda and 3 * lda address all twelve rows.
+template <int MR, int NP>
+STRATA_VNNI void TileDirect(const uint8_t* a, int64_t lda, int64_t kq, const int8_t* bp, int64_t panel_stride,
+                            int32_t* out, const int8_t* pf) {
+  __m512i acc0[MR], acc1[MR];
+#pragma GCC unroll 16
+  for (int m = 0; m < MR; ++m) acc0[m] = acc1[m] = _mm512_setzero_si512();
+  const int8_t* bp1 = bp + panel_stride;
+  const int64_t lda3 = 3 * lda;
+  const uint8_t* base[3] = {a, a + 4 * lda, a + 8 * lda};
+  for (int64_t q = 0; q < kq; ++q) {
+    const __m512i b0 = _mm512_load_si512(bp + q * 64);
+    const __m512i b1 = NP == 2 ? _mm512_load_si512(bp1 + q * 64) : b0;
+    if (pf) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf + q * 128), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pf + q * 128 + 64), _MM_HINT_T0);
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m) {
+      const uint8_t* r = base[m / 4] + 4 * q;
+      const int64_t off = m % 4 == 0 ? 0 : m % 4 == 1 ? lda : m % 4 == 2 ? 2 * lda : lda3;
+      int32_t v;
+      std::memcpy(&v, r + off, 4);
+      const __m512i av = _mm512_set1_epi32(v);
+      acc0[m] = _mm512_dpbusd_epi32(acc0[m], av, b0);
+      if constexpr (NP == 2) acc1[m] = _mm512_dpbusd_epi32(acc1[m], av, b1);
+    }
+  }
+#pragma GCC unroll 16
+  for (int m = 0; m < MR; ++m) {
+    _mm512_store_si512(out + m * 32, acc0[m]);
+    if constexpr (NP == 2) _mm512_store_si512(out + m * 32 + 16, acc1[m]);
+  }
+}
+
+using TileDirectFn = void (*)(const uint8_t*, int64_t, int64_t, const int8_t*, int64_t, int32_t*, const int8_t*);
+template <int NP, int... MR>
+constexpr std::array<TileDirectFn, sizeof...(MR)> TileDirectTable(std::integer_sequence<int, MR...>) {
+  return {&TileDirect<MR + 1, NP>...};
+}
+constexpr std::array<TileDirectFn, kRows> kDirect1 = TileDirectTable<1>(std::make_integer_sequence<int, kRows>{});
+constexpr std::array<TileDirectFn, kRows> kDirect2 = TileDirectTable<2>(std::make_integer_sequence<int, kRows>{});
+
 // Row r, columns [j0, j0 + cols) of C from the tile's raw dots: the zero-point terms, then a
 // masked store of the int32 sums or of their float form (FloatOut).
 STRATA_VNNI void StoreRow(const int32_t* raw, const PackedB& b, int64_t j0, int64_t cols, uint32_t za, uint32_t rowterm,
@@ -142,7 +188,7 @@ struct Job {
   const PackedB* b;
   int32_t* c;
   int64_t ldc;
-  const uint32_t* atiles;  // A packed: tile t at atiles + t * kRows * kq
+  const uint32_t* atiles;  // A packed: tile t at atiles + t * kRows * kq; null: A read in place
   const int32_t* rowsum;   // nullptr: B has no column offset
   int64_t pairs;           // panel pairs (the last may hold one panel)
   int64_t block_pairs;     // pairs per L2 block
@@ -196,7 +242,7 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
     const int64_t blk_end = std::min(pair1, blk + job.block_pairs);
     for (int64_t r0 = row0; r0 < row1; r0 += kRows) {
       const int64_t nr = std::min<int64_t>(kRows, row1 - r0);
-      const uint32_t* tile = job.atiles + (r0 / kRows) * kRows * kq;
+      const uint32_t* tile = job.atiles ? job.atiles + (r0 / kRows) * kRows * kq : nullptr;
       for (int64_t pr = blk; pr < blk_end; ++pr) {
         const int64_t p = pr * 2;
         // The first row tile of a block brings its B in (from memory when the model's weights
@@ -206,7 +252,13 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
         // took their slots (mlp_dynq at 1 thread 0.024-0.028 -> 0.030-0.045 ms with them).
         // gpt2_dynq at 1 thread, alternating processes: 10.7-12.0 -> 9.0-11.1 ms.
         const int8_t* pf = r0 == row0 && row1 - row0 > kRows && pr + 1 < pair1 ? b.panel(p + 2) : nullptr;
-        (p + 1 < panels ? kTiles2 : kTiles1)[static_cast<size_t>(nr - 1)](tile, kq, b.panel(p), panel_stride, raw, pf);
+        if (job.atiles) {
+          (p + 1 < panels ? kTiles2 : kTiles1)[static_cast<size_t>(nr - 1)](tile, kq, b.panel(p), panel_stride, raw,
+                                                                            pf);
+        } else {
+          (p + 1 < panels ? kDirect2 : kDirect1)[static_cast<size_t>(nr - 1)](
+              static_cast<const uint8_t*>(a.a) + r0 * a.lda, a.lda, kq, b.panel(p), panel_stride, raw, pf);
+        }
         const int64_t j0 = p * kPanel, cols = std::min<int64_t>(2 * kPanel, b.n() - j0);
         if (job.quick_q) {
           QuantRows(job, raw, nr, r0, j0, cols);
@@ -376,6 +428,9 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
                         ? reinterpret_cast<int32_t*>(bytes + (tiles * kRows * b.kp() + 63) / 64 * 64)
                         : nullptr;
   const int threads = pool ? pool->num_threads() : 1;
+  // A read where it lies (TileDirect) instead of packed: no packing pass.
+  const bool in_place =
+      a.read_in_place && a.a && !a.packed && !a.produce && !a.a_signed && !b.any_offset() && b.k() == b.kp();
   Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout, qout, false};
   if (qout && !a.za_rows && !b.any_offset()) {
     job.quick_q = true;
@@ -395,12 +450,12 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
       atiles = const_cast<uint32_t*>(a.packed);
       rowsum = b.any_offset() ? const_cast<int32_t*>(a.packed_rowsum) : nullptr;
     }
-    job.atiles = atiles;
+    job.atiles = in_place ? nullptr : atiles;
     job.rowsum = rowsum;
     ParallelRangeByCpu(pool, tiles, 2, [&](int64_t t0, int64_t t1) {
       if (a.produce) {
         a.produce(a.produce_ctx, t0, t1);
-      } else if (!a.packed) {
+      } else if (!a.packed && !in_place) {
         const auto* base = static_cast<const uint8_t*>(a.a);
         const uint8_t* rows[kRows];
         for (int64_t t = t0; t < t1; ++t) {
@@ -438,13 +493,15 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
       }
     };
     const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, kRows * b.kp()));
-    if (threads > 1 && tiles > grain) {
+    if (in_place) {
+      // nothing to pack
+    } else if (threads > 1 && tiles > grain) {
       pool->Run(tiles, grain, pack);
     } else {
       pack(0, tiles);
     }
   }
-  job.atiles = atiles;
+  job.atiles = in_place ? nullptr : atiles;
   job.rowsum = rowsum;
   // Small products (under ~256K multiply-adds: a GEMV over 256 KiB of B) stay on the calling
   // thread; past that a GEMV is bound by reading B from L3, which two cores do twice as fast.

@@ -87,6 +87,9 @@ struct AMatrix {
   // by tile inside the GEMM's parallel region (a convolution's im2col), in the core's caches.
   void (*produce)(void* ctx, int64_t t0, int64_t t1) = nullptr;
   void* produce_ctx = nullptr;
+  // The caller allows `a` to be read where it lies, without the packing pass, where the GEMM
+  // can (unsigned A, K a multiple of 4, B without a column offset): a 1x1 conv's NHWC image.
+  bool read_in_place = false;
 };
 
 inline constexpr int64_t kTileRows = 12;  // rows per packed A tile

@@ -507,6 +507,7 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
       }
       if (direct) {
         am.a = xtp;
+        am.read_in_place = true;
       } else {
         const int64_t kp = vnni_->kp(), tiles = (s.out_size + int8gemm::kTileRows - 1) / int8gemm::kTileRows;
         auto* packed = reinterpret_cast<uint32_t*>(gs.mutable_data<uint8_t>());
