@@ -36,58 +36,22 @@ bool Mul(int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b,
 
 // out[m][p * 16 + c] = A row m . panel p column c, for MR rows and NP panels. A is a packed
 // tile: [kq][kRows] groups of 4 bytes, so one pointer serves every row (12 row pointers
-// made GCC spill registers in the loop). The accumulators are two arrays with the loops
-// unrolled, as in the bf16 GEMM, which keeps all 2 * MR of them in registers.
-template <int MR, int NP>
-STRATA_VNNI void Tile(const uint32_t* a, int64_t kq, const int8_t* bp, int64_t panel_stride, int32_t* out,
+// made GCC spill registers in the loop); or, kDirect, MR rows of K bytes lda apart read in
+// place (a 1x1 conv's NHWC image: unsigned, K a multiple of 4, no row sums needed), row m's 4
+// bytes at step q at a + m * lda + 4q: three moving bases (rows 0, 4, 8) plus lda and 3 * lda
+// address all twelve rows. The accumulators are two arrays with the loops unrolled, as in
+// the bf16 GEMM, which keeps all 2 * MR of them in registers.
+template <int MR, int NP, bool kDirect>
+STRATA_VNNI void Tile(const void* a, int64_t lda, int64_t kq, const int8_t* bp, int64_t panel_stride, int32_t* out,
                       const int8_t* pf) {
   __m512i acc0[MR], acc1[MR];
 #pragma GCC unroll 16
   for (int m = 0; m < MR; ++m) acc0[m] = acc1[m] = _mm512_setzero_si512();
   const int8_t* bp1 = bp + panel_stride;
-  for (int64_t q = 0; q < kq; ++q) {
-    const __m512i b0 = _mm512_load_si512(bp + q * 64);
-    const __m512i b1 = NP == 2 ? _mm512_load_si512(bp1 + q * 64) : b0;
-    if (pf) {
-      _mm_prefetch(reinterpret_cast<const char*>(pf + q * 128), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(pf + q * 128 + 64), _MM_HINT_T0);
-    }
-#pragma GCC unroll 16
-    for (int m = 0; m < MR; ++m) {
-      const __m512i av = _mm512_set1_epi32(static_cast<int32_t>(a[q * kRows + m]));
-      acc0[m] = _mm512_dpbusd_epi32(acc0[m], av, b0);
-      if constexpr (NP == 2) acc1[m] = _mm512_dpbusd_epi32(acc1[m], av, b1);
-    }
-  }
-#pragma GCC unroll 16
-  for (int m = 0; m < MR; ++m) {
-    _mm512_store_si512(out + m * 32, acc0[m]);
-    if constexpr (NP == 2) _mm512_store_si512(out + m * 32 + 16, acc1[m]);
-  }
-}
-
-using TileFn = void (*)(const uint32_t*, int64_t, const int8_t*, int64_t, int32_t*, const int8_t*);
-template <int NP, int... MR>
-constexpr std::array<TileFn, sizeof...(MR)> TileTable(std::integer_sequence<int, MR...>) {
-  return {&Tile<MR + 1, NP>...};
-}
-// [rows - 1]: a tile of exactly the rows there are (a GEMV runs 1-row tiles).
-constexpr std::array<TileFn, kRows> kTiles1 = TileTable<1>(std::make_integer_sequence<int, kRows>{});
-constexpr std::array<TileFn, kRows> kTiles2 = TileTable<2>(std::make_integer_sequence<int, kRows>{});
-
-// Tile with A read in place: MR rows of K bytes, lda apart (an NHWC image under a 1x1 conv),
-// for an unsigned A whose K is a multiple of 4 and a B without a column offset (no row sums
-// needed), so no packing pass. Row m's 4 bytes at step q are at a + m * lda + 4q: three
-// moving bases (rows 0, 4, 8) plus lda and 3 * lda address all twelve rows.
-template <int MR, int NP>
-STRATA_VNNI void TileDirect(const uint8_t* a, int64_t lda, int64_t kq, const int8_t* bp, int64_t panel_stride,
-                            int32_t* out, const int8_t* pf) {
-  __m512i acc0[MR], acc1[MR];
-#pragma GCC unroll 16
-  for (int m = 0; m < MR; ++m) acc0[m] = acc1[m] = _mm512_setzero_si512();
-  const int8_t* bp1 = bp + panel_stride;
+  const auto* packed = static_cast<const uint32_t*>(a);
+  const auto* rows = static_cast<const uint8_t*>(a);
   const int64_t lda3 = 3 * lda;
-  const uint8_t* base[3] = {a, a + 4 * lda, a + 8 * lda};
+  const uint8_t* base[3] = {rows, rows + 4 * lda, rows + 8 * lda};
   for (int64_t q = 0; q < kq; ++q) {
     const __m512i b0 = _mm512_load_si512(bp + q * 64);
     const __m512i b1 = NP == 2 ? _mm512_load_si512(bp1 + q * 64) : b0;
@@ -97,10 +61,13 @@ STRATA_VNNI void TileDirect(const uint8_t* a, int64_t lda, int64_t kq, const int
     }
 #pragma GCC unroll 16
     for (int m = 0; m < MR; ++m) {
-      const uint8_t* r = base[m / 4] + 4 * q;
-      const int64_t off = m % 4 == 0 ? 0 : m % 4 == 1 ? lda : m % 4 == 2 ? 2 * lda : lda3;
       int32_t v;
-      std::memcpy(&v, r + off, 4);
+      if constexpr (kDirect) {
+        const int64_t off = m % 4 == 0 ? 0 : m % 4 == 1 ? lda : m % 4 == 2 ? 2 * lda : lda3;
+        std::memcpy(&v, base[m / 4] + 4 * q + off, 4);
+      } else {
+        v = static_cast<int32_t>(packed[q * kRows + m]);
+      }
       const __m512i av = _mm512_set1_epi32(v);
       acc0[m] = _mm512_dpbusd_epi32(acc0[m], av, b0);
       if constexpr (NP == 2) acc1[m] = _mm512_dpbusd_epi32(acc1[m], av, b1);
@@ -113,13 +80,16 @@ STRATA_VNNI void TileDirect(const uint8_t* a, int64_t lda, int64_t kq, const int
   }
 }
 
-using TileDirectFn = void (*)(const uint8_t*, int64_t, int64_t, const int8_t*, int64_t, int32_t*, const int8_t*);
-template <int NP, int... MR>
-constexpr std::array<TileDirectFn, sizeof...(MR)> TileDirectTable(std::integer_sequence<int, MR...>) {
-  return {&TileDirect<MR + 1, NP>...};
+using TileFn = void (*)(const void*, int64_t, int64_t, const int8_t*, int64_t, int32_t*, const int8_t*);
+template <int NP, bool kDirect, int... MR>
+constexpr std::array<TileFn, sizeof...(MR)> TileTable(std::integer_sequence<int, MR...>) {
+  return {&Tile<MR + 1, NP, kDirect>...};
 }
-constexpr std::array<TileDirectFn, kRows> kDirect1 = TileDirectTable<1>(std::make_integer_sequence<int, kRows>{});
-constexpr std::array<TileDirectFn, kRows> kDirect2 = TileDirectTable<2>(std::make_integer_sequence<int, kRows>{});
+// [rows - 1]: a tile of exactly the rows there are (a GEMV runs 1-row tiles).
+constexpr std::array<TileFn, kRows> kTiles1 = TileTable<1, false>(std::make_integer_sequence<int, kRows>{});
+constexpr std::array<TileFn, kRows> kTiles2 = TileTable<2, false>(std::make_integer_sequence<int, kRows>{});
+constexpr std::array<TileFn, kRows> kDirect1 = TileTable<1, true>(std::make_integer_sequence<int, kRows>{});
+constexpr std::array<TileFn, kRows> kDirect2 = TileTable<2, true>(std::make_integer_sequence<int, kRows>{});
 
 // Row r, columns [j0, j0 + cols) of C from the tile's raw dots: the zero-point terms, then a
 // masked store of the int32 sums or of their float form (FloatOut).
@@ -252,12 +222,12 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
         // took their slots (mlp_dynq at 1 thread 0.024-0.028 -> 0.030-0.045 ms with them).
         // gpt2_dynq at 1 thread, alternating processes: 10.7-12.0 -> 9.0-11.1 ms.
         const int8_t* pf = r0 == row0 && row1 - row0 > kRows && pr + 1 < pair1 ? b.panel(p + 2) : nullptr;
+        const size_t fn = static_cast<size_t>(nr - 1);
         if (job.atiles) {
-          (p + 1 < panels ? kTiles2 : kTiles1)[static_cast<size_t>(nr - 1)](tile, kq, b.panel(p), panel_stride, raw,
-                                                                            pf);
+          (p + 1 < panels ? kTiles2 : kTiles1)[fn](tile, 0, kq, b.panel(p), panel_stride, raw, pf);
         } else {
-          (p + 1 < panels ? kDirect2 : kDirect1)[static_cast<size_t>(nr - 1)](
-              static_cast<const uint8_t*>(a.a) + r0 * a.lda, a.lda, kq, b.panel(p), panel_stride, raw, pf);
+          (p + 1 < panels ? kDirect2 : kDirect1)[fn](static_cast<const uint8_t*>(a.a) + r0 * a.lda, a.lda, kq,
+                                                     b.panel(p), panel_stride, raw, pf);
         }
         const int64_t j0 = p * kPanel, cols = std::min<int64_t>(2 * kPanel, b.n() - j0);
         if (job.quick_q) {

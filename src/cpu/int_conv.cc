@@ -365,17 +365,22 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     return Status::Ok();
   }
 
-  // A depthwise conv with a constant W (int_conv_depthwise.h): NHWC in and out; the NCHW
-  // kernels move each image to NHWC and the result back.
-  Status RunDepthwise(KernelContext& ctx, const Tensor& x, const IntConvShape& s) const {
-    const Node& node = ctx.node();
-    const DataType yt = qlinear_ ? ctx.input(7)->dtype() : DataType::kInt32;
+  // The output of RunDepthwise / RunVnni: NCHW s.out, or its NHWC order for the NHWC kernel.
+  Result<Tensor*> AllocateOptimizedOutput(KernelContext& ctx, const IntConvShape& s, DataType yt) const {
     Shape out = s.out;
     if (nhwc_) {
       out.push_back(out[1]);
       out.erase(out.begin() + 1);
     }
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, yt, out));
+    return ctx.AllocateOutput(0, yt, out);
+  }
+
+  // A depthwise conv with a constant W (int_conv_depthwise.h): NHWC in and out; the NCHW
+  // kernels move each image to NHWC and the result back.
+  Status RunDepthwise(KernelContext& ctx, const Tensor& x, const IntConvShape& s) const {
+    const Node& node = ctx.node();
+    const DataType yt = qlinear_ ? ctx.input(7)->dtype() : DataType::kInt32;
+    ASSIGN_OR_RETURN(Tensor * y, AllocateOptimizedOutput(ctx, s, yt));
     if (s.N == 0 || s.M == 0 || s.out_size == 0) return Status::Ok();
     ThreadPool* pool = ctx.pool();
     Tensor mult;
@@ -456,12 +461,7 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
   Status RunVnni(KernelContext& ctx, const Tensor& x, const IntConvShape& s) const {
     const Node& node = ctx.node();
     const DataType yt = qlinear_ ? ctx.input(7)->dtype() : DataType::kInt32;
-    Shape out = s.out;
-    if (nhwc_) {
-      out.push_back(out[1]);
-      out.erase(out.begin() + 1);
-    }
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, yt, out));
+    ASSIGN_OR_RETURN(Tensor * y, AllocateOptimizedOutput(ctx, s, yt));
     if (s.N == 0 || s.M == 0 || s.out_size == 0) return Status::Ok();
     bool direct = s.k_size == 1;
     for (size_t d = 0; d < s.g.rank(); ++d)
