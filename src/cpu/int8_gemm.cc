@@ -409,6 +409,17 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
   job.block_pairs = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, b.kp() * 2 * kPanel));
   const double macs =
       static_cast<double>(a.rows) * static_cast<double>(b.kp()) * static_cast<double>(b.panels() * kPanel);
+  // Packs A's tiles [t0, t1) into the scratch (atiles, rowsum as they are when it runs).
+  const auto pack = [&](int64_t t0, int64_t t1) {
+    const auto* base = static_cast<const uint8_t*>(a.a);
+    const uint8_t* rows[kRows];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int n = static_cast<int>(std::min<int64_t>(kRows, a.rows - t * kRows));
+      for (int i = 0; i < n; ++i) rows[i] = base + (t * kRows + i) * a.lda;
+      PackTile(rows, n, b.k(), b.kp(), a.a_signed, atiles + t * kRows * (b.kp() / 4),
+               rowsum ? rowsum + t * kRows : nullptr);
+    }
+  };
   // Many rows against a B that fits in a core's L2 (a conv's positions against its weights):
   // row tiles in fixed regions per CPU, each packed and multiplied by the thread that owns
   // it, in one parallel region. A thread then reads the activation rows it wrote in the
@@ -426,14 +437,7 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
       if (a.produce) {
         a.produce(a.produce_ctx, t0, t1);
       } else if (!a.packed && !in_place) {
-        const auto* base = static_cast<const uint8_t*>(a.a);
-        const uint8_t* rows[kRows];
-        for (int64_t t = t0; t < t1; ++t) {
-          const int n = static_cast<int>(std::min<int64_t>(kRows, a.rows - t * kRows));
-          for (int i = 0; i < n; ++i) rows[i] = base + (t * kRows + i) * a.lda;
-          PackTile(rows, n, b.k(), b.kp(), a.a_signed, atiles + t * kRows * (b.kp() / 4),
-                   rowsum ? rowsum + t * kRows : nullptr);
-        }
+        pack(t0, t1);
       }
       RunPairs(job, 0, job.pairs, t0 * kRows, std::min(a.rows, t1 * kRows));
     });
@@ -452,16 +456,6 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
   } else {
     // Whole tiles per task: rows of one tile share cache lines, and two threads writing one
     // tile made a 128 x 3072 A cost more than the GEMM gained from the second thread.
-    const auto pack = [&](int64_t t0, int64_t t1) {
-      const auto* base = static_cast<const uint8_t*>(a.a);
-      const uint8_t* rows[kRows];
-      for (int64_t t = t0; t < t1; ++t) {
-        const int n = static_cast<int>(std::min<int64_t>(kRows, a.rows - t * kRows));
-        for (int i = 0; i < n; ++i) rows[i] = base + (t * kRows + i) * a.lda;
-        PackTile(rows, n, b.k(), b.kp(), a.a_signed, atiles + t * kRows * (b.kp() / 4),
-                 rowsum ? rowsum + t * kRows : nullptr);
-      }
-    };
     const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, kRows * b.kp()));
     if (in_place) {
       // nothing to pack
