@@ -91,6 +91,12 @@ constexpr std::array<TileFn, kRows> kTiles2 = TileTable<2, false>(std::make_inte
 constexpr std::array<TileFn, kRows> kDirect1 = TileTable<1, true>(std::make_integer_sequence<int, kRows>{});
 constexpr std::array<TileFn, kRows> kDirect2 = TileTable<2, true>(std::make_integer_sequence<int, kRows>{});
 
+// Whether Gemm reads A where it lies (AMatrix::read_in_place and what the in-place tile needs:
+// unsigned A, K a multiple of 4, no row sums).
+bool ReadsInPlace(const AMatrix& a, const PackedB& b) {
+  return a.read_in_place && !a.packed && !a.produce && !a.a_signed && !b.any_offset() && b.k() == b.kp();
+}
+
 // Row r, columns [j0, j0 + cols) of C from the tile's raw dots: the zero-point terms, then a
 // masked store of the int32 sums or of their float form (FloatOut).
 STRATA_VNNI void StoreRow(const int32_t* raw, const PackedB& b, int64_t j0, int64_t cols, uint32_t za, uint32_t rowterm,
@@ -379,7 +385,7 @@ STRATA_VNNI void PackTile(const uint8_t* const* rows, int n, int64_t k, int64_t 
 }
 
 Result<int64_t> ScratchBytes(const AMatrix& a, const PackedB& b) {
-  if (a.packed) return 0;
+  if (a.packed || ReadsInPlace(a, b)) return 0;
   const int64_t tiles = (a.rows + kRows - 1) / kRows;
   int64_t total = 0;
   if (Mul(tiles * kRows, b.kp(), &total)) return InvalidArgument("int8 GEMM: A of ", a.rows, " rows is too large");
@@ -398,9 +404,8 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
                         ? reinterpret_cast<int32_t*>(bytes + (tiles * kRows * b.kp() + 63) / 64 * 64)
                         : nullptr;
   const int threads = pool ? pool->num_threads() : 1;
-  // A read where it lies (TileDirect) instead of packed: no packing pass.
-  const bool in_place =
-      a.read_in_place && a.a && !a.packed && !a.produce && !a.a_signed && !b.any_offset() && b.k() == b.kp();
+  // A read where it lies (Tile<..., kDirect>) instead of packed: no packing pass.
+  const bool in_place = ReadsInPlace(a, b);
   Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout, qout, false};
   if (qout && !a.za_rows && !b.any_offset()) {
     job.quick_q = true;

@@ -102,7 +102,7 @@ inline constexpr int64_t kTileRows = 12;  // rows per packed A tile
 void PackTile(const uint8_t* const* rows, int n, int64_t k, int64_t kp, bool a_signed, uint32_t* tile, int32_t* rowsum);
 
 // Bytes of scratch Gemm needs for this A and B: A's packed tiles, and its row sums when B has a
-// column offset (none for an A given packed). Sizes that overflow give an error.
+// column offset (none for an A given packed or read in place). Sizes that overflow give an error.
 Result<int64_t> ScratchBytes(const AMatrix& a, const PackedB& b);
 
 // Float output instead of int32: y[r, j] = float(C[r, j]) * scale[j] (+ bias[j]), rounded as

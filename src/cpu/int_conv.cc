@@ -472,6 +472,7 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     am.rows = s.out_size;
     am.lda = direct ? s.C : s.rows;
     am.za = xz;
+    am.read_in_place = direct;
     ASSIGN_OR_RETURN(int64_t gemm_bytes, int8gemm::ScratchBytes(am, *vnni_));
     Tensor xt;
     if (!nhwc_) {
@@ -507,7 +508,6 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
       }
       if (direct) {
         am.a = xtp;
-        am.read_in_place = true;
       } else {
         const int64_t kp = vnni_->kp(), tiles = (s.out_size + int8gemm::kTileRows - 1) / int8gemm::kTileRows;
         auto* packed = reinterpret_cast<uint32_t*>(gs.mutable_data<uint8_t>());

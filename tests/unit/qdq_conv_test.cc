@@ -203,7 +203,9 @@ TEST(QdqConv, MaxPoolBetweenFusedConvsPoolsBytes) {
       ExpectWithinSteps(r, 1);
       EXPECT_EQ(r.ops["NhwcQLinearConv"], fuses ? 2 : 0);
       // (Without the fused convs the float pool may join the float convs' NHWC region.)
-      if (fuses) EXPECT_EQ(r.ops["NhwcMaxPool"], 1);
+      if (fuses) {
+        EXPECT_EQ(r.ops["NhwcMaxPool"], 1);
+      }
       // The pool reads the conv's bytes: it comes right after it, before any DequantizeLinear.
       for (size_t i = 0; fuses && i + 1 < r.assignments.size(); ++i)
         if (r.assignments[i].op_type == "NhwcQLinearConv") {
@@ -305,9 +307,9 @@ onnx::ModelProto BuildAdd(bool relu, bool a_signed, bool y_signed) {
   }
   AddInit(g, "bz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{131});
   if (y_signed) {
-    AddInit(g, "yz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{relu ? -60 : 4});
+    AddInit(g, "yz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{static_cast<int8_t>(relu ? -60 : 4)});
   } else {
-    AddInit(g, "yz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{relu ? 40 : 90});
+    AddInit(g, "yz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{static_cast<uint8_t>(relu ? 40 : 90)});
   }
   AddNode(g, "QuantizeLinear", {"x", "as", "az"}, {"aq"});
   AddNode(g, "Neg", {"x"}, {"nx"});
