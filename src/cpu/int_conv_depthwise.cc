@@ -76,7 +76,7 @@ STRATA_AVX512BW void StoreRow(const float* acc, int64_t pixels, int64_t c, const
 struct VecQ {
   __m512 mult, z, lo, hi;
   __m512i bias;  // added in int32 unless folded into the sum's start
-  bool folded, quick, y_signed;
+  bool folded, quick;
 };
 
 // 16 channels of one input pixel as floats (not shifted: the zero point is in the sum's start).
@@ -219,7 +219,6 @@ STRATA_AVX512BW void Row3x3Q(const uint8_t* const* r, const RowArgs& a, uint8_t*
   q.hi = _mm512_set1_ps(a.rq->y_signed ? 127.0f : 255.0f);
   q.folded = a.folded;
   q.quick = a.quick;
-  q.y_signed = a.rq->y_signed;
   for (int64_t c0 = 0; c0 < c; c0 += 16) {
     const __mmask16 m = Lanes(c - c0);
     __m512 w[9];
