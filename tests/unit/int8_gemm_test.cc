@@ -31,8 +31,9 @@ int32_t Val(const uint8_t* p, size_t i, bool s) {
 
 // zb_mode: 0 none, 1 per tensor, 2 per column. za_mode: 0 scalar, 1 per row.
 // prepacked: A given already packed (PackTile from row pointers, as the int8 convs do).
+// in_place: AMatrix::read_in_place (A read where it lies where the GEMM can, as 1x1 convs ask).
 void Check(const Case& c, bool a_s, bool b_s, int zb_mode, int za_mode, int64_t lda_pad, ThreadPool* pool,
-           std::mt19937& rng, bool prepacked = false) {
+           std::mt19937& rng, bool prepacked = false, bool in_place = false) {
   const int64_t lda = c.k + lda_pad;
   auto a = RandomBytes(static_cast<size_t>(std::max<int64_t>(c.rows * lda, 1)), rng);
   auto b = RandomBytes(static_cast<size_t>(std::max<int64_t>(c.k * c.n, 1)), rng);
@@ -51,6 +52,7 @@ void Check(const Case& c, bool a_s, bool b_s, int zb_mode, int za_mode, int64_t 
   am.lda = lda;
   am.za = za;
   am.za_rows = za_mode ? za_rows.data() : nullptr;
+  am.read_in_place = in_place;
   std::vector<uint32_t> tiles;
   std::vector<int32_t> rowsums;
   if (prepacked) {
@@ -144,6 +146,25 @@ TEST(Int8Gemm, BigProductsOnTwoThreadsMatchOneThread) {
     Check(c, true, false, 2, 0, 0, &pool, rng);
     if (HasFatalFailure()) return;
   }
+}
+
+// A read in place (unsigned, K a multiple of 4, B without a column offset: 1x1 convs): partial
+// tiles, wide row strides, per-row zero points, 1 thread and 2 (the row split from 16 tiles);
+// where a condition fails (signed A, a column offset, K not a multiple of 4) A is packed.
+TEST(Int8Gemm, InPlaceAMatchesPlainSums) {
+  if (!int8gemm::Available()) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
+  ThreadPool pool(2);
+  std::mt19937 rng(23);
+  for (const Case& c : {Case{1, 4, 16}, Case{13, 16, 33}, Case{25, 64, 48}, Case{300, 96, 40}, Case{200, 20, 64}})
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool})
+      for (int64_t pad : {0, 5})
+        for (int za_mode : {0, 1}) {
+          Check(c, false, true, 0, za_mode, pad, p, rng, false, true);
+          Check(c, true, true, 0, za_mode, pad, p, rng, false, true);    // signed A: packed
+          Check(c, false, false, 2, za_mode, pad, p, rng, false, true);  // column offset: packed
+          if (HasFatalFailure()) return;
+        }
+  Check(Case{30, 18, 20}, false, true, 0, 0, 0, &pool, rng, false, true);  // K % 4: packed
 }
 
 // Sums past 2^31 wrap like the reference: K = 70000 of 255 * 127 each.
