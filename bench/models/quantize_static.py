@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Static int8 quantization of a float CNN in the QDQ format, the way ONNX Runtime's
+"""Static int8 quantization of a float model in the QDQ format, the way ONNX Runtime's
 quantize_static writes it (QuantFormat.QDQ, activations QUInt8, weights QInt8 per channel):
 
     x_q = QuantizeLinear(x, x_scale, x_zp)                     # once per quantized tensor
@@ -13,8 +13,15 @@ when that is the Conv's only reader), except graph outputs. Ranges (min/max, asy
 from one calibration run of the float model on the benchmark input, by `strata run` with those
 tensors made graph outputs. python3-onnx and numpy only (no onnxruntime.quantization on Debian).
 
+Transformers: every MatMul with a constant 2-D weight [K, N] (a Linear layer) gets its input
+quantized and W' = DequantizeLinear(W_q, W_scale[N], 0, axis=1) (int8, symmetric, per column), as
+ORT's QDQ MatMul does (inputs only: the output and the bias Add stay float). MatMuls of two
+activations (attention scores) stay float.
+
   bench/models/quantize_static.py bench/models/out/resnet18.onnx bench/models/out/resnet18_qdq.onnx \
       bench/models/out/resnet18_input_0.npy [--strata build/release/bin/strata]
+  bench/models/quantize_static.py bench/models/out/bert.onnx bench/models/out/bert_qdq.onnx \
+      bench/models/out/bert_input_0.npy bench/models/out/bert_input_1.npy   # one .npy per graph input
 """
 import argparse
 import os
@@ -36,11 +43,20 @@ def consumers(graph):
     return c
 
 
+def is_linear(n, inits):
+    """A MatMul whose second input is a constant 2-D weight."""
+    return n.op_type == "MatMul" and n.input[1] in inits and len(inits[n.input[1]].dims) == 2
+
+
 def tensors_to_quantize(graph, inits):
     outs = {o.name for o in graph.output}
     cons = consumers(graph)
     names = []
     for n in graph.node:
+        if is_linear(n, inits):
+            if n.input[0] not in inits:
+                names.append(n.input[0])
+            continue
         if n.op_type != "Conv":
             continue
         if n.input[0] not in inits:
@@ -58,23 +74,32 @@ def tensors_to_quantize(graph, inits):
     return result
 
 
-def calibrate(model, names, input_npy, strata):
-    """min/max of each tensor in `names` on one run of the float model."""
+def calibrate(model, names, input_npys, strata):
+    """min/max of each tensor in `names` on one run of the float model (one .npy per graph input)."""
     m = onnx.shape_inference.infer_shapes(model)
     g = m.graph
     info = {v.name: v for v in list(g.value_info) + list(g.input)}
     for k, t in enumerate(names):
         g.node.append(helper.make_node("Identity", [t], ["calib_%d" % k], "calib_id_%d" % k))
         out = onnx.ValueInfoProto()
-        out.CopyFrom(info[t])
+        if t in info:
+            out.CopyFrom(info[t])
+        else:  # shape inference left it untyped: every quantized tensor is float
+            out.type.tensor_type.elem_type = TensorProto.FLOAT
         out.name = "calib_%d" % k
         g.output.append(out)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "calib.onnx")
         onnx.save(m, path)
-        inp = g.input[0].name
-        subprocess.run([strata, "run", path, "-i", "%s=%s" % (inp, input_npy), "-o", d, "--opt-level", "1"],
-                       check=True, stdout=subprocess.DEVNULL)
+        init_names = {i.name for i in g.initializer}
+        inputs = [i.name for i in g.input if i.name not in init_names]
+        if len(inputs) != len(input_npys):
+            raise SystemExit("quantize_static.py: the model has %d inputs (%s), %d .npy files given" %
+                             (len(inputs), ", ".join(inputs), len(input_npys)))
+        cmd = [strata, "run", path, "-o", d, "--opt-level", "1"]
+        for name, npy in zip(inputs, input_npys):
+            cmd += ["-i", "%s=%s" % (name, npy)]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         ranges = {}
         for k, t in enumerate(names):
             a = np.load(os.path.join(d, "calib_%d.npy" % k))
@@ -89,7 +114,7 @@ def uint8_params(lo, hi):
     return scale, zp
 
 
-def quantize(model, ranges):
+def quantize(model, ranges, per_tensor=False):
     g = model.graph
     inits = {i.name: i for i in g.initializer}
     cons = consumers(g)
@@ -103,6 +128,21 @@ def quantize(model, ranges):
     # Conv weights and biases (the bias scale needs the input's scale).
     weight_nodes = []
     for n in g.node:
+        if is_linear(n, inits) and n.input[0] in params:
+            w = numpy_helper.to_array(inits[n.input[1]]).astype(np.float32)
+            if per_tensor:
+                ws = np.float32(max(float(np.abs(w).max()), 1e-12)) / np.float32(127)
+                wq = np.clip(np.rint(w / ws), -127, 127).astype(np.int8)
+            else:
+                ws = np.maximum(np.abs(w).max(axis=0), 1e-12).astype(np.float32) / np.float32(127)
+                wq = np.clip(np.rint(w / ws.reshape(1, -1)), -127, 127).astype(np.int8)
+            p = n.input[1]
+            new_inits += [numpy_helper.from_array(wq, p + "_q"), numpy_helper.from_array(np.asarray(ws), p + "_scale"),
+                          numpy_helper.from_array(np.zeros(np.shape(ws), np.int8), p + "_zp")]
+            weight_nodes.append(helper.make_node("DequantizeLinear", [p + "_q", p + "_scale", p + "_zp"],
+                                                 [p + "_dq"], p + "_DequantizeLinear", axis=1))
+            n.input[1] = p + "_dq"
+            continue
         if n.op_type != "Conv" or n.input[1] not in inits or n.input[0] not in params:
             continue
         w = numpy_helper.to_array(inits[n.input[1]]).astype(np.float32)
@@ -158,18 +198,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("input_model")
     ap.add_argument("output_model")
-    ap.add_argument("calibration_npy", help="one input for the calibration run (the model's first input)")
+    ap.add_argument("calibration_npy", nargs="+", help="the calibration run's inputs, one .npy per graph input")
     ap.add_argument("--strata", default=os.path.join(ROOT, "build/release/bin/strata"))
+    ap.add_argument("--per-tensor-linear", action="store_true",
+                    help="one scale per MatMul weight (ORT's per_channel=False) instead of one per column")
     args = ap.parse_args()
     model = onnx.load(args.input_model)
     if model.opset_import[0].version < 13:
         raise SystemExit("quantize_static.py: per-channel DequantizeLinear needs opset >= 13")
-    inits = {i.name for i in model.graph.initializer}
+    inits = {i.name: i for i in model.graph.initializer}
     names = tensors_to_quantize(model.graph, inits)
     if not names:
-        raise SystemExit("quantize_static.py: %s has no Conv to quantize" % args.input_model)
+        raise SystemExit("quantize_static.py: %s has no Conv or MatMul with a constant weight" % args.input_model)
     ranges = calibrate(model, names, args.calibration_npy, args.strata)
-    n = quantize(model, ranges)
+    n = quantize(model, ranges, args.per_tensor_linear)
     onnx.checker.check_model(model)
     onnx.save(model, args.output_model)
     print("%s: %d tensors and %d weights/biases quantized -> %s" % (args.input_model, len(names), n,

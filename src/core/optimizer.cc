@@ -374,6 +374,7 @@ Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
   // DequantizeLinear nodes the fused convs no longer read go before folding computes them.
   if (FuseQdqConv(g, opts) > 0) EliminateDeadNodes(g);
   if (FuseQdqAdd(g, opts) > 0) EliminateDeadNodes(g);
+  if (FuseQdqMatMul(g, opts) > 0) EliminateDeadNodes(g);
   SinkDequantizeBelowMaxPool(g, opts);
   ASSIGN_OR_RETURN(int f, FoldConstants(g, opts));
   (void)f;

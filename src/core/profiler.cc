@@ -47,10 +47,11 @@ double NodeFlops(const Node& node, const std::vector<const Value*>& inputs, cons
   }
   // The transformer fusions' MatMul (bias/GELU/residual in its epilogue) counts as MatMul;
   // Attention as its two products, Q K^T and P V.
-  // The integer MatMuls (MatMulInteger, QLinearMatMul and the fused dynamic-int8
-  // DynQuantMatMul) count 2 ops per multiply-add as well.
+  // The integer MatMuls (MatMulInteger, QLinearMatMul and the fused int8 DynQuantMatMul and
+  // QdqMatMul) count 2 ops per multiply-add as well.
   bool fused_matmul =
-      node.domain == kInternalDomain && (node.op_type == "FusedMatMul" || node.op_type == "DynQuantMatMul");
+      node.domain == kInternalDomain &&
+      (node.op_type == "FusedMatMul" || node.op_type == "DynQuantMatMul" || node.op_type == "QdqMatMul");
   if (node.domain == kInternalDomain && node.op_type == "Attention")
     return 4.0 * static_cast<double>(node.GetInt("batch", 0)) * static_cast<double>(node.GetInt("num_heads", 0)) *
            static_cast<double>(node.GetInt("q_len", 0)) * static_cast<double>(node.GetInt("kv_len", 0)) *

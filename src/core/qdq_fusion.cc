@@ -337,6 +337,70 @@ int FuseQdqAdd(Graph& g, const OptimizerOptions& opts) {
   return fused;
 }
 
+int FuseQdqMatMul(Graph& g, const OptimizerOptions& opts) {
+  if (opts.level < 2 || opts.kernel.prefer_reference || !opts.cpu_only) return 0;
+  const GraphUses gu(g);
+  std::vector<char> drop(g.nodes.size(), 0);
+  int fused = 0;
+  for (size_t mi = 0; mi < g.nodes.size(); ++mi) {
+    const Node& mm = g.nodes[mi];
+    if (drop[mi] || !IsCpuOp(mm, "MatMul", 2, 2)) continue;
+    // X: DequantizeLinear(x_q, xs[, xz]) with scalar constant parameters.
+    const int xp = gu.Producer(mm.inputs[0]);
+    if (xp < 0 || !IsCpuOp(g.nodes[xp], "DequantizeLinear", 2, 3) || g.nodes[xp].HasAttr("block_size")) continue;
+    const Node& dqx = g.nodes[xp];
+    const int x_q = dqx.inputs[0], xs_v = dqx.inputs[1], xz_v = OptionalInput(dqx, 2);
+    const DataType xt = g.values[x_q].type.elem_type;
+    if (!IsQ8(xt) || !ScaleConst(g, xs_v, 0) || !ZeroPointOk(g, xz_v, xt, 1)) continue;
+    // W: DequantizeLinear of a constant int8/uint8 [K, N], scale per tensor or per column
+    // (axis 1, DequantizeLinear's default), the zero point of the scale's shape.
+    const int wp = gu.Producer(mm.inputs[1]);
+    if (wp < 0 || !IsCpuOp(g.nodes[wp], "DequantizeLinear", 2, 3) || g.nodes[wp].HasAttr("block_size")) continue;
+    const Node& dqw = g.nodes[wp];
+    const Tensor* wq = g.Constant(dqw.inputs[0]);
+    if (!wq || !IsQ8(wq->dtype()) || wq->rank() != 2) continue;
+    const int64_t N = wq->dim(1);
+    const int ws_v = dqw.inputs[1], wz_v = OptionalInput(dqw, 2);
+    const Tensor* ws = ScaleConst(g, ws_v, N);
+    if (!ws || !ZeroPointOk(g, wz_v, wq->dtype(), N)) continue;
+    if (ws->num_elements() > 1) {
+      int64_t axis = dqw.GetInt("axis", 1);
+      if (axis < 0) axis += 2;
+      if (axis != 1) continue;
+    }
+    if (wz_v >= 0 && g.Constant(wz_v)->num_elements() != ws->num_elements()) continue;
+    // An Add of a constant float [N] (the Linear's bias) joins the GEMM's store.
+    int bias_v = -1, out_node = static_cast<int>(mi);
+    const int ai = gu.SoleConsumer(mm.outputs[0]);
+    if (ai >= 0 && !drop[ai] && IsCpuOp(g.nodes[ai], "Add", 2, 2)) {
+      const Node& add = g.nodes[ai];
+      const int other = add.inputs[0] == mm.outputs[0] ? add.inputs[1] : add.inputs[0];
+      const Tensor* b = g.Constant(other);
+      if (other != mm.outputs[0] && b && b->dtype() == DataType::kFloat && b->rank() == 1 && b->dim(0) == N) {
+        bias_v = other;
+        out_node = ai;
+      }
+    }
+    Node f;
+    f.name = mm.name;
+    f.op_type = kQdqMatMulOp;
+    f.domain = kInternalDomain;
+    f.opset = 1;
+    f.provider = mm.provider;
+    f.inputs = {x_q, xs_v, xz_v, dqw.inputs[0], ws_v, wz_v};
+    if (bias_v >= 0) f.inputs.push_back(bias_v);
+    f.outputs = g.nodes[out_node].outputs;
+    if (!OptimizedKernelCovers(f, g, opts.kernel)) continue;
+    // The fused node takes the last node's place: x_q exists by then.
+    drop[mi] = 1;
+    drop[out_node] = 0;
+    g.nodes[out_node] = std::move(f);
+    ++fused;
+  }
+  if (fused) RemoveDroppedNodes(g, drop);
+  return fused;
+}
+
 int SinkDequantizeBelowMaxPool(Graph& g, const OptimizerOptions& opts) {
   if (opts.level < 2 || opts.kernel.prefer_reference || !opts.cpu_only) return 0;
   const GraphUses gu(g);

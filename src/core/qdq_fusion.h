@@ -37,6 +37,20 @@ int FuseQdqConv(Graph& g, const OptimizerOptions& opts);
 // Same conditions as FuseQdqConv, bar the VNNI kernel. Returns the number fused.
 int FuseQdqAdd(Graph& g, const OptimizerOptions& opts);
 
+// The MatMuls of static int8 transformers (a Linear layer between DequantizeLinear nodes):
+//
+//   MatMul(DequantizeLinear(x_q, xs[, xz]), DequantizeLinear(W_q, ws[, wz])) [+ bias[N]]
+//   -> strata.internal QdqMatMul(x_q, xs, xz, W_q, ws, wz[, bias])
+//
+// with scalar constant xs and xz, W_q a constant [K, N] of int8 or uint8 and ws / wz constants
+// per tensor or per column (axis 1); the Add joins when it reads the MatMul's output alone and
+// a constant float [N]. The output stays float (ONNX Runtime's MatMulIntegerToFloat): the
+// kernel (src/cpu/dynq_matmul.cc) sums the integer products exactly and scales once, so the
+// outputs differ from the float graph's by its float rounding. Same conditions as
+// FuseQdqConv (the VNNI GEMM). Returns the number fused.
+inline constexpr char kQdqMatMulOp[] = "QdqMatMul";
+int FuseQdqMatMul(Graph& g, const OptimizerOptions& opts);
+
 // MaxPool(DequantizeLinear(x_q)) -> DequantizeLinear(MaxPool(x_q)) for scalar constant
 // parameters (scale > 0): DequantizeLinear is monotone, so the maximum commutes with it
 // exactly, and the pool then reads bytes and the DequantizeLinear a quarter of the values

@@ -11,7 +11,8 @@ class KernelRegistry;
 // strata.internal FusedMatMul (fused_matmul.cc) and MaskedSoftmax (attention.cc).
 void RegisterFusedMatMulKernels(KernelRegistry& r);
 void RegisterAttentionKernels(KernelRegistry& r);
-// strata.internal DynQuantMatMul (dynq_matmul.cc), the fused dynamic-int8 MatMul.
+// strata.internal DynQuantMatMul and QdqMatMul (dynq_matmul.cc), the fused dynamic- and
+// static-int8 MatMuls with a float output.
 void RegisterDynQuantMatMulKernels(KernelRegistry& r);
 
 namespace cpu {
