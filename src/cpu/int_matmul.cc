@@ -267,7 +267,24 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
     for (int64_t t = 0; merged && t < d.batch; ++t) merged = d.a_index[t] == t;
     int32_t* out = nullptr;
     Tensor acc;
-    if (qlinear_) {
+    // QLinearMatMul with one a_scale: requantized in the GEMM's store (int8gemm::QuantOut, the
+    // Requantizer's float operations, so the same bytes), with no int32 pass.
+    const bool store_q = qlinear_ && ctx.input(1)->num_elements() == 1;
+    Tensor* yq = nullptr;
+    Tensor mult;
+    int8gemm::QuantOut qo;
+    if (store_q) {
+      ASSIGN_OR_RETURN(yq, ctx.AllocateOutput(0, ctx.input(7)->dtype(), d.out));
+      ASSIGN_OR_RETURN(mult, Tensor::Allocate(DataType::kFloat, {d.N}, ctx.allocator()));
+      const Tensor& bs = *ctx.input(4);
+      const float as = LoadScale(*ctx.input(1), 0), ys = LoadScale(*ctx.input(6), 0);
+      for (int64_t j = 0; j < d.N; ++j)
+        mult.mutable_data<float>()[j] = as * LoadScale(bs, bs.num_elements() == 1 ? 0 : j) / ys;
+      qo.ldy = d.N;
+      qo.mult = mult.data<float>();
+      qo.z = static_cast<float>(LoadQ(*ctx.input(7), 0));
+      qo.y_signed = yq->dtype() == DataType::kInt8;
+    } else if (qlinear_) {
       ASSIGN_OR_RETURN(acc, AllocateIntScratch(DataType::kInt32, d.batch * d.M * d.N, ctx.allocator(), node));
       out = acc.mutable_data<int32_t>();
     } else {
@@ -299,9 +316,14 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
     for (int64_t t = 0; t < (merged ? 1 : d.batch); ++t) {
       am.a = abytes + (merged ? 0 : d.a_index[t] * d.M * d.K);
       const auto& pb = vnni_[static_cast<size_t>(merged ? 0 : d.b_index[t])];
-      int8gemm::Gemm(am, pb, out + (merged ? 0 : t * d.M * d.N), d.N, sp, ctx.pool());
+      if (store_q) {
+        qo.y = static_cast<uint8_t*>(yq->raw_mutable_data()) + (merged ? 0 : t * d.M * d.N);
+        int8gemm::Gemm(am, pb, nullptr, 0, sp, ctx.pool(), nullptr, &qo);
+      } else {
+        int8gemm::Gemm(am, pb, out + (merged ? 0 : t * d.M * d.N), d.N, sp, ctx.pool());
+      }
     }
-    if (!qlinear_) return Status::Ok();
+    if (!qlinear_ || store_q) return Status::Ok();
     return Requantize(ctx, d, out);
   }
 

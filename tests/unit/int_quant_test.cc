@@ -207,16 +207,20 @@ TEST(IntMatMul, QLinearMatMulMatchesNaive) {
   uint64_t seed = 100;
   for (DataType at : {DataType::kUInt8, DataType::kInt8})
     for (DataType yt : {DataType::kUInt8, DataType::kInt8})
-      for (bool per_axis : {false, true}) {
-        SCOPED_TRACE(std::string(DataTypeName(at)) + " -> " + DataTypeName(yt) + (per_axis ? " per axis" : ""));
+      // Forms: 0 per tensor; 1 per axis (a_scale [M]: an int32 pass); 2 per tensor with B [3, K, N];
+      // 3 b_scale and b_zero_point per column only (requantized in the GEMM's store).
+      for (int form : {0, 1, 2, 3}) {
+        const bool per_axis = form == 1, per_col = form == 1 || form == 3;
+        SCOPED_TRACE(std::string(DataTypeName(at)) + " -> " + DataTypeName(yt) + " form " + std::to_string(form));
         const DataType bt = at == DataType::kUInt8 ? DataType::kInt8 : DataType::kUInt8;
-        const Tensor a = Q8(at, {3, M, K}, ++seed), b = Q8(bt, {K, N}, ++seed);
+        const Tensor a = Q8(at, {3, M, K}, ++seed);
+        const Tensor b = form == 2 ? Q8(bt, {3, K, N}, ++seed) : Q8(bt, {K, N}, ++seed);
         const Tensor azp = per_axis ? Q8(at, {M}, ++seed) : Q8(at, {}, ++seed);
-        const Tensor bzp = per_axis ? Q8(bt, {N}, ++seed) : Q8(bt, {}, ++seed);
+        const Tensor bzp = per_col ? Q8(bt, {N}, ++seed) : Q8(bt, {}, ++seed);
         const Tensor as = per_axis ? RandomTensor(DataType::kFloat, {M}, ++seed, 0.01, 0.02)
                                    : MakeTensor(DataType::kFloat, {}, {0.015});
-        const Tensor bs = per_axis ? RandomTensor(DataType::kFloat, {N}, ++seed, 0.01, 0.03)
-                                   : MakeTensor(DataType::kFloat, {}, {0.02});
+        const Tensor bs = per_col ? RandomTensor(DataType::kFloat, {N}, ++seed, 0.01, 0.03)
+                                  : MakeTensor(DataType::kFloat, {}, {0.02});
         const Tensor ys = MakeTensor(DataType::kFloat, {}, {per_axis ? 1.5 : 2.0});
         const Tensor yzp = MakeTensor(yt, {}, {yt == DataType::kUInt8 ? 120.0 : -3.0});
         const auto sums = RefMatMulSums(a, b, azp, bzp, M, K, N);
