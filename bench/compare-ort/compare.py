@@ -15,6 +15,7 @@ Normally started by run.sh, which builds ort_bench and strata first.
 import argparse
 import datetime
 import json
+import glob
 import os
 import platform
 import shutil
@@ -31,8 +32,8 @@ QUICK_MODELS = ["mlp", "lstm", "resnet18"]
 INT8_MODELS = ["mlp_dynq", "bert_dynq", "gpt2_dynq"]
 # Static-int8 QDQ variants (bench/models/quantize_static.py, ONNX Runtime's quantize_static QDQ
 # layout, calibrated by a strata run on the sample input), made on first use;
-# --models resnet18_qdq,resnet50_qdq,mobilenet_v2_qdq.
-QDQ_MODELS = ["resnet18_qdq", "resnet50_qdq", "mobilenet_v2_qdq"]
+# --models resnet18_qdq,resnet50_qdq,mobilenet_v2_qdq (convs) or bert_qdq,gpt2_qdq (Linear layers).
+QDQ_MODELS = ["resnet18_qdq", "resnet50_qdq", "mobilenet_v2_qdq", "bert_qdq", "gpt2_qdq"]
 # Timed runs per process: (quick, full). Small models get more runs.
 NOTES_MARKER = "<!-- notes: kept by compare.py -->"
 ITERS = {
@@ -40,6 +41,7 @@ ITERS = {
     "resnet50": (8, 30), "bert": (8, 30), "gpt2": (10, 40),
     "mlp_dynq": (200, 1000), "bert_dynq": (8, 30), "gpt2_dynq": (10, 40),
     "resnet18_qdq": (20, 80), "resnet50_qdq": (10, 40), "mobilenet_v2_qdq": (40, 150),
+    "bert_qdq": (10, 40), "gpt2_qdq": (20, 80),
 }
 # Session creations timed per process, by both runtimes.
 CREATIONS = 7
@@ -167,9 +169,10 @@ def main():
                            check=True)
         if m in QDQ_MODELS and not os.path.exists(path):
             fp32 = m[:-len("_qdq")]
+            calib = sorted(glob.glob(os.path.join(args.models_dir, fp32 + "_input_[0-9]*.npy")))
             subprocess.run([sys.executable, os.path.join(ROOT, "bench/models/quantize_static.py"),
-                            os.path.join(args.models_dir, fp32 + ".onnx"), path,
-                            os.path.join(args.models_dir, fp32 + "_input_0.npy"), "--strata", args.strata], check=True)
+                            os.path.join(args.models_dir, fp32 + ".onnx"), path] + calib +
+                           ["--strata", args.strata], check=True)
         if not os.path.exists(path):
             sys.exit("compare.py: %s missing (bench/models/make_models.py --only %s)" % (path, m))
         iters = max(3, int(ITERS[m][0 if args.quick else 1] * args.iters_scale))

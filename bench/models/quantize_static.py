@@ -13,10 +13,12 @@ when that is the Conv's only reader), except graph outputs. Ranges (min/max, asy
 from one calibration run of the float model on the benchmark input, by `strata run` with those
 tensors made graph outputs. python3-onnx and numpy only (no onnxruntime.quantization on Debian).
 
-Transformers: every MatMul with a constant 2-D weight [K, N] (a Linear layer) gets its input
-quantized and W' = DequantizeLinear(W_q, W_scale[N], 0, axis=1) (int8, symmetric, per column), as
-ORT's QDQ MatMul does (inputs only: the output and the bias Add stay float). MatMuls of two
-activations (attention scores) stay float.
+Transformers: every MatMul with a constant 2-D weight [K, N] (a Linear layer) gets its input and
+its output (before the bias Add) quantized, and W' = DequantizeLinear(W_q, W_scale[N], 0, axis=1)
+(int8, symmetric, per column): DQ -> MatMul -> Q groups, which ONNX Runtime runs as QLinearMatMul
+(as after its quantize_static, which quantizes the Add reading the output too). MatMuls of two
+activations (attention scores) and everything else stay float. --linear-inputs-only leaves the
+outputs float (ORT's quantize_static with op_types_to_quantize=['MatMul']).
 
   bench/models/quantize_static.py bench/models/out/resnet18.onnx bench/models/out/resnet18_qdq.onnx \
       bench/models/out/resnet18_input_0.npy [--strata build/release/bin/strata]
@@ -48,7 +50,7 @@ def is_linear(n, inits):
     return n.op_type == "MatMul" and n.input[1] in inits and len(inits[n.input[1]].dims) == 2
 
 
-def tensors_to_quantize(graph, inits):
+def tensors_to_quantize(graph, inits, linear_outputs=False):
     outs = {o.name for o in graph.output}
     cons = consumers(graph)
     names = []
@@ -56,6 +58,8 @@ def tensors_to_quantize(graph, inits):
         if is_linear(n, inits):
             if n.input[0] not in inits:
                 names.append(n.input[0])
+            if linear_outputs:
+                names.append(n.output[0])
             continue
         if n.op_type != "Conv":
             continue
@@ -202,12 +206,15 @@ def main():
     ap.add_argument("--strata", default=os.path.join(ROOT, "build/release/bin/strata"))
     ap.add_argument("--per-tensor-linear", action="store_true",
                     help="one scale per MatMul weight (ORT's per_channel=False) instead of one per column")
+    ap.add_argument("--linear-inputs-only", action="store_true",
+                    help="quantize a Linear MatMul's input only, not its output (ORT's quantize_static with "
+                         "op_types_to_quantize=['MatMul']; its CPU provider then dequantizes W on every run)")
     args = ap.parse_args()
     model = onnx.load(args.input_model)
     if model.opset_import[0].version < 13:
         raise SystemExit("quantize_static.py: per-channel DequantizeLinear needs opset >= 13")
     inits = {i.name: i for i in model.graph.initializer}
-    names = tensors_to_quantize(model.graph, inits)
+    names = tensors_to_quantize(model.graph, inits, not args.linear_inputs_only)
     if not names:
         raise SystemExit("quantize_static.py: %s has no Conv or MatMul with a constant weight" % args.input_model)
     ranges = calibrate(model, names, args.calibration_npy, args.strata)
