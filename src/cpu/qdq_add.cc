@@ -45,8 +45,12 @@ STRATA_AVX512_QADD void QdqAddAvx512(const uint8_t* a, const uint8_t* b, int64_t
     const __m128i ab = _mm_maskz_loadu_epi8(m, a + i), bb = _mm_maskz_loadu_epi8(m, b + i);
     const __m512i ai = p.a_signed ? _mm512_cvtepi8_epi32(ab) : _mm512_cvtepu8_epi32(ab);
     const __m512i bi = p.b_signed ? _mm512_cvtepi8_epi32(bb) : _mm512_cvtepu8_epi32(bb);
-    const __m512 fa = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(ai, vza)), vsa);
-    const __m512 fb = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(bi, vzb)), vsb);
+    // Explicitly rounded products: GCC contracts a plain _mm512_mul_ps feeding _mm512_add_ps into
+    // one FMA (-ffp-contract=fast), which skips a rounding of the unfused graph and changes a byte
+    // now and then (QdqAdd.EveryPairOfBytesGivesTheUnfusedBytes).
+    constexpr int kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m512 fa = _mm512_mul_round_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(ai, vza)), vsa, kRn);
+    const __m512 fb = _mm512_mul_round_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(bi, vzb)), vsb, kRn);
     __m512 v = _mm512_add_ps(fa, fb);
     if (p.relu) v = _mm512_max_ps(v, zero);
     v = _mm512_div_ps(v, vsy);

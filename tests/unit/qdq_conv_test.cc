@@ -354,6 +354,65 @@ TEST(QdqAdd, FusedSumGivesTheUnfusedBytes) {
         }
 }
 
+// Every pair of input bytes (65536 values) under several scales: the fused sum must round like
+// the unfused kernels everywhere, also where the float sum lands next to a half step (a fused
+// multiply-add in place of the separate multiply and add, one rounding fewer, shows there).
+TEST(QdqAdd, EveryPairOfBytesGivesTheUnfusedBytes) {
+  std::vector<uint8_t> av(65536), bv(65536);
+  for (size_t i = 0; i < av.size(); ++i) {
+    av[i] = static_cast<uint8_t>(i >> 8);
+    bv[i] = static_cast<uint8_t>(i);
+  }
+  const std::vector<float> scales = test::Pseudo(3 * 12, 77, 1.0f);
+  // k = -1: scales and zero points where (a, b) = (223, 193) rounds differently when a's
+  // product is not rounded before the sum (found by searching random scales offline).
+  for (int k = -1; k < 12; ++k) {
+    const bool relu = k % 3 == 0, signed_b = k % 2 != 0 && k >= 0;
+    onnx::ModelProto m = MakeModel(13);
+    auto* g = m.mutable_graph();
+    AddInput(g, "a", {65536}, onnx::TensorProto::UINT8);
+    AddInput(g, "b", {65536}, signed_b ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+    // Scales in (0.001, 0.1): a wide spread of float products and quotients.
+    auto scale = [&](int i) {
+      if (k < 0) return std::vector<float>{0.0417669974f, 0.0537833609f, 0.0411150753f / 2.0f}[static_cast<size_t>(i)];
+      return 0.001f + 0.099f * std::fabs(scales[static_cast<size_t>(3 * k + i)]);
+    };
+    AddInit(g, "as", onnx::TensorProto::FLOAT, {}, std::vector<float>{scale(0)});
+    AddInit(g, "bs", onnx::TensorProto::FLOAT, {}, std::vector<float>{scale(1)});
+    AddInit(g, "ys", onnx::TensorProto::FLOAT, {}, std::vector<float>{scale(2) * 2.0f});
+    AddInit(g, "az", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{static_cast<uint8_t>(k < 0 ? 196 : 100 + 3 * k)});
+    if (signed_b) {
+      AddInit(g, "bz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{static_cast<int8_t>(k - 6)});
+    } else {
+      AddInit(g, "bz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{static_cast<uint8_t>(k < 0 ? 24 : 140 - k)});
+    }
+    AddInit(g, "yz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{static_cast<uint8_t>(relu || k < 0 ? 0 : 128)});
+    AddNode(g, "DequantizeLinear", {"a", "as", "az"}, {"ad"});
+    AddNode(g, "DequantizeLinear", {"b", "bs", "bz"}, {"bd"});
+    AddNode(g, "Add", {"ad", "bd"}, {"s"});
+    if (relu) AddNode(g, "Relu", {"s"}, {"r"});
+    AddNode(g, "QuantizeLinear", {relu ? "r" : "s", "ys", "yz"}, {"y"});
+    AddOutput(g, "y", {65536}, onnx::TensorProto::UINT8);
+    Tensor a = Tensor::FromVector<uint8_t>(av, {65536});
+    Tensor b = signed_b ? Tensor::FromVector<int8_t>(std::vector<int8_t>(bv.begin(), bv.end()), {65536})
+                        : Tensor::FromVector<uint8_t>(bv, {65536});
+    auto r = test::RunOptimizedAndReference(m, {{"a", Value(a)}, {"b", Value(b)}}, 1 + (k & 1));
+    ASSERT_EQ(r.opt.size(), 1u);
+    ASSERT_EQ(r.ref.size(), 1u);
+    EXPECT_EQ(r.ops["QdqAdd"], 1);
+    const auto* o = static_cast<const uint8_t*>(r.opt[0].tensor().raw_data());
+    const auto* e = static_cast<const uint8_t*>(r.ref[0].tensor().raw_data());
+    int differ = 0, first = -1;
+    for (int i = 0; i < 65536; ++i)
+      if (o[i] != e[i]) {
+        if (first < 0) first = i;
+        ++differ;
+      }
+    EXPECT_EQ(differ, 0) << "scales " << scale(0) << " " << scale(1) << " " << scale(2) * 2.0f << ": first at a "
+                         << (first >> 8) << " b " << (first & 255);
+  }
+}
+
 TEST(QdqAdd, BadInputsNameTheNode) {
   // A hand-written strata.internal QdqAdd (the fusion never makes these): b of another shape,
   // a float a, a vector scale.
