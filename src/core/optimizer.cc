@@ -388,6 +388,7 @@ Status OptimizeGraph(Graph& g, const OptimizerOptions& opts) {
     ASSIGN_OR_RETURN(int l, ConvertToNhwc(g, opts));
     // ResNet's conv -> Add(skip) [-> Relu] into the conv's SGEMM epilogue (NHWC only).
     if (l > 0) FuseNhwcConvResidual(g);
+    if (l > 0) FuseNhwcQConvAdd(g);            // the int8 form of the same
     if (l > 0) FuseInvertedResidualBlocks(g);  // MobileNetV2 blocks: after the residual fusion
     if (l > 0) FuseNhwcConvInputScale(g);      // SE scales: after the blocks, which take none
     if (l > 0) FuseNhwcConvActivation(g);      // after the blocks, whose parts take clamps only

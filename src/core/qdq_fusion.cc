@@ -401,6 +401,38 @@ int FuseQdqMatMul(Graph& g, const OptimizerOptions& opts) {
   return fused;
 }
 
+int FuseNhwcQConvAdd(Graph& g) {
+  const GraphUses gu(g);
+  std::vector<char> drop(g.nodes.size(), 0);
+  int fused = 0;
+  for (size_t qi = 0; qi < g.nodes.size(); ++qi) {
+    const Node& add = g.nodes[qi];
+    if (add.domain != kInternalDomain || add.op_type != kQdqAddOp || add.inputs.size() != 8 || add.outputs.size() != 1)
+      continue;
+    for (size_t side : {0, 3}) {
+      const int v = add.inputs[side], other = add.inputs[3 - side];
+      const int pi = gu.SoleConsumer(v) == static_cast<int>(qi) ? gu.Producer(v) : -1;
+      if (pi < 0 || drop[pi]) continue;
+      const Node& conv = g.nodes[pi];
+      if (conv.domain != kInternalDomain || conv.op_type != kNhwcQLinearConvOp || conv.inputs.size() < 8 ||
+          conv.inputs.size() > 9 || conv.outputs.size() != 1 || conv.GetInt("group", 1) != 1)
+        continue;
+      Node f = conv;
+      f.inputs.resize(9, -1);  // the bias slot, absent or not
+      f.inputs.insert(f.inputs.end(), {other, add.inputs[4 - side], add.inputs[5 - side], add.inputs[side + 1],
+                                       add.inputs[side + 2], add.inputs[6], add.inputs[7]});
+      f.outputs = add.outputs;
+      f.attrs["residual_relu"] = Attribute::Int(add.GetInt("relu", 0));
+      drop[pi] = 1;
+      g.nodes[qi] = std::move(f);  // in the sum's place: the skip input exists by then
+      ++fused;
+      break;
+    }
+  }
+  if (fused) RemoveDroppedNodes(g, drop);
+  return fused;
+}
+
 int SinkDequantizeBelowMaxPool(Graph& g, const OptimizerOptions& opts) {
   if (opts.level < 2 || opts.kernel.prefer_reference || !opts.cpu_only) return 0;
   const GraphUses gu(g);

@@ -51,6 +51,17 @@ int FuseQdqAdd(Graph& g, const OptimizerOptions& opts);
 inline constexpr char kQdqMatMulOp[] = "QdqMatMul";
 int FuseQdqMatMul(Graph& g, const OptimizerOptions& opts);
 
+// After the layout pass: an ungrouped NhwcQLinearConv whose output only a QdqAdd reads (a
+// ResNet block's last conv and its residual sum) takes the sum into its GEMM's store:
+//
+//   QdqAdd(conv(x_q, ...), skip) -> NhwcQLinearConv(x_q, ..., [B], skip, skip's scale and zero
+//   point, the sum's scale and zero point of the conv output, the sum's output scale and zero
+//   point; residual_relu)
+//
+// The store does QdqAdd's float operations on the requantized byte (int8gemm::QuantOut::skip):
+// the bytes of the two nodes. The conv's byte tensor is never written. Returns the number fused.
+int FuseNhwcQConvAdd(Graph& g);
+
 // MaxPool(DequantizeLinear(x_q)) -> DequantizeLinear(MaxPool(x_q)) for scalar constant
 // parameters (scale > 0): DequantizeLinear is monotone, so the maximum commutes with it
 // exactly, and the pool then reads bytes and the DequantizeLinear a quarter of the values

@@ -97,11 +97,33 @@ bool ReadsInPlace(const AMatrix& a, const PackedB& b) {
   return a.read_in_place && !a.packed && !a.produce && !a.a_signed && !b.any_offset() && b.k() == b.kp();
 }
 
+// QuantOut::skip's residual sum on 16 requantized bytes f (integer-valued floats in the type's
+// range) and the skip bytes at s: QdqAdd's operations. The products are explicitly rounded so
+// they cannot be contracted into the sum (see qdq_add.cc).
+STRATA_VNNI inline __m512 AddSkip(__m512 f, const uint8_t* s, __mmask16 mask, const QuantOut& q) {
+  constexpr int kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m128i sb = _mm_maskz_loadu_epi8(mask, s);
+  const __m512i si = q.skip_signed ? _mm512_cvtepi8_epi32(sb) : _mm512_cvtepu8_epi32(sb);
+  // f - za is exact: both are integers of at most 9 bits.
+  const __m512 fa = _mm512_mul_round_ps(_mm512_sub_ps(f, _mm512_set1_ps(q.add_za)), _mm512_set1_ps(q.add_sa), kRn);
+  const __m512 fb = _mm512_mul_round_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(si, _mm512_set1_epi32(q.add_zb))),
+                                        _mm512_set1_ps(q.add_sb), kRn);
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 v = _mm512_add_ps(fa, fb);
+  if (q.add_relu) v = _mm512_max_ps(v, zero);
+  v = _mm512_div_ps(v, _mm512_set1_ps(q.add_so));
+  v = _mm512_add_ps(_mm512_roundscale_ps(v, kRn), _mm512_set1_ps(q.add_zo));
+  v = _mm512_roundscale_ps(v, kRn);
+  v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), zero);  // NaN -> 0
+  return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(q.add_out_signed ? -128.0f : 0.0f)),
+                       _mm512_set1_ps(q.add_out_signed ? 127.0f : 255.0f));
+}
+
 // Row r, columns [j0, j0 + cols) of C from the tile's raw dots: the zero-point terms, then a
 // masked store of the int32 sums or of their float form (FloatOut).
 STRATA_VNNI void StoreRow(const int32_t* raw, const PackedB& b, int64_t j0, int64_t cols, uint32_t za, uint32_t rowterm,
                           int32_t* c, const FloatOut* fout, float* y, const QuantOut* qout = nullptr,
-                          uint8_t* yq = nullptr) {
+                          uint8_t* yq = nullptr, const uint8_t* skip = nullptr) {
   const __m512i vza = _mm512_set1_epi32(static_cast<int32_t>(za));
   const __m512i vrt = _mm512_set1_epi32(static_cast<int32_t>(rowterm));
   for (int64_t j = 0; j < cols; j += 16) {
@@ -120,6 +142,7 @@ STRATA_VNNI void StoreRow(const int32_t* raw, const PackedB& b, int64_t j0, int6
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       f = _mm512_mask_mov_ps(f, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_setzero_ps());  // NaN -> 0
       f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+      if (skip) f = AddSkip(f, skip + j, mask, *qout);
       _mm512_mask_cvtepi32_storeu_epi8(yq + j, mask, _mm512_cvtps_epi32(f));
       continue;
     }
@@ -199,11 +222,13 @@ STRATA_VNNI void QuantRows(const Job& job, const int32_t* raw, int64_t nr, int64
   const int halves = cols > 16 ? 2 : 1;
   for (int64_t m = 0; m < nr; ++m) {
     uint8_t* y = q.y + (r0 + m) * q.ldy + j0;
+    const uint8_t* skip = q.skip ? q.skip + (r0 + m) * q.ldskip + j0 : nullptr;
     for (int h = 0; h < halves; ++h) {
       const __m512i v = _mm512_sub_epi32(_mm512_load_si512(raw + m * 32 + 16 * h), zc[h]);
       __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), mult[h]);
       f = _mm512_add_ps(_mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
       f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+      if (skip) f = AddSkip(f, skip + 16 * h, mask[h], q);
       _mm512_mask_cvtepi32_storeu_epi8(y + 16 * h, mask[h], _mm512_cvtps_epi32(f));
     }
   }
@@ -248,7 +273,8 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
               job.rowsum ? static_cast<uint32_t>(job.rowsum[r]) - static_cast<uint32_t>(b.k()) * zu : 0;
           if (job.qout) {
             StoreRow(raw + m * 32, b, j0, cols, zu, rowterm, nullptr, nullptr, nullptr, job.qout,
-                     job.qout->y + r * job.qout->ldy + j0);
+                     job.qout->y + r * job.qout->ldy + j0,
+                     job.qout->skip ? job.qout->skip + r * job.qout->ldskip + j0 : nullptr);
           } else if (job.fout) {
             StoreRow(raw + m * 32, b, j0, cols, zu, rowterm, nullptr, job.fout, job.fout->y + r * job.fout->ldy + j0);
           } else {

@@ -125,6 +125,16 @@ struct QuantOut {
   const int32_t* bias = nullptr;  // [n] or nullptr
   float z = 0;
   bool y_signed = false;
+  // With `skip`: a static int8 ResNet's residual sum in the same store (a fused QdqAdd of the
+  // byte above, y', and the skip byte s at [r, j]): y[r, j] = saturate(round(relu?((y' -
+  // add_za) * add_sa + (s - add_zb) * add_sb) / add_so) + add_zo), in QdqAdd's float
+  // operations and order (src/cpu/qdq_add.cc), so the bytes of the two nodes it replaces;
+  // y then has add_out_signed's type.
+  const uint8_t* skip = nullptr;  // [rows, ldskip]
+  int64_t ldskip = 0;
+  bool skip_signed = false, add_relu = false, add_out_signed = false;
+  float add_sa = 0, add_za = 0, add_sb = 0, add_so = 0, add_zo = 0;
+  int32_t add_zb = 0;
 };
 
 // C[rows, n] (int32, row stride ldc) = (A - za)(B - zb) mod 2^32, or with `fout` its float

@@ -240,6 +240,10 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     if (qlinear_) RETURN_IF_ERROR(CheckQLinearParams(ctx, s));
 
     const bool w_packed = packed_ && w->shape() == packed_shape_ && w->dtype() == packed_dtype_;
+    // NhwcQLinearConv with a residual sum in its store (qdq_fusion.cc's FuseNhwcQConvAdd): the
+    // VNNI GEMM's path only.
+    if (HasSkip(node) && !(w_packed && vnni_ && s.group == 1))
+      return InvalidArgument(node.Describe(), ": a residual input needs an ungrouped conv with a constant W");
     if (w_packed && vnni_ && s.group == 1) return RunVnni(ctx, *x, s);
     if (w_packed && dw_ && s.group == s.C && s.g.rank() == 2) return RunDepthwise(ctx, *x, s);
     // The layout pass makes NhwcQLinearConv only where the optimized entry covers the node.
@@ -347,6 +351,49 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     return Status::Ok();
   }
 
+  // The residual inputs of a fused NhwcQLinearConv: 9 skip, 10 / 11 its scale and zero point,
+  // 12 / 13 the scale and zero point by which the sum reads the conv's own output, 14 / 15 the
+  // sum's (the output's) scale and zero point; attribute residual_relu.
+  static constexpr size_t kSkip = 9, kSkipInputs = 7;
+  bool HasSkip(const Node& node) const { return nhwc_ && qlinear_ && node.inputs.size() > kSkip; }
+
+  // QuantOut's residual fields from the inputs above, for the output y [N, ..., M] (NHWC).
+  Status PrepareSkip(KernelContext& ctx, const Tensor& y, int8gemm::QuantOut* qo) const {
+    const Node& node = ctx.node();
+    const Tensor* skip = ctx.input(kSkip);
+    if (!skip || !IsQuant8(skip->dtype()) || skip->shape() != y.shape())
+      return InvalidArgument(node.Describe(), ": the residual input must be uint8/int8 of the output's shape ",
+                             ShapeToString(y.shape()), ", got ", skip ? DataTypeName(skip->dtype()) : "nothing", " ",
+                             skip ? ShapeToString(skip->shape()) : "");
+    static const char* kNames[] = {"residual scale",
+                                   "residual zero point",
+                                   "sum's scale of the conv output",
+                                   "sum's zero point of the conv output",
+                                   "sum's output scale",
+                                   "sum's output zero point"};
+    for (size_t i = 0; i < 6; ++i) {
+      const Tensor* t = ctx.input(kSkip + 1 + i);
+      const bool scale = i % 2 == 0;
+      if (!t || t->num_elements() != 1 || (scale && t->dtype() != DataType::kFloat) ||
+          (!scale && !IsQuant8(t->dtype())))
+        return InvalidArgument(node.Describe(), ": the ", kNames[i], " must be a ", scale ? "float" : "uint8/int8",
+                               " scalar");
+    }
+    if (ctx.input(kSkip + 2)->dtype() != skip->dtype() || ctx.input(kSkip + 4)->dtype() != ctx.input(7)->dtype())
+      return InvalidArgument(node.Describe(), ": the residual sum's zero points must have their tensors' types");
+    qo->skip_signed = skip->dtype() == DataType::kInt8;
+    qo->ldskip = qo->ldy;
+    qo->add_sb = ctx.input(kSkip + 1)->data<float>()[0];
+    qo->add_zb = LoadQ(*ctx.input(kSkip + 2), 0);
+    qo->add_sa = ctx.input(kSkip + 3)->data<float>()[0];
+    qo->add_za = static_cast<float>(LoadQ(*ctx.input(kSkip + 4), 0));
+    qo->add_so = ctx.input(kSkip + 5)->data<float>()[0];
+    qo->add_zo = static_cast<float>(LoadQ(*ctx.input(kSkip + 6), 0));
+    qo->add_out_signed = ctx.input(kSkip + 6)->dtype() == DataType::kInt8;
+    qo->add_relu = node.GetInt("residual_relu", 0) != 0;
+    return Status::Ok();
+  }
+
   // QLinearConv's output stage: the multipliers x_scale * w_scale[m] / y_scale in `mult`.
   Status PrepareRequant(KernelContext& ctx, const IntConvShape& s, Tensor* mult, int8conv::Requant* rq) const {
     if (mult_.size() == static_cast<size_t>(s.M)) {
@@ -379,8 +426,19 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
   // kernels move each image to NHWC and the result back.
   Status RunDepthwise(KernelContext& ctx, const Tensor& x, const IntConvShape& s) const {
     const Node& node = ctx.node();
-    const DataType yt = qlinear_ ? ctx.input(7)->dtype() : DataType::kInt32;
+    const bool skip = HasSkip(node);
+    if (skip && node.inputs.size() != kSkip + kSkipInputs)
+      return InvalidArgument(node.Describe(), ": a residual sum takes ", kSkipInputs, " inputs after the bias, got ",
+                             node.inputs.size() - kSkip);
+    // With a residual sum the output is the sum's, of its zero point's type.
+    const Tensor* sum_zp = skip ? ctx.input(kSkip + kSkipInputs - 1) : nullptr;
+    const DataType yt = !qlinear_ ? DataType::kInt32 : sum_zp ? sum_zp->dtype() : ctx.input(7)->dtype();
     ASSIGN_OR_RETURN(Tensor * y, AllocateOptimizedOutput(ctx, s, yt));
+    int8gemm::QuantOut qo;
+    if (skip) {
+      qo.ldy = s.M;
+      RETURN_IF_ERROR(PrepareSkip(ctx, *y, &qo));
+    }
     if (s.N == 0 || s.M == 0 || s.out_size == 0) return Status::Ok();
     ThreadPool* pool = ctx.pool();
     Tensor mult;
@@ -460,8 +518,19 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
   // kernel reads x as it is and writes y in the GEMM's order.
   Status RunVnni(KernelContext& ctx, const Tensor& x, const IntConvShape& s) const {
     const Node& node = ctx.node();
-    const DataType yt = qlinear_ ? ctx.input(7)->dtype() : DataType::kInt32;
+    const bool skip = HasSkip(node);
+    if (skip && node.inputs.size() != kSkip + kSkipInputs)
+      return InvalidArgument(node.Describe(), ": a residual sum takes ", kSkipInputs, " inputs after the bias, got ",
+                             node.inputs.size() - kSkip);
+    // With a residual sum the output is the sum's, of its zero point's type.
+    const Tensor* sum_zp = skip ? ctx.input(kSkip + kSkipInputs - 1) : nullptr;
+    const DataType yt = !qlinear_ ? DataType::kInt32 : sum_zp ? sum_zp->dtype() : ctx.input(7)->dtype();
     ASSIGN_OR_RETURN(Tensor * y, AllocateOptimizedOutput(ctx, s, yt));
+    int8gemm::QuantOut qo;
+    if (skip) {
+      qo.ldy = s.M;
+      RETURN_IF_ERROR(PrepareSkip(ctx, *y, &qo));
+    }
     if (s.N == 0 || s.M == 0 || s.out_size == 0) return Status::Ok();
     bool direct = s.k_size == 1;
     for (size_t d = 0; d < s.g.rank(); ++d)
@@ -526,13 +595,13 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
                     : yt == DataType::kUInt8 ? y->mutable_data<uint8_t>()
                                              : reinterpret_cast<uint8_t*>(y->mutable_data<int8_t>());
       if (direct_out) {
-        int8gemm::QuantOut qo;
+        if (skip) qo.skip = static_cast<const uint8_t*>(ctx.input(kSkip)->raw_data()) + n * s.out_size * s.M;
         qo.y = yb + n * s.out_size * s.M;
         qo.ldy = s.M;
         qo.mult = rq.mult;
         qo.bias = rq.bias;
         qo.z = rq.z;
-        qo.y_signed = rq.y_signed;
+        qo.y_signed = rq.y_signed;  // the conv's own byte: the sum, if any, reads it with this range
         int8gemm::Gemm(am, *vnni_, nullptr, s.M, gs.mutable_data<uint8_t>(), pool, nullptr, &qo);
         continue;
       }

@@ -35,6 +35,7 @@ struct Qdq {
   bool clip6 = false;     // Clip(0, 6) instead of the Relu
   float y_scale = 0.05f;  // with clip6: 0.02 saturates at 5.1 (fuses), 0.05 quantizes 6 to 120 (does not)
   bool depthwise = false;  // the chained conv is depthwise (group = its 20 channels)
+  int8_t w_zp = 0;         // W's zero point (nonzero: the GEMM's column offset, its general store)
 };
 
 template <typename T>
@@ -61,7 +62,7 @@ void AddConv(onnx::GraphProto* g, const std::string& p, const std::string& xq, c
   for (int64_t m = 0; m < M; ++m) ws[m] = 0.002f + 0.0005f * static_cast<float>(m % 5);
   AddInit(g, p + "wq", onnx::TensorProto::INT8, {M, C / group, 3, 3}, w);
   AddInit(g, p + "ws", onnx::TensorProto::FLOAT, {M}, ws);
-  AddInit(g, p + "wz", onnx::TensorProto::INT8, {M}, std::vector<int8_t>(static_cast<size_t>(M), 0));
+  AddInit(g, p + "wz", onnx::TensorProto::INT8, {M}, std::vector<int8_t>(static_cast<size_t>(M), q.w_zp));
   SetInt(AddNode(g, "DequantizeLinear", {p + "wq", p + "ws", p + "wz"}, {p + "w"}), "axis", q.w_axis_1 ? 1 : 0);
   std::vector<std::string> conv_in = {p + "x", p + "w"};
   std::vector<float> bf = test::Pseudo(static_cast<size_t>(M), seed + 1, 0.5f);
@@ -137,6 +138,10 @@ onnx::ModelProto Build(const Qdq& q) {
   AddNode(g, "DequantizeLinear", {out, out == "a_yq" ? "a_ys" : "b_ys", out == "a_yq" ? "a_yz" : "b_yz"}, {"y"});
   AddOutput(g, "y", {2, q.chain ? M2 : M, -1, -1});
   return m;
+}
+
+std::vector<std::pair<std::string, Value>> Inputs20() {
+  return {{"x", Value(Tensor::FromVector<float>(test::Pseudo(2 * 20 * 9 * 8, 5, 2.0f), {2, 20, 9, 8}))}};
 }
 
 std::vector<std::pair<std::string, Value>> Inputs() {
@@ -445,6 +450,150 @@ TEST(QdqAdd, BadInputsNameTheNode) {
   EXPECT_NE(e.find("uint8 or int8"), std::string::npos) << e;
   e = run(u4, u4, two);
   EXPECT_NE(e.find("y_scale must be a scalar"), std::string::npos) << e;
+}
+
+// A ResNet block's end: conv (20 -> 20, 3x3) -> QuantizeLinear, then QuantizeLinear([Relu](
+// DequantizeLinear(conv) + DequantizeLinear(x_q))). After the QDQ fusions this is
+// NhwcQLinearConv + QdqAdd, which FuseNhwcQConvAdd merges into the conv's store. `show_conv`
+// makes the conv's bytes a graph output too, which keeps the two nodes apart: the fused and the
+// unfused sessions must give the same bytes.
+struct Residual {
+  bool x_signed = false, out_signed = false, relu = true, conv_first = true, show_conv = false;
+  int bias = 1;
+  int8_t w_zp = 0;
+};
+
+onnx::ModelProto BuildResidual(const Residual& r) {
+  onnx::ModelProto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  const int64_t C = 20;
+  AddInput(g, "x", {2, C, 9, 8});
+  const int qt = r.x_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8;
+  AddInit(g, "xs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.02f});
+  if (r.x_signed) {
+    AddInit(g, "xz", qt, {}, std::vector<int8_t>{3});
+  } else {
+    AddInit(g, "xz", qt, {}, std::vector<uint8_t>{128});
+  }
+  AddNode(g, "QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
+  Qdq q;
+  q.x_signed = r.x_signed;
+  q.relu = false;
+  q.y_zp = r.x_signed ? -7 : 120;
+  q.bias = r.bias;
+  q.w_zp = r.w_zp;
+  AddConv(g, "a_", "xq", "xs", "xz", 0.02f, C, C, q, 31);
+  AddNode(g, "DequantizeLinear", {"a_yq", "a_ys", "a_yz"}, {"ad"});
+  AddNode(g, "DequantizeLinear", {"xq", "xs", "xz"}, {"sd"});
+  AddNode(g, "Add", {r.conv_first ? "ad" : "sd", r.conv_first ? "sd" : "ad"}, {"sum"});
+  if (r.relu) AddNode(g, "Relu", {"sum"}, {"sum_r"});
+  AddInit(g, "rs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.031f});
+  if (r.out_signed) {
+    // With the Relu a zero point above the lowest value, so the Relu's clamp is not the saturation.
+    AddInit(g, "rz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{static_cast<int8_t>(r.relu ? -100 : -20)});
+  } else {
+    AddInit(g, "rz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{static_cast<uint8_t>(r.relu ? 30 : 100)});
+  }
+  AddNode(g, "QuantizeLinear", {r.relu ? "sum_r" : "sum", "rs", "rz"}, {"outq"});
+  AddNode(g, "DequantizeLinear", {"outq", "rs", "rz"}, {"y"});
+  AddOutput(g, "y", {2, C, 9, 8});
+  if (r.show_conv) AddOutput(g, "a_yq", {2, C, 9, 8}, qt);
+  return m;
+}
+
+TEST(QdqResidual, SumInTheConvStoreGivesTheUnfusedBytes) {
+  if (!int8gemm::Available()) GTEST_SKIP() << "the NHWC int8 conv needs AVX512-VNNI";
+  for (bool x_signed : {false, true})
+    for (bool out_signed : {false, true})
+      for (bool relu : {true, false})
+        for (bool conv_first : {true, false})
+          for (int threads : {1, 2}) {
+            Residual r;
+            r.x_signed = x_signed;
+            r.out_signed = out_signed;
+            r.relu = relu;
+            r.conv_first = conv_first;
+            r.bias = conv_first ? 1 : 0;
+            r.w_zp = static_cast<int8_t>(threads == 2 ? 5 : 0);  // both stores of the GEMM
+            SCOPED_TRACE(std::string("x_signed ") + std::to_string(x_signed) + " out_signed " +
+                         std::to_string(out_signed) + " relu " + std::to_string(relu) + " conv_first " +
+                         std::to_string(conv_first) + " threads " + std::to_string(threads));
+            auto fused = test::RunOptimizedAndReference(BuildResidual(r), Inputs20(), threads);
+            r.show_conv = true;
+            auto apart = test::RunOptimizedAndReference(BuildResidual(r), Inputs20(), threads);
+            ASSERT_FALSE(fused.opt.empty());
+            ASSERT_EQ(apart.opt.size(), 2u);
+            EXPECT_EQ(fused.ops["QdqAdd"], 0);
+            EXPECT_EQ(fused.ops["NhwcQLinearConv"], 1);
+            EXPECT_EQ(apart.ops["QdqAdd"], 1);
+            const Tensor& a = fused.opt[0].tensor();
+            const Tensor& b = apart.opt[0].tensor();
+            ASSERT_EQ(a.shape(), b.shape());
+            EXPECT_EQ(0, std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()));
+            // And within a step or two of the float graph (the conv rounds once, as fused before).
+            ExpectWithinSteps(fused, 2, 0.031f);
+            if (HasFailure()) return;
+          }
+}
+
+// A hand-written NhwcQLinearConv with residual inputs (the fusion's form) that are wrong.
+TEST(QdqResidual, BadResidualInputsNameTheNode) {
+  if (!int8gemm::Available()) GTEST_SKIP() << "the NHWC int8 conv needs AVX512-VNNI";
+  // variant 0 fine; 1 skip of another shape; 2 a float skip; 3 one residual input missing;
+  // 4 a [2] residual scale; 5 a residual zero point of the wrong type; 6 a depthwise conv.
+  auto run = [](int variant) {
+    onnx::ModelProto m = MakeModel(13);
+    AddOpsetImport(&m, "strata.internal", 1);
+    auto* g = m.mutable_graph();
+    const int64_t C = 4, M = variant == 6 ? 4 : 3;
+    AddInput(g, "x", {1, 5, 5, C}, onnx::TensorProto::UINT8);
+    AddInput(g, "skip", {-1, -1, -1, -1}, variant == 2 ? onnx::TensorProto::FLOAT : onnx::TensorProto::UINT8);
+    AddInit(g, "s", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.1f});
+    AddInit(g, "s2", onnx::TensorProto::FLOAT, {2}, std::vector<float>{0.1f, 0.1f});
+    AddInit(g, "z", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{3});
+    AddInit(g, "zi", onnx::TensorProto::INT8, {}, std::vector<int8_t>{3});
+    AddInit(g, "w", onnx::TensorProto::INT8, {M, variant == 6 ? 1 : C, 3, 3},
+            std::vector<int8_t>(static_cast<size_t>(M * (variant == 6 ? 1 : C) * 9), 1));
+    AddInit(g, "ws", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.01f});
+    AddInit(g, "wz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{0});
+    std::vector<std::string> in = {
+        "x", "s", "z", "w", "ws", "wz", "s", "z", "", "skip", variant == 4 ? "s2" : "s", variant == 5 ? "zi" : "z",
+        "s", "z", "s", "z"};
+    if (variant == 3) in.pop_back();
+    auto* n = g->add_node();
+    n->set_op_type("NhwcQLinearConv");
+    n->set_domain("strata.internal");
+    n->set_name("my_conv");
+    for (const auto& i : in) n->add_input(i);
+    n->add_output("y");
+    SetInts(n, "pads", {1, 1, 1, 1});
+    if (variant == 6) SetInt(n, "group", 4);
+    AddOutput(g, "y", {-1, -1, -1, -1}, onnx::TensorProto::UINT8);
+    const std::string bytes = Serialize(m);
+    auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
+    if (!s.ok()) return s.status().ToString();
+    const Tensor x = Tensor::FromVector<uint8_t>(std::vector<uint8_t>(100, 7), {1, 5, 5, C});
+    const int64_t skip_n = 25 * M;  // variant 1: the same bytes as [1, 5, M, 5]
+    const Shape skip_shape = variant == 1 ? Shape{1, 5, M, 5} : Shape{1, 5, 5, M};
+    Tensor skip = variant == 2
+                      ? Tensor::FromVector<float>(std::vector<float>(static_cast<size_t>(skip_n), 1.0f), skip_shape)
+                      : Tensor::FromVector<uint8_t>(std::vector<uint8_t>(static_cast<size_t>(skip_n), 9), skip_shape);
+    auto out = (*s)->Run({{"x", Value(x)}, {"skip", Value(skip)}});
+    return out.ok() ? std::string("ok") : out.status().ToString();
+  };
+  EXPECT_EQ(run(0), "ok");
+  for (int v = 1; v <= 6; ++v) {
+    const std::string e = run(v);
+    EXPECT_NE(e.find("my_conv"), std::string::npos) << "variant " << v << ": " << e;
+    const char* want[] = {"",
+                          "the residual input must be uint8/int8 of the output's shape [1,5,5,3]",
+                          "the residual input must be uint8/int8",
+                          "a residual sum takes 7 inputs after the bias, got 6",
+                          "the residual scale must be a float scalar",
+                          "the residual sum's zero points",
+                          "a residual input needs an ungrouped conv"};
+    EXPECT_NE(e.find(want[v]), std::string::npos) << "variant " << v << ": " << e;
+  }
 }
 
 }  // namespace
