@@ -369,17 +369,45 @@ int FuseQdqMatMul(Graph& g, const OptimizerOptions& opts) {
       if (axis != 1) continue;
     }
     if (wz_v >= 0 && g.Constant(wz_v)->num_elements() != ws->num_elements()) continue;
-    // An Add of a constant float [N] (the Linear's bias) joins the GEMM's store.
-    int bias_v = -1, out_node = static_cast<int>(mi);
-    const int ai = gu.SoleConsumer(mm.outputs[0]);
-    if (ai >= 0 && !drop[ai] && IsCpuOp(g.nodes[ai], "Add", 2, 2)) {
+    // An Add of a constant float [N] (the Linear's bias) reading `v` alone: the bias, or -1.
+    auto bias_after = [&](int v, int* add_node) {
+      const int ai = gu.SoleConsumer(v);
+      if (ai < 0 || drop[ai] || !IsCpuOp(g.nodes[ai], "Add", 2, 2)) return -1;
       const Node& add = g.nodes[ai];
-      const int other = add.inputs[0] == mm.outputs[0] ? add.inputs[1] : add.inputs[0];
+      const int other = add.inputs[0] == v ? add.inputs[1] : add.inputs[0];
       const Tensor* b = g.Constant(other);
-      if (other != mm.outputs[0] && b && b->dtype() == DataType::kFloat && b->rank() == 1 && b->dim(0) == N) {
-        bias_v = other;
-        out_node = ai;
-      }
+      if (other == v || !b || b->dtype() != DataType::kFloat || b->rank() != 1 || b->dim(0) != N) return -1;
+      *add_node = ai;
+      return other;
+    };
+    // A per-tensor QuantizeLinear -> DequantizeLinear pair (both with constant parameters and
+    // a zero point) reading `v` alone: the DequantizeLinear's node, or -1.
+    auto requant_after = [&](int v, int* q_node) {
+      const int qi = gu.SoleConsumer(v);
+      if (qi < 0 || drop[qi] || !IsCpuOp(g.nodes[qi], "QuantizeLinear", 3, 3) || g.nodes[qi].HasAttr("block_size"))
+        return -1;
+      const Node& q = g.nodes[qi];
+      const Tensor* qz = g.Constant(q.inputs[2]);
+      if (!ScaleConst(g, q.inputs[1], 0) || !qz || !IsQ8(qz->dtype()) || qz->num_elements() != 1 || qz->rank() > 1)
+        return -1;
+      const int di = gu.SoleConsumer(q.outputs[0]);
+      if (di < 0 || drop[di] || !IsCpuOp(g.nodes[di], "DequantizeLinear", 3, 3) || g.nodes[di].HasAttr("block_size"))
+        return -1;
+      const Node& dq = g.nodes[di];
+      const Tensor* dz = g.Constant(dq.inputs[2]);
+      if (dq.inputs[0] != q.outputs[0] || !ScaleConst(g, dq.inputs[1], 0) || !dz || dz->dtype() != qz->dtype() ||
+          dz->num_elements() != 1 || dz->rank() > 1)
+        return -1;
+      *q_node = qi;
+      return di;
+    };
+    // The Linear's bias joins the GEMM's store; so does a quantized output (QuantizeLinear ->
+    // DequantizeLinear, then the bias), as a requantization in the store.
+    int bias_v = -1, out_node = static_cast<int>(mi), q_node = -1, dq_node = -1, post_bias_v = -1;
+    bias_v = bias_after(mm.outputs[0], &out_node);
+    if (bias_v < 0 && (dq_node = requant_after(mm.outputs[0], &q_node)) >= 0) {
+      out_node = dq_node;
+      post_bias_v = bias_after(g.nodes[dq_node].outputs[0], &out_node);
     }
     Node f;
     f.name = mm.name;
@@ -389,10 +417,17 @@ int FuseQdqMatMul(Graph& g, const OptimizerOptions& opts) {
     f.provider = mm.provider;
     f.inputs = {x_q, xs_v, xz_v, dqw.inputs[0], ws_v, wz_v};
     if (bias_v >= 0) f.inputs.push_back(bias_v);
+    if (dq_node >= 0) {
+      const Node& q = g.nodes[q_node];
+      const Node& dq = g.nodes[dq_node];
+      f.inputs.insert(f.inputs.end(), {-1, q.inputs[1], q.inputs[2], dq.inputs[1], dq.inputs[2]});
+      if (post_bias_v >= 0) f.inputs.push_back(post_bias_v);
+    }
     f.outputs = g.nodes[out_node].outputs;
     if (!OptimizedKernelCovers(f, g, opts.kernel)) continue;
     // The fused node takes the last node's place: x_q exists by then.
     drop[mi] = 1;
+    if (q_node >= 0) drop[q_node] = drop[dq_node] = 1;
     drop[out_node] = 0;
     g.nodes[out_node] = std::move(f);
     ++fused;

@@ -46,8 +46,15 @@ int FuseQdqAdd(Graph& g, const OptimizerOptions& opts);
 // per tensor or per column (axis 1); the Add joins when it reads the MatMul's output alone and
 // a constant float [N]. The output stays float (ONNX Runtime's MatMulIntegerToFloat): the
 // kernel (src/cpu/dynq_matmul.cc) sums the integer products exactly and scales once, so the
-// outputs differ from the float graph's by its float rounding. Same conditions as
-// FuseQdqConv (the VNNI GEMM). Returns the number fused.
+// outputs differ from the float graph's by its float rounding. A quantized output joins too:
+//
+//   ... -> QuantizeLinear(., ys, yz) -> DequantizeLinear(., ds, dz) [-> Add(bias[N])]
+//   -> QdqMatMul(x_q, xs, xz, W_q, ws, wz, -, ys, yz, ds, dz[, bias])
+//
+// (scalar constant parameters with zero points, each intermediate read by the next node
+// alone): the GEMM's store does the three nodes' float operations (int8gemm::FloatOut's
+// requant), so their bits, and the bytes are never written. Same conditions as FuseQdqConv
+// (the VNNI GEMM). Returns the number fused.
 inline constexpr char kQdqMatMulOp[] = "QdqMatMul";
 int FuseQdqMatMul(Graph& g, const OptimizerOptions& opts);
 

@@ -77,9 +77,10 @@ class QuantWeightMatMul : public OpKernel, public PacksConstantInputs {
     return y->num_elements() == 0 ? nullptr : y;
   }
 
-  // y [rows, N] = float((X_q - xzp) . (W_q - W_zp)) * (xs * W_scale) [+ bias].
-  Status Multiply(KernelContext& ctx, const void* xq, bool x_signed, int64_t rows, float xs, int32_t xzp,
-                  float* y) const {
+  // y [rows, N] = float((X_q - xzp) . (W_q - W_zp)) * (xs * W_scale) [+ bias], then fo's
+  // requantization if it asks for one.
+  Status Multiply(KernelContext& ctx, const void* xq, bool x_signed, int64_t rows, float xs, int32_t xzp, float* y,
+                  int8gemm::FloatOut fo = {}) const {
     const Node& node = ctx.node();
     const int64_t n = packed_.n();
     // The Mul(X_scale, W_scale) node's values, once per run.
@@ -94,7 +95,6 @@ class QuantWeightMatMul : public OpKernel, public PacksConstantInputs {
     am.za = xzp;
     ASSIGN_OR_RETURN(int64_t bytes, int8gemm::ScratchBytes(am, packed_));
     ASSIGN_OR_RETURN(Tensor scratch, AllocateIntScratch(DataType::kUInt8, bytes, ctx.allocator(), node));
-    int8gemm::FloatOut fo;
     fo.y = y;
     fo.ldy = n;
     fo.scale = sc;
@@ -159,15 +159,50 @@ class QdqMatMulKernel final : public QuantWeightMatMul {
     if (!xs || xs->dtype() != DataType::kFloat || xs->num_elements() != 1)
       return InvalidArgument(node.Describe(), ": X_scale must be a float scalar");
     RETURN_IF_ERROR(CheckZeroPoint(xz, x->dtype(), 1, node, "X_zero_point"));
+    int8gemm::FloatOut fo;
+    if (node.inputs.size() > kRequant) RETURN_IF_ERROR(PrepareRequant(ctx, n, &fo));
     ASSIGN_OR_RETURN(Tensor * y, AllocateY(ctx, x->shape()));
     if (!y) return Status::Ok();
     const int64_t rows = y->num_elements() / n;
     return Multiply(ctx, x->raw_data(), x->dtype() == DataType::kInt8, rows, xs->data<float>()[0], ZeroPointAt(xz, 0),
-                    y->mutable_data<float>());
+                    y->mutable_data<float>(), fo);
   }
 
  private:
   QdqMatMulKernel() = default;
+
+  // Inputs 7-10 (qdq_fusion.cc: the Linear's quantized output): the QuantizeLinear's scale and
+  // zero point, the DequantizeLinear's; 11, optional: the bias added after them, float [N].
+  static constexpr size_t kRequant = 7;
+  Status PrepareRequant(KernelContext& ctx, int64_t n, int8gemm::FloatOut* fo) const {
+    const Node& node = ctx.node();
+    if (node.inputs.size() < kRequant + 4 || node.inputs.size() > kRequant + 5)
+      return InvalidArgument(node.Describe(), ": a requantized output takes 4 or 5 inputs after the bias, got ",
+                             node.inputs.size() - kRequant);
+    static const char* kNames[] = {"output quantization scale", "output quantization zero point",
+                                   "output dequantization scale", "output dequantization zero point"};
+    for (size_t i = 0; i < 4; ++i) {
+      const Tensor* t = ctx.input(kRequant + i);
+      const bool scale = i % 2 == 0;
+      if (!t || t->num_elements() != 1 || (scale && t->dtype() != DataType::kFloat) ||
+          (!scale && !IsQuant8(t->dtype())))
+        return InvalidArgument(node.Describe(), ": the ", kNames[i], " must be a ", scale ? "float" : "uint8/int8",
+                               " scalar");
+    }
+    if (ctx.input(kRequant + 1)->dtype() != ctx.input(kRequant + 3)->dtype())
+      return InvalidArgument(node.Describe(), ": the output's zero points must have one type");
+    const Tensor* pb = node.inputs.size() > kRequant + 4 ? ctx.input(kRequant + 4) : nullptr;
+    if (node.inputs.size() > kRequant + 4 && (!pb || pb->dtype() != DataType::kFloat || pb->num_elements() != n))
+      return InvalidArgument(node.Describe(), ": the bias after the requantization must be float [", n, "]");
+    fo->requant = true;
+    fo->q_scale = ctx.input(kRequant)->data<float>()[0];
+    fo->q_zero = static_cast<float>(LoadQ(*ctx.input(kRequant + 1), 0));
+    fo->q_signed = ctx.input(kRequant + 1)->dtype() == DataType::kInt8;
+    fo->dq_scale = ctx.input(kRequant + 2)->data<float>()[0];
+    fo->dq_zero = static_cast<float>(LoadQ(*ctx.input(kRequant + 3), 0));
+    fo->post_bias = pb ? pb->data<float>() : nullptr;
+    return Status::Ok();
+  }
 };
 
 }  // namespace

@@ -150,8 +150,23 @@ STRATA_VNNI void StoreRow(const int32_t* raw, const PackedB& b, int64_t j0, int6
       _mm512_mask_storeu_epi32(c + j, mask, v);
       continue;
     }
-    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_maskz_loadu_ps(mask, fout->scale + j0 + j));
+    // Explicitly rounded products: never contracted with the additions into FMAs (the nodes this
+    // store replaces round each product).
+    constexpr int kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    __m512 f = _mm512_mul_round_ps(_mm512_cvtepi32_ps(v), _mm512_maskz_loadu_ps(mask, fout->scale + j0 + j), kRn);
     if (fout->bias) f = _mm512_add_ps(f, _mm512_maskz_loadu_ps(mask, fout->bias + j0 + j));
+    if (fout->requant) {
+      const __m512 zero = _mm512_setzero_ps();
+      f = _mm512_div_ps(f, _mm512_set1_ps(fout->q_scale));
+      f = _mm512_add_ps(_mm512_roundscale_ps(f, kRn), _mm512_set1_ps(fout->q_zero));
+      f = _mm512_roundscale_ps(f, kRn);
+      f = _mm512_mask_mov_ps(f, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), zero);  // NaN -> 0
+      f = _mm512_min_ps(_mm512_max_ps(f, _mm512_set1_ps(fout->q_signed ? -128.0f : 0.0f)),
+                        _mm512_set1_ps(fout->q_signed ? 127.0f : 255.0f));
+      // float(q - zero) * scale: q - zero is exact (integers of at most 9 bits).
+      f = _mm512_mul_round_ps(_mm512_sub_ps(f, _mm512_set1_ps(fout->dq_zero)), _mm512_set1_ps(fout->dq_scale), kRn);
+      if (fout->post_bias) f = _mm512_add_ps(f, _mm512_maskz_loadu_ps(mask, fout->post_bias + j0 + j));
+    }
     _mm512_mask_storeu_ps(y + j, mask, f);
   }
 }

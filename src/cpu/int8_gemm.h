@@ -113,6 +113,14 @@ struct FloatOut {
   int64_t ldy = 0;
   const float* scale = nullptr;  // [n]
   const float* bias = nullptr;   // [n] or nullptr
+  // With `requant`, that float then goes through QuantizeLinear(., q_scale, q_zero) (division,
+  // round half to even, + zero point, NaN to 0, saturation to q_signed's type) and
+  // DequantizeLinear(., dq_scale, dq_zero), and gets post_bias[j] added (when not null): a
+  // static int8 transformer's quantized Linear output before its bias Add, in those nodes' float
+  // operations, so their bits.
+  bool requant = false, q_signed = false;
+  float q_scale = 1, q_zero = 0, dq_scale = 1, dq_zero = 0;
+  const float* post_bias = nullptr;  // [n] or nullptr
 };
 
 // 8-bit output instead of int32 (QLinearConv in NHWC): y[r, j] = saturate(round(float(C[r, j] +

@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,9 @@ struct Mm {
   bool bias_rank2 = false;  // bias [1, N]: the Add stays, the MatMul fuses
   bool mm_output = false;   // the MatMul's output is also a graph output: the Add stays
   bool dynamic_k = false;   // x declared [2, 5, ?]
+  // The quantized-output form: MatMul -> QuantizeLinear -> DequantizeLinear [-> Add(bias)].
+  bool q_out = false, q_signed = false;
+  bool show_q = false;  // the quantized bytes also a graph output: the pair stays as written
 };
 
 onnx::ModelProto Build(const Mm& p) {
@@ -104,8 +108,17 @@ onnx::ModelProto Build(const Mm& p) {
   for (const auto& s : dq_w) dqw->add_input(s);
   dqw->add_output("wd");
   if (p.w_axis_0) SetInt(dqw, "axis", 0);
-  const std::string mm_out = p.bias ? "mm" : "y";
+  const std::string mm_out = p.q_out ? "mf" : p.bias ? "mm" : "y";
   AddNode(g, "MatMul", {"xd", "wd"}, {mm_out}, "the_matmul");
+  if (p.q_out) {  // mf -> Q -> DQ -> mm (or y)
+    AddInit(g, "qs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.07f});
+    if (p.q_signed)
+      AddInit(g, "qz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{-9});
+    else
+      AddInit(g, "qz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{131});
+    AddNode(g, "QuantizeLinear", {"mf", "qs", "qz"}, {"mq"});
+    AddNode(g, "DequantizeLinear", {"mq", "qs", "qz"}, {p.bias ? "mm" : "y"});
+  }
   std::vector<int64_t> y_dims = p.x_dims;
   y_dims.push_back(N);
   auto add_output = [&](const std::string& name) {
@@ -121,6 +134,13 @@ onnx::ModelProto Build(const Mm& p) {
   }
   add_output("y");
   if (p.mm_output && p.bias) add_output("mm");
+  if (p.show_q) {
+    onnx::ValueInfoProto* o = g->add_output();
+    o->set_name("mq");
+    auto* ot = o->mutable_type()->mutable_tensor_type();
+    ot->set_elem_type(p.q_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+    for (int64_t d : y_dims) ot->mutable_shape()->add_dim()->set_dim_value(d);
+  }
   return m;
 }
 
@@ -197,6 +217,45 @@ TEST(QdqMatMul, EdgeSizes) {
       }
 }
 
+// The quantized-output form: the QuantizeLinear -> DequantizeLinear pair and the bias after it
+// run in the GEMM's store, with the bits of the nodes they replace (the same model with the
+// quantized bytes also a graph output keeps them as nodes); within a quantization step of the
+// float graph (the fused product is exact, the float one rounds).
+TEST(QdqMatMul, QuantizedOutputInTheStoreGivesTheUnfusedBits) {
+  if (!int8gemm::Available()) GTEST_SKIP() << "the fused node exists only with AVX512-VNNI";
+  for (bool x_signed : {false, true})
+    for (bool q_signed : {false, true})
+      for (int bias : {1, 0, 2})
+        for (int threads : {1, 2}) {
+          Mm p;
+          p.q_out = true;
+          p.x_signed = x_signed;
+          p.w_signed = !x_signed;
+          p.q_signed = q_signed;
+          p.bias = bias;
+          p.x_dims = {3, 30};  // 90 rows: several row tiles
+          const std::string what =
+              Describe(p) + " q_signed " + std::to_string(q_signed) + " threads " + std::to_string(threads);
+          auto fused = test::RunOptimizedAndReference(Build(p), Inputs(p, p.k), threads);
+          p.show_q = true;
+          auto apart = test::RunOptimizedAndReference(Build(p), Inputs(p, p.k), threads);
+          ASSERT_FALSE(fused.opt.empty()) << what;
+          ASSERT_EQ(apart.opt.size(), 2u) << what;
+          EXPECT_EQ(fused.ops["QdqMatMul"], 1) << what;
+          EXPECT_EQ(fused.ops["QuantizeLinear"], 1) << what;  // x's only
+          EXPECT_EQ(fused.ops["DequantizeLinear"] + fused.ops["Add"], 0) << what;
+          EXPECT_EQ(apart.ops["QuantizeLinear"], 2) << what;
+          const Tensor& a = fused.opt[0].tensor();
+          const Tensor& b = apart.opt[0].tensor();
+          ASSERT_EQ(a.shape(), b.shape()) << what;
+          EXPECT_EQ(0, std::memcmp(a.raw_data(), b.raw_data(), a.byte_size())) << what;
+          const Tensor& r = fused.ref[0].tensor();
+          for (int64_t j = 0; j < r.num_elements(); ++j)
+            ASSERT_NEAR(a.data<float>()[j], r.data<float>()[j], 0.0701f) << what << " at " << j;
+          if (HasFailure()) return;
+        }
+}
+
 TEST(QdqMatMul, GroupsThatAreNotThePatternStayAsWritten) {
   const bool fuses = int8gemm::Available();
   Mm axis0;
@@ -262,6 +321,19 @@ TEST(QdqMatMul, HandWrittenNodeWithBadInputsIsRefused) {
     AddInit(g, "b", onnx::TensorProto::FLOAT, {variant == 3 ? 2 : 3}, std::vector<float>(variant == 3 ? 2 : 3, 1.0f));
     auto* n = AddNode(g, "QdqMatMul", {"x", "xs", "xz", "w", "ws", "", "b"}, {"y"}, "my_mm");
     n->set_domain("strata.internal");
+    // 4-8: the requantized-output inputs after the bias: fine (scale 0.5, zero point 2, a post
+    // bias of 0.25); only three of them; a uint8 scale; zero points of two types; a post bias of
+    // 2 values.
+    if (variant >= 4) {
+      AddInit(g, "qs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.5f});
+      AddInit(g, "qz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{2});
+      AddInit(g, "qzi", onnx::TensorProto::INT8, {}, std::vector<int8_t>{2});
+      AddInit(g, "pb", onnx::TensorProto::FLOAT, {variant == 8 ? 2 : 3},
+              std::vector<float>(variant == 8 ? 2 : 3, 0.25f));
+      for (const char* i : {variant == 6 ? "qz" : "qs", "qz", "qs", variant == 7 ? "qzi" : "qz", "pb"}) n->add_input(i);
+      if (variant == 5) n->mutable_input()->RemoveLast();
+      if (variant == 5) n->mutable_input()->RemoveLast();
+    }
     AddOutput(g, "y", {-1, 3});
     const std::string bytes = Serialize(m);
     auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
@@ -297,6 +369,18 @@ TEST(QdqMatMul, HandWrittenNodeWithBadInputsIsRefused) {
   e = run(0, x, xs, Tensor::FromVector<int8_t>({10}, {1}));
   EXPECT_NE(e.find("my_mm"), std::string::npos) << e;
   EXPECT_NE(e.find("X_zero_point"), std::string::npos) << e;
+  // Requantized: 7 / 0.5 = 14 + 2 = 16 -> (16 - 2) * 0.5 + 0.25 = 7.25; -0.5 / 0.5 = -1 + 2 = 1 ->
+  // -0.5 + 0.25 = -0.25.
+  EXPECT_EQ(run(4, x, xs, xz), "ok 7.250000 -0.250000 7.250000 ");
+  const char* want[] = {"a requantized output takes 4 or 5 inputs after the bias, got 3",
+                        "the output quantization scale must be a float scalar",
+                        "the output's zero points must have one type",
+                        "the bias after the requantization must be float [3]"};
+  for (int v = 5; v <= 8; ++v) {
+    e = run(v, x, xs, xz);
+    EXPECT_NE(e.find("my_mm"), std::string::npos) << "variant " << v << ": " << e;
+    EXPECT_NE(e.find(want[v - 5]), std::string::npos) << "variant " << v << ": " << e;
+  }
 }
 
 }  // namespace
