@@ -426,19 +426,8 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
   // kernels move each image to NHWC and the result back.
   Status RunDepthwise(KernelContext& ctx, const Tensor& x, const IntConvShape& s) const {
     const Node& node = ctx.node();
-    const bool skip = HasSkip(node);
-    if (skip && node.inputs.size() != kSkip + kSkipInputs)
-      return InvalidArgument(node.Describe(), ": a residual sum takes ", kSkipInputs, " inputs after the bias, got ",
-                             node.inputs.size() - kSkip);
-    // With a residual sum the output is the sum's, of its zero point's type.
-    const Tensor* sum_zp = skip ? ctx.input(kSkip + kSkipInputs - 1) : nullptr;
-    const DataType yt = !qlinear_ ? DataType::kInt32 : sum_zp ? sum_zp->dtype() : ctx.input(7)->dtype();
+    const DataType yt = qlinear_ ? ctx.input(7)->dtype() : DataType::kInt32;
     ASSIGN_OR_RETURN(Tensor * y, AllocateOptimizedOutput(ctx, s, yt));
-    int8gemm::QuantOut qo;
-    if (skip) {
-      qo.ldy = s.M;
-      RETURN_IF_ERROR(PrepareSkip(ctx, *y, &qo));
-    }
     if (s.N == 0 || s.M == 0 || s.out_size == 0) return Status::Ok();
     ThreadPool* pool = ctx.pool();
     Tensor mult;

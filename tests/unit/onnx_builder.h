@@ -105,6 +105,17 @@ inline onnx::TensorProto* AddFloatInit(onnx::GraphProto* g, const std::string& n
   return t;
 }
 
+// An initializer of ONNX type `type` (its element type T) with `v` as raw bytes.
+template <typename T>
+void AddRawInit(onnx::GraphProto* g, const std::string& name, int type, const std::vector<int64_t>& dims,
+                const std::vector<T>& v) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(type);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
+}
+
 // Deterministic pseudo-random floats in [-1, 1) (an LCG: no <random> state, the same on
 // every platform).
 inline std::vector<float> PseudoRandom(size_t n, uint32_t seed) {

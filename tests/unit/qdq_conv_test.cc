@@ -29,24 +29,14 @@ struct Qdq {
   bool relu = true;  // Conv -> Relu -> QuantizeLinear
   int32_t y_zp = 0;  // with relu: 0 (the lowest uint8) fuses the Relu, else not fused
   int64_t stride = 1;
-  bool chain = true;      // a second conv reads the first one's quantized output
-  bool w_axis_1 = false;  // per-channel weight scale along axis 1: not the pattern
-  bool pool = false;      // DequantizeLinear -> MaxPool 3x3/2 -> QuantizeLinear after the first conv
-  bool clip6 = false;     // Clip(0, 6) instead of the Relu
-  float y_scale = 0.05f;  // with clip6: 0.02 saturates at 5.1 (fuses), 0.05 quantizes 6 to 120 (does not)
+  bool chain = true;       // a second conv reads the first one's quantized output
+  bool w_axis_1 = false;   // per-channel weight scale along axis 1: not the pattern
+  bool pool = false;       // DequantizeLinear -> MaxPool 3x3/2 -> QuantizeLinear after the first conv
+  bool clip6 = false;      // Clip(0, 6) instead of the Relu
+  float y_scale = 0.05f;   // with clip6: 0.02 saturates at 5.1 (fuses), 0.05 quantizes 6 to 120 (does not)
   bool depthwise = false;  // the chained conv is depthwise (group = its 20 channels)
   int8_t w_zp = 0;         // W's zero point (nonzero: the GEMM's column offset, its general store)
 };
-
-template <typename T>
-void AddInit(onnx::GraphProto* g, const std::string& name, int type, const std::vector<int64_t>& dims,
-             const std::vector<T>& v) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(type);
-  for (int64_t d : dims) t->add_dims(d);
-  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
-}
 
 // One quantized conv `p` (prefix) reading quantized `xq` (scale xs, zero point xz) with C in and
 // M out channels; writes quantized `p + "yq"` with scale ys.
@@ -60,9 +50,9 @@ void AddConv(onnx::GraphProto* g, const std::string& p, const std::string& xq, c
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(std::lrint(wp[i]));
   std::vector<float> ws(static_cast<size_t>(M));
   for (int64_t m = 0; m < M; ++m) ws[m] = 0.002f + 0.0005f * static_cast<float>(m % 5);
-  AddInit(g, p + "wq", onnx::TensorProto::INT8, {M, C / group, 3, 3}, w);
-  AddInit(g, p + "ws", onnx::TensorProto::FLOAT, {M}, ws);
-  AddInit(g, p + "wz", onnx::TensorProto::INT8, {M}, std::vector<int8_t>(static_cast<size_t>(M), q.w_zp));
+  AddRawInit(g, p + "wq", onnx::TensorProto::INT8, {M, C / group, 3, 3}, w);
+  AddRawInit(g, p + "ws", onnx::TensorProto::FLOAT, {M}, ws);
+  AddRawInit(g, p + "wz", onnx::TensorProto::INT8, {M}, std::vector<int8_t>(static_cast<size_t>(M), q.w_zp));
   SetInt(AddNode(g, "DequantizeLinear", {p + "wq", p + "ws", p + "wz"}, {p + "w"}), "axis", q.w_axis_1 ? 1 : 0);
   std::vector<std::string> conv_in = {p + "x", p + "w"};
   std::vector<float> bf = test::Pseudo(static_cast<size_t>(M), seed + 1, 0.5f);
@@ -73,12 +63,12 @@ void AddConv(onnx::GraphProto* g, const std::string& p, const std::string& xq, c
       bs[m] = xs_value * ws[m];
       bq[m] = static_cast<int32_t>(std::lrint(bf[m] / bs[m]));
     }
-    AddInit(g, p + "bq", onnx::TensorProto::INT32, {M}, bq);
-    AddInit(g, p + "bs", onnx::TensorProto::FLOAT, {M}, bs);
+    AddRawInit(g, p + "bq", onnx::TensorProto::INT32, {M}, bq);
+    AddRawInit(g, p + "bs", onnx::TensorProto::FLOAT, {M}, bs);
     SetInt(AddNode(g, "DequantizeLinear", {p + "bq", p + "bs"}, {p + "b"}), "axis", 0);
     conv_in.push_back(p + "b");
   } else if (q.bias == 2) {
-    AddInit(g, p + "b", onnx::TensorProto::FLOAT, {M}, bf);
+    AddRawInit(g, p + "b", onnx::TensorProto::FLOAT, {M}, bf);
     conv_in.push_back(p + "b");
   }
   auto* conv = g->add_node();
@@ -91,19 +81,19 @@ void AddConv(onnx::GraphProto* g, const std::string& p, const std::string& xq, c
   if (group > 1) SetInt(conv, "group", group);
   std::string y = p + "y";
   if (q.clip6) {
-    AddInit(g, p + "c0", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.0f});
-    AddInit(g, p + "c6", onnx::TensorProto::FLOAT, {}, std::vector<float>{6.0f});
+    AddRawInit(g, p + "c0", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.0f});
+    AddRawInit(g, p + "c6", onnx::TensorProto::FLOAT, {}, std::vector<float>{6.0f});
     AddNode(g, "Clip", {y, p + "c0", p + "c6"}, {p + "r"});
     y = p + "r";
   } else if (q.relu) {
     AddNode(g, "Relu", {y}, {p + "r"});
     y = p + "r";
   }
-  AddInit(g, p + "ys", onnx::TensorProto::FLOAT, {}, std::vector<float>{q.y_scale});
+  AddRawInit(g, p + "ys", onnx::TensorProto::FLOAT, {}, std::vector<float>{q.y_scale});
   if (q.x_signed) {
-    AddInit(g, p + "yz", qt, {}, std::vector<int8_t>{static_cast<int8_t>(q.relu && q.y_zp == 0 ? -128 : q.y_zp)});
+    AddRawInit(g, p + "yz", qt, {}, std::vector<int8_t>{static_cast<int8_t>(q.relu && q.y_zp == 0 ? -128 : q.y_zp)});
   } else {
-    AddInit(g, p + "yz", qt, {}, std::vector<uint8_t>{static_cast<uint8_t>(q.y_zp)});
+    AddRawInit(g, p + "yz", qt, {}, std::vector<uint8_t>{static_cast<uint8_t>(q.y_zp)});
   }
   AddNode(g, "QuantizeLinear", {y, p + "ys", p + "yz"}, {p + "yq"});
 }
@@ -114,11 +104,11 @@ onnx::ModelProto Build(const Qdq& q) {
   const int64_t C = 5, M = 20, M2 = q.depthwise ? M : 17;
   AddInput(g, "x", {2, C, 9, 8});
   const int qt = q.x_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8;
-  AddInit(g, "xs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.02f});
+  AddRawInit(g, "xs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.02f});
   if (q.x_signed) {
-    AddInit(g, "xz", qt, {}, std::vector<int8_t>{3});
+    AddRawInit(g, "xz", qt, {}, std::vector<int8_t>{3});
   } else {
-    AddInit(g, "xz", qt, {}, std::vector<uint8_t>{128});
+    AddRawInit(g, "xz", qt, {}, std::vector<uint8_t>{128});
   }
   AddNode(g, "QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
   AddConv(g, "a_", "xq", "xs", "xz", 0.02f, C, M, q, 11);
@@ -302,19 +292,19 @@ onnx::ModelProto BuildAdd(bool relu, bool a_signed, bool y_signed) {
   auto* g = m.mutable_graph();
   AddInput(g, "x", {1, 64, 32, 40});
   const int at = a_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8;
-  AddInit(g, "as", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.013f});
-  AddInit(g, "bs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.021f});
-  AddInit(g, "ys", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.037f});
+  AddRawInit(g, "as", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.013f});
+  AddRawInit(g, "bs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.021f});
+  AddRawInit(g, "ys", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.037f});
   if (a_signed) {
-    AddInit(g, "az", at, {}, std::vector<int8_t>{-3});
+    AddRawInit(g, "az", at, {}, std::vector<int8_t>{-3});
   } else {
-    AddInit(g, "az", at, {}, std::vector<uint8_t>{120});
+    AddRawInit(g, "az", at, {}, std::vector<uint8_t>{120});
   }
-  AddInit(g, "bz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{131});
+  AddRawInit(g, "bz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{131});
   if (y_signed) {
-    AddInit(g, "yz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{static_cast<int8_t>(relu ? -60 : 4)});
+    AddRawInit(g, "yz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{static_cast<int8_t>(relu ? -60 : 4)});
   } else {
-    AddInit(g, "yz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{static_cast<uint8_t>(relu ? 40 : 90)});
+    AddRawInit(g, "yz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{static_cast<uint8_t>(relu ? 40 : 90)});
   }
   AddNode(g, "QuantizeLinear", {"x", "as", "az"}, {"aq"});
   AddNode(g, "Neg", {"x"}, {"nx"});
@@ -382,16 +372,19 @@ TEST(QdqAdd, EveryPairOfBytesGivesTheUnfusedBytes) {
       if (k < 0) return std::vector<float>{0.0417669974f, 0.0537833609f, 0.0411150753f / 2.0f}[static_cast<size_t>(i)];
       return 0.001f + 0.099f * std::fabs(scales[static_cast<size_t>(3 * k + i)]);
     };
-    AddInit(g, "as", onnx::TensorProto::FLOAT, {}, std::vector<float>{scale(0)});
-    AddInit(g, "bs", onnx::TensorProto::FLOAT, {}, std::vector<float>{scale(1)});
-    AddInit(g, "ys", onnx::TensorProto::FLOAT, {}, std::vector<float>{scale(2) * 2.0f});
-    AddInit(g, "az", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{static_cast<uint8_t>(k < 0 ? 196 : 100 + 3 * k)});
+    AddRawInit(g, "as", onnx::TensorProto::FLOAT, {}, std::vector<float>{scale(0)});
+    AddRawInit(g, "bs", onnx::TensorProto::FLOAT, {}, std::vector<float>{scale(1)});
+    AddRawInit(g, "ys", onnx::TensorProto::FLOAT, {}, std::vector<float>{scale(2) * 2.0f});
+    AddRawInit(g, "az", onnx::TensorProto::UINT8, {},
+               std::vector<uint8_t>{static_cast<uint8_t>(k < 0 ? 196 : 100 + 3 * k)});
     if (signed_b) {
-      AddInit(g, "bz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{static_cast<int8_t>(k - 6)});
+      AddRawInit(g, "bz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{static_cast<int8_t>(k - 6)});
     } else {
-      AddInit(g, "bz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{static_cast<uint8_t>(k < 0 ? 24 : 140 - k)});
+      AddRawInit(g, "bz", onnx::TensorProto::UINT8, {},
+                 std::vector<uint8_t>{static_cast<uint8_t>(k < 0 ? 24 : 140 - k)});
     }
-    AddInit(g, "yz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{static_cast<uint8_t>(relu || k < 0 ? 0 : 128)});
+    AddRawInit(g, "yz", onnx::TensorProto::UINT8, {},
+               std::vector<uint8_t>{static_cast<uint8_t>(relu || k < 0 ? 0 : 128)});
     AddNode(g, "DequantizeLinear", {"a", "as", "az"}, {"ad"});
     AddNode(g, "DequantizeLinear", {"b", "bs", "bz"}, {"bd"});
     AddNode(g, "Add", {"ad", "bd"}, {"s"});
@@ -427,10 +420,10 @@ TEST(QdqAdd, BadInputsNameTheNode) {
     auto* g = m.mutable_graph();
     AddInput(g, "a", {-1}, a.dtype() == DataType::kFloat ? onnx::TensorProto::FLOAT : onnx::TensorProto::UINT8);
     AddInput(g, "b", {-1}, onnx::TensorProto::UINT8);
-    AddInit(g, "s", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.1f});
-    AddInit(g, "ys", onnx::TensorProto::FLOAT, std::vector<int64_t>(ys.shape().begin(), ys.shape().end()),
-            std::vector<float>(static_cast<size_t>(ys.num_elements()), 0.2f));
-    AddInit(g, "z", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{3});
+    AddRawInit(g, "s", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.1f});
+    AddRawInit(g, "ys", onnx::TensorProto::FLOAT, std::vector<int64_t>(ys.shape().begin(), ys.shape().end()),
+               std::vector<float>(static_cast<size_t>(ys.num_elements()), 0.2f));
+    AddRawInit(g, "z", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{3});
     auto* n = AddNode(g, "QdqAdd", {"a", "s", "z", "b", "s", "z", "ys", "z"}, {"y"}, "my_add");
     n->set_domain("strata.internal");
     AddOutput(g, "y", {-1}, onnx::TensorProto::UINT8);
@@ -469,11 +462,11 @@ onnx::ModelProto BuildResidual(const Residual& r) {
   const int64_t C = 20;
   AddInput(g, "x", {2, C, 9, 8});
   const int qt = r.x_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8;
-  AddInit(g, "xs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.02f});
+  AddRawInit(g, "xs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.02f});
   if (r.x_signed) {
-    AddInit(g, "xz", qt, {}, std::vector<int8_t>{3});
+    AddRawInit(g, "xz", qt, {}, std::vector<int8_t>{3});
   } else {
-    AddInit(g, "xz", qt, {}, std::vector<uint8_t>{128});
+    AddRawInit(g, "xz", qt, {}, std::vector<uint8_t>{128});
   }
   AddNode(g, "QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
   Qdq q;
@@ -487,12 +480,12 @@ onnx::ModelProto BuildResidual(const Residual& r) {
   AddNode(g, "DequantizeLinear", {"xq", "xs", "xz"}, {"sd"});
   AddNode(g, "Add", {r.conv_first ? "ad" : "sd", r.conv_first ? "sd" : "ad"}, {"sum"});
   if (r.relu) AddNode(g, "Relu", {"sum"}, {"sum_r"});
-  AddInit(g, "rs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.031f});
+  AddRawInit(g, "rs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.031f});
   if (r.out_signed) {
     // With the Relu a zero point above the lowest value, so the Relu's clamp is not the saturation.
-    AddInit(g, "rz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{static_cast<int8_t>(r.relu ? -100 : -20)});
+    AddRawInit(g, "rz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{static_cast<int8_t>(r.relu ? -100 : -20)});
   } else {
-    AddInit(g, "rz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{static_cast<uint8_t>(r.relu ? 30 : 100)});
+    AddRawInit(g, "rz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{static_cast<uint8_t>(r.relu ? 30 : 100)});
   }
   AddNode(g, "QuantizeLinear", {r.relu ? "sum_r" : "sum", "rs", "rz"}, {"outq"});
   AddNode(g, "DequantizeLinear", {"outq", "rs", "rz"}, {"y"});
@@ -548,14 +541,14 @@ TEST(QdqResidual, BadResidualInputsNameTheNode) {
     const int64_t C = 4, M = variant == 6 ? 4 : 3;
     AddInput(g, "x", {1, 5, 5, C}, onnx::TensorProto::UINT8);
     AddInput(g, "skip", {-1, -1, -1, -1}, variant == 2 ? onnx::TensorProto::FLOAT : onnx::TensorProto::UINT8);
-    AddInit(g, "s", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.1f});
-    AddInit(g, "s2", onnx::TensorProto::FLOAT, {2}, std::vector<float>{0.1f, 0.1f});
-    AddInit(g, "z", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{3});
-    AddInit(g, "zi", onnx::TensorProto::INT8, {}, std::vector<int8_t>{3});
-    AddInit(g, "w", onnx::TensorProto::INT8, {M, variant == 6 ? 1 : C, 3, 3},
-            std::vector<int8_t>(static_cast<size_t>(M * (variant == 6 ? 1 : C) * 9), 1));
-    AddInit(g, "ws", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.01f});
-    AddInit(g, "wz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{0});
+    AddRawInit(g, "s", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.1f});
+    AddRawInit(g, "s2", onnx::TensorProto::FLOAT, {2}, std::vector<float>{0.1f, 0.1f});
+    AddRawInit(g, "z", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{3});
+    AddRawInit(g, "zi", onnx::TensorProto::INT8, {}, std::vector<int8_t>{3});
+    AddRawInit(g, "w", onnx::TensorProto::INT8, {M, variant == 6 ? 1 : C, 3, 3},
+               std::vector<int8_t>(static_cast<size_t>(M * (variant == 6 ? 1 : C) * 9), 1));
+    AddRawInit(g, "ws", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.01f});
+    AddRawInit(g, "wz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{0});
     std::vector<std::string> in = {
         "x", "s", "z", "w", "ws", "wz", "s", "z", "", "skip", variant == 4 ? "s2" : "s", variant == 5 ? "zi" : "z",
         "s", "z", "s", "z"};

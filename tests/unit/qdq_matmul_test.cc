@@ -21,16 +21,6 @@ namespace {
 
 using namespace onnx_builder;  // NOLINT: MakeModel, AddInput, AddOutput, AddNode, Serialize
 
-template <typename T>
-void AddInit(onnx::GraphProto* g, const std::string& name, int type, const std::vector<int64_t>& dims,
-             const std::vector<T>& v) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(type);
-  for (int64_t d : dims) t->add_dims(d);
-  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
-}
-
 struct Mm {
   int64_t k = 40, n = 37;
   std::vector<int64_t> x_dims = {2, 5};  // leading dims of x (K appended)
@@ -63,11 +53,11 @@ onnx::ModelProto Build(const Mm& p) {
   else
     tt->mutable_shape()->add_dim()->set_dim_value(K);
   const int xt = p.x_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8;
-  AddInit(g, "xs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.03f});
+  AddRawInit(g, "xs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.03f});
   if (p.x_signed)
-    AddInit(g, "xz", xt, {}, std::vector<int8_t>{-5});
+    AddRawInit(g, "xz", xt, {}, std::vector<int8_t>{-5});
   else
-    AddInit(g, "xz", xt, {}, std::vector<uint8_t>{121});
+    AddRawInit(g, "xz", xt, {}, std::vector<uint8_t>{121});
   AddNode(g, "QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
   AddNode(g, "DequantizeLinear", {"xq", "xs", "xz"}, {"xd"});
   // W_q [K, N] and its scale / zero point.
@@ -76,17 +66,17 @@ onnx::ModelProto Build(const Mm& p) {
   if (p.w_signed) {
     std::vector<int8_t> w(wp.size());
     for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(std::lrint(wp[i]));
-    AddInit(g, "wq", wt, {K, N}, w);
+    AddRawInit(g, "wq", wt, {K, N}, w);
   } else {
     std::vector<uint8_t> w(wp.size());
     for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>(std::lrint(wp[i]) + 128);
-    AddInit(g, "wq", wt, {K, N}, w);
+    AddRawInit(g, "wq", wt, {K, N}, w);
   }
   const int64_t scales = p.w_axis_0 ? K : p.per_column ? N : 1;
   std::vector<float> ws = test::Pseudo(static_cast<size_t>(scales), 12, 0.004f);
   for (auto& s : ws) s = std::fabs(s) + 0.001f;
   const std::vector<int64_t> sdims = scales == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{scales};
-  AddInit(g, "ws", onnx::TensorProto::FLOAT, sdims, ws);
+  AddRawInit(g, "ws", onnx::TensorProto::FLOAT, sdims, ws);
   std::vector<std::string> dq_w = {"wq", "ws"};
   if (p.w_zp) {
     const int64_t zn = scales;
@@ -95,11 +85,11 @@ onnx::ModelProto Build(const Mm& p) {
     if (p.w_signed) {
       std::vector<int8_t> z(zv.size());
       for (size_t i = 0; i < z.size(); ++i) z[i] = static_cast<int8_t>(std::lrint(zv[i]));
-      AddInit(g, "wz", wt, zdims, z);
+      AddRawInit(g, "wz", wt, zdims, z);
     } else {
       std::vector<uint8_t> z(zv.size());
       for (size_t i = 0; i < z.size(); ++i) z[i] = static_cast<uint8_t>(std::lrint(zv[i]) + 128);
-      AddInit(g, "wz", wt, zdims, z);
+      AddRawInit(g, "wz", wt, zdims, z);
     }
     dq_w.push_back("wz");
   }
@@ -111,11 +101,11 @@ onnx::ModelProto Build(const Mm& p) {
   const std::string mm_out = p.q_out ? "mf" : p.bias ? "mm" : "y";
   AddNode(g, "MatMul", {"xd", "wd"}, {mm_out}, "the_matmul");
   if (p.q_out) {  // mf -> Q -> DQ -> mm (or y)
-    AddInit(g, "qs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.07f});
+    AddRawInit(g, "qs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.07f});
     if (p.q_signed)
-      AddInit(g, "qz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{-9});
+      AddRawInit(g, "qz", onnx::TensorProto::INT8, {}, std::vector<int8_t>{-9});
     else
-      AddInit(g, "qz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{131});
+      AddRawInit(g, "qz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{131});
     AddNode(g, "QuantizeLinear", {"mf", "qs", "qz"}, {"mq"});
     AddNode(g, "DequantizeLinear", {"mq", "qs", "qz"}, {p.bias ? "mm" : "y"});
   }
@@ -315,21 +305,23 @@ TEST(QdqMatMul, HandWrittenNodeWithBadInputsIsRefused) {
     if (variant == 1)
       AddInput(g, "w", {4, 3}, onnx::TensorProto::INT8);
     else
-      AddInit(g, "w", onnx::TensorProto::INT8, {4, 3}, std::vector<int8_t>{1, -2, 3, 4, 5, -6, 7, 8, 9, 10, -11, 12});
-    AddInit(g, "ws", onnx::TensorProto::FLOAT, variant == 2 ? std::vector<int64_t>{5} : std::vector<int64_t>{},
-            std::vector<float>(variant == 2 ? 5 : 1, 0.5f));
-    AddInit(g, "b", onnx::TensorProto::FLOAT, {variant == 3 ? 2 : 3}, std::vector<float>(variant == 3 ? 2 : 3, 1.0f));
+      AddRawInit(g, "w", onnx::TensorProto::INT8, {4, 3},
+                 std::vector<int8_t>{1, -2, 3, 4, 5, -6, 7, 8, 9, 10, -11, 12});
+    AddRawInit(g, "ws", onnx::TensorProto::FLOAT, variant == 2 ? std::vector<int64_t>{5} : std::vector<int64_t>{},
+               std::vector<float>(variant == 2 ? 5 : 1, 0.5f));
+    AddRawInit(g, "b", onnx::TensorProto::FLOAT, {variant == 3 ? 2 : 3},
+               std::vector<float>(variant == 3 ? 2 : 3, 1.0f));
     auto* n = AddNode(g, "QdqMatMul", {"x", "xs", "xz", "w", "ws", "", "b"}, {"y"}, "my_mm");
     n->set_domain("strata.internal");
     // 4-8: the requantized-output inputs after the bias: fine (scale 0.5, zero point 2, a post
     // bias of 0.25); only three of them; a uint8 scale; zero points of two types; a post bias of
     // 2 values.
     if (variant >= 4) {
-      AddInit(g, "qs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.5f});
-      AddInit(g, "qz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{2});
-      AddInit(g, "qzi", onnx::TensorProto::INT8, {}, std::vector<int8_t>{2});
-      AddInit(g, "pb", onnx::TensorProto::FLOAT, {variant == 8 ? 2 : 3},
-              std::vector<float>(variant == 8 ? 2 : 3, 0.25f));
+      AddRawInit(g, "qs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.5f});
+      AddRawInit(g, "qz", onnx::TensorProto::UINT8, {}, std::vector<uint8_t>{2});
+      AddRawInit(g, "qzi", onnx::TensorProto::INT8, {}, std::vector<int8_t>{2});
+      AddRawInit(g, "pb", onnx::TensorProto::FLOAT, {variant == 8 ? 2 : 3},
+                 std::vector<float>(variant == 8 ? 2 : 3, 0.25f));
       for (const char* i : {variant == 6 ? "qz" : "qs", "qz", "qs", variant == 7 ? "qzi" : "qz", "pb"}) n->add_input(i);
       if (variant == 5) n->mutable_input()->RemoveLast();
       if (variant == 5) n->mutable_input()->RemoveLast();
