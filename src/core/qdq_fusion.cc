@@ -101,6 +101,44 @@ bool MatchConstDequant(const Graph& g, const GraphUses& gu, int v, int64_t per_a
   return ZeroPointOk(g, d->zp, d->values->dtype(), per_axis_len);
 }
 
+// DequantizeLinear(q, scale[, zp]) producing v with scalar constant parameters, q int8 or
+// uint8: its inputs (zp -1 when absent, allowed only where !zp_required).
+struct ScalarDequant {
+  int q = -1, scale = -1, zp = -1;
+};
+bool MatchScalarDequant(const Graph& g, const GraphUses& gu, int v, bool zp_required, ScalarDequant* d) {
+  const int p = gu.Producer(v);
+  if (p < 0 || !IsCpuOp(g.nodes[p], "DequantizeLinear", 2, 3) || g.nodes[p].HasAttr("block_size")) return false;
+  const Node& n = g.nodes[p];
+  d->q = n.inputs[0];
+  d->scale = n.inputs[1];
+  d->zp = OptionalInput(n, 2);
+  const DataType t = g.values[d->q].type.elem_type;
+  return (d->zp >= 0 || !zp_required) && IsQ8(t) && ScaleConst(g, d->scale, 0) && ZeroPointOk(g, d->zp, t, 1);
+}
+
+// A per-tensor QuantizeLinear to int8 or uint8 with a constant scalar scale and a constant
+// scalar zero point (or none, allowed only where !zp_required: then uint8 unless output_dtype
+// says otherwise): its scale and zero point inputs and output type.
+struct ScalarQuant {
+  int scale = -1, zp = -1;
+  DataType type = DataType::kUInt8;
+};
+bool MatchScalarQuantize(const Graph& g, const Node& n, bool zp_required, ScalarQuant* q) {
+  if (!IsCpuOp(n, "QuantizeLinear", zp_required ? 3 : 2, 3) || n.HasAttr("block_size")) return false;
+  q->scale = n.inputs[1];
+  q->zp = OptionalInput(n, 2);
+  q->type = DataType::kUInt8;
+  if (q->zp >= 0) {
+    const Tensor* z = g.Constant(q->zp);
+    if (!z) return false;
+    q->type = z->dtype();
+  } else if (n.GetInt("output_dtype", 0) != 0 && n.GetInt("output_dtype", 0) != static_cast<int64_t>(q->type)) {
+    return false;
+  }
+  return ScaleConst(g, q->scale, 0) && IsQ8(q->type) && ZeroPointOk(g, q->zp, q->type, 1);
+}
+
 // Rounds half to even and saturates to uint8 or int8, NaN to 0: QuantizeLinear's arithmetic.
 int32_t Saturate(float v, DataType t) {
   float r = std::nearbyint(v);
@@ -145,13 +183,10 @@ int FuseQdqConv(Graph& g, const OptimizerOptions& opts) {
     const Node& conv = g.nodes[ci];
     if (drop[ci] || !IsCpuOp(conv, "Conv", 2, 3)) continue;
     // x: DequantizeLinear(x_q, xs[, xz]) with per-tensor parameters.
-    const int xp = gu.Producer(conv.inputs[0]);
-    if (xp < 0 || !IsCpuOp(g.nodes[xp], "DequantizeLinear", 2, 3) || g.nodes[xp].HasAttr("block_size")) continue;
-    const Node& dqx = g.nodes[xp];
-    const int x_q = dqx.inputs[0], xs_v = dqx.inputs[1], xz_v = OptionalInput(dqx, 2);
+    ScalarDequant dx;
+    if (!MatchScalarDequant(g, gu, conv.inputs[0], /*zp_required=*/false, &dx)) continue;
+    const int x_q = dx.q, xs_v = dx.scale, xz_v = dx.zp;
     const DataType xt = g.values[x_q].type.elem_type;
-    const Tensor* xs = ScaleConst(g, xs_v, 0);
-    if (!IsQ8(xt) || !xs || !ZeroPointOk(g, xz_v, xt, 1)) continue;
     // W: DequantizeLinear of a constant int8/uint8 [M, C/group, k...], scale per tensor or per M.
     Dequant w;
     const int wp = gu.Producer(conv.inputs[1]);
@@ -169,24 +204,16 @@ int FuseQdqConv(Graph& g, const OptimizerOptions& opts) {
       chain.push_back(qi);
       qi = gu.SoleConsumer(g.nodes[qi].outputs[0]);
     }
-    if (qi < 0 || !IsCpuOp(g.nodes[qi], "QuantizeLinear", 2, 3) || g.nodes[qi].HasAttr("block_size")) continue;
+    ScalarQuant yq;
+    if (qi < 0 || !MatchScalarQuantize(g, g.nodes[qi], /*zp_required=*/false, &yq)) continue;
     const Node& q = g.nodes[qi];
     chain.push_back(qi);
-    const int ys_v = q.inputs[1], yz_v = OptionalInput(q, 2);
-    const Tensor* ys = ScaleConst(g, ys_v, 0);
-    DataType yt = DataType::kUInt8;
-    if (yz_v >= 0) {
-      const Tensor* yz = g.Constant(yz_v);
-      if (!yz) continue;
-      yt = yz->dtype();
-    } else if (q.GetInt("output_dtype", 0) != 0 && q.GetInt("output_dtype", 0) != static_cast<int64_t>(yt)) {
-      continue;
-    }
-    if (!ys || !IsQ8(yt) || !ZeroPointOk(g, yz_v, yt, 1)) continue;
+    const int ys_v = yq.scale, yz_v = yq.zp;
+    const DataType yt = yq.type;
     // QuantizeLinear is monotone, so Q(clamp(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi)): the
     // activation is the saturation itself when Q(lo) and Q(hi) are the type's ends (a Relu
     // when y's zero point is the lowest value; ReLU6 when 6 quantizes to the top or past it).
-    const float ysf = ys->data<float>()[0], yzf = static_cast<float>(ZeroPointValue(g, yz_v));
+    const float ysf = g.Constant(ys_v)->data<float>()[0], yzf = static_cast<float>(ZeroPointValue(g, yz_v));
     const auto quantize = [&](float v) { return Saturate(std::nearbyint(v / ysf) + yzf, yt); };
     const int32_t qmin = yt == DataType::kUInt8 ? 0 : -128, qmax = yt == DataType::kUInt8 ? 255 : 127;
     if (chain.size() == 3 && (quantize(act_lo) != qmin || quantize(act_hi) != qmax)) continue;
@@ -195,7 +222,7 @@ int FuseQdqConv(Graph& g, const OptimizerOptions& opts) {
     if (dropped) continue;
 
     // Bias: int32 at scale xs * ws[m].
-    const float xsf = xs->data<float>()[0];
+    const float xsf = g.Constant(xs_v)->data<float>()[0];
     auto ws_at = [&](int64_t m) { return w.scales->data<float>()[w.scales->num_elements() == 1 ? 0 : m]; };
     int bias_v = -1;
     if (const int b = OptionalInput(conv, 2); b >= 0) {
@@ -265,18 +292,6 @@ int FuseQdqConv(Graph& g, const OptimizerOptions& opts) {
 
 namespace {
 
-// DequantizeLinear(q, scale[, zp]) producing v with scalar constant parameters: its inputs.
-bool MatchScalarDequant(const Graph& g, const GraphUses& gu, int v, int* q, int* scale, int* zp) {
-  const int p = gu.Producer(v);
-  if (p < 0 || !IsCpuOp(g.nodes[p], "DequantizeLinear", 2, 3) || g.nodes[p].HasAttr("block_size")) return false;
-  const Node& n = g.nodes[p];
-  *q = n.inputs[0];
-  *scale = n.inputs[1];
-  *zp = OptionalInput(n, 2);
-  const DataType t = g.values[*q].type.elem_type;
-  return *zp >= 0 && IsQ8(t) && ScaleConst(g, *scale, 0) && ZeroPointOk(g, *zp, t, 1);
-}
-
 bool SameStaticShape(const TypeInfo& a, const TypeInfo& b) {
   if (!a.has_shape || !b.has_shape || a.dims.size() != b.dims.size()) return false;
   for (size_t i = 0; i < a.dims.size(); ++i)
@@ -293,10 +308,9 @@ int FuseQdqAdd(Graph& g, const OptimizerOptions& opts) {
   int fused = 0;
   for (size_t qi = 0; qi < g.nodes.size(); ++qi) {
     const Node& q = g.nodes[qi];
-    if (!IsCpuOp(q, "QuantizeLinear", 3, 3) || q.HasAttr("block_size")) continue;
-    const int ys_v = q.inputs[1], yz_v = q.inputs[2];
-    const Tensor* yz = g.Constant(yz_v);
-    if (!ScaleConst(g, ys_v, 0) || !yz || !IsQ8(yz->dtype()) || yz->num_elements() != 1 || yz->rank() > 1) continue;
+    ScalarQuant yq;
+    if (!MatchScalarQuantize(g, q, /*zp_required=*/true, &yq)) continue;
+    const int ys_v = yq.scale, yz_v = yq.zp;
     std::vector<int> chain = {static_cast<int>(qi)};
     int ai = gu.Producer(q.inputs[0]);
     bool relu = false;
@@ -311,11 +325,11 @@ int FuseQdqAdd(Graph& g, const OptimizerOptions& opts) {
     if (ai < 0 || !IsCpuOp(g.nodes[ai], "Add", 2, 2)) continue;
     chain.push_back(ai);
     const Node& add = g.nodes[ai];
-    int a = -1, as = -1, az = -1, b = -1, bs = -1, bz = -1;
-    if (!MatchScalarDequant(g, gu, add.inputs[0], &a, &as, &az) ||
-        !MatchScalarDequant(g, gu, add.inputs[1], &b, &bs, &bz))
+    ScalarDequant da, db;
+    if (!MatchScalarDequant(g, gu, add.inputs[0], /*zp_required=*/true, &da) ||
+        !MatchScalarDequant(g, gu, add.inputs[1], /*zp_required=*/true, &db))
       continue;
-    if (!SameStaticShape(g.values[a].type, g.values[b].type)) continue;
+    if (!SameStaticShape(g.values[da.q].type, g.values[db.q].type)) continue;
     bool dropped = false;
     for (int n : chain) dropped = dropped || drop[n];
     if (dropped) continue;
@@ -325,7 +339,7 @@ int FuseQdqAdd(Graph& g, const OptimizerOptions& opts) {
     f.domain = kInternalDomain;
     f.opset = 1;
     f.provider = q.provider;
-    f.inputs = {a, as, az, b, bs, bz, ys_v, yz_v};
+    f.inputs = {da.q, da.scale, da.zp, db.q, db.scale, db.zp, ys_v, yz_v};
     f.outputs = q.outputs;
     f.attrs["relu"] = Attribute::Int(relu ? 1 : 0);
     for (int n : chain) drop[n] = 1;
@@ -346,12 +360,8 @@ int FuseQdqMatMul(Graph& g, const OptimizerOptions& opts) {
     const Node& mm = g.nodes[mi];
     if (drop[mi] || !IsCpuOp(mm, "MatMul", 2, 2)) continue;
     // X: DequantizeLinear(x_q, xs[, xz]) with scalar constant parameters.
-    const int xp = gu.Producer(mm.inputs[0]);
-    if (xp < 0 || !IsCpuOp(g.nodes[xp], "DequantizeLinear", 2, 3) || g.nodes[xp].HasAttr("block_size")) continue;
-    const Node& dqx = g.nodes[xp];
-    const int x_q = dqx.inputs[0], xs_v = dqx.inputs[1], xz_v = OptionalInput(dqx, 2);
-    const DataType xt = g.values[x_q].type.elem_type;
-    if (!IsQ8(xt) || !ScaleConst(g, xs_v, 0) || !ZeroPointOk(g, xz_v, xt, 1)) continue;
+    ScalarDequant dx;
+    if (!MatchScalarDequant(g, gu, mm.inputs[0], /*zp_required=*/false, &dx)) continue;
     // W: DequantizeLinear of a constant int8/uint8 [K, N], scale per tensor or per column
     // (axis 1, DequantizeLinear's default), the zero point of the scale's shape.
     const int wp = gu.Producer(mm.inputs[1]);
@@ -384,19 +394,13 @@ int FuseQdqMatMul(Graph& g, const OptimizerOptions& opts) {
     // a zero point) reading `v` alone: the DequantizeLinear's node, or -1.
     auto requant_after = [&](int v, int* q_node) {
       const int qi = gu.SoleConsumer(v);
-      if (qi < 0 || drop[qi] || !IsCpuOp(g.nodes[qi], "QuantizeLinear", 3, 3) || g.nodes[qi].HasAttr("block_size"))
-        return -1;
-      const Node& q = g.nodes[qi];
-      const Tensor* qz = g.Constant(q.inputs[2]);
-      if (!ScaleConst(g, q.inputs[1], 0) || !qz || !IsQ8(qz->dtype()) || qz->num_elements() != 1 || qz->rank() > 1)
-        return -1;
-      const int di = gu.SoleConsumer(q.outputs[0]);
-      if (di < 0 || drop[di] || !IsCpuOp(g.nodes[di], "DequantizeLinear", 3, 3) || g.nodes[di].HasAttr("block_size"))
-        return -1;
-      const Node& dq = g.nodes[di];
-      const Tensor* dz = g.Constant(dq.inputs[2]);
-      if (dq.inputs[0] != q.outputs[0] || !ScaleConst(g, dq.inputs[1], 0) || !dz || dz->dtype() != qz->dtype() ||
-          dz->num_elements() != 1 || dz->rank() > 1)
+      ScalarQuant sq;
+      if (qi < 0 || drop[qi] || !MatchScalarQuantize(g, g.nodes[qi], /*zp_required=*/true, &sq)) return -1;
+      const int qv = g.nodes[qi].outputs[0];
+      const int di = gu.SoleConsumer(qv);
+      ScalarDequant sd;
+      if (di < 0 || drop[di] || !MatchScalarDequant(g, gu, g.nodes[di].outputs[0], /*zp_required=*/true, &sd) ||
+          sd.q != qv || g.Constant(sd.zp)->dtype() != sq.type)
         return -1;
       *q_node = qi;
       return di;
@@ -415,7 +419,7 @@ int FuseQdqMatMul(Graph& g, const OptimizerOptions& opts) {
     f.domain = kInternalDomain;
     f.opset = 1;
     f.provider = mm.provider;
-    f.inputs = {x_q, xs_v, xz_v, dqw.inputs[0], ws_v, wz_v};
+    f.inputs = {dx.q, dx.scale, dx.zp, dqw.inputs[0], ws_v, wz_v};
     if (bias_v >= 0) f.inputs.push_back(bias_v);
     if (dq_node >= 0) {
       const Node& q = g.nodes[q_node];
@@ -486,8 +490,9 @@ int SinkDequantizeBelowMaxPool(Graph& g, const OptimizerOptions& opts) {
     const std::vector<int64_t> pads = pool.GetInts("pads");
     for (size_t i = 0; i < pads.size(); ++i) windows_ok = windows_ok && pads[i] < kernel[i % kernel.size()];
     if (!windows_ok || !gu.Intermediate(pool.inputs[0])) continue;
-    int q = -1, scale = -1, zp = -1;
-    if (!MatchScalarDequant(g, gu, pool.inputs[0], &q, &scale, &zp)) continue;
+    ScalarDequant d;
+    if (!MatchScalarDequant(g, gu, pool.inputs[0], /*zp_required=*/true, &d)) continue;
+    const int q = d.q;
     // Only after a fused conv, whose NHWC region the byte pool joins; a lone NCHW pool of
     // bytes would run on the plain reference loops instead of the float kernels.
     const int qp = gu.Producer(q);
