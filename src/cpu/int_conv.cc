@@ -357,14 +357,17 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
   static constexpr size_t kSkip = 9, kSkipInputs = 7;
   bool HasSkip(const Node& node) const { return nhwc_ && qlinear_ && node.inputs.size() > kSkip; }
 
-  // QuantOut's residual fields from the inputs above, for the output y [N, ..., M] (NHWC).
-  Status PrepareSkip(KernelContext& ctx, const Tensor& y, int8gemm::QuantOut* qo) const {
+  // QuantOut's residual fields from the inputs above, every one checked here, and the output's
+  // type (the sum's zero point's). The skip's shape is checked against y's once y is made.
+  Status PrepareSkip(KernelContext& ctx, int8gemm::QuantOut* qo, DataType* yt) const {
     const Node& node = ctx.node();
+    if (node.inputs.size() != kSkip + kSkipInputs)
+      return InvalidArgument(node.Describe(), ": a residual sum takes ", kSkipInputs, " inputs after the bias, got ",
+                             node.inputs.size() - kSkip);
     const Tensor* skip = ctx.input(kSkip);
-    if (!skip || !IsQuant8(skip->dtype()) || skip->shape() != y.shape())
-      return InvalidArgument(node.Describe(), ": the residual input must be uint8/int8 of the output's shape ",
-                             ShapeToString(y.shape()), ", got ", skip ? DataTypeName(skip->dtype()) : "nothing", " ",
-                             skip ? ShapeToString(skip->shape()) : "");
+    if (!skip || !IsQuant8(skip->dtype()))
+      return InvalidArgument(node.Describe(), ": the residual input must be uint8/int8, got ",
+                             skip ? DataTypeName(skip->dtype()) : "nothing");
     static const char* kNames[] = {"residual scale",
                                    "residual zero point",
                                    "sum's scale of the conv output",
@@ -391,6 +394,7 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     qo->add_zo = static_cast<float>(LoadQ(*ctx.input(kSkip + 6), 0));
     qo->add_out_signed = ctx.input(kSkip + 6)->dtype() == DataType::kInt8;
     qo->add_relu = node.GetInt("residual_relu", 0) != 0;
+    *yt = ctx.input(kSkip + 6)->dtype();
     return Status::Ok();
   }
 
@@ -508,18 +512,16 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
   Status RunVnni(KernelContext& ctx, const Tensor& x, const IntConvShape& s) const {
     const Node& node = ctx.node();
     const bool skip = HasSkip(node);
-    if (skip && node.inputs.size() != kSkip + kSkipInputs)
-      return InvalidArgument(node.Describe(), ": a residual sum takes ", kSkipInputs, " inputs after the bias, got ",
-                             node.inputs.size() - kSkip);
-    // With a residual sum the output is the sum's, of its zero point's type.
-    const Tensor* sum_zp = skip ? ctx.input(kSkip + kSkipInputs - 1) : nullptr;
-    const DataType yt = !qlinear_ ? DataType::kInt32 : sum_zp ? sum_zp->dtype() : ctx.input(7)->dtype();
-    ASSIGN_OR_RETURN(Tensor * y, AllocateOptimizedOutput(ctx, s, yt));
+    DataType yt = !qlinear_ ? DataType::kInt32 : ctx.input(7)->dtype();
     int8gemm::QuantOut qo;
-    if (skip) {
+    if (skip) {  // the output is the sum's, of its zero point's type
       qo.ldy = s.M;
-      RETURN_IF_ERROR(PrepareSkip(ctx, *y, &qo));
+      RETURN_IF_ERROR(PrepareSkip(ctx, &qo, &yt));
     }
+    ASSIGN_OR_RETURN(Tensor * y, AllocateOptimizedOutput(ctx, s, yt));
+    if (skip && ctx.input(kSkip)->shape() != y->shape())
+      return InvalidArgument(node.Describe(), ": the residual input must have the output's shape ",
+                             ShapeToString(y->shape()), ", got ", ShapeToString(ctx.input(kSkip)->shape()));
     if (s.N == 0 || s.M == 0 || s.out_size == 0) return Status::Ok();
     bool direct = s.k_size == 1;
     for (size_t d = 0; d < s.g.rank(); ++d)

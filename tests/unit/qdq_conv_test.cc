@@ -579,7 +579,7 @@ TEST(QdqResidual, BadResidualInputsNameTheNode) {
     const std::string e = run(v);
     EXPECT_NE(e.find("my_conv"), std::string::npos) << "variant " << v << ": " << e;
     const char* want[] = {"",
-                          "the residual input must be uint8/int8 of the output's shape [1,5,5,3]",
+                          "the residual input must have the output's shape [1,5,5,3], got [1,5,3,5]",
                           "the residual input must be uint8/int8",
                           "a residual sum takes 7 inputs after the bias, got 6",
                           "the residual scale must be a float scalar",
