@@ -41,36 +41,43 @@ bool Mul(int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b,
 // bytes at step q at a + m * lda + 4q: three moving bases (rows 0, 4, 8) plus lda and 3 * lda
 // address all twelve rows. The accumulators are two arrays with the loops unrolled, as in
 // the bf16 GEMM, which keeps all 2 * MR of them in registers.
+// kDirect reads K as `ntaps` blocks of kq / ntaps groups, block t at row + taps[t] (AMatrix::
+// tap_offsets; taps null: one block at 0).
 template <int MR, int NP, bool kDirect>
 STRATA_VNNI void Tile(const void* a, int64_t lda, int64_t kq, const int8_t* bp, int64_t panel_stride, int32_t* out,
-                      const int8_t* pf) {
+                      const int8_t* pf, const int64_t* taps, int ntaps) {
   __m512i acc0[MR], acc1[MR];
 #pragma GCC unroll 16
   for (int m = 0; m < MR; ++m) acc0[m] = acc1[m] = _mm512_setzero_si512();
-  const int8_t* bp1 = bp + panel_stride;
   const auto* packed = static_cast<const uint32_t*>(a);
-  const auto* rows = static_cast<const uint8_t*>(a);
   const int64_t lda3 = 3 * lda;
-  const uint8_t* base[3] = {rows, rows + 4 * lda, rows + 8 * lda};
-  for (int64_t q = 0; q < kq; ++q) {
-    const __m512i b0 = _mm512_load_si512(bp + q * 64);
-    const __m512i b1 = NP == 2 ? _mm512_load_si512(bp1 + q * 64) : b0;
-    if (pf) {
-      _mm_prefetch(reinterpret_cast<const char*>(pf + q * 128), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(pf + q * 128 + 64), _MM_HINT_T0);
-    }
-#pragma GCC unroll 16
-    for (int m = 0; m < MR; ++m) {
-      int32_t v;
-      if constexpr (kDirect) {
-        const int64_t off = m % 4 == 0 ? 0 : m % 4 == 1 ? lda : m % 4 == 2 ? 2 * lda : lda3;
-        std::memcpy(&v, base[m / 4] + 4 * q + off, 4);
-      } else {
-        v = static_cast<int32_t>(packed[q * kRows + m]);
+  const int64_t kq_tap = kDirect ? kq / ntaps : kq;
+  for (int t = 0; t < (kDirect ? ntaps : 1); ++t) {
+    const auto* rows = static_cast<const uint8_t*>(a) + (kDirect && taps ? taps[t] : 0);
+    const uint8_t* base[3] = {rows, rows + 4 * lda, rows + 8 * lda};
+    const int8_t* bp0 = bp + t * kq_tap * 64;
+    const int8_t* bp1 = bp0 + panel_stride;
+    const int8_t* pft = pf ? pf + t * kq_tap * 128 : nullptr;
+    for (int64_t q = 0; q < kq_tap; ++q) {
+      const __m512i b0 = _mm512_load_si512(bp0 + q * 64);
+      const __m512i b1 = NP == 2 ? _mm512_load_si512(bp1 + q * 64) : b0;
+      if (pft) {
+        _mm_prefetch(reinterpret_cast<const char*>(pft + q * 128), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(pft + q * 128 + 64), _MM_HINT_T0);
       }
-      const __m512i av = _mm512_set1_epi32(v);
-      acc0[m] = _mm512_dpbusd_epi32(acc0[m], av, b0);
-      if constexpr (NP == 2) acc1[m] = _mm512_dpbusd_epi32(acc1[m], av, b1);
+#pragma GCC unroll 16
+      for (int m = 0; m < MR; ++m) {
+        int32_t v;
+        if constexpr (kDirect) {
+          const int64_t off = m % 4 == 0 ? 0 : m % 4 == 1 ? lda : m % 4 == 2 ? 2 * lda : lda3;
+          std::memcpy(&v, base[m / 4] + 4 * q + off, 4);
+        } else {
+          v = static_cast<int32_t>(packed[q * kRows + m]);
+        }
+        const __m512i av = _mm512_set1_epi32(v);
+        acc0[m] = _mm512_dpbusd_epi32(acc0[m], av, b0);
+        if constexpr (NP == 2) acc1[m] = _mm512_dpbusd_epi32(acc1[m], av, b1);
+      }
     }
   }
 #pragma GCC unroll 16
@@ -80,7 +87,8 @@ STRATA_VNNI void Tile(const void* a, int64_t lda, int64_t kq, const int8_t* bp, 
   }
 }
 
-using TileFn = void (*)(const void*, int64_t, int64_t, const int8_t*, int64_t, int32_t*, const int8_t*);
+using TileFn = void (*)(const void*, int64_t, int64_t, const int8_t*, int64_t, int32_t*, const int8_t*, const int64_t*,
+                        int);
 template <int NP, bool kDirect, int... MR>
 constexpr std::array<TileFn, sizeof...(MR)> TileTable(std::integer_sequence<int, MR...>) {
   return {&Tile<MR + 1, NP, kDirect>...};
@@ -94,7 +102,8 @@ constexpr std::array<TileFn, kRows> kDirect2 = TileTable<2, true>(std::make_inte
 // Whether Gemm reads A where it lies (AMatrix::read_in_place and what the in-place tile needs:
 // unsigned A, K a multiple of 4, no row sums).
 bool ReadsInPlace(const AMatrix& a, const PackedB& b) {
-  return a.read_in_place && !a.packed && !a.produce && !a.a_signed && !b.any_offset() && b.k() == b.kp();
+  return a.read_in_place && !a.packed && !a.produce && !a.a_signed && !b.any_offset() && b.k() == b.kp() &&
+         a.taps >= 1 && (a.taps == 1 || (a.tap_offsets && b.k() % (4 * int64_t{a.taps}) == 0));
 }
 
 // QuantOut::skip's residual sum on 16 requantized bytes f (integer-valued floats in the type's
@@ -217,7 +226,8 @@ struct Job {
 // job.quick_q: the zero-point and bias terms are one per column (za * colsum - bias, mod 2^32
 // as StoreRow's sum), the multipliers finite (no NaN fixup), and round(x * m) + z is already
 // an integer (no second rounding). The same bytes as StoreRow's QuantOut path.
-STRATA_VNNI void QuantRows(const Job& job, const int32_t* raw, int64_t nr, int64_t r0, int64_t j0, int64_t cols) {
+STRATA_VNNI void QuantRows(const Job& job, const int32_t* raw, int64_t nr, const int64_t* orow, int64_t j0,
+                           int64_t cols) {
   const QuantOut& q = *job.qout;
   const PackedB& b = *job.b;
   const int32_t za = job.a->za + (job.a->a_signed ? 128 : 0);
@@ -236,8 +246,9 @@ STRATA_VNNI void QuantRows(const Job& job, const int32_t* raw, int64_t nr, int64
   }
   const int halves = cols > 16 ? 2 : 1;
   for (int64_t m = 0; m < nr; ++m) {
-    uint8_t* y = q.y + (r0 + m) * q.ldy + j0;
-    const uint8_t* skip = q.skip ? q.skip + (r0 + m) * q.ldskip + j0 : nullptr;
+    if (orow[m] < 0) continue;
+    uint8_t* y = q.y + orow[m] * q.ldy + j0;
+    const uint8_t* skip = q.skip ? q.skip + orow[m] * q.ldskip + j0 : nullptr;
     for (int h = 0; h < halves; ++h) {
       const __m512i v = _mm512_sub_epi32(_mm512_load_si512(raw + m * 32 + 16 * h), zc[h]);
       __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), mult[h]);
@@ -259,6 +270,15 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
     for (int64_t r0 = row0; r0 < row1; r0 += kRows) {
       const int64_t nr = std::min<int64_t>(kRows, row1 - r0);
       const uint32_t* tile = job.atiles ? job.atiles + (r0 / kRows) * kRows * kq : nullptr;
+      // The rows of y (QuantOut) the tile's rows go to, -1 for none (QuantOut::row_group).
+      int64_t orow[kRows];
+      for (int64_t m = 0; m < nr; ++m) {
+        const int64_t r = r0 + m;
+        const QuantOut* q = job.qout;
+        orow[m] = !q || q->row_group <= 0           ? r
+                  : r % q->row_group < q->row_valid ? r / q->row_group * q->row_valid + r % q->row_group
+                                                    : -1;
+      }
       for (int64_t pr = blk; pr < blk_end; ++pr) {
         const int64_t p = pr * 2;
         // The first row tile of a block brings its B in (from memory when the model's weights
@@ -270,14 +290,14 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
         const int8_t* pf = r0 == row0 && row1 - row0 > kRows && pr + 1 < pair1 ? b.panel(p + 2) : nullptr;
         const size_t fn = static_cast<size_t>(nr - 1);
         if (job.atiles) {
-          (p + 1 < panels ? kTiles2 : kTiles1)[fn](tile, 0, kq, b.panel(p), panel_stride, raw, pf);
+          (p + 1 < panels ? kTiles2 : kTiles1)[fn](tile, 0, kq, b.panel(p), panel_stride, raw, pf, nullptr, 1);
         } else {
           (p + 1 < panels ? kDirect2 : kDirect1)[fn](static_cast<const uint8_t*>(a.a) + r0 * a.lda, a.lda, kq,
-                                                     b.panel(p), panel_stride, raw, pf);
+                                                     b.panel(p), panel_stride, raw, pf, a.tap_offsets, a.taps);
         }
         const int64_t j0 = p * kPanel, cols = std::min<int64_t>(2 * kPanel, b.n() - j0);
         if (job.quick_q) {
-          QuantRows(job, raw, nr, r0, j0, cols);
+          QuantRows(job, raw, nr, orow, j0, cols);
           continue;
         }
         for (int64_t m = 0; m < nr; ++m) {
@@ -287,9 +307,10 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
           const uint32_t rowterm =
               job.rowsum ? static_cast<uint32_t>(job.rowsum[r]) - static_cast<uint32_t>(b.k()) * zu : 0;
           if (job.qout) {
+            if (orow[m] < 0) continue;
             StoreRow(raw + m * 32, b, j0, cols, zu, rowterm, nullptr, nullptr, nullptr, job.qout,
-                     job.qout->y + r * job.qout->ldy + j0,
-                     job.qout->skip ? job.qout->skip + r * job.qout->ldskip + j0 : nullptr);
+                     job.qout->y + orow[m] * job.qout->ldy + j0,
+                     job.qout->skip ? job.qout->skip + orow[m] * job.qout->ldskip + j0 : nullptr);
           } else if (job.fout) {
             StoreRow(raw + m * 32, b, j0, cols, zu, rowterm, nullptr, job.fout, job.fout->y + r * job.fout->ldy + j0);
           } else {

@@ -90,6 +90,11 @@ struct AMatrix {
   // The caller allows `a` to be read where it lies, without the packing pass, where the GEMM
   // can (unsigned A, K a multiple of 4, B without a column offset): a 1x1 conv's NHWC image.
   bool read_in_place = false;
+  // With read_in_place: K is `taps` blocks of K / taps bytes (each a multiple of 4), block t
+  // of row r at a + r * lda + tap_offsets[t]: a stride-1 conv's taps over a padded NHWC image
+  // read where they lie (one tap's rows are lda apart). nullptr: one block at offset 0.
+  const int64_t* tap_offsets = nullptr;
+  int taps = 1;
 };
 
 inline constexpr int64_t kTileRows = 12;  // rows per packed A tile
@@ -143,6 +148,10 @@ struct QuantOut {
   bool skip_signed = false, add_relu = false, add_out_signed = false;
   float add_sa = 0, add_za = 0, add_sb = 0, add_so = 0, add_zo = 0;
   int32_t add_zb = 0;
+  // row_group > 0: GEMM row r is row (r / row_group) * row_valid + r % row_group of y (and of
+  // skip), and rows with r % row_group >= row_valid are not stored: a conv computed over its
+  // padded input's full width drops the positions past the output's width.
+  int64_t row_group = 0, row_valid = 0;
 };
 
 // C[rows, n] (int32, row stride ldc) = (A - za)(B - zb) mod 2^32, or with `fout` its float

@@ -3,7 +3,8 @@
 // kernel, byte for byte: 1x1 (read in place), strided 1x1, 3x3 padded, 7x7/2 stems of 3
 // channels, dilation, 1-D and 3-D; channel counts 1, odd, a panel (16) +/- 1; output sizes 1
 // and odd (partial blocks of 16 positions); every signedness of x, w and y; zero points per
-// tensor and per channel; bias or none; batches; 1 and 2 threads. Skipped without VNNI.
+// tensor and per channel; bias or none; batches; 1 and 2 threads; stride-1 convs on the padded
+// image read in place. Skipped without VNNI.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -142,6 +143,69 @@ TEST(IntConvVnni, NhwcQLinearConvMatchesReference) {
           EXPECT_TRUE(TensorsEqual((*want)[0], Permute((*got)[0], false)))
               << what << " y_scale " << y_scale << " threads " << threads;
         }
+      }
+  }
+}
+
+// 2-D stride-1 NhwcQLinearConvs of uint8 x against a W with zero zero points (C a multiple of
+// 4) run as an implicit GEMM over x padded with its zero point, read in place at the padded
+// width (int_conv.cc RunVnni's `padded`): the reference's bytes for kernels 3x3, 5x5, 2x2, 1x3,
+// 3x1; symmetric, uneven, zero and larger-than-image pads; one output row; channel counts of
+// one panel, panel + 1 and odd column counts; both output types, saturation, bias, zero points
+// per tensor and per channel (all 0), batches of 2, 1 and 2 threads (the row split by CPU).
+TEST(IntConvVnni, StrideOneConvsOnThePaddedImageMatchReference) {
+  if (!int8gemm::Available()) GTEST_SKIP() << "CPU without AVX512-VNNI (or STRATA_INT8_GEMM=0)";
+  const std::vector<Geo> geos = {
+      {{20, 21}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}},  // ResNet's 3x3, 34 tiles of 12 rows
+      {{16, 16}, {3, 3}, {1, 1}, {1, 1}, {0, 0, 0, 0}},  // no padding
+      {{17, 18}, {3, 3}, {1, 1}, {1, 1}, {0, 2, 1, 0}},  // uneven pads
+      {{12, 30}, {5, 5}, {1, 1}, {1, 1}, {2, 2, 2, 2}},  // 5x5
+      {{10, 9}, {2, 2}, {1, 1}, {1, 1}, {0, 0, 0, 0}},   // 2x2, even kernel
+      {{5, 17}, {1, 3}, {1, 1}, {1, 1}, {0, 1, 0, 1}},   // 1x3
+      {{9, 7}, {3, 1}, {1, 1}, {1, 1}, {1, 0, 1, 0}},    // 3x1: no column dropped
+      {{2, 14}, {3, 3}, {1, 1}, {1, 1}, {2, 2, 2, 2}},   // pads larger than the image
+      {{3, 16}, {3, 3}, {1, 1}, {1, 1}, {0, 1, 0, 1}},   // one output row
+  };
+  uint64_t seed = 9000;
+  int geo_i = 0;
+  for (const Geo& g : geos) {
+    ++geo_i;
+    for (const auto& [C, M] : std::vector<std::pair<int64_t, int64_t>>{{4, 1}, {4, 17}, {64, 64}, {20, 33}, {8, 16}})
+      for (double y_scale : {0.3, 1e-4}) {  // 1e-4 saturates both ways
+        const DataType yt = (seed & 2) ? DataType::kInt8 : DataType::kUInt8;
+        const bool per_channel = (seed & 4) != 0, with_bias = (seed & 8) != 0;
+        const std::string what = "geometry " + std::to_string(geo_i) + " C=" + std::to_string(C) +
+                                 " M=" + std::to_string(M) + " y " + DataTypeName(yt) + " y_scale " +
+                                 std::to_string(y_scale) + (per_channel ? " per-channel" : "") +
+                                 (with_bias ? " bias" : "");
+        SCOPED_TRACE(what);
+        const Tensor x = Q8(DataType::kUInt8, Dims(2, C, g.in), ++seed);
+        const Tensor w = Q8(DataType::kInt8, Dims(M, C, g.kernel), ++seed);
+        const Tensor xzp = Q8(DataType::kUInt8, {}, ++seed);  // the padding's byte
+        const Tensor wzp = per_channel ? MakeTensor(DataType::kInt8, {M}, std::vector<double>(static_cast<size_t>(M)))
+                                       : MakeTensor(DataType::kInt8, {}, {0});
+        const Tensor xs = MakeTensor(DataType::kFloat, {}, {0.02});
+        const Tensor ws = per_channel ? RandomTensor(DataType::kFloat, {M}, ++seed, 0.0005, 0.004)
+                                      : MakeTensor(DataType::kFloat, {}, {0.002});
+        const Tensor ys = MakeTensor(DataType::kFloat, {}, {y_scale});
+        const Tensor yzp = MakeTensor(yt, {}, {yt == DataType::kUInt8 ? 120.0 : -7.0});
+        const Tensor bias = with_bias ? RandomTensor(DataType::kInt32, {M}, ++seed, -20000, 20000) : Tensor();
+        RunOptions ro;
+        ro.want_reference = true;
+        ro.constant_inputs = {3, 4, 5, 8};
+        auto want = RunKernel(Spec("QLinearConv", g), {x, xs, xzp, w, ws, wzp, ys, yzp, bias}, ro);
+        ASSERT_TRUE(want.ok()) << want.status().ToString();
+        OpSpec nhwc("NhwcQLinearConv", 1, "strata.internal");
+        nhwc.attrs = Spec("QLinearConv", g).attrs;
+        for (int threads : {1, 2}) {
+          RunOptions fo;
+          fo.threads = threads;
+          fo.constant_inputs = {3, 4, 5, 8};
+          auto got = RunKernel(nhwc, {Permute(x, true), xs, xzp, w, ws, wzp, ys, yzp, bias}, fo);
+          ASSERT_TRUE(got.ok()) << got.status().ToString();
+          EXPECT_TRUE(TensorsEqual((*want)[0], Permute((*got)[0], false))) << what << " threads " << threads;
+        }
+        ++seed;
       }
   }
 }

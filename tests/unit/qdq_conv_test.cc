@@ -130,8 +130,8 @@ onnx::ModelProto Build(const Qdq& q) {
   return m;
 }
 
-std::vector<std::pair<std::string, Value>> Inputs20() {
-  return {{"x", Value(Tensor::FromVector<float>(test::Pseudo(2 * 20 * 9 * 8, 5, 2.0f), {2, 20, 9, 8}))}};
+std::vector<std::pair<std::string, Value>> Inputs20(int64_t width = 8) {
+  return {{"x", Value(Tensor::FromVector<float>(test::Pseudo(2 * 20 * 9 * width, 5, 2.0f), {2, 20, 9, width}))}};
 }
 
 std::vector<std::pair<std::string, Value>> Inputs() {
@@ -454,13 +454,14 @@ struct Residual {
   bool x_signed = false, out_signed = false, relu = true, conv_first = true, show_conv = false;
   int bias = 1;
   int8_t w_zp = 0;
+  int64_t width = 8;  // 18: uint8 x with w_zp 0 runs on the padded image read in place
 };
 
 onnx::ModelProto BuildResidual(const Residual& r) {
   onnx::ModelProto m = MakeModel(13);
   auto* g = m.mutable_graph();
   const int64_t C = 20;
-  AddInput(g, "x", {2, C, 9, 8});
+  AddInput(g, "x", {2, C, 9, r.width});
   const int qt = r.x_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8;
   AddRawInit(g, "xs", onnx::TensorProto::FLOAT, {}, std::vector<float>{0.02f});
   if (r.x_signed) {
@@ -489,8 +490,8 @@ onnx::ModelProto BuildResidual(const Residual& r) {
   }
   AddNode(g, "QuantizeLinear", {r.relu ? "sum_r" : "sum", "rs", "rz"}, {"outq"});
   AddNode(g, "DequantizeLinear", {"outq", "rs", "rz"}, {"y"});
-  AddOutput(g, "y", {2, C, 9, 8});
-  if (r.show_conv) AddOutput(g, "a_yq", {2, C, 9, 8}, qt);
+  AddOutput(g, "y", {2, C, 9, r.width});
+  if (r.show_conv) AddOutput(g, "a_yq", {2, C, 9, r.width}, qt);
   return m;
 }
 
@@ -500,33 +501,36 @@ TEST(QdqResidual, SumInTheConvStoreGivesTheUnfusedBytes) {
     for (bool out_signed : {false, true})
       for (bool relu : {true, false})
         for (bool conv_first : {true, false})
-          for (int threads : {1, 2}) {
-            Residual r;
-            r.x_signed = x_signed;
-            r.out_signed = out_signed;
-            r.relu = relu;
-            r.conv_first = conv_first;
-            r.bias = conv_first ? 1 : 0;
-            r.w_zp = static_cast<int8_t>(threads == 2 ? 5 : 0);  // both stores of the GEMM
-            SCOPED_TRACE(std::string("x_signed ") + std::to_string(x_signed) + " out_signed " +
-                         std::to_string(out_signed) + " relu " + std::to_string(relu) + " conv_first " +
-                         std::to_string(conv_first) + " threads " + std::to_string(threads));
-            auto fused = test::RunOptimizedAndReference(BuildResidual(r), Inputs20(), threads);
-            r.show_conv = true;
-            auto apart = test::RunOptimizedAndReference(BuildResidual(r), Inputs20(), threads);
-            ASSERT_FALSE(fused.opt.empty());
-            ASSERT_EQ(apart.opt.size(), 2u);
-            EXPECT_EQ(fused.ops["QdqAdd"], 0);
-            EXPECT_EQ(fused.ops["NhwcQLinearConv"], 1);
-            EXPECT_EQ(apart.ops["QdqAdd"], 1);
-            const Tensor& a = fused.opt[0].tensor();
-            const Tensor& b = apart.opt[0].tensor();
-            ASSERT_EQ(a.shape(), b.shape());
-            EXPECT_EQ(0, std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()));
-            // And within a step or two of the float graph (the conv rounds once, as fused before).
-            ExpectWithinSteps(fused, 2, 0.031f);
-            if (HasFailure()) return;
-          }
+          for (int threads : {1, 2})
+            for (int64_t width : {8, 18}) {
+              Residual r;
+              r.width = width;
+              r.x_signed = x_signed;
+              r.out_signed = out_signed;
+              r.relu = relu;
+              r.conv_first = conv_first;
+              r.bias = conv_first ? 1 : 0;
+              r.w_zp = static_cast<int8_t>(threads == 2 && width == 8 ? 5 : 0);  // both stores of the GEMM
+              SCOPED_TRACE(std::string("x_signed ") + std::to_string(x_signed) + " out_signed " +
+                           std::to_string(out_signed) + " relu " + std::to_string(relu) + " conv_first " +
+                           std::to_string(conv_first) + " threads " + std::to_string(threads) + " width " +
+                           std::to_string(width));
+              auto fused = test::RunOptimizedAndReference(BuildResidual(r), Inputs20(width), threads);
+              r.show_conv = true;
+              auto apart = test::RunOptimizedAndReference(BuildResidual(r), Inputs20(width), threads);
+              ASSERT_FALSE(fused.opt.empty());
+              ASSERT_EQ(apart.opt.size(), 2u);
+              EXPECT_EQ(fused.ops["QdqAdd"], 0);
+              EXPECT_EQ(fused.ops["NhwcQLinearConv"], 1);
+              EXPECT_EQ(apart.ops["QdqAdd"], 1);
+              const Tensor& a = fused.opt[0].tensor();
+              const Tensor& b = apart.opt[0].tensor();
+              ASSERT_EQ(a.shape(), b.shape());
+              EXPECT_EQ(0, std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()));
+              // And within a step or two of the float graph (the conv rounds once, as fused before).
+              ExpectWithinSteps(fused, 2, 0.031f);
+              if (HasFailure()) return;
+            }
 }
 
 // A hand-written NhwcQLinearConv with residual inputs (the fusion's form) that are wrong.
