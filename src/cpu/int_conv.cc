@@ -539,17 +539,19 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     // im2col it saves about 32 / M of it (a 56x56 64 -> 64 conv: a third of its time at 1
     // thread; ResNet's 14x14 256 -> 256 measured level, 0.30-0.32 vs 0.32-0.34 ms): padded
     // where the first is under half the second.
-    bool padded = !direct && direct_out && s.g.rank() == 2 && x.dtype() == DataType::kUInt8 && s.C % 4 == 0 &&
-                  !vnni_->any_offset();
+    // An int8 x is padded as x ^ 0x80 (= x + 128 as uint8, its zero point likewise): the GEMM's
+    // in-place read takes unsigned bytes.
+    bool padded = !direct && direct_out && s.g.rank() == 2 && s.C % 4 == 0 && !vnni_->any_offset();
     for (size_t d = 0; padded && d < 2; ++d) padded = s.g.strides[d] == 1 && s.g.dilations[d] == 1;
     const int64_t Hp = s.g.in[0] + s.g.pad_begin[0] + s.g.pad_end[0],
                   Wp = s.g.in[1] + s.g.pad_begin[1] + s.g.pad_end[1];
     padded = padded && (s.g.kernel[1] - 1) * s.M <= 16 * Wp;
     int8gemm::AMatrix am;
-    am.a_signed = x.dtype() == DataType::kInt8;
+    am.a_signed = x.dtype() == DataType::kInt8 && !padded;
     am.rows = padded ? (s.g.out[0] - 1) * Wp + s.g.out[1] : s.out_size;
     am.lda = direct || padded ? s.C : s.rows;
-    am.za = xz;
+    const bool flip = padded && x.dtype() == DataType::kInt8;
+    am.za = flip ? xz + 128 : xz;
     am.read_in_place = direct || padded;
     std::vector<int64_t> tap_offsets;
     Tensor xpad;
@@ -594,7 +596,7 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
       if (direct) {
         am.a = xtp;
       } else if (padded) {
-        PadNhwc(xtp, s, Hp, Wp, static_cast<uint8_t>(xz), xpad.mutable_data<uint8_t>(), pool);
+        PadNhwc(xtp, s, Hp, Wp, static_cast<uint8_t>(am.za), flip, xpad.mutable_data<uint8_t>(), pool);
         am.a = xpad.data<uint8_t>();
       } else {
         const int64_t kp = vnni_->kp(), tiles = (s.out_size + int8gemm::kTileRows - 1) / int8gemm::kTileRows;
@@ -637,9 +639,10 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     return Status::Ok();
   }
 
-  // The NHWC image xt [H, W, C] into xp [Hp, Wp, C] with s's pads filled with the zero point z.
-  static void PadNhwc(const uint8_t* xt, const IntConvShape& s, int64_t Hp, int64_t Wp, uint8_t z, uint8_t* xp,
-                      ThreadPool* pool) {
+  // The NHWC image xt [H, W, C] into xp [Hp, Wp, C] with s's pads filled with the zero point z;
+  // `flip`: every byte of x ^ 0x80 (an int8 x read as uint8).
+  static void PadNhwc(const uint8_t* xt, const IntConvShape& s, int64_t Hp, int64_t Wp, uint8_t z, bool flip,
+                      uint8_t* xp, ThreadPool* pool) {
     const int64_t H = s.g.in[0], W = s.g.in[1], C = s.C, top = s.g.pad_begin[0], left = s.g.pad_begin[1];
     const int64_t right = Wp - W - left;
     const auto rows = [&](int64_t r0, int64_t r1) {
@@ -651,7 +654,12 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
           continue;
         }
         std::memset(dst, z, static_cast<size_t>(left * C));
-        std::memcpy(dst + left * C, xt + iy * W * C, static_cast<size_t>(W * C));
+        if (flip) {
+          const uint8_t* src = xt + iy * W * C;
+          for (int64_t i = 0; i < W * C; ++i) dst[left * C + i] = src[i] ^ 0x80;
+        } else {
+          std::memcpy(dst + left * C, xt + iy * W * C, static_cast<size_t>(W * C));
+        }
         std::memset(dst + (left + W) * C, z, static_cast<size_t>(right * C));
       }
     };

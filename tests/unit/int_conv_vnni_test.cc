@@ -147,7 +147,7 @@ TEST(IntConvVnni, NhwcQLinearConvMatchesReference) {
   }
 }
 
-// 2-D stride-1 NhwcQLinearConvs of uint8 x against a W with zero zero points (C a multiple of
+// 2-D stride-1 NhwcQLinearConvs of uint8 or int8 x against a W with zero zero points (C a multiple of
 // 4) run as an implicit GEMM over x padded with its zero point, read in place at the padded
 // width (int_conv.cc RunVnni's `padded`): the reference's bytes for kernels 3x3, 5x5, 2x2, 1x3,
 // 3x1; symmetric, uneven, zero and larger-than-image pads; one output row; channel counts of
@@ -171,17 +171,18 @@ TEST(IntConvVnni, StrideOneConvsOnThePaddedImageMatchReference) {
   for (const Geo& g : geos) {
     ++geo_i;
     for (const auto& [C, M] : std::vector<std::pair<int64_t, int64_t>>{{4, 1}, {4, 17}, {64, 64}, {20, 33}, {8, 16}})
-      for (double y_scale : {0.3, 1e-4}) {  // 1e-4 saturates both ways
+      for (double y_scale : {0.3, 1e-4}) {                                    // 1e-4 saturates both ways
+        const DataType xt = (seed & 1) ? DataType::kInt8 : DataType::kUInt8;  // int8: padded as x ^ 0x80
         const DataType yt = (seed & 2) ? DataType::kInt8 : DataType::kUInt8;
         const bool per_channel = (seed & 4) != 0, with_bias = (seed & 8) != 0;
         const std::string what = "geometry " + std::to_string(geo_i) + " C=" + std::to_string(C) +
-                                 " M=" + std::to_string(M) + " y " + DataTypeName(yt) + " y_scale " +
-                                 std::to_string(y_scale) + (per_channel ? " per-channel" : "") +
+                                 " M=" + std::to_string(M) + " x " + DataTypeName(xt) + " y " + DataTypeName(yt) +
+                                 " y_scale " + std::to_string(y_scale) + (per_channel ? " per-channel" : "") +
                                  (with_bias ? " bias" : "");
         SCOPED_TRACE(what);
-        const Tensor x = Q8(DataType::kUInt8, Dims(2, C, g.in), ++seed);
+        const Tensor x = Q8(xt, Dims(2, C, g.in), ++seed);
         const Tensor w = Q8(DataType::kInt8, Dims(M, C, g.kernel), ++seed);
-        const Tensor xzp = Q8(DataType::kUInt8, {}, ++seed);  // the padding's byte
+        const Tensor xzp = Q8(xt, {}, ++seed);  // the padding's byte
         const Tensor wzp = per_channel ? MakeTensor(DataType::kInt8, {M}, std::vector<double>(static_cast<size_t>(M)))
                                        : MakeTensor(DataType::kInt8, {}, {0});
         const Tensor xs = MakeTensor(DataType::kFloat, {}, {0.02});
