@@ -220,6 +220,10 @@ struct Job {
   // qout without per-row terms (one zero point for A, no column offset in B) and with finite
   // multipliers (no NaN to map): QuantRows' short epilogue.
   bool quick_q;
+  // quick_q without a residual sum and with every |multiplier| < 0.5 (|x * m| < 2^30: the
+  // rounded int32 and its sum with the zero point cannot overflow): the bytes by the pack
+  // instructions' saturation instead of float clamps and two narrowing stores.
+  bool pack_q;
 };
 
 // The requantizing store of rows [0, nr) of a tile's raw sums for columns [j0, j0 + cols) when
@@ -245,6 +249,30 @@ STRATA_VNNI void QuantRows(const Job& job, const int32_t* raw, int64_t nr, const
     mult[h] = _mm512_maskz_loadu_ps(mask[h], q.mult + j);
   }
   const int halves = cols > 16 ? 2 : 1;
+  if (job.pack_q) {
+    // round(x * m) + z saturated to the type: clamping after the rounding to integer bounds
+    // is the same as the float path's clamp. The packs interleave 128-bit lanes: dword 4k of
+    // the result holds columns 4k..4k+3, dword 4k+1 columns 16+4k..; the permute puts the 32
+    // bytes in order in the low half.
+    const __m512i vzi = _mm512_set1_epi32(static_cast<int32_t>(q.z));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    const __mmask32 smask = static_cast<__mmask32>(mask[0]) | (static_cast<__mmask32>(mask[1]) << 16);
+    for (int64_t m = 0; m < nr; ++m) {
+      if (orow[m] < 0) continue;
+      __m512i i[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m512i v = _mm512_sub_epi32(_mm512_load_si512(raw + m * 32 + 16 * h), zc[h]);
+        const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), mult[h]);
+        i[h] = _mm512_add_epi32(_mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vzi);
+      }
+      // Signed to int16 first either way: packus_epi16 reads its words as signed.
+      const __m512i w = _mm512_packs_epi32(i[0], i[1]);
+      const __m512i bytes = q.y_signed ? _mm512_packs_epi16(w, w) : _mm512_packus_epi16(w, w);
+      _mm256_mask_storeu_epi8(q.y + orow[m] * q.ldy + j0, smask,
+                              _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, bytes)));
+    }
+    return;
+  }
   for (int64_t m = 0; m < nr; ++m) {
     if (orow[m] < 0) continue;
     uint8_t* y = q.y + orow[m] * q.ldy + j0;
@@ -468,10 +496,15 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
   const int threads = pool ? pool->num_threads() : 1;
   // A read where it lies (Tile<..., kDirect>) instead of packed: no packing pass.
   const bool in_place = ReadsInPlace(a, b);
-  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout, qout, false};
+  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout, qout, false, false};
   if (qout && !a.za_rows && !b.any_offset()) {
     job.quick_q = true;
-    for (int64_t j = 0; j < b.n() && job.quick_q; ++j) job.quick_q = std::isfinite(qout->mult[j]);
+    job.pack_q = !qout->skip;
+    for (int64_t j = 0; j < b.n() && job.quick_q; ++j) {
+      job.quick_q = std::isfinite(qout->mult[j]);
+      job.pack_q = job.pack_q && std::fabs(qout->mult[j]) < 0.5f;
+    }
+    job.pack_q = job.pack_q && job.quick_q;
   }
   job.block_pairs = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, b.kp() * 2 * kPanel));
   const double macs =
