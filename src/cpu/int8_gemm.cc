@@ -109,7 +109,8 @@ bool ReadsInPlace(const AMatrix& a, const PackedB& b) {
 // QuantOut::skip's residual sum on 16 requantized bytes f (integer-valued floats in the type's
 // range) and the skip bytes at s: QdqAdd's operations. The products are explicitly rounded so
 // they cannot be contracted into the sum (see qdq_add.cc).
-STRATA_VNNI inline __m512 AddSkip(__m512 f, const uint8_t* s, __mmask16 mask, const QuantOut& q) {
+// The sum's float before its quantization: relu?((f - za) * sa + (s - zb) * sb) / so.
+STRATA_VNNI inline __m512 SkipSum(__m512 f, const uint8_t* s, __mmask16 mask, const QuantOut& q) {
   constexpr int kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   const __m128i sb = _mm_maskz_loadu_epi8(mask, s);
   const __m512i si = q.skip_signed ? _mm512_cvtepi8_epi32(sb) : _mm512_cvtepu8_epi32(sb);
@@ -117,10 +118,15 @@ STRATA_VNNI inline __m512 AddSkip(__m512 f, const uint8_t* s, __mmask16 mask, co
   const __m512 fa = _mm512_mul_round_ps(_mm512_sub_ps(f, _mm512_set1_ps(q.add_za)), _mm512_set1_ps(q.add_sa), kRn);
   const __m512 fb = _mm512_mul_round_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(si, _mm512_set1_epi32(q.add_zb))),
                                         _mm512_set1_ps(q.add_sb), kRn);
-  const __m512 zero = _mm512_setzero_ps();
   __m512 v = _mm512_add_ps(fa, fb);
-  if (q.add_relu) v = _mm512_max_ps(v, zero);
-  v = _mm512_div_ps(v, _mm512_set1_ps(q.add_so));
+  if (q.add_relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+  return _mm512_div_ps(v, _mm512_set1_ps(q.add_so));
+}
+
+STRATA_VNNI inline __m512 AddSkip(__m512 f, const uint8_t* s, __mmask16 mask, const QuantOut& q) {
+  constexpr int kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 v = SkipSum(f, s, mask, q);
   v = _mm512_add_ps(_mm512_roundscale_ps(v, kRn), _mm512_set1_ps(q.add_zo));
   v = _mm512_roundscale_ps(v, kRn);
   v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), zero);  // NaN -> 0
@@ -224,6 +230,9 @@ struct Job {
   // rounded int32 and its sum with the zero point cannot overflow): the bytes by the pack
   // instructions' saturation instead of float clamps and two narrowing stores.
   bool pack_q;
+  // quick_q with a residual sum whose scales are finite and > 0 and keep its float under 2^30
+  // (no NaN, no int32 overflow): the sum's bytes saturated by the packs likewise.
+  bool pack_skip;
 };
 
 // The requantizing store of rows [0, nr) of a tile's raw sums for columns [j0, j0 + cols) when
@@ -249,25 +258,32 @@ STRATA_VNNI void QuantRows(const Job& job, const int32_t* raw, int64_t nr, const
     mult[h] = _mm512_maskz_loadu_ps(mask[h], q.mult + j);
   }
   const int halves = cols > 16 ? 2 : 1;
-  if (job.pack_q) {
-    // round(x * m) + z saturated to the type: clamping after the rounding to integer bounds
-    // is the same as the float path's clamp. The packs interleave 128-bit lanes: dword 4k of
-    // the result holds columns 4k..4k+3, dword 4k+1 columns 16+4k..; the permute puts the 32
-    // bytes in order in the low half.
-    const __m512i vzi = _mm512_set1_epi32(static_cast<int32_t>(q.z));
+  if (job.pack_q || job.pack_skip) {
+    // round(x) + z saturated to the type: clamping after the rounding to integer bounds is
+    // the same as the float path's clamp (and its second rounding a no-op on integers). The
+    // packs interleave 128-bit lanes: dword 4k of the result holds columns 4k..4k+3, dword
+    // 4k+1 columns 16+4k..; the permute puts the 32 bytes in order in the low half.
+    constexpr int kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const bool out_signed = job.pack_skip ? q.add_out_signed : q.y_signed;
+    const __m512i vzi = _mm512_set1_epi32(static_cast<int32_t>(job.pack_skip ? q.add_zo : q.z));
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 3, 6, 7, 10, 11, 14, 15);
     const __mmask32 smask = static_cast<__mmask32>(mask[0]) | (static_cast<__mmask32>(mask[1]) << 16);
     for (int64_t m = 0; m < nr; ++m) {
       if (orow[m] < 0) continue;
+      const uint8_t* skip = q.skip ? q.skip + orow[m] * q.ldskip + j0 : nullptr;
       __m512i i[2];
       for (int h = 0; h < 2; ++h) {
         const __m512i v = _mm512_sub_epi32(_mm512_load_si512(raw + m * 32 + 16 * h), zc[h]);
-        const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), mult[h]);
-        i[h] = _mm512_add_epi32(_mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vzi);
+        __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), mult[h]);
+        if (job.pack_skip) {  // the conv's byte as the float path makes it, then the sum's float
+          f = _mm512_add_ps(_mm512_roundscale_ps(f, kRn), vz);
+          f = SkipSum(_mm512_min_ps(_mm512_max_ps(f, lo), hi), skip + 16 * h, mask[h], q);
+        }
+        i[h] = _mm512_add_epi32(_mm512_cvt_roundps_epi32(f, kRn), vzi);
       }
       // Signed to int16 first either way: packus_epi16 reads its words as signed.
       const __m512i w = _mm512_packs_epi32(i[0], i[1]);
-      const __m512i bytes = q.y_signed ? _mm512_packs_epi16(w, w) : _mm512_packus_epi16(w, w);
+      const __m512i bytes = out_signed ? _mm512_packs_epi16(w, w) : _mm512_packus_epi16(w, w);
       _mm256_mask_storeu_epi8(q.y + orow[m] * q.ldy + j0, smask,
                               _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, bytes)));
     }
@@ -496,7 +512,7 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
   const int threads = pool ? pool->num_threads() : 1;
   // A read where it lies (Tile<..., kDirect>) instead of packed: no packing pass.
   const bool in_place = ReadsInPlace(a, b);
-  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout, qout, false, false};
+  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout, qout, false, false, false};
   if (qout && !a.za_rows && !b.any_offset()) {
     job.quick_q = true;
     job.pack_q = !qout->skip;
@@ -505,6 +521,12 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
       job.pack_q = job.pack_q && std::fabs(qout->mult[j]) < 0.5f;
     }
     job.pack_q = job.pack_q && job.quick_q;
+    if (job.quick_q && qout->skip) {
+      // |(f - za) * sa + (s - zb) * sb| <= 383 (sa + sb): its quotient by so under 2^30.
+      const float sa = qout->add_sa, sb = qout->add_sb, so = qout->add_so;
+      job.pack_skip = std::isfinite(sa) && std::isfinite(sb) && std::isfinite(so) && sa > 0 && sb > 0 && so > 0 &&
+                      384.0 * (static_cast<double>(sa) + sb) / so < 1073741824.0;
+    }
   }
   job.block_pairs = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, b.kp() * 2 * kPanel));
   const double macs =
