@@ -195,6 +195,20 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     packed_shape_ = w->shape();
     packed_dtype_ = w->dtype();
     packed_ = true;
+    // x's geometry for the shape the graph gives x, when it is fully known and valid: a run
+    // with x of that shape skips re-reading the node's attributes (map lookups by name).
+    if (init.has_input(0)) {
+      const TypeInfo& t = init.input_type(0);
+      Shape xs;
+      for (size_t i = 0; t.has_shape && i < t.dims.size() && t.dims[i].known(); ++i) xs.push_back(t.dims[i].value);
+      if (t.has_shape && xs.size() == t.dims.size() && xs.size() >= 3) {
+        auto shape = ComputeIntConvShape(init.node, NchwOrder(xs), w->shape());
+        if (shape.ok()) {
+          known_x_ = xs;
+          known_ = std::move(shape).value();
+        }
+      }
+    }
     // QLinearConv's multipliers, when its three scales are constants (as in every QDQ model):
     // computed per run they were ~2% of mobilenet_v2_qdq's time (52 convs).
     const Tensor* xs = init.constant_input(1);
@@ -224,13 +238,12 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     if (!IsQuant8(x->dtype()) || !IsQuant8(w->dtype()))
       return InvalidArgument(node.Describe(), ": x and w must be uint8 or int8, got ", DataTypeName(x->dtype()),
                              " and ", DataTypeName(w->dtype()));
-    // The NHWC kernel's x is [N, spatial..., C]: its dims in NCHW order for the geometry.
-    Shape xs = x->shape();
-    if (nhwc_ && xs.size() >= 3) {
-      xs.insert(xs.begin() + 1, xs.back());
-      xs.pop_back();
+    IntConvShape s;
+    if (known_ && x->shape() == known_x_ && w->shape() == packed_shape_) {
+      s = *known_;
+    } else {
+      ASSIGN_OR_RETURN(s, ComputeIntConvShape(node, NchwOrder(x->shape()), w->shape()));
     }
-    ASSIGN_OR_RETURN(IntConvShape s, ComputeIntConvShape(node, xs, w->shape()));
     const Tensor* xzp = ctx.input(xzp_);
     const Tensor* wzp = ctx.input(wzp_);
     if (xzp && xzp->num_elements() > 1)
@@ -670,8 +683,19 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     }
   }
 
+  // The NHWC kernel's x is [N, spatial..., C]: its dims in NCHW order for the geometry.
+  Shape NchwOrder(Shape xs) const {
+    if (nhwc_ && xs.size() >= 3) {
+      xs.insert(xs.begin() + 1, xs.back());
+      xs.pop_back();
+    }
+    return xs;
+  }
+
   bool qlinear_, vnni_ok_, nhwc_;
   size_t w_, xzp_, wzp_;
+  Shape known_x_;                          // x's static shape, as x lies
+  std::optional<IntConvShape> known_;      // its geometry (Init), or none
   std::optional<int8gemm::PackedB> vnni_;  // a constant W on the VNNI GEMM (group 1 only)
   std::optional<int8dw::Weights> dw_;      // a constant depthwise W (int_conv_depthwise.h)
   bool packed_ = false;
