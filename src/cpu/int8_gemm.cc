@@ -284,8 +284,13 @@ STRATA_VNNI void QuantRows(const Job& job, const int32_t* raw, int64_t nr, const
       // Signed to int16 first either way: packus_epi16 reads its words as signed.
       const __m512i w = _mm512_packs_epi32(i[0], i[1]);
       const __m512i bytes = out_signed ? _mm512_packs_epi16(w, w) : _mm512_packus_epi16(w, w);
-      _mm256_mask_storeu_epi8(q.y + orow[m] * q.ldy + j0, smask,
-                              _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, bytes)));
+      const __m256i row = _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, bytes));
+      // A full row of 32 without the mask: masked byte stores are slow on AMD's cores.
+      if (cols >= 32) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.y + orow[m] * q.ldy + j0), row);
+      } else {
+        _mm256_mask_storeu_epi8(q.y + orow[m] * q.ldy + j0, smask, row);
+      }
     }
     return;
   }
