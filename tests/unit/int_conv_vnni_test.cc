@@ -63,6 +63,28 @@ std::vector<Geo> Geometries() {
   };
 }
 
+// QLinearConv's reference on NCHW inputs {x, xs, xzp, w, ws, wzp, ys, yzp, bias} against the
+// layout pass's NhwcQLinearConv on x permuted to NHWC, at 1 and 2 threads: the same bytes.
+void ExpectNhwcSameAsReference(const Geo& g, const std::vector<Tensor>& in, const std::string& what) {
+  RunOptions ro;
+  ro.want_reference = true;
+  ro.constant_inputs = {3, 4, 5, 8};
+  auto want = RunKernel(Spec("QLinearConv", g), in, ro);
+  ASSERT_TRUE(want.ok()) << what << ": " << want.status().ToString();
+  OpSpec nhwc("NhwcQLinearConv", 1, "strata.internal");
+  nhwc.attrs = Spec("QLinearConv", g).attrs;
+  std::vector<Tensor> nin = in;
+  nin[0] = Permute(in[0], true);
+  for (int threads : {1, 2}) {
+    RunOptions fo;
+    fo.threads = threads;
+    fo.constant_inputs = {3, 4, 5, 8};
+    auto got = RunKernel(nhwc, nin, fo);
+    ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+    EXPECT_TRUE(TensorsEqual((*want)[0], Permute((*got)[0], false))) << what << " threads " << threads;
+  }
+}
+
 TEST(IntConvVnni, MatchesReferenceAcrossGeometriesChannelsAndTypes) {
   if (!int8gemm::Available()) GTEST_SKIP() << "CPU without AVX512-VNNI (or STRATA_INT8_GEMM=0)";
   uint64_t seed = 1000;
@@ -127,22 +149,9 @@ TEST(IntConvVnni, NhwcQLinearConvMatchesReference) {
         const Tensor ys = MakeTensor(DataType::kFloat, {}, {y_scale});
         const Tensor yzp = MakeTensor(yt, {}, {yt == DataType::kUInt8 ? 120.0 : -7.0});
         const Tensor bias = with_bias ? RandomTensor(DataType::kInt32, {M}, ++seed, -20000, 20000) : Tensor();
-        RunOptions ro;
-        ro.want_reference = true;
-        ro.constant_inputs = {3, 4, 5, 8};
-        auto want = RunKernel(Spec("QLinearConv", g), {x, xs, xzp, w, ws, wzp, ys, yzp, bias}, ro);
-        ASSERT_TRUE(want.ok()) << want.status().ToString();
-        OpSpec nhwc("NhwcQLinearConv", 1, "strata.internal");
-        nhwc.attrs = Spec("QLinearConv", g).attrs;
-        for (int threads : {1, 2}) {
-          RunOptions fo;
-          fo.threads = threads;
-          fo.constant_inputs = {3, 4, 5, 8};
-          auto got = RunKernel(nhwc, {Permute(x, true), xs, xzp, w, ws, wzp, ys, yzp, bias}, fo);
-          ASSERT_TRUE(got.ok()) << got.status().ToString();
-          EXPECT_TRUE(TensorsEqual((*want)[0], Permute((*got)[0], false)))
-              << what << " y_scale " << y_scale << " threads " << threads;
-        }
+        ExpectNhwcSameAsReference(g, {x, xs, xzp, w, ws, wzp, ys, yzp, bias},
+                                  what + " y_scale " + std::to_string(y_scale));
+        if (HasFatalFailure()) return;
       }
   }
 }
@@ -191,21 +200,8 @@ TEST(IntConvVnni, StrideOneConvsOnThePaddedImageMatchReference) {
         const Tensor ys = MakeTensor(DataType::kFloat, {}, {y_scale});
         const Tensor yzp = MakeTensor(yt, {}, {yt == DataType::kUInt8 ? 120.0 : -7.0});
         const Tensor bias = with_bias ? RandomTensor(DataType::kInt32, {M}, ++seed, -20000, 20000) : Tensor();
-        RunOptions ro;
-        ro.want_reference = true;
-        ro.constant_inputs = {3, 4, 5, 8};
-        auto want = RunKernel(Spec("QLinearConv", g), {x, xs, xzp, w, ws, wzp, ys, yzp, bias}, ro);
-        ASSERT_TRUE(want.ok()) << want.status().ToString();
-        OpSpec nhwc("NhwcQLinearConv", 1, "strata.internal");
-        nhwc.attrs = Spec("QLinearConv", g).attrs;
-        for (int threads : {1, 2}) {
-          RunOptions fo;
-          fo.threads = threads;
-          fo.constant_inputs = {3, 4, 5, 8};
-          auto got = RunKernel(nhwc, {Permute(x, true), xs, xzp, w, ws, wzp, ys, yzp, bias}, fo);
-          ASSERT_TRUE(got.ok()) << got.status().ToString();
-          EXPECT_TRUE(TensorsEqual((*want)[0], Permute((*got)[0], false))) << what << " threads " << threads;
-        }
+        ExpectNhwcSameAsReference(g, {x, xs, xzp, w, ws, wzp, ys, yzp, bias}, what);
+        if (HasFatalFailure()) return;
         ++seed;
       }
   }
