@@ -543,7 +543,7 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     const int32_t xz = ZeroPointAt(ctx.input(xzp_), 0);
     // The NHWC QLinearConv requantizes in the GEMM's store; the others go through int32.
     const bool direct_out = nhwc_ && qlinear_;
-    // A 2-D stride-1 conv of uint8 NHWC rows against a W without column offsets, requantized in
+    // A 2-D stride-1 conv of 8-bit NHWC rows against a W without column offsets, requantized in
     // the store, runs as an implicit GEMM over its input padded once with x's zero point: GEMM
     // row r = oy * Wp + ox at the padded width Wp, whose tap (ky, kx) lies (ky * Wp + kx) * C
     // bytes after row r's pixel, so the GEMM reads every tap where it lies (no im2col, which
@@ -573,7 +573,10 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
         for (int64_t kx = 0; kx < s.g.kernel[1]; ++kx) tap_offsets.push_back((ky * Wp + kx) * s.C);
       am.tap_offsets = tap_offsets.data();
       am.taps = static_cast<int>(tap_offsets.size());
-      ASSIGN_OR_RETURN(xpad, AllocateIntScratch(DataType::kUInt8, Hp * Wp * s.C, ctx.allocator(), node));
+      int64_t pad_bytes = 0;
+      if (__builtin_mul_overflow(Hp, Wp, &pad_bytes) || __builtin_mul_overflow(pad_bytes, s.C, &pad_bytes))
+        return InvalidArgument(node.Describe(), ": the padded input ", Hp, " x ", Wp, " x ", s.C, " is too large");
+      ASSIGN_OR_RETURN(xpad, AllocateIntScratch(DataType::kUInt8, pad_bytes, ctx.allocator(), node));
     }
     ASSIGN_OR_RETURN(int64_t gemm_bytes, int8gemm::ScratchBytes(am, *vnni_));
     Tensor xt;
