@@ -107,7 +107,26 @@ STRATA_AVX512_DQL void QuantizeAvx512(const float* in, int64_t n, float scale, f
                                       bool out_signed = false) {
   const __m512 vs = _mm512_set1_ps(scale), vz = _mm512_set1_ps(zp), zero = _mm512_setzero_ps();
   const __m512 lo = _mm512_set1_ps(out_signed ? -128.0f : 0.0f), hi = _mm512_set1_ps(out_signed ? 127.0f : 255.0f);
-  for (int64_t i = 0; i < n; i += 16) {
+  // Blocks of 64: the four clamped vectors narrowed by the pack instructions (exact: the values
+  // are already in the type's range) into one 64-byte store instead of four vpmovdb stores
+  // (narrowing stores are slow on AMD's cores). The packs interleave 128-bit lanes: dword 4k + j
+  // of the result holds vector j's elements 4k..4k+3; the permute puts them in order.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m512i r[4];
+    for (int k = 0; k < 4; ++k) {
+      __m512 v = _mm512_div_ps(_mm512_loadu_ps(in + i + 16 * k), vs);
+      v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
+      v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), zero);  // NaN -> 0, as Saturate
+      r[k] = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo), hi));
+    }
+    const __m512i w0 = _mm512_packs_epi32(r[0], r[1]), w1 = _mm512_packs_epi32(r[2], r[3]);
+    const __m512i b = out_signed ? _mm512_packs_epi16(w0, w1) : _mm512_packus_epi16(w0, w1);
+    _mm512_storeu_si512(q + i, _mm512_permutexvar_epi32(order, b));
+  }
+  for (; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - i)) - 1);
     __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(m, in + i), vs);
     v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);

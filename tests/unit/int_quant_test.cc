@@ -462,11 +462,12 @@ namespace {
 // QuantizeLinear / DequantizeLinear per tensor (the AVX-512 path where the CPU has it, split
 // over the pool from 64K values) against the formula: q = saturate(round_half_even(x / s) + z),
 // NaN -> 0; x = (q - z) * s. Ties, NaN, infinities, huge values, both 8-bit types, lengths
-// around the vector width and past the split, 1 and 2 threads.
+// around the vector width and the 64-value block, and past the split, 1 and 2 threads.
 TEST(QuantizeLinearOps, PerTensorMatchesTheFormulaAtEveryLength) {
   const float s = 0.25f;
   for (DataType qt : {DataType::kUInt8, DataType::kInt8})
-    for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{100}, int64_t{70001}})
+    for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{63}, int64_t{64}, int64_t{65},
+                      int64_t{100}, int64_t{129}, int64_t{70001}})
       for (int threads : {1, 2}) {
         SCOPED_TRACE(std::string(DataTypeName(qt)) + " n " + std::to_string(n) + " threads " + std::to_string(threads));
         std::vector<float> x(static_cast<size_t>(n));
