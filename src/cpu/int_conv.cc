@@ -543,25 +543,27 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     const int32_t xz = ZeroPointAt(ctx.input(xzp_), 0);
     // The NHWC QLinearConv requantizes in the GEMM's store; the others go through int32.
     const bool direct_out = nhwc_ && qlinear_;
-    // A 2-D stride-1 conv of 8-bit NHWC rows against a W without column offsets, requantized in
-    // the store, runs as an implicit GEMM over its input padded once with x's zero point: GEMM
-    // row r = oy * Wp + ox at the padded width Wp, whose tap (ky, kx) lies (ky * Wp + kx) * C
-    // bytes after row r's pixel, so the GEMM reads every tap where it lies (no im2col, which
-    // was a third of a 56x56x64 3x3 conv's time); the store drops the kw - 1 positions per row
-    // past the output's width (QuantOut::row_group). Those cost (kw - 1) / Wp of the GEMM, the
-    // im2col it saves about 32 / M of it (a 56x56 64 -> 64 conv: a third of its time at 1
-    // thread; ResNet's 14x14 256 -> 256 measured level, 0.30-0.32 vs 0.32-0.34 ms): padded
-    // where the first is under half the second.
-    // An int8 x is padded as x ^ 0x80 (= x + 128 as uint8, its zero point likewise): the GEMM's
-    // in-place read takes unsigned bytes.
-    bool padded = !direct && direct_out && s.g.rank() == 2 && s.C % 4 == 0 && !vnni_->any_offset();
-    for (size_t d = 0; padded && d < 2; ++d) padded = s.g.strides[d] == 1 && s.g.dilations[d] == 1;
-    const int64_t Hp = s.g.in[0] + s.g.pad_begin[0] + s.g.pad_end[0],
-                  Wp = s.g.in[1] + s.g.pad_begin[1] + s.g.pad_end[1];
-    padded = padded && (s.g.kernel[1] - 1) * s.M <= 16 * Wp;
+    // A 2-D conv (dilation 1, kernel > 1x1) of 8-bit NHWC rows against a W without column
+    // offsets, requantized in the store, runs as an implicit GEMM over its input padded once with
+    // x's zero point and split by stride phase (PhaseLayout): GEMM row r = oy * Wq + ox at the
+    // phase planes' width Wq, whose tap (ky, kx) lies in plane (ky % sy, kx % sx) at
+    // ((ky / sy) * Wq + kx / sx) * C bytes after row r's pixel, so the GEMM reads every tap where
+    // it lies (no im2col, which was a third of a 56x56x64 3x3 conv's time at 1 thread); the store
+    // drops the Wq - Wo positions per row past the output's width (QuantOut::row_group). Those
+    // cost (Wq - Wo) / Wq of the GEMM, the im2col it saves about 32 / M of it (ResNet's 14x14
+    // 256 -> 256 3x3 measured level, 0.30-0.32 vs 0.32-0.34 ms): padded where the first is under
+    // half the second. An int8 x is padded as x ^ 0x80 (= x + 128 as uint8, its zero point
+    // likewise): the GEMM's in-place read takes unsigned bytes.
+    bool padded = !direct && direct_out && s.g.rank() == 2 && s.k_size > 1 && s.C % 4 == 0 && !vnni_->any_offset() &&
+                  s.g.dilations[0] == 1 && s.g.dilations[1] == 1;
+    PhaseLayout ph;
+    if (padded) {
+      ph = PhaseLayout::Make(s);
+      padded = (ph.Wq - s.g.out[1]) * s.M <= 16 * ph.Wq;
+    }
     int8gemm::AMatrix am;
     am.a_signed = x.dtype() == DataType::kInt8 && !padded;
-    am.rows = padded ? (s.g.out[0] - 1) * Wp + s.g.out[1] : s.out_size;
+    am.rows = padded ? (s.g.out[0] - 1) * ph.Wq + s.g.out[1] : s.out_size;
     am.lda = direct || padded ? s.C : s.rows;
     const bool flip = padded && x.dtype() == DataType::kInt8;
     am.za = flip ? xz + 128 : xz;
@@ -569,13 +571,18 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     std::vector<int64_t> tap_offsets;
     Tensor xpad;
     if (padded) {
+      int64_t plane = 0, pad_bytes = 0;
+      if (__builtin_mul_overflow(ph.Hq, ph.Wq, &plane) || __builtin_mul_overflow(plane, s.C, &plane) ||
+          __builtin_mul_overflow(plane, int64_t{ph.count}, &pad_bytes))
+        return InvalidArgument(node.Describe(), ": the padded input ", ph.Hq, " x ", ph.Wq, " x ", s.C, " x ", ph.count,
+                               " is too large");
+      ph.plane = plane;
       for (int64_t ky = 0; ky < s.g.kernel[0]; ++ky)
-        for (int64_t kx = 0; kx < s.g.kernel[1]; ++kx) tap_offsets.push_back((ky * Wp + kx) * s.C);
+        for (int64_t kx = 0; kx < s.g.kernel[1]; ++kx)
+          tap_offsets.push_back(ph.index[static_cast<size_t>((ky % ph.sy) * ph.sx + kx % ph.sx)] * plane +
+                                ((ky / ph.sy) * ph.Wq + kx / ph.sx) * s.C);
       am.tap_offsets = tap_offsets.data();
       am.taps = static_cast<int>(tap_offsets.size());
-      int64_t pad_bytes = 0;
-      if (__builtin_mul_overflow(Hp, Wp, &pad_bytes) || __builtin_mul_overflow(pad_bytes, s.C, &pad_bytes))
-        return InvalidArgument(node.Describe(), ": the padded input ", Hp, " x ", Wp, " x ", s.C, " is too large");
       ASSIGN_OR_RETURN(xpad, AllocateIntScratch(DataType::kUInt8, pad_bytes, ctx.allocator(), node));
     }
     ASSIGN_OR_RETURN(int64_t gemm_bytes, int8gemm::ScratchBytes(am, *vnni_));
@@ -612,7 +619,7 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
       if (direct) {
         am.a = xtp;
       } else if (padded) {
-        PadNhwc(xtp, s, Hp, Wp, static_cast<uint8_t>(am.za), flip, xpad.mutable_data<uint8_t>(), pool);
+        PadPhases(xtp, s, ph, static_cast<uint8_t>(am.za), flip, xpad.mutable_data<uint8_t>(), pool);
         am.a = xpad.data<uint8_t>();
       } else {
         const int64_t kp = vnni_->kp(), tiles = (s.out_size + int8gemm::kTileRows - 1) / int8gemm::kTileRows;
@@ -639,7 +646,7 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
         qo.bias = rq.bias;
         qo.z = rq.z;
         qo.y_signed = rq.y_signed;  // the conv's own byte: the sum, if any, reads it with this range
-        qo.row_group = padded ? Wp : 0;
+        qo.row_group = padded ? ph.Wq : 0;
         qo.row_valid = padded ? s.g.out[1] : 0;
         int8gemm::Gemm(am, *vnni_, nullptr, s.M, gs.mutable_data<uint8_t>(), pool, nullptr, &qo);
         continue;
@@ -655,34 +662,78 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     return Status::Ok();
   }
 
-  // The NHWC image xt [H, W, C] into xp [Hp, Wp, C] with s's pads filled with the zero point z;
-  // `flip`: every byte of x ^ 0x80 (an int8 x read as uint8).
-  static void PadNhwc(const uint8_t* xt, const IntConvShape& s, int64_t Hp, int64_t Wp, uint8_t z, bool flip,
-                      uint8_t* xp, ThreadPool* pool) {
+  // x padded with s's pads ([Hp, Wp, C]) and split by stride phase: plane (py, px) holds the
+  // padded pixels (py + sy * i, px + sx * j), i < Hq = ceil(Hp / sy), j < Wq = ceil(Wp / sx), so
+  // a stride-s conv is a stride-1 conv in each plane. Only the planes some tap reads are made
+  // (`index`: their order, -1 for none; one plane at stride 1).
+  struct PhaseLayout {
+    int64_t sy = 1, sx = 1, Hp = 0, Wp = 0, Hq = 0, Wq = 0, plane = 0;  // plane: bytes per plane
+    std::vector<int> index;                                             // [sy * sx]
+    int count = 0;
+    static PhaseLayout Make(const IntConvShape& s) {
+      PhaseLayout p;
+      p.sy = s.g.strides[0];
+      p.sx = s.g.strides[1];
+      p.Hp = s.g.in[0] + s.g.pad_begin[0] + s.g.pad_end[0];
+      p.Wp = s.g.in[1] + s.g.pad_begin[1] + s.g.pad_end[1];
+      p.Hq = (p.Hp + p.sy - 1) / p.sy;
+      p.Wq = (p.Wp + p.sx - 1) / p.sx;
+      p.index.assign(static_cast<size_t>(p.sy * p.sx), -1);
+      for (int64_t ky = 0; ky < std::min(s.g.kernel[0], p.sy); ++ky)
+        for (int64_t kx = 0; kx < std::min(s.g.kernel[1], p.sx); ++kx)
+          p.index[static_cast<size_t>(ky * p.sx + kx)] = p.count++;
+      return p;
+    }
+  };
+
+  // The NHWC image xt [H, W, C] into the phase planes of `ph` at xp, the padding (and the
+  // planes' positions past the padded image) the zero point z; `flip`: every byte of x ^ 0x80
+  // (an int8 x read as uint8).
+  static void PadPhases(const uint8_t* xt, const IntConvShape& s, const PhaseLayout& ph, uint8_t z, bool flip,
+                        uint8_t* xp, ThreadPool* pool) {
     const int64_t H = s.g.in[0], W = s.g.in[1], C = s.C, top = s.g.pad_begin[0], left = s.g.pad_begin[1];
-    const int64_t right = Wp - W - left;
-    const auto rows = [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        uint8_t* dst = xp + r * Wp * C;
-        const int64_t iy = r - top;
-        if (iy < 0 || iy >= H) {
-          std::memset(dst, z, static_cast<size_t>(Wp * C));
-          continue;
-        }
-        std::memset(dst, z, static_cast<size_t>(left * C));
-        if (flip) {
-          const uint8_t* src = xt + iy * W * C;
-          for (int64_t i = 0; i < W * C; ++i) dst[left * C + i] = src[i] ^ 0x80;
-        } else {
-          std::memcpy(dst + left * C, xt + iy * W * C, static_cast<size_t>(W * C));
-        }
-        std::memset(dst + (left + W) * C, z, static_cast<size_t>(right * C));
+    const auto copy = [&](uint8_t* dst, const uint8_t* src, int64_t n) {
+      if (flip) {
+        for (int64_t i = 0; i < n; ++i) dst[i] = src[i] ^ 0x80;
+      } else {
+        std::memcpy(dst, src, static_cast<size_t>(n));
       }
     };
-    if (pool && pool->num_threads() > 1 && Hp * Wp * C > (int64_t{64} << 10)) {
-      pool->Run(Hp, 8, rows);
+    // Row i of every plane of phase row py: work item py * Hq + i.
+    const auto rows = [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t py = r / ph.Hq, i = r % ph.Hq, iy = py + ph.sy * i - top;
+        for (int64_t px = 0; px < ph.sx; ++px) {
+          const int idx = ph.index[static_cast<size_t>(py * ph.sx + px)];
+          if (idx < 0) continue;
+          uint8_t* dst = xp + idx * ph.plane + i * ph.Wq * C;
+          if (iy < 0 || iy >= H) {
+            std::memset(dst, z, static_cast<size_t>(ph.Wq * C));
+            continue;
+          }
+          const uint8_t* src = xt + iy * W * C;
+          if (ph.sx == 1) {  // the row as one run
+            std::memset(dst, z, static_cast<size_t>(left * C));
+            copy(dst + left * C, src, W * C);
+            std::memset(dst + (left + W) * C, z, static_cast<size_t>((ph.Wq - left - W) * C));
+            continue;
+          }
+          for (int64_t j = 0; j < ph.Wq; ++j) {
+            const int64_t ix = px + ph.sx * j - left;
+            if (ix < 0 || ix >= W) {
+              std::memset(dst + j * C, z, static_cast<size_t>(C));
+            } else {
+              copy(dst + j * C, src + ix * C, C);
+            }
+          }
+        }
+      }
+    };
+    const int64_t items = ph.sy * ph.Hq;
+    if (pool && pool->num_threads() > 1 && ph.count * ph.plane > (int64_t{64} << 10)) {
+      pool->Run(items, 8, rows);
     } else {
-      rows(0, Hp);
+      rows(0, items);
     }
   }
 

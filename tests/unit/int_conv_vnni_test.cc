@@ -156,13 +156,14 @@ TEST(IntConvVnni, NhwcQLinearConvMatchesReference) {
   }
 }
 
-// 2-D stride-1 NhwcQLinearConvs of uint8 or int8 x against a W with zero zero points (C a multiple of
-// 4) run as an implicit GEMM over x padded with its zero point, read in place at the padded
-// width (int_conv.cc RunVnni's `padded`): the reference's bytes for kernels 3x3, 5x5, 2x2, 1x3,
-// 3x1; symmetric, uneven, zero and larger-than-image pads; one output row; channel counts of
+// 2-D NhwcQLinearConvs of uint8 or int8 x against a W with zero zero points (C a multiple of
+// 4) run as an implicit GEMM over x padded with its zero point and split by stride phase, read
+// in place (int_conv.cc RunVnni's `padded`): the reference's bytes for kernels 3x3, 5x5, 2x2,
+// 1x3, 3x1; strides 1, 2, 3 and mixed; symmetric, uneven, zero and larger-than-image pads; one
+// output row; channel counts of
 // one panel, panel + 1 and odd column counts; both output types, saturation, bias, zero points
 // per tensor and per channel (all 0), batches of 2, 1 and 2 threads (the row split by CPU).
-TEST(IntConvVnni, StrideOneConvsOnThePaddedImageMatchReference) {
+TEST(IntConvVnni, ConvsOnThePaddedPhasePlanesMatchReference) {
   if (!int8gemm::Available()) GTEST_SKIP() << "CPU without AVX512-VNNI (or STRATA_INT8_GEMM=0)";
   const std::vector<Geo> geos = {
       {{20, 21}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}},  // ResNet's 3x3, 34 tiles of 12 rows
@@ -174,6 +175,12 @@ TEST(IntConvVnni, StrideOneConvsOnThePaddedImageMatchReference) {
       {{9, 7}, {3, 1}, {1, 1}, {1, 1}, {1, 0, 1, 0}},    // 3x1: no column dropped
       {{2, 14}, {3, 3}, {1, 1}, {1, 1}, {2, 2, 2, 2}},   // pads larger than the image
       {{3, 16}, {3, 3}, {1, 1}, {1, 1}, {0, 1, 0, 1}},   // one output row
+      // Strided: the image split into stride-phase planes.
+      {{20, 21}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}},  // ResNet's stride-2 3x3
+      {{17, 18}, {3, 3}, {2, 2}, {1, 1}, {1, 0, 0, 1}},  // odd size, uneven pads
+      {{13, 16}, {3, 3}, {1, 2}, {1, 1}, {1, 1, 1, 1}},  // mixed strides
+      {{11, 19}, {2, 2}, {3, 3}, {1, 1}, {0, 0, 0, 0}},  // kernel smaller than the stride: 4 of 9 planes
+      {{9, 29}, {5, 5}, {2, 2}, {1, 1}, {2, 2, 2, 2}},   // 5x5 stride 2
   };
   uint64_t seed = 9000;
   int geo_i = 0;
