@@ -337,6 +337,7 @@ void RegisterQuantizeKernels(KernelRegistry& r) {
   RegisterIntMatMulKernels(r);
   RegisterIntConvKernels(r);
   RegisterQdqAddKernels(r);
+  RegisterQLinearContribKernels(r);
 }
 
 }  // namespace strata

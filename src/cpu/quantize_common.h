@@ -97,5 +97,7 @@ KernelDef IntKernelDef(const char* op, bool qlinear) {
 void RegisterIntMatMulKernels(KernelRegistry& r);  // int_matmul.cc: MatMulInteger, QLinearMatMul
 void RegisterIntConvKernels(KernelRegistry& r);    // int_conv.cc: ConvInteger, QLinearConv
 void RegisterQdqAddKernels(KernelRegistry& r);     // qdq_add.cc: strata.internal QdqAdd
+void RegisterQLinearContribKernels(
+    KernelRegistry& r);  // qlinear_contrib.cc: com.microsoft QLinearAdd/Mul/GlobalAveragePool
 
 }  // namespace strata
