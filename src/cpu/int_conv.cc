@@ -568,8 +568,7 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     const bool flip = padded && x.dtype() == DataType::kInt8;
     am.za = flip ? xz + 128 : xz;
     am.read_in_place = direct || padded;
-    std::vector<int64_t> tap_offsets;
-    Tensor xpad;
+    Tensor taps, xpad;
     if (padded) {
       int64_t plane = 0, pad_bytes = 0;
       if (__builtin_mul_overflow(ph.Hq, ph.Wq, &plane) || __builtin_mul_overflow(plane, s.C, &plane) ||
@@ -577,12 +576,14 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
         return InvalidArgument(node.Describe(), ": the padded input ", ph.Hq, " x ", ph.Wq, " x ", s.C, " x ", ph.count,
                                " is too large");
       ph.plane = plane;
+      // Per-run scratch like the buffers below: the caching allocator serves it without malloc.
+      ASSIGN_OR_RETURN(taps, AllocateIntScratch(DataType::kInt64, s.k_size, ctx.allocator(), node));
+      int64_t* tap = taps.mutable_data<int64_t>();
       for (int64_t ky = 0; ky < s.g.kernel[0]; ++ky)
         for (int64_t kx = 0; kx < s.g.kernel[1]; ++kx)
-          tap_offsets.push_back(ph.index[static_cast<size_t>((ky % ph.sy) * ph.sx + kx % ph.sx)] * plane +
-                                ((ky / ph.sy) * ph.Wq + kx / ph.sx) * s.C);
-      am.tap_offsets = tap_offsets.data();
-      am.taps = static_cast<int>(tap_offsets.size());
+          *tap++ = ph.index(ky % ph.sy, kx % ph.sx) * plane + ((ky / ph.sy) * ph.Wq + kx / ph.sx) * s.C;
+      am.tap_offsets = taps.data<int64_t>();
+      am.taps = static_cast<int>(s.k_size);
       ASSIGN_OR_RETURN(xpad, AllocateIntScratch(DataType::kUInt8, pad_bytes, ctx.allocator(), node));
     }
     ASSIGN_OR_RETURN(int64_t gemm_bytes, int8gemm::ScratchBytes(am, *vnni_));
@@ -667,23 +668,24 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
   // a stride-s conv is a stride-1 conv in each plane. Only the planes some tap reads are made
   // (`index`: their order, -1 for none; one plane at stride 1).
   struct PhaseLayout {
-    int64_t sy = 1, sx = 1, Hp = 0, Wp = 0, Hq = 0, Wq = 0, plane = 0;  // plane: bytes per plane
-    std::vector<int> index;                                             // [sy * sx]
+    int64_t sy = 1, sx = 1, Hq = 0, Wq = 0, plane = 0;  // plane: bytes per plane
+    int64_t ky = 1, kx = 1;                             // planes made: phases py < ky, px < kx
     int count = 0;
     static PhaseLayout Make(const IntConvShape& s) {
       PhaseLayout p;
       p.sy = s.g.strides[0];
       p.sx = s.g.strides[1];
-      p.Hp = s.g.in[0] + s.g.pad_begin[0] + s.g.pad_end[0];
-      p.Wp = s.g.in[1] + s.g.pad_begin[1] + s.g.pad_end[1];
-      p.Hq = (p.Hp + p.sy - 1) / p.sy;
-      p.Wq = (p.Wp + p.sx - 1) / p.sx;
-      p.index.assign(static_cast<size_t>(p.sy * p.sx), -1);
-      for (int64_t ky = 0; ky < std::min(s.g.kernel[0], p.sy); ++ky)
-        for (int64_t kx = 0; kx < std::min(s.g.kernel[1], p.sx); ++kx)
-          p.index[static_cast<size_t>(ky * p.sx + kx)] = p.count++;
+      const int64_t Hp = s.g.in[0] + s.g.pad_begin[0] + s.g.pad_end[0];
+      const int64_t Wp = s.g.in[1] + s.g.pad_begin[1] + s.g.pad_end[1];
+      p.Hq = (Hp + p.sy - 1) / p.sy;
+      p.Wq = (Wp + p.sx - 1) / p.sx;
+      p.ky = std::min(s.g.kernel[0], p.sy);
+      p.kx = std::min(s.g.kernel[1], p.sx);
+      p.count = static_cast<int>(p.ky * p.kx);
       return p;
     }
+    // Plane of phase (py, px) in the buffer's order, or -1 when no tap reads that phase.
+    int64_t index(int64_t py, int64_t px) const { return py < ky && px < kx ? py * kx + px : -1; }
   };
 
   // The NHWC image xt [H, W, C] into the phase planes of `ph` at xp, the padding (and the
@@ -704,7 +706,7 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t py = r / ph.Hq, i = r % ph.Hq, iy = py + ph.sy * i - top;
         for (int64_t px = 0; px < ph.sx; ++px) {
-          const int idx = ph.index[static_cast<size_t>(py * ph.sx + px)];
+          const int64_t idx = ph.index(py, px);
           if (idx < 0) continue;
           uint8_t* dst = xp + idx * ph.plane + i * ph.Wq * C;
           if (iy < 0 || iy >= H) {

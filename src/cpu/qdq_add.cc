@@ -73,14 +73,6 @@ void QdqAddPlain(const uint8_t* a, const uint8_t* b, int64_t n, const AddParams&
   }
 }
 
-// A scalar scale or zero point input: present, one element.
-Status CheckScalar(const Tensor* t, const Node& node, const char* what) {
-  if (!t || t->num_elements() != 1)
-    return InvalidArgument(node.Describe(), ": ", what, " must be a scalar, got ",
-                           t ? ShapeToString(t->shape()) : std::string("nothing"));
-  return Status::Ok();
-}
-
 Status QdqAdd(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor* a = ctx.input(0);

@@ -29,22 +29,16 @@ using cpu::ForEachRow;
 using cpu::kParallelGrain;
 using cpu::MakeBroadcastPlan;
 
-// Input i (a scale or zero point) as a scalar: present unless `optional`, one element; a zero
-// point of type `zp_type`. Errors name the node and the input.
-Status CheckParam(const KernelContext& ctx, size_t i, const char* what, bool scale, DataType zp_type, bool optional) {
-  const Node& node = ctx.node();
-  const Tensor* t = ctx.input(i);
-  if (!t) {
-    if (optional) return Status::Ok();
-    return InvalidArgument(node.Describe(), ": input ", what, " is required");
-  }
-  if (t->num_elements() != 1)
-    return InvalidArgument(node.Describe(), ": ", what, " must be a scalar, got shape ", ShapeToString(t->shape()));
-  if (scale) return CheckScale(t, node, what);
-  if (t->dtype() != zp_type)
-    return InvalidArgument(node.Describe(), ": ", what, " must be ", DataTypeName(zp_type), " like the tensors, got ",
-                           DataTypeName(t->dtype()));
-  return Status::Ok();
+// Input i, a scalar scale, or a scalar zero point of type `t` (absent: 0 when `optional`).
+// Errors name the node and the input.
+Status CheckScaleInput(const KernelContext& ctx, size_t i, const char* what) {
+  RETURN_IF_ERROR(CheckScalar(ctx.input(i), ctx.node(), what));
+  return CheckScale(ctx.input(i), ctx.node(), what);
+}
+Status CheckZeroPointInput(const KernelContext& ctx, size_t i, const char* what, DataType t, bool optional) {
+  if (optional && !ctx.input(i)) return Status::Ok();
+  RETURN_IF_ERROR(CheckScalar(ctx.input(i), ctx.node(), what));
+  return CheckZeroPoint(ctx.input(i), t, 1, ctx.node(), what);
 }
 
 int32_t ScalarZeroPoint(const KernelContext& ctx, size_t i) {
@@ -62,12 +56,12 @@ Status QLinearBinary(KernelContext& ctx) {
     return InvalidArgument(node.Describe(), ": A and B must both be uint8 or both int8, got ", DataTypeName(a->dtype()),
                            " and ", DataTypeName(b->dtype()));
   const DataType t = a->dtype();
-  RETURN_IF_ERROR(CheckParam(ctx, 1, "A_scale", true, t, false));
-  RETURN_IF_ERROR(CheckParam(ctx, 2, "A_zero_point", false, t, true));
-  RETURN_IF_ERROR(CheckParam(ctx, 4, "B_scale", true, t, false));
-  RETURN_IF_ERROR(CheckParam(ctx, 5, "B_zero_point", false, t, true));
-  RETURN_IF_ERROR(CheckParam(ctx, 6, "C_scale", true, t, false));
-  RETURN_IF_ERROR(CheckParam(ctx, 7, "C_zero_point", false, t, true));
+  RETURN_IF_ERROR(CheckScaleInput(ctx, 1, "A_scale"));
+  RETURN_IF_ERROR(CheckZeroPointInput(ctx, 2, "A_zero_point", t, true));
+  RETURN_IF_ERROR(CheckScaleInput(ctx, 4, "B_scale"));
+  RETURN_IF_ERROR(CheckZeroPointInput(ctx, 5, "B_zero_point", t, true));
+  RETURN_IF_ERROR(CheckScaleInput(ctx, 6, "C_scale"));
+  RETURN_IF_ERROR(CheckZeroPointInput(ctx, 7, "C_zero_point", t, true));
   const float sa = LoadScale(*ctx.input(1), 0), sb = LoadScale(*ctx.input(4), 0), sc = LoadScale(*ctx.input(6), 0);
   const int32_t za = ScalarZeroPoint(ctx, 2), zb = ScalarZeroPoint(ctx, 5);
   const float zc = static_cast<float>(ScalarZeroPoint(ctx, 7));
@@ -106,10 +100,10 @@ Status QLinearGlobalAveragePool(KernelContext& ctx) {
   if (channels_last != 0 && channels_last != 1)
     return InvalidArgument(node.Describe(), ": channels_last must be 0 or 1, got ", channels_last);
   const DataType t = x->dtype();
-  RETURN_IF_ERROR(CheckParam(ctx, 1, "x_scale", true, t, false));
-  RETURN_IF_ERROR(CheckParam(ctx, 2, "x_zero_point", false, t, false));
-  RETURN_IF_ERROR(CheckParam(ctx, 3, "y_scale", true, t, false));
-  RETURN_IF_ERROR(CheckParam(ctx, 4, "y_zero_point", false, t, false));
+  RETURN_IF_ERROR(CheckScaleInput(ctx, 1, "x_scale"));
+  RETURN_IF_ERROR(CheckZeroPointInput(ctx, 2, "x_zero_point", t, false));
+  RETURN_IF_ERROR(CheckScaleInput(ctx, 3, "y_scale"));
+  RETURN_IF_ERROR(CheckZeroPointInput(ctx, 4, "y_zero_point", t, false));
   const Shape& xs = x->shape();
   const size_t cdim = channels_last ? xs.size() - 1 : 1;
   const int64_t N = xs[0], C = xs[cdim];

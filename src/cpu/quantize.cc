@@ -27,6 +27,13 @@ Status CheckScale(const Tensor* t, const Node& node, const char* what) {
   return Status::Ok();
 }
 
+Status CheckScalar(const Tensor* t, const Node& node, const char* what) {
+  if (!t || t->num_elements() != 1)
+    return InvalidArgument(node.Describe(), ": ", what, " must be a scalar, got ",
+                           t ? ShapeToString(t->shape()) : std::string("nothing"));
+  return Status::Ok();
+}
+
 Status CheckZeroPoint(const Tensor* zp, DataType input_dtype, int64_t len, const Node& node, const char* what) {
   if (!zp || zp->num_elements() == 0) return Status::Ok();
   if (zp->dtype() != input_dtype)

@@ -36,6 +36,10 @@ inline float LoadScale(const Tensor& t, int64_t i) {
 // A scale input is present and float, float16 or double. Errors name the node and the input.
 Status CheckScale(const Tensor* t, const Node& node, const char* what);
 
+// A scale or zero point input that must be a scalar: present, one element. Errors name the
+// node and the input.
+Status CheckScalar(const Tensor* t, const Node& node, const char* what);
+
 // Rounds half to even and saturates to the range of `dt` (uint8 or int8).
 inline int32_t Saturate(float v, DataType dt) {
   float r = std::nearbyint(v);
