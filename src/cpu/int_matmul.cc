@@ -25,10 +25,9 @@
 #include "cpu/target_clones.h"
 
 namespace strata {
-namespace {
 
-// sum_k a[k] * b[k] (mod 2^32). |a[k] * b[k]| <= 255 * 255 fits int32; the sum wraps (defined)
-// like int32 hardware accumulators. Cloned so that the loop vectorises where the CPU allows.
+// |a[k] * b[k]| <= 255 * 255 fits int32; the sum wraps (defined) like int32 hardware
+// accumulators. Cloned so that the loop vectorises where the CPU allows.
 STRATA_TARGET_CLONES("avx512f", "avx2", "default")
 uint32_t DotU8(const uint8_t* a, const int16_t* b, int64_t n) {
   uint32_t acc = 0;
@@ -41,8 +40,8 @@ uint32_t DotS8(const int8_t* a, const int16_t* b, int64_t n) {
   for (int64_t k = 0; k < n; ++k) acc += static_cast<uint32_t>(static_cast<int32_t>(a[k]) * b[k]);
   return acc;
 }
-inline uint32_t Dot(const uint8_t* a, const int16_t* b, int64_t n) { return DotU8(a, b, n); }
-inline uint32_t Dot(const int8_t* a, const int16_t* b, int64_t n) { return DotS8(a, b, n); }
+
+namespace {
 
 // B viewed as `count` matrices [K, N] (a 1-D B [K] is one [K, 1] matrix).
 struct BLayout {
@@ -350,8 +349,8 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
   bool packed_ = false;
   Shape packed_shape_;
   DataType packed_dtype_ = DataType::kUndefined;
-  std::vector<int16_t> packed_bt_;      // [count, N, K]: b - b_zero_point, transposed
-  std::vector<int32_t> packed_colsum_;  // [count, N]: sums over K of packed_bt_
+  std::vector<int16_t> packed_bt_;       // [count, N, K]: b - b_zero_point, transposed
+  std::vector<int32_t> packed_colsum_;   // [count, N]: sums over K of packed_bt_
   std::vector<int8gemm::PackedB> vnni_;  // [count]: for the VNNI GEMM (empty: not used)
 };
 

@@ -12,12 +12,17 @@
 // Per element the float operations are those of the unfused DequantizeLinear -> Add/Mul ->
 // QuantizeLinear graph (round half to even, NaN to 0), as strata.internal QdqAdd does; the
 // pool sums the integers exactly and scales once. Scales and zero points are scalars.
+#include <immintrin.h>
+
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "core/kernel.h"
 #include "cpu/broadcast.h"
+#include "cpu/conv_geometry.h"
 #include "cpu/fn_kernel_def.h"
 #include "cpu/quantize_common.h"
 
@@ -46,6 +51,57 @@ int32_t ScalarZeroPoint(const KernelContext& ctx, size_t i) {
   return t ? LoadQ(*t, 0) : 0;
 }
 
+// QLinearAdd's row y[j] = saturate(round(fma(a[j], ra, fma(b[j], rb, f)))) (kGeneral), or with
+// one input constant over the row: fma(b[j], rb, f) (kAConst) or fma(a[j], ra, f) (kBConst).
+enum AddRow { kGeneral, kAConst, kBConst };
+inline float AddValue(AddRow mode, float a, float b, float ra, float rb, float f) {
+  if (mode == kAConst) return std::fma(b, rb, f);
+  if (mode == kBConst) return std::fma(a, ra, f);
+  return std::fma(a, ra, std::fma(b, rb, f));
+}
+
+// 8 bytes of T as floats.
+template <typename T>
+__attribute__((target("avx2,fma"))) inline __m256 Load8(const T* p) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm256_cvtepi32_ps(std::is_same_v<T, int8_t> ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes));
+}
+
+// The same row 8 values at a time with AVX2 + FMA (std::fma above is a libm call in the
+// baseline build): the same float operations, rounded half to even and clamped before the
+// conversion, so the same bytes. ra, rb and f must be finite (Saturate sends NaN to 0).
+template <typename T>
+__attribute__((target("avx2,fma"))) int64_t AddRowAvx2(AddRow mode, const T* a, const T* b, T* y, int64_t n, float ra,
+                                                       float rb, float f) {
+  constexpr bool kSigned = std::is_same_v<T, int8_t>;
+  const __m256 vra = _mm256_set1_ps(ra), vrb = _mm256_set1_ps(rb), vf = _mm256_set1_ps(f);
+  const __m256 lo = _mm256_set1_ps(kSigned ? -128.0f : 0.0f), hi = _mm256_set1_ps(kSigned ? 127.0f : 255.0f);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256 v;
+    if (mode == kAConst) {
+      v = _mm256_fmadd_ps(Load8(b + j), vrb, vf);
+    } else if (mode == kBConst) {
+      v = _mm256_fmadd_ps(Load8(a + j), vra, vf);
+    } else {
+      v = _mm256_fmadd_ps(Load8(a + j), vra, _mm256_fmadd_ps(Load8(b + j), vrb, vf));
+    }
+    v = _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo), hi);
+    const __m256i q = _mm256_cvtps_epi32(v);
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), kSigned ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w));
+  }
+  return j;
+}
+
+bool HasAvx2Fma() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return ok;
+}
+
 template <bool kMul>
 Status QLinearBinary(KernelContext& ctx) {
   const Node& node = ctx.node();
@@ -63,19 +119,47 @@ Status QLinearBinary(KernelContext& ctx) {
   RETURN_IF_ERROR(CheckScaleInput(ctx, 6, "C_scale"));
   RETURN_IF_ERROR(CheckZeroPointInput(ctx, 7, "C_zero_point", t, true));
   const float sa = LoadScale(*ctx.input(1), 0), sb = LoadScale(*ctx.input(4), 0), sc = LoadScale(*ctx.input(6), 0);
-  const int32_t za = ScalarZeroPoint(ctx, 2), zb = ScalarZeroPoint(ctx, 5);
-  const float zc = static_cast<float>(ScalarZeroPoint(ctx, 7));
+  const int32_t za = ScalarZeroPoint(ctx, 2), zb = ScalarZeroPoint(ctx, 5), zc = ScalarZeroPoint(ctx, 7);
   ASSIGN_OR_RETURN(BroadcastPlan plan, MakeBroadcastPlan({a->shape(), b->shape()}, node));
   ASSIGN_OR_RETURN(Tensor * c, ctx.AllocateOutput(0, t, plan.out_shape));
   if (plan.out_size == 0) return Status::Ok();
   const int64_t inner = plan.inner(), sa_in = plan.inner_stride(0), sb_in = plan.inner_stride(1);
+  // ONNX Runtime's float operations (MLAS), so the same bytes. Mul: the exact integer product
+  // of the centred values, times sa * sb / sc, plus zc. Add: fixed = zc - (ra * za + rb * zb)
+  // with ra = sa / sc, rb = sb / sc, then fma(a, ra, fma(b, rb, fixed)); an input constant over
+  // a row (a scalar or broadcast span, A first) joins the fixed part as a product and a sum.
+  const float ratio = sa * sb / sc, ra = sa / sc, rb = sb / sc;
+  const float fixed = static_cast<float>(zc) - std::fma(ra, static_cast<float>(za), rb * static_cast<float>(zb));
+  const bool a_const = sa_in == 0 || inner == 1, b_const = !a_const && sb_in == 0;
+  const bool vector = !kMul && HasAvx2Fma() && std::isfinite(ra) && std::isfinite(rb);
   const auto body = [&](int64_t r0, int64_t r1) {
     ForEachRow(plan, r0, r1, [&](const int64_t* offs, int64_t out) {
-      for (int64_t j = 0; j < inner; ++j) {
-        const float va = static_cast<float>(LoadQ(*a, offs[0] + j * sa_in) - za) * sa;
-        const float vb = static_cast<float>(LoadQ(*b, offs[1] + j * sb_in) - zb) * sb;
-        const float v = kMul ? va * vb : va + vb;
-        StoreQ(*c, out + j, Saturate(std::nearbyint(v / sc) + zc, t));
+      if (kMul) {
+        for (int64_t j = 0; j < inner; ++j) {
+          const int32_t p = (LoadQ(*a, offs[0] + j * sa_in) - za) * (LoadQ(*b, offs[1] + j * sb_in) - zb);
+          StoreQ(*c, out + j, Saturate(static_cast<float>(p) * ratio + static_cast<float>(zc), t));
+        }
+        return;
+      }
+      const AddRow mode = a_const ? kAConst : b_const ? kBConst : kGeneral;
+      float f = fixed;
+      if (a_const) f = fixed + static_cast<float>(LoadQ(*a, offs[0])) * ra;
+      if (b_const) f = fixed + static_cast<float>(LoadQ(*b, offs[1])) * rb;
+      int64_t j = 0;
+      // Contiguous rows (the inputs' inner strides 1, or 0 for the constant one) on AVX2.
+      if (vector && (a_const || sa_in == 1) && (b_const || sb_in == 1) && std::isfinite(f)) {
+        const auto* pa = static_cast<const uint8_t*>(a->raw_data()) + offs[0];
+        const auto* pb = static_cast<const uint8_t*>(b->raw_data()) + offs[1];
+        auto* pc = static_cast<uint8_t*>(c->raw_mutable_data()) + out;
+        j = t == DataType::kUInt8
+                ? AddRowAvx2(mode, pa, pb, pc, inner, ra, rb, f)
+                : AddRowAvx2(mode, reinterpret_cast<const int8_t*>(pa), reinterpret_cast<const int8_t*>(pb),
+                             reinterpret_cast<int8_t*>(pc), inner, ra, rb, f);
+      }
+      for (; j < inner; ++j) {
+        const float qa = static_cast<float>(LoadQ(*a, offs[0] + j * sa_in));
+        const float qb = static_cast<float>(LoadQ(*b, offs[1] + j * sb_in));
+        StoreQ(*c, out + j, Saturate(AddValue(mode, qa, qb, ra, rb, f), t));
       }
     });
   };
@@ -85,6 +169,24 @@ Status QLinearBinary(KernelContext& ctx) {
     body(0, plan.rows());
   }
   return Status::Ok();
+}
+
+// y[n, c] = the mean of X's `count` positions of plane (n, c), as ONNX Runtime's global
+// average pool computes it (MLAS): the exact integer sum minus count * x_zp, times the float
+// scale x_scale / (y_scale * count), rounded half to even, plus y_zp, saturated.
+void GlobalMeans(const Tensor& x, int64_t N, int64_t C, int64_t count, bool channels_last, float xscale, int32_t xz,
+                 float yscale, int32_t yz, Tensor* y) {
+  const float scale = xscale / (yscale * static_cast<float>(count));
+  const DataType t = x.dtype();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      int64_t acc = 0;
+      for (int64_t p = 0; p < count; ++p)
+        acc += LoadQ(x, channels_last ? (n * count + p) * C + c : (n * C + c) * count + p);
+      acc -= static_cast<int64_t>(xz) * count;
+      const float v = static_cast<float>(acc) * scale;
+      StoreQ(*y, n * C + c, Saturate(std::nearbyint(v) + static_cast<float>(yz), t));
+    }
 }
 
 Status QLinearGlobalAveragePool(KernelContext& ctx) {
@@ -118,20 +220,110 @@ Status QLinearGlobalAveragePool(KernelContext& ctx) {
   if (N * C == 0) return Status::Ok();
   if (count == 0)
     return InvalidArgument(node.Describe(), ": X ", ShapeToString(xs), " has no spatial positions to average");
-  const int32_t zx = LoadQ(*ctx.input(2), 0);
-  const float zy = static_cast<float>(LoadQ(*ctx.input(4), 0));
-  // x_scale / y_scale / count applied once to the exact integer sum, in double: the float
-  // dequantize-mean-quantize chain would round at each step.
-  const double scale = static_cast<double>(LoadScale(*ctx.input(1), 0)) /
-                       static_cast<double>(LoadScale(*ctx.input(3), 0)) / static_cast<double>(count);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c) {
-      int64_t acc = 0;
-      for (int64_t p = 0; p < count; ++p)
-        acc += LoadQ(*x, channels_last ? (n * count + p) * C + c : (n * C + c) * count + p) - zx;
-      const double v = std::nearbyint(static_cast<double>(acc) * scale) + zy;
-      StoreQ(*y, n * C + c, Saturate(static_cast<float>(v), t));
+  GlobalMeans(*x, N, C, count, channels_last != 0, LoadScale(*ctx.input(1), 0), LoadQ(*ctx.input(2), 0),
+              LoadScale(*ctx.input(3), 0), LoadQ(*ctx.input(4), 0), y);
+  return Status::Ok();
+}
+
+// QLinearAveragePool (attributes kernel_shape, strides, pads, auto_pad, ceil_mode,
+// count_include_pad, channels_last over 1-3 spatial dims), as ONNX Runtime computes it: X
+// dequantized in float, each window's sum in float (rows, then columns), divided by the
+// window's count of input positions (count_include_pad: the kernel's size), and y =
+// saturate(round(mean / y_scale + y_zp)): the zero point added before rounding. A window
+// covering the whole image without padding takes the global mean's integer path, as there.
+Status QLinearAveragePool(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor* x = ctx.input(0);
+  if (!x) return InvalidArgument(node.Describe(), ": input X is required");
+  if (!IsQuant8(x->dtype()))
+    return InvalidArgument(node.Describe(), ": X must be uint8 or int8, got ", DataTypeName(x->dtype()));
+  if (x->rank() < 3 || x->rank() > 5)
+    return InvalidArgument(node.Describe(),
+                           ": X must have 1 to 3 spatial dims ([N, C, spatial...] or channels "
+                           "last), got shape ",
+                           ShapeToString(x->shape()));
+  const int64_t channels_last = node.GetInt("channels_last", 0);
+  if (channels_last != 0 && channels_last != 1)
+    return InvalidArgument(node.Describe(), ": channels_last must be 0 or 1, got ", channels_last);
+  const DataType t = x->dtype();
+  RETURN_IF_ERROR(CheckScaleInput(ctx, 1, "x_scale"));
+  RETURN_IF_ERROR(CheckZeroPointInput(ctx, 2, "x_zero_point", t, true));
+  RETURN_IF_ERROR(CheckScaleInput(ctx, 3, "y_scale"));
+  RETURN_IF_ERROR(CheckZeroPointInput(ctx, 4, "y_zero_point", t, true));
+  const Shape& xs = x->shape();
+  const size_t sr = xs.size() - 2, cdim = channels_last ? xs.size() - 1 : 1;
+  Shape spatial;
+  for (size_t d = 0; d < sr; ++d) spatial.push_back(xs[channels_last ? 1 + d : 2 + d]);
+  const std::vector<int64_t>* ks = FindInts(node, "kernel_shape");
+  if (!ks) return InvalidModel(node.Describe(), ": attribute kernel_shape is required");
+  const Shape kernel(*ks);
+  for (int64_t k : kernel)
+    if (k <= 0) return InvalidModel(node.Describe(), ": kernel_shape ", ShapeToString(kernel), " must be positive");
+  ASSIGN_OR_RETURN(SpatialGeometry g,
+                   ComputeWindowGeometry(node, spatial, kernel, node.GetInt("ceil_mode", 0) != 0, false));
+  for (size_t d = 0; d < sr; ++d)
+    if (g.pad_begin[d] >= kernel[d] || g.pad_end[d] >= kernel[d])
+      return InvalidModel(node.Describe(), ": pads must be smaller than the kernel ", ShapeToString(kernel));
+  const int64_t N = xs[0], C = xs[cdim];
+  Shape ys{N};
+  if (!channels_last) ys.push_back(C);
+  ys.insert(ys.end(), g.out.begin(), g.out.end());
+  if (channels_last) ys.push_back(C);
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, t, ys));
+  if (y->num_elements() == 0) return Status::Ok();
+  const float xscale = LoadScale(*ctx.input(1), 0), yscale = LoadScale(*ctx.input(3), 0);
+  const int32_t xz = ZeroPointAt(ctx.input(2), 0), yz = ZeroPointAt(ctx.input(4), 0);
+  bool global = true;
+  for (size_t d = 0; d < sr; ++d)
+    global = global && kernel[d] == spatial[d] && g.pad_begin[d] == 0 && g.pad_end[d] == 0;
+  if (global) {
+    GlobalMeans(*x, N, C, g.InSize(), channels_last != 0, xscale, xz, yscale, yz, y);
+    return Status::Ok();
+  }
+  // 1-3 spatial dims as 3 ([D, H, W], leading dims 1).
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, st[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
+  for (size_t d = 0; d < sr; ++d) {
+    const size_t e = 3 - sr + d;
+    in[e] = g.in[d];
+    out[e] = g.out[d];
+    k[e] = kernel[d];
+    st[e] = g.strides[d];
+    pb[e] = g.pad_begin[d];
+  }
+  const bool include_pad = node.GetInt("count_include_pad", 0) != 0;
+  const int64_t in_size = in[0] * in[1] * in[2], out_size = out[0] * out[1] * out[2];
+  // Element (n, c, p) of X / Y at spatial position p.
+  const auto at = [&](int64_t n, int64_t c, int64_t p, int64_t size) {
+    return channels_last ? (n * size + p) * C + c : (n * C + c) * size + p;
+  };
+  const auto planes = [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t n = q / C, c = q % C;
+      for (int64_t od = 0; od < out[0]; ++od)
+        for (int64_t oh = 0; oh < out[1]; ++oh)
+          for (int64_t ow = 0; ow < out[2]; ++ow) {
+            const int64_t d0 = od * st[0] - pb[0], h0 = oh * st[1] - pb[1], w0 = ow * st[2] - pb[2];
+            const int64_t d1 = std::min(d0 + k[0], in[0]), h1 = std::min(h0 + k[1], in[1]),
+                          w1 = std::min(w0 + k[2], in[2]);
+            float sum = 0;
+            for (int64_t id = std::max<int64_t>(d0, 0); id < d1; ++id)
+              for (int64_t ih = std::max<int64_t>(h0, 0); ih < h1; ++ih)
+                for (int64_t iw = std::max<int64_t>(w0, 0); iw < w1; ++iw)
+                  sum += xscale * static_cast<float>(LoadQ(*x, at(n, c, (id * in[1] + ih) * in[2] + iw, in_size)) - xz);
+            const int64_t count = include_pad ? k[0] * k[1] * k[2]
+                                              : (d1 - std::max<int64_t>(d0, 0)) * (h1 - std::max<int64_t>(h0, 0)) *
+                                                    (w1 - std::max<int64_t>(w0, 0));
+            const float mean = sum / static_cast<float>(count);
+            StoreQ(*y, at(n, c, (od * out[1] + oh) * out[2] + ow, out_size),
+                   Saturate(mean / yscale + static_cast<float>(yz), t));
+          }
     }
+  };
+  if (ctx.pool() && y->num_elements() >= 4 * kParallelGrain) {
+    ctx.pool()->ParallelFor(N * C, std::max<int64_t>(1, kParallelGrain / out_size), planes);
+  } else {
+    planes(0, N * C);
+  }
   return Status::Ok();
 }
 
@@ -147,6 +339,7 @@ void RegisterQLinearContribKernels(KernelRegistry& r) {
   r.Register(MsDef("QLinearAdd", QLinearBinary<false>));
   r.Register(MsDef("QLinearMul", QLinearBinary<true>));
   r.Register(MsDef("QLinearGlobalAveragePool", QLinearGlobalAveragePool));
+  r.Register(MsDef("QLinearAveragePool", QLinearAveragePool));
 }
 
 }  // namespace strata

@@ -345,6 +345,8 @@ void RegisterQuantizeKernels(KernelRegistry& r) {
   RegisterIntConvKernels(r);
   RegisterQdqAddKernels(r);
   RegisterQLinearContribKernels(r);
+  RegisterQLinearLookupKernels(r);
+  RegisterQGemmKernels(r);
 }
 
 }  // namespace strata

@@ -77,6 +77,13 @@ Status DynamicQuantizeU8(const Node& node, const float* x, int64_t n, uint8_t* q
 // and qdq_add.cc).
 bool HasAvx512Bw();
 
+// sum_k a[k] * b[k] mod 2^32 of 8-bit a against int16 b (int_matmul.cc; vectorised where the
+// CPU allows): the reference dot products of MatMulInteger, QLinearMatMul and QGemm.
+uint32_t DotU8(const uint8_t* a, const int16_t* b, int64_t n);
+uint32_t DotS8(const int8_t* a, const int16_t* b, int64_t n);
+inline uint32_t Dot(const uint8_t* a, const int16_t* b, int64_t n) { return DotU8(a, b, n); }
+inline uint32_t Dot(const int8_t* a, const int16_t* b, int64_t n) { return DotS8(a, b, n); }
+
 // Per-run scratch of `n` elements of `dt` from the session allocator (the caching allocator
 // serves it without malloc after the first run). Errors name the node.
 Result<Tensor> AllocateIntScratch(DataType dt, int64_t n, Allocator* alloc, const Node& node);
@@ -101,7 +108,11 @@ KernelDef IntKernelDef(const char* op, bool qlinear) {
 void RegisterIntMatMulKernels(KernelRegistry& r);  // int_matmul.cc: MatMulInteger, QLinearMatMul
 void RegisterIntConvKernels(KernelRegistry& r);    // int_conv.cc: ConvInteger, QLinearConv
 void RegisterQdqAddKernels(KernelRegistry& r);     // qdq_add.cc: strata.internal QdqAdd
-void RegisterQLinearContribKernels(
-    KernelRegistry& r);  // qlinear_contrib.cc: com.microsoft QLinearAdd/Mul/GlobalAveragePool
+// qlinear_contrib.cc: com.microsoft QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearAveragePool.
+void RegisterQLinearContribKernels(KernelRegistry& r);
+// qgemm.cc: com.microsoft QGemm.
+void RegisterQGemmKernels(KernelRegistry& r);
+// qlinear_lookup.cc: com.microsoft QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearWhere.
+void RegisterQLinearLookupKernels(KernelRegistry& r);
 
 }  // namespace strata

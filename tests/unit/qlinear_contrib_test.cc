@@ -50,7 +50,16 @@ float Quantize(float v, float s, float z, DataType t) {
 
 TEST(QLinearContrib, AddAndMulMatchTheFormulaWithBroadcasting) {
   const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {3, 1}}, {{1}, {2, 5}}, {{4, 1, 3}, {1, 2, 1}}, {{0, 3}, {3}}};
+      {{2, 3, 4}, {2, 3, 4}},
+      {{2, 3, 4}, {3, 1}},
+      {{1}, {2, 5}},
+      {{4, 1, 3}, {1, 2, 1}},
+      {{0, 3}, {3}},
+      // Rows of 8+ values: QLinearAdd's AVX2 path where the CPU has it, its scalar tail after.
+      {{3, 37}, {3, 37}},
+      {{2, 45}, {45}},
+      {{3, 37}, {3, 1}},
+      {{1}, {70}}};
   uint64_t seed = 70;
   for (const char* op : {"QLinearAdd", "QLinearMul"})
     for (DataType t : {DataType::kUInt8, DataType::kInt8})
@@ -77,11 +86,31 @@ TEST(QLinearContrib, AddAndMulMatchTheFormulaWithBroadcasting) {
             const std::vector<double> av = ToDoubles(a), bv = ToDoubles(b), yv = ToDoubles(y);
             const float fza = with_zp ? static_cast<float>(zv) : 0, fzb = with_zp ? static_cast<float>(zv + 7) : 0;
             const float fzc = with_zp ? static_cast<float>(zv - 3) : 0;
+            // ONNX Runtime's arithmetic (MLAS): Mul scales the exact integer product by sa * sb / sc;
+            // Add takes ratios ra = sa / sc, rb = sb / sc and a fixed part, with an input constant
+            // along the last axis (A first) folded into it.
+            const float sc_f = static_cast<float>(c_scale), ra = 0.031f / sc_f, rb = 0.017f / sc_f;
+            const float fixed = fzc - std::fma(ra, fza, rb * fzb);
+            const bool a_const = sa_shape.empty() || sa_shape.back() == 1;
+            const bool b_const = !a_const && (sb_shape.empty() || sb_shape.back() == 1);
             for (int64_t i = 0; i < y.num_elements(); ++i) {
-              const float x1 = (static_cast<float>(av[BroadcastIndex(sa_shape, y.shape(), i)]) - fza) * 0.031f;
-              const float x2 = (static_cast<float>(bv[BroadcastIndex(sb_shape, y.shape(), i)]) - fzb) * 0.017f;
-              const float v = std::string(op) == "QLinearMul" ? x1 * x2 : x1 + x2;
-              ASSERT_EQ(yv[i], Quantize(v, static_cast<float>(c_scale), fzc, t)) << "at " << i;
+              const float qa = static_cast<float>(av[BroadcastIndex(sa_shape, y.shape(), i)]);
+              const float qb = static_cast<float>(bv[BroadcastIndex(sb_shape, y.shape(), i)]);
+              float v;
+              if (std::string(op) == "QLinearMul") {
+                v = (qa - fza) * (qb - fzb) * (0.031f * 0.017f / sc_f) + fzc;
+              } else if (a_const) {
+                v = std::fma(qb, rb, fixed + qa * ra);
+              } else if (b_const) {
+                v = std::fma(qa, ra, fixed + qb * rb);
+              } else {
+                v = std::fma(qa, ra, std::fma(qb, rb, fixed));
+              }
+              ASSERT_EQ(yv[i], Quantize(v, 1.0f, 0.0f, t)) << "at " << i;
+              // ... which is the documented formula up to its float rounding: within one step.
+              const float x1 = (qa - fza) * 0.031f, x2 = (qb - fzb) * 0.017f;
+              const float doc = std::string(op) == "QLinearMul" ? x1 * x2 : x1 + x2;
+              ASSERT_LE(std::fabs(yv[i] - Quantize(doc, sc_f, fzc, t)), 1.0) << "at " << i;
             }
           }
         }

@@ -1,0 +1,250 @@
+// com.microsoft QGemm, ONNX Runtime's quantized Gemm (its quantizer writes it for a Gemm in the
+// QOperator format):
+//
+//   QGemm(A, a_scale, a_zero_point, B, b_scale, b_zero_point, C?, y_scale?, y_zero_point?),
+//   attributes transA, transB (0), alpha (1.0):
+//     acc[m, n] = sum_k (A'[m, k] - a_zp) * (B'[k, n] - b_zp[n]) + C[m, n]   (int32, mod 2^32)
+//     s[n] = alpha * a_scale * b_scale[n] (/ y_scale when given)
+//     Y = saturate(round(acc * s[n]) + y_zp) with y_zero_point (Y of its type), else float acc * s[n]
+//
+// A' and B' are A and B transposed where asked; C is int32, a scalar, [N], [1, N], [M, 1] or
+// [M, N] (added before scaling, so it is quantized with scale alpha * a_scale * b_scale[n]);
+// b_scale and b_zero_point are scalars or per column; absent zero points are 0. The float
+// operations and their order are ONNX Runtime's (its output scale, then MLAS's requantizing
+// store: product, round half to even, zero point, saturation).
+//
+// B - b_zp is packed transposed as int16 [N, K] with its column sums (as int_matmul.cc does),
+// once at creation for a constant B, else per run into scratch.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/constant_release.h"
+#include "core/kernel.h"
+#include "core/threadpool.h"
+#include "cpu/quantize_common.h"
+
+namespace strata {
+namespace {
+
+constexpr size_t kA = 0, kAScale = 1, kAZp = 2, kB = 3, kBScale = 4, kBZp = 5, kC = 6, kYScale = 7, kYZp = 8;
+
+// bt[n][k] = B'[k][n] - zb[n] and colsum[n] = sum_k bt[n][k] (mod 2^32), B' = B or B^T.
+template <typename T>
+void PackTyped(const T* b, bool trans_b, int64_t K, int64_t N, const Tensor* bzp, int16_t* bt, int32_t* colsum) {
+  for (int64_t n = 0; n < N; ++n) {
+    const int32_t zb = ZeroPointAt(bzp, n);
+    uint32_t sum = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t v = trans_b ? b[n * K + k] : b[k * N + n];
+      bt[n * K + k] = static_cast<int16_t>(v - zb);
+      sum += static_cast<uint32_t>(bt[n * K + k]);
+    }
+    colsum[n] = static_cast<int32_t>(sum);
+  }
+}
+void Pack(const Tensor& b, bool trans_b, int64_t K, int64_t N, const Tensor* bzp, int16_t* bt, int32_t* colsum) {
+  if (b.dtype() == DataType::kUInt8) {
+    PackTyped(b.data<uint8_t>(), trans_b, K, N, bzp, bt, colsum);
+  } else {
+    PackTyped(b.data<int8_t>(), trans_b, K, N, bzp, bt, colsum);
+  }
+}
+
+class QGemmKernel final : public OpKernel, public PacksConstantInputs {
+ public:
+  explicit QGemmKernel(const KernelInit& init)
+      : trans_a_(init.node.GetInt("transA", 0) != 0),
+        trans_b_(init.node.GetInt("transB", 0) != 0),
+        alpha_(init.node.GetFloat("alpha", 1.0f)) {
+    // A constant B with a constant or absent zero point is packed now; any problem with them
+    // is left for Compute to report, as for a run-time B.
+    const Tensor* b = init.constant_input(kB);
+    if (!b || !IsQuant8(b->dtype()) || b->rank() != 2) return;
+    const Tensor* bzp = init.has_input(kBZp) ? init.constant_input(kBZp) : nullptr;
+    if (init.has_input(kBZp) && !bzp) return;
+    const int64_t K = b->dim(trans_b_ ? 1 : 0), N = b->dim(trans_b_ ? 0 : 1);
+    if (!CheckZeroPoint(bzp, b->dtype(), N, init.node, "b_zero_point").ok()) return;
+    packed_bt_.resize(static_cast<size_t>(N * K));
+    packed_colsum_.resize(static_cast<size_t>(N));
+    Pack(*b, trans_b_, K, N, bzp, packed_bt_.data(), packed_colsum_.data());
+    packed_shape_ = b->shape();
+    packed_dtype_ = b->dtype();
+    packed_ = true;
+  }
+
+  std::vector<size_t> PackedConstantInputs() const override {
+    if (packed_) return {kB};
+    return {};
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* a = ctx.input(kA);
+    const Tensor* b = ctx.input(kB);
+    if (!a || !b) return InvalidArgument(node.Describe(), ": inputs A and B are required");
+    if (!IsQuant8(a->dtype()) || !IsQuant8(b->dtype()))
+      return InvalidArgument(node.Describe(), ": A and B must be uint8 or int8, got ", DataTypeName(a->dtype()),
+                             " and ", DataTypeName(b->dtype()));
+    if (a->rank() != 2 || b->rank() != 2)
+      return InvalidArgument(node.Describe(), ": A and B must be matrices, got shapes ", ShapeToString(a->shape()),
+                             " and ", ShapeToString(b->shape()));
+    const int64_t M = a->dim(trans_a_ ? 1 : 0), K = a->dim(trans_a_ ? 0 : 1);
+    const int64_t N = b->dim(trans_b_ ? 0 : 1);
+    if (b->dim(trans_b_ ? 1 : 0) != K)
+      return InvalidArgument(node.Describe(), ": A ", ShapeToString(a->shape()), (trans_a_ ? " (transposed)" : ""),
+                             " and B ", ShapeToString(b->shape()), (trans_b_ ? " (transposed)" : ""),
+                             " do not share an inner dimension");
+    RETURN_IF_ERROR(CheckScalar(ctx.input(kAScale), node, "a_scale"));
+    RETURN_IF_ERROR(CheckScale(ctx.input(kAScale), node, "a_scale"));
+    if (ctx.input(kAZp)) RETURN_IF_ERROR(CheckScalar(ctx.input(kAZp), node, "a_zero_point"));
+    RETURN_IF_ERROR(CheckZeroPoint(ctx.input(kAZp), a->dtype(), 1, node, "a_zero_point"));
+    const Tensor* bs = ctx.input(kBScale);
+    RETURN_IF_ERROR(CheckScale(bs, node, "b_scale"));
+    if (bs->num_elements() != 1 && bs->num_elements() != N)
+      return InvalidArgument(node.Describe(), ": b_scale must be a scalar or have ", N, " values, got shape ",
+                             ShapeToString(bs->shape()));
+    RETURN_IF_ERROR(CheckZeroPoint(ctx.input(kBZp), b->dtype(), N, node, "b_zero_point"));
+    const Tensor* c = ctx.input(kC);
+    RETURN_IF_ERROR(CheckBias(node, c, M, N));
+    const Tensor* ys = ctx.input(kYScale);
+    const Tensor* yzp = ctx.input(kYZp);
+    if (ys) {
+      RETURN_IF_ERROR(CheckScalar(ys, node, "y_scale"));
+      RETURN_IF_ERROR(CheckScale(ys, node, "y_scale"));
+    }
+    if (yzp) {
+      if (!ys) return InvalidArgument(node.Describe(), ": y_zero_point needs y_scale");
+      RETURN_IF_ERROR(CheckScalar(yzp, node, "y_zero_point"));
+      if (!IsQuant8(yzp->dtype()))
+        return InvalidArgument(node.Describe(), ": y_zero_point must be uint8 or int8, got ",
+                               DataTypeName(yzp->dtype()));
+    }
+    const DataType yt = yzp ? yzp->dtype() : DataType::kFloat;
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, yt, Shape{M, N}));
+    if (M == 0 || N == 0) return Status::Ok();
+
+    const int16_t* bt = nullptr;
+    const int32_t* colsum = nullptr;
+    Tensor bt_scratch, colsum_scratch, at_scratch;
+    if (packed_ && b->shape() == packed_shape_ && b->dtype() == packed_dtype_) {
+      bt = packed_bt_.data();
+      colsum = packed_colsum_.data();
+    } else {
+      ASSIGN_OR_RETURN(bt_scratch, AllocateIntScratch(DataType::kInt16, N * K, ctx.allocator(), node));
+      ASSIGN_OR_RETURN(colsum_scratch, AllocateIntScratch(DataType::kInt32, N, ctx.allocator(), node));
+      Pack(*b, trans_b_, K, N, ctx.input(kBZp), bt_scratch.mutable_data<int16_t>(),
+           colsum_scratch.mutable_data<int32_t>());
+      bt = bt_scratch.data<int16_t>();
+      colsum = colsum_scratch.data<int32_t>();
+    }
+    const auto* ab = static_cast<const uint8_t*>(a->raw_data());
+    if (trans_a_) {  // A^T [M, K] into scratch
+      ASSIGN_OR_RETURN(at_scratch, AllocateIntScratch(DataType::kUInt8, M * K, ctx.allocator(), node));
+      uint8_t* at = at_scratch.mutable_data<uint8_t>();
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t m = 0; m < M; ++m) at[m * K + k] = ab[k * M + m];
+      ab = at;
+    }
+    if (a->dtype() == DataType::kUInt8) return Run(ctx, ab, M, K, N, bt, colsum, y);
+    return Run(ctx, reinterpret_cast<const int8_t*>(ab), M, K, N, bt, colsum, y);
+  }
+
+ private:
+  // C: int32, a scalar, [N], [1, N], [M, 1] or [M, N].
+  static Status CheckBias(const Node& node, const Tensor* c, int64_t M, int64_t N) {
+    if (!c) return Status::Ok();
+    if (c->dtype() != DataType::kInt32)
+      return InvalidArgument(node.Describe(), ": C must be int32, got ", DataTypeName(c->dtype()));
+    const Shape& s = c->shape();
+    const bool ok =
+        c->num_elements() == 1 || (s.size() == 1 && s[0] == N) ||
+        (s.size() == 2 && ((s[0] == 1 && s[1] == N) || (s[0] == M && s[1] == 1) || (s[0] == M && s[1] == N)));
+    if (!ok)
+      return InvalidArgument(node.Describe(), ": C of shape ", ShapeToString(s), " does not broadcast to [", M, ", ", N,
+                             "]");
+    return Status::Ok();
+  }
+
+  template <typename TA>
+  Status Run(KernelContext& ctx, const TA* a, int64_t M, int64_t K, int64_t N, const int16_t* bt, const int32_t* colsum,
+             Tensor* y) const {
+    const uint32_t za = static_cast<uint32_t>(ZeroPointAt(ctx.input(kAZp), 0));
+    const float as = LoadScale(*ctx.input(kAScale), 0);
+    const Tensor& bs = *ctx.input(kBScale);
+    const bool bs1 = bs.num_elements() == 1;
+    const Tensor* ys = ctx.input(kYScale);
+    const float ysv = ys ? LoadScale(*ys, 0) : 1.0f;
+    const Tensor* c = ctx.input(kC);
+    const int32_t* cb = c ? c->data<int32_t>() : nullptr;
+    // C's element for (m, n): its strides over rows and columns (0 where broadcast).
+    int64_t c_row = 0, c_col = 0;
+    if (c && c->num_elements() != 1) {
+      const Shape& s = c->shape();
+      if (s.size() == 1 || s[0] == 1) {  // [N] or [1, N]
+        c_col = 1;
+      } else if (s[1] == 1) {  // [M, 1]
+        c_row = 1;
+      } else {  // [M, N]
+        c_row = N;
+        c_col = 1;
+      }
+    }
+    const Tensor* yzp = ctx.input(kYZp);
+    const DataType yt = y->dtype();
+    const float yz = yzp ? static_cast<float>(LoadQ(*yzp, 0)) : 0.0f;
+    const auto rows = [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m) {
+        const TA* arow = a + m * K;
+        for (int64_t n = 0; n < N; ++n) {
+          uint32_t acc = Dot(arow, bt + n * K, K) - za * static_cast<uint32_t>(colsum[n]);
+          if (cb) acc += static_cast<uint32_t>(cb[m * c_row + n * c_col]);
+          // ONNX Runtime's output scale: alpha * a_scale * b_scale[n], then divided by y_scale.
+          float s = alpha_ * as * LoadScale(bs, bs1 ? 0 : n);
+          if (ys) s /= ysv;
+          const float v = static_cast<float>(static_cast<int32_t>(acc)) * s;
+          if (yzp) {
+            StoreQ(*y, m * N + n, Saturate(std::nearbyint(v) + yz, yt));
+          } else {
+            y->mutable_data<float>()[m * N + n] = v;
+          }
+        }
+      }
+    };
+    // About 64K multiply-adds per chunk: small products stay on the calling thread.
+    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, N * K));
+    if (ctx.pool() && M > grain) {
+      ctx.pool()->ParallelFor(M, grain, rows);
+    } else {
+      rows(0, M);
+    }
+    return Status::Ok();
+  }
+
+  bool trans_a_, trans_b_;
+  float alpha_;
+  bool packed_ = false;
+  Shape packed_shape_;
+  DataType packed_dtype_ = DataType::kUndefined;
+  std::vector<int16_t> packed_bt_;      // [N, K]: B' - b_zero_point, transposed
+  std::vector<int32_t> packed_colsum_;  // [N]: sums over K of packed_bt_
+};
+
+}  // namespace
+
+void RegisterQGemmKernels(KernelRegistry& r) {
+  KernelDef d;
+  d.domain = "com.microsoft";
+  d.op_type = "QGemm";
+  d.since_version = 1;
+  d.type_input = -1;
+  d.factory = [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+    return std::unique_ptr<OpKernel>(std::make_unique<QGemmKernel>(init));
+  };
+  r.Register(d);
+}
+
+}  // namespace strata
