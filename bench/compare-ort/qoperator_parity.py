@@ -395,5 +395,57 @@ def mul_large_i8_broadcast(b):
     return binary(b, "QLinearMul", I8, [16, 300], [16, 1], [16, 300], -20, 7, -5, 0.004)
 
 
+def qconv(b, x, xs, xz, cin, cout, k, stride, ys, yz, rng):
+    """QLinearConv (uint8 x, int8 W with per-channel scales and zero zero points, int32 B)."""
+    w = b.const(rng.integers(-127, 128, size=[cout, cin, k, k]).astype(np.int8))
+    ws = b.const(rng.uniform(0.5, 1.5, size=[cout]).astype(np.float32) / (cin * k * k) ** 0.5 / 64)
+    wz = b.const(np.zeros([cout], np.int8))
+    bias = b.const(rng.integers(-500, 500, size=[cout]).astype(np.int32))
+    s, z = b.scale(ys), b.zp(yz, U8)
+    y = b.node("QLinearConv", [x, xs, xz, w, ws, wz, s, z, bias], ms=False, kernel_shape=[k, k],
+               strides=[stride, stride], pads=[k // 2] * 4)
+    return y, s, z
+
+
+def resnet_like(b, blocks, size, channels):
+    """A QOperator ResNet-like net: stem conv, `blocks` residual blocks of two 3x3 convs and a
+    QLinearAdd, a QLinearAveragePool, QLinearGlobalAveragePool and a QGemm classifier."""
+    rng = b.rng
+    x, s, z = b.qinput([1, 3, size, size], U8, 0.02, 128, lo=-2.5, hi=2.5)
+    x, s, z = qconv(b, x, s, z, 3, channels, 3, 2, 0.05, 0, rng)
+    for _ in range(blocks):
+        h, hs, hz = qconv(b, x, s, z, channels, channels, 3, 1, 0.05, 0, rng)
+        h, hs, hz = qconv(b, h, hs, hz, channels, channels, 3, 1, 0.05, 60, rng)
+        ys, yz = b.scale(0.06), b.zp(0, U8)
+        x = b.node("QLinearAdd", [h, hs, hz, x, s, z, ys, yz])
+        s, z = ys, yz
+    # The last block's output too (every byte of the feature map is compared).
+    b.output(x, [1, channels, size // 2, size // 2], s, z)
+    ps, pz = b.scale(0.05), b.zp(0, U8)
+    x = b.node("QLinearAveragePool", [x, s, z, ps, pz], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    gs, gz = b.scale(0.04), b.zp(0, U8)
+    x = b.node("QLinearGlobalAveragePool", [x, ps, pz, gs, gz])
+    shape = b.const(np.array([1, channels], np.int64))
+    flat = b.name("flat")
+    b.nodes.append(helper.make_node("Reshape", [x, shape], [flat]))
+    w = b.const(rng.integers(-127, 128, size=[10, channels]).astype(np.int8))
+    ws, wz = b.scale(0.01), b.zp(0, I8)
+    c = b.const(rng.integers(-2000, 2000, size=[10]).astype(np.int32))
+    os, oz = b.scale(0.3), b.zp(128, U8)
+    y = b.node("QGemm", [flat, gs, gz, w, ws, wz, c, os, oz], transB=1)
+    b.output(y, [1, 10], os, oz)
+    return [0.06, 0.3]
+
+
+@case()
+def resnet_like_small(b):
+    return resnet_like(b, 2, 32, 16)
+
+
+@case()
+def resnet_like_56x56x64(b):
+    return resnet_like(b, 4, 112, 64)
+
+
 if __name__ == "__main__":
     sys.exit(main())

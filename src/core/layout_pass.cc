@@ -260,6 +260,34 @@ class LayoutRewriter {
     n.opset = 1;
   }
 
+  // ONNX Runtime's QOperator-format ops (com.microsoft) that run on NHWC tensors as they lie:
+  // QLinearAdd / QLinearMul read two rank-4 tensors elementwise (broadcasting commutes with
+  // permuting both alike), QLinearSigmoid / QLinearLeakyRelu one, and QLinearGlobalAveragePool /
+  // QLinearAveragePool take channels_last = 1; every other input is a scalar parameter. Their
+  // outputs keep the input's 8-bit type (ONNX shape inference types no contrib output).
+  bool TryQOperator(Node& n) {
+    const std::string& op = n.op_type;
+    const bool binary = (op == "QLinearAdd" || op == "QLinearMul") && n.inputs.size() >= 7;
+    const bool unary = op == "QLinearSigmoid" || op == "QLinearLeakyRelu";
+    const bool pool =
+        (op == "QLinearGlobalAveragePool" || op == "QLinearAveragePool") && n.GetInt("channels_last", 0) == 0;
+    if (!binary && !unary && !pool) return false;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const bool tensor = i == 0 || (binary && i == 3);
+      if (tensor && !HasTwin(n.inputs[i])) return false;
+      if (!tensor && n.inputs[i] >= 0 &&
+          !(g_.values[n.inputs[i]].type.has_shape && g_.values[n.inputs[i]].type.dims.empty()))
+        return false;
+    }
+    n.inputs[0] = twin_[n.inputs[0]];
+    if (binary) n.inputs[3] = twin_[n.inputs[3]];
+    if (pool) n.attrs["channels_last"] = Attribute::Int(1);
+    const DataType dt = g_.values[n.inputs[0]].type.elem_type;
+    RedirectOutput(n, 0);
+    if (dt != DataType::kUndefined) g_.values[n.outputs[0]].type.elem_type = dt;
+    return Converted(std::move(n));
+  }
+
   bool HasTwin(int v) const { return v >= 0 && v < static_cast<int>(twin_.size()) && twin_[v] >= 0; }
 
   bool TryConvert(Node& n) {
@@ -281,6 +309,7 @@ class LayoutRewriter {
       RedirectOutput(n, 0);
       return Converted(std::move(n));
     }
+    if (n.domain == "com.microsoft" && n.outputs.size() == 1 && n.outputs[0] >= 0 && TryQOperator(n)) return true;
     if (LayoutFreeUnary(n) && !n.inputs.empty() && HasTwin(n.inputs[0]) && n.outputs.size() == 1 && n.outputs[0] >= 0) {
       for (size_t i = 1; i < n.inputs.size(); ++i)
         if (n.inputs[i] >= 0 && g_.values[n.inputs[i]].type.has_shape && !g_.values[n.inputs[i]].type.dims.empty())

@@ -174,19 +174,48 @@ Status QLinearBinary(KernelContext& ctx) {
 // y[n, c] = the mean of X's `count` positions of plane (n, c), as ONNX Runtime's global
 // average pool computes it (MLAS): the exact integer sum minus count * x_zp, times the float
 // scale x_scale / (y_scale * count), rounded half to even, plus y_zp, saturated.
+template <typename T>
+void GlobalMeansT(const T* x, int64_t N, int64_t C, int64_t count, bool channels_last, float scale, int32_t xz,
+                  int32_t yz, DataType t, uint8_t* y) {
+  const auto store = [&](int64_t i, int64_t acc) {
+    const float v = static_cast<float>(acc - static_cast<int64_t>(xz) * count) * scale;
+    y[i] = static_cast<uint8_t>(Saturate(std::nearbyint(v) + static_cast<float>(yz), t));
+  };
+  for (int64_t n = 0; n < N; ++n) {
+    if (!channels_last) {
+      for (int64_t c = 0; c < C; ++c) {
+        const T* p = x + (n * C + c) * count;
+        int64_t acc = 0;
+        for (int64_t i = 0; i < count; ++i) acc += p[i];
+        store(n * C + c, acc);
+      }
+      continue;
+    }
+    // Channels last: the sums of a block of channels side by side, position by position.
+    for (int64_t c0 = 0; c0 < C; c0 += 64) {
+      const int64_t cb = std::min<int64_t>(64, C - c0);
+      int64_t acc[64] = {};
+      for (int64_t p = 0; p < count; ++p) {
+        const T* row = x + (n * count + p) * C + c0;
+        for (int64_t j = 0; j < cb; ++j) acc[j] += row[j];
+      }
+      for (int64_t j = 0; j < cb; ++j) store(n * C + c0 + j, acc[j]);
+    }
+  }
+}
+
+// y[n, c] = the mean of X's `count` positions of plane (n, c), as ONNX Runtime's global
+// average pool computes it (MLAS): the exact integer sum minus count * x_zp, times the float
+// scale x_scale / (y_scale * count), rounded half to even, plus y_zp, saturated.
 void GlobalMeans(const Tensor& x, int64_t N, int64_t C, int64_t count, bool channels_last, float xscale, int32_t xz,
                  float yscale, int32_t yz, Tensor* y) {
   const float scale = xscale / (yscale * static_cast<float>(count));
-  const DataType t = x.dtype();
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c) {
-      int64_t acc = 0;
-      for (int64_t p = 0; p < count; ++p)
-        acc += LoadQ(x, channels_last ? (n * count + p) * C + c : (n * C + c) * count + p);
-      acc -= static_cast<int64_t>(xz) * count;
-      const float v = static_cast<float>(acc) * scale;
-      StoreQ(*y, n * C + c, Saturate(std::nearbyint(v) + static_cast<float>(yz), t));
-    }
+  auto* yb = static_cast<uint8_t*>(y->raw_mutable_data());
+  if (x.dtype() == DataType::kUInt8) {
+    GlobalMeansT(x.data<uint8_t>(), N, C, count, channels_last, scale, xz, yz, x.dtype(), yb);
+  } else {
+    GlobalMeansT(x.data<int8_t>(), N, C, count, channels_last, scale, xz, yz, x.dtype(), yb);
+  }
 }
 
 Status QLinearGlobalAveragePool(KernelContext& ctx) {
@@ -292,37 +321,92 @@ Status QLinearAveragePool(KernelContext& ctx) {
   }
   const bool include_pad = node.GetInt("count_include_pad", 0) != 0;
   const int64_t in_size = in[0] * in[1] * in[2], out_size = out[0] * out[1] * out[2];
-  // Element (n, c, p) of X / Y at spatial position p.
-  const auto at = [&](int64_t n, int64_t c, int64_t p, int64_t size) {
-    return channels_last ? (n * size + p) * C + c : (n * C + c) * size + p;
+  // Each byte's dequantized value, as ONNX Runtime computes it (x_scale * (x - x_zp) in float).
+  float deq[256];
+  for (int b = 0; b < 256; ++b)
+    deq[b] = xscale * static_cast<float>((t == DataType::kInt8 ? static_cast<int8_t>(b) : b) - xz);
+  const auto* xb = static_cast<const uint8_t*>(x->raw_data());
+  auto* yb = static_cast<uint8_t*>(y->raw_mutable_data());
+  // Work item: (n, one channel) in NCHW, (n, a block of up to 64 channels) channels last, whose
+  // window sums run side by side in the same order per channel.
+  const int64_t blocks = channels_last ? (C + 63) / 64 : C, pstride = channels_last ? C : 1;
+  const auto count_of = [&](int64_t d0, int64_t h0, int64_t w0) {
+    if (include_pad) return k[0] * k[1] * k[2];
+    const auto span = [](int64_t b, int64_t kk, int64_t n) { return std::min(b + kk, n) - std::max<int64_t>(b, 0); };
+    return span(d0, k[0], in[0]) * span(h0, k[1], in[1]) * span(w0, k[2], in[2]);
   };
-  const auto planes = [&](int64_t q0, int64_t q1) {
-    for (int64_t q = q0; q < q1; ++q) {
-      const int64_t n = q / C, c = q % C;
-      for (int64_t od = 0; od < out[0]; ++od)
-        for (int64_t oh = 0; oh < out[1]; ++oh)
-          for (int64_t ow = 0; ow < out[2]; ++ow) {
-            const int64_t d0 = od * st[0] - pb[0], h0 = oh * st[1] - pb[1], w0 = ow * st[2] - pb[2];
-            const int64_t d1 = std::min(d0 + k[0], in[0]), h1 = std::min(h0 + k[1], in[1]),
-                          w1 = std::min(w0 + k[2], in[2]);
-            float sum = 0;
-            for (int64_t id = std::max<int64_t>(d0, 0); id < d1; ++id)
-              for (int64_t ih = std::max<int64_t>(h0, 0); ih < h1; ++ih)
-                for (int64_t iw = std::max<int64_t>(w0, 0); iw < w1; ++iw)
-                  sum += xscale * static_cast<float>(LoadQ(*x, at(n, c, (id * in[1] + ih) * in[2] + iw, in_size)) - xz);
-            const int64_t count = include_pad ? k[0] * k[1] * k[2]
-                                              : (d1 - std::max<int64_t>(d0, 0)) * (h1 - std::max<int64_t>(h0, 0)) *
-                                                    (w1 - std::max<int64_t>(w0, 0));
-            const float mean = sum / static_cast<float>(count);
-            StoreQ(*y, at(n, c, (od * out[1] + oh) * out[2] + ow, out_size),
-                   Saturate(mean / yscale + static_cast<float>(yz), t));
+  // One NCHW plane, an output row's windows at a time (up to 256 columns): their sums side by
+  // side, each still taking its window's taps in order (rows, then columns; taps outside the
+  // image skipped), so one float chain per output as above, but independent chains in flight.
+  const auto PlaneRows = [&](const uint8_t* xin, uint8_t* yout) {
+    float row_sums[256];
+    for (int64_t od = 0; od < out[0]; ++od)
+      for (int64_t oh = 0; oh < out[1]; ++oh) {
+        const int64_t d0 = od * st[0] - pb[0], h0 = oh * st[1] - pb[1];
+        const int64_t d1 = std::min(d0 + k[0], in[0]), h1 = std::min(h0 + k[1], in[1]);
+        for (int64_t ow0 = 0; ow0 < out[2]; ow0 += 256) {
+          const int64_t nw = std::min<int64_t>(256, out[2] - ow0);
+          std::fill(row_sums, row_sums + nw, 0.0f);
+          for (int64_t id = std::max<int64_t>(d0, 0); id < d1; ++id)
+            for (int64_t ih = std::max<int64_t>(h0, 0); ih < h1; ++ih) {
+              const uint8_t* row = xin + (id * in[1] + ih) * in[2];
+              for (int64_t kx = 0; kx < k[2]; ++kx) {
+                // Columns j whose tap kx lies inside the row: 0 <= (ow0 + j) * s - pad + kx < W.
+                const int64_t lo = pb[2] - kx, hi = in[2] - 1 + pb[2] - kx;
+                const int64_t jlo = std::max<int64_t>(0, (lo <= 0 ? 0 : (lo + st[2] - 1) / st[2]) - ow0);
+                const int64_t jhi = std::min<int64_t>(nw, (hi < 0 ? -1 : hi / st[2]) - ow0 + 1);
+                const uint8_t* tap = row + ow0 * st[2] - pb[2] + kx;
+                for (int64_t j = jlo; j < jhi; ++j) row_sums[j] += deq[tap[j * st[2]]];
+              }
+            }
+          uint8_t* py = yout + (od * out[1] + oh) * out[2] + ow0;
+          for (int64_t j = 0; j < nw; ++j) {
+            const float mean = row_sums[j] / static_cast<float>(count_of(d0, h0, (ow0 + j) * st[2] - pb[2]));
+            py[j] = static_cast<uint8_t>(Saturate(mean / yscale + static_cast<float>(yz), t));
           }
+        }
+      }
+  };
+  // Channels last: work item (n, channel block of up to 64, output row (od, oh)), the block's
+  // window sums side by side, each in the same order. NCHW: work item (n, c), PlaneRows.
+  const int64_t rows = channels_last ? out[0] * out[1] : 1;
+  const auto body = [&](int64_t i0, int64_t i1) {
+    float sums[64];
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t n = item / (blocks * rows), blk = item / rows % blocks, r = item % rows;
+      const int64_t c0 = channels_last ? blk * 64 : blk, cb = channels_last ? std::min<int64_t>(64, C - c0) : 1;
+      const uint8_t* xin = channels_last ? xb + n * in_size * C + c0 : xb + (n * C + c0) * in_size;
+      uint8_t* yout = channels_last ? yb + n * out_size * C + c0 : yb + (n * C + c0) * out_size;
+      if (!channels_last) {
+        PlaneRows(xin, yout);
+        continue;
+      }
+      const int64_t od = r / out[1], oh = r % out[1];
+      for (int64_t ow = 0; ow < out[2]; ++ow) {
+        const int64_t d0 = od * st[0] - pb[0], h0 = oh * st[1] - pb[1], w0 = ow * st[2] - pb[2];
+        const int64_t d1 = std::min(d0 + k[0], in[0]), h1 = std::min(h0 + k[1], in[1]), w1 = std::min(w0 + k[2], in[2]);
+        std::fill(sums, sums + cb, 0.0f);
+        for (int64_t id = std::max<int64_t>(d0, 0); id < d1; ++id)
+          for (int64_t ih = std::max<int64_t>(h0, 0); ih < h1; ++ih)
+            for (int64_t iw = std::max<int64_t>(w0, 0); iw < w1; ++iw) {
+              const uint8_t* px = xin + ((id * in[1] + ih) * in[2] + iw) * pstride;
+              for (int64_t j = 0; j < cb; ++j) sums[j] += deq[px[j]];
+            }
+        const int64_t count = count_of(d0, h0, w0);
+        uint8_t* py = yout + ((od * out[1] + oh) * out[2] + ow) * pstride;
+        for (int64_t j = 0; j < cb; ++j) {
+          const float mean = sums[j] / static_cast<float>(count);
+          py[j] = static_cast<uint8_t>(Saturate(mean / yscale + static_cast<float>(yz), t));
+        }
+      }
     }
   };
-  if (ctx.pool() && y->num_elements() >= 4 * kParallelGrain) {
-    ctx.pool()->ParallelFor(N * C, std::max<int64_t>(1, kParallelGrain / out_size), planes);
+  const int64_t items = N * blocks * rows;
+  const int64_t taps = N * C * out_size * std::max<int64_t>(1, k[0] * k[1] * k[2]);
+  if (ctx.pool() && taps >= 4 * kParallelGrain) {
+    ctx.pool()->ParallelFor(items, std::max<int64_t>(1, items * kParallelGrain / taps), body);
   } else {
-    planes(0, N * C);
+    body(0, items);
   }
   return Status::Ok();
 }

@@ -182,6 +182,25 @@ TEST(QLinearOps, AveragePoolMatchesTheWindowMeans) {
         ASSERT_EQ(y.shape(), (Shape{1, 3, cs.OH, cs.OW}));
         EXPECT_EQ(ToDoubles(y), AvgPoolRef(x, cs.k, cs.s, cs.pad, cs.include_pad, cs.OH, cs.OW, 0.04f, xz, 0.03f, yz));
       }
+  // Large enough to split over the pool: the same bytes at 2 threads, in both layouts.
+  for (int64_t channels_last : {0, 1}) {
+    const Tensor big = Q8(DataType::kUInt8, {1, 64, 56, 56}, 8);
+    OpSpec spec("QLinearAveragePool", 1, kMs);
+    spec.Attr("kernel_shape", std::vector<int64_t>{3, 3})
+        .Attr("strides", std::vector<int64_t>{2, 2})
+        .Attr("pads", std::vector<int64_t>{1, 1, 1, 1})
+        .Attr("channels_last", channels_last);
+    const std::vector<Tensor> in = {channels_last ? testing::Permute(big, true) : big, F(0.04), Z(DataType::kUInt8, 77),
+                                    F(0.03), Z(DataType::kUInt8, 61)};
+    testing::RunOptions two;
+    two.threads = 2;
+    auto one = RunKernel(spec, in), par = RunKernel(spec, in, two);
+    ASSERT_TRUE(one.ok() && par.ok());
+    Tensor y = (*one)[0];
+    if (channels_last) y = testing::Permute(y, false);
+    EXPECT_EQ(ToDoubles(y), AvgPoolRef(big, 3, 2, 1, false, 28, 28, 0.04f, 77, 0.03f, 61));
+    EXPECT_TRUE(testing::TensorsEqual((*one)[0], (*par)[0]));
+  }
   // A window over the whole image without padding: the global mean's integer path.
   const Tensor x = Q8(DataType::kUInt8, {2, 5, 7, 7}, 9);
   OpSpec spec("QLinearAveragePool", 1, kMs);
