@@ -23,7 +23,6 @@
 #include "core/kernel.h"
 #include "cpu/broadcast.h"
 #include "cpu/conv_geometry.h"
-#include "cpu/fn_kernel_def.h"
 #include "cpu/quantize_common.h"
 
 namespace strata {
@@ -33,23 +32,6 @@ using cpu::BroadcastPlan;
 using cpu::ForEachRow;
 using cpu::kParallelGrain;
 using cpu::MakeBroadcastPlan;
-
-// Input i, a scalar scale, or a scalar zero point of type `t` (absent: 0 when `optional`).
-// Errors name the node and the input.
-Status CheckScaleInput(const KernelContext& ctx, size_t i, const char* what) {
-  RETURN_IF_ERROR(CheckScalar(ctx.input(i), ctx.node(), what));
-  return CheckScale(ctx.input(i), ctx.node(), what);
-}
-Status CheckZeroPointInput(const KernelContext& ctx, size_t i, const char* what, DataType t, bool optional) {
-  if (optional && !ctx.input(i)) return Status::Ok();
-  RETURN_IF_ERROR(CheckScalar(ctx.input(i), ctx.node(), what));
-  return CheckZeroPoint(ctx.input(i), t, 1, ctx.node(), what);
-}
-
-int32_t ScalarZeroPoint(const KernelContext& ctx, size_t i) {
-  const Tensor* t = ctx.input(i);
-  return t ? LoadQ(*t, 0) : 0;
-}
 
 // QLinearAdd's row y[j] = saturate(round(fma(a[j], ra, fma(b[j], rb, f)))) (kGeneral), or with
 // one input constant over the row: fma(b[j], rb, f) (kAConst) or fma(a[j], ra, f) (kBConst).
@@ -112,12 +94,12 @@ Status QLinearBinary(KernelContext& ctx) {
     return InvalidArgument(node.Describe(), ": A and B must both be uint8 or both int8, got ", DataTypeName(a->dtype()),
                            " and ", DataTypeName(b->dtype()));
   const DataType t = a->dtype();
-  RETURN_IF_ERROR(CheckScaleInput(ctx, 1, "A_scale"));
-  RETURN_IF_ERROR(CheckZeroPointInput(ctx, 2, "A_zero_point", t, true));
-  RETURN_IF_ERROR(CheckScaleInput(ctx, 4, "B_scale"));
-  RETURN_IF_ERROR(CheckZeroPointInput(ctx, 5, "B_zero_point", t, true));
-  RETURN_IF_ERROR(CheckScaleInput(ctx, 6, "C_scale"));
-  RETURN_IF_ERROR(CheckZeroPointInput(ctx, 7, "C_zero_point", t, true));
+  RETURN_IF_ERROR(CheckScalarScale(ctx, 1, "A_scale"));
+  RETURN_IF_ERROR(CheckScalarZeroPoint(ctx, 2, "A_zero_point", t, true));
+  RETURN_IF_ERROR(CheckScalarScale(ctx, 4, "B_scale"));
+  RETURN_IF_ERROR(CheckScalarZeroPoint(ctx, 5, "B_zero_point", t, true));
+  RETURN_IF_ERROR(CheckScalarScale(ctx, 6, "C_scale"));
+  RETURN_IF_ERROR(CheckScalarZeroPoint(ctx, 7, "C_zero_point", t, true));
   const float sa = LoadScale(*ctx.input(1), 0), sb = LoadScale(*ctx.input(4), 0), sc = LoadScale(*ctx.input(6), 0);
   const int32_t za = ScalarZeroPoint(ctx, 2), zb = ScalarZeroPoint(ctx, 5), zc = ScalarZeroPoint(ctx, 7);
   ASSIGN_OR_RETURN(BroadcastPlan plan, MakeBroadcastPlan({a->shape(), b->shape()}, node));
@@ -218,23 +200,35 @@ void GlobalMeans(const Tensor& x, int64_t N, int64_t C, int64_t count, bool chan
   }
 }
 
-Status QLinearGlobalAveragePool(KernelContext& ctx) {
+// The pools' inputs: X 8-bit of rank >= 3 (at most `max_rank`), channels_last 0 or 1, scalar
+// x_scale / y_scale and zero points of X's type (absent allowed when `zp_optional`). Returns
+// channels_last.
+Result<bool> CheckPoolInputs(KernelContext& ctx, size_t max_rank, bool zp_optional) {
   const Node& node = ctx.node();
   const Tensor* x = ctx.input(0);
   if (!x) return InvalidArgument(node.Describe(), ": input X is required");
   if (!IsQuant8(x->dtype()))
     return InvalidArgument(node.Describe(), ": X must be uint8 or int8, got ", DataTypeName(x->dtype()));
-  if (x->rank() < 3)
-    return InvalidArgument(node.Describe(), ": X must be [N, C, spatial...] (or channels last), got shape ",
+  if (x->rank() < 3 || x->rank() > max_rank)
+    return InvalidArgument(node.Describe(), ": X must be [N, C, spatial...] (or channels last) with ",
+                           max_rank > 5 ? "1 or more" : "1 to 3", " spatial dims, got shape ",
                            ShapeToString(x->shape()));
   const int64_t channels_last = node.GetInt("channels_last", 0);
   if (channels_last != 0 && channels_last != 1)
     return InvalidArgument(node.Describe(), ": channels_last must be 0 or 1, got ", channels_last);
   const DataType t = x->dtype();
-  RETURN_IF_ERROR(CheckScaleInput(ctx, 1, "x_scale"));
-  RETURN_IF_ERROR(CheckZeroPointInput(ctx, 2, "x_zero_point", t, false));
-  RETURN_IF_ERROR(CheckScaleInput(ctx, 3, "y_scale"));
-  RETURN_IF_ERROR(CheckZeroPointInput(ctx, 4, "y_zero_point", t, false));
+  RETURN_IF_ERROR(CheckScalarScale(ctx, 1, "x_scale"));
+  RETURN_IF_ERROR(CheckScalarZeroPoint(ctx, 2, "x_zero_point", t, zp_optional));
+  RETURN_IF_ERROR(CheckScalarScale(ctx, 3, "y_scale"));
+  RETURN_IF_ERROR(CheckScalarZeroPoint(ctx, 4, "y_zero_point", t, zp_optional));
+  return channels_last != 0;
+}
+
+Status QLinearGlobalAveragePool(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const bool channels_last, CheckPoolInputs(ctx, SIZE_MAX, false));
+  const Tensor* x = ctx.input(0);
+  const DataType t = x->dtype();
   const Shape& xs = x->shape();
   const size_t cdim = channels_last ? xs.size() - 1 : 1;
   const int64_t N = xs[0], C = xs[cdim];
@@ -262,23 +256,9 @@ Status QLinearGlobalAveragePool(KernelContext& ctx) {
 // covering the whole image without padding takes the global mean's integer path, as there.
 Status QLinearAveragePool(KernelContext& ctx) {
   const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const bool channels_last, CheckPoolInputs(ctx, 5, true));
   const Tensor* x = ctx.input(0);
-  if (!x) return InvalidArgument(node.Describe(), ": input X is required");
-  if (!IsQuant8(x->dtype()))
-    return InvalidArgument(node.Describe(), ": X must be uint8 or int8, got ", DataTypeName(x->dtype()));
-  if (x->rank() < 3 || x->rank() > 5)
-    return InvalidArgument(node.Describe(),
-                           ": X must have 1 to 3 spatial dims ([N, C, spatial...] or channels "
-                           "last), got shape ",
-                           ShapeToString(x->shape()));
-  const int64_t channels_last = node.GetInt("channels_last", 0);
-  if (channels_last != 0 && channels_last != 1)
-    return InvalidArgument(node.Describe(), ": channels_last must be 0 or 1, got ", channels_last);
   const DataType t = x->dtype();
-  RETURN_IF_ERROR(CheckScaleInput(ctx, 1, "x_scale"));
-  RETURN_IF_ERROR(CheckZeroPointInput(ctx, 2, "x_zero_point", t, true));
-  RETURN_IF_ERROR(CheckScaleInput(ctx, 3, "y_scale"));
-  RETURN_IF_ERROR(CheckZeroPointInput(ctx, 4, "y_zero_point", t, true));
   const Shape& xs = x->shape();
   const size_t sr = xs.size() - 2, cdim = channels_last ? xs.size() - 1 : 1;
   Shape spatial;
@@ -411,19 +391,13 @@ Status QLinearAveragePool(KernelContext& ctx) {
   return Status::Ok();
 }
 
-KernelDef MsDef(const char* op, Status (*fn)(KernelContext&)) {
-  KernelDef d = UntypedFnDef(op, 1, fn, INT_MAX);
-  d.domain = "com.microsoft";
-  return d;
-}
-
 }  // namespace
 
 void RegisterQLinearContribKernels(KernelRegistry& r) {
-  r.Register(MsDef("QLinearAdd", QLinearBinary<false>));
-  r.Register(MsDef("QLinearMul", QLinearBinary<true>));
-  r.Register(MsDef("QLinearGlobalAveragePool", QLinearGlobalAveragePool));
-  r.Register(MsDef("QLinearAveragePool", QLinearAveragePool));
+  r.Register(ContribDef("QLinearAdd", QLinearBinary<false>));
+  r.Register(ContribDef("QLinearMul", QLinearBinary<true>));
+  r.Register(ContribDef("QLinearGlobalAveragePool", QLinearGlobalAveragePool));
+  r.Register(ContribDef("QLinearAveragePool", QLinearAveragePool));
 }
 
 }  // namespace strata

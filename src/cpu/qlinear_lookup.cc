@@ -15,7 +15,6 @@
 // QlinearBuildLookupTable. Scales and zero points are scalars; absent zero points are 0.
 #include <algorithm>
 #include <array>
-#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -24,7 +23,6 @@
 #include "core/kernel.h"
 #include "core/threadpool.h"
 #include "cpu/broadcast.h"
-#include "cpu/fn_kernel_def.h"
 #include "cpu/quantize_common.h"
 
 namespace strata {
@@ -36,18 +34,6 @@ using cpu::kParallelGrain;
 using cpu::MakeBroadcastPlan;
 
 using Table = std::array<uint8_t, 256>;
-
-// A scalar scale input, and a scalar zero point input of type t (absent: 0 when optional).
-Status CheckScaleAt(const KernelContext& ctx, size_t i, const std::string& what) {
-  RETURN_IF_ERROR(CheckScalar(ctx.input(i), ctx.node(), what.c_str()));
-  return CheckScale(ctx.input(i), ctx.node(), what.c_str());
-}
-Status CheckZeroPointAt(const KernelContext& ctx, size_t i, const std::string& what, DataType t, bool optional) {
-  if (optional && !ctx.input(i)) return Status::Ok();
-  RETURN_IF_ERROR(CheckScalar(ctx.input(i), ctx.node(), what.c_str()));
-  return CheckZeroPoint(ctx.input(i), t, 1, ctx.node(), what.c_str());
-}
-int32_t ZeroPointOf(const KernelContext& ctx, size_t i) { return ctx.input(i) ? LoadQ(*ctx.input(i), 0) : 0; }
 
 // table[b] for every byte b of an 8-bit type t (an int8 byte read as signed).
 template <typename F>
@@ -80,14 +66,14 @@ Status QLinearUnary(KernelContext& ctx) {
   if (!IsQuant8(x->dtype()))
     return InvalidArgument(node.Describe(), ": X must be uint8 or int8, got ", DataTypeName(x->dtype()));
   const DataType t = x->dtype();
-  RETURN_IF_ERROR(CheckScaleAt(ctx, 1, "X_scale"));
-  RETURN_IF_ERROR(CheckZeroPointAt(ctx, 2, "X_zero_point", t, true));
-  RETURN_IF_ERROR(CheckScaleAt(ctx, 3, "Y_scale"));
-  RETURN_IF_ERROR(CheckZeroPointAt(ctx, 4, "Y_zero_point", t, true));
+  RETURN_IF_ERROR(CheckScalarScale(ctx, 1, "X_scale"));
+  RETURN_IF_ERROR(CheckScalarZeroPoint(ctx, 2, "X_zero_point", t, true));
+  RETURN_IF_ERROR(CheckScalarScale(ctx, 3, "Y_scale"));
+  RETURN_IF_ERROR(CheckScalarZeroPoint(ctx, 4, "Y_zero_point", t, true));
   const float alpha = node.GetFloat("alpha", 0.01f);
   Table table;
   const float xs = LoadScale(*ctx.input(1), 0), ys = LoadScale(*ctx.input(3), 0);
-  const int32_t xz = ZeroPointOf(ctx, 2), yz = ZeroPointOf(ctx, 4);
+  const int32_t xz = ScalarZeroPoint(ctx, 2), yz = ScalarZeroPoint(ctx, 4);
   if (kLeaky) {
     BuildTable(
         t, xs, xz, ys, yz, [alpha](float v) { return v >= 0 ? v : alpha * v; }, &table);
@@ -115,11 +101,11 @@ Status QLinearConcat(KernelContext& ctx) {
                            ": needs Y_scale, Y_zero_point and one or more (X, X_scale, "
                            "X_zero_point) triples, got ",
                            n_in, " inputs");
-  RETURN_IF_ERROR(CheckScaleAt(ctx, 0, "Y_scale"));
+  RETURN_IF_ERROR(CheckScalarScale(ctx, 0, "Y_scale"));
   if (!ctx.input(1) || !IsQuant8(ctx.input(1)->dtype()))
     return InvalidArgument(node.Describe(), ": Y_zero_point must be a uint8 or int8 scalar");
   const DataType t = ctx.input(1)->dtype();
-  RETURN_IF_ERROR(CheckZeroPointAt(ctx, 1, "Y_zero_point", t, false));
+  RETURN_IF_ERROR(CheckScalarZeroPoint(ctx, 1, "Y_zero_point", t, false));
   const size_t count = (n_in - 2) / 3;
   const Tensor* first = ctx.input(2);
   if (!first) return InvalidArgument(node.Describe(), ": input 1 of the concatenation is missing");
@@ -138,8 +124,8 @@ Status QLinearConcat(KernelContext& ctx) {
     if (x->dtype() != t)
       return InvalidArgument(node.Describe(), ": input ", i, " is ", DataTypeName(x->dtype()),
                              ", Y_zero_point's type is ", DataTypeName(t));
-    RETURN_IF_ERROR(CheckScaleAt(ctx, 3 + 3 * k, "X_scale of input " + i));
-    RETURN_IF_ERROR(CheckZeroPointAt(ctx, 4 + 3 * k, "X_zero_point of input " + i, t, false));
+    RETURN_IF_ERROR(CheckScalarScale(ctx, 3 + 3 * k, "X_scale of input " + i));
+    RETURN_IF_ERROR(CheckScalarZeroPoint(ctx, 4 + 3 * k, "X_zero_point of input " + i, t, false));
     bool same = static_cast<int64_t>(x->rank()) == rank;
     for (int64_t d = 0; same && d < rank; ++d) same = d == axis || x->dim(static_cast<size_t>(d)) == out[d];
     if (!same)
@@ -194,12 +180,12 @@ Status QLinearWhere(KernelContext& ctx) {
   if (!x || !yv || !IsQuant8(x->dtype()) || yv->dtype() != x->dtype())
     return InvalidArgument(node.Describe(), ": X and Y must both be uint8 or both int8");
   const DataType t = x->dtype();
-  RETURN_IF_ERROR(CheckScaleAt(ctx, 2, "x_scale"));
-  RETURN_IF_ERROR(CheckZeroPointAt(ctx, 3, "x_zero_point", t, false));
-  RETURN_IF_ERROR(CheckScaleAt(ctx, 5, "y_scale"));
-  RETURN_IF_ERROR(CheckZeroPointAt(ctx, 6, "y_zero_point", t, false));
-  RETURN_IF_ERROR(CheckScaleAt(ctx, 7, "z_scale"));
-  RETURN_IF_ERROR(CheckZeroPointAt(ctx, 8, "z_zero_point", t, false));
+  RETURN_IF_ERROR(CheckScalarScale(ctx, 2, "x_scale"));
+  RETURN_IF_ERROR(CheckScalarZeroPoint(ctx, 3, "x_zero_point", t, false));
+  RETURN_IF_ERROR(CheckScalarScale(ctx, 5, "y_scale"));
+  RETURN_IF_ERROR(CheckScalarZeroPoint(ctx, 6, "y_zero_point", t, false));
+  RETURN_IF_ERROR(CheckScalarScale(ctx, 7, "z_scale"));
+  RETURN_IF_ERROR(CheckScalarZeroPoint(ctx, 8, "z_zero_point", t, false));
   const float zs = LoadScale(*ctx.input(7), 0);
   const int32_t zz = LoadQ(*ctx.input(8), 0);
   Table tx, ty;
@@ -227,19 +213,13 @@ Status QLinearWhere(KernelContext& ctx) {
   return Status::Ok();
 }
 
-KernelDef MsDef(const char* op, Status (*fn)(KernelContext&)) {
-  KernelDef d = UntypedFnDef(op, 1, fn, INT_MAX);
-  d.domain = "com.microsoft";
-  return d;
-}
-
 }  // namespace
 
 void RegisterQLinearLookupKernels(KernelRegistry& r) {
-  r.Register(MsDef("QLinearSigmoid", QLinearUnary<false>));
-  r.Register(MsDef("QLinearLeakyRelu", QLinearUnary<true>));
-  r.Register(MsDef("QLinearConcat", QLinearConcat));
-  r.Register(MsDef("QLinearWhere", QLinearWhere));
+  r.Register(ContribDef("QLinearSigmoid", QLinearUnary<false>));
+  r.Register(ContribDef("QLinearLeakyRelu", QLinearUnary<true>));
+  r.Register(ContribDef("QLinearConcat", QLinearConcat));
+  r.Register(ContribDef("QLinearWhere", QLinearWhere));
 }
 
 }  // namespace strata

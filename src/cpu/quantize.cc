@@ -34,6 +34,23 @@ Status CheckScalar(const Tensor* t, const Node& node, const char* what) {
   return Status::Ok();
 }
 
+Status CheckScalarScale(const KernelContext& ctx, size_t i, const std::string& what) {
+  RETURN_IF_ERROR(CheckScalar(ctx.input(i), ctx.node(), what.c_str()));
+  return CheckScale(ctx.input(i), ctx.node(), what.c_str());
+}
+
+Status CheckScalarZeroPoint(const KernelContext& ctx, size_t i, const std::string& what, DataType t, bool optional) {
+  if (optional && !ctx.input(i)) return Status::Ok();
+  RETURN_IF_ERROR(CheckScalar(ctx.input(i), ctx.node(), what.c_str()));
+  return CheckZeroPoint(ctx.input(i), t, 1, ctx.node(), what.c_str());
+}
+
+KernelDef ContribDef(const char* op, Status (*fn)(KernelContext&)) {
+  KernelDef d = UntypedFnDef(op, 1, fn, INT_MAX);
+  d.domain = "com.microsoft";
+  return d;
+}
+
 Status CheckZeroPoint(const Tensor* zp, DataType input_dtype, int64_t len, const Node& node, const char* what) {
   if (!zp || zp->num_elements() == 0) return Status::Ok();
   if (zp->dtype() != input_dtype)

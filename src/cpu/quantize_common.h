@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "core/kernel.h"
 
@@ -39,6 +40,16 @@ Status CheckScale(const Tensor* t, const Node& node, const char* what);
 // A scale or zero point input that must be a scalar: present, one element. Errors name the
 // node and the input.
 Status CheckScalar(const Tensor* t, const Node& node, const char* what);
+
+// Input i of a kernel as a scalar scale (present, one element, a float type), or as a scalar
+// zero point of type t (absent allowed when `optional`, then 0). Errors name the node and `what`.
+Status CheckScalarScale(const KernelContext& ctx, size_t i, const std::string& what);
+Status CheckScalarZeroPoint(const KernelContext& ctx, size_t i, const std::string& what, DataType t, bool optional);
+// The scalar zero point input i (0 when absent).
+inline int32_t ScalarZeroPoint(const KernelContext& ctx, size_t i) {
+  const Tensor* t = ctx.input(i);
+  return t ? LoadQ(*t, 0) : 0;
+}
 
 // Rounds half to even and saturates to the range of `dt` (uint8 or int8).
 inline int32_t Saturate(float v, DataType dt) {
@@ -103,6 +114,9 @@ KernelDef IntKernelDef(const char* op, bool qlinear) {
   };
   return d;
 }
+
+// The registry entry of a stateless com.microsoft op (opset 1 on).
+KernelDef ContribDef(const char* op, Status (*fn)(KernelContext&));
 
 // Registration of the integer-arithmetic ops, called by RegisterQuantizeKernels.
 void RegisterIntMatMulKernels(KernelRegistry& r);  // int_matmul.cc: MatMulInteger, QLinearMatMul

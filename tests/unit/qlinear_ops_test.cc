@@ -320,7 +320,7 @@ TEST(QLinearOps, BadInputsNameTheProblem) {
   e = Error(RunKernel(pool, {x4, F(0.1), Z(u, 1), F(0.1), Z(u, 1)}));
   EXPECT_NE(e.find("pads must be smaller than the kernel"), std::string::npos) << e;
   e = Error(RunKernel(pool, {x, F(0.1), Z(u, 1), F(0.1), Z(u, 1)}));
-  EXPECT_NE(e.find("X must have 1 to 3 spatial dims"), std::string::npos) << e;
+  EXPECT_NE(e.find("with 1 to 3 spatial dims"), std::string::npos) << e;
   // QGemm: inner dimensions, C's shape, y_zero_point without y_scale.
   const Tensor w = Q8(DataType::kInt8, {3, 4}, 4);
   const Tensor wz = Z(DataType::kInt8, 0);
