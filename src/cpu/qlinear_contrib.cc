@@ -33,6 +33,47 @@ using cpu::ForEachRow;
 using cpu::kParallelGrain;
 using cpu::MakeBroadcastPlan;
 
+// The channels-last average pool's window sums, 8 channels at a time: sums[j] += x_scale *
+// float(x - x_zp) over the taps in order, the float operations of the scalar loop (its table
+// holds those products), so the same bits. Returns how many channels it did (a multiple of 8).
+constexpr int kMaxVectorTaps = 64;
+template <bool kSigned>
+__attribute__((target("avx2"))) int64_t WindowSumsAvx2(const uint8_t* const* taps, int ntaps, int64_t cb, float xs,
+                                                       int32_t xz, float* sums) {
+  const __m256 vs = _mm256_set1_ps(xs);
+  const __m256i vz = _mm256_set1_epi32(xz);
+  int64_t j = 0;
+  for (; j + 8 <= cb; j += 8) {
+    __m256 acc = _mm256_loadu_ps(sums + j);
+    for (int i = 0; i < ntaps; ++i) {
+      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(taps[i] + j));
+      const __m256i q = kSigned ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(vs, _mm256_cvtepi32_ps(_mm256_sub_epi32(q, vz))));
+    }
+    _mm256_storeu_ps(sums + j, acc);
+  }
+  return j;
+}
+
+// y[j] = saturate(round(sums[j] / count / ys + yz)) for 8 channels at a time, the scalar
+// loop's operations (Saturate: round half to even, NaN to 0, clamp). Returns the channels done.
+template <bool kSigned>
+__attribute__((target("avx2"))) int64_t StoreMeansAvx2(const float* sums, int64_t cb, float count, float ys, float yz,
+                                                       uint8_t* y) {
+  const __m256 vc = _mm256_set1_ps(count), vys = _mm256_set1_ps(ys), vyz = _mm256_set1_ps(yz);
+  const __m256 lo = _mm256_set1_ps(kSigned ? -128.0f : 0.0f), hi = _mm256_set1_ps(kSigned ? 127.0f : 255.0f);
+  int64_t j = 0;
+  for (; j + 8 <= cb; j += 8) {
+    const __m256 v = _mm256_add_ps(_mm256_div_ps(_mm256_div_ps(_mm256_loadu_ps(sums + j), vc), vys), vyz);
+    __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_ORD_Q));  // NaN -> 0
+    const __m256i q = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), kSigned ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w));
+  }
+  return j;
+}
+
 // QLinearAdd's row y[j] = saturate(round(fma(a[j], ra, fma(b[j], rb, f)))) (kGeneral), or with
 // one input constant over the row: fma(b[j], rb, f) (kAConst) or fma(a[j], ra, f) (kBConst).
 enum AddRow { kGeneral, kAConst, kBConst };
@@ -347,6 +388,8 @@ Status QLinearAveragePool(KernelContext& ctx) {
         }
       }
   };
+  // Channels last on AVX2: a window's taps listed, then 8 channels at a time over them.
+  const bool vector_taps = channels_last && HasAvx2Fma() && k[0] * k[1] * k[2] <= kMaxVectorTaps;
   // Channels last: work item (n, channel block of up to 64, output row (od, oh)), the block's
   // window sums side by side, each in the same order. NCHW: work item (n, c), PlaneRows.
   const int64_t rows = channels_last ? out[0] * out[1] : 1;
@@ -366,15 +409,33 @@ Status QLinearAveragePool(KernelContext& ctx) {
         const int64_t d0 = od * st[0] - pb[0], h0 = oh * st[1] - pb[1], w0 = ow * st[2] - pb[2];
         const int64_t d1 = std::min(d0 + k[0], in[0]), h1 = std::min(h0 + k[1], in[1]), w1 = std::min(w0 + k[2], in[2]);
         std::fill(sums, sums + cb, 0.0f);
+        const uint8_t* window[kMaxVectorTaps];
+        int ntaps = 0;
         for (int64_t id = std::max<int64_t>(d0, 0); id < d1; ++id)
           for (int64_t ih = std::max<int64_t>(h0, 0); ih < h1; ++ih)
             for (int64_t iw = std::max<int64_t>(w0, 0); iw < w1; ++iw) {
               const uint8_t* px = xin + ((id * in[1] + ih) * in[2] + iw) * pstride;
+              if (vector_taps) {  // at most k[0] k[1] k[2] <= kMaxVectorTaps taps
+                window[ntaps++] = px;
+                continue;
+              }
               for (int64_t j = 0; j < cb; ++j) sums[j] += deq[px[j]];
             }
+        if (ntaps > 0) {
+          const int64_t done = t == DataType::kInt8 ? WindowSumsAvx2<true>(window, ntaps, cb, xscale, xz, sums)
+                                                    : WindowSumsAvx2<false>(window, ntaps, cb, xscale, xz, sums);
+          for (int i = 0; i < ntaps; ++i)
+            for (int64_t j = done; j < cb; ++j) sums[j] += deq[window[i][j]];
+        }
         const int64_t count = count_of(d0, h0, w0);
         uint8_t* py = yout + ((od * out[1] + oh) * out[2] + ow) * pstride;
-        for (int64_t j = 0; j < cb; ++j) {
+        int64_t j0 = 0;
+        if (vector_taps) {
+          const float fc = static_cast<float>(count), fz = static_cast<float>(yz);
+          j0 = t == DataType::kInt8 ? StoreMeansAvx2<true>(sums, cb, fc, yscale, fz, py)
+                                    : StoreMeansAvx2<false>(sums, cb, fc, yscale, fz, py);
+        }
+        for (int64_t j = j0; j < cb; ++j) {
           const float mean = sums[j] / static_cast<float>(count);
           py[j] = static_cast<uint8_t>(Saturate(mean / yscale + static_cast<float>(yz), t));
         }
