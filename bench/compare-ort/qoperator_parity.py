@@ -447,5 +447,49 @@ def resnet_like_56x56x64(b):
     return resnet_like(b, 4, 112, 64)
 
 
+def qconv_g(b, x, xs, xz, cin, cout, k, stride, group, ys, yz, rng):
+    """QLinearConv with `group` groups (depthwise when group == cin == cout)."""
+    w = b.const(rng.integers(-127, 128, size=[cout, cin // group, k, k]).astype(np.int8))
+    ws = b.const(rng.uniform(0.5, 1.5, size=[cout]).astype(np.float32) / (cin // group * k * k) ** 0.5 / 64)
+    wz = b.const(np.zeros([cout], np.int8))
+    bias = b.const(rng.integers(-500, 500, size=[cout]).astype(np.int32))
+    s, z = b.scale(ys), b.zp(yz, U8)
+    y = b.node("QLinearConv", [x, xs, xz, w, ws, wz, s, z, bias], ms=False, kernel_shape=[k, k],
+               strides=[stride, stride], pads=[k // 2] * 4, group=group)
+    return y, s, z
+
+
+def mobilenet_like(b, blocks, size, channels, expand):
+    """A QOperator MobileNetV2-like net: stem conv, inverted residual blocks (1x1 expand,
+    3x3 depthwise, 1x1 project, QLinearAdd), QLinearGlobalAveragePool, QGemm."""
+    rng = b.rng
+    x, s, z = b.qinput([1, 3, size, size], U8, 0.02, 128, lo=-2.5, hi=2.5)
+    x, s, z = qconv_g(b, x, s, z, 3, channels, 3, 2, 1, 0.05, 0, rng)
+    hidden = channels * expand
+    for _ in range(blocks):
+        h, hs, hz = qconv_g(b, x, s, z, channels, hidden, 1, 1, 1, 0.05, 0, rng)
+        h, hs, hz = qconv_g(b, h, hs, hz, hidden, hidden, 3, 1, hidden, 0.05, 0, rng)
+        h, hs, hz = qconv_g(b, h, hs, hz, hidden, channels, 1, 1, 1, 0.05, 70, rng)
+        ys, yz = b.scale(0.06), b.zp(64, U8)
+        x = b.node("QLinearAdd", [h, hs, hz, x, s, z, ys, yz])
+        s, z = ys, yz
+    b.output(x, [1, channels, size // 2, size // 2], s, z)
+    gs, gz = b.scale(0.04), b.zp(0, U8)
+    x = b.node("QLinearGlobalAveragePool", [x, s, z, gs, gz])
+    flat = b.name("flat")
+    b.nodes.append(helper.make_node("Reshape", [x, b.const(np.array([1, channels], np.int64))], [flat]))
+    w = b.const(rng.integers(-127, 128, size=[10, channels]).astype(np.int8))
+    os, oz = b.scale(0.3), b.zp(128, U8)
+    y = b.node("QGemm", [flat, gs, gz, w, b.scale(0.01), b.zp(0, I8), b.const(
+        rng.integers(-2000, 2000, size=[10]).astype(np.int32)), os, oz], transB=1)
+    b.output(y, [1, 10], os, oz)
+    return [0.06, 0.3]
+
+
+@case()
+def mobilenet_like_56x56x24(b):
+    return mobilenet_like(b, 4, 112, 24, 6)
+
+
 if __name__ == "__main__":
     sys.exit(main())
