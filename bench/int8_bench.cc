@@ -79,6 +79,8 @@ BENCHMARK_CAPTURE(BM_MatMulInteger, 1x1024x1024, 1, 1024, 1024) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcQLinearConv, stem_224_3to32_3x3s2, 224, 3, 32, 3, 2, 1) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcQLinearConv, stem_224_3to64_7x7s2, 224, 3, 64, 7, 2, 1) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcQLinearConv, pw_112_16to96, 112, 16, 96, 1, 1, 1) THREADS;
+// MobileNetV2's 56x56 expansion (K = 24: six VNNI groups per output).
+BENCHMARK_CAPTURE(BM_NhwcQLinearConv, pw_56_24to144, 56, 24, 144, 1, 1, 1) THREADS;
 // ResNet's 3x3 convs (layer1 to layer4) and a 1x1 expansion of its bottlenecks.
 BENCHMARK_CAPTURE(BM_NhwcQLinearConv, r3x3_56_64, 56, 64, 64, 3, 1, 1) THREADS;
 BENCHMARK_CAPTURE(BM_NhwcQLinearConv, r3x3_28_128, 28, 128, 128, 3, 1, 1) THREADS;
