@@ -196,16 +196,20 @@ class QGemmKernel final : public OpKernel, public PacksConstantInputs {
     const Tensor* yzp = ctx.input(kYZp);
     const DataType yt = y->dtype();
     const float yz = yzp ? static_cast<float>(LoadQ(*yzp, 0)) : 0.0f;
+    // ONNX Runtime's output scale per column: alpha * a_scale * b_scale[n], then / y_scale.
+    ASSIGN_OR_RETURN(Tensor scales, AllocateIntScratch(DataType::kFloat, N, ctx.allocator(), ctx.node()));
+    float* sv = scales.mutable_data<float>();
+    for (int64_t n = 0; n < N; ++n) {
+      sv[n] = alpha_ * as * LoadScale(bs, bs1 ? 0 : n);
+      if (ys) sv[n] /= ysv;
+    }
     const auto rows = [&](int64_t m0, int64_t m1) {
       for (int64_t m = m0; m < m1; ++m) {
         const TA* arow = a + m * K;
         for (int64_t n = 0; n < N; ++n) {
           uint32_t acc = Dot(arow, bt + n * K, K) - za * static_cast<uint32_t>(colsum[n]);
           if (cb) acc += static_cast<uint32_t>(cb[m * c_row + n * c_col]);
-          // ONNX Runtime's output scale: alpha * a_scale * b_scale[n], then divided by y_scale.
-          float s = alpha_ * as * LoadScale(bs, bs1 ? 0 : n);
-          if (ys) s /= ysv;
-          const float v = static_cast<float>(static_cast<int32_t>(acc)) * s;
+          const float v = static_cast<float>(static_cast<int32_t>(acc)) * sv[n];
           if (yzp) {
             StoreQ(*y, m * N + n, Saturate(std::nearbyint(v) + yz, yt));
           } else {

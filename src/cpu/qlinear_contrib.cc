@@ -2,16 +2,16 @@
 // with quant_format=QOperator and ONNX Model Zoo's int8 CNNs use next to QLinearConv:
 //
 //   QLinearAdd / QLinearMul(A, A_scale, A_zero_point?, B, B_scale, B_zero_point?, C_scale,
-//                           C_zero_point?)
-//     C = saturate(round((A_scale * (A - A_zp)) op (B_scale * (B - B_zp))) / C_scale) + C_zp)
-//     with numpy broadcasting; A, B and C of one 8-bit type T; absent zero points are 0.
-//   QLinearGlobalAveragePool(X, x_scale, x_zero_point, y_scale, y_zero_point), attribute
-//     channels_last: y = saturate(round(x_scale * mean(X - x_zp) / y_scale) + y_zp) over the
-//     spatial dims of [N, C, ...] (or [N, ..., C]), y [N, C, 1, ...] (or [N, 1, ..., C]).
+//                           C_zero_point?): numpy broadcasting, A, B, C of one 8-bit type.
+//   QLinearGlobalAveragePool(X, x_scale, x_zero_point, y_scale, y_zero_point), channels_last.
+//   QLinearAveragePool(X, x_scale, x_zero_point?, y_scale, y_zero_point?), AveragePool's
+//     attributes and channels_last, 1-3 spatial dims.
 //
-// Per element the float operations are those of the unfused DequantizeLinear -> Add/Mul ->
-// QuantizeLinear graph (round half to even, NaN to 0), as strata.internal QdqAdd does; the
-// pool sums the integers exactly and scales once. Scales and zero points are scalars.
+// ONNX Runtime defines these ops, so each computes ONNX Runtime's (MLAS's) float operations in
+// its order and gives its bytes (bench/compare-ort/qoperator_parity.py): Add with scale ratios
+// and FMAs, Mul on the exact integer product, the global pool on the exact integer sum with
+// one float scale, the average pool on float window sums with the zero point added before
+// rounding. Scales and zero points are scalars; absent zero points are 0.
 #include <immintrin.h>
 
 #include <cmath>
@@ -32,6 +32,17 @@ using cpu::BroadcastPlan;
 using cpu::ForEachRow;
 using cpu::kParallelGrain;
 using cpu::MakeBroadcastPlan;
+
+// v rounded half to even, clamped to T's range and stored as 8 bytes at y (v finite, or NaN
+// already sent to 0).
+template <bool kSigned>
+__attribute__((target("avx2"))) inline void StoreSaturated8(__m256 v, uint8_t* y) {
+  const __m256 lo = _mm256_set1_ps(kSigned ? -128.0f : 0.0f), hi = _mm256_set1_ps(kSigned ? 127.0f : 255.0f);
+  v = _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo), hi);
+  const __m256i q = _mm256_cvtps_epi32(v);
+  const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(y), kSigned ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w));
+}
 
 // The channels-last average pool's window sums, 8 channels at a time: sums[j] += x_scale *
 // float(x - x_zp) over the taps in order, the float operations of the scalar loop (its table
@@ -61,15 +72,11 @@ template <bool kSigned>
 __attribute__((target("avx2"))) int64_t StoreMeansAvx2(const float* sums, int64_t cb, float count, float ys, float yz,
                                                        uint8_t* y) {
   const __m256 vc = _mm256_set1_ps(count), vys = _mm256_set1_ps(ys), vyz = _mm256_set1_ps(yz);
-  const __m256 lo = _mm256_set1_ps(kSigned ? -128.0f : 0.0f), hi = _mm256_set1_ps(kSigned ? 127.0f : 255.0f);
   int64_t j = 0;
   for (; j + 8 <= cb; j += 8) {
     const __m256 v = _mm256_add_ps(_mm256_div_ps(_mm256_div_ps(_mm256_loadu_ps(sums + j), vc), vys), vyz);
-    __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_ORD_Q));  // NaN -> 0
-    const __m256i q = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
-    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), kSigned ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w));
+    // Saturate's NaN -> 0 (round keeps NaN; and-ing with the ordered mask zeroes it).
+    StoreSaturated8<kSigned>(_mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q)), y + j);
   }
   return j;
 }
@@ -96,9 +103,7 @@ __attribute__((target("avx2,fma"))) inline __m256 Load8(const T* p) {
 template <typename T>
 __attribute__((target("avx2,fma"))) int64_t AddRowAvx2(AddRow mode, const T* a, const T* b, T* y, int64_t n, float ra,
                                                        float rb, float f) {
-  constexpr bool kSigned = std::is_same_v<T, int8_t>;
   const __m256 vra = _mm256_set1_ps(ra), vrb = _mm256_set1_ps(rb), vf = _mm256_set1_ps(f);
-  const __m256 lo = _mm256_set1_ps(kSigned ? -128.0f : 0.0f), hi = _mm256_set1_ps(kSigned ? 127.0f : 255.0f);
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     __m256 v;
@@ -109,10 +114,7 @@ __attribute__((target("avx2,fma"))) int64_t AddRowAvx2(AddRow mode, const T* a, 
     } else {
       v = _mm256_fmadd_ps(Load8(a + j), vra, _mm256_fmadd_ps(Load8(b + j), vrb, vf));
     }
-    v = _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo), hi);
-    const __m256i q = _mm256_cvtps_epi32(v);
-    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), kSigned ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w));
+    StoreSaturated8<std::is_same_v<T, int8_t>>(v, reinterpret_cast<uint8_t*>(y + j));
   }
   return j;
 }
@@ -194,9 +196,7 @@ Status QLinearBinary(KernelContext& ctx) {
   return Status::Ok();
 }
 
-// y[n, c] = the mean of X's `count` positions of plane (n, c), as ONNX Runtime's global
-// average pool computes it (MLAS): the exact integer sum minus count * x_zp, times the float
-// scale x_scale / (y_scale * count), rounded half to even, plus y_zp, saturated.
+// GlobalMeans on the typed bytes of X.
 template <typename T>
 void GlobalMeansT(const T* x, int64_t N, int64_t C, int64_t count, bool channels_last, float scale, int32_t xz,
                   int32_t yz, DataType t, uint8_t* y) {
@@ -284,7 +284,7 @@ Status QLinearGlobalAveragePool(KernelContext& ctx) {
   if (N * C == 0) return Status::Ok();
   if (count == 0)
     return InvalidArgument(node.Describe(), ": X ", ShapeToString(xs), " has no spatial positions to average");
-  GlobalMeans(*x, N, C, count, channels_last != 0, LoadScale(*ctx.input(1), 0), LoadQ(*ctx.input(2), 0),
+  GlobalMeans(*x, N, C, count, channels_last, LoadScale(*ctx.input(1), 0), LoadQ(*ctx.input(2), 0),
               LoadScale(*ctx.input(3), 0), LoadQ(*ctx.input(4), 0), y);
   return Status::Ok();
 }
@@ -327,7 +327,7 @@ Status QLinearAveragePool(KernelContext& ctx) {
   for (size_t d = 0; d < sr; ++d)
     global = global && kernel[d] == spatial[d] && g.pad_begin[d] == 0 && g.pad_end[d] == 0;
   if (global) {
-    GlobalMeans(*x, N, C, g.InSize(), channels_last != 0, xscale, xz, yscale, yz, y);
+    GlobalMeans(*x, N, C, g.InSize(), channels_last, xscale, xz, yscale, yz, y);
     return Status::Ok();
   }
   // 1-3 spatial dims as 3 ([D, H, W], leading dims 1).
