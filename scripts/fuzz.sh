@@ -4,13 +4,13 @@
 # input as build/fuzz/artifacts/<target>/crash-* and makes the script fail; minimise it,
 # fix the bug, and commit the input under tests/data/hostile/<target>/ (hostile_test.cc
 # replays those files through the same entry points in the normal test suite).
-#   Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (targets: model npy elf)
+#   Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (targets: model run npy elf)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(model npy elf)
+[ ${#targets[@]} -eq 0 ] && targets=(model run npy elf)
 command -v clang++-14 >/dev/null || { echo "fuzz.sh: clang++-14 is required (apt-get install clang-14 libclang-rt-14-dev)" >&2; exit 2; }
 
 cmake --preset fuzz >/dev/null
@@ -32,6 +32,14 @@ seed_corpus() {  # $1: target, $2: folder to fill
       done
       for f in /usr/share/libonnx-testdata/data/simple/*/model.onnx; do
         [ -f "$f" ] && cp -f "$f" "$dir/simple_$(basename "$(dirname "$f")").onnx"
+      done ;;
+    run)
+      # Every node conformance model (small graphs of one op, with typed inputs to run),
+      # the "simple" ones, the test models, and small com.microsoft QOperator models (the
+      # conformance data has no contrib ops).
+      cp -f examples/*.onnx tests/data/*.onnx tests/data/fuzz_seeds/run/*.onnx "$dir"/ 2>/dev/null || true
+      for f in /usr/share/libonnx-testdata/data/node/*/model.onnx /usr/share/libonnx-testdata/data/simple/*/model.onnx; do
+        [ -f "$f" ] && cp -f "$f" "$dir/$(basename "$(dirname "$f")").onnx"
       done ;;
     npy) cp -f tests/data/npy/*.npy tests/data/*.npy examples/*.npy "$dir"/ 2>/dev/null || true ;;
     elf)

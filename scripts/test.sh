@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the release preset and runs the whole test suite (the README's test command), then
 # fuzzes every libFuzzer target for a bounded time (docs/hardening.md).
-#   STRATA_FUZZ_SECONDS  seconds per fuzz target (default 40; 3 targets). 0 skips fuzzing.
+#   STRATA_FUZZ_SECONDS  seconds per fuzz target (default 40; 4 targets). 0 skips fuzzing.
 #   STRATA_FUZZ_SEED / STRATA_FUZZ_RUNS  libFuzzer -seed / -runs (defaults 1 / 800000): a
 #                        fixed seed and execution cap make the run reproducible, so a test
 #                        command that passed once keeps passing; scripts/fuzz.sh alone
@@ -13,7 +13,7 @@ cmake --build --preset release
 ctest --preset release -j2
 
 # Fuzzing needs clang-14 and its libFuzzer runtime (scripts/install-deps.sh installs both).
-# It builds its own tree (build/fuzz: strata_core + the audit reader + 3 targets, all with
+# It builds its own tree (build/fuzz: strata_core + the audit reader + 4 targets, all with
 # clang + ASan/UBSan); a crash, leak or sanitizer report fails this script.
 fuzz_secs="${STRATA_FUZZ_SECONDS:-40}"
 if [ "$fuzz_secs" = 0 ]; then

@@ -209,7 +209,13 @@ Status Shield(onnx::NodeProto& n, const ShapeScope* scope, Shielded* s) {
     if (rank >= 0 && rank < 2)
       return InvalidModel("ConvTranspose node '", n.name(), "': weight '", n.input(1), "' has rank ", rank,
                           "; it must be (C, M/group, kernel...) with rank >= 2");
-    skip = skip || rank < 0;
+    // Without kernel_shape it takes the kernel from W's dims 2.. and reads X's dilations for
+    // each: a W of higher rank than X reads past them (SEGV with X of rank 2).
+    const int x_rank = scope != nullptr ? scope->Rank(n.input(0)) : -1;
+    if (rank >= 0 && x_rank >= 0 && rank != x_rank)
+      return InvalidModel("ConvTranspose node '", n.name(), "': weight '", n.input(1), "' has rank ", rank,
+                          " but input '", n.input(0), "' has rank ", x_rank, "; they must be equal");
+    skip = skip || rank < 0 || x_rank < 0;
   }
   // STFT's inference reads the signal's dims 1 and 2 without checking its rank (SEGV for a
   // signal of rank 0 or 1).

@@ -136,7 +136,9 @@ Status Split(KernelContext& ctx) {
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) return InvalidArgument(node.Describe(), ": negative split size ", s);
-    total += s;
+    if (__builtin_add_overflow(total, s, &total))  // sizes near INT64_MAX
+      return InvalidArgument(node.Describe(), ": split sizes ", ShapeToString(sizes), " overflow int64 but axis ", axis,
+                             " has size ", dim);
   }
   if (total != dim)
     return InvalidArgument(node.Describe(), ": split sizes ", ShapeToString(sizes), " sum to ", total, " but axis ",
@@ -272,7 +274,11 @@ Status Tile(KernelContext& ctx) {
     plan.shape.push_back(x->dim(i));
     plan.src_strides.push_back(0);
     plan.src_strides.push_back(cs[i]);
-    out.push_back(repeats[i] * x->dim(i));
+    int64_t d = 0;
+    if (__builtin_mul_overflow(repeats[i], x->dim(i), &d))
+      return InvalidArgument(node.Describe(), ": repeats ", ShapeToString(repeats), " times input shape ",
+                             ShapeToString(x->shape()), " overflows int64 on axis ", i);
+    out.push_back(d);
   }
   ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(out, node.Describe() + " output"));
   (void)n;
@@ -332,6 +338,12 @@ Status Pad(KernelContext& ctx) {
   const int64_t na = static_cast<int64_t>(axes.size());
   if (static_cast<int64_t>(pads.size()) != 2 * na)
     return InvalidArgument(node.Describe(), ": pads has ", pads.size(), " entries, expected ", 2 * na);
+  // Far beyond any tensor's size: keeps dim + pads and the source-coordinate arithmetic below
+  // (i - before, -before) inside int64.
+  constexpr int64_t kMaxPad = int64_t{1} << 62;
+  for (int64_t p : pads)
+    if (p > kMaxPad || p < -kMaxPad)
+      return InvalidArgument(node.Describe(), ": pads value ", p, " is out of range (at most 2^62 either way)");
   std::vector<int64_t> before(rank, 0), after(rank, 0);
   for (int64_t i = 0; i < na; ++i) {
     before[axes[i]] = pads[i];
@@ -349,7 +361,8 @@ Status Pad(KernelContext& ctx) {
   if (!known) return InvalidArgument(node.Describe(), ": unsupported pad mode '", mode_s, "'");
   Shape out(rank);
   for (int64_t a = 0; a < rank; ++a) {
-    out[a] = x->dim(a) + before[a] + after[a];
+    if (__builtin_add_overflow(x->dim(a), before[a], &out[a]) || __builtin_add_overflow(out[a], after[a], &out[a]))
+      return InvalidArgument(node.Describe(), ": pads ", ShapeToString(pads), " overflow int64 on axis ", a);
     if (out[a] < 0)
       return InvalidArgument(node.Describe(), ": pads ", ShapeToString(pads), " give a negative size on axis ", a);
     if (mode != PadMode::kConstant && x->dim(a) == 0 && out[a] > 0)
