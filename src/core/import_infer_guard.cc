@@ -217,6 +217,15 @@ Status Shield(onnx::NodeProto& n, const ShapeScope* scope, Shielded* s) {
                           " but input '", n.input(0), "' has rank ", x_rank, "; they must be equal");
     skip = skip || rank < 0 || x_rank < 0;
   }
+  // MaxUnpool's inference without output_shape takes the channel count from dim 1 of I
+  // unchecked (SEGV for an I of rank 0 or 1). I has X's shape: rank >= 2.
+  if (op == "MaxUnpool" && n.input_size() == 2) {
+    const int rank = scope != nullptr ? scope->Rank(n.input(1)) : -1;
+    if (rank >= 0 && rank < 2)
+      return InvalidModel("MaxUnpool node '", n.name(), "': indices '", n.input(1), "' have rank ", rank,
+                          "; they must have X's shape (rank >= 2)");
+    skip = skip || rank < 0;
+  }
   // STFT's inference reads the signal's dims 1 and 2 without checking its rank (SEGV for a
   // signal of rank 0 or 1).
   if (op == "STFT" && n.input_size() > 0) skip = skip || scope == nullptr || scope->Rank(n.input(0)) < 3;

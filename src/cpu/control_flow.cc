@@ -26,7 +26,9 @@ class ScanBudget {
   Status Add(const Tensor& t) {
     if (!cap_) return Status::Ok();
     size_t b = t.dtype() == DataType::kString ? t.num_elements() * sizeof(std::string) : t.byte_size();
-    held_ += b;
+    // Each held item also costs its Tensor and buffer bookkeeping: without it, a loop of a
+    // billion iterations whose scan output is a scalar (or empty) held gigabytes under the cap.
+    held_ += b + kItemOverheadBytes;
     if (held_ > cap_)
       return MakeStatus(StatusCode::kOutOfMemory, node_.Describe(), ": scan outputs accumulated over ", iterations_ + 1,
                         " iterations reach ", held_, " bytes, above the session memory cap of ", cap_, " bytes");
@@ -35,6 +37,7 @@ class ScanBudget {
   void NextIteration() { ++iterations_; }
 
  private:
+  static constexpr size_t kItemOverheadBytes = sizeof(Tensor) + 64;
   const Node& node_;
   size_t cap_;
   size_t held_ = 0;

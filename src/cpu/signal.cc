@@ -271,7 +271,7 @@ Status MelWeightMatrixOp(KernelContext& ctx) {
   ASSIGN_OR_RETURN(double upper, ScalarFloat(ctx.input(4), node, "upper_edge_hertz"));
   if (mel_bins <= 0 || dft_length <= 0 || sample_rate <= 0)
     return InvalidArgument(node.Describe(), ": num_mel_bins, dft_length and sample_rate must be positive");
-  if (lower < 0 || upper < lower || upper > sample_rate / 2.0)
+  if (!(lower >= 0) || !(upper >= lower) || !(upper <= sample_rate / 2.0))  // NaN fails too
     return InvalidArgument(node.Describe(), ": need 0 <= lower_edge_hertz <= upper_edge_hertz <= sample_rate/2, got ",
                            lower, " and ", upper);
   const auto dt = static_cast<DataType>(node.GetInt("output_datatype", 1));

@@ -191,7 +191,10 @@ Status Upsample(KernelContext& ctx) {
   for (int64_t a = 0; a < rank; ++a) {
     if (!(scales[a] >= 1.0f) || !std::isfinite(scales[a]))
       return InvalidArgument(node.Describe(), ": scale ", scales[a], " on axis ", a, " must be finite and >= 1");
-    out[a] = static_cast<int64_t>(std::floor(static_cast<double>(x->dim(a)) * scales[a]));
+    const double d = std::floor(static_cast<double>(x->dim(a)) * scales[a]);
+    if (d >= 0x1p62)  // beyond any tensor, and the int64 conversion would be undefined
+      return InvalidArgument(node.Describe(), ": scale ", scales[a], " on axis ", a, " gives a size of ", d);
+    out[a] = static_cast<int64_t>(d);
   }
   const std::string mode = node.GetString("mode", "nearest");
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), out));

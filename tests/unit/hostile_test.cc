@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -441,6 +442,103 @@ TEST(HostileGraph, FunctionBodiesAreGuardedLikeGraphs) {
         FirstError(ModelWithFunction(scratch.node(0), {1, 1, 4, 4}, 2, {{1, 1, 4, 4}}),
                    {{"X", Tensor::FromVector<float>(std::vector<float>(16, 1.0f), {1, 1, 4, 4})}, {"W", w}}),
         "ConvTranspose");
+  }
+}
+
+// Values near the int64 limits, NaN and huge floats in run-time inputs (strata_fuzz_run's finds):
+// each is a clean error naming the input, where the size arithmetic once overflowed (UBSan) or
+// a NaN was converted to an integer.
+TEST(HostileGraph, ExtremeRunTimeValues) {
+  const int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  const auto ints = [](std::vector<int64_t> v) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    return Value(Tensor::FromVector<int64_t>(v, {n}));
+  };
+  const Value x6 = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, {6});
+  {  // Split sizes whose sum overflows
+    auto m = MakeModel(13);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {6});
+    AddInput(g, "split", {2}, onnx::TensorProto::INT64);
+    AddNode(g, "Split", {"x", "split"}, {"a", "b"}, "split");
+    AddOutput(g, "a", {-1});
+    AddOutput(g, "b", {-1});
+    ExpectCleanStatus(FirstError(m, {{"x", x6}, {"split", ints({kMax, 1000000})}}), "overflow");
+  }
+  for (const auto& pads : {std::vector<int64_t>{kMax, 7}, std::vector<int64_t>{kMin, kMax}}) {  // Pad
+    auto m = MakeModel(13);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {6});
+    AddInput(g, "pads", {2}, onnx::TensorProto::INT64);
+    auto* n = AddNode(g, "Pad", {"x", "pads"}, {"y"}, "pad");
+    auto* mode = n->add_attribute();
+    mode->set_name("mode");
+    mode->set_type(onnx::AttributeProto::STRING);
+    mode->set_s("reflect");
+    AddOutput(g, "y", {-1});
+    ExpectCleanStatus(FirstError(m, {{"x", x6}, {"pads", ints(pads)}}), "pads");
+  }
+  {  // Tile repeats times the dim overflows
+    auto m = MakeModel(13);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {6});
+    AddInput(g, "r", {1}, onnx::TensorProto::INT64);
+    AddNode(g, "Tile", {"x", "r"}, {"y"}, "tile");
+    AddOutput(g, "y", {-1});
+    ExpectCleanStatus(FirstError(m, {{"x", x6}, {"r", ints({kMax})}}), "overflows int64");
+  }
+  {  // Upsample by 1e30
+    auto m = MakeModel(9);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {6});
+    AddInput(g, "scales", {1});
+    AddNode(g, "Upsample", {"x", "scales"}, {"y"}, "up");
+    AddOutput(g, "y", {-1});
+    ExpectCleanStatus(FirstError(m, {{"x", x6}, {"scales", Value(Tensor::FromVector<float>({1e30f}, {1}))}}), "scale");
+  }
+  {  // MelWeightMatrix with NaN band edges
+    auto m = MakeModel(17);
+    auto* g = m.mutable_graph();
+    for (const char* name : {"bins", "dft", "rate"}) AddInput(g, name, {}, onnx::TensorProto::INT64);
+    AddInput(g, "lo", {});
+    AddInput(g, "hi", {});
+    AddNode(g, "MelWeightMatrix", {"bins", "dft", "rate", "lo", "hi"}, {"y"}, "mel");
+    AddOutput(g, "y", {-1, -1});
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    ExpectCleanStatus(FirstError(m, {{"bins", Tensor::Scalar<int64_t>(4)},
+                                     {"dft", Tensor::Scalar<int64_t>(16)},
+                                     {"rate", Tensor::Scalar<int64_t>(8000)},
+                                     {"lo", Tensor::Scalar<float>(nan)},
+                                     {"hi", Tensor::Scalar<float>(nan)}}),
+                      "lower_edge_hertz");
+  }
+}
+
+// ConvTranspose and MaxUnpool shape inference (libonnx) read dims past a declared rank: a W of
+// higher rank than X, indices of rank 1 (SEGVs the run fuzzer found at session creation).
+TEST(HostileGraph, ConvTransposeAndMaxUnpoolRanks) {
+  {
+    auto m = MakeModel(11);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {1, 3});
+    AddInput(g, "w", {3, 2, 69, 3});
+    AddNode(g, "ConvTranspose", {"x", "w"}, {"y"}, "convt");
+    AddOutput(g, "y", {-1});
+    ExpectCleanStatus(Create(m).status(), "they must be equal");
+  }
+  {
+    auto m = MakeModel(11);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {1, 1, 2, 2});
+    AddInput(g, "i", {4}, onnx::TensorProto::INT64);
+    auto* n = AddNode(g, "MaxUnpool", {"x", "i"}, {"y"}, "unpool");
+    auto* k = n->add_attribute();
+    k->set_name("kernel_shape");
+    k->set_type(onnx::AttributeProto::INTS);
+    k->add_ints(2);
+    k->add_ints(2);
+    AddOutput(g, "y", {-1});
+    ExpectCleanStatus(Create(m).status(), "indices");
   }
 }
 

@@ -16,17 +16,17 @@ namespace {
 namespace ob = onnx_builder;
 constexpr int64_t kRow = 256;  // floats per scan item: 1 KiB
 
-// Loop(M=trip, cond=true) whose body emits the outer-scope `row` as a scan output each
-// iteration; the model output stacks them to [trip, 256].
-std::string LoopModel(int64_t trip) {
+// Loop(M=trip, cond=true) whose body emits the outer-scope `row` (`len` floats) as a scan
+// output each iteration; the model output stacks them to [trip, len].
+std::string LoopModel(int64_t trip, int64_t len = kRow) {
   onnx::ModelProto m = ob::MakeModel(13, "loop_cap_test");
   onnx::GraphProto* g = m.mutable_graph();
-  ob::AddOutput(g, "rows", {-1, kRow});
+  ob::AddOutput(g, "rows", {-1, len});
   auto* row = g->add_initializer();
   row->set_name("row");
   row->set_data_type(onnx::TensorProto::FLOAT);
-  row->add_dims(kRow);
-  for (int64_t i = 0; i < kRow; ++i) row->add_float_data(static_cast<float>(i));
+  row->add_dims(len);
+  for (int64_t i = 0; i < len; ++i) row->add_float_data(static_cast<float>(i));
   auto* m_init = g->add_initializer();
   m_init->set_name("M");
   m_init->set_data_type(onnx::TensorProto::INT64);
@@ -46,14 +46,14 @@ std::string LoopModel(int64_t trip) {
   ob::AddInput(body, "i", {}, onnx::TensorProto::INT64);
   ob::AddInput(body, "c_in", {}, onnx::TensorProto::BOOL);
   ob::AddOutput(body, "c_out", {}, onnx::TensorProto::BOOL);
-  ob::AddOutput(body, "item", {kRow});
+  ob::AddOutput(body, "item", {len});
   ob::AddNode(body, "Identity", {"c_in"}, {"c_out"});
   ob::AddNode(body, "Identity", {"row"}, {"item"});
   return ob::Serialize(m);
 }
 
-Result<std::vector<Value>> RunLoop(int64_t trip, size_t cap) {
-  std::string bytes = LoopModel(trip);
+Result<std::vector<Value>> RunLoop(int64_t trip, size_t cap, int64_t len = kRow) {
+  std::string bytes = LoopModel(trip, len);
   SessionOptions o;
   o.threads = 1;
   o.memory_cap_bytes = cap;
@@ -69,8 +69,26 @@ TEST(LoopCap, HugeTripCountStopsAtTheCap) {
   const std::string& msg = r.status().message();
   EXPECT_NE(msg.find("big_loop"), std::string::npos) << msg;
   EXPECT_NE(msg.find("memory cap of 1048576 bytes"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("1025 iterations"), std::string::npos) << msg;
+  // 1 KiB of data per item plus its bookkeeping: the cap is passed within 1025 items.
+  const size_t at = msg.find("accumulated over ");
+  ASSERT_NE(at, std::string::npos) << msg;
+  const int64_t iterations = std::stoll(msg.substr(at + 17));
+  EXPECT_GT(iterations, 800) << msg;
+  EXPECT_LE(iterations, 1025) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+TEST(LoopCap, TinyItemsCountTheirBookkeeping) {
+  // One float per item: by data alone 1 MiB would hold 262144 of them, and every held item
+  // costs a Tensor and a buffer besides (a fuzzed Loop of scalars grew past 2 GiB under a
+  // 4 MiB cap). Counting that, the cap stops it within a few thousand.
+  auto r = RunLoop(1000000000000LL, 1 << 20, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfMemory) << r.status().ToString();
+  const std::string& msg = r.status().message();
+  const size_t at = msg.find("accumulated over ");
+  ASSERT_NE(at, std::string::npos) << msg;
+  EXPECT_LT(std::stoll(msg.substr(at + 17)), 20000) << msg;
 }
 
 TEST(LoopCap, WithinTheCapRuns) {
