@@ -164,6 +164,10 @@ Status ConcatFromSequence(KernelContext& ctx) {
   const Shape& s0 = (*seq)[0].shape();
   int64_t rank = static_cast<int64_t>(s0.size()) + (new_axis ? 1 : 0);
   ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node.GetInt("axis", 0), rank, node));
+  for (size_t i = 1; i < seq->size(); ++i)  // before new_axis inserts at an axis of item 0's rank
+    if ((*seq)[i].rank() != s0.size())
+      return InvalidArgument(node.Describe(), ": sequence item ", i, " has shape ", ShapeToString((*seq)[i].shape()),
+                             ", item 0 has ", ShapeToString(s0), "; they must have the same rank");
   std::vector<Tensor> items;
   for (const Tensor& t : *seq)
     items.push_back(new_axis ? [&] {

@@ -185,7 +185,7 @@ Status RangeOp(KernelContext& ctx) {
         st = InvalidArgument(node.Describe(), ": range of ", count, " elements is too large");
         return;
       }
-      int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
+      const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;  // count may be far below INT64_MIN
       auto y = ctx.AllocateOutput(0, start->dtype(), {n});
       if (!y.ok()) {
         st = y.status();

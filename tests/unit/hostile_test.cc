@@ -514,6 +514,43 @@ TEST(HostileGraph, ExtremeRunTimeValues) {
   }
 }
 
+// Range whose count is far below INT64_MIN (float limits): empty, as any negative count.
+// ConcatFromSequence with new_axis over items of different ranks inserted the axis past the
+// end of the shorter shape (ASan: negative-size memmove). Both strata_fuzz_run finds.
+TEST(HostileGraph, RangeAndSequenceEdges) {
+  {
+    auto m = MakeModel(13);
+    auto* g = m.mutable_graph();
+    for (const char* name : {"s", "l", "d"}) AddInput(g, name, {});
+    AddNode(g, "Range", {"s", "l", "d"}, {"y"}, "range");
+    AddOutput(g, "y", {-1});
+    auto s = Create(m);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto r = (*s)->Run(
+        {{"s", Tensor::Scalar<float>(0)}, {"l", Tensor::Scalar<float>(-7.5e22f)}, {"d", Tensor::Scalar<float>(1)}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ((*r)[0].tensor().num_elements(), 0);
+  }
+  {
+    auto m = MakeModel(13);
+    auto* g = m.mutable_graph();
+    AddInput(g, "a", {2, 3});
+    AddInput(g, "b", {3});
+    AddNode(g, "SequenceConstruct", {"a", "b"}, {"seq"}, "make");
+    auto* n = AddNode(g, "ConcatFromSequence", {"seq"}, {"y"}, "concat");
+    for (const auto& [name, v] : {std::pair<const char*, int64_t>{"axis", 2}, {"new_axis", 1}}) {
+      auto* at = n->add_attribute();
+      at->set_name(name);
+      at->set_type(onnx::AttributeProto::INT);
+      at->set_i(v);
+    }
+    AddOutput(g, "y", {-1, -1, -1});
+    ExpectCleanStatus(FirstError(m, {{"a", Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3})},
+                                     {"b", Tensor::FromVector<float>({1, 2, 3}, {3})}}),
+                      "same rank");
+  }
+}
+
 // ConvTranspose and MaxUnpool shape inference (libonnx) read dims past a declared rank: a W of
 // higher rank than X, indices of rank 1 (SEGVs the run fuzzer found at session creation).
 TEST(HostileGraph, ConvTransposeAndMaxUnpoolRanks) {
