@@ -30,6 +30,23 @@ constexpr bool kIsFloat = std::is_floating_point_v<T> || std::is_same_v<T, Float
 template <typename T>
 using RAcc = std::conditional_t<kIsFloat<T>, double, std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
 
+// Integer accumulation wraps (two's complement, as numpy's int64): through uint64_t, since
+// signed overflow is undefined in C++. Floats add and multiply as usual.
+template <typename A>
+A WrapAdd(A a, A b) {
+  if constexpr (std::is_same_v<A, int64_t>)
+    return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else
+    return a + b;
+}
+template <typename A>
+A WrapMul(A a, A b) {
+  if constexpr (std::is_same_v<A, int64_t>)
+    return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  else
+    return a * b;
+}
+
 template <typename T>
 RAcc<T> Load(const T& v) {
   if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>)
@@ -80,7 +97,7 @@ T ReduceGroup(Op op, const T* x, int64_t base, const std::vector<int64_t>* offs,
     case Op::kSum:
     case Op::kMean: {
       A s = 0;
-      for (int64_t k = 0; k < count; ++k) s += at(k);
+      for (int64_t k = 0; k < count; ++k) s = WrapAdd(s, at(k));
       if (op == Op::kSum) return Store<T>(s);
       if constexpr (kIsFloat<T>) {
         return Store<T>(s / static_cast<double>(count));  // 0/0 = NaN for an empty set
@@ -90,26 +107,26 @@ T ReduceGroup(Op op, const T* x, int64_t base, const std::vector<int64_t>* offs,
     }
     case Op::kSumSquare: {
       A s = 0;
-      for (int64_t k = 0; k < count; ++k) s += at(k) * at(k);
+      for (int64_t k = 0; k < count; ++k) s = WrapAdd(s, WrapMul(at(k), at(k)));
       return Store<T>(s);
     }
     case Op::kL1: {
       A s = 0;
       for (int64_t k = 0; k < count; ++k) {
         A v = at(k);
-        if constexpr (std::is_signed_v<A>) v = v < 0 ? -v : v;
-        s += v;
+        if constexpr (std::is_signed_v<A>) v = v < 0 ? WrapMul(v, A(-1)) : v;  // |INT64_MIN| wraps to itself
+        s = WrapAdd(s, v);
       }
       return Store<T>(s);
     }
     case Op::kL2: {
       A s = 0;
-      for (int64_t k = 0; k < count; ++k) s += at(k) * at(k);
+      for (int64_t k = 0; k < count; ++k) s = WrapAdd(s, WrapMul(at(k), at(k)));
       return Store<T>(std::sqrt(static_cast<double>(s)));
     }
     case Op::kProd: {
       A s = 1;
-      for (int64_t k = 0; k < count; ++k) s *= at(k);
+      for (int64_t k = 0; k < count; ++k) s = WrapMul(s, at(k));
       return Store<T>(s);
     }
     case Op::kMax: {

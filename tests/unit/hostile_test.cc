@@ -551,6 +551,34 @@ TEST(HostileGraph, RangeAndSequenceEdges) {
   }
 }
 
+// Integer reductions past int64 wrap as numpy's do; the accumulation was signed overflow
+// (UBSan: ReduceL1 of INT64_MIN, a strata_fuzz_run find).
+TEST(HostileGraph, IntegerReductionsWrap) {
+  const int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  const auto reduce = [](const char* op, std::vector<int64_t> v) -> int64_t {
+    auto m = MakeModel(13);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {static_cast<int64_t>(v.size())}, onnx::TensorProto::INT64);
+    auto* n = AddNode(g, op, {"x"}, {"y"}, "reduce");
+    auto* keep = n->add_attribute();
+    keep->set_name("keepdims");
+    keep->set_type(onnx::AttributeProto::INT);
+    keep->set_i(0);
+    AddOutput(g, "y", {}, onnx::TensorProto::INT64);
+    auto s = Create(m);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (!s.ok()) return 0;
+    const int64_t n_in = static_cast<int64_t>(v.size());
+    auto r = (*s)->Run({{"x", Tensor::FromVector<int64_t>(v, {n_in})}});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? (*r)[0].tensor().data<int64_t>()[0] : 0;
+  };
+  EXPECT_EQ(reduce("ReduceSum", {kMax, 1}), kMin);
+  EXPECT_EQ(reduce("ReduceL1", {kMin}), kMin);
+  EXPECT_EQ(reduce("ReduceProd", {kMax, 2}), -2);
+  EXPECT_EQ(reduce("ReduceSumSquare", {int64_t{1} << 32}), 0);
+}
+
 // ConvTranspose and MaxUnpool shape inference (libonnx) read dims past a declared rank: a W of
 // higher rank than X, indices of rank 1 (SEGVs the run fuzzer found at session creation).
 TEST(HostileGraph, ConvTransposeAndMaxUnpoolRanks) {
