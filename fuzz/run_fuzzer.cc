@@ -9,9 +9,9 @@
 // is the bug.
 //
 // Work is bounded so that the fuzzer spends its time on code paths, not on big tensors: a
-// session runs only when every input has at most 2^14 elements (run_inputs.h) (dims the
-// model leaves open are 1 to 3, picked from the input's hash) and the memory cap keeps any
-// single tensor under 4 MiB.
+// session runs only when its inputs have at most 2^14 elements each and 2^16 in all (dims the
+// model leaves open are 1 to 3, picked from the input's hash; fuzz/run_inputs.h), and the
+// memory cap keeps any single tensor under 4 MiB.
 #include <cstddef>
 #include <cstdint>
 #include <string>
