@@ -226,6 +226,17 @@ Status Shield(onnx::NodeProto& n, const ShapeScope* scope, Shielded* s) {
                           "; they must have X's shape (rank >= 2)");
     skip = skip || rank < 0;
   }
+  // Einsum's inference of an implicit output counts each left-hand label in a 26-entry array
+  // at [label - 'a'] unchecked: an upper-case label (valid, and strata's kernel takes it) or
+  // any other character writes outside it (ASan: a bad free with "i,Y").
+  if (op == "Einsum") {
+    if (const onnx::AttributeProto* a = FindAttr(n, "equation", &literal)) {
+      const std::string& eq = a->s();
+      if (eq.find("->") == std::string::npos)
+        for (char c : eq) skip = skip || !((c >= 'a' && c <= 'z') || c == ',' || c == '.' || c == ' ');
+      skip = skip || !literal;
+    }
+  }
   // STFT's inference reads the signal's dims 1 and 2 without checking its rank (SEGV for a
   // signal of rank 0 or 1).
   if (op == "STFT" && n.input_size() > 0) skip = skip || scope == nullptr || scope->Rank(n.input(0)) < 3;

@@ -607,6 +607,31 @@ TEST(HostileGraph, ConvTransposeAndMaxUnpoolRanks) {
   }
 }
 
+// libonnx's Einsum inference counts an implicit output's labels at [label - 'a'] in a 26-entry
+// array: an upper-case label wrote outside it (ASan bad free for "i,Y", a run fuzzer find).
+// Upper-case labels are valid; the output's labels sort as numpy's do, upper before lower case.
+TEST(HostileGraph, EinsumUpperCaseLabelsImplicitOutput) {
+  auto m = MakeModel(12);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {5}, onnx::TensorProto::DOUBLE);
+  AddInput(g, "y", {7}, onnx::TensorProto::DOUBLE);
+  auto* n = AddNode(g, "Einsum", {"x", "y"}, {"z"}, "einsum");
+  auto* eq = n->add_attribute();
+  eq->set_name("equation");
+  eq->set_type(onnx::AttributeProto::STRING);
+  eq->set_s("i,Y");
+  AddOutput(g, "z", {-1, -1}, onnx::TensorProto::DOUBLE);
+  auto s = Create(m);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<double> x{1, 2, 3, 4, 5}, y{1, -1, 2, -2, 3, -3, 10};
+  auto r = (*s)->Run({{"x", Tensor::FromVector<double>(x, {5})}, {"y", Tensor::FromVector<double>(y, {7})}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Tensor& z = (*r)[0].tensor();
+  ASSERT_EQ(z.shape(), (std::vector<int64_t>{7, 5}));
+  for (int a = 0; a < 7; ++a)
+    for (int b = 0; b < 5; ++b) EXPECT_EQ(z.data<double>()[a * 5 + b], y[a] * x[b]) << a << "," << b;
+}
+
 // libonnx's Conv inference takes the kernel from W's dims 2.. (no kernel_shape attribute) and
 // indexes X's dims and the dilations with it unchecked: a W of higher rank than X was a SEGV
 // (model fuzzer). W declared, an initializer, behind DequantizeLinear, made by another node, and
