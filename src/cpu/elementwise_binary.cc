@@ -9,6 +9,7 @@
 
 #include "core/kernel.h"
 #include "cpu/broadcast.h"
+#include "cpu/int_wrap.h"
 
 namespace strata::cpu {
 namespace {
@@ -60,16 +61,17 @@ template <typename C>
 C IntDiv(C a, C b) {
   // INT_MIN / -1 overflows (SIGFPE on x86); define it as two's-complement negation.
   if constexpr (std::is_signed_v<C>) {
-    if (b == C(-1)) return static_cast<C>(0 - static_cast<std::make_unsigned_t<C>>(a));
+    if (b == C(-1)) return WrapNeg(a);
   }
   return static_cast<C>(a / b);
 }
 
 template <BinOp op, typename C>
 inline auto Apply(C a, C b) {
-  if constexpr (op == BinOp::kAdd) return static_cast<C>(a + b);
-  if constexpr (op == BinOp::kSub) return static_cast<C>(a - b);
-  if constexpr (op == BinOp::kMul) return static_cast<C>(a * b);
+  // Integers wrap as numpy's do (cpu/int_wrap.h: signed overflow is UB in C++).
+  if constexpr (op == BinOp::kAdd) return WrapAdd(a, b);
+  if constexpr (op == BinOp::kSub) return WrapSub(a, b);
+  if constexpr (op == BinOp::kMul) return WrapMul(a, b);
   if constexpr (op == BinOp::kDiv) {
     if constexpr (std::is_integral_v<C>)
       return IntDiv(a, b);
@@ -131,7 +133,7 @@ inline auto Apply(C a, C b) {
   if constexpr (op == BinOp::kBitAnd) return static_cast<C>(a & b);
   if constexpr (op == BinOp::kBitOr) return static_cast<C>(a | b);
   if constexpr (op == BinOp::kBitXor) return static_cast<C>(a ^ b);
-  if constexpr (op == BinOp::kPRelu) return a < C(0) ? static_cast<C>(a * b) : a;
+  if constexpr (op == BinOp::kPRelu) return a < C(0) ? WrapMul(a, b) : a;
 }
 
 template <BinOp op, typename T>

@@ -7,6 +7,7 @@
 
 #include "core/kernel.h"
 #include "cpu/broadcast.h"
+#include "cpu/int_wrap.h"
 
 namespace strata::cpu {
 namespace {
@@ -92,10 +93,9 @@ C Softplus(C x) {
 
 template <UnOp op, typename C>
 inline auto Apply(C x, const Params& p) {
-  using U = std::conditional_t<kIsInt<C>, std::make_unsigned_t<std::conditional_t<kIsInt<C>, C, int>>, C>;
   if constexpr (op == UnOp::kAbs) {
     if constexpr (kIsInt<C> && std::is_signed_v<C>)
-      return x < 0 ? static_cast<C>(U(0) - static_cast<U>(x)) : x;
+      return x < 0 ? WrapNeg(x) : x;
     else if constexpr (kIsInt<C>)
       return x;
     else
@@ -103,7 +103,7 @@ inline auto Apply(C x, const Params& p) {
   }
   if constexpr (op == UnOp::kNeg) {
     if constexpr (kIsInt<C>)
-      return static_cast<C>(U(0) - static_cast<U>(x));  // INT_MIN wraps, no UB
+      return WrapNeg(x);  // INT_MIN wraps to itself (cpu/int_wrap.h)
     else
       return -x;
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "cpu/int_wrap.h"
 #include "cpu/tensor_kernels.h"
 
 namespace strata::tensorops {
@@ -197,9 +198,9 @@ Status CumSum(KernelContext& ctx) {
             const int64_t jj = reverse ? dim - 1 - j : j;
             const int64_t p = (o * dim + jj) * inner + i;
             const Acc v = static_cast<Acc>(s[p]);
-            if (!exclusive) acc = static_cast<Acc>(acc + v);
+            if (!exclusive) acc = WrapAdd(acc, v);  // integers wrap (cpu/int_wrap.h)
             d[p] = static_cast<T>(acc);
-            if (exclusive) acc = static_cast<Acc>(acc + v);
+            if (exclusive) acc = WrapAdd(acc, v);
           }
         }
       });

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "cpu/int_wrap.h"
 #include "cpu/register.h"
 
 namespace strata {
@@ -30,22 +31,8 @@ constexpr bool kIsFloat = std::is_floating_point_v<T> || std::is_same_v<T, Float
 template <typename T>
 using RAcc = std::conditional_t<kIsFloat<T>, double, std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
 
-// Integer accumulation wraps (two's complement, as numpy's int64): through uint64_t, since
-// signed overflow is undefined in C++. Floats add and multiply as usual.
-template <typename A>
-A WrapAdd(A a, A b) {
-  if constexpr (std::is_same_v<A, int64_t>)
-    return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  else
-    return a + b;
-}
-template <typename A>
-A WrapMul(A a, A b) {
-  if constexpr (std::is_same_v<A, int64_t>)
-    return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-  else
-    return a * b;
-}
+// Integer accumulation wraps (two's complement, as numpy's int64) through WrapAdd/WrapMul
+// (cpu/int_wrap.h); floats add and multiply as usual.
 
 template <typename T>
 RAcc<T> Load(const T& v) {
@@ -114,7 +101,7 @@ T ReduceGroup(Op op, const T* x, int64_t base, const std::vector<int64_t>* offs,
       A s = 0;
       for (int64_t k = 0; k < count; ++k) {
         A v = at(k);
-        if constexpr (std::is_signed_v<A>) v = v < 0 ? WrapMul(v, A(-1)) : v;  // |INT64_MIN| wraps to itself
+        if constexpr (std::is_signed_v<A>) v = v < 0 ? WrapNeg(v) : v;  // |INT64_MIN| wraps to itself
         s = WrapAdd(s, v);
       }
       return Store<T>(s);

@@ -579,6 +579,70 @@ TEST(HostileGraph, IntegerReductionsWrap) {
   EXPECT_EQ(reduce("ReduceSumSquare", {int64_t{1} << 32}), 0);
 }
 
+// Integer Add, Sub, Mul, Neg, Abs, PRelu and CumSum wrap as numpy's do; they were signed
+// overflow (undefined behaviour) for int32/int64, and uint16 * uint16 overflowed int after
+// promotion. cpu/int_wrap.h; run under UBSan by the asan preset and the fuzz build.
+TEST(HostileGraph, IntegerArithmeticWraps) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  // One node of `op` on inputs of `type` holding `a` (and `b`): its output as int64.
+  const auto run = [](const char* op, int type, std::vector<int64_t> a, std::vector<int64_t> b) {
+    auto m = MakeModel(14);
+    auto* g = m.mutable_graph();
+    const int64_t n = static_cast<int64_t>(a.size());
+    AddInput(g, "a", {n}, type);
+    std::vector<std::pair<std::string, Value>> feeds;
+    const auto tensor = [type, n](const std::vector<int64_t>& v) {
+      if (type == onnx::TensorProto::INT32)
+        return Tensor::FromVector<int32_t>(std::vector<int32_t>(v.begin(), v.end()), {n});
+      if (type == onnx::TensorProto::UINT16)
+        return Tensor::FromVector<uint16_t>(std::vector<uint16_t>(v.begin(), v.end()), {n});
+      return Tensor::FromVector<int64_t>(v, {n});
+    };
+    feeds.emplace_back("a", Value(tensor(a)));
+    std::vector<std::string> ins{"a"};
+    if (!b.empty()) {
+      AddInput(g, "b", {n}, type);
+      feeds.emplace_back("b", Value(tensor(b)));
+      ins.push_back("b");
+    } else if (std::string(op) == "CumSum") {
+      auto* axis = g->add_initializer();
+      axis->set_name("axis");
+      axis->set_data_type(onnx::TensorProto::INT64);
+      axis->add_int64_data(0);
+      ins.push_back("axis");
+    }
+    auto* node = g->add_node();
+    node->set_op_type(op);
+    node->set_name("arith");
+    for (const auto& i : ins) node->add_input(i);
+    node->add_output("y");
+    AddOutput(g, "y", {n}, type);
+    std::vector<int64_t> out;
+    auto s = Create(m);
+    EXPECT_TRUE(s.ok()) << op << ": " << s.status().ToString();
+    if (!s.ok()) return out;
+    auto r = (*s)->Run(feeds);
+    EXPECT_TRUE(r.ok()) << op << ": " << r.status().ToString();
+    if (!r.ok()) return out;
+    const Tensor& y = (*r)[0].tensor();
+    for (int64_t i = 0; i < y.num_elements(); ++i)
+      out.push_back(type == onnx::TensorProto::INT32    ? y.data<int32_t>()[i]
+                    : type == onnx::TensorProto::UINT16 ? y.data<uint16_t>()[i]
+                                                        : y.data<int64_t>()[i]);
+    return out;
+  };
+  const int I64 = onnx::TensorProto::INT64, I32 = onnx::TensorProto::INT32, U16 = onnx::TensorProto::UINT16;
+  EXPECT_EQ(run("Add", I64, {kMax, kMin}, {1, -1}), (std::vector<int64_t>{kMin, kMax}));
+  EXPECT_EQ(run("Sub", I64, {kMin, kMax}, {1, -1}), (std::vector<int64_t>{kMax, kMin}));
+  EXPECT_EQ(run("Mul", I64, {kMax, kMin}, {2, -1}), (std::vector<int64_t>{-2, kMin}));
+  EXPECT_EQ(run("Mul", I32, {2147483647, -2147483647 - 1}, {2, -1}), (std::vector<int64_t>{-2, -2147483647 - 1}));
+  EXPECT_EQ(run("Mul", U16, {65535, 256}, {65535, 256}), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(run("Neg", I64, {kMin, 5}, {}), (std::vector<int64_t>{kMin, -5}));
+  EXPECT_EQ(run("Abs", I64, {kMin, -5}, {}), (std::vector<int64_t>{kMin, 5}));
+  EXPECT_EQ(run("PRelu", I64, {kMin, 3}, {-1, -1}), (std::vector<int64_t>{kMin, 3}));
+  EXPECT_EQ(run("CumSum", I64, {kMax, 1, 1}, {}), (std::vector<int64_t>{kMax, kMin, kMin + 1}));
+}
+
 // ConvTranspose and MaxUnpool shape inference (libonnx) read dims past a declared rank: a W of
 // higher rank than X, indices of rank 1 (SEGVs the run fuzzer found at session creation).
 TEST(HostileGraph, ConvTransposeAndMaxUnpoolRanks) {
