@@ -40,7 +40,8 @@ typedef enum strata_status_code {
   STRATA_OUT_OF_MEMORY = 6,    /**< allocation failed or a memory cap was hit */
   STRATA_PROVIDER_ERROR = 7,   /**< a requested accelerator provider cannot be used */
   STRATA_IO_ERROR = 8,         /**< reading or writing a file failed */
-  STRATA_INTERNAL = 9          /**< a bug in strata */
+  STRATA_INTERNAL = 9,         /**< a bug in strata */
+  STRATA_CANCELLED = 10        /**< a run was terminated or passed its deadline (appended in API 1) */
 } strata_status_code;
 
 /** Element types; values equal ONNX TensorProto.DataType. */
@@ -135,7 +136,10 @@ STRATA_API strata_status* strata_session_options_set_providers(strata_session_op
 STRATA_API strata_status* strata_session_options_add_provider_path(strata_session_options* opts, const char* path);
 /**
  * Generic key/value option. Keys: "precision" = "fp32" | "bf16" (CPU fast math);
- * "memory_cap_bytes" = N; "reference_kernels" = "0" | "1"; and provider options
+ * "memory_cap_bytes" = N; "reference_kernels" = "0" | "1"; "run_timeout_ms" = N (each run
+ * fails with STRATA_CANCELLED once it has run N ms; 0, the default, is no deadline; checked
+ * before each node and each Loop/Scan iteration, so one long kernel finishes first); and
+ * provider options
  * "<provider>.<key>" (e.g. "cuda.precision" = "fp32" | "fp16"), forwarded to that provider
  * only. A provider refuses keys and values it does not know at session creation
  * (STRATA_INVALID_ARGUMENT naming them), and an option for a provider the session does
@@ -185,6 +189,14 @@ STRATA_API strata_status* strata_session_run(strata_session* session, const char
                                              const strata_tensor* const* inputs, size_t input_count,
                                              const char* const* output_names, strata_tensor** outputs,
                                              size_t output_count);
+/**
+ * Ends every run of this session in progress at the call, on any thread (strata_session_run
+ * and strata_session_run_binding): each returns STRATA_CANCELLED at its next check (before
+ * a node or a Loop/Scan iteration). Runs started after the call are unaffected. Safe to
+ * call from any thread at any time, also while runs are in progress; a NULL session is
+ * ignored. Since API 1 (appended).
+ */
+STRATA_API void strata_session_terminate_runs(strata_session* session);
 /** Provider that ran node `index` after partitioning ("cpu", "cuda", ...), and the node name. Since API 1. */
 STRATA_API size_t strata_session_node_count(const strata_session* session);
 STRATA_API strata_status* strata_session_node_info(const strata_session* session, size_t index,

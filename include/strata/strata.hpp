@@ -167,6 +167,9 @@ class Session {
     for (strata_tensor* t : outs) result.emplace_back(t);
     return result;
   }
+  /// Ends the runs in progress (they throw Error with STRATA_CANCELLED); later runs are
+  /// unaffected. Safe from any thread, also while Run is in progress on others.
+  void TerminateRuns() { strata_session_terminate_runs(p_.get()); }
   strata_session* get() const { return p_.get(); }
 
  private:

@@ -1,5 +1,7 @@
 // The C API (include/strata/strata.h) over the C++ engine. Every entry point is
 // exception-safe: see capi::Guard.
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -36,6 +38,19 @@ bool ValidDType(strata_dtype d) {
     case STRATA_DTYPE_UINT64: case STRATA_DTYPE_BFLOAT16: return true;
     default: return false;
   }
+}
+
+// A decimal count in [0, max]: digits only (strtoull alone takes "-1" as 2^64-1, and
+// leading spaces and a '+'), no overflow.
+bool ParseCount(const std::string& v, unsigned long long max, unsigned long long* out) {
+  if (v.empty() || v.size() > 20) return false;
+  for (char c : v)
+    if (c < '0' || c > '9') return false;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v.c_str(), nullptr, 10);
+  if (errno == ERANGE || n > max) return false;
+  *out = n;
+  return true;
 }
 
 strata_status* MakeShape(const int64_t* dims, size_t rank, strata::Shape* out) {
@@ -140,10 +155,20 @@ strata_status* strata_session_options_set(strata_session_options* o, const char*
       return nullptr;
     }
     if (k == "memory_cap_bytes") {
-      char* end = nullptr;
-      unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-      if (v.empty() || *end) return MakeError(STRATA_INVALID_ARGUMENT, "memory_cap_bytes must be an integer");
+      unsigned long long n = 0;
+      if (!ParseCount(v, ~0ULL, &n))
+        return MakeError(STRATA_INVALID_ARGUMENT, "memory_cap_bytes must be a non-negative integer, got '" + v + "'");
       o->opts.memory_cap_bytes = static_cast<size_t>(n);
+      return nullptr;
+    }
+    if (k == "run_timeout_ms") {
+      // Capped at about 31 years so that start + timeout stays inside the steady clock's range.
+      constexpr unsigned long long kMaxMs = 1000ULL * 1000 * 1000 * 1000;
+      unsigned long long n = 0;
+      if (!ParseCount(v, kMaxMs, &n))
+        return MakeError(STRATA_INVALID_ARGUMENT,
+                         "run_timeout_ms must be an integer from 0 (no deadline) to 10^12, got '" + v + "'");
+      o->opts.run_timeout_ms = static_cast<int64_t>(n);
       return nullptr;
     }
     if (k == "reference_kernels") {
@@ -200,16 +225,20 @@ strata_status* strata_session_create_from_memory(strata_env* env, const void* da
 
 void strata_session_destroy(strata_session* s) { delete s; }
 
+void strata_session_terminate_runs(strata_session* s) {
+  if (s != nullptr && s->session) s->session->TerminateRuns();
+}
+
 size_t strata_session_input_count(const strata_session* s) { return s ? s->session->inputs().size() : 0; }
 size_t strata_session_output_count(const strata_session* s) { return s ? s->session->outputs().size() : 0; }
 
-strata_status* strata_session_input_info(const strata_session* s, size_t index, const char** name,
-                                         strata_dtype* dtype, size_t* rank, int64_t* dims, size_t cap) {
+strata_status* strata_session_input_info(const strata_session* s, size_t index, const char** name, strata_dtype* dtype,
+                                         size_t* rank, int64_t* dims, size_t cap) {
   STRATA_CHECK_ARG(s, "session is NULL");
   return Info(s->session->inputs(), index, "input", name, dtype, rank, dims, cap);
 }
-strata_status* strata_session_output_info(const strata_session* s, size_t index, const char** name,
-                                          strata_dtype* dtype, size_t* rank, int64_t* dims, size_t cap) {
+strata_status* strata_session_output_info(const strata_session* s, size_t index, const char** name, strata_dtype* dtype,
+                                          size_t* rank, int64_t* dims, size_t cap) {
   STRATA_CHECK_ARG(s, "session is NULL");
   return Info(s->session->outputs(), index, "output", name, dtype, rank, dims, cap);
 }
@@ -219,9 +248,9 @@ const char* strata_session_input_dim_name(const strata_session* s, size_t index,
   return axis < dims.size() ? dims[axis].param.c_str() : "";
 }
 
-strata_status* strata_session_run(strata_session* s, const char* const* input_names,
-                                  const strata_tensor* const* inputs, size_t input_count,
-                                  const char* const* output_names, strata_tensor** outputs, size_t output_count) {
+strata_status* strata_session_run(strata_session* s, const char* const* input_names, const strata_tensor* const* inputs,
+                                  size_t input_count, const char* const* output_names, strata_tensor** outputs,
+                                  size_t output_count) {
   return Guard([&]() -> strata_status* {
     STRATA_CHECK_ARG(s, "session is NULL");
     STRATA_CHECK_ARG(input_count == 0 || (input_names && inputs), "input_names or inputs is NULL");
@@ -286,8 +315,8 @@ strata_status* strata_tensor_create(strata_dtype dtype, const int64_t* dims, siz
   });
 }
 
-strata_status* strata_tensor_wrap(strata_dtype dtype, const int64_t* dims, size_t rank, void* data,
-                                  size_t byte_size, strata_tensor** out) {
+strata_status* strata_tensor_wrap(strata_dtype dtype, const int64_t* dims, size_t rank, void* data, size_t byte_size,
+                                  strata_tensor** out) {
   return Guard([&]() -> strata_status* {
     STRATA_CHECK_ARG(out, "out is NULL");
     *out = nullptr;

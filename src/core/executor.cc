@@ -255,6 +255,8 @@ class FrameSubgraphRunner final : public SubgraphRunner {
   Result<std::vector<Value>> Run(const Graph& g, const std::vector<Value>& inputs) override {
     const Executor* sub = find_(&g);
     if (!sub) return InternalError("subgraph '", g.name, "' was not prepared");
+    // Once per Loop/Scan iteration, so that even a body without nodes can be stopped.
+    RETURN_IF_ERROR(CheckRunControl());
     return sub->Run(inputs, &frame_);
   }
 
@@ -282,6 +284,8 @@ Status Executor::RunWith(RunState* state, const std::vector<Value>& inputs, std:
 Status Executor::RunImpl(RunState* st, const std::vector<Value>& inputs, const Frame* outer,
                          std::vector<Value>* results) const {
   const Graph& g = *graph_;
+  std::optional<RunControlScope> control;
+  if (outer == nullptr) control.emplace(opts_.terminator, opts_.run_timeout_ms);
   if (inputs.size() > g.inputs.size())
     return InvalidArgument("graph '", g.name, "' takes ", g.inputs.size(), " inputs, got ", inputs.size());
   // Slots left over from a previous run (graph outputs, captures) are dropped, except
@@ -311,6 +315,8 @@ Status Executor::RunImpl(RunState* st, const std::vector<Value>& inputs, const F
   const std::vector<Tensor>* bound = st->bound_outputs;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& node = g.nodes[i];
+    if (Status stop = CheckRunControl(); !stop.ok())
+      return MakeStatus(stop.code(), stop.message(), ", before ", node.Describe());
     in_ptrs.resize(node.inputs.size());
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       in_ptrs[k] = nullptr;

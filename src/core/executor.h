@@ -14,6 +14,7 @@
 
 #include "core/ir.h"
 #include "core/kernel.h"
+#include "core/run_control.h"
 #include "core/status.h"
 
 namespace strata {
@@ -27,6 +28,10 @@ struct ExecOptions {
   // the session can drop constants already packed before the next kernel packs its own
   // (core/constant_release.h). Not called for subgraph nodes.
   std::function<void(size_t node, const OpKernel* kernel)> on_kernel_created;
+  // Run control (core/run_control.h), installed by each top-level run: terminate requests
+  // (nullptr: none) and a deadline in ms (0: none).
+  const RunTerminator* terminator = nullptr;
+  int64_t run_timeout_ms = 0;
 };
 
 class Frame;

@@ -94,6 +94,8 @@ Status Session::Init(std::shared_ptr<Model> model, const SessionOptions& opts) {
   ExecOptions eo;
   eo.kernel = opts.kernel;
   eo.allocator = allocator_.get();
+  eo.terminator = terminator_.get();
+  eo.run_timeout_ms = opts.run_timeout_ms;
   RETURN_IF_ERROR(SetUpProviders(g, &eo));
   trace.Phase("providers");
   // Constants that every reader packed into its own layout are dead weight: each goes as

@@ -11,6 +11,7 @@
 
 #include "core/ir.h"
 #include "core/kernel.h"
+#include "core/run_control.h"
 #include "core/status.h"
 
 namespace strata {
@@ -27,6 +28,7 @@ struct SessionOptions {
   std::vector<std::string> provider_paths;  // explicit provider library paths/folders
   KernelConfig kernel;
   size_t memory_cap_bytes = 0;  // 0: no cap on a single tensor
+  int64_t run_timeout_ms = 0;   // 0: no deadline (core/run_control.h)
   // Options for accelerator providers, "<provider>.<key>" -> value ("cuda.precision" ->
   // "fp16"). Each reaches only the named provider's compile, prefix removed; a provider
   // refuses keys it does not know. Naming a provider the session cannot use is an error,
@@ -69,6 +71,10 @@ class Session {
   Result<std::vector<Value>> Run(const std::vector<std::pair<std::string, Value>>& feeds,
                                  const std::vector<std::string>& output_names = {}) const;
 
+  // Ends the runs in progress at the call with kCancelled (core/run_control.h); later runs
+  // are unaffected. Thread-safe, also while runs are in progress.
+  void TerminateRuns() { terminator_->Terminate(); }
+
   const std::vector<NodeAssignment>& assignments() const { return assignments_; }
   const SessionOptions& options() const { return opts_; }
   // What provider selection decided: "auto: picked vulkan; skipped cuda: MISSING_DEPENDENCY ...".
@@ -93,6 +99,8 @@ class Session {
   std::unique_ptr<CachingAllocator> allocator_;
   // Keeps loaded provider libraries alive as long as the session (opaque here).
   std::vector<std::shared_ptr<void>> provider_handles_;
+  // Read by every run of exec_ (ExecOptions::terminator): declared first, so it outlives it.
+  std::unique_ptr<RunTerminator> terminator_ = std::make_unique<RunTerminator>();
   std::unique_ptr<Executor> exec_;
 };
 

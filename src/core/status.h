@@ -22,6 +22,7 @@ enum class StatusCode : int {
   kProviderError = 7,     // an accelerator provider could not be used
   kIOError = 8,           // reading or writing a file failed
   kInternal = 9,          // a bug in strata
+  kCancelled = 10,        // a run was terminated or passed its deadline
 };
 
 const char* StatusCodeName(StatusCode code);

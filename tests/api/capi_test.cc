@@ -1,6 +1,8 @@
 // The C API and the C++ wrapper, end to end on the bundled digits example.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -264,6 +266,65 @@ TEST(CApi, ConcurrentRunsOnOneSessionAgree) {
   }
   for (auto& th : threads) th.join();
   for (int t = 0; t < 8; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+const std::string kEndless = std::string(STRATA_SOURCE_DIR) + "/tests/data/run_control/endless_loop.onnx";
+
+// run_timeout_ms and strata_session_terminate_runs end a run of a Loop of INT64_MAX
+// iterations with STRATA_CANCELLED; bad option values are refused by name.
+TEST(CApi, RunDeadlineAndTerminate) {
+  strata_session_options* o = nullptr;
+  ASSERT_EQ(strata_session_options_create(&o), nullptr);
+  for (const char* bad : {"-1", "abc", "", " 5", "+5", "1e3", "1000000000001", "99999999999999999999999"}) {
+    strata_status* st = strata_session_options_set(o, "run_timeout_ms", bad);
+    ASSERT_NE(st, nullptr) << bad;
+    EXPECT_EQ(strata_status_get_code(st), STRATA_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(Message(st).find("run_timeout_ms"), std::string::npos) << bad;
+  }
+  strata_status* neg_cap = strata_session_options_set(o, "memory_cap_bytes", "-1");
+  ASSERT_NE(neg_cap, nullptr);
+  EXPECT_NE(Message(neg_cap).find("memory_cap_bytes"), std::string::npos);
+  ASSERT_EQ(strata_session_options_set(o, "run_timeout_ms", "40"), nullptr);
+  strata_session* s = nullptr;
+  ASSERT_EQ(strata_session_create(nullptr, kEndless.c_str(), o, &s), nullptr);
+  strata_session_options_destroy(o);
+  float one = 1.0f;
+  int64_t dims[1] = {1};
+  strata_tensor* x = nullptr;
+  ASSERT_EQ(strata_tensor_wrap(STRATA_DTYPE_FLOAT32, dims, 1, &one, sizeof(one), &x), nullptr);
+  const char* names[1] = {"x"};
+  const strata_tensor* ins[1] = {x};
+  strata_tensor* out = nullptr;
+  strata_status* st = strata_session_run(s, names, ins, 1, nullptr, &out, 1);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(strata_status_get_code(st), STRATA_CANCELLED);
+  EXPECT_STREQ(strata_status_code_name(strata_status_get_code(st)), "CANCELLED");
+  EXPECT_NE(Message(st).find("deadline of 40 ms"), std::string::npos);
+  EXPECT_EQ(out, nullptr);
+  strata_session_terminate_runs(nullptr);  // ignored
+  strata_tensor_destroy(x);
+  strata_session_destroy(s);
+
+  // No deadline: the C++ wrapper's TerminateRuns, called from this thread, ends the run on another.
+  strata::Env env;
+  strata::Session session(env, kEndless);
+  auto t = strata::Tensor::Create(STRATA_DTYPE_FLOAT32, {1});
+  std::atomic<bool> done{false};
+  strata_status_code code = STRATA_OK;
+  std::thread runner([&] {
+    try {
+      session.Run({{"x", &t}});
+    } catch (const strata::Error& e) {
+      code = e.code();
+    }
+    done = true;
+  });
+  while (!done) {  // a call before the run began does not end it
+    session.TerminateRuns();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  runner.join();
+  EXPECT_EQ(code, STRATA_CANCELLED);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// `strata run MODEL [--input NAME=FILE.npy ...] [--output-dir DIR] [--threads N] [--device D]`
+// `strata run MODEL [--input NAME=FILE.npy ...] [--output-dir DIR] [--threads N] [--device D] [--timeout-ms N]`
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +23,7 @@ struct RunArgs {
   bool json = false;
   bool verbose = false;
   bool random_inputs = false;
+  int64_t timeout_ms = 0;  // 0: no deadline
 };
 
 // Bundled samples: "<dir>/<stem>_samples.npy" (+ optional "<stem>_labels.npy") beside the model.
@@ -37,6 +38,7 @@ bool FindSamples(const std::string& model, std::string* samples, std::string* la
 int Execute(const RunArgs& a) {
   auto opts = MakeSessionOptions(a.session);
   if (!opts.ok()) return Fail(opts.status().message());
+  opts->run_timeout_ms = a.timeout_ms;
   const SessionOptions& so = *opts;
 
   auto created = Session::CreateFromFile(a.model, so);
@@ -166,6 +168,8 @@ void AddRunCommand(CLI::App& app) {
   sub->add_option("-o,--output-dir", args->output_dir, "Write each output to DIR/<name>.npy");
   AddSessionFlags(sub, &args->session);
   sub->add_flag("--random", args->random_inputs, "Feed random inputs when none are given");
+  sub->add_option("--timeout-ms", args->timeout_ms, "Fail each run that takes longer than this (0 = no limit)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000000000}));
   sub->add_flag("-v,--verbose", args->verbose, "Show which provider and kernel ran each node");
   sub->add_flag("--json", args->json, "Machine-readable output");
   sub->callback([args] { Exit(Execute(*args)); });

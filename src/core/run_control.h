@@ -1,0 +1,58 @@
+// Run control: how a run in progress is stopped from outside. A session's runs can be
+// given a deadline (SessionOptions::run_timeout_ms) and can be terminated from another
+// thread (Session::TerminateRuns). The executor checks both before each node and before
+// each subgraph run (every Loop, Scan and SequenceMap iteration), so a model that loops
+// for hours, by design or by a hostile trip count, can be ended. A single kernel is not
+// interrupted: the latency of a stop is the longest node's.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace strata {
+
+// Ends the runs in progress when Terminate is called: each run records the epoch at its
+// start and stops once it has moved. Runs that start afterwards are unaffected, so no
+// flag has to be cleared (and no later run can be lost to a stale one).
+class RunTerminator {
+ public:
+  void Terminate() { epoch_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> epoch_{0};
+};
+
+// Installs one top-level run's limits on the calling thread for the scope's length;
+// CheckRunControl reads them. Nested scopes (a session run from inside another's kernel)
+// restore the outer one.
+class RunControlScope {
+ public:
+  // terminator may be nullptr (no terminate requests); timeout_ms 0: no deadline.
+  RunControlScope(const RunTerminator* terminator, int64_t timeout_ms);
+  ~RunControlScope();
+  RunControlScope(const RunControlScope&) = delete;
+  RunControlScope& operator=(const RunControlScope&) = delete;
+
+  struct State {
+    const RunTerminator* terminator = nullptr;
+    uint64_t start_epoch = 0;
+    int64_t timeout_ms = 0;
+    std::chrono::steady_clock::time_point start;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+ private:
+  State state_;
+  const State* saved_ = nullptr;
+};
+
+// Ok while the calling thread's run may go on (and when no run control is installed:
+// work on pool threads). Otherwise kCancelled saying why: terminated, or past its
+// deadline with the time it has run. One relaxed load, plus a clock read with a deadline.
+Status CheckRunControl();
+
+}  // namespace strata

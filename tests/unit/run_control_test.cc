@@ -1,0 +1,171 @@
+// Run control (core/run_control.h): a deadline per run (SessionOptions::run_timeout_ms) and
+// Session::TerminateRuns end runs that would otherwise go on for ever, between nodes and
+// between Loop iterations, with kCancelled naming why; later runs are unaffected.
+#include "core/run_control.h"
+
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <atomic>
+#include <chrono>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/io_binding.h"
+#include "core/session.h"
+#include "onnx_builder.h"
+
+namespace strata {
+namespace {
+
+namespace ob = onnx_builder;
+
+// y = x + trip: a Loop of `trip` iterations carrying v. With empty_body the body has no
+// node at all (its outputs are its inputs; y = x), so only the per-iteration check can
+// stop it.
+std::string CountingLoop(int64_t trip, bool empty_body = false) {
+  onnx::ModelProto m = ob::MakeModel(13, "run_control_test");
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::AddInput(g, "x", {1});
+  ob::AddOutput(g, "y", {1});
+  auto* m_init = g->add_initializer();
+  m_init->set_name("M");
+  m_init->set_data_type(onnx::TensorProto::INT64);
+  m_init->add_int64_data(trip);
+  auto* c_init = g->add_initializer();
+  c_init->set_name("cond");
+  c_init->set_data_type(onnx::TensorProto::BOOL);
+  c_init->add_int32_data(1);
+  ob::AddFloatInit(g, "one", {1}, {1.0f});
+  onnx::NodeProto* loop = ob::AddNode(g, "Loop", {"M", "cond", "x"}, {"y"});
+  loop->set_name("counting_loop");
+  auto* attr = loop->add_attribute();
+  attr->set_name("body");
+  attr->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* body = attr->mutable_g();
+  body->set_name("body");
+  ob::AddInput(body, "i", {}, onnx::TensorProto::INT64);
+  ob::AddInput(body, "c_in", {}, onnx::TensorProto::BOOL);
+  ob::AddInput(body, "v_in", {1});
+  if (empty_body) {
+    ob::AddOutput(body, "c_in", {}, onnx::TensorProto::BOOL);
+    ob::AddOutput(body, "v_in", {1});
+  } else {
+    ob::AddOutput(body, "c_out", {}, onnx::TensorProto::BOOL);
+    ob::AddOutput(body, "v_out", {1});
+    ob::AddNode(body, "Identity", {"c_in"}, {"c_out"});
+    ob::AddNode(body, "Add", {"v_in", "one"}, {"v_out"});
+  }
+  return ob::Serialize(m);
+}
+
+std::unique_ptr<Session> Make(const std::string& bytes, int64_t timeout_ms) {
+  SessionOptions o;
+  o.threads = 1;
+  o.run_timeout_ms = timeout_ms;
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+std::vector<std::pair<std::string, Value>> Feeds(float x) {
+  return {{"x", Value(Tensor::FromVector<float>({x}, {1}))}};
+}
+
+const int64_t kForever = std::numeric_limits<int64_t>::max();
+
+TEST(RunControl, DeadlineEndsAnEndlessLoop) {
+  for (bool empty_body : {false, true}) {
+    SCOPED_TRACE(empty_body);
+    auto s = Make(CountingLoop(kForever, empty_body), 50);
+    ASSERT_NE(s, nullptr);
+    auto r = s->Run(Feeds(0));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().ToString();
+    const std::string& msg = r.status().message();
+    EXPECT_NE(msg.find("counting_loop"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("deadline of 50 ms (run_timeout_ms)"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    // The session stays usable: the next run meets the same deadline, not a stale state.
+    auto again = s->Run(Feeds(0));
+    EXPECT_EQ(again.status().code(), StatusCode::kCancelled) << again.status().ToString();
+  }
+}
+
+TEST(RunControl, RunsWithinTheDeadlineAreUnaffected) {
+  auto s = Make(CountingLoop(1000), 600000);
+  ASSERT_NE(s, nullptr);
+  auto r = s->Run(Feeds(0.5f));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[0].tensor().data<float>()[0], 1000.5f);
+}
+
+// Terminate ends the runs in progress on other threads, and only those.
+TEST(RunControl, TerminateEndsRunsInProgressOnly) {
+  auto s = Make(CountingLoop(kForever), 0);
+  ASSERT_NE(s, nullptr);
+  constexpr int kRunners = 2;
+  std::vector<Status> got(kRunners);
+  std::atomic<int> done{0};
+  std::vector<std::thread> runners;
+  for (int t = 0; t < kRunners; ++t)
+    runners.emplace_back([&, t] {
+      auto r = s->Run(Feeds(0));
+      got[t] = r.status();
+      done.fetch_add(1);
+    });
+  // A call made before a runner's run began does not end it: call until all have ended.
+  while (done.load() < kRunners) {
+    s->TerminateRuns();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (auto& t : runners) t.join();
+  for (const Status& st : got) {
+    EXPECT_EQ(st.code(), StatusCode::kCancelled) << st.ToString();
+    EXPECT_NE(st.message().find("terminated"), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find("counting_loop"), std::string::npos) << st.ToString();
+  }
+  // A run that starts after the calls is unaffected.
+  auto bounded = Make(CountingLoop(3), 0);
+  ASSERT_NE(bounded, nullptr);
+  bounded->TerminateRuns();
+  auto r = bounded->Run(Feeds(1));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[0].tensor().data<float>()[0], 4.0f);
+}
+
+// An io-binding run meets the deadline too, and its binding can run again afterwards.
+TEST(RunControl, IoBindingRunsMeetTheDeadline) {
+  auto s = Make(CountingLoop(kForever), 30);
+  ASSERT_NE(s, nullptr);
+  IoBinding b(*s);
+  ASSERT_TRUE(b.BindInput("x", Tensor::FromVector<float>({0}, {1})).ok());
+  for (int i = 0; i < 2; ++i) {
+    Status st = b.Run();
+    EXPECT_EQ(st.code(), StatusCode::kCancelled) << st.ToString();
+  }
+}
+
+// Without an installed scope (work on a pool thread, or no run at all) the check passes;
+// nested scopes restore the outer one.
+TEST(RunControl, CheckOutsideARunPasses) {
+  EXPECT_TRUE(CheckRunControl().ok());
+  RunTerminator t;
+  {
+    RunControlScope outer(&t, 0);
+    EXPECT_TRUE(CheckRunControl().ok());
+    t.Terminate();
+    EXPECT_EQ(CheckRunControl().code(), StatusCode::kCancelled);
+    {
+      RunControlScope inner(&t, 0);  // began after the call: unaffected
+      EXPECT_TRUE(CheckRunControl().ok());
+    }
+    EXPECT_EQ(CheckRunControl().code(), StatusCode::kCancelled);
+  }
+  EXPECT_TRUE(CheckRunControl().ok());
+}
+
+}  // namespace
+}  // namespace strata
