@@ -157,8 +157,16 @@ class RoiAlignKernel final : public OpKernel {
         rh = std::max(rh, 1.0);
       }
       const double bh = rh / static_cast<double>(oh_), bw = rw / static_cast<double>(ow_);
-      const int64_t gh = sampling_ > 0 ? sampling_ : static_cast<int64_t>(std::ceil(rh / static_cast<double>(oh_)));
-      const int64_t gw = sampling_ > 0 ? sampling_ : static_cast<int64_t>(std::ceil(rw / static_cast<double>(ow_)));
+      // The adaptive grid grows with the roi: a huge (finite) roi made the conversion below
+      // undefined and the sampling loops run for ever. No real roi needs 2^20 samples per bin
+      // (a 7x7 output over a 7168-pixel square is 1024 x 1024); checked as doubles first.
+      const double gh_d = sampling_ > 0 ? static_cast<double>(sampling_) : std::ceil(rh / static_cast<double>(oh_));
+      const double gw_d = sampling_ > 0 ? static_cast<double>(sampling_) : std::ceil(rw / static_cast<double>(ow_));
+      if (gh_d * gw_d > static_cast<double>(int64_t{1} << 20))
+        return InvalidArgument(node.Describe(), ": rois[", r, "] (", rh, " x ", rw,
+                               " after spatial_scale) needs a sampling grid of ", gh_d, " x ", gw_d,
+                               " per output bin; at most 2^20 samples per bin are supported (set sampling_ratio)");
+      const int64_t gh = static_cast<int64_t>(gh_d), gw = static_cast<int64_t>(gw_d);
       const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
       for (int64_t c = 0; c < C; ++c) {
         const int64_t plane = (b * C + c) * H * W;

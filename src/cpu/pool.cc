@@ -374,15 +374,26 @@ class RefMaxRoiPoolKernel final : public OpKernel {
       T* yd = y->mutable_data<T>();
       for (int64_t r = 0; r < nr && st.ok(); ++r) {
         const T* roi = rd + r * 5;
-        int64_t bi = static_cast<int64_t>(static_cast<float>(roi[0]));
-        if (bi < 0 || bi >= n) {
-          st = InvalidArgument(node.Describe(), ": roi ", r, " has batch index ", bi, " outside [0, ", n, ")");
+        // Checked as floats: converting NaN or a value past int64 is undefined, and lround's
+        // result for one is unspecified (the region arithmetic below would then overflow).
+        const float bf = static_cast<float>(roi[0]);
+        if (!(bf >= 0 && bf < static_cast<float>(n))) {
+          st = InvalidArgument(node.Describe(), ": roi ", r, " has batch index ", bf, " outside [0, ", n, ")");
           return;
         }
-        int64_t x1 = std::lround(static_cast<float>(roi[1]) * scale),
-                y1 = std::lround(static_cast<float>(roi[2]) * scale);
-        int64_t x2 = std::lround(static_cast<float>(roi[3]) * scale),
-                y2 = std::lround(static_cast<float>(roi[4]) * scale);
+        const int64_t bi = static_cast<int64_t>(bf);
+        float scaled[4];
+        for (int k = 0; k < 4; ++k) {
+          scaled[k] = static_cast<float>(roi[1 + k]) * scale;
+          if (!(std::fabs(scaled[k]) <= 1e9f)) {
+            st =
+                InvalidArgument(node.Describe(), ": roi ", r, " coordinate ", k, " is ", static_cast<float>(roi[1 + k]),
+                                ", which times spatial_scale ", scale, " is not a number within +-1e9");
+            return;
+          }
+        }
+        int64_t x1 = std::lround(scaled[0]), y1 = std::lround(scaled[1]);
+        int64_t x2 = std::lround(scaled[2]), y2 = std::lround(scaled[3]);
         int64_t rh = std::max<int64_t>(y2 - y1 + 1, 1), rw = std::max<int64_t>(x2 - x1 + 1, 1);
         float bh = static_cast<float>(rh) / pooled[0], bw = static_cast<float>(rw) / pooled[1];
         for (int64_t ch = 0; ch < c; ++ch) {

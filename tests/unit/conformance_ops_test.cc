@@ -408,6 +408,21 @@ TEST(ConfOpsErrors, NonFiniteInputsGiveErrorsOrDefinedValues) {
               1);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("batch_indices"), std::string::npos) << r.status().message();
+  // RoiAlign: a huge finite roi asks for an adaptive sampling grid of ~1e30 x 1e30 per bin
+  // (undefined conversion, then loops without end); refused, naming the roi.
+  r = RunNode(MakeNode("RoiAlign", 16),
+              {Tensor::FromVector<float>(std::vector<float>(4, 1.f), {1, 1, 2, 2}),
+               Tensor::FromVector<float>({0, 0, 1e30f, 1e30f}, {1, 4}), Tensor::FromVector<int64_t>({0}, {1})},
+              1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("rois[0]"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("sampling_ratio"), std::string::npos) << r.status().message();
+  // ... while a roi as large as a real one still runs (a 1024-pixel square: 1024 x 1024 per bin).
+  r = RunNode(MakeNode("RoiAlign", 16),
+              {Tensor::FromVector<float>(std::vector<float>(4, 1.f), {1, 1, 2, 2}),
+               Tensor::FromVector<float>({0, 0, 1024, 1024}, {1, 4}), Tensor::FromVector<int64_t>({0}, {1})},
+              1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
   // GridSample: NaN / huge grid coordinates sample the zero padding.
   r = RunNode(MakeNode("GridSample", 16),
               {Tensor::FromVector<float>({1, 2, 3, 4}, {1, 1, 2, 2}),

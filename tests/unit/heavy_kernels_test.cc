@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/kernel.h"
@@ -585,6 +587,30 @@ TEST(HeavyPool, MaxUnpoolAndMaxRoiPool) {
   Tensor bad_rois = Tensor::FromVector<float>({3, 0, 0, 3, 3}, {1, 5});
   rp = RunOp({.op = "MaxRoiPool", .attrs = {{"pooled_shape", Attribute::Ints({2, 2})}}, .inputs = {x, bad_rois}}, true);
   EXPECT_EQ(rp.status.code(), StatusCode::kInvalidArgument);
+  // NaN, infinite or huge values: converting them to integers was undefined behaviour (and
+  // lround's unspecified result overflowed the region arithmetic); each is an error naming the roi.
+  const float kNaN = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
+  for (const auto& [roi, what] : std::vector<std::pair<std::vector<float>, std::string>>{
+           {{kNaN, 0, 0, 3, 3}, "batch index nan"},
+           {{1e30f, 0, 0, 3, 3}, "batch index 1e+30"},
+           {{0, kNaN, 0, 3, 3}, "coordinate 0 is nan"},
+           {{0, 0, 0, 3, kInf}, "coordinate 3 is inf"},
+           {{0, 0, -1e30f, 3, 3}, "coordinate 1 is -1e+30"}}) {
+    SCOPED_TRACE(what);
+    rp = RunOp({.op = "MaxRoiPool",
+                .attrs = {{"pooled_shape", Attribute::Ints({2, 2})}},
+                .inputs = {x, Tensor::FromVector<float>(roi, {1, 5})}},
+               true);
+    EXPECT_EQ(rp.status.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(rp.status.message().find("roi 0"), std::string::npos) << rp.status.message();
+    EXPECT_NE(rp.status.message().find(what), std::string::npos) << rp.status.message();
+  }
+  // A scale that makes in-range coordinates huge is refused the same way.
+  rp = RunOp({.op = "MaxRoiPool",
+              .attrs = {{"pooled_shape", Attribute::Ints({2, 2})}, {"spatial_scale", Attribute::Float(1e30f)}},
+              .inputs = {x, rois}},
+             true);
+  EXPECT_NE(rp.status.message().find("spatial_scale"), std::string::npos) << rp.status.message();
 }
 
 TEST(HeavyPool, BadInputsGiveClearErrors) {
