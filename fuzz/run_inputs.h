@@ -157,12 +157,16 @@ inline bool MakeRunFeeds(const Session& session, const uint8_t* data, size_t siz
   return true;
 }
 
-// Session options of the run target: one thread, every optimization, no tensor above 4 MiB.
+// Session options of the run target: one thread, every optimization, no tensor above 4 MiB,
+// no run past 5 s. A Loop whose constant trip count and condition never end it is the
+// model's meaning, not a bug: the deadline ends it cleanly (CANCELLED) instead of tripping
+// libFuzzer's -timeout. A single kernel that hangs is not interrupted, so still trips it.
 inline SessionOptions RunOptions() {
   SessionOptions opts;
   opts.threads = 1;
   opts.optimization_level = 99;
   opts.memory_cap_bytes = size_t{4} << 20;
+  opts.run_timeout_ms = 5000;
   return opts;
 }
 
