@@ -27,22 +27,12 @@ std::string LoopModel(int64_t trip, int64_t len = kRow) {
   row->set_data_type(onnx::TensorProto::FLOAT);
   row->add_dims(len);
   for (int64_t i = 0; i < len; ++i) row->add_float_data(static_cast<float>(i));
-  auto* m_init = g->add_initializer();
-  m_init->set_name("M");
-  m_init->set_data_type(onnx::TensorProto::INT64);
-  m_init->add_int64_data(trip);
-  auto* c_init = g->add_initializer();
-  c_init->set_name("cond");
-  c_init->set_data_type(onnx::TensorProto::BOOL);
-  c_init->add_int32_data(1);
+  ob::AddInt64Scalar(g, "M", trip);
+  ob::AddBoolScalar(g, "cond", true);
 
   onnx::NodeProto* loop = ob::AddNode(g, "Loop", {"M", "cond"}, {"rows"});
   loop->set_name("big_loop");
-  auto* attr = loop->add_attribute();
-  attr->set_name("body");
-  attr->set_type(onnx::AttributeProto::GRAPH);
-  onnx::GraphProto* body = attr->mutable_g();
-  body->set_name("body");
+  onnx::GraphProto* body = ob::AddGraphAttr(loop, "body");
   ob::AddInput(body, "i", {}, onnx::TensorProto::INT64);
   ob::AddInput(body, "c_in", {}, onnx::TensorProto::BOOL);
   ob::AddOutput(body, "c_out", {}, onnx::TensorProto::BOOL);

@@ -105,6 +105,31 @@ inline onnx::TensorProto* AddFloatInit(onnx::GraphProto* g, const std::string& n
   return t;
 }
 
+// Scalar initializers: Loop trip counts, conditions, counters.
+inline void AddInt64Scalar(onnx::GraphProto* g, const std::string& name, int64_t v) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_int64_data(v);
+}
+inline void AddBoolScalar(onnx::GraphProto* g, const std::string& name, bool v) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::BOOL);
+  t->add_int32_data(v ? 1 : 0);
+}
+
+// Gives `node` a graph attribute `name` (a Loop or Scan body, an If branch), the graph
+// named the same, and returns the graph to fill.
+inline onnx::GraphProto* AddGraphAttr(onnx::NodeProto* node, const std::string& name) {
+  auto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* g = a->mutable_g();
+  g->set_name(name);
+  return g;
+}
+
 // An initializer of ONNX type `type` (its element type T) with `v` as raw bytes.
 template <typename T>
 void AddRawInit(onnx::GraphProto* g, const std::string& name, int type, const std::vector<int64_t>& dims,
