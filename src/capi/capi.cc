@@ -1,7 +1,6 @@
 // The C API (include/strata/strata.h) over the C++ engine. Every entry point is
 // exception-safe: see capi::Guard.
-#include <cerrno>
-#include <cstdlib>
+#include <charconv>
 #include <cstring>
 #include <sstream>
 
@@ -40,15 +39,13 @@ bool ValidDType(strata_dtype d) {
   }
 }
 
-// A decimal count in [0, max]: digits only (strtoull alone takes "-1" as 2^64-1, and
-// leading spaces and a '+'), no overflow.
+// A decimal count in [0, max]: digits only, the whole string, no overflow (strtoull took "-1"
+// as 2^64-1, and leading spaces and a '+').
 bool ParseCount(const std::string& v, unsigned long long max, unsigned long long* out) {
-  if (v.empty() || v.size() > 20) return false;
-  for (char c : v)
-    if (c < '0' || c > '9') return false;
-  errno = 0;
-  const unsigned long long n = std::strtoull(v.c_str(), nullptr, 10);
-  if (errno == ERANGE || n > max) return false;
+  const char* end = v.data() + v.size();
+  unsigned long long n = 0;
+  const auto [p, ec] = std::from_chars(v.data(), end, n);
+  if (ec != std::errc() || p != end || n > max) return false;
   *out = n;
   return true;
 }
@@ -162,10 +159,8 @@ strata_status* strata_session_options_set(strata_session_options* o, const char*
       return nullptr;
     }
     if (k == "run_timeout_ms") {
-      // Capped at about 31 years so that start + timeout stays inside the steady clock's range.
-      constexpr unsigned long long kMaxMs = 1000ULL * 1000 * 1000 * 1000;
       unsigned long long n = 0;
-      if (!ParseCount(v, kMaxMs, &n))
+      if (!ParseCount(v, strata::kMaxRunTimeoutMs, &n))
         return MakeError(STRATA_INVALID_ARGUMENT,
                          "run_timeout_ms must be an integer from 0 (no deadline) to 10^12, got '" + v + "'");
       o->opts.run_timeout_ms = static_cast<int64_t>(n);

@@ -10,7 +10,6 @@ RunControlScope::RunControlScope(const RunTerminator* terminator, int64_t timeou
   state_.start_epoch = terminator != nullptr ? terminator->epoch() : 0;
   state_.timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
   state_.start = std::chrono::steady_clock::now();
-  // A deadline past the clock's range is no deadline (timeouts are capped at parse time).
   state_.deadline = state_.start + std::chrono::milliseconds(state_.timeout_ms);
   saved_ = t_active;
   t_active = &state_;

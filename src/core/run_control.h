@@ -14,6 +14,10 @@
 
 namespace strata {
 
+// The longest run deadline, 10^12 ms (about 31 years): start + deadline stays inside the
+// steady clock's range. Session creation refuses a run_timeout_ms outside [0, this].
+constexpr int64_t kMaxRunTimeoutMs = 1000000000000;
+
 // Ends the runs in progress when Terminate is called: each run records the epoch at its
 // start and stops once it has moved. Runs that start afterwards are unaffected, so no
 // flag has to be cleared (and no later run can be lost to a stale one).
@@ -31,7 +35,8 @@ class RunTerminator {
 // restore the outer one.
 class RunControlScope {
  public:
-  // terminator may be nullptr (no terminate requests); timeout_ms 0: no deadline.
+  // terminator may be nullptr (no terminate requests); timeout_ms 0: no deadline, at most
+  // kMaxRunTimeoutMs (checked at session creation).
   RunControlScope(const RunTerminator* terminator, int64_t timeout_ms);
   ~RunControlScope();
   RunControlScope(const RunControlScope&) = delete;

@@ -72,6 +72,8 @@ void Session::SetKernelPredicate(ImportOptions* io) {
 
 Status Session::Init(std::shared_ptr<Model> model, const SessionOptions& opts) {
   LoadTrace trace("session");
+  if (opts.run_timeout_ms < 0 || opts.run_timeout_ms > kMaxRunTimeoutMs)
+    return InvalidArgument("run_timeout_ms must be from 0 (no deadline) to 10^12, got ", opts.run_timeout_ms);
   opts_ = opts;
   model_ = std::move(model);
   Graph& g = *model_->graph;

@@ -92,6 +92,21 @@ TEST(RunControl, RunsWithinTheDeadlineAreUnaffected) {
   EXPECT_EQ((*r)[0].tensor().data<float>()[0], 1000.5f);
 }
 
+// The core refuses a deadline outside [0, 10^12] ms (past 10^12, start + deadline could leave
+// the steady clock's range), whichever front end set it.
+TEST(RunControl, TimeoutOutOfRangeIsRefused) {
+  const std::string bytes = CountingLoop(3);
+  for (int64_t bad : {int64_t{-1}, kMaxRunTimeoutMs + 1, std::numeric_limits<int64_t>::max()}) {
+    SessionOptions o;
+    o.run_timeout_ms = bad;
+    auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find("run_timeout_ms"), std::string::npos) << s.status().message();
+  }
+  EXPECT_NE(Make(CountingLoop(3), kMaxRunTimeoutMs), nullptr);
+}
+
 // Terminate ends the runs in progress on other threads, and only those.
 TEST(RunControl, TerminateEndsRunsInProgressOnly) {
   auto s = Make(CountingLoop(kForever), 0);

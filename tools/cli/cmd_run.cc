@@ -169,7 +169,7 @@ void AddRunCommand(CLI::App& app) {
   AddSessionFlags(sub, &args->session);
   sub->add_flag("--random", args->random_inputs, "Feed random inputs when none are given");
   sub->add_option("--timeout-ms", args->timeout_ms, "Fail each run that takes longer than this (0 = no limit)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1000000000000}));
+      ->check(CLI::Range(int64_t{0}, kMaxRunTimeoutMs));
   sub->add_flag("-v,--verbose", args->verbose, "Show which provider and kernel ran each node");
   sub->add_flag("--json", args->json, "Machine-readable output");
   sub->callback([args] { Exit(Execute(*args)); });
