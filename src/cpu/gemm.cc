@@ -1,8 +1,10 @@
 // MatMul and Gemm: shape logic, reference kernels (the test oracle) and registration.
 #include <algorithm>
+#include <cmath>
 
 #include "core/kernel.h"
 #include "cpu/gemm_kernels.h"
+#include "cpu/int_wrap.h"
 #include "cpu/register.h"
 #include "cpu/xnnpack_util.h"
 
@@ -110,8 +112,10 @@ void RefMatMulTyped(const T* a, const T* b, T* y, const MatMulDims& d, const Fus
     T* ym = y + t * d.M * d.N;
     for (int64_t m = 0; m < d.M; ++m)
       for (int64_t n = 0; n < d.N; ++n) {
+        // Integer products wrap (numpy's and ORT's int32 result) instead of overflowing.
         A acc = 0;
-        for (int64_t k = 0; k < d.K; ++k) acc += static_cast<A>(am[m * d.K + k]) * static_cast<A>(bm[k * d.N + n]);
+        for (int64_t k = 0; k < d.K; ++k)
+          acc = WrapAdd(acc, WrapMul(static_cast<A>(am[m * d.K + k]), static_cast<A>(bm[k * d.N + n])));
         ym[m * d.N + n] = FromAcc<T>(acc);
       }
   }
@@ -151,20 +155,34 @@ class RefMatMulKernel final : public OpKernel {
   FusedActivation act_;
 };
 
+// alpha or beta as an integer Gemm's scale: truncated toward zero (so 2.5 scales by 2).
+// NaN, infinities and values outside int64 would make the conversion undefined.
+Result<int64_t> IntegerScale(const Node& node, const char* name, float v) {
+  if (!(std::fabs(v) < 9.2233720368547758e18f))
+    return InvalidArgument(node.Describe(), ": ", name, " ", v,
+                           " is not a finite value within int64, which an integer Gemm scales by");
+  return static_cast<int64_t>(v);
+}
+
 template <typename T>
-void RefGemmTyped(const T* a, const T* b, const Tensor* c, T* y, const GemmDims& d, const FusedActivation& act) {
+void RefGemmTyped(const T* a, const T* b, const Tensor* c, T* y, const GemmDims& d, const FusedActivation& act,
+                  int64_t alpha_i, int64_t beta_i) {
   using A = typename AccType<T>::type;
+  // alpha/beta are floats; integer Gemm scales in the accumulator type, wrapping like the
+  // products (int64 -> uint64 is modulo 2^64, defined).
+  const A alpha = std::is_integral_v<T> ? static_cast<A>(alpha_i) : static_cast<A>(d.alpha);
+  const A beta = std::is_integral_v<T> ? static_cast<A>(beta_i) : static_cast<A>(d.beta);
   for (int64_t m = 0; m < d.M; ++m)
     for (int64_t n = 0; n < d.N; ++n) {
       A acc = 0;
       for (int64_t k = 0; k < d.K; ++k) {
         A av = static_cast<A>(d.trans_a ? a[k * d.M + m] : a[m * d.K + k]);
         A bv = static_cast<A>(d.trans_b ? b[n * d.K + k] : b[k * d.N + n]);
-        acc += av * bv;
+        acc = WrapAdd(acc, WrapMul(av, bv));
       }
-      // alpha/beta are floats; integer Gemm scales in the accumulator type.
-      A v = static_cast<A>(d.alpha) * acc;
-      if (c && d.beta != 0.0f) v += static_cast<A>(d.beta) * static_cast<A>(c->data<T>()[GemmCIndex(c->shape(), m, n)]);
+      A v = WrapMul(alpha, acc);
+      if (c && d.beta != 0.0f)
+        v = WrapAdd(v, WrapMul(beta, static_cast<A>(c->data<T>()[GemmCIndex(c->shape(), m, n)])));
       y[m * d.N + n] = FromAcc<T>(v);
     }
   if constexpr (!std::is_integral_v<T>) ApplyActivation(y, d.M * d.N, act);
@@ -183,11 +201,18 @@ class RefGemmKernel final : public OpKernel {
     RETURN_IF_ERROR(CheckSameType(node, *a, *b, "B"));
     if (c) RETURN_IF_ERROR(CheckSameType(node, *a, *c, "C"));
     ASSIGN_OR_RETURN(GemmDims d, ComputeGemmDims(node, a->shape(), b->shape(), c));
+    int64_t alpha_i = 0, beta_i = 0;
+    if (!IsFloatType(a->dtype())) {
+      ASSIGN_OR_RETURN(alpha_i, IntegerScale(node, "alpha", d.alpha));
+      if (c) {
+        ASSIGN_OR_RETURN(beta_i, IntegerScale(node, "beta", d.beta));
+      }
+    }
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, a->dtype(), {d.M, d.N}));
     bool handled = false;
     DispatchNumeric(a->dtype(), [&]<typename T>() {
       if constexpr (!std::is_same_v<T, bool>) {
-        RefGemmTyped<T>(a->data<T>(), b->data<T>(), c, y->mutable_data<T>(), d, act_);
+        RefGemmTyped<T>(a->data<T>(), b->data<T>(), c, y->mutable_data<T>(), d, act_, alpha_i, beta_i);
         handled = true;
       }
     });

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "cpu/int_wrap.h"
 
 namespace strata {
 
@@ -212,8 +213,9 @@ Status EinsumCompute(KernelContext& ctx) {
           A acc = 0;
           for (int64_t r = 0; r < inner_total; ++r) {
             A prod = 1;
-            for (size_t i = 0; i < ninputs; ++i) prod *= load(ptr[i][off[i]]);
-            acc += prod;
+            // Integer products and sums wrap, as numpy's einsum does, instead of overflowing.
+            for (size_t i = 0; i < ninputs; ++i) prod = WrapMul(prod, load(ptr[i][off[i]]));
+            acc = WrapAdd(acc, prod);
             // Advance the contracted odometer and the per-input offsets incrementally.
             for (size_t k = nall; k-- > nout;) {
               if (++idx[k] < sizes[k]) {

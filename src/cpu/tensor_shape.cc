@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cpu/int_wrap.h"
 #include "cpu/tensor_kernels.h"
 
 namespace strata::tensorops {
@@ -180,7 +181,17 @@ Status RangeOp(KernelContext& ctx) {
         st = InvalidArgument(node.Describe(), ": delta must be non-zero and start/limit/delta finite");
         return;
       }
-      const double count = std::ceil((l - s) / d);
+      // Integers count exactly: in double, start and limit near 2^63 round to one value, and
+      // in int64 limit - start can overflow. 128 bits hold the difference of any two int64
+      // or uint64 values.
+      double count = 0;
+      if constexpr (std::is_integral_v<T>) {
+        const __int128 diff = static_cast<__int128>(l0) - static_cast<__int128>(s0), step = d0;
+        if (diff != 0 && (diff > 0) == (step > 0))  // ceil(diff / step), both of one sign
+          count = static_cast<double>((diff + step + (step > 0 ? -1 : 1)) / step);
+      } else {
+        count = std::ceil((l - s) / d);
+      }
       if (count > static_cast<double>(int64_t{1} << 40)) {
         st = InvalidArgument(node.Describe(), ": range of ", count, " elements is too large");
         return;
@@ -192,9 +203,10 @@ Status RangeOp(KernelContext& ctx) {
         return;
       }
       T* p = (*y)->mutable_data<T>();
-      // Repeated addition in the type's own arithmetic, like the ONNX reference.
+      // Repeated addition in the type's own arithmetic, like the ONNX reference. Integers
+      // wrap: the step past the last element may leave the type (start near its maximum).
       Acc v = s0;
-      for (int64_t i = 0; i < n; ++i, v = static_cast<Acc>(v + d0)) p[i] = static_cast<T>(v);
+      for (int64_t i = 0; i < n; ++i, v = WrapAdd(v, d0)) p[i] = static_cast<T>(v);
     }
   });
   if (!ok) return UnsupportedType(node, start->dtype());

@@ -645,6 +645,109 @@ TEST(HostileGraph, IntegerArithmeticWraps) {
 
 // ConvTranspose and MaxUnpool shape inference (libonnx) read dims past a declared rank: a W of
 // higher rank than X, indices of rank 1 (SEGVs the run fuzzer found at session creation).
+// Integer MatMul, Gemm, Einsum and Range wrap past their type's range, as numpy does,
+// instead of overflowing a signed accumulator; an integer Gemm's alpha and beta must be
+// finite values within int64 (their conversion is otherwise undefined).
+TEST(HostileGraph, IntegerProductsWrap) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  struct Input {
+    const char* name;
+    std::vector<int64_t> dims, values;
+  };
+  // One node of `op` over int64 inputs; float attributes from `floats`, string ones from `strings`.
+  const auto build = [](const char* op, const std::vector<Input>& ins,
+                        const std::vector<std::pair<const char*, float>>& floats,
+                        const std::vector<std::pair<const char*, const char*>>& strings) {
+    auto m = MakeModel(13);
+    auto* g = m.mutable_graph();
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name("product");
+    for (const Input& in : ins) {
+      auto* vi = g->add_input();
+      vi->set_name(in.name);
+      auto* tt = vi->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(onnx::TensorProto::INT64);
+      auto* shape = tt->mutable_shape();  // present also for a scalar
+      for (int64_t d : in.dims) shape->add_dim()->set_dim_value(d);
+      n->add_input(in.name);
+    }
+    n->add_output("y");
+    for (const auto& [name, v] : floats) {
+      auto* at = n->add_attribute();
+      at->set_name(name);
+      at->set_type(onnx::AttributeProto::FLOAT);
+      at->set_f(v);
+    }
+    for (const auto& [name, v] : strings) {
+      auto* at = n->add_attribute();
+      at->set_name(name);
+      at->set_type(onnx::AttributeProto::STRING);
+      at->set_s(v);
+    }
+    auto* out = g->add_output();
+    out->set_name("y");
+    auto* ot = out->mutable_type()->mutable_tensor_type();
+    ot->set_elem_type(onnx::TensorProto::INT64);
+    // Rank 2 for MatMul and Gemm, 1 for Range, 0 for the dot-product Einsum; dims unknown.
+    const int rank = std::string(op) == "Range" ? 1 : std::string(op) == "Einsum" ? 0 : 2;
+    auto* shape = ot->mutable_shape();
+    for (int i = 0; i < rank; ++i) shape->add_dim();
+    return m;
+  };
+  const auto feeds = [](const std::vector<Input>& ins) {
+    std::vector<std::pair<std::string, Value>> f;
+    for (const Input& in : ins) f.emplace_back(in.name, Value(Tensor::FromVector<int64_t>(in.values, in.dims)));
+    return f;
+  };
+  const auto run = [&](const char* op, const std::vector<Input>& ins,
+                       const std::vector<std::pair<const char*, float>>& floats = {},
+                       const std::vector<std::pair<const char*, const char*>>& strings = {}) {
+    std::vector<int64_t> out;
+    auto s = Create(build(op, ins, floats, strings));
+    EXPECT_TRUE(s.ok()) << op << ": " << s.status().ToString();
+    if (!s.ok()) return out;
+    auto r = (*s)->Run(feeds(ins));
+    EXPECT_TRUE(r.ok()) << op << ": " << r.status().ToString();
+    if (!r.ok()) return out;
+    const Tensor& y = (*r)[0].tensor();
+    out.assign(y.data<int64_t>(), y.data<int64_t>() + y.num_elements());
+    return out;
+  };
+  // [kMax, kMax] . [2, 2] = 4 * kMax = -4 (mod 2^64); [kMin, 1] . [2, 2] = 2 * kMin + 2 = 2;
+  // [kMin, 1] . [-1, 1] = -kMin + 1 = kMin + 1.
+  const Input a{"a", {2, 2}, {kMax, kMax, kMin, 1}}, b{"b", {2, 1}, {2, 2}}, b2{"b", {2, 1}, {-1, 1}};
+  EXPECT_EQ(run("MatMul", {a, b}), (std::vector<int64_t>{-4, 2}));
+  EXPECT_EQ(run("MatMul", {a, b2}), (std::vector<int64_t>{0, kMin + 1}));
+  const Input c{"c", {1}, {kMax}};
+  // alpha 3, beta 2: 3 * -4 + 2 * kMax = -12 + -2 = -14; row 2: 3 * 2 + -2 = 4.
+  EXPECT_EQ(run("Gemm", {a, b, c}, {{"alpha", 3.0f}, {"beta", 2.0f}}), (std::vector<int64_t>{-14, 4}));
+  // A fractional scale truncates toward zero, as the conversion of 2.5 to an integer does.
+  EXPECT_EQ(run("Gemm", {a, b}, {{"alpha", 2.5f}}), (std::vector<int64_t>{-8, 4}));
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(), 1e30f}) {
+    auto s = Create(build("Gemm", {a, b, c}, {{"beta", bad}}, {}));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ExpectCleanError((*s)->Run(feeds({a, b, c})), "beta");
+  }
+  // 2 * kMax + -1 * kMin = -2 + kMin = kMax - 1 (mod 2^64).
+  EXPECT_EQ(run("Einsum", {{"x", {2}, {kMax, kMin}}, {"w", {2}, {2, -1}}}, {}, {{"equation", "i,i->"}}),
+            (std::vector<int64_t>{kMax - 1}));
+  // Range counts int64 elements exactly (in double, kMax - 1 and kMax are one value, and
+  // kMax - kMin overflows int64), and the step past the last element may leave int64.
+  EXPECT_EQ(run("Range", {{"s", {}, {kMax - 1}}, {"l", {}, {kMax}}, {"d", {}, {5}}}), (std::vector<int64_t>{kMax - 1}));
+  EXPECT_EQ(run("Range", {{"s", {}, {kMax - 4}}, {"l", {}, {kMax}}, {"d", {}, {2}}}),
+            (std::vector<int64_t>{kMax - 4, kMax - 2}));
+  EXPECT_EQ(run("Range", {{"s", {}, {kMin + 2}}, {"l", {}, {kMin}}, {"d", {}, {-1}}}),
+            (std::vector<int64_t>{kMin + 2, kMin + 1}));
+  EXPECT_EQ(run("Range", {{"s", {}, {kMax}}, {"l", {}, {kMin}}, {"d", {}, {kMin}}}), (std::vector<int64_t>{kMax, -1}));
+  {
+    const std::vector<Input> ins{{"s", {}, {kMin}}, {"l", {}, {kMax}}, {"d", {}, {1}}};
+    auto s = Create(build("Range", ins, {}, {}));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ExpectCleanError((*s)->Run(feeds(ins)), "too large");
+  }
+}
+
 TEST(HostileGraph, ConvTransposeAndMaxUnpoolRanks) {
   {
     auto m = MakeModel(11);
