@@ -69,6 +69,7 @@ typedef struct strata_session_options strata_session_options;
 typedef struct strata_session strata_session;
 typedef struct strata_tensor strata_tensor;
 typedef struct strata_io_binding strata_io_binding;
+typedef struct strata_run_options strata_run_options;
 
 /* ---------------------------------------------------------------- version */
 
@@ -197,6 +198,42 @@ STRATA_API strata_status* strata_session_run(strata_session* session, const char
  * ignored. Since API 1 (appended).
  */
 STRATA_API void strata_session_terminate_runs(strata_session* session);
+
+/**
+ * Creates per-run options: limits for the runs they are passed to
+ * (strata_session_run_with_options, strata_session_run_binding_with_options), besides the
+ * session's. One object may serve many runs at once, on any threads and sessions; it must
+ * outlive every run given it. Destroy with strata_run_options_destroy. Since API 1 (appended).
+ */
+STRATA_API strata_status* strata_run_options_create(strata_run_options** out);
+/** Destroys run options. Accepts NULL. No run given them may be in progress. Since API 1 (appended). */
+STRATA_API void strata_run_options_destroy(strata_run_options* run_options);
+/**
+ * Sets a run option by name. Keys: "timeout_ms" = N (0, the default: no deadline of its
+ * own; at most 10^12): a run given these options that passes N ms returns STRATA_CANCELLED.
+ * With the session's "run_timeout_ms" too, the earlier deadline ends the run. A run reads
+ * the value when it starts. An unknown key or a bad value is INVALID_ARGUMENT naming it.
+ * Since API 1 (appended).
+ */
+STRATA_API strata_status* strata_run_options_set(strata_run_options* run_options, const char* key,
+                                                 const char* value);
+/**
+ * Ends the runs given these options that are in progress at the call, and no others: each
+ * returns STRATA_CANCELLED at its next check, as with strata_session_terminate_runs. Runs
+ * started after the call are unaffected, so the options stay usable with nothing to reset.
+ * Safe from any thread at any time; NULL is ignored. Since API 1 (appended).
+ */
+STRATA_API void strata_run_options_terminate(strata_run_options* run_options);
+/**
+ * strata_session_run with per-run options (NULL: none, the same as strata_session_run).
+ * Since API 1 (appended).
+ */
+STRATA_API strata_status* strata_session_run_with_options(strata_session* session,
+                                                          const strata_run_options* run_options,
+                                                          const char* const* input_names,
+                                                          const strata_tensor* const* inputs, size_t input_count,
+                                                          const char* const* output_names, strata_tensor** outputs,
+                                                          size_t output_count);
 /** Provider that ran node `index` after partitioning ("cpu", "cuda", ...), and the node name. Since API 1. */
 STRATA_API size_t strata_session_node_count(const strata_session* session);
 STRATA_API strata_status* strata_session_node_info(const strata_session* session, size_t index,
@@ -274,6 +311,12 @@ STRATA_API void strata_io_binding_clear(strata_io_binding* binding);
  * time gets INVALID_ARGUMENT; the running call is unaffected. Since API 1.
  */
 STRATA_API strata_status* strata_session_run_binding(strata_session* session, strata_io_binding* binding);
+/**
+ * strata_session_run_binding with per-run options (NULL: none). Since API 1 (appended).
+ */
+STRATA_API strata_status* strata_session_run_binding_with_options(strata_session* session,
+                                                                  strata_io_binding* binding,
+                                                                  const strata_run_options* run_options);
 /**
  * 1 if the last successful run of `binding` wrote every bound output directly into its
  * buffer (no copy), 0 otherwise or before the first run. Since API 1.

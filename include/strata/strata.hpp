@@ -129,6 +129,29 @@ class SessionOptions {
   std::unique_ptr<strata_session_options, detail::Deleter<strata_session_options, strata_session_options_destroy>> p_;
 };
 
+/// Limits for the runs given these options, besides the session's: a deadline of their own
+/// ("timeout_ms") and Terminate(), which ends only those runs. Must outlive the runs.
+class RunOptions {
+ public:
+  RunOptions() {
+    strata_run_options* o = nullptr;
+    detail::Check(strata_run_options_create(&o));
+    p_.reset(o);
+  }
+  /// Keys: "timeout_ms" = N (0: no deadline of its own).
+  RunOptions& Set(const std::string& key, const std::string& value) {
+    detail::Check(strata_run_options_set(p_.get(), key.c_str(), value.c_str()));
+    return *this;
+  }
+  /// Ends the runs given these options in progress now (they throw Error with
+  /// STRATA_CANCELLED); later runs are unaffected. Safe from any thread.
+  void Terminate() { strata_run_options_terminate(p_.get()); }
+  const strata_run_options* get() const { return p_.get(); }
+
+ private:
+  std::unique_ptr<strata_run_options, detail::Deleter<strata_run_options, strata_run_options_destroy>> p_;
+};
+
 /// Metadata of a model input or output.
 struct ValueInfo {
   std::string name;
@@ -152,8 +175,9 @@ class Session {
   std::vector<ValueInfo> Inputs() const { return Infos(true); }
   std::vector<ValueInfo> Outputs() const { return Infos(false); }
 
-  /// Runs with named inputs; returns all outputs in model order.
-  std::vector<Tensor> Run(const std::vector<std::pair<std::string, const Tensor*>>& feeds) {
+  /// Runs with named inputs; returns all outputs in model order. `run`: per-run options, or null.
+  std::vector<Tensor> Run(const std::vector<std::pair<std::string, const Tensor*>>& feeds,
+                          const RunOptions* run = nullptr) {
     std::vector<const char*> names;
     std::vector<const strata_tensor*> ins;
     for (const auto& f : feeds) {
@@ -162,7 +186,8 @@ class Session {
     }
     size_t n = strata_session_output_count(p_.get());
     std::vector<strata_tensor*> outs(n, nullptr);
-    detail::Check(strata_session_run(p_.get(), names.data(), ins.data(), ins.size(), nullptr, outs.data(), n));
+    detail::Check(strata_session_run_with_options(p_.get(), run ? run->get() : nullptr, names.data(), ins.data(),
+                                                  ins.size(), nullptr, outs.data(), n));
     std::vector<Tensor> result;
     for (strata_tensor* t : outs) result.emplace_back(t);
     return result;
@@ -213,7 +238,10 @@ class IoBinding {
   }
   void Clear() { strata_io_binding_clear(p_.get()); }
   /// Runs the session with the bound buffers; outputs land in the bound tensors.
-  void Run() { detail::Check(strata_session_run_binding(session_, p_.get())); }
+  /// `run`: per-run options, or null.
+  void Run(const RunOptions* run = nullptr) {
+    detail::Check(strata_session_run_binding_with_options(session_, p_.get(), run ? run->get() : nullptr));
+  }
   /// True if the last run wrote every bound output in place (no copy).
   bool OutputsInPlace() const { return strata_io_binding_outputs_in_place(p_.get()) != 0; }
   strata_io_binding* get() const { return p_.get(); }

@@ -9,6 +9,7 @@
 
 using strata::capi::Guard;
 using strata::capi::MakeError;
+using strata::capi::ParseCount;
 using strata::capi::ToC;
 
 namespace strata::capi {
@@ -21,6 +22,16 @@ strata_status* MakeError(strata_status_code code, const std::string& msg) {
 strata_status* ToC(const Status& st) {
   if (st.ok()) return nullptr;
   return MakeError(static_cast<strata_status_code>(st.code()), st.message());
+}
+
+// strtoull took "-1" as 2^64-1, and leading spaces and a '+': from_chars over the whole string.
+bool ParseCount(const std::string& v, unsigned long long max, unsigned long long* out) {
+  const char* end = v.data() + v.size();
+  unsigned long long n = 0;
+  const auto [p, ec] = std::from_chars(v.data(), end, n);
+  if (ec != std::errc() || p != end || n > max) return false;
+  *out = n;
+  return true;
 }
 
 }  // namespace strata::capi
@@ -37,17 +48,6 @@ bool ValidDType(strata_dtype d) {
     case STRATA_DTYPE_UINT64: case STRATA_DTYPE_BFLOAT16: return true;
     default: return false;
   }
-}
-
-// A decimal count in [0, max]: digits only, the whole string, no overflow (strtoull took "-1"
-// as 2^64-1, and leading spaces and a '+').
-bool ParseCount(const std::string& v, unsigned long long max, unsigned long long* out) {
-  const char* end = v.data() + v.size();
-  unsigned long long n = 0;
-  const auto [p, ec] = std::from_chars(v.data(), end, n);
-  if (ec != std::errc() || p != end || n > max) return false;
-  *out = n;
-  return true;
 }
 
 strata_status* MakeShape(const int64_t* dims, size_t rank, strata::Shape* out) {
@@ -243,9 +243,14 @@ const char* strata_session_input_dim_name(const strata_session* s, size_t index,
   return axis < dims.size() ? dims[axis].param.c_str() : "";
 }
 
-strata_status* strata_session_run(strata_session* s, const char* const* input_names, const strata_tensor* const* inputs,
-                                  size_t input_count, const char* const* output_names, strata_tensor** outputs,
-                                  size_t output_count) {
+}  // extern "C"
+
+namespace {
+
+// strata_session_run and strata_session_run_with_options; run may be NULL.
+strata_status* RunSession(strata_session* s, const strata_run_options* run, const char* const* input_names,
+                          const strata_tensor* const* inputs, size_t input_count, const char* const* output_names,
+                          strata_tensor** outputs, size_t output_count) {
   return Guard([&]() -> strata_status* {
     STRATA_CHECK_ARG(s, "session is NULL");
     STRATA_CHECK_ARG(input_count == 0 || (input_names && inputs), "input_names or inputs is NULL");
@@ -266,7 +271,7 @@ strata_status* strata_session_run(strata_session* s, const char* const* input_na
                                                     std::to_string(s->session->outputs().size()) + " outputs");
     }
     for (size_t j = 0; j < output_count; ++j) outputs[j] = nullptr;
-    auto r = s->session->Run(feeds, names);
+    auto r = s->session->Run(feeds, names, run ? &run->opts : nullptr);
     if (!r.ok()) return ToC(r.status());
     for (size_t j = 0; j < output_count; ++j) {
       const strata::Value& v = (*r)[j];
@@ -282,6 +287,52 @@ strata_status* strata_session_run(strata_session* s, const char* const* input_na
     }
     return nullptr;
   });
+}
+
+}  // namespace
+
+extern "C" {
+
+strata_status* strata_session_run(strata_session* s, const char* const* input_names, const strata_tensor* const* inputs,
+                                  size_t input_count, const char* const* output_names, strata_tensor** outputs,
+                                  size_t output_count) {
+  return RunSession(s, nullptr, input_names, inputs, input_count, output_names, outputs, output_count);
+}
+
+strata_status* strata_session_run_with_options(strata_session* s, const strata_run_options* run_options,
+                                               const char* const* input_names, const strata_tensor* const* inputs,
+                                               size_t input_count, const char* const* output_names,
+                                               strata_tensor** outputs, size_t output_count) {
+  return RunSession(s, run_options, input_names, inputs, input_count, output_names, outputs, output_count);
+}
+
+strata_status* strata_run_options_create(strata_run_options** out) {
+  return Guard([&]() -> strata_status* {
+    STRATA_CHECK_ARG(out, "out is NULL");
+    *out = new strata_run_options();
+    return nullptr;
+  });
+}
+
+void strata_run_options_destroy(strata_run_options* run_options) { delete run_options; }
+
+strata_status* strata_run_options_set(strata_run_options* r, const char* key, const char* value) {
+  return Guard([&]() -> strata_status* {
+    STRATA_CHECK_ARG(r && key && value, "run options, key or value is NULL");
+    const std::string k = key, v = value;
+    if (k == "timeout_ms") {
+      unsigned long long n = 0;
+      if (!ParseCount(v, strata::kMaxRunTimeoutMs, &n))
+        return MakeError(STRATA_INVALID_ARGUMENT,
+                         "run option timeout_ms must be an integer from 0 (no deadline) to 10^12, got '" + v + "'");
+      return ToC(r->opts.SetTimeoutMs(static_cast<int64_t>(n)));
+    }
+    return MakeError(STRATA_INVALID_ARGUMENT, "unknown run option '" + k + "' (known: timeout_ms)");
+  });
+}
+
+void strata_run_options_terminate(strata_run_options* run_options) {
+  if (run_options != nullptr) run_options->opts.Terminate();
 }
 
 size_t strata_session_node_count(const strata_session* s) { return s ? s->session->assignments().size() : 0; }

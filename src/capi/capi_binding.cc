@@ -55,11 +55,16 @@ void strata_io_binding_clear(strata_io_binding* binding) {
 }
 
 strata_status* strata_session_run_binding(strata_session* session, strata_io_binding* binding) {
+  return strata_session_run_binding_with_options(session, binding, nullptr);
+}
+
+strata_status* strata_session_run_binding_with_options(strata_session* session, strata_io_binding* binding,
+                                                       const strata_run_options* run_options) {
   return Guard([&]() -> strata_status* {
     STRATA_CHECK_ARG(session, "session is NULL");
     STRATA_CHECK_ARG(binding, "binding is NULL");
     STRATA_CHECK_ARG(binding->session == session, "the io binding was created for a different session");
-    strata::Status st = binding->binding->Run();
+    strata::Status st = binding->binding->Run(run_options ? &run_options->opts : nullptr);
     if (st.ok()) return nullptr;
     return ToC(st);
   });

@@ -30,11 +30,18 @@ struct strata_tensor {
   strata::Tensor tensor;
 };
 
+struct strata_run_options {
+  strata::RunOptions opts;
+};
+
 namespace strata::capi {
 
 // Converts an internal Status into a C status (nullptr on success).
 strata_status* ToC(const Status& st);
 strata_status* MakeError(strata_status_code code, const std::string& msg);
+
+// A decimal count in [0, max]: digits only, the whole string, no overflow.
+bool ParseCount(const std::string& v, unsigned long long max, unsigned long long* out);
 
 // Runs `fn` (returning strata_status*), turning any escaping C++ exception into a status:
 // nothing may unwind across the C boundary.

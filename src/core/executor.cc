@@ -267,8 +267,10 @@ class FrameSubgraphRunner final : public SubgraphRunner {
 };
 }  // namespace
 
-Result<std::vector<Value>> Executor::Run(const std::vector<Value>& inputs, const Frame* outer) const {
+Result<std::vector<Value>> Executor::Run(const std::vector<Value>& inputs, const Frame* outer,
+                                         const RunOptions* run) const {
   RunState st;
+  st.run_options = run;
   std::vector<Value> result;
   RETURN_IF_ERROR(RunImpl(&st, inputs, outer, &result));
   return result;
@@ -285,7 +287,7 @@ Status Executor::RunImpl(RunState* st, const std::vector<Value>& inputs, const F
                          std::vector<Value>* results) const {
   const Graph& g = *graph_;
   std::optional<RunControlScope> control;
-  if (outer == nullptr) control.emplace(opts_.terminator, opts_.run_timeout_ms);
+  if (outer == nullptr) control.emplace(opts_.terminator, opts_.run_timeout_ms, st->run_options);
   if (inputs.size() > g.inputs.size())
     return InvalidArgument("graph '", g.name, "' takes ", g.inputs.size(), " inputs, got ", inputs.size());
   // Slots left over from a previous run (graph outputs, captures) are dropped, except

@@ -54,6 +54,8 @@ struct RunState {
   // into directly (an invalid Tensor: none). Kernels that allocate their output with
   // the same dtype and shape write there; others are copied by the caller afterwards.
   const std::vector<Tensor>* bound_outputs = nullptr;
+  // The run's own limits (a deadline, a terminator), besides the session's; may be null.
+  const RunOptions* run_options = nullptr;
 };
 
 // Holds one kernel per node of one graph (and executors for its subgraphs).
@@ -66,7 +68,9 @@ class Executor {
   // Runs with values for graph.inputs (same order; an empty Value for an input that
   // has an initializer default). Returns graph.outputs in order. `outer` resolves
   // names captured from an enclosing graph (nullptr at top level).
-  Result<std::vector<Value>> Run(const std::vector<Value>& inputs, const Frame* outer = nullptr) const;
+  // `run`: a top-level run's own limits (core/run_control.h), or nullptr.
+  Result<std::vector<Value>> Run(const std::vector<Value>& inputs, const Frame* outer = nullptr,
+                                 const RunOptions* run = nullptr) const;
   // Top-level run reusing `state` from previous runs; graph outputs go to *results
   // (resized to graph.outputs.size()). Not for subgraphs.
   Status RunWith(RunState* state, const std::vector<Value>& inputs, std::vector<Value>* results) const;

@@ -79,18 +79,18 @@ void IoBinding::Clear() {
   for (auto& t : outputs_) t = Tensor();
 }
 
-Status IoBinding::Run() {
+Status IoBinding::Run(const RunOptions* run) {
   bool expected = false;
   if (!busy_.compare_exchange_strong(expected, true, std::memory_order_acq_rel))
     return InvalidArgument(
         "io binding is already running on another thread; a binding is single-threaded "
         "(use one binding per thread)");
-  Status st = RunLocked();
+  Status st = RunLocked(run);
   busy_.store(false, std::memory_order_release);
   return st;
 }
 
-Status IoBinding::RunLocked() {
+Status IoBinding::RunLocked(const RunOptions* run) {
   const Graph& g = exec_.graph();
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (inputs_[i].empty() && !g.IsConstant(g.inputs[i])) {
@@ -99,6 +99,7 @@ Status IoBinding::RunLocked() {
     }
   }
   state_.bound_outputs = &outputs_;
+  state_.run_options = run;  // the caller keeps it alive for the run
   RETURN_IF_ERROR(exec_.RunWith(&state_, inputs_, &results_));
   bool in_place = true;
   for (size_t j = 0; j < outputs_.size(); ++j) {

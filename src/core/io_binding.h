@@ -40,8 +40,8 @@ class IoBinding {
   // Runs the model with the bound inputs; every bound output receives its result.
   // Unbound outputs are computed and discarded. Fails when an input is unbound, an
   // output's shape differs from its bound buffer, or another thread is running this
-  // binding.
-  Status Run();
+  // binding. `run`: this run's own deadline and terminator (core/run_control.h), or nullptr.
+  Status Run(const RunOptions* run = nullptr);
 
   // Runs completed so far, and whether the last one needed no copy into a bound output
   // (every bound output was written in place by its kernel).
@@ -49,7 +49,7 @@ class IoBinding {
   bool last_run_wrote_in_place() const { return in_place_; }
 
  private:
-  Status RunLocked();
+  Status RunLocked(const RunOptions* run);
   int InputPos(const std::string& name) const;
   int OutputPos(const std::string& name) const;
 

@@ -129,7 +129,7 @@ Status Session::Init(std::shared_ptr<Model> model, const SessionOptions& opts) {
 }
 
 Result<std::vector<Value>> Session::Run(const std::vector<std::pair<std::string, Value>>& feeds,
-                                        const std::vector<std::string>& output_names) const {
+                                        const std::vector<std::string>& output_names, const RunOptions* run) const {
   const Graph& g = exec_->graph();
   std::vector<Value> in(g.inputs.size());
   for (const auto& [name, value] : feeds) {
@@ -150,7 +150,7 @@ Result<std::vector<Value>> Session::Run(const std::vector<std::pair<std::string,
       return InvalidArgument("missing input '", vi.name, "' of type ", vi.type.ToString());
     }
   }
-  ASSIGN_OR_RETURN(std::vector<Value> outs, exec_->Run(in));
+  ASSIGN_OR_RETURN(std::vector<Value> outs, exec_->Run(in, nullptr, run));
   if (output_names.empty()) return outs;
   std::vector<Value> picked;
   for (const auto& name : output_names) {

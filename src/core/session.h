@@ -67,9 +67,11 @@ class Session {
   const std::vector<ValueInfo>& outputs() const { return outputs_; }
 
   // Runs with named feeds; returns the requested outputs (all, in order, if `output_names`
-  // is empty). Thread-safe.
+  // is empty). `run`: this run's own deadline and terminator besides the session's
+  // (core/run_control.h), or nullptr. Thread-safe.
   Result<std::vector<Value>> Run(const std::vector<std::pair<std::string, Value>>& feeds,
-                                 const std::vector<std::string>& output_names = {}) const;
+                                 const std::vector<std::string>& output_names = {},
+                                 const RunOptions* run = nullptr) const;
 
   // Ends the runs in progress at the call with kCancelled (core/run_control.h); later runs
   // are unaffected. Thread-safe, also while runs are in progress.

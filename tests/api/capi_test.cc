@@ -327,4 +327,83 @@ TEST(CApi, RunDeadlineAndTerminate) {
   EXPECT_EQ(code, STRATA_CANCELLED);
 }
 
+// Per-run options: a deadline of the run's own, and a terminate that ends only the runs
+// given them; also through io bindings and the C++ wrapper.
+TEST(CApi, RunOptions) {
+  strata_status* null_out = strata_run_options_create(nullptr);
+  ASSERT_NE(null_out, nullptr);
+  EXPECT_NE(Message(null_out).find("out is NULL"), std::string::npos);
+  strata_run_options_destroy(nullptr);    // accepted
+  strata_run_options_terminate(nullptr);  // ignored
+  strata_run_options* ro = nullptr;
+  ASSERT_EQ(strata_run_options_create(&ro), nullptr);
+  ASSERT_NE(ro, nullptr);
+  for (const char* bad : {"-1", "abc", "", "1000000000001"}) {
+    strata_status* st = strata_run_options_set(ro, "timeout_ms", bad);
+    ASSERT_NE(st, nullptr) << bad;
+    EXPECT_EQ(strata_status_get_code(st), STRATA_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(Message(st).find("timeout_ms"), std::string::npos) << bad;
+  }
+  strata_status* unknown = strata_run_options_set(ro, "log_tag", "x");
+  ASSERT_NE(unknown, nullptr);
+  EXPECT_NE(Message(unknown).find("unknown run option 'log_tag'"), std::string::npos);
+  strata_status* null_value = strata_run_options_set(ro, "timeout_ms", nullptr);
+  ASSERT_NE(null_value, nullptr);
+  EXPECT_EQ(strata_status_get_code(null_value), STRATA_INVALID_ARGUMENT);
+  strata_status_release(null_value);
+  ASSERT_EQ(strata_run_options_set(ro, "timeout_ms", "40"), nullptr);
+
+  strata_session* s = nullptr;
+  ASSERT_EQ(strata_session_create(nullptr, kEndless.c_str(), nullptr, &s), nullptr);  // no session deadline
+  float one = 1.0f;
+  int64_t dims[1] = {1};
+  strata_tensor* x = nullptr;
+  ASSERT_EQ(strata_tensor_wrap(STRATA_DTYPE_FLOAT32, dims, 1, &one, sizeof(one), &x), nullptr);
+  const char* names[1] = {"x"};
+  const strata_tensor* ins[1] = {x};
+  strata_tensor* out = nullptr;
+  strata_status* st = strata_session_run_with_options(s, ro, names, ins, 1, nullptr, &out, 1);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(strata_status_get_code(st), STRATA_CANCELLED);
+  EXPECT_NE(Message(st).find("deadline of 40 ms (run option timeout_ms)"), std::string::npos);
+  EXPECT_EQ(out, nullptr);
+  strata_io_binding* b = nullptr;
+  ASSERT_EQ(strata_io_binding_create(s, &b), nullptr);
+  ASSERT_EQ(strata_io_binding_bind_input(b, "x", x), nullptr);
+  strata_status* bst = strata_session_run_binding_with_options(s, b, ro);
+  ASSERT_NE(bst, nullptr);
+  EXPECT_EQ(strata_status_get_code(bst), STRATA_CANCELLED);
+  EXPECT_NE(Message(bst).find("run option timeout_ms"), std::string::npos);
+  strata_io_binding_destroy(b);
+  strata_tensor_destroy(x);
+  strata_session_destroy(s);
+  strata_run_options_destroy(ro);
+
+  // The C++ wrapper: Terminate on one RunOptions ends the run given it, from another thread.
+  strata::Env env;
+  strata::Session session(env, kEndless);
+  auto t = strata::Tensor::Create(STRATA_DTYPE_FLOAT32, {1});
+  strata::RunOptions run;
+  std::atomic<bool> done{false};
+  strata_status_code code = STRATA_OK;
+  std::string message;
+  std::thread runner([&] {
+    try {
+      session.Run({{"x", &t}}, &run);
+    } catch (const strata::Error& e) {
+      code = e.code();
+      message = e.what();
+    }
+    done = true;
+  });
+  while (!done) {  // a call before the run began does not end it
+    run.Terminate();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  runner.join();
+  EXPECT_EQ(code, STRATA_CANCELLED);
+  EXPECT_NE(message.find("strata_run_options_terminate"), std::string::npos) << message;
+  EXPECT_THROW(strata::RunOptions().Set("timeout_ms", "-3"), strata::Error);
+}
+
 }  // namespace

@@ -1,6 +1,7 @@
-// Run control (core/run_control.h): a deadline per run (SessionOptions::run_timeout_ms) and
-// Session::TerminateRuns end runs that would otherwise go on for ever, between nodes and
-// between Loop iterations, with kCancelled naming why; later runs are unaffected.
+// Run control (core/run_control.h): deadlines (SessionOptions::run_timeout_ms, a run's own
+// RunOptions) and terminate calls (Session::TerminateRuns, RunOptions::Terminate) end runs
+// that would otherwise go on for ever, between nodes and between Loop iterations, with
+// kCancelled naming why; later runs are unaffected.
 #include "core/run_control.h"
 
 #include <gtest/gtest.h>
@@ -151,6 +152,101 @@ TEST(RunControl, IoBindingRunsMeetTheDeadline) {
     Status st = b.Run();
     EXPECT_EQ(st.code(), StatusCode::kCancelled) << st.ToString();
   }
+}
+
+// A run's own deadline (RunOptions) ends it without a session deadline; with both, the
+// earlier one does, and the message names which option set it.
+TEST(RunControl, RunOptionsDeadlineAndTheEarlierWins) {
+  struct Case {
+    int64_t session_ms, run_ms;
+    const char* expect;
+  };
+  for (const Case& c : {Case{0, 40, "deadline of 40 ms (run option timeout_ms)"},
+                        Case{40, 600000, "deadline of 40 ms (run_timeout_ms)"},
+                        Case{600000, 40, "deadline of 40 ms (run option timeout_ms)"}}) {
+    SCOPED_TRACE(c.expect);
+    auto s = Make(CountingLoop(kForever), c.session_ms);
+    ASSERT_NE(s, nullptr);
+    RunOptions run;
+    ASSERT_TRUE(run.SetTimeoutMs(c.run_ms).ok());
+    auto r = s->Run(Feeds(0), {}, &run);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().ToString();
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().ToString();
+  }
+  // Runs within the run's deadline are unaffected, and so are runs given no options.
+  auto s = Make(CountingLoop(10), 0);
+  ASSERT_NE(s, nullptr);
+  RunOptions run;
+  ASSERT_TRUE(run.SetTimeoutMs(600000).ok());
+  auto r = s->Run(Feeds(0), {}, &run);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[0].tensor().data<float>()[0], 10.0f);
+  for (int64_t bad : {int64_t{-1}, kMaxRunTimeoutMs + 1}) {
+    Status st = run.SetTimeoutMs(bad);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("timeout_ms"), std::string::npos) << st.ToString();
+  }
+  EXPECT_EQ(run.timeout_ms(), 600000);  // a refused value leaves the old one
+}
+
+// RunOptions::Terminate ends the runs given those options, not the session's other runs.
+TEST(RunControl, RunOptionsTerminateEndsOnlyItsRuns) {
+  auto s = Make(CountingLoop(kForever), 0);
+  ASSERT_NE(s, nullptr);
+  RunOptions first, second;
+  Status got_first, got_second;
+  std::atomic<bool> first_done{false}, second_done{false};
+  std::thread a([&] {
+    got_first = s->Run(Feeds(0), {}, &first).status();
+    first_done = true;
+  });
+  std::thread b([&] {
+    got_second = s->Run(Feeds(0), {}, &second).status();
+    second_done = true;
+  });
+  while (!first_done) {  // a call before the run began does not end it
+    first.Terminate();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  a.join();
+  // The other run is still going: give it time to be (wrongly) stopped, then check.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(second_done.load());
+  while (!second_done) {
+    s->TerminateRuns();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  b.join();
+  EXPECT_EQ(got_first.code(), StatusCode::kCancelled) << got_first.ToString();
+  EXPECT_NE(got_first.message().find("strata_run_options_terminate"), std::string::npos) << got_first.ToString();
+  EXPECT_NE(got_second.message().find("strata_session_terminate_runs"), std::string::npos) << got_second.ToString();
+  // The options stay usable: a run started after the calls is unaffected.
+  auto bounded = Make(CountingLoop(3), 0);
+  ASSERT_NE(bounded, nullptr);
+  auto r = bounded->Run(Feeds(1), {}, &first);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[0].tensor().data<float>()[0], 4.0f);
+}
+
+// An io-binding run takes run options too; the next run without them has no deadline.
+TEST(RunControl, IoBindingRunsTakeRunOptions) {
+  auto s = Make(CountingLoop(kForever), 0);
+  ASSERT_NE(s, nullptr);
+  IoBinding b(*s);
+  ASSERT_TRUE(b.BindInput("x", Tensor::FromVector<float>({0}, {1})).ok());
+  RunOptions run;
+  ASSERT_TRUE(run.SetTimeoutMs(30).ok());
+  Status st = b.Run(&run);
+  EXPECT_EQ(st.code(), StatusCode::kCancelled) << st.ToString();
+  EXPECT_NE(st.message().find("run option timeout_ms"), std::string::npos) << st.ToString();
+  auto bounded = Make(CountingLoop(5), 0);
+  ASSERT_NE(bounded, nullptr);
+  IoBinding b2(*bounded);
+  ASSERT_TRUE(b2.BindInput("x", Tensor::FromVector<float>({0}, {1})).ok());
+  run.Terminate();  // before the run: no effect on it
+  EXPECT_TRUE(b2.Run(&run).ok());
+  EXPECT_TRUE(b2.Run().ok());
 }
 
 // Without an installed scope (work on a pool thread, or no run at all) the check passes;
