@@ -6,10 +6,12 @@
 #include <set>
 #include <unordered_set>
 
+#include "core/caching_allocator.h"
 #include "core/fusion_util.h"
 #include "core/inverted_residual_fusion.h"
 #include "core/layout_pass.h"
 #include "core/qdq_fusion.h"
+#include "core/run_control.h"
 #include "core/transformer_fusion.h"
 
 namespace strata {
@@ -73,6 +75,15 @@ void ReplaceUses(Graph& g, int from, int to) {
 // Sizes above this stay computed at run time rather than baked into the session.
 constexpr int64_t kMaxFoldElements = int64_t{1} << 24;
 
+// Folding runs kernels while the session is created, where no run deadline applies and the
+// caller cannot terminate anything. So the pass gets a time budget, which kernels whose
+// cost their inputs' size does not bound check (Einsum: a chain of small constants can sum
+// 10^14 terms), and one buffer may hold at most what a folded constant may (kMaxFoldElements
+// of the widest type): a constant Expand to terabytes is refused at once instead of being
+// written. A node stopped by either is left to run time, where the caller's limits apply.
+constexpr int64_t kFoldBudgetMs = 2000;
+constexpr size_t kFoldMaxBufferBytes = static_cast<size_t>(kMaxFoldElements) * 16;
+
 }  // namespace
 
 // Shape(x) of a tensor whose dims are all statically known (the graph's inputs have static
@@ -100,6 +111,8 @@ std::optional<Tensor> StaticShapeOf(const Graph& g, const Node& node) {
 }
 
 Result<int> FoldConstants(Graph& g, const OptimizerOptions& opts) {
+  RunControlScope budget(nullptr, kFoldBudgetMs);
+  CachingAllocator fold_alloc(kFoldMaxBufferBytes);
   int folded = 0;
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());
@@ -142,7 +155,7 @@ Result<int> FoldConstants(Graph& g, const OptimizerOptions& opts) {
     std::vector<const Value*> in_ptrs;
     for (size_t k = 0; k < in_vals.size(); ++k) in_ptrs.push_back(node.inputs[k] >= 0 ? &in_vals[k] : nullptr);
     std::vector<Value> outs(node.outputs.size());
-    KernelContext ctx(node, in_ptrs, &outs, opts.pool, DefaultAllocator(), nullptr);
+    KernelContext ctx(node, in_ptrs, &outs, opts.pool, &fold_alloc, nullptr);
     Status st = (*kernel)->Compute(ctx);
     bool ok = st.ok();
     for (const Value& v : outs)

@@ -33,8 +33,11 @@ RunControlScope::RunControlScope(const RunTerminator* terminator, int64_t timeou
 
 RunControlScope::~RunControlScope() { t_active = saved_; }
 
-Status CheckRunControl() {
-  const RunControlScope::State* s = t_active;
+RunControlRef CurrentRunControl() { return t_active; }
+
+Status CheckRunControl() { return CheckRunControl(t_active); }
+
+Status CheckRunControl(RunControlRef s) {
   if (s == nullptr) return Status::Ok();
   if (s->terminator != nullptr && s->terminator->epoch() != s->start_epoch)
     return MakeStatus(StatusCode::kCancelled, "run terminated (strata_session_terminate_runs)");

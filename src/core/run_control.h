@@ -84,4 +84,12 @@ class RunControlScope {
 // deadline with the time it has run. One relaxed load, plus a clock read with a deadline.
 Status CheckRunControl();
 
+// The calling thread's run limits (nullptr outside a run), for a kernel whose single call
+// can take unbounded time (Einsum's cost is the product of all label sizes): captured on
+// the run's thread before a parallel region, checked with CheckRunControl(ref) every so
+// often on any thread, also pool workers. Valid until the kernel returns.
+using RunControlRef = const RunControlScope::State*;
+RunControlRef CurrentRunControl();
+Status CheckRunControl(RunControlRef ref);
+
 }  // namespace strata

@@ -1,7 +1,9 @@
 // Signal ops (ai.onnx opset 17): DFT, STFT, Hann/Hamming/Blackman windows and
 // MelWeightMatrix. Transforms are computed in double (radix-2 FFT for power-of-two lengths,
-// else a direct sum with an exact twiddle table), so bins that are mathematically zero come out below float
-// resolution; this is what the float64 numpy reference produces.
+// Bluestein's algorithm for other long ones, a direct sum with an exact twiddle table for
+// short ones), so bins that are mathematically zero come out below float resolution; this
+// is what the float64 numpy reference produces.
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <numbers>
@@ -72,9 +74,9 @@ void StoreD(Tensor& t, int64_t i, double v) {
   });
 }
 
-// In-place iterative radix-2 FFT; n = a.size() must be a power of two and tw = Twiddles(n).
-void Fft(std::vector<Cd>& a, const std::vector<Cd>& tw, bool inverse) {
-  const size_t n = a.size();
+// In-place iterative radix-2 FFT of a[0, n); n must be a power of two and tw the twiddles
+// for n (FillTwiddles). inverse: conjugate twiddles, no 1/n.
+void Fft(Cd* a, size_t n, const Cd* tw, bool inverse) {
   for (size_t i = 1, j = 0; i < n; ++i) {  // bit-reversal permutation
     size_t bit = n >> 1;
     for (; j & bit; bit >>= 1) j ^= bit;
@@ -94,41 +96,125 @@ void Fft(std::vector<Cd>& a, const std::vector<Cd>& tw, bool inverse) {
   }
 }
 
-// DFT of `in` (length n) into `out` (its first `bins` bins), using twiddles for n:
-// radix-2 FFT for powers of two, otherwise the direct O(n^2) sum with an exact
-// twiddle index (j * k mod n).
-void Dft(const std::vector<Cd>& in, const std::vector<Cd>& tw, bool inverse, int64_t bins, std::vector<Cd>& out) {
-  const int64_t n = static_cast<int64_t>(in.size());
-  if (n >= 8 && (n & (n - 1)) == 0) {
-    out = in;
-    Fft(out, tw, inverse);
-    out.resize(static_cast<size_t>(bins));
-    if (inverse)
-      for (auto& v : out) v /= static_cast<double>(n);
-    return;
-  }
-  out.assign(static_cast<size_t>(bins), Cd(0, 0));
-  for (int64_t k = 0; k < bins; ++k) {
-    Cd acc(0, 0);
-    int64_t idx = 0;  // (j * k) mod n, updated incrementally to avoid overflow
-    for (int64_t j = 0; j < n; ++j) {
-      const Cd w = inverse ? std::conj(tw[idx]) : tw[idx];
-      acc += in[j] * w;
-      idx += k;
-      if (idx >= n) idx %= n;
-    }
-    out[k] = inverse ? acc / static_cast<double>(n) : acc;
-  }
-}
-
-std::vector<Cd> Twiddles(int64_t n) {
-  std::vector<Cd> tw(static_cast<size_t>(n));
+// tw[i] = exp(-2 pi i / n), i < n.
+void FillTwiddles(Cd* tw, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const double a = -2.0 * std::numbers::pi * static_cast<double>(i) / static_cast<double>(n);
     tw[i] = Cd(std::cos(a), std::sin(a));
   }
-  return tw;
 }
+
+bool PowerOfTwo(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// Lengths up to this that are not powers of two use the direct sum (exact twiddle index,
+// what the small conformance cases were checked with); longer ones Bluestein's algorithm.
+constexpr int64_t kDirectMax = 64;
+
+// The DFT of one length n (forward or inverse), planned once per node call: a radix-2 FFT
+// for powers of two from 8; Bluestein's chirp-z for other lengths above kDirectMax, which
+// turns the DFT into a power-of-two circular convolution, O(n log n) (the direct O(n^2) sum
+// took hours for a one-sample input with dft_length 10^6 + 3); the direct sum otherwise.
+// Buffers come from the session allocator, so the memory cap bounds them. Not thread-safe.
+class DftPlan {
+ public:
+  Status Init(int64_t n, bool inverse, Allocator* alloc, const Node& node) {
+    n_ = n;
+    inverse_ = inverse;
+    if (n >= 8 && PowerOfTwo(n)) {
+      kind_ = Kind::kFft;
+      m_ = n;
+    } else if (n > kDirectMax) {
+      kind_ = Kind::kBluestein;
+      m_ = 1;
+      while (m_ < 2 * n - 1) m_ <<= 1;
+    } else {
+      kind_ = Kind::kDirect;
+      m_ = n;
+    }
+    ASSIGN_OR_RETURN(tw_, Buffer(m_, alloc, node, "twiddles"));
+    ASSIGN_OR_RETURN(in_, Buffer(n_, alloc, node, "signal"));
+    ASSIGN_OR_RETURN(work_, Buffer(m_, alloc, node, "spectrum"));
+    FillTwiddles(Data(tw_), m_);
+    if (kind_ != Kind::kBluestein) return Status::Ok();
+    // c_j = exp(-+ pi i j^2 / n): j^2 is reduced mod 2n first (the chirp's period), so the
+    // angle stays exact for large j. b = conj(c) laid out for a circular convolution of
+    // length m (b[m - j] = b[j]), transformed once.
+    ASSIGN_OR_RETURN(chirp_, Buffer(n_, alloc, node, "chirp"));
+    ASSIGN_OR_RETURN(kernel_, Buffer(m_, alloc, node, "chirp spectrum"));
+    Cd* c = Data(chirp_);
+    Cd* b = Data(kernel_);
+    const unsigned __int128 period = 2 * static_cast<unsigned __int128>(n);
+    for (int64_t j = 0; j < n; ++j) {
+      const auto r =
+          static_cast<double>(static_cast<unsigned __int128>(j) * static_cast<unsigned __int128>(j) % period);
+      const double a = (inverse ? 1.0 : -1.0) * std::numbers::pi * r / static_cast<double>(n);
+      c[j] = Cd(std::cos(a), std::sin(a));
+    }
+    std::fill(b, b + m_, Cd(0, 0));
+    b[0] = std::conj(c[0]);
+    for (int64_t j = 1; j < n; ++j) b[j] = b[m_ - j] = std::conj(c[j]);
+    Fft(b, static_cast<size_t>(m_), Data(tw_), false);
+    return Status::Ok();
+  }
+
+  // The signal to transform: n values, filled by the caller before Run.
+  Cd* input() { return Data(in_); }
+
+  // Transforms input() and returns its first `bins` (<= n) bins, divided by n when inverse.
+  const Cd* Run(int64_t bins) {
+    Cd* in = Data(in_);
+    Cd* out = Data(work_);
+    switch (kind_) {
+      case Kind::kFft:
+        std::copy(in, in + n_, out);
+        Fft(out, static_cast<size_t>(n_), Data(tw_), inverse_);
+        break;
+      case Kind::kBluestein: {
+        const Cd* c = Data(chirp_);
+        const Cd* b = Data(kernel_);
+        for (int64_t j = 0; j < n_; ++j) out[j] = in[j] * c[j];
+        std::fill(out + n_, out + m_, Cd(0, 0));
+        Fft(out, static_cast<size_t>(m_), Data(tw_), false);
+        for (int64_t j = 0; j < m_; ++j) out[j] *= b[j];
+        Fft(out, static_cast<size_t>(m_), Data(tw_), true);
+        const double inv_m = 1.0 / static_cast<double>(m_);
+        for (int64_t k = 0; k < bins; ++k) out[k] *= c[k] * inv_m;
+        break;
+      }
+      case Kind::kDirect: {
+        const Cd* tw = Data(tw_);
+        for (int64_t k = 0; k < bins; ++k) {
+          Cd acc(0, 0);
+          int64_t idx = 0;  // (j * k) mod n, updated incrementally to avoid overflow
+          for (int64_t j = 0; j < n_; ++j) {
+            acc += in[j] * (inverse_ ? std::conj(tw[idx]) : tw[idx]);
+            idx += k;
+            if (idx >= n_) idx %= n_;
+          }
+          out[k] = acc;
+        }
+        break;
+      }
+    }
+    if (inverse_)
+      for (int64_t k = 0; k < bins; ++k) out[k] /= static_cast<double>(n_);
+    return out;
+  }
+
+ private:
+  enum class Kind { kFft, kBluestein, kDirect };
+  static Cd* Data(Tensor& t) { return reinterpret_cast<Cd*>(t.mutable_data<double>()); }
+  static Result<Tensor> Buffer(int64_t count, Allocator* alloc, const Node& node, const char* what) {
+    auto t = Tensor::Allocate(DataType::kDouble, {2 * std::max<int64_t>(count, 1)}, alloc);
+    if (!t.ok()) return MakeStatus(t.status().code(), node.Describe(), ": DFT ", what, ": ", t.status().message());
+    return std::move(t).value();
+  }
+
+  Kind kind_ = Kind::kDirect;
+  int64_t n_ = 0, m_ = 0;
+  bool inverse_ = false;
+  Tensor tw_, in_, work_, chirp_, kernel_;
+};
 
 Status DftOp(KernelContext& ctx) {
   const Node& node = ctx.node();
@@ -165,8 +251,9 @@ Status DftOp(KernelContext& ctx) {
   for (int64_t d = 0; d < axis; ++d) outer *= x->dim(d);
   for (int64_t d = axis + 1; d < rank - 1; ++d) inner *= x->dim(d);
   const int64_t c_in = x->shape().back();
-  const std::vector<Cd> tw = Twiddles(n);
-  std::vector<Cd> sig(static_cast<size_t>(n)), spec;
+  DftPlan plan;
+  RETURN_IF_ERROR(plan.Init(n, inverse, ctx.allocator(), node));
+  Cd* sig = plan.input();
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       for (int64_t j = 0; j < n; ++j) {
@@ -177,7 +264,7 @@ Status DftOp(KernelContext& ctx) {
         const int64_t base = ((o * in_len + j) * inner + i) * c_in;
         sig[j] = Cd(LoadD(*x, base), complex_in ? LoadD(*x, base + 1) : 0.0);
       }
-      Dft(sig, tw, inverse, bins, spec);
+      const Cd* spec = plan.Run(bins);
       for (int64_t k = 0; k < bins; ++k) {
         const int64_t base = ((o * bins + k) * inner + i) * 2;
         StoreD(*y, base, spec[k].real());
@@ -221,8 +308,9 @@ Status StftOp(KernelContext& ctx) {
   const int64_t frames = (len - frame_len) / step + 1;
   const int64_t bins = onesided ? frame_len / 2 + 1 : frame_len;
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), {batch, frames, bins, 2}));
-  const std::vector<Cd> tw = Twiddles(frame_len);
-  std::vector<Cd> sig(static_cast<size_t>(frame_len)), spec;
+  DftPlan plan;
+  RETURN_IF_ERROR(plan.Init(frame_len, false, ctx.allocator(), node));
+  Cd* sig = plan.input();
   const int64_t c = x->dim(2);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t f = 0; f < frames; ++f) {
@@ -231,7 +319,7 @@ Status StftOp(KernelContext& ctx) {
         const double w = window ? LoadD(*window, j) : 1.0;
         sig[j] = Cd(LoadD(*x, base) * w, complex_in ? LoadD(*x, base + 1) * w : 0.0);
       }
-      Dft(sig, tw, false, bins, spec);
+      const Cd* spec = plan.Run(bins);
       for (int64_t k = 0; k < bins; ++k) {
         const int64_t base = ((b * frames + f) * bins + k) * 2;
         StoreD(*y, base, spec[k].real());

@@ -249,6 +249,57 @@ TEST(RunControl, IoBindingRunsTakeRunOptions) {
   EXPECT_TRUE(b2.Run().ok());
 }
 
+// An Einsum chain "ab,bc,cd,de,ef,fg->ag" of 64 x 64 inputs sums 64^5 terms per output (10^12
+// products in all): one kernel call that would run for hours. The kernel checks the run's
+// limits itself, also on pool workers, so the deadline ends it. With constant inputs the
+// optimizer's folding gives up after its own time budget, so session creation returns.
+std::string EinsumChain(bool constant_inputs) {
+  onnx::ModelProto m = ob::MakeModel(13, "run_control_test");
+  onnx::GraphProto* g = m.mutable_graph();
+  const char* names[] = {"ab", "bc", "cd", "de", "ef", "fg"};
+  std::vector<std::string> ins;
+  for (int i = 0; i < 6; ++i) {
+    if (constant_inputs)
+      ob::AddPseudoRandomInit(g, names[i], {64, 64}, static_cast<uint32_t>(i + 1));
+    else
+      ob::AddInput(g, names[i], {64, 64});
+    ins.push_back(names[i]);
+  }
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type("Einsum");
+  n->set_name("chain");
+  for (const auto& i : ins) n->add_input(i);
+  n->add_output("y");
+  auto* eq = n->add_attribute();
+  eq->set_name("equation");
+  eq->set_type(onnx::AttributeProto::STRING);
+  eq->set_s("ab,bc,cd,de,ef,fg->ag");
+  ob::AddOutput(g, "y", {64, 64});
+  return ob::Serialize(m);
+}
+
+TEST(RunControl, LongEinsumKernelMeetsTheDeadline) {
+  for (bool constant_inputs : {false, true}) {
+    SCOPED_TRACE(constant_inputs);
+    const std::string bytes = EinsumChain(constant_inputs);
+    SessionOptions o;
+    o.threads = 2;  // the products run on a pool worker too
+    o.run_timeout_ms = 100;
+    auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    std::vector<std::pair<std::string, Value>> feeds;
+    if (!constant_inputs)
+      for (const char* name : {"ab", "bc", "cd", "de", "ef", "fg"})
+        feeds.emplace_back(name, Value(Tensor::FromVector<float>(std::vector<float>(64 * 64, 0.5f), {64, 64})));
+    auto r = (*s)->Run(feeds);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().ToString();
+    const std::string& msg = r.status().message();
+    EXPECT_NE(msg.find("deadline of 100 ms"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("in Einsum node 'chain'"), std::string::npos) << msg;
+  }
+}
+
 // Without an installed scope (work on a pool thread, or no run at all) the check passes;
 // nested scopes restore the outer one.
 TEST(RunControl, CheckOutsideARunPasses) {
