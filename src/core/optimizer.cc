@@ -79,8 +79,10 @@ constexpr int64_t kMaxFoldElements = int64_t{1} << 24;
 // caller cannot terminate anything. So the pass gets a time budget, which kernels whose
 // cost their inputs' size does not bound check (Einsum: a chain of small constants can sum
 // 10^14 terms), and one buffer may hold at most what a folded constant may (kMaxFoldElements
-// of the widest type): a constant Expand to terabytes is refused at once instead of being
-// written. A node stopped by either is left to run time, where the caller's limits apply.
+// of the widest type, or the session's memory cap if lower): a constant Expand to terabytes
+// is refused at once instead of being written (it was, whatever the cap, and then dropped
+// as too large to keep). A node stopped by either is left to run time, where the caller's
+// limits apply.
 constexpr int64_t kFoldBudgetMs = 2000;
 constexpr size_t kFoldMaxBufferBytes = static_cast<size_t>(kMaxFoldElements) * 16;
 
@@ -112,7 +114,8 @@ std::optional<Tensor> StaticShapeOf(const Graph& g, const Node& node) {
 
 Result<int> FoldConstants(Graph& g, const OptimizerOptions& opts) {
   RunControlScope budget(nullptr, kFoldBudgetMs);
-  CachingAllocator fold_alloc(kFoldMaxBufferBytes);
+  CachingAllocator fold_alloc(opts.memory_cap_bytes > 0 ? std::min(opts.memory_cap_bytes, kFoldMaxBufferBytes)
+                                                        : kFoldMaxBufferBytes);
   int folded = 0;
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());

@@ -18,6 +18,8 @@ struct OptimizerOptions {
   // ops into strata's internal domain (the NHWC layout pass) are then skipped, since no
   // provider supports those ops.
   bool cpu_only = true;
+  // The session's memory cap (0: none): constant folding allocates no buffer above it.
+  size_t memory_cap_bytes = 0;
 };
 
 Status OptimizeGraph(Graph& g, const OptimizerOptions& opts);

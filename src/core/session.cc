@@ -89,6 +89,7 @@ Status Session::Init(std::shared_ptr<Model> model, const SessionOptions& opts) {
   oo.level = opts.optimization_level;
   oo.pool = pool_.get();
   oo.kernel = opts.kernel;
+  oo.memory_cap_bytes = opts.memory_cap_bytes;
   for (const auto& p : opts.providers) oo.cpu_only = oo.cpu_only && p == "cpu";
   RETURN_IF_ERROR(OptimizeGraph(g, oo));
   trace.Phase("optimize");

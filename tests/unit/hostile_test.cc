@@ -6,6 +6,7 @@
 // the same entry points the fuzz targets use.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -1049,6 +1050,40 @@ TEST(HostileRun, ExpandBeyondTheMemoryCap) {
       {{"x", Tensor::FromVector<float>({1}, {1})}, {"shape", Tensor::FromVector<int64_t>({int64_t{1} << 30}, {1})}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kOutOfMemory) << r.status().ToString();
+}
+
+// Constant folding runs kernels at session creation: a 2^15 x 2^15 ConstantOfShape of
+// constants (4 GiB) was written in full there, whatever the memory cap, and then dropped
+// as too large to fold. Now folding allocates within the cap (and at most 256 MiB), so
+// creation stays small and the run reports the cap, naming the node.
+TEST(HostileRun, ConstantFoldingRespectsTheMemoryCap) {
+  auto m = MakeModel();
+  auto* g = m.mutable_graph();
+  auto* shape = g->add_initializer();
+  shape->set_name("shape");
+  shape->set_data_type(onnx::TensorProto::INT64);
+  shape->add_dims(2);
+  shape->add_int64_data(int64_t{1} << 15);
+  shape->add_int64_data(int64_t{1} << 15);
+  AddNode(g, "ConstantOfShape", {"shape"}, {"big"}, "fill");
+  auto* red = AddNode(g, "ReduceSum", {"big"}, {"y"}, "sum");
+  auto* keep = red->add_attribute();
+  keep->set_name("keepdims");
+  keep->set_type(onnx::AttributeProto::INT);
+  keep->set_i(0);
+  AddOutput(g, "y", {});
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  auto s = Create(m, /*cap=*/1 << 20);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  // ru_maxrss is the process's peak in KiB: writing 4 GiB would raise it by about 4 x 2^20.
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 1 << 20) << "session creation wrote the folded constant";
+  auto r = (*s)->Run({});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfMemory) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("fill"), std::string::npos) << r.status().ToString();
 }
 
 TEST(HostileRun, GatherWithOutOfRangeIndices) {
