@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "core/run_control.h"
 #include "cpu/register.h"
 
 namespace strata {
@@ -78,6 +79,8 @@ Status NonMaxSuppression(KernelContext& ctx) {
   std::vector<Box> bx(static_cast<size_t>(nbox));
   std::vector<int64_t> order;
   std::vector<int64_t> kept;
+  constexpr int64_t kIousPerCheck = int64_t{1} << 16;
+  int64_t ious = 0;  // IoUs (at most) since the last check
   for (int64_t b = 0; b < nb; ++b) {
     for (int64_t i = 0; i < nbox; ++i) {
       const int64_t o = (b * nbox + i) * 4;
@@ -102,6 +105,14 @@ Status NonMaxSuppression(KernelContext& ctx) {
       kept.clear();
       for (int64_t i : order) {
         if (static_cast<int64_t>(kept.size()) >= max_out) break;
+        // Greedy NMS is quadratic in the boxes kept (2^16 boxes that do not overlap: 2^31
+        // IoUs per class): the run's deadline and terminate calls are checked every 2^16.
+        ious += static_cast<int64_t>(kept.size());
+        if (ious >= kIousPerCheck) {
+          ious = 0;
+          if (Status st = CheckRunControl(); !st.ok())
+            return MakeStatus(st.code(), st.message(), ", in ", node.Describe());
+        }
         bool keep = true;
         for (int64_t k : kept)
           if (Iou(bx[i], bx[k]) > iou_thr) {

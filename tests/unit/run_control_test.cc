@@ -300,6 +300,36 @@ TEST(RunControl, LongEinsumKernelMeetsTheDeadline) {
   }
 }
 
+// Greedy NonMaxSuppression over 2^17 boxes that do not overlap compares each with all kept
+// before it (2^33 IoUs, tens of seconds): it checks the run's limits as it goes.
+TEST(RunControl, QuadraticNmsMeetsTheDeadline) {
+  constexpr int64_t n = int64_t{1} << 17;
+  onnx::ModelProto m = ob::MakeModel(11, "run_control_test");
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::AddInput(g, "boxes", {1, n, 4});
+  ob::AddInput(g, "scores", {1, 1, n});
+  ob::AddInt64Scalar(g, "max_out", n);
+  ob::AddNode(g, "NonMaxSuppression", {"boxes", "scores", "max_out"}, {"selected"}, "nms");
+  ob::AddOutput(g, "selected", {-1, 3}, onnx::TensorProto::INT64);
+  const std::string bytes = ob::Serialize(m);
+  std::vector<float> boxes(static_cast<size_t>(n * 4)), scores(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const float y = static_cast<float>(2 * i);
+    boxes[i * 4] = y;  // [y1, x1, y2, x2]: unit boxes two apart
+    boxes[i * 4 + 1] = 0;
+    boxes[i * 4 + 2] = y + 1;
+    boxes[i * 4 + 3] = 1;
+    scores[i] = 1.0f - static_cast<float>(i) / static_cast<float>(n);
+  }
+  auto s = Make(bytes, 50);
+  ASSERT_NE(s, nullptr);
+  auto r = s->Run({{"boxes", Value(Tensor::FromVector<float>(boxes, {1, n, 4}))},
+                   {"scores", Value(Tensor::FromVector<float>(scores, {1, 1, n}))}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("in NonMaxSuppression node 'nms'"), std::string::npos) << r.status().ToString();
+}
+
 // Without an installed scope (work on a pool thread, or no run at all) the check passes;
 // nested scopes restore the outer one.
 TEST(RunControl, CheckOutsideARunPasses) {
