@@ -289,9 +289,10 @@ T PowOne(T a, E b) {
     }
     U result = 1, base = static_cast<U>(a);
     uint64_t e = static_cast<uint64_t>(b);
-    while (e) {  // exact, wrapping like repeated integer multiplication
-      if (e & 1) result = static_cast<U>(result * base);
-      base = static_cast<U>(base * base);
+    while (e) {  // exact, wrapping like repeated integer multiplication (WrapMul: uint16 * uint16
+                 // is an int product and could overflow int)
+      if (e & 1) result = WrapMul(result, base);
+      base = WrapMul(base, base);
       e >>= 1;
     }
     return static_cast<T>(result);
