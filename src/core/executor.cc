@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
+#include <new>
 #include <optional>
 #include <set>
 
@@ -267,6 +269,24 @@ class FrameSubgraphRunner final : public SubgraphRunner {
 };
 }  // namespace
 
+namespace {
+// A kernel's Compute, with any C++ exception it lets out (std::bad_alloc from a scratch
+// vector; the thread pool rethrows a chunk's on the caller) turned into a Status naming
+// the node: it must not reach the C API's guard unexplained, nor unwind through a caller
+// that does not expect it.
+Status ComputeNode(const OpKernel& kernel, KernelContext& ctx) {
+  try {
+    return kernel.Compute(ctx);
+  } catch (const std::bad_alloc&) {
+    return MakeStatus(StatusCode::kOutOfMemory, ctx.node().Describe(), ": out of memory");
+  } catch (const std::exception& e) {
+    return MakeStatus(StatusCode::kInternal, ctx.node().Describe(), ": internal error: ", e.what());
+  } catch (...) {
+    return MakeStatus(StatusCode::kInternal, ctx.node().Describe(), ": internal error: unknown exception");
+  }
+}
+}  // namespace
+
 Result<std::vector<Value>> Executor::Run(const std::vector<Value>& inputs, const Frame* outer,
                                          const RunOptions* run) const {
   RunState st;
@@ -362,7 +382,7 @@ Status Executor::RunImpl(RunState* st, const std::vector<Value>& inputs, const F
     uint64_t& tls_offered = OfferedOutputs();
     const uint64_t saved_offered = tls_offered;  // nested (subgraph) runs restore the outer node's
     tls_offered = offered;
-    Status st_node = kernels_[i]->Compute(ctx);
+    Status st_node = ComputeNode(*kernels_[i], ctx);
     uint64_t untaken = tls_offered;
     tls_offered = saved_offered;
     // An untaken in-place offer still holds the input's handle in output 0: not a result.

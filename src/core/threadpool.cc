@@ -171,7 +171,15 @@ void ThreadPool::Drain(uint32_t gen) {
     if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     // The claimed chunk keeps the region open, so its fields are stable until done_ counts it.
     const int64_t b = static_cast<int64_t>(ClaimNext(c)) * chunk_;
-    fn_(ctx_, b, std::min(n_, b + chunk_));
+    // A chunk that throws (std::bad_alloc from a kernel's scratch vector) must neither end a
+    // worker thread (std::terminate: the host process dies) nor unwind the caller out of
+    // an open region: the first exception is kept and rethrown on the caller at its end.
+    try {
+      fn_(ctx_, b, std::min(n_, b + chunk_));
+    } catch (...) {
+      bool first = false;
+      if (error_set_.compare_exchange_strong(first, true, std::memory_order_acq_rel)) error_ = std::current_exception();
+    }
     done_.fetch_add(1, std::memory_order_acq_rel);
     c = claim_.load(std::memory_order_acquire);
   }
@@ -213,7 +221,14 @@ bool ThreadPool::RunRegion(int64_t n, int64_t chunk, int64_t nchunks, RangeFn fn
   }
   // Close the region so no stale worker can match its generation any more.
   claim_.store(PackClaim(gen, 0, 0), std::memory_order_release);
+  std::exception_ptr error;
+  if (error_set_.load(std::memory_order_acquire)) {  // written before its chunk's done_ count
+    error = std::move(error_);
+    error_ = nullptr;
+    error_set_.store(false, std::memory_order_relaxed);
+  }
   busy_.store(false, std::memory_order_release);
+  if (error) std::rethrow_exception(error);
   return true;
 }
 

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -64,6 +65,8 @@ class ThreadPool {
   };
   // Splits [0, n) into chunks of at least `grain` items and calls fn(begin, end) on
   // them, possibly in parallel. Runs inline when the pool has one thread or n <= grain.
+  // If fn throws, on any thread, the other chunks still run and the first exception is
+  // rethrown here once all have finished (the executor turns it into a Status).
   void ParallelFor(int64_t n, int64_t grain, RangeRef fn) { ParallelForRaw(n, grain, fn.call_, fn.obj_); }
   // Same, without a std::function: fn(ctx, begin, end). Hot paths use this (or Run).
   using RangeFn = void (*)(void* ctx, int64_t begin, int64_t end);
@@ -78,7 +81,8 @@ class ThreadPool {
   }
   // Exactly `n` chunks of one item each (n <= 4 * num_threads()): for callers that run
   // their own cooperative protocol per participant (e.g. the LSTM's recurrent steps).
-  // Every chunk runs exactly once, on whichever thread claims it first.
+  // Every chunk runs exactly once, on whichever thread claims it first. Participants must
+  // not throw: the others would wait for its steps for ever.
   void RunParticipants(int64_t n, RangeFn fn, void* ctx);
   // Returns once every worker has run the constructor's ThreadInit (the constructor does
   // not wait; the first parallel region does). A session calls it at the end of its
@@ -122,6 +126,10 @@ class ThreadPool {
   std::chrono::steady_clock::time_point inline_since_{};
   RangeFn fn_ = nullptr;
   void* ctx_ = nullptr;
+  // The first exception a chunk of the current region threw (error_set_ claims the slot);
+  // RunRegion rethrows it on the caller once every chunk has finished.
+  std::atomic<bool> error_set_{false};
+  std::exception_ptr error_;
   int64_t n_ = 0, chunk_ = 0;
   uint32_t gen_ = 0;  // written only by the thread that holds busy_
 };
