@@ -86,6 +86,7 @@ Status IoBinding::Run(const RunOptions* run) {
         "io binding is already running on another thread; a binding is single-threaded "
         "(use one binding per thread)");
   Status st = RunLocked(run);
+  state_.run_options = nullptr;  // not kept past the run: the caller may destroy it now
   busy_.store(false, std::memory_order_release);
   return st;
 }

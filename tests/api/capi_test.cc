@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -270,6 +271,34 @@ TEST(CApi, ConcurrentRunsOnOneSessionAgree) {
 
 const std::string kEndless = std::string(STRATA_SOURCE_DIR) + "/tests/data/run_control/endless_loop.onnx";
 
+// How a run on another thread ended: the code and message of the strata::Error it threw.
+struct Ended {
+  strata_status_code code = STRATA_OK;
+  std::string message;
+};
+
+// Runs `run` on another thread and calls `stop` every 5 ms until it returns (a terminate
+// call made before the run began does not end it).
+Ended RunUntilStopped(const std::function<void()>& run, const std::function<void()>& stop) {
+  Ended ended;
+  std::atomic<bool> done{false};
+  std::thread runner([&] {
+    try {
+      run();
+    } catch (const strata::Error& e) {
+      ended.code = e.code();
+      ended.message = e.what();
+    }
+    done = true;
+  });
+  while (!done) {
+    stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  runner.join();
+  return ended;
+}
+
 // run_timeout_ms and strata_session_terminate_runs end a run of a Loop of INT64_MAX
 // iterations with STRATA_CANCELLED; bad option values are refused by name.
 TEST(CApi, RunDeadlineAndTerminate) {
@@ -309,22 +338,8 @@ TEST(CApi, RunDeadlineAndTerminate) {
   strata::Env env;
   strata::Session session(env, kEndless);
   auto t = strata::Tensor::Create(STRATA_DTYPE_FLOAT32, {1});
-  std::atomic<bool> done{false};
-  strata_status_code code = STRATA_OK;
-  std::thread runner([&] {
-    try {
-      session.Run({{"x", &t}});
-    } catch (const strata::Error& e) {
-      code = e.code();
-    }
-    done = true;
-  });
-  while (!done) {  // a call before the run began does not end it
-    session.TerminateRuns();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  runner.join();
-  EXPECT_EQ(code, STRATA_CANCELLED);
+  const Ended ended = RunUntilStopped([&] { session.Run({{"x", &t}}); }, [&] { session.TerminateRuns(); });
+  EXPECT_EQ(ended.code, STRATA_CANCELLED) << ended.message;
 }
 
 // Per-run options: a deadline of the run's own, and a terminate that ends only the runs
@@ -384,25 +399,9 @@ TEST(CApi, RunOptions) {
   strata::Session session(env, kEndless);
   auto t = strata::Tensor::Create(STRATA_DTYPE_FLOAT32, {1});
   strata::RunOptions run;
-  std::atomic<bool> done{false};
-  strata_status_code code = STRATA_OK;
-  std::string message;
-  std::thread runner([&] {
-    try {
-      session.Run({{"x", &t}}, &run);
-    } catch (const strata::Error& e) {
-      code = e.code();
-      message = e.what();
-    }
-    done = true;
-  });
-  while (!done) {  // a call before the run began does not end it
-    run.Terminate();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  runner.join();
-  EXPECT_EQ(code, STRATA_CANCELLED);
-  EXPECT_NE(message.find("strata_run_options_terminate"), std::string::npos) << message;
+  const Ended ended = RunUntilStopped([&] { session.Run({{"x", &t}}, &run); }, [&] { run.Terminate(); });
+  EXPECT_EQ(ended.code, STRATA_CANCELLED) << ended.message;
+  EXPECT_NE(ended.message.find("strata_run_options_terminate"), std::string::npos) << ended.message;
   EXPECT_THROW(strata::RunOptions().Set("timeout_ms", "-3"), strata::Error);
 }
 

@@ -67,6 +67,16 @@ std::vector<std::pair<std::string, Value>> Feeds(float x) {
 
 const int64_t kForever = std::numeric_limits<int64_t>::max();
 
+// Calls stop() every 5 ms until done(): a terminate call made before a run began does not
+// end it, so one call is not enough.
+template <typename Done, typename Stop>
+void StopUntil(Done done, Stop stop) {
+  while (!done()) {
+    stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 TEST(RunControl, DeadlineEndsAnEndlessLoop) {
   for (bool empty_body : {false, true}) {
     SCOPED_TRACE(empty_body);
@@ -122,11 +132,7 @@ TEST(RunControl, TerminateEndsRunsInProgressOnly) {
       got[t] = r.status();
       done.fetch_add(1);
     });
-  // A call made before a runner's run began does not end it: call until all have ended.
-  while (done.load() < kRunners) {
-    s->TerminateRuns();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  StopUntil([&] { return done.load() == kRunners; }, [&] { s->TerminateRuns(); });
   for (auto& t : runners) t.join();
   for (const Status& st : got) {
     EXPECT_EQ(st.code(), StatusCode::kCancelled) << st.ToString();
@@ -205,18 +211,12 @@ TEST(RunControl, RunOptionsTerminateEndsOnlyItsRuns) {
     got_second = s->Run(Feeds(0), {}, &second).status();
     second_done = true;
   });
-  while (!first_done) {  // a call before the run began does not end it
-    first.Terminate();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  StopUntil([&] { return first_done.load(); }, [&] { first.Terminate(); });
   a.join();
   // The other run is still going: give it time to be (wrongly) stopped, then check.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(second_done.load());
-  while (!second_done) {
-    s->TerminateRuns();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  StopUntil([&] { return second_done.load(); }, [&] { s->TerminateRuns(); });
   b.join();
   EXPECT_EQ(got_first.code(), StatusCode::kCancelled) << got_first.ToString();
   EXPECT_NE(got_first.message().find("strata_run_options_terminate"), std::string::npos) << got_first.ToString();
