@@ -159,7 +159,14 @@ Result<int> FoldConstants(Graph& g, const OptimizerOptions& opts) {
     for (size_t k = 0; k < in_vals.size(); ++k) in_ptrs.push_back(node.inputs[k] >= 0 ? &in_vals[k] : nullptr);
     std::vector<Value> outs(node.outputs.size());
     KernelContext ctx(node, in_ptrs, &outs, opts.pool, &fold_alloc, nullptr);
-    Status st = (*kernel)->Compute(ctx);
+    // A kernel that throws (bad_alloc from its scratch) is left to run time like one that
+    // fails, where the executor reports it naming the node.
+    Status st;
+    try {
+      st = (*kernel)->Compute(ctx);
+    } catch (...) {
+      st = MakeStatus(StatusCode::kInternal, node.Describe(), ": threw while folding");
+    }
     bool ok = st.ok();
     for (const Value& v : outs)
       if (!v.is_tensor() || v.tensor().num_elements() > kMaxFoldElements) ok = false;
