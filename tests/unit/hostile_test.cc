@@ -749,6 +749,36 @@ TEST(HostileGraph, IntegerProductsWrap) {
   }
 }
 
+// An Einsum of ten 128-element vectors to a scalar sums 128^10 = 2^70 terms: the count no
+// longer overflows int64 silently (it ran a wrapped count), it is refused naming the node.
+TEST(HostileGraph, EinsumTermCountBeyondInt64) {
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  auto* n = g->add_node();
+  n->set_op_type("Einsum");
+  n->set_name("huge_sum");
+  std::string equation;
+  std::vector<std::pair<std::string, Value>> feeds;
+  for (char c = 'a'; c <= 'j'; ++c) {
+    const std::string name(1, c);
+    AddInput(g, name, {128});
+    n->add_input(name);
+    equation += (equation.empty() ? "" : ",") + name;
+    feeds.emplace_back(name, Value(Tensor::FromVector<float>(std::vector<float>(128, 1.0f), {128})));
+  }
+  equation += "->";
+  auto* eq = n->add_attribute();
+  eq->set_name("equation");
+  eq->set_type(onnx::AttributeProto::STRING);
+  eq->set_s(equation);
+  n->add_output("y");
+  AddOutput(g, "y", {});
+  auto s = Create(m);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ExpectCleanError((*s)->Run(feeds), "more than 2^63 terms");
+  ExpectCleanError((*s)->Run(feeds), "huge_sum");
+}
+
 TEST(HostileGraph, ConvTransposeAndMaxUnpoolRanks) {
   {
     auto m = MakeModel(11);
