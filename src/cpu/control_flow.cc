@@ -87,6 +87,10 @@ Result<Tensor> Stack(const std::vector<Tensor>& items, int64_t axis, DataType dt
 // Slice `i` along `axis` of t (a copy; scan inputs are small per step).
 Result<Tensor> SliceAxis(const Tensor& t, int64_t axis, int64_t i, Allocator* alloc) {
   Shape s = t.shape();
+  // Callers check their inputs' shapes; this keeps a missed case an error, not a read past
+  // the buffer (a fuzzed opset-8 Scan whose inputs disagreed on the batch did that).
+  if (axis < 0 || axis >= static_cast<int64_t>(s.size()) || i < 0 || i >= s[axis])
+    return InvalidArgument("slice ", i, " of axis ", axis, " is outside shape ", ShapeToString(s));
   int64_t outer = 1, inner = 1;
   for (int64_t k = 0; k < axis; ++k) outer *= s[k];
   for (size_t k = axis + 1; k < s.size(); ++k) inner *= s[k];
@@ -189,6 +193,9 @@ Status ScanKernel(KernelContext& ctx) {
   if (n_scan_in < 1 || static_cast<size_t>(n_scan_in) > ctx.num_inputs() - first)
     return InvalidModel(node.Describe(), ": bad num_scan_inputs ", n_scan_in);
   size_t n_state = ctx.num_inputs() - first - static_cast<size_t>(n_scan_in);
+  if (body->outputs.size() < n_state)
+    return InvalidModel(node.Describe(), ": the body has ", body->outputs.size(), " outputs, fewer than the ", n_state,
+                        " state variables");
   size_t n_scan_out = body->outputs.size() - n_state;
   auto in_axes = node.GetInts("scan_input_axes", std::vector<int64_t>(n_scan_in, 0));
   auto in_dirs = node.GetInts(legacy ? "directions" : "scan_input_directions", std::vector<int64_t>(n_scan_in, 0));
@@ -197,8 +204,21 @@ Status ScanKernel(KernelContext& ctx) {
   if (legacy) {
     // Opset 8 carries a leading batch axis; run each batch item separately.
     const Tensor* x0 = ctx.input(first + n_state);
-    if (!x0) return InvalidArgument(node.Describe(), ": missing scan input");
+    if (!x0 || x0->rank() < 2) return InvalidArgument(node.Describe(), ": scan input 0 must be [batch, steps, ...]");
     int64_t batch = x0->dim(0);
+    // Every state and scan input is sliced per batch item: all must have that batch, and the
+    // scan inputs one sequence length (inputs that disagreed were read past their end).
+    for (size_t i = first; i < ctx.num_inputs(); ++i) {
+      const Tensor* t = ctx.input(i);
+      const bool scan = i >= first + n_state;
+      if (!t || t->rank() < (scan ? 2u : 1u) || t->dim(0) != batch)
+        return InvalidArgument(node.Describe(), ": input ", i, (t ? " of shape " + ShapeToString(t->shape()) : ""),
+                               " must be a ", scan ? "[batch, steps, ...] scan input" : "[batch, ...] state",
+                               " with batch ", batch, " (of the first scan input)");
+      if (scan && t->dim(1) != x0->dim(1))
+        return InvalidArgument(node.Describe(), ": scan inputs differ in length: ", ShapeToString(t->shape()), " and ",
+                               ShapeToString(x0->shape()));
+    }
     std::vector<std::vector<Tensor>> finals(body->outputs.size());
     for (int64_t b = 0; b < batch; ++b) {
       std::vector<Value> state;
@@ -221,10 +241,17 @@ Status ScanKernel(KernelContext& ctx) {
           in.push_back(s);
         }
         ASSIGN_OR_RETURN(std::vector<Value> out, ctx.subgraphs()->Run(*body, in));
+        if (out.size() != body->outputs.size()) return InternalError(node.Describe(), ": body output count");
         for (size_t i = 0; i < n_state; ++i) state[i] = out[i];
-        for (size_t i = 0; i < n_scan_out; ++i) outs[i].push_back(out[n_state + i].tensor());
+        for (size_t i = 0; i < n_scan_out; ++i) {
+          if (!out[n_state + i].is_tensor()) return Unsupported(node.Describe(), ": non-tensor scan output");
+          outs[i].push_back(out[n_state + i].tensor());
+        }
       }
-      for (size_t i = 0; i < n_state; ++i) finals[i].push_back(state[i].tensor());
+      for (size_t i = 0; i < n_state; ++i) {
+        if (!state[i].is_tensor()) return Unsupported(node.Describe(), ": non-tensor scan state");
+        finals[i].push_back(state[i].tensor());
+      }
       for (size_t i = 0; i < n_scan_out; ++i) {
         ASSIGN_OR_RETURN(Tensor s, Stack(outs[i], 0, DataType::kFloat, {}, ctx.allocator(), node));
         finals[n_state + i].push_back(s);

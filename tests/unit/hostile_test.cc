@@ -779,6 +779,51 @@ TEST(HostileGraph, EinsumTermCountBeyondInt64) {
   ExpectCleanError((*s)->Run(feeds), "huge_sum");
 }
 
+// Opset-8 Scan slices every state and scan input per batch item of the first scan input: an
+// input with a smaller batch was read past its end (ASan, a strata_fuzz_run find, replayed
+// from tests/data/hostile/run/fuzz-run-scan8-batch-mismatch.bin); now an error naming it.
+TEST(HostileGraph, LegacyScanInputsDisagreeOnTheBatch) {
+  const auto model = [](std::initializer_list<int64_t> state_dims, std::initializer_list<int64_t> x_dims) {
+    auto m = MakeModel(8);
+    auto* g = m.mutable_graph();
+    AddInput(g, "state", state_dims);
+    AddInput(g, "x", x_dims);
+    auto* scan = AddNode(g, "Scan", {"", "state", "x"}, {"final", "ys"}, "scan8");
+    SetInt(scan, "num_scan_inputs", 1);
+    auto* body = AddGraphAttr(scan, "body");
+    AddInput(body, "s_in", {1});
+    AddInput(body, "x_in", {1});
+    AddOutput(body, "s_out", {1});
+    AddOutput(body, "y", {1});
+    AddNode(body, "Add", {"s_in", "x_in"}, {"s_out"});
+    AddNode(body, "Identity", {"x_in"}, {"y"});
+    AddOutput(g, "final", {-1, 1});
+    AddOutput(g, "ys", {-1, -1, 1});
+    return m;
+  };
+  const auto feeds = [](std::vector<int64_t> state_dims, std::vector<int64_t> x_dims) {
+    const auto filled = [](const std::vector<int64_t>& dims) {
+      int64_t n = 1;
+      for (int64_t d : dims) n *= d;
+      return Value(Tensor::FromVector<float>(std::vector<float>(static_cast<size_t>(n), 1.0f), Shape(dims)));
+    };
+    return std::vector<std::pair<std::string, Value>>{{"state", filled(state_dims)}, {"x", filled(x_dims)}};
+  };
+  {
+    auto s = Create(model({-1, 1}, {-1, -1, 1}));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ExpectCleanError((*s)->Run(feeds({2, 1}, {3, 4, 1})), "with batch 3");
+    // Agreeing inputs run: each batch item sums its 4 steps of 1 onto its state of 1.
+    auto r = (*s)->Run(feeds({3, 1}, {3, 4, 1}));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ((*r)[0].tensor().shape(), (Shape{3, 1}));
+    for (int i = 0; i < 3; ++i) EXPECT_EQ((*r)[0].tensor().data<float>()[i], 5.0f);
+  }
+  auto flat = Create(model({-1, 1}, {-1}));  // a scan input without a steps axis
+  ASSERT_TRUE(flat.ok()) << flat.status().ToString();
+  ExpectCleanError((*flat)->Run(feeds({3, 1}, {3})), "scan input 0 must be [batch, steps, ...]");
+}
+
 TEST(HostileGraph, ConvTransposeAndMaxUnpoolRanks) {
   {
     auto m = MakeModel(11);
