@@ -4,8 +4,9 @@
 // their own, RunOptions::Terminate), which leaves the session's other runs alone. The
 // executor checks all of them before each node and before each subgraph run (every Loop,
 // Scan and SequenceMap iteration), so a model that loops for hours, by design or by a
-// hostile trip count, can be ended. A single kernel is not interrupted: the latency of a
-// stop is the longest node's.
+// hostile trip count, can be ended. A single kernel is interrupted only where it checks
+// too (core/kernel_stop.h: pooling, convs, GEMMs, recurrences, LRN, Einsum, NMS); elsewhere
+// the latency of a stop is the node's.
 #pragma once
 
 #include <atomic>

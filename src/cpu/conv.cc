@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "core/kernel_stop.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/register.h"
@@ -79,7 +80,7 @@ Taps MakeTaps(const SpatialGeometry& g) {
 
 template <typename T>
 void RefConvTyped(const T* x, const T* w, const T* b, T* y, const ConvShapes& s, const FusedActivation& act,
-                  ThreadPool* pool) {
+                  ThreadPool* pool, KernelStop& stop) {
   using A = typename AccType<T>::type;
   const SpatialGeometry& g = s.geo;
   const size_t r = g.rank();
@@ -88,6 +89,7 @@ void RefConvTyped(const T* x, const T* w, const T* b, T* y, const ConvShapes& s,
   const Taps taps = MakeTaps(g);
   auto body = [&](int64_t begin, int64_t end) {
     std::vector<int64_t> o(r);
+    int64_t pending = 0;
     for (int64_t item = begin; item < end; ++item) {
       int64_t n = item / s.out_channels, oc = item % s.out_channels, grp = oc / cog;
       const T* xg = x + (n * s.in_channels + grp * cig) * is;
@@ -95,6 +97,8 @@ void RefConvTyped(const T* x, const T* w, const T* b, T* y, const ConvShapes& s,
       T* yo = y + (n * s.out_channels + oc) * os;
       std::fill(o.begin(), o.end(), 0);
       for (int64_t p = 0; p < os; ++p) {
+        // The kernel's size, not the input's, sets the cost: the run's limits are checked.
+        if (!stop.Continue(pending, ks * (cig + 1))) return;
         A acc = b ? static_cast<A>(b[oc]) : A(0);
         for (int64_t t = 0; t < ks; ++t) {
           int64_t off = 0;
@@ -146,12 +150,13 @@ class RefConvKernel final : public OpKernel {
     Shape out = {s.batch, s.out_channels};
     out.insert(out.end(), s.geo.out.begin(), s.geo.out.end());
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), out));
+    KernelStop stop(node);
     bool ok = DispatchFloat(x->dtype(), [&]<typename T>() {
-      RefConvTyped<T>(x->data<T>(), w->data<T>(), b ? b->data<T>() : nullptr, y->mutable_data<T>(), s, act_,
-                      ctx.pool());
+      RefConvTyped<T>(x->data<T>(), w->data<T>(), b ? b->data<T>() : nullptr, y->mutable_data<T>(), s, act_, ctx.pool(),
+                      stop);
     });
     if (!ok) return Unsupported(node.Describe(), ": Conv does not support dtype ", DataTypeName(x->dtype()));
-    return Status::Ok();
+    return stop.status();
   }
 
  private:
@@ -160,7 +165,7 @@ class RefConvKernel final : public OpKernel {
 
 template <typename T>
 void RefConvTransposeTyped(const T* x, const T* w, const T* b, T* y, int64_t batch, int64_t cin, int64_t group,
-                           int64_t cog, const SpatialGeometry& g, ThreadPool* pool) {
+                           int64_t cog, const SpatialGeometry& g, ThreadPool* pool, KernelStop& stop) {
   using A = typename AccType<T>::type;
   const size_t r = g.rank();
   const int64_t is = g.InSize(), os = g.OutSize(), ks = g.KernelSize();
@@ -170,6 +175,7 @@ void RefConvTransposeTyped(const T* x, const T* w, const T* b, T* y, int64_t bat
   auto body = [&](int64_t begin, int64_t end) {
     std::vector<A> acc(os);
     std::vector<int64_t> ip(r);
+    int64_t pending = 0;
     for (int64_t item = begin; item < end; ++item) {
       int64_t n = item / cout, oc_g = item % cout, grp = oc_g / cog, oc = oc_g % cog;
       std::fill(acc.begin(), acc.end(), b ? static_cast<A>(b[oc_g]) : A(0));
@@ -178,6 +184,7 @@ void RefConvTransposeTyped(const T* x, const T* w, const T* b, T* y, int64_t bat
         const T* wc = w + ((grp * cig + ic) * cog + oc) * ks;
         std::fill(ip.begin(), ip.end(), 0);
         for (int64_t p = 0; p < is; ++p) {
+          if (!stop.Continue(pending, ks + 1)) return;
           A xv = static_cast<A>(xc[p]);
           for (int64_t t = 0; t < ks; ++t) {
             int64_t off = 0;
@@ -240,12 +247,13 @@ class RefConvTransposeKernel final : public OpKernel {
     Shape out = {xs[0], cout};
     out.insert(out.end(), g.out.begin(), g.out.end());
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), out));
+    KernelStop stop(node);
     bool ok = DispatchFloat(x->dtype(), [&]<typename T>() {
       RefConvTransposeTyped<T>(x->data<T>(), w->data<T>(), b ? b->data<T>() : nullptr, y->mutable_data<T>(), xs[0],
-                               xs[1], group, cog, g, ctx.pool());
+                               xs[1], group, cog, g, ctx.pool(), stop);
     });
     if (!ok) return Unsupported(node.Describe(), ": ConvTranspose does not support dtype ", DataTypeName(x->dtype()));
-    return Status::Ok();
+    return stop.status();
   }
 };
 

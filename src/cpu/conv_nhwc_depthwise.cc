@@ -19,6 +19,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/kernel_stop.h"
 #include "core/layout_pass.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/conv_nhwc_gemm.h"
@@ -549,12 +550,18 @@ class NhwcDepthwiseKernel final : public OpKernel {
     const float* xd = x->data<float>();
     float* yd = y->mutable_data<float>();
     const int64_t kh = wt_.kh, sh = g.strides[0], dh = g.dilations[0], pt = g.pad_begin[0];
+    // A row's cost is its kernel's (as large as the padded image, in a hostile model): the
+    // run's deadline and terminate calls are checked between rows.
+    KernelStop stop(node);
+    const int64_t row_work = ow * c * std::min(kh, h) * std::min(wt_.kw, w);
     auto rows_fn = [&](int64_t begin, int64_t end) {
+      int64_t pending = 0;
       // Kernel heights above 16 are rare enough to pay for a heap table.
       const float* small[17];
       std::vector<const float*> big(kh > 16 ? kh + 1 : 0);
       const float** rows = kh > 16 ? big.data() : small;
       for (int64_t row = begin; row < end;) {
+        if (!stop.Continue(pending, 2 * row_work)) return;
         const int64_t b = row / oh, oy = row - b * oh, iy0 = oy * sh - pt;
         // Two rows of one image at a time where they share input rows (see ConvRowPair).
         const int64_t n = sh == 1 && dh == 1 && row + 1 < end && oy + 1 < oh ? 2 : 1;
@@ -588,6 +595,7 @@ class NhwcDepthwiseKernel final : public OpKernel {
     } else {
       rows_fn(0, rows);
     }
+    RETURN_IF_ERROR(stop.status());
     if (pooled) {
       const float scale = 1.0f / static_cast<float>(oh * ow);
       float* pd = pooled->mutable_data<float>();

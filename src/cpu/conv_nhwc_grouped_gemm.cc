@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/constant_release.h"
+#include "core/first_error.h"
 #include "core/layout_pass.h"
 #include "core/threadpool.h"
 #include "cpu/conv_kernels.h"
@@ -84,15 +85,16 @@ class NhwcGroupedGemmConvKernel final : public OpKernel, public PacksConstantInp
     for (int64_t bi = 0; bi < blocks; ++bi)
       NhwcIm2colPointers(&geo, bi * kR, std::min(kR, rows - bi * kR), table + bi * taps * kR);
     float* out = y->mutable_data<float>();
-    std::atomic<bool> any_failed{false};  // only the SGEMM's scratch allocation can fail
+    // The SGEMM fails when it cannot get its scratch, or when the run's deadline or a
+    // terminate call stops it (checked on the run's thread).
+    FirstError failed;
     auto run = [&](int64_t begin, int64_t end) {
       for (int64_t gi = begin; gi < end; ++gi) {
         const GroupRows rows_of{table, taps, gi * cg};
         const sgemm::IndirectA ia{GroupRows::Rows, &rows_of, taps, cg};
         const auto ep = NhwcConvEpilogue<sgemm::Epilogue>(bias_.empty() ? nullptr : bias_.data() + gi * cg, act_.min,
                                                           act_.max, act_.kind, nullptr, y, m);
-        if (!sgemm::GemmIndirect(rows, ia, packed_[static_cast<size_t>(gi)], out + gi * cg, m, ep, nullptr).ok())
-          any_failed = true;
+        failed.Set(sgemm::GemmIndirect(rows, ia, packed_[static_cast<size_t>(gi)], out + gi * cg, m, ep, nullptr));
       }
     };
     if (ctx.pool() && ctx.pool()->num_threads() > 1) {
@@ -100,8 +102,7 @@ class NhwcGroupedGemmConvKernel final : public OpKernel, public PacksConstantInp
     } else {
       run(0, groups);
     }
-    if (any_failed)
-      return MakeStatus(StatusCode::kOutOfMemory, node.Describe(), ": cannot allocate the SGEMM's scratch");
+    if (Status st = failed.Take(); !st.ok()) return MakeStatus(st.code(), node.Describe(), ": ", st.message());
     return Status::Ok();
   }
 

@@ -14,8 +14,11 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <tuple>
+#include <utility>
 
 #include "core/constant_release.h"
+#include "core/kernel_stop.h"
 #include "cpu/gemm_kernels.h"
 #include "cpu/gemv.h"
 #include "cpu/sgemm_ops.h"
@@ -179,6 +182,23 @@ class FcGemmKernel final : public OpKernel, public PacksConstantInputs {
   ConstantBProduct fc_;
 };
 
+// OpenBLAS calls cannot be stopped, and a product's cost (M x N x K) is not bounded by any
+// one operand: products of more than kSplitWork multiply-adds are cut into items of about
+// kItemWork (tiles of at least 256 x 256, so each call still amortises its packing), and
+// the run's deadline and terminate calls are checked between items. Smaller products keep
+// their split. Returns {rows, cols} per item.
+constexpr double kSplitWork = 0x1p30, kItemWork = 0x1p28;
+std::pair<int64_t, int64_t> BlasItemShape(double work, int64_t M, int64_t N, int64_t K, int64_t rows) {
+  if (work <= kSplitWork || K == 0) return {rows, N};
+  const double row_work = static_cast<double>(N) * static_cast<double>(K);
+  const int64_t min_rows = std::min<int64_t>({M, 256, rows});
+  rows = std::clamp<int64_t>(static_cast<int64_t>(std::min(kItemWork / row_work, 1e18)), min_rows, rows);
+  const double col_work = static_cast<double>(rows) * static_cast<double>(K);
+  const int64_t cols =
+      std::clamp<int64_t>(static_cast<int64_t>(std::min(kItemWork / col_work, 1e18)), std::min<int64_t>(N, 256), N);
+  return {rows, cols};
+}
+
 class BlasMatMulKernel final : public OpKernel {
  public:
   explicit BlasMatMulKernel(FusedActivation act) : act_(act) { EnsureBlasSingleThreaded(); }
@@ -203,27 +223,40 @@ class BlasMatMulKernel final : public OpKernel {
       int64_t splits = (2 * threads + d.batch - 1) / d.batch;
       rows_per_item = std::max<int64_t>(std::min<int64_t>(M, 16), (M + splits - 1) / splits);
     }
-    int64_t blocks = (M + rows_per_item - 1) / rows_per_item;
+    const double work = static_cast<double>(d.batch) * static_cast<double>(M) * static_cast<double>(N) * K;
+    int64_t cols_per_item = N;
+    std::tie(rows_per_item, cols_per_item) = BlasItemShape(work, M, N, K, rows_per_item);
+    const int64_t blocks = (M + rows_per_item - 1) / rows_per_item;
+    const int64_t col_blocks = (N + cols_per_item - 1) / cols_per_item;
+    KernelStop stop(ctx.node());
+    const int64_t item_work = rows_per_item * cols_per_item * K;
     auto body = [&](int64_t begin, int64_t end) {
+      int64_t pending = 0;
       for (int64_t item = begin; item < end; ++item) {
-        int64_t t = item / blocks, m0 = (item % blocks) * rows_per_item;
-        int64_t mm = std::min(M, m0 + rows_per_item) - m0;
+        if (!stop.Continue(pending, item_work)) return;
+        const int64_t cb = item % col_blocks, rest = item / col_blocks;
+        const int64_t t = rest / blocks, m0 = (rest % blocks) * rows_per_item, n0 = cb * cols_per_item;
+        const int64_t mm = std::min(M, m0 + rows_per_item) - m0, nn = std::min(N, n0 + cols_per_item) - n0;
         const float* am = ap + (d.a_index[t] * M + m0) * K;
-        const float* bm = bp + d.b_index[t] * K * N;
-        float* ym = yp + (t * M + m0) * N;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mm), static_cast<int>(N),
+        const float* bm = bp + d.b_index[t] * K * N + n0;
+        float* ym = yp + (t * M + m0) * N + n0;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mm), static_cast<int>(nn),
                     static_cast<int>(K), 1.0f, am, static_cast<int>(K), bm, static_cast<int>(N), 0.0f, ym,
                     static_cast<int>(N));
-        ApplyActivation(ym, mm * N, act_);
+        if (nn == N) {
+          ApplyActivation(ym, mm * N, act_);
+        } else {
+          for (int64_t r = 0; r < mm; ++r) ApplyActivation(ym + r * N, nn, act_);
+        }
       }
     };
-    int64_t items = d.batch * blocks;
+    int64_t items = d.batch * blocks * col_blocks;
     if (ctx.pool() && ctx.pool()->num_threads() > 1 && items > 1 && d.batch * M * N * K > (1 << 16)) {
       ctx.pool()->ParallelFor(items, 1, body);
     } else {
       body(0, items);
     }
-    return Status::Ok();
+    return stop.status();
   }
 
  private:
@@ -255,34 +288,43 @@ class BlasGemmKernel final : public OpKernel {
     float* yp = y->mutable_data<float>();
     const bool use_c = c && d.beta != 0.0f;
     const int64_t threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
-    const int64_t rows = threads > 1 ? std::max<int64_t>(16, (d.M + 2 * threads - 1) / (2 * threads)) : d.M;
-    const int64_t blocks = (d.M + rows - 1) / rows;
+    const double work = static_cast<double>(d.M) * static_cast<double>(d.N) * static_cast<double>(d.K);
+    const auto [rows, cols] = BlasItemShape(
+        work, d.M, d.N, d.K, threads > 1 ? std::max<int64_t>(16, (d.M + 2 * threads - 1) / (2 * threads)) : d.M);
+    const int64_t blocks = (d.M + rows - 1) / rows, col_blocks = (d.N + cols - 1) / cols;
     const float* ap = a->data<float>();
     const float* bp = b->data<float>();
+    KernelStop stop(node);
     auto body = [&](int64_t begin, int64_t end) {
-      for (int64_t blk = begin; blk < end; ++blk) {
-        int64_t m0 = blk * rows, mm = std::min(d.M, m0 + rows) - m0;
-        float* yb = yp + m0 * d.N;
+      int64_t pending = 0;
+      for (int64_t item = begin; item < end; ++item) {
+        if (!stop.Continue(pending, rows * cols * d.K)) return;
+        const int64_t m0 = item / col_blocks * rows, mm = std::min(d.M, m0 + rows) - m0;
+        const int64_t n0 = item % col_blocks * cols, nn = std::min(d.N, n0 + cols) - n0;
+        float* yb = yp + m0 * d.N + n0;
         for (int64_t m = 0; m < mm; ++m)
-          for (int64_t n = 0; n < d.N; ++n)
-            yb[m * d.N + n] = use_c ? d.beta * c->data<float>()[GemmCIndex(c->shape(), m0 + m, n)] : 0.0f;
+          for (int64_t n = 0; n < nn; ++n)
+            yb[m * d.N + n] = use_c ? d.beta * c->data<float>()[GemmCIndex(c->shape(), m0 + m, n0 + n)] : 0.0f;
         if (d.K > 0) {
-          // op(A) rows m0.. start at A + m0*K (row-major [M,K]) or at column m0 of [K,M].
+          // op(A) rows m0.. start at A + m0*K (row-major [M,K]) or at column m0 of [K,M];
+          // op(B) columns n0.. at B + n0 ([K,N]) or at row n0 of [N,K].
           const float* ab = d.trans_a ? ap + m0 : ap + m0 * d.K;
+          const float* bb = d.trans_b ? bp + n0 * d.K : bp + n0;
           cblas_sgemm(CblasRowMajor, d.trans_a ? CblasTrans : CblasNoTrans, d.trans_b ? CblasTrans : CblasNoTrans,
-                      static_cast<int>(mm), static_cast<int>(d.N), static_cast<int>(d.K), d.alpha, ab,
-                      static_cast<int>(d.trans_a ? d.M : d.K), bp, static_cast<int>(d.trans_b ? d.K : d.N), 1.0f, yb,
+                      static_cast<int>(mm), static_cast<int>(nn), static_cast<int>(d.K), d.alpha, ab,
+                      static_cast<int>(d.trans_a ? d.M : d.K), bb, static_cast<int>(d.trans_b ? d.K : d.N), 1.0f, yb,
                       static_cast<int>(d.N));
         }
-        ApplyActivation(yb, mm * d.N, act_);
+        for (int64_t m = 0; m < mm; ++m) ApplyActivation(yb + m * d.N, nn, act_);
       }
     };
-    if (ctx.pool() && threads > 1 && blocks > 1 && d.M * d.N * d.K > (1 << 16)) {
-      ctx.pool()->ParallelFor(blocks, 1, body);
+    const int64_t items = blocks * col_blocks;
+    if (ctx.pool() && threads > 1 && items > 1 && d.M * d.N * d.K > (1 << 16)) {
+      ctx.pool()->ParallelFor(items, 1, body);
     } else {
-      body(0, blocks);
+      body(0, items);
     }
-    return Status::Ok();
+    return stop.status();
   }
 
  private:

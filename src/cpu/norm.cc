@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "core/kernel_stop.h"
 #include "cpu/fn_kernel_def.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/register.h"
@@ -549,25 +550,44 @@ Status LrnCompute(KernelContext& ctx) {
   const int64_t inner = NumElements(Shape(x->shape().begin() + 2, x->shape().end()));
   const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;  // floor / ceil of (size-1)/2
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->shape()));
+  if (y->num_elements() == 0) return Status::Ok();
+  // The cost is the output times the window (size, up to the channel count), which the
+  // input does not bound: channel rows run in parallel and check the run's limits.
+  KernelStop stop(node);
   bool ok = DispatchFloat(x->dtype(), [&]<typename T>() {
     using A = Acc<T>;
     const T* xp = x->data<T>();
     T* yp = y->mutable_data<T>();
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t ch = 0; ch < c; ++ch)
-        for (int64_t k = 0; k < inner; ++k) {
-          A sq = 0;
-          for (int64_t j = std::max<int64_t>(0, ch - lo); j <= std::min<int64_t>(c - 1, ch + hi); ++j) {
-            A v = static_cast<A>(xp[(b * c + j) * inner + k]);
-            sq += v * v;
+    auto rows = [&](int64_t begin, int64_t end) {
+      std::vector<A> sq(static_cast<size_t>(inner));
+      int64_t pending = 0;
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t b = row / c, ch = row % c;
+        const int64_t j0 = std::max<int64_t>(0, ch - lo), j1 = std::min<int64_t>(c - 1, ch + hi);
+        if (!stop.Continue(pending, (j1 - j0 + 2) * inner)) return;
+        std::fill(sq.begin(), sq.end(), A(0));
+        // Channel by channel over the window, so that each reads a contiguous row.
+        for (int64_t j = j0; j <= j1; ++j) {
+          const T* xj = xp + (b * c + j) * inner;
+          for (int64_t k = 0; k < inner; ++k) {
+            const A v = static_cast<A>(xj[k]);
+            sq[k] += v * v;
           }
-          const int64_t e = (b * c + ch) * inner + k;
-          yp[e] =
-              T(static_cast<A>(xp[e]) / static_cast<A>(std::pow(bias + alpha / static_cast<double>(size) * sq, beta)));
         }
+        const int64_t e = row * inner;
+        for (int64_t k = 0; k < inner; ++k)
+          yp[e + k] = T(static_cast<A>(xp[e + k]) /
+                        static_cast<A>(std::pow(bias + alpha / static_cast<double>(size) * sq[k], beta)));
+      }
+    };
+    if (ctx.pool()) {
+      ctx.pool()->ParallelFor(n * c, 1, rows);
+    } else {
+      rows(0, n * c);
+    }
   });
   if (!ok) return UnsupportedDtype(node, x->dtype());
-  return Status::Ok();
+  return stop.status();
 }
 
 // ---------------------------------------------------------------- Dropout

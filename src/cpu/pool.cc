@@ -3,12 +3,14 @@
 // optimized fp32 kernels from pool_xnnpack.cc.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <vector>
 
 #include "core/kernel.h"
+#include "core/kernel_stop.h"
 #include "cpu/conv_geometry.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/pool_kernels.h"
@@ -18,54 +20,113 @@
 namespace strata {
 namespace {
 
-// For every output position: the in-bounds input offsets of its window (row-major and
-// column-major) and how many taps fall inside the padded input (count_include_pad).
-struct WindowTable {
-  std::vector<int64_t> start;  // size out+1, CSR into off/col_off
-  std::vector<int64_t> off, col_off;
-  std::vector<int64_t> padded_count;
-};
-
-WindowTable BuildWindows(const SpatialGeometry& g) {
-  WindowTable t;
-  const size_t r = g.rank();
-  const int64_t os = g.OutSize(), ks = g.KernelSize();
-  t.start.reserve(os + 1);
-  t.padded_count.reserve(os);
-  std::vector<int64_t> o(r, 0), k(r, 0);
-  for (int64_t p = 0; p < os; ++p) {
-    t.start.push_back(static_cast<int64_t>(t.off.size()));
-    int64_t padded = 0;
-    std::fill(k.begin(), k.end(), 0);
-    for (int64_t tap = 0; tap < ks; ++tap) {
-      bool inside = true, in_padded = true;
-      int64_t off = 0, col = 0, col_stride = 1;
-      for (size_t a = 0; a < r; ++a) {
-        int64_t pos = o[a] * g.strides[a] + k[a] * g.dilations[a] - g.pad_begin[a];
-        inside = inside && pos >= 0 && pos < g.in[a];
-        in_padded = in_padded && pos >= -g.pad_begin[a] && pos < g.in[a] + g.pad_end[a];
-        off = off * g.in[a] + pos;
-        col += pos * col_stride;
-        col_stride *= g.in[a];
-      }
-      if (in_padded) ++padded;
-      if (inside) {
-        t.off.push_back(off);
-        t.col_off.push_back(col);
-      }
-      for (size_t a = r; a-- > 0;) {
-        if (++k[a] < g.kernel[a]) break;
-        k[a] = 0;
-      }
+// Walks the pooling windows of output positions in row-major order, one position at a
+// time, from each axis's first and last in-bounds tap: nothing is stored per window. (A
+// table of every window's taps was outputs x kernel entries, on the heap outside the
+// session's memory cap: a 1024 x 1024 window over a padded 1024 x 1024 image asked for
+// 2^40 of them.)
+class WindowWalker {
+ public:
+  explicit WindowWalker(const SpatialGeometry& g)
+      : g_(g), r_(g.rank()), o_(r_, 0), lo_(r_), hi_(r_), padded_(r_), k_(r_), row_stride_(r_), col_stride_(r_) {
+    int64_t row = 1, col = 1;
+    for (size_t a = r_; a-- > 0;) {
+      row_stride_[a] = row;
+      row *= g.in[a];
     }
-    t.padded_count.push_back(padded);
-    for (size_t a = r; a-- > 0;) {
-      if (++o[a] < g.out[a]) break;
-      o[a] = 0;
+    for (size_t a = 0; a < r_; ++a) {
+      col_stride_[a] = col;
+      col *= g.in[a];
     }
   }
-  t.start.push_back(static_cast<int64_t>(t.off.size()));
-  return t;
+
+  // Moves to output position p (row-major over the output's spatial shape).
+  void Seek(int64_t p) {
+    for (size_t a = r_; a-- > 0;) {
+      o_[a] = g_.out[a] > 0 ? p % g_.out[a] : 0;
+      p = g_.out[a] > 0 ? p / g_.out[a] : 0;
+    }
+    Bound();
+  }
+  // Moves to the next output position.
+  void Next() {
+    for (size_t a = r_; a-- > 0;) {
+      if (++o_[a] < g_.out[a]) break;
+      o_[a] = 0;
+    }
+    Bound();
+  }
+  // Taps inside the input, and inside the padded input (count_include_pad).
+  int64_t taps() const { return taps_; }
+  int64_t padded_taps() const { return padded_taps_; }
+
+  // f(row-major offset, column-major offset) for each tap inside the input, in the
+  // kernel's row-major order.
+  template <typename F>
+  void ForTaps(F&& f) {
+    if (taps_ == 0) return;
+    const size_t last = r_ - 1;
+    for (size_t a = 0; a < last; ++a) k_[a] = lo_[a];
+    while (true) {
+      int64_t row = 0, col = 0;
+      for (size_t a = 0; a < last; ++a) {
+        const int64_t pos = Start(a) + k_[a] * g_.dilations[a];
+        row += pos * row_stride_[a];
+        col += pos * col_stride_[a];
+      }
+      const int64_t d = g_.dilations[last], cs = col_stride_[last];
+      for (int64_t k = lo_[last], pos = Start(last) + k * d; k < hi_[last]; ++k, pos += d) f(row + pos, col + pos * cs);
+      size_t a = last;
+      while (a-- > 0) {
+        if (++k_[a] < hi_[a]) break;
+        k_[a] = lo_[a];
+      }
+      if (a == static_cast<size_t>(-1)) return;
+    }
+  }
+
+ private:
+  int64_t Start(size_t a) const { return o_[a] * g_.strides[a] - g_.pad_begin[a]; }
+  // Per axis, the taps k in [lo, hi) whose input position start + k * dilation lies in
+  // [0, in); and how many lie in [-pad_begin, in + pad_end).
+  void Bound() {
+    taps_ = 1;
+    padded_taps_ = 1;
+    for (size_t a = 0; a < r_; ++a) {
+      const int64_t start = Start(a), d = g_.dilations[a], kn = g_.kernel[a];
+      const int64_t first = start >= 0 ? 0 : (-start + d - 1) / d;
+      const int64_t last_in = g_.in[a] - 1 - start;  // k * d <= last_in
+      lo_[a] = std::min(first, kn);
+      hi_[a] = last_in < 0 ? lo_[a] : std::max(lo_[a], std::min(kn, last_in / d + 1));
+      const int64_t last_padded = g_.in[a] + g_.pad_end[a] - 1 - start;
+      padded_[a] = last_padded < 0 ? 0 : std::min(kn, last_padded / d + 1);
+      taps_ *= hi_[a] - lo_[a];  // at most the input's size
+      // Huge pads with a huge kernel can make this product pass int64: saturate (it is only
+      // count_include_pad's divisor).
+      if (__builtin_mul_overflow(padded_taps_, padded_[a], &padded_taps_)) padded_taps_ = INT64_MAX;
+    }
+  }
+
+  const SpatialGeometry& g_;
+  size_t r_;
+  std::vector<int64_t> o_, lo_, hi_, padded_, k_, row_stride_, col_stride_;
+  int64_t taps_ = 0, padded_taps_ = 0;
+};
+
+// Runs fn(begin, end) over the output positions of all planes (planes x outputs), in
+// parallel chunks of about 2^14 taps, so that one large plane is split too.
+void ForOutputs(ThreadPool* pool, int64_t planes, int64_t outputs, const SpatialGeometry& g, ThreadPool::RangeRef fn) {
+  const int64_t total = planes * outputs;
+  // An estimate of the taps per output: at most the input's size, or the kernel's.
+  int64_t taps = 1;
+  for (size_t a = 0; a < g.rank(); ++a)
+    taps = std::min<int64_t>(taps * std::min(g.kernel[a], g.in[a]), int64_t{1} << 20);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(taps, 1));
+  if (pool) {
+    pool->ParallelFor(total, grain, fn);
+  } else {
+    fn(0, total);
+  }
 }
 
 void ForPlanes(ThreadPool* pool, int64_t planes, ThreadPool::RangeRef fn) {
@@ -107,33 +168,40 @@ Result<PoolSetup> SetupPool(const Node& node, const Tensor* x, bool ceil_allowed
 
 template <typename T>
 void MaxPoolTyped(const T* x, T* y, int64_t* idx, bool col_major, int64_t planes, const SpatialGeometry& g,
-                  ThreadPool* pool) {
-  const WindowTable t = BuildWindows(g);
+                  ThreadPool* pool, KernelStop& stop) {
   const int64_t is = g.InSize(), os = g.OutSize();
-  ForPlanes(pool, planes, [&](int64_t b, int64_t e) {
-    for (int64_t pl = b; pl < e; ++pl) {
-      const T* xp = x + pl * is;
-      for (int64_t p = 0; p < os; ++p) {
-        // Windows entirely in padding cannot occur with valid pads; -inf/lowest is a safe identity.
-        float best = -std::numeric_limits<float>::infinity();
-        double bestd = -std::numeric_limits<double>::infinity();
-        int64_t arg = -1;
-        for (int64_t j = t.start[p]; j < t.start[p + 1]; ++j) {
-          if constexpr (std::is_same_v<T, double> || std::is_integral_v<T>) {
-            double v = static_cast<double>(xp[t.off[j]]);
-            if (arg < 0 || v > bestd) bestd = v, arg = j;
-          } else {
-            float v = static_cast<float>(xp[t.off[j]]);
-            if (arg < 0 || v > best) best = v, arg = j;
-          }
-        }
-        if constexpr (std::is_same_v<T, double> || std::is_integral_v<T>) {
-          y[pl * os + p] = arg < 0 ? std::numeric_limits<T>::lowest() : static_cast<T>(bestd);
-        } else {
-          y[pl * os + p] = T(best);
-        }
-        if (idx) idx[pl * os + p] = arg < 0 ? -1 : pl * is + (col_major ? t.col_off[arg] : t.off[arg]);
+  ForOutputs(pool, planes, os, g, [&](int64_t b, int64_t e) {
+    WindowWalker w(g);
+    int64_t pending = 0;
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t pl = i / os, p = i % os;
+      if (i == b || p == 0) {
+        w.Seek(p);
+      } else {
+        w.Next();
       }
+      // A window's cost is its kernel's, which the input does not bound.
+      if (!stop.Continue(pending, w.taps() + 1)) return;
+      const T* xp = x + pl * is;
+      // Windows entirely in padding cannot occur with valid pads; -inf/lowest is a safe identity.
+      float best = -std::numeric_limits<float>::infinity();
+      double bestd = -std::numeric_limits<double>::infinity();
+      int64_t arg_row = -1, arg_col = -1;
+      w.ForTaps([&](int64_t row, int64_t col) {
+        if constexpr (std::is_same_v<T, double> || std::is_integral_v<T>) {
+          double v = static_cast<double>(xp[row]);
+          if (arg_row < 0 || v > bestd) bestd = v, arg_row = row, arg_col = col;
+        } else {
+          float v = static_cast<float>(xp[row]);
+          if (arg_row < 0 || v > best) best = v, arg_row = row, arg_col = col;
+        }
+      });
+      if constexpr (std::is_same_v<T, double> || std::is_integral_v<T>) {
+        y[i] = arg_row < 0 ? std::numeric_limits<T>::lowest() : static_cast<T>(bestd);
+      } else {
+        y[i] = T(best);
+      }
+      if (idx) idx[i] = arg_row < 0 ? -1 : pl * is + (col_major ? arg_col : arg_row);
     }
   });
 }
@@ -154,8 +222,9 @@ class RefMaxPoolKernel final : public OpKernel {
       idx = it->mutable_data<int64_t>();
     }
     bool ok = false;
+    KernelStop stop(node);
     auto run = [&]<typename T>() {
-      MaxPoolTyped<T>(x->data<T>(), y->mutable_data<T>(), idx, storage == 1, s.n * s.c, s.geo, ctx.pool());
+      MaxPoolTyped<T>(x->data<T>(), y->mutable_data<T>(), idx, storage == 1, s.n * s.c, s.geo, ctx.pool(), stop);
       ok = true;
     };
     if (!DispatchFloat(x->dtype(), run)) {
@@ -163,40 +232,45 @@ class RefMaxPoolKernel final : public OpKernel {
       if (x->dtype() == DataType::kUInt8) run.operator()<uint8_t>();
     }
     if (!ok) return Unsupported(node.Describe(), ": MaxPool does not support dtype ", DataTypeName(x->dtype()));
-    return Status::Ok();
+    return stop.status();
   }
 };
 
 // AveragePool (p == 0) and LpPool (p > 0) share the window walk.
 template <typename T>
 void AvgLpPoolTyped(const T* x, T* y, int64_t planes, const SpatialGeometry& g, bool count_include_pad, double p_norm,
-                    ThreadPool* pool) {
+                    ThreadPool* pool, KernelStop& stop) {
   using A = typename AccType<T>::type;
-  const WindowTable t = BuildWindows(g);
   const int64_t is = g.InSize(), os = g.OutSize();
-  ForPlanes(pool, planes, [&](int64_t b, int64_t e) {
-    for (int64_t pl = b; pl < e; ++pl) {
-      const T* xp = x + pl * is;
-      for (int64_t q = 0; q < os; ++q) {
-        A acc = 0;
-        int64_t cnt = t.start[q + 1] - t.start[q];
-        for (int64_t j = t.start[q]; j < t.start[q + 1]; ++j) {
-          A v = static_cast<A>(xp[t.off[j]]);
-          if (p_norm > 0) {
-            acc += static_cast<A>(std::pow(std::abs(static_cast<double>(v)), p_norm));
-          } else {
-            acc += v;
-          }
-        }
-        A r;
-        if (p_norm > 0) {
-          r = static_cast<A>(std::pow(static_cast<double>(acc), 1.0 / p_norm));
-        } else {
-          int64_t div = count_include_pad ? t.padded_count[q] : cnt;
-          r = div > 0 ? acc / static_cast<A>(div) : A(0);
-        }
-        y[pl * os + q] = FromAcc<T>(r);
+  ForOutputs(pool, planes, os, g, [&](int64_t b, int64_t e) {
+    WindowWalker w(g);
+    int64_t pending = 0;
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t pl = i / os, q = i % os;
+      if (i == b || q == 0) {
+        w.Seek(q);
+      } else {
+        w.Next();
       }
+      if (!stop.Continue(pending, w.taps() + 1)) return;
+      const T* xp = x + pl * is;
+      A acc = 0;
+      w.ForTaps([&](int64_t row, int64_t) {
+        A v = static_cast<A>(xp[row]);
+        if (p_norm > 0) {
+          acc += static_cast<A>(std::pow(std::abs(static_cast<double>(v)), p_norm));
+        } else {
+          acc += v;
+        }
+      });
+      A r;
+      if (p_norm > 0) {
+        r = static_cast<A>(std::pow(static_cast<double>(acc), 1.0 / p_norm));
+      } else {
+        int64_t div = count_include_pad ? w.padded_taps() : w.taps();
+        r = div > 0 ? acc / static_cast<A>(div) : A(0);
+      }
+      y[i] = FromAcc<T>(r);
     }
   });
 }
@@ -218,11 +292,12 @@ class RefAvgLpPoolKernel final : public OpKernel {
     }
     bool include_pad = node.GetInt("count_include_pad", 0) != 0;
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), s.out_shape));
+    KernelStop stop(node);
     bool ok = DispatchFloat(x->dtype(), [&]<typename T>() {
-      AvgLpPoolTyped<T>(x->data<T>(), y->mutable_data<T>(), s.n * s.c, s.geo, include_pad, p, ctx.pool());
+      AvgLpPoolTyped<T>(x->data<T>(), y->mutable_data<T>(), s.n * s.c, s.geo, include_pad, p, ctx.pool(), stop);
     });
     if (!ok) return Unsupported(node.Describe(), ": does not support dtype ", DataTypeName(x->dtype()));
-    return Status::Ok();
+    return stop.status();
   }
 
  private:

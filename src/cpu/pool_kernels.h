@@ -32,4 +32,11 @@ void SetNhwcMaxPoolPlainForTesting(bool plain);
 Status RunXnnPool2d(const XnnOperatorCache& cache, bool is_max, const Shape& pads, const Shape& kernel,
                     const SpatialGeometry& g, int64_t n, int64_t c, const float* in, float* out, KernelContext& ctx);
 
+// True when a pool of this window over `outputs` output values (batch x channels x
+// positions) goes to the reference kernel instead of XNNPACK: a window of more than 1024
+// taps with more than 2^27 taps in all. Its cost is then the window's, which the input does
+// not bound, and an XNNPACK call cannot be stopped; the reference kernel checks the run's
+// deadline and terminate calls.
+bool PoolWindowTooCostlyForXnnpack(const Shape& kernel, int64_t outputs);
+
 }  // namespace strata

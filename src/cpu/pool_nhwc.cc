@@ -54,7 +54,10 @@ class NhwcAveragePoolKernel final : public OpKernel {
         exact = false;
     for (int64_t v : key) exact = exact && v <= UINT32_MAX;
     for (int a = 0; a < 2; ++a) exact = exact && g.strides[a] <= UINT32_MAX;
-    if (!exact) return RunNchwFallback(ctx, *ref_, nchw_node_);
+    // Large windows with much work go to the reference kernel, which can be stopped
+    // (PoolWindowTooCostlyForXnnpack, pool_xnnpack.cc).
+    if (!exact || PoolWindowTooCostlyForXnnpack(kernel, n * c * g.OutSize()))
+      return RunNchwFallback(ctx, *ref_, nchw_node_);
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, g.out[0], g.out[1], c}));
     if (y->num_elements() == 0) return Status::Ok();
     Status st =

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <limits>
 
+#include "core/kernel_stop.h"
 #include "cpu/conv_geometry.h"
 #include "cpu/nhwc_kernels.h"
 #include "cpu/pool_kernels.h"
@@ -220,8 +221,17 @@ class NhwcMaxPoolKernel final : public OpKernel {
     const bool plain = g_plain_for_testing.load(std::memory_order_relaxed);
     const bool avx512 = sgemm::Available() && !plain;
     const bool s8 = x->dtype() == DataType::kInt8;
+    // A row's cost is its windows', which the input does not bound (the window may be as
+    // large as the padded image): the run's deadline and terminate calls are checked.
+    const double row_work = static_cast<double>(g.ow) * static_cast<double>(c) *
+                            static_cast<double>(std::min(kernel[0], in[0])) *
+                            static_cast<double>(std::min(kernel[1], in[1]));
+    const int64_t row_units = static_cast<int64_t>(std::min(row_work, 0x1p62));
+    KernelStop stop(node);
     const auto rows = [&](int64_t begin, int64_t end) {
+      int64_t pending = 0;
       for (int64_t r = begin; r < end; ++r) {
+        if (!stop.Continue(pending, row_units)) return;
         const int64_t img = r / g.oh, oy = r - img * g.oh, xo = img * g.h * g.w * c, yo = r * g.ow * c;
         if (!bytes) {
           (avx512 ? MaxPoolRowAvx512 : MaxPoolRowPlain)(g, x->data<float>() + xo, oy, y->mutable_data<float>() + yo);
@@ -245,7 +255,7 @@ class NhwcMaxPoolKernel final : public OpKernel {
     } else {
       rows(0, total_rows);
     }
-    return Status::Ok();
+    return stop.status();
   }
 
  private:

@@ -50,6 +50,7 @@ class XnnPool2dKernel final : public OpKernel {
     for (int64_t v : key)
       if (v > UINT32_MAX) return ref_->Compute(ctx);
     const int64_t n = x->dim(0), c = x->dim(1), hw = in[0] * in[1], ohw = g.OutSize();
+    if (PoolWindowTooCostlyForXnnpack(kernel, n * c * ohw)) return ref_->Compute(ctx);
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, c, g.out[0], g.out[1]}));
     if (y->num_elements() == 0) return Status::Ok();
     bool direct = c == 1;  // NCHW == NHWC with one channel
@@ -120,6 +121,14 @@ class FastGlobalAveragePoolKernel final : public OpKernel {
 };
 
 }  // namespace
+
+bool PoolWindowTooCostlyForXnnpack(const Shape& kernel, int64_t outputs) {
+  constexpr double kMaxWindow = 1024;  // taps (32 x 32)
+  constexpr double kMaxWork = 0x1p27;  // taps over all outputs: ~30-100 ms
+  double window = 1;
+  for (int64_t k : kernel) window *= static_cast<double>(k);
+  return window > kMaxWindow && window * static_cast<double>(outputs) > kMaxWork;
+}
 
 Status RunXnnPool2d(const XnnOperatorCache& cache, bool is_max, const Shape& pads, const Shape& kernel,
                     const SpatialGeometry& g, int64_t n, int64_t c, const float* in, float* out, KernelContext& ctx) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "core/kernel_stop.h"
 #include "cpu/register.h"
 #include "cpu/rnn_common.h"
 
@@ -24,7 +25,6 @@ bool NameIs(const std::string& a, const char* b) {
   for (auto& c : y) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return x == y;
 }
-
 
 template <typename T>
 double ToDouble(const T& v) {
@@ -221,6 +221,9 @@ Status ReferenceCompute(KernelContext& ctx, Cell cell) {
   const double clip = attrs.clip;
   auto clipv = [&](double v) { return clip > 0 ? std::min(clip, std::max(-clip, v)) : v; };
   std::vector<double> gx(G * H), gh(G * H), h(H), c(H);
+  // Steps times weights, which no one input bounds: the run's limits are checked per step.
+  KernelStop stop(node);
+  int64_t pending = 0;
   for (int64_t d = 0; d < D; ++d) {
     const bool reverse = D == 2 ? d == 1 : attrs.reverse;
     const double* wd = w.data() + d * G * H * I;
@@ -234,6 +237,7 @@ Status ReferenceCompute(KernelContext& ctx, Cell cell) {
       }
       const int64_t len = in.lens[b];
       for (int64_t s = 0; s < len; ++s) {
+        if (!stop.Continue(pending, G * H * (I + H + 1))) return stop.status();
         const int64_t t = reverse ? len - 1 - s : s;
         const double* xt = x.data() + XRow(t, b, in, attrs.layout) * I;
         // gx = W x + Wb, gh = R h + Rb (kept apart for GRU's linear_before_reset).

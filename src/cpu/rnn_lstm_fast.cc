@@ -309,6 +309,7 @@ class FastLstmKernel final : public OpKernel, public PacksConstantInputs {
     if (H == 0) return Status::Ok();  // every output is empty
     const Isa& isa = SelectIsa();
     std::vector<Status> errors(static_cast<size_t>(D));
+    KernelStop stop(node);
     auto run_dir = [&](int64_t d) {
       const bool reverse = D == 2 ? d == 1 : attrs_.reverse;
       const Activation* act = &attrs_.acts[d * 3];
@@ -336,7 +337,9 @@ class FastLstmKernel final : public OpKernel, public PacksConstantInputs {
       }
       int64_t max_len = 0;
       for (int64_t b = 0; b < B; ++b) max_len = std::max(max_len, in.lens[b]);
+      int64_t pending = 0;
       for (int64_t s = 0; s < T; ++s) {
+        if (!stop.Continue(pending, B * 4 * H * (H + 1))) return;
         const int64_t t = reverse ? T - 1 - s : s;
         if (t >= max_len) continue;  // no batch entry is active at this timestep
         // Accumulate h . R^T straight into this timestep's XW rows (each is used once):
@@ -368,8 +371,7 @@ class FastLstmKernel final : public OpKernel, public PacksConstantInputs {
       });
     else
       for (int64_t d = 0; d < D; ++d) run_dir(d);
-    (void)node;
-    return Status::Ok();
+    return stop.status();
   }
 
  private:
@@ -389,10 +391,12 @@ class FastLstmKernel final : public OpKernel, public PacksConstantInputs {
     if (in.hidden == 0) return Status::Ok();
     const int64_t D = in.dirs;
     std::vector<Status> errors(static_cast<size_t>(D));
+    // Steps times weights, which no one input bounds: the steps check the run's limits.
+    KernelStop stop(ctx.node());
     auto run = [&](int64_t b, int64_t e) {
       for (int64_t d = b; d < e; ++d)
         errors[d] = lstm_fused::RunDirection(ctx.node(), in, attrs_, d, fused_[d], out[0], out[1], out[2], ctx.pool(),
-                                             ctx.allocator());
+                                             ctx.allocator(), &stop);
     };
     // Two directions are independent: one per thread (each then runs single-threaded).
     if (ctx.pool() && D > 1)
@@ -400,7 +404,7 @@ class FastLstmKernel final : public OpKernel, public PacksConstantInputs {
     else
       run(0, D);
     for (const Status& st : errors) RETURN_IF_ERROR(st);
-    return Status::Ok();
+    return stop.status();
   }
 
   Attrs attrs_;

@@ -100,6 +100,10 @@ struct Loop {
   float* y = nullptr;
   GateArgs ga;
   int64_t parts = 1, chunks = 1;  // participants; chunks per step (<= kMaxChunks)
+  // Checked by whoever publishes a step: the publications are ordered by `state`, so
+  // `pending` needs no atomics. A stop publishes step `steps`, which ends every participant.
+  KernelStop* stop = nullptr;
+  int64_t step_work = 0, pending = 0;
   // state: step (32 bits) | claimed chunks (bit mask, 16) | completed chunks (count, 16).
   alignas(64) std::atomic<uint64_t> state{0};
 };
@@ -183,6 +187,10 @@ void Participate(Loop& L, int64_t me) {
       // The publisher claims its own first chunk of the next step in the same store: one
       // fewer round trip of the state line on the step's critical path.
       uint64_t mine = 0;
+      if (L.stop && !L.stop->Continue(L.pending, L.step_work)) {
+        L.state.store(PackState(static_cast<uint64_t>(L.steps), 0, 0), std::memory_order_release);
+        return;
+      }
       if (s + 1 < L.steps) {
         held = PickChunk(L, me, 0);
         held_step = s + 1;
@@ -197,8 +205,9 @@ void Participate(Loop& L, int64_t me) {
 // alternates between steps: R is about the size of L2 at hidden 256 (1 MiB), which a
 // cyclic sweep would miss on every line under LRU, whereas a sweep that turns around
 // starts on the panels the previous step read last, still cached.
-void RunSerial(const Loop& L) {
+void RunSerial(Loop& L) {
   for (int64_t s = 0; s < L.steps; ++s) {
+    if (L.stop && !L.stop->Continue(L.pending, L.step_work)) return;
     if (s & 1) {
       for (int64_t p = L.panels - 1; p >= 0; --p) RunPanel(L, s, p);
     } else {
@@ -250,7 +259,7 @@ Result<DirWeights> Pack(const sgemm::WeightRows& w, const sgemm::WeightRows& r, 
 }
 
 Status RunDirection(const Node& node, const rnn::Inputs& in, const rnn::Attrs& attrs, int64_t d, const DirWeights& wts,
-                    float* y, float* yh, float* yc, ThreadPool* pool, Allocator* alloc) {
+                    float* y, float* yh, float* yc, ThreadPool* pool, Allocator* alloc, KernelStop* stop) {
   const int64_t T = in.seq, B = in.batch, I = in.input, H = in.hidden;
   const int64_t panels = wts.r.panels(), hp = panels * kUnits, cols = panels * P;
   if (wts.r.k() != H || wts.w.k() != I || wts.r.n() != cols)
@@ -300,6 +309,8 @@ Status RunDirection(const Node& node, const rnn::Inputs& in, const rnn::Attrs& a
   L.ga.hidden = H;
   L.ga.clip = attrs.clip;
   L.ga.input_forget = attrs.input_forget;
+  L.stop = stop;
+  L.step_work = B * 4 * H * (H + 1);
   // Steps past every sequence's end only carry the state over; a reverse direction
   // starts at t = T-1, so there all T steps run (inactive ones copy h).
   L.steps = L.reverse ? T : max_len;

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "core/kernel.h"
+#include "core/kernel_stop.h"
 #include "cpu/gemv.h"
 #include "cpu/rnn_common.h"
 
@@ -37,8 +38,10 @@ Result<DirWeights> Pack(const sgemm::WeightRows& w, const sgemm::WeightRows& r, 
 
 // Runs direction d of an LSTM with the default activations. y / yh / yc may be null
 // (output not requested); y must be zero-filled beforehand where sequence_lens pads.
+// stop (created on the run's thread) is checked between steps: a run's deadline or
+// terminate call ends the loop, and the caller returns stop->status().
 Status RunDirection(const Node& node, const rnn::Inputs& in, const rnn::Attrs& attrs, int64_t d, const DirWeights& wts,
-                    float* y, float* yh, float* yc, ThreadPool* pool, Allocator* alloc);
+                    float* y, float* yh, float* yc, ThreadPool* pool, Allocator* alloc, KernelStop* stop);
 
 }  // namespace lstm_fused
 }  // namespace strata

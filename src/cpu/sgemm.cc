@@ -14,6 +14,8 @@
 #include <cstring>
 #include <new>
 
+#include "core/first_error.h"
+#include "core/run_control.h"
 #include "cpu/parallel_by_cpu.h"
 #include "cpu/sgemm_internal.h"
 #include "plugin/cpu_features.h"
@@ -340,10 +342,27 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const 
   const int64_t threads = pool ? pool->num_threads() : 1;
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(b.n()) * static_cast<double>(b.k());
   std::atomic<bool> oom{false};
+  // A product's cost (M x N x K) is not bounded by any one operand (a conv's K is its
+  // kernel's size: a 512 x 512 kernel over a padded 1024 x 1024 image is 2^38 multiply-adds):
+  // the run's deadline and terminate calls are checked before each task.
+  const RunControlRef control = CurrentRunControl();
+  std::atomic<bool> stop{false};
+  FirstError stopped;
+  auto go_on = [&] {
+    if (control == nullptr) return true;
+    if (stop.load(std::memory_order_relaxed)) return false;
+    Status st = CheckRunControl(control);
+    if (st.ok()) return true;
+    stopped.Set(std::move(st));
+    stop.store(true, std::memory_order_relaxed);
+    return false;
+  };
   if (threads <= 1 || flops < kMinParallelFlops) {
     const int64_t mc = EvenBlockRows(m, (m + kMc - 1) / kMc);
-    for (int64_t i0 = 0; i0 < m && !oom; i0 += mc)
+    for (int64_t i0 = 0; i0 < m && !oom; i0 += mc) {
+      if (!go_on()) break;
       if (!task(i0, std::min(mc, m - i0), int64_t{0}, panels)) oom = true;
+    }
   } else {
     const Split sp = PlanSplit(m, panels, threads, packs_a);
     // With N chunks, one work item is a chunk over all M blocks: its B panels are read from
@@ -359,6 +378,7 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const 
         int64_t b0, b1, p0, pe;
         sp.Item(t, panels, &b0, &b1, &p0, &pe);
         for (int64_t b = b0; b < b1; ++b) {
+          if (!go_on()) return;
           const int64_t i0 = sp.BlockStart(b, m);
           if (!task(i0, sp.BlockStart(b + 1, m) - i0, p0, pe)) oom = true;
         }
@@ -366,7 +386,7 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const 
     });
   }
   if (oom) return MakeStatus(StatusCode::kOutOfMemory, "sgemm: cannot allocate the A packing buffer");
-  return Status::Ok();
+  return stopped.Take();
 }
 
 // The per-thread row-major tile scratch of GatheredA (kMr x kKc).

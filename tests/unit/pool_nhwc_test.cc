@@ -99,6 +99,9 @@ TEST_F(NhwcMaxPoolTest, MatchesReferenceBitForBit) {
       {"same_upper", 1, 9, 10, 40, {3, 3}, {2, 2}, {}, {}, 0, "SAME_UPPER"},
       {"kernel_larger_than_image", 1, 2, 3, 18, {4, 5}, {1, 1}, {2, 2, 2, 2}, {}, 0, ""},
       {"wide_rows_parallel", 3, 40, 33, 64, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, ""},
+      // Windows larger than the image (the reference walks them without a table).
+      {"window_over_image", 1, 37, 41, 3, {40, 45}, {1, 1}, {19, 22, 20, 22}, {}, 0, ""},
+      {"window_dilated_over_image", 2, 19, 23, 17, {11, 13}, {2, 1}, {20, 12, 21, 13}, {3, 2}, 1, ""},
   };
   for (bool plain : {false, true}) {
     if (!plain && !sgemm::Available()) continue;  // the AVX-512 rows need AVX-512F
@@ -152,6 +155,9 @@ TEST_F(NhwcMaxPoolTest, BytesMatchReference) {
       {"dilated", 1, 12, 11, 33, {3, 3}, {1, 2}, {2, 1, 2, 2}, {2, 3}, 0, ""},
       {"ceil_mode_padded", 2, 7, 8, 24, {2, 2}, {2, 3}, {1, 1, 0, 0}, {}, 1, ""},
       {"wide_rows_parallel", 3, 40, 33, 64, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, ""},
+      // Windows larger than the image (the reference walks them without a table).
+      {"window_over_image", 1, 37, 41, 3, {40, 45}, {1, 1}, {19, 22, 20, 22}, {}, 0, ""},
+      {"window_dilated_over_image", 2, 19, 23, 17, {11, 13}, {2, 1}, {20, 12, 21, 13}, {3, 2}, 1, ""},
   };
   for (DataType dt : {DataType::kUInt8, DataType::kInt8})
     for (bool plain : {false, true}) {

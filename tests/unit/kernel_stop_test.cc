@@ -1,0 +1,339 @@
+// Kernels whose single call costs more than their inputs and outputs bound (a pooling window
+// or a conv kernel as large as the padded image, an LRN window over thousands of channels,
+// thousands of recurrent steps, a product of large matrices) stop at the run's deadline or
+// terminate call (core/kernel_stop.h) instead of running on for seconds to hours: each case
+// below takes 2-40 s when not stopped (the run then succeeds and the test fails), and is
+// CANCELLED naming the node at a 100 ms deadline. Also: the products that are cut into items
+// to be stoppable give the same values as one call (KernelStop.SplitProductsMatch*).
+#include "core/kernel_stop.h"
+
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/run_control.h"
+#include "core/session.h"
+#include "cpu/sgemm.h"
+#include "onnx_builder.h"
+
+namespace strata {
+namespace {
+
+namespace ob = onnx_builder;
+using Feeds = std::vector<std::pair<std::string, Value>>;
+
+void SetInts(onnx::NodeProto* n, const std::string& name, std::initializer_list<int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+void SetInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+Value Filled(const Shape& shape, float v) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return Value(Tensor::FromVector<float>(std::vector<float>(static_cast<size_t>(n), v), shape));
+}
+Value FilledDouble(const Shape& shape, double v) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return Value(Tensor::FromVector<double>(std::vector<double>(static_cast<size_t>(n), v), shape));
+}
+
+struct LongCase {
+  std::string name;  // also the node's name
+  std::function<std::string()> model;
+  std::function<Feeds()> feeds;
+  // Runs on strata's AVX-512 kernels; without AVX-512F (or with STRATA_SGEMM=0) XNNPACK
+  // takes it, whose calls cannot be stopped (docs/hardening.md).
+  bool needs_avx512 = false;
+};
+
+// One node `op` named `name` from input x [dims] (float, or double) to y.
+onnx::NodeProto* OneNode(onnx::ModelProto* m, const std::string& op, const std::string& name,
+                         std::initializer_list<int64_t> dims, int elem = onnx::TensorProto::FLOAT,
+                         std::initializer_list<std::string> extra = {}) {
+  onnx::GraphProto* g = m->mutable_graph();
+  ob::AddInput(g, "x", dims, elem);
+  ob::AddOutput(g, "y", {-1, -1, -1, -1}, elem);
+  std::vector<std::string> ins = {"x"};
+  ins.insert(ins.end(), extra.begin(), extra.end());
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(name);
+  for (const auto& s : ins) n->add_input(s);
+  n->add_output("y");
+  return n;
+}
+
+// A 512 x 512 window over a 512 x 512 image padded to keep its size: 2^18 outputs of
+// ~150K taps each.
+std::string BigWindowPool(const std::string& op, int64_t size) {
+  onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+  onnx::NodeProto* n = OneNode(&m, op, op, {1, 1, size, size});
+  SetInts(n, "kernel_shape", {size, size});
+  SetInts(n, "pads", {size / 2 - 1, size / 2 - 1, size / 2, size / 2});
+  return ob::Serialize(m);
+}
+
+std::string BigKernelConv(bool dbl, bool transpose, int64_t group, int64_t channels, int64_t image, int64_t k) {
+  onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+  const int elem = dbl ? onnx::TensorProto::DOUBLE : onnx::TensorProto::FLOAT;
+  onnx::NodeProto* n = OneNode(&m, transpose ? "ConvTranspose" : "Conv", transpose ? "ConvTranspose" : "Conv",
+                               {1, channels, image, image}, elem, {"w"});
+  const int64_t o = transpose ? channels / group : channels, i = transpose ? channels : channels / group;
+  const std::vector<int64_t> wdims = transpose ? std::vector<int64_t>{i, o, k, k} : std::vector<int64_t>{o, i, k, k};
+  const size_t count = static_cast<size_t>(o * i * k * k);
+  if (dbl) {
+    ob::AddRawInit<double>(m.mutable_graph(), "w", onnx::TensorProto::DOUBLE, wdims, std::vector<double>(count, 1e-3));
+  } else {
+    ob::AddRawInit<float>(m.mutable_graph(), "w", onnx::TensorProto::FLOAT, wdims, std::vector<float>(count, 1e-3f));
+  }
+  if (group > 1) SetInt(n, "group", group);
+  if (!transpose) SetInts(n, "pads", {k / 2 - 1, k / 2 - 1, k / 2, k / 2});
+  return ob::Serialize(m);
+}
+
+// An LSTM (or GRU) of `steps` steps of batch 1 and input size 1; W and R constants (the
+// fused LSTM, the reference GRU) or graph inputs (the LSTM's per-run packing path).
+std::string LongRecurrence(const std::string& op, int64_t steps, int64_t hidden, bool weights_are_inputs) {
+  onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+  onnx::GraphProto* g = m.mutable_graph();
+  const int64_t gates = op == "GRU" ? 3 : 4;
+  onnx::NodeProto* n = OneNode(&m, op, op, {steps, 1, 1}, onnx::TensorProto::FLOAT, {"W", "R"});
+  SetInt(n, "hidden_size", hidden);
+  if (weights_are_inputs) {
+    ob::AddInput(g, "W", {1, gates * hidden, 1});
+    ob::AddInput(g, "R", {1, gates * hidden, hidden});
+  } else {
+    ob::AddFloatInit(g, "W", {1, gates * hidden, 1}, [](size_t c) { return std::vector<float>(c, 0.01f); });
+    ob::AddFloatInit(g, "R", {1, gates * hidden, hidden}, [](size_t c) { return std::vector<float>(c, 1e-4f); });
+  }
+  return ob::Serialize(m);
+}
+
+std::string BigProduct(const std::string& op, int64_t n) {
+  onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::AddInput(g, "a", {n, n});
+  ob::AddInput(g, "b", {n, n});
+  ob::AddOutput(g, "y", {-1, -1});
+  onnx::NodeProto* node = ob::AddNode(g, op, {"a", "b"}, {"y"}, op);
+  if (op == "Gemm") SetInt(node, "transB", 1);
+  return ob::Serialize(m);
+}
+
+std::vector<LongCase> LongCases() {
+  std::vector<LongCase> cases;
+  for (const char* op : {"MaxPool", "AveragePool"})
+    cases.push_back({op, [op] { return BigWindowPool(op, 512); },
+                     [] {
+                       return Feeds{{"x", Filled({1, 1, 512, 512}, 0.5f)}};
+                     }});
+  cases.push_back({"LpPool", [] { return BigWindowPool("LpPool", 256); },
+                   [] {
+                     return Feeds{{"x", Filled({1, 1, 256, 256}, 0.5f)}};
+                   }});
+  // A 1x1 conv to 8 channels before a pool: the layout pass makes the pool an NhwcMaxPool.
+  cases.push_back({"NhwcMaxPool",
+                   [] {
+                     onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+                     onnx::GraphProto* g = m.mutable_graph();
+                     ob::AddInput(g, "x", {1, 1, 384, 384});
+                     ob::AddOutput(g, "y", {-1, -1, -1, -1});
+                     ob::AddFloatInit(g, "w", {8, 1, 1, 1}, [](size_t c) { return std::vector<float>(c, 1.0f); });
+                     ob::AddNode(g, "Conv", {"x", "w"}, {"c"}, "pre");
+                     onnx::NodeProto* p = ob::AddNode(g, "MaxPool", {"c"}, {"y"}, "NhwcMaxPool");
+                     SetInts(p, "kernel_shape", {384, 384});
+                     SetInts(p, "pads", {191, 191, 192, 192});
+                     return ob::Serialize(m);
+                   },
+                   [] {
+                     return Feeds{{"x", Filled({1, 1, 384, 384}, 0.5f)}};
+                   }});
+  cases.push_back({"LRN",
+                   [] {
+                     onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+                     SetInt(OneNode(&m, "LRN", "LRN", {1, 4096, 64, 64}), "size", 4095);
+                     return ob::Serialize(m);
+                   },
+                   [] {
+                     return Feeds{{"x", Filled({1, 4096, 64, 64}, 0.5f)}};
+                   }});
+  // The SGEMM conv (K = 256 x 256), the depthwise conv, and the reference convs (double).
+  cases.push_back({"Conv", [] { return BigKernelConv(false, false, 1, 1, 768, 256); },
+                   [] {
+                     return Feeds{{"x", Filled({1, 1, 768, 768}, 0.5f)}};
+                   },
+                   true});
+  cases.push_back({"depthwise Conv", [] { return BigKernelConv(false, false, 16, 16, 384, 128); },
+                   [] {
+                     return Feeds{{"x", Filled({1, 16, 384, 384}, 0.5f)}};
+                   },
+                   true});
+  cases.push_back({"double Conv", [] { return BigKernelConv(true, false, 1, 1, 256, 128); },
+                   [] {
+                     return Feeds{{"x", FilledDouble({1, 1, 256, 256}, 0.5)}};
+                   }});
+  cases.push_back({"double ConvTranspose", [] { return BigKernelConv(true, true, 1, 1, 256, 128); },
+                   [] {
+                     return Feeds{{"x", FilledDouble({1, 1, 256, 256}, 0.5)}};
+                   }});
+  cases.push_back({"MatMul", [] { return BigProduct("MatMul", 6144); },
+                   [] {
+                     return Feeds{{"a", Filled({6144, 6144}, 0.5f)}, {"b", Filled({6144, 6144}, 0.5f)}};
+                   }});
+  cases.push_back({"Gemm", [] { return BigProduct("Gemm", 6144); },
+                   [] {
+                     return Feeds{{"a", Filled({6144, 6144}, 0.5f)}, {"b", Filled({6144, 6144}, 0.5f)}};
+                   }});
+  cases.push_back({"LSTM", [] { return LongRecurrence("LSTM", 20000, 1024, false); },
+                   [] {
+                     return Feeds{{"x", Filled({20000, 1, 1}, 0.5f)}};
+                   }});
+  cases.push_back({"LSTM with weight inputs", [] { return LongRecurrence("LSTM", 20000, 1024, true); },
+                   [] {
+                     return Feeds{{"x", Filled({20000, 1, 1}, 0.5f)},
+                                  {"W", Filled({1, 4096, 1}, 0.01f)},
+                                  {"R", Filled({1, 4096, 1024}, 1e-4f)}};
+                   }});
+  cases.push_back({"GRU", [] { return LongRecurrence("GRU", 20000, 256, false); },
+                   [] {
+                     return Feeds{{"x", Filled({20000, 1, 1}, 0.5f)}};
+                   }});
+  return cases;
+}
+
+// The op type in a case's name ("double Conv" -> "Conv", "LSTM with weight inputs" -> "LSTM").
+std::string NodeName(const std::string& name) {
+  const size_t space = name.find(' ');
+  if (name.rfind("double ", 0) == 0 || name.rfind("depthwise ", 0) == 0) return name.substr(space + 1);
+  return name.substr(0, space);
+}
+
+TEST(KernelStop, LongKernelsMeetTheDeadline) {
+  for (const LongCase& c : LongCases()) {
+    SCOPED_TRACE(c.name);
+    if (c.needs_avx512 && !sgemm::Available()) continue;
+    const std::string bytes = c.model();
+    SessionOptions o;
+    o.threads = 2;  // the work is split over a pool worker too
+    o.run_timeout_ms = 100;
+    auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    const auto start = std::chrono::steady_clock::now();
+    auto r = (*s)->Run(c.feeds());
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_FALSE(r.ok()) << "ran to completion in " << ms << " ms";
+    EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().ToString();
+    const std::string& msg = r.status().message();
+    EXPECT_NE(msg.find("deadline of 100 ms"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(" node '" + NodeName(c.name) + "'"), std::string::npos) << msg;
+  }
+}
+
+// A terminate call (here the run options', from another thread) ends a long kernel too,
+// and a later run with the same options is unaffected.
+TEST(KernelStop, TerminateEndsALongPool) {
+  const std::string bytes = BigWindowPool("MaxPool", 512);
+  SessionOptions o;
+  o.threads = 2;
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  RunOptions ro;
+  std::atomic<bool> done{false};
+  std::thread stopper([&] {
+    while (!done.load()) {
+      ro.Terminate();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  auto r = (*s)->Run({{"x", Filled({1, 1, 512, 512}, 0.5f)}}, {}, &ro);
+  done = true;
+  stopper.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("run terminated (strata_run_options_terminate), in MaxPool node 'MaxPool'"),
+            std::string::npos)
+      << r.status().ToString();
+  // A small window afterwards runs to completion with the same options: max of 0.5s is 0.5.
+  const std::string small = BigWindowPool("MaxPool", 8);
+  auto s2 = Session::CreateFromBytes(small.data(), small.size(), o);
+  ASSERT_TRUE(s2.ok()) << s2.status().ToString();
+  auto r2 = (*s2)->Run({{"x", Filled({1, 1, 8, 8}, 0.5f)}}, {}, &ro);
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ((*r2)[0].tensor().data<float>()[0], 0.5f);
+}
+
+// Products above 2^30 multiply-adds run as tiles when on OpenBLAS (CPUs without AVX-512F, or
+// STRATA_SGEMM=0: the ctest kernel_stop.blas_fallback), on the SGEMM otherwise; either way
+// the values match a double-precision product. 1100^3 = 1.33 * 2^30, with a ragged edge.
+TEST(KernelStop, SplitProductsMatchADoubleProduct) {
+  constexpr int64_t n = 1100;
+  const std::vector<float> a = ob::PseudoRandom(n * n, 1), b = ob::PseudoRandom(n * n, 2), c = ob::PseudoRandom(n, 3);
+  std::vector<double> ab(static_cast<size_t>(n * n), 0.0), abt(static_cast<size_t>(n * n), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < n; ++k) {
+      const double av = a[i * n + k];
+      for (int64_t j = 0; j < n; ++j) ab[i * n + j] += av * b[k * n + j];
+    }
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < n; ++k) acc += static_cast<double>(a[i * n + k]) * b[j * n + k];
+      abt[i * n + j] = acc;
+    }
+  for (const std::string op : {"MatMul", "Gemm"}) {
+    SCOPED_TRACE(op);
+    onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+    onnx::GraphProto* g = m.mutable_graph();
+    ob::AddInput(g, "a", {n, n});
+    ob::AddInput(g, "b", {n, n});
+    ob::AddOutput(g, "y", {-1, -1});
+    if (op == "Gemm") {
+      ob::AddInput(g, "c", {n});
+      onnx::NodeProto* node = ob::AddNode(g, "Gemm", {"a", "b", "c"}, {"y"});
+      SetInt(node, "transB", 1);
+      auto* alpha = node->add_attribute();
+      alpha->set_name("alpha");
+      alpha->set_type(onnx::AttributeProto::FLOAT);
+      alpha->set_f(0.5f);
+    } else {
+      ob::AddNode(g, "MatMul", {"a", "b"}, {"y"});
+    }
+    const std::string bytes = ob::Serialize(m);
+    SessionOptions o;
+    o.threads = 2;
+    auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    Feeds feeds = {{"a", Value(Tensor::FromVector<float>(a, {n, n}))},
+                   {"b", Value(Tensor::FromVector<float>(b, {n, n}))}};
+    if (op == "Gemm") feeds.emplace_back("c", Value(Tensor::FromVector<float>(c, {n})));
+    auto r = (*s)->Run(feeds);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const float* y = (*r)[0].tensor().data<float>();
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const double want = op == "Gemm" ? 0.5 * abt[i * n + j] + c[j] : ab[i * n + j];
+        worst = std::max(worst, std::abs(y[i * n + j] - want));
+      }
+    EXPECT_LT(worst, 1e-3) << "largest difference from the double-precision product";
+  }
+}
+
+}  // namespace
+}  // namespace strata
