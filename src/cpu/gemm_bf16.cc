@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kernel_stop.h"
 #include "cpu/bf16_simd.h"
 #include "cpu/bf16_target.h"
 #include "cpu/conv_nhwc_block_bf16.h"
@@ -752,8 +753,14 @@ Status RunGemmBf16(const Node& node, int64_t M, const ASource& src, const Packed
     item_src.pairs = shared.data();
     item_src.ldp = ldp;
   }
+  // A product's cost is not bounded by any one operand (a conv's K is its kernel's size):
+  // the run's deadline and terminate calls are checked between items.
+  KernelStop stop(node);
+  const int64_t item_work = (M / plan.mb + 1) * nc * K;
   const auto item_range = [&](int64_t begin, int64_t end) {
+    int64_t pending = 0;
     for (int64_t item = begin; item < end; ++item) {
+      if (!stop.Continue(pending, item_work)) return;
       const int64_t ib = item / nb, m0 = M * ib / plan.mb;
       GemmBlockItem(N, K, item_src, amx, b, c, ldc, ep, m0, M * (ib + 1) / plan.mb - m0, (item % nb) * nc, nc);
     }
@@ -766,7 +773,7 @@ Status RunGemmBf16(const Node& node, int64_t M, const ASource& src, const Packed
   } else {
     item_range(0, plan.items);
   }
-  return Status::Ok();
+  return stop.status();
 }
 
 }  // namespace

@@ -299,17 +299,24 @@ Ended RunUntilStopped(const std::function<void()>& run, const std::function<void
   return ended;
 }
 
+// Each value in `bad` is refused by set(value) with INVALID_ARGUMENT naming `key`.
+template <typename Set>
+void ExpectRefused(Set set, const char* key, std::initializer_list<const char*> bad) {
+  for (const char* v : bad) {
+    strata_status* st = set(v);
+    ASSERT_NE(st, nullptr) << v;
+    EXPECT_EQ(strata_status_get_code(st), STRATA_INVALID_ARGUMENT) << v;
+    EXPECT_NE(Message(st).find(key), std::string::npos) << v;
+  }
+}
+
 // run_timeout_ms and strata_session_terminate_runs end a run of a Loop of INT64_MAX
 // iterations with STRATA_CANCELLED; bad option values are refused by name.
 TEST(CApi, RunDeadlineAndTerminate) {
   strata_session_options* o = nullptr;
   ASSERT_EQ(strata_session_options_create(&o), nullptr);
-  for (const char* bad : {"-1", "abc", "", " 5", "+5", "1e3", "1000000000001", "99999999999999999999999"}) {
-    strata_status* st = strata_session_options_set(o, "run_timeout_ms", bad);
-    ASSERT_NE(st, nullptr) << bad;
-    EXPECT_EQ(strata_status_get_code(st), STRATA_INVALID_ARGUMENT) << bad;
-    EXPECT_NE(Message(st).find("run_timeout_ms"), std::string::npos) << bad;
-  }
+  ExpectRefused([&](const char* v) { return strata_session_options_set(o, "run_timeout_ms", v); }, "run_timeout_ms",
+                {"-1", "abc", "", " 5", "+5", "1e3", "1000000000001", "99999999999999999999999"});
   strata_status* neg_cap = strata_session_options_set(o, "memory_cap_bytes", "-1");
   ASSERT_NE(neg_cap, nullptr);
   EXPECT_NE(Message(neg_cap).find("memory_cap_bytes"), std::string::npos);
@@ -353,12 +360,8 @@ TEST(CApi, RunOptions) {
   strata_run_options* ro = nullptr;
   ASSERT_EQ(strata_run_options_create(&ro), nullptr);
   ASSERT_NE(ro, nullptr);
-  for (const char* bad : {"-1", "abc", "", "1000000000001"}) {
-    strata_status* st = strata_run_options_set(ro, "timeout_ms", bad);
-    ASSERT_NE(st, nullptr) << bad;
-    EXPECT_EQ(strata_status_get_code(st), STRATA_INVALID_ARGUMENT) << bad;
-    EXPECT_NE(Message(st).find("timeout_ms"), std::string::npos) << bad;
-  }
+  ExpectRefused([&](const char* v) { return strata_run_options_set(ro, "timeout_ms", v); }, "timeout_ms",
+                {"-1", "abc", "", "1000000000001"});
   strata_status* unknown = strata_run_options_set(ro, "log_tag", "x");
   ASSERT_NE(unknown, nullptr);
   EXPECT_NE(Message(unknown).find("unknown run option 'log_tag'"), std::string::npos);

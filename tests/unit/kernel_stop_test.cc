@@ -20,6 +20,7 @@
 
 #include "core/run_control.h"
 #include "core/session.h"
+#include "cpu/gemm_bf16.h"
 #include "cpu/sgemm.h"
 #include "onnx_builder.h"
 
@@ -60,6 +61,7 @@ struct LongCase {
   // Runs on strata's AVX-512 kernels; without AVX-512F (or with STRATA_SGEMM=0) XNNPACK
   // takes it, whose calls cannot be stopped (docs/hardening.md).
   bool needs_avx512 = false;
+  bool bf16 = false;  // a bf16 fast-math session (skipped without AVX512_BF16)
 };
 
 // One node `op` named `name` from input x [dims] (float, or double) to y.
@@ -179,6 +181,11 @@ std::vector<LongCase> LongCases() {
                      return Feeds{{"x", Filled({1, 1, 768, 768}, 0.5f)}};
                    },
                    true});
+  cases.push_back({"bf16 Conv", [] { return BigKernelConv(false, false, 1, 1, 768, 256); },
+                   [] {
+                     return Feeds{{"x", Filled({1, 1, 768, 768}, 0.5f)}};
+                   },
+                   true, true});
   cases.push_back({"depthwise Conv", [] { return BigKernelConv(false, false, 16, 16, 384, 128); },
                    [] {
                      return Feeds{{"x", Filled({1, 16, 384, 384}, 0.5f)}};
@@ -220,7 +227,8 @@ std::vector<LongCase> LongCases() {
 // The op type in a case's name ("double Conv" -> "Conv", "LSTM with weight inputs" -> "LSTM").
 std::string NodeName(const std::string& name) {
   const size_t space = name.find(' ');
-  if (name.rfind("double ", 0) == 0 || name.rfind("depthwise ", 0) == 0) return name.substr(space + 1);
+  for (const char* prefix : {"double ", "depthwise ", "bf16 "})
+    if (name.rfind(prefix, 0) == 0) return name.substr(space + 1);
   return name.substr(0, space);
 }
 
@@ -228,16 +236,26 @@ TEST(KernelStop, LongKernelsMeetTheDeadline) {
   for (const LongCase& c : LongCases()) {
     SCOPED_TRACE(c.name);
     if (c.needs_avx512 && !sgemm::Available()) continue;
+    if (c.bf16 && !Bf16GemmAvailable()) continue;
     const std::string bytes = c.model();
     SessionOptions o;
     o.threads = 2;  // the work is split over a pool worker too
     o.run_timeout_ms = 100;
+    o.kernel.bf16_fast_math = c.bf16;
     auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
+    if (c.bf16) {
+      bool on_bf16 = false;
+      for (const NodeAssignment& a : (*s)->assignments()) on_bf16 = on_bf16 || a.impl.find("bf16") != std::string::npos;
+      EXPECT_TRUE(on_bf16) << "the conv did not take a bf16 kernel";
+    }
     const auto start = std::chrono::steady_clock::now();
     auto r = (*s)->Run(c.feeds());
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    ASSERT_FALSE(r.ok()) << "ran to completion in " << ms << " ms";
+    if (r.ok()) {  // every case is reported, not just the first
+      ADD_FAILURE() << "ran to completion in " << ms << " ms";
+      continue;
+    }
     EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().ToString();
     const std::string& msg = r.status().message();
     EXPECT_NE(msg.find("deadline of 100 ms"), std::string::npos) << msg;
