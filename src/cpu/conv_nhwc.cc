@@ -138,10 +138,19 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
   // Once XNNPACK packed W and B at creation, the originals are only needed by the NCHW
   // fallback, which then reports that they were released (see Compute).
   std::vector<size_t> PackedConstantInputs() const override {
-    if (!weights_.empty()) return {};
+    if (!weights_.empty() || reference_only_) return {};
     return {1, 2};
   }
-  const char* ImplName() const override { return "xnnpack"; }
+  const char* ImplName() const override { return reference_only_ ? "ref" : "xnnpack"; }
+  // Grouped convs whose outputs each sum more than kMaxXnnGroupedK products (a kernel as
+  // large as the image: only hostile models have one) run on the reference conv, which
+  // checks the run's deadline and terminate calls; an XNNPACK call cannot be stopped (a
+  // 128 x 128 kernel of 2-channel groups over a padded 384 x 384 image ran for minutes).
+  static constexpr int64_t kMaxXnnGroupedK = 4096;
+  void SetReferenceOnly() {
+    reference_only_ = true;
+    weights_ = {};
+  }
   NhwcConvKernel(const KernelInit& init, const Tensor& w, const Tensor* b, FusedActivation act)
       : nchw_node_(OriginalNode(init.node, "Conv")),
         w_shape_(w.shape()),
@@ -185,7 +194,7 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
         if (p < 0 || p > UINT32_MAX) return InvalidModel(init.node.Describe(), ": bad pad ", p);
       // A rejection here is not an error: Compute then takes the exact fallback.
       auto create = [&](xnn_operator_t* op) { return CreateOp(pads, op); };
-      if (cache_.Prepare(pads, create, init.node, "convolution").ok()) weights_ = {};
+      if (!reference_only_ && cache_.Prepare(pads, create, init.node, "convolution").ok()) weights_ = {};
     }
     return Status::Ok();
   }
@@ -197,6 +206,12 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
     const int64_t n = xin.n, h = xin.h, w = xin.w;
     const SpatialGeometry& g = xin.shapes.geo;
     const Shape key = {g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
+    if (reference_only_) {
+      Tensor* y = nullptr;
+      RETURN_IF_ERROR(RunNchwFallback(ctx, *ref_, nchw_node_, &y));
+      ActivateAfterClamp(y);
+      return Status::Ok();
+    }
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {n, g.out[0], g.out[1], m_}));
     if (y->num_elements() == 0) return Status::Ok();
     pthreadpool_t tp = ctx.pool() ? ctx.pool()->handle() : nullptr;
@@ -215,17 +230,21 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
     } else {
       RETURN_IF_ERROR(st);
     }
-    if (act_.kind != ActKind::kClamp && y) {
-      if (sgemm::Available()) {
-        simd::ActivateSpan(y->mutable_data<float>(), y->num_elements(), act_.kind);
-      } else {
-        ApplyActivation(y->mutable_data<float>(), y->num_elements(), FusedActivation{.kind = act_.kind});
-      }
-    }
+    ActivateAfterClamp(y);
     return Status::Ok();
   }
 
  private:
+  // A SiLU / HardSwish over Y, after the clamp XNNPACK or the reference conv applied.
+  void ActivateAfterClamp(Tensor* y) const {
+    if (act_.kind == ActKind::kClamp || !y) return;
+    if (sgemm::Available()) {
+      simd::ActivateSpan(y->mutable_data<float>(), y->num_elements(), act_.kind);
+    } else {
+      ApplyActivation(y->mutable_data<float>(), y->num_elements(), FusedActivation{.kind = act_.kind});
+    }
+  }
+
   // Creates the XNNPACK operator for key = {top, left, bottom, right}; call sites wrap it in
   // a lambda that a CreateFn refers to (no std::function, so no allocation per run).
   xnn_status CreateOp(const Shape& key, xnn_operator_t* op) const {
@@ -245,6 +264,7 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
   std::vector<float> weights_, bias_;
   std::unique_ptr<OpKernel> ref_;
   XnnOperatorCache cache_;
+  bool reference_only_ = false;
 };
 
 // The NhwcConv kernel for init's node, without regard to a fused input scale (input 4);
@@ -305,6 +325,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConvKernel(const KernelInit& init, boo
   if (grouped.ok() || grouped.status().code() != StatusCode::kUnsupported) return grouped;
   RETURN_IF_ERROR(EnsureXnnpackInitialized());
   auto k = std::make_unique<NhwcConvKernel>(init, *w, b, act);
+  if (group > 1 && w->dim(1) * w->dim(2) * w->dim(3) > NhwcConvKernel::kMaxXnnGroupedK) k->SetReferenceOnly();
   RETURN_IF_ERROR(k->Init(init));
   return std::unique_ptr<OpKernel>(std::move(k));
 }

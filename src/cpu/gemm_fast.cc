@@ -289,8 +289,11 @@ class BlasGemmKernel final : public OpKernel {
     const bool use_c = c && d.beta != 0.0f;
     const int64_t threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
     const double work = static_cast<double>(d.M) * static_cast<double>(d.N) * static_cast<double>(d.K);
-    const auto [rows, cols] = BlasItemShape(
+    // Plain variables, not a structured binding: clang 14 (the sanitizer presets) cannot
+    // capture those in the lambda below.
+    const std::pair<int64_t, int64_t> shape = BlasItemShape(
         work, d.M, d.N, d.K, threads > 1 ? std::max<int64_t>(16, (d.M + 2 * threads - 1) / (2 * threads)) : d.M);
+    const int64_t rows = shape.first, cols = shape.second;
     const int64_t blocks = (d.M + rows - 1) / rows, col_blocks = (d.N + cols - 1) / cols;
     const float* ap = a->data<float>();
     const float* bp = b->data<float>();
