@@ -275,6 +275,39 @@ TEST(KernelStop, LongKernelsMeetTheDeadline) {
   }
 }
 
+// Constant folding runs kernels at session creation, under its own 2 s budget: a long pool
+// over a constant input (a ConstantOfShape, folded first) is given up there and left to
+// run time, where the run's deadline ends it. Before the pool checked, creation ran it to
+// the end (hours for this window).
+TEST(KernelStop, FoldingGivesUpOnALongPool) {
+  onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+  onnx::GraphProto* g = m.mutable_graph();
+  auto* shape = g->add_initializer();
+  shape->set_name("shape");
+  shape->set_data_type(onnx::TensorProto::INT64);
+  shape->add_dims(4);
+  for (int64_t d : {1, 1, 1024, 1024}) shape->add_int64_data(d);
+  ob::AddNode(g, "ConstantOfShape", {"shape"}, {"x"}, "fill");
+  onnx::NodeProto* p = ob::AddNode(g, "MaxPool", {"x"}, {"y"}, "MaxPool");
+  SetInts(p, "kernel_shape", {1024, 1024});
+  SetInts(p, "pads", {511, 511, 512, 512});
+  ob::AddOutput(g, "y", {-1, -1, -1, -1});
+  const std::string bytes = ob::Serialize(m);
+  SessionOptions o;
+  o.threads = 2;
+  o.run_timeout_ms = 100;
+  const auto start = std::chrono::steady_clock::now();
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), o);
+  const double created_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  // The fold budget is 2 s; 60 s is far below the pool's own time (hours) on any machine.
+  EXPECT_LT(created_s, 60.0) << "session creation ran the pool";
+  auto r = (*s)->Run({});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("in MaxPool node 'MaxPool'"), std::string::npos) << r.status().ToString();
+}
+
 // A terminate call (here the run options', from another thread) ends a long kernel too,
 // and a later run with the same options is unaffected.
 TEST(KernelStop, TerminateEndsALongPool) {
