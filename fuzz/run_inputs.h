@@ -160,7 +160,8 @@ inline bool MakeRunFeeds(const Session& session, const uint8_t* data, size_t siz
 // Session options of the run target: one thread, every optimization, no tensor above 4 MiB,
 // no run past 5 s. A Loop whose constant trip count and condition never end it is the
 // model's meaning, not a bug: the deadline ends it cleanly (CANCELLED) instead of tripping
-// libFuzzer's -timeout. A single kernel that hangs is not interrupted, so still trips it.
+// libFuzzer's -timeout. So does a kernel of unbounded cost that checks the run's limits
+// (core/kernel_stop.h); one that does not and hangs still trips the timeout.
 inline SessionOptions RunOptions() {
   SessionOptions opts;
   opts.threads = 1;
