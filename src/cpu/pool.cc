@@ -113,19 +113,36 @@ class WindowWalker {
   int64_t taps_ = 0, padded_taps_ = 0;
 };
 
-// Runs fn(begin, end) over the output positions of all planes (planes x outputs), in
-// parallel chunks of about 2^14 taps, so that one large plane is split too.
-void ForOutputs(ThreadPool* pool, int64_t planes, int64_t outputs, const SpatialGeometry& g, ThreadPool::RangeRef fn) {
-  const int64_t total = planes * outputs;
+// Runs body(i, plane, walker) for every output i of all planes (planes x outputs), the
+// walker on output i's window, in parallel chunks of about 2^14 taps (so one large plane
+// is split too); returns early once `stop` says the run is over.
+template <typename Body>
+void ForWindows(ThreadPool* pool, int64_t planes, const SpatialGeometry& g, KernelStop& stop, const Body& body) {
+  const int64_t os = g.OutSize(), total = planes * os;
   // An estimate of the taps per output: at most the input's size, or the kernel's.
   int64_t taps = 1;
   for (size_t a = 0; a < g.rank(); ++a)
     taps = std::min<int64_t>(taps * std::min(g.kernel[a], g.in[a]), int64_t{1} << 20);
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(taps, 1));
+  auto chunk = [&](int64_t b, int64_t e) {
+    WindowWalker w(g);
+    int64_t pending = 0;
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t p = i % os;
+      if (i == b || p == 0) {
+        w.Seek(p);
+      } else {
+        w.Next();
+      }
+      // A window's cost is its kernel's, which the input does not bound.
+      if (!stop.Continue(pending, w.taps() + 1)) return;
+      body(i, i / os, w);
+    }
+  };
   if (pool) {
-    pool->ParallelFor(total, grain, fn);
+    pool->ParallelFor(total, grain, chunk);
   } else {
-    fn(0, total);
+    chunk(0, total);
   }
 }
 
@@ -169,40 +186,28 @@ Result<PoolSetup> SetupPool(const Node& node, const Tensor* x, bool ceil_allowed
 template <typename T>
 void MaxPoolTyped(const T* x, T* y, int64_t* idx, bool col_major, int64_t planes, const SpatialGeometry& g,
                   ThreadPool* pool, KernelStop& stop) {
-  const int64_t is = g.InSize(), os = g.OutSize();
-  ForOutputs(pool, planes, os, g, [&](int64_t b, int64_t e) {
-    WindowWalker w(g);
-    int64_t pending = 0;
-    for (int64_t i = b; i < e; ++i) {
-      const int64_t pl = i / os, p = i % os;
-      if (i == b || p == 0) {
-        w.Seek(p);
-      } else {
-        w.Next();
-      }
-      // A window's cost is its kernel's, which the input does not bound.
-      if (!stop.Continue(pending, w.taps() + 1)) return;
-      const T* xp = x + pl * is;
-      // Windows entirely in padding cannot occur with valid pads; -inf/lowest is a safe identity.
-      float best = -std::numeric_limits<float>::infinity();
-      double bestd = -std::numeric_limits<double>::infinity();
-      int64_t arg_row = -1, arg_col = -1;
-      w.ForTaps([&](int64_t row, int64_t col) {
-        if constexpr (std::is_same_v<T, double> || std::is_integral_v<T>) {
-          double v = static_cast<double>(xp[row]);
-          if (arg_row < 0 || v > bestd) bestd = v, arg_row = row, arg_col = col;
-        } else {
-          float v = static_cast<float>(xp[row]);
-          if (arg_row < 0 || v > best) best = v, arg_row = row, arg_col = col;
-        }
-      });
+  const int64_t is = g.InSize();
+  ForWindows(pool, planes, g, stop, [&](int64_t i, int64_t pl, WindowWalker& w) {
+    const T* xp = x + pl * is;
+    // Windows entirely in padding cannot occur with valid pads; -inf/lowest is a safe identity.
+    float best = -std::numeric_limits<float>::infinity();
+    double bestd = -std::numeric_limits<double>::infinity();
+    int64_t arg_row = -1, arg_col = -1;
+    w.ForTaps([&](int64_t row, int64_t col) {
       if constexpr (std::is_same_v<T, double> || std::is_integral_v<T>) {
-        y[i] = arg_row < 0 ? std::numeric_limits<T>::lowest() : static_cast<T>(bestd);
+        double v = static_cast<double>(xp[row]);
+        if (arg_row < 0 || v > bestd) bestd = v, arg_row = row, arg_col = col;
       } else {
-        y[i] = T(best);
+        float v = static_cast<float>(xp[row]);
+        if (arg_row < 0 || v > best) best = v, arg_row = row, arg_col = col;
       }
-      if (idx) idx[i] = arg_row < 0 ? -1 : pl * is + (col_major ? arg_col : arg_row);
+    });
+    if constexpr (std::is_same_v<T, double> || std::is_integral_v<T>) {
+      y[i] = arg_row < 0 ? std::numeric_limits<T>::lowest() : static_cast<T>(bestd);
+    } else {
+      y[i] = T(best);
     }
+    if (idx) idx[i] = arg_row < 0 ? -1 : pl * is + (col_major ? arg_col : arg_row);
   });
 }
 
@@ -241,37 +246,26 @@ template <typename T>
 void AvgLpPoolTyped(const T* x, T* y, int64_t planes, const SpatialGeometry& g, bool count_include_pad, double p_norm,
                     ThreadPool* pool, KernelStop& stop) {
   using A = typename AccType<T>::type;
-  const int64_t is = g.InSize(), os = g.OutSize();
-  ForOutputs(pool, planes, os, g, [&](int64_t b, int64_t e) {
-    WindowWalker w(g);
-    int64_t pending = 0;
-    for (int64_t i = b; i < e; ++i) {
-      const int64_t pl = i / os, q = i % os;
-      if (i == b || q == 0) {
-        w.Seek(q);
-      } else {
-        w.Next();
-      }
-      if (!stop.Continue(pending, w.taps() + 1)) return;
-      const T* xp = x + pl * is;
-      A acc = 0;
-      w.ForTaps([&](int64_t row, int64_t) {
-        A v = static_cast<A>(xp[row]);
-        if (p_norm > 0) {
-          acc += static_cast<A>(std::pow(std::abs(static_cast<double>(v)), p_norm));
-        } else {
-          acc += v;
-        }
-      });
-      A r;
+  const int64_t is = g.InSize();
+  ForWindows(pool, planes, g, stop, [&](int64_t i, int64_t pl, WindowWalker& w) {
+    const T* xp = x + pl * is;
+    A acc = 0;
+    w.ForTaps([&](int64_t row, int64_t) {
+      A v = static_cast<A>(xp[row]);
       if (p_norm > 0) {
-        r = static_cast<A>(std::pow(static_cast<double>(acc), 1.0 / p_norm));
+        acc += static_cast<A>(std::pow(std::abs(static_cast<double>(v)), p_norm));
       } else {
-        int64_t div = count_include_pad ? w.padded_taps() : w.taps();
-        r = div > 0 ? acc / static_cast<A>(div) : A(0);
+        acc += v;
       }
-      y[i] = FromAcc<T>(r);
+    });
+    A r;
+    if (p_norm > 0) {
+      r = static_cast<A>(std::pow(static_cast<double>(acc), 1.0 / p_norm));
+    } else {
+      int64_t div = count_include_pad ? w.padded_taps() : w.taps();
+      r = div > 0 ? acc / static_cast<A>(div) : A(0);
     }
+    y[i] = FromAcc<T>(r);
   });
 }
 
