@@ -41,7 +41,10 @@ class KernelStop {
   // plus a clock read when the run has a deadline) costs nothing measurable.
   static constexpr int64_t kCheckWork = int64_t{1} << 20;
 
-  explicit KernelStop(const Node& node) : control_(CurrentRunControl()), node_(node) {}
+  explicit KernelStop(const Node& node) : control_(CurrentRunControl()), node_(&node) {}
+  // For code below the kernels (the SGEMM driver): the status then names no node, and the
+  // kernel that called it adds its own.
+  KernelStop() : control_(CurrentRunControl()) {}
   KernelStop(const KernelStop&) = delete;
   KernelStop& operator=(const KernelStop&) = delete;
 
@@ -62,19 +65,20 @@ class KernelStop {
     if (stopped_.load(std::memory_order_relaxed)) return false;
     Status st = CheckRunControl(control_);
     if (st.ok()) return true;
-    error_.Set(MakeStatus(st.code(), st.message(), ", in ", node_.Describe()));
+    error_.Set(node_ ? MakeStatus(st.code(), st.message(), ", in ", node_->Describe()) : std::move(st));
     stopped_.store(true, std::memory_order_relaxed);
     return false;
   }
 
   bool stopped() const { return stopped_.load(std::memory_order_relaxed); }
 
-  // OK, or CANCELLED (the run's reason, naming the node). Call once, after the region.
+  // OK, or CANCELLED (the run's reason, naming the node if one was given). Call once, after
+  // the region.
   [[nodiscard]] Status status() { return error_.Take(); }
 
  private:
   RunControlRef control_;
-  const Node& node_;
+  const Node* node_ = nullptr;
   std::atomic<bool> stopped_{false};
   FirstError error_;
 };

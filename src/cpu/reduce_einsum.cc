@@ -9,15 +9,13 @@
 // expresses in inference graphs; large matmul-like equations should be rewritten to
 // MatMul by the optimizer.
 #include <algorithm>
-#include <atomic>
 #include <map>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include "core/first_error.h"
 #include "core/kernel.h"
-#include "core/run_control.h"
+#include "core/kernel_stop.h"
 #include "cpu/int_wrap.h"
 
 namespace strata {
@@ -187,15 +185,13 @@ Status EinsumCompute(KernelContext& ctx) {
   // The cost is out_total * inner_total products, which the inputs' size does not bound (a
   // chain "ab,bc,cd,...,gh->ah" of 100 x 100 inputs sums 100^6 terms per output): the count
   // is checked for overflow, and the loop below stops for the run's deadline or a
-  // terminate call (core/run_control.h) instead of running for ever.
+  // terminate call (core/kernel_stop.h) instead of running for ever.
   const int64_t out_total = NumElements(out_shape);
   int64_t inner_total = 1;
   for (size_t k = nout; k < nall; ++k)
     if (__builtin_mul_overflow(inner_total, sizes[k], &inner_total) && out_total > 0)
       return InvalidArgument(node.Describe(), ": the contraction sums more than 2^63 terms per output element");
-  const RunControlRef control = CurrentRunControl();
-  std::atomic<bool> stop{false};
-  FirstError stopped;
+  KernelStop stop(node);
   bool ok = DispatchNumeric(dtype, [&]<typename T>() {
     if constexpr (std::is_same_v<T, bool>) {
       return;
@@ -228,14 +224,8 @@ Status EinsumCompute(KernelContext& ctx) {
           for (size_t k = nout; k < nall; ++k) idx[k] = 0;
           A acc = 0;
           for (int64_t r = 0; r < inner_total; ++r) {
-            if ((++steps & kCheckEvery) == 0) {  // every 2^16 products of this thread
-              if (stop.load(std::memory_order_relaxed)) return;
-              if (Status st = CheckRunControl(control); !st.ok()) {
-                stopped.Set(MakeStatus(st.code(), st.message(), ", in ", node.Describe()));
-                stop.store(true, std::memory_order_relaxed);
-                return;
-              }
-            }
+            // Every 2^16 products of this thread.
+            if ((++steps & kCheckEvery) == 0 && !stop.CheckNow()) return;
             A prod = 1;
             // Integer products and sums wrap, as numpy's einsum does, instead of overflowing.
             for (size_t i = 0; i < ninputs; ++i) prod = WrapMul(prod, load(ptr[i][off[i]]));
@@ -264,7 +254,7 @@ Status EinsumCompute(KernelContext& ctx) {
   });
   if (!ok || dtype == DataType::kBool)
     return Unsupported(node.Describe(), ": unsupported input dtype ", DataTypeName(dtype));
-  return stopped.Take();
+  return stop.status();
 }
 
 }  // namespace

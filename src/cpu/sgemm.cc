@@ -14,8 +14,7 @@
 #include <cstring>
 #include <new>
 
-#include "core/first_error.h"
-#include "core/run_control.h"
+#include "core/kernel_stop.h"
 #include "cpu/parallel_by_cpu.h"
 #include "cpu/sgemm_internal.h"
 #include "plugin/cpu_features.h"
@@ -344,24 +343,17 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const 
   std::atomic<bool> oom{false};
   // A product's cost (M x N x K) is not bounded by any one operand (a conv's K is its
   // kernel's size: a 512 x 512 kernel over a padded 1024 x 1024 image is 2^38 multiply-adds):
-  // the run's deadline and terminate calls are checked before each task.
-  const RunControlRef control = CurrentRunControl();
-  std::atomic<bool> stop{false};
-  FirstError stopped;
-  auto go_on = [&] {
-    if (control == nullptr) return true;
-    if (stop.load(std::memory_order_relaxed)) return false;
-    Status st = CheckRunControl(control);
-    if (st.ok()) return true;
-    stopped.Set(std::move(st));
-    stop.store(true, std::memory_order_relaxed);
-    return false;
-  };
+  // the run's deadline and terminate calls are checked before the tasks (every 2^20
+  // multiply-adds of a thread's tasks).
+  KernelStop stop;
+  const int64_t work_per_row_panel = kPanelWidth * b.k();
   if (threads <= 1 || flops < kMinParallelFlops) {
     const int64_t mc = EvenBlockRows(m, (m + kMc - 1) / kMc);
+    int64_t pending = 0;
     for (int64_t i0 = 0; i0 < m && !oom; i0 += mc) {
-      if (!go_on()) break;
-      if (!task(i0, std::min(mc, m - i0), int64_t{0}, panels)) oom = true;
+      const int64_t rows = std::min(mc, m - i0);
+      if (!stop.Continue(pending, rows * panels * work_per_row_panel)) break;
+      if (!task(i0, rows, int64_t{0}, panels)) oom = true;
     }
   } else {
     const Split sp = PlanSplit(m, panels, threads, packs_a);
@@ -374,19 +366,20 @@ Status Drive(int64_t m, const PackedB& b, ThreadPool* pool, bool packs_a, const 
     // own L2 (resnet18 at 2 threads 9.75-10.05 vs 10.0-10.16 ms median with dynamic chunks,
     // resnet50 22.9-23.1 vs 23.4-23.9; alternating processes).
     ParallelRangeByCpu(pool, sp.Items(), 1, [&](int64_t begin, int64_t end) {
+      int64_t pending = 0;
       for (int64_t t = begin; t < end; ++t) {
         int64_t b0, b1, p0, pe;
         sp.Item(t, panels, &b0, &b1, &p0, &pe);
         for (int64_t b = b0; b < b1; ++b) {
-          if (!go_on()) return;
-          const int64_t i0 = sp.BlockStart(b, m);
-          if (!task(i0, sp.BlockStart(b + 1, m) - i0, p0, pe)) oom = true;
+          const int64_t i0 = sp.BlockStart(b, m), rows = sp.BlockStart(b + 1, m) - i0;
+          if (!stop.Continue(pending, rows * (pe - p0) * work_per_row_panel)) return;
+          if (!task(i0, rows, p0, pe)) oom = true;
         }
       }
     });
   }
   if (oom) return MakeStatus(StatusCode::kOutOfMemory, "sgemm: cannot allocate the A packing buffer");
-  return stopped.Take();
+  return stop.status();
 }
 
 // The per-thread row-major tile scratch of GatheredA (kMr x kKc).
