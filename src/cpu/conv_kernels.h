@@ -122,6 +122,12 @@ Result<std::unique_ptr<OpKernel>> MakeRefConv(const KernelInit& init);
 Result<std::unique_ptr<OpKernel>> MakeRefConvTranspose(const KernelInit& init);
 // fp32 2-D (and 1-D) Conv with constant weights via XNNPACK; falls back to MakeRefConv.
 Result<std::unique_ptr<OpKernel>> MakeXnnConv(const KernelInit& init);
+// True for a grouped conv (group > 1) whose outputs each sum more than 4096 products (its
+// weight W [M, C/group, k...] has more than 4096 values per output channel: a kernel as large
+// as the image, which only hostile models have). Such convs run on the reference conv, which
+// checks the run's deadline and terminate calls, not on XNNPACK, whose calls cannot be
+// stopped. NCHW (MakeXnnConv) and NHWC (MakeNhwcConv) both ask.
+bool GroupedConvTooCostlyForXnnpack(int64_t group, const Tensor& w);
 
 // fp32 2-D ConvTranspose with constant weights via XNNPACK deconvolution; falls back to the reference.
 Result<std::unique_ptr<OpKernel>> MakeXnnConvTranspose(const KernelInit& init);

@@ -142,11 +142,9 @@ class NhwcConvKernel final : public OpKernel, public PacksConstantInputs {
     return {1, 2};
   }
   const char* ImplName() const override { return reference_only_ ? "ref" : "xnnpack"; }
-  // Grouped convs whose outputs each sum more than kMaxXnnGroupedK products (a kernel as
-  // large as the image: only hostile models have one) run on the reference conv, which
-  // checks the run's deadline and terminate calls; an XNNPACK call cannot be stopped (a
-  // 128 x 128 kernel of 2-channel groups over a padded 384 x 384 image ran for minutes).
-  static constexpr int64_t kMaxXnnGroupedK = 4096;
+  // GroupedConvTooCostlyForXnnpack: the reference conv instead of XNNPACK, whose calls
+  // cannot be stopped (a 128 x 128 kernel of 2-channel groups over a padded 384 x 384 image
+  // ran for minutes).
   void SetReferenceOnly() {
     reference_only_ = true;
     weights_ = {};
@@ -325,7 +323,7 @@ Result<std::unique_ptr<OpKernel>> MakeNhwcConvKernel(const KernelInit& init, boo
   if (grouped.ok() || grouped.status().code() != StatusCode::kUnsupported) return grouped;
   RETURN_IF_ERROR(EnsureXnnpackInitialized());
   auto k = std::make_unique<NhwcConvKernel>(init, *w, b, act);
-  if (group > 1 && w->dim(1) * w->dim(2) * w->dim(3) > NhwcConvKernel::kMaxXnnGroupedK) k->SetReferenceOnly();
+  if (GroupedConvTooCostlyForXnnpack(group, *w)) k->SetReferenceOnly();
   RETURN_IF_ERROR(k->Init(init));
   return std::unique_ptr<OpKernel>(std::move(k));
 }

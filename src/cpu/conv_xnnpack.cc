@@ -120,6 +120,10 @@ class XnnConvKernel final : public OpKernel {
 
 }  // namespace
 
+bool GroupedConvTooCostlyForXnnpack(int64_t group, const Tensor& w) {
+  return group > 1 && w.rank() > 0 && w.dim(0) > 0 && w.num_elements() / w.dim(0) > 4096;
+}
+
 Result<std::unique_ptr<OpKernel>> MakeXnnConv(const KernelInit& init) {
   const Node& node = init.node;
   ASSIGN_OR_RETURN(FusedActivation act, ParseFusedActivation(node));
@@ -132,10 +136,9 @@ Result<std::unique_ptr<OpKernel>> MakeXnnConv(const KernelInit& init) {
     usable = b && b->dtype() == DataType::kFloat && b->rank() == 1 && b->dim(0) == w->dim(0);
   if (usable && node.HasAttr("kernel_shape"))
     usable = node.GetInts("kernel_shape") == std::vector<int64_t>(w->shape().begin() + 2, w->shape().end());
-  // Grouped convs whose outputs each sum more than 4096 products (a kernel as large as the
-  // image: only hostile models have one) run on the reference conv, which checks the run's
-  // deadline and terminate calls; XNNPACK's calls and the depthwise kernel's cannot be stopped.
-  if (usable && group > 1 && w->num_elements() / w->dim(0) > 4096) usable = false;
+  // Such convs run on the reference conv; XNNPACK's calls and the depthwise kernel's cannot
+  // be stopped.
+  if (usable && GroupedConvTooCostlyForXnnpack(group, *w)) usable = false;
   if (usable) {
     auto pw = MakePointwiseConv(init, *w, b, act);
     if (pw.ok()) return std::move(pw).value();
