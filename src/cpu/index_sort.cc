@@ -2,6 +2,7 @@
 // outputs, sorted or first-occurrence order, optional axis) and CumSum.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 
 #include "cpu/int_wrap.h"
@@ -32,6 +33,46 @@ inline int Compare(const K& a, const K& b) {
     if (na || nb) return na == nb ? 0 : (na ? 1 : -1);
   }
   return a < b ? -1 : (b < a ? 1 : 0);
+}
+
+// TopK of lines [b, e) (line = o * inner + i) of s [outer, dim, inner]. Each line's (key,
+// index) pairs are gathered contiguously (a strided axis is read once; I: a 32-bit index
+// where dim allows, halving the pairs), then ordered: a heap for a few of many (k <= dim /
+// 64: O(dim log k)), a selection and a sort of the k chosen otherwise (O(dim + k log k)).
+// The order is total (the index breaks ties), so both give the same k pairs in the same
+// order. A heap over a large k, reading the keys through the index, took 96 s for k = 2^25
+// of 2^26 floats; this takes a few seconds.
+template <typename T, typename I>
+void TopKLines(const T* s, int64_t dim, int64_t inner, int64_t k, bool largest, int64_t b, int64_t e, T* vd,
+               int64_t* id) {
+  using K = decltype(Key(T{}));
+  struct Item {
+    K key;
+    I index;
+  };
+  std::vector<Item> items(static_cast<size_t>(dim));
+  auto before = [largest](const Item& a, const Item& c) {
+    const int r = Compare(a.key, c.key);
+    if (r != 0) return largest ? r > 0 : r < 0;
+    return a.index < c.index;
+  };
+  for (int64_t line = b; line < e; ++line) {
+    const int64_t o = line / inner, i = line % inner;
+    const T* base = s + o * dim * inner + i;
+    for (int64_t j = 0; j < dim; ++j) items[j] = {Key(base[j * inner]), static_cast<I>(j)};
+    const auto first = items.begin(), kth = first + k, last = items.end();
+    if (k * 64 <= dim) {
+      std::partial_sort(first, kth, last, before);
+    } else {
+      if (k < dim) std::nth_element(first, kth - 1, last, before);
+      std::sort(first, kth, before);
+    }
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t dst = (o * k + j) * inner + i, src = static_cast<int64_t>(items[j].index);
+      vd[dst] = base[src * inner];
+      id[dst] = src;
+    }
+  }
 }
 
 Status TopK(KernelContext& ctx) {
@@ -67,23 +108,11 @@ Status TopK(KernelContext& ctx) {
       const T* s = x->data<T>();
       T* vd = vals->mutable_data<T>();
       int64_t* id = inds->mutable_data<int64_t>();
-      ParallelRange(ctx.pool(), outer * inner, dim * 4, [&](int64_t b, int64_t e) {
-        std::vector<int64_t> order(dim);
-        for (int64_t line = b; line < e; ++line) {
-          const int64_t o = line / inner, i = line % inner;
-          const T* base = s + o * dim * inner + i;
-          std::iota(order.begin(), order.end(), 0);
-          auto before = [&](int64_t a, int64_t c) {
-            const int r = Compare(Key(base[a * inner]), Key(base[c * inner]));
-            if (r != 0) return largest ? r > 0 : r < 0;
-            return a < c;
-          };
-          std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
-          for (int64_t j = 0; j < k; ++j) {
-            const int64_t dst = (o * k + j) * inner + i;
-            vd[dst] = base[order[j] * inner];
-            id[dst] = order[j];
-          }
+      ParallelRange(ctx.pool(), outer * inner, dim * 8, [&](int64_t b, int64_t e) {
+        if (dim <= int64_t{UINT32_MAX}) {
+          TopKLines<T, uint32_t>(s, dim, inner, k, largest, b, e, vd, id);
+        } else {
+          TopKLines<T, int64_t>(s, dim, inner, k, largest, b, e, vd, id);
         }
       });
     }

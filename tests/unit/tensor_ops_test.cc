@@ -2,6 +2,7 @@
 // registry exactly as the executor does (KernelInit -> factory -> Compute).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -536,6 +537,56 @@ TEST(TensorOps, TopK) {
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(Vec<int64_t>(r.outputs[1].tensor()), std::vector<int64_t>{1});
   ExpectError("TopK", 11, {x, I64({5})}, {}, "k = 5 is outside [0, 4]", 2);
+}
+
+// Both of TopK's orderings (a heap for k <= dim / 64, a selection and a sort above) against a
+// stable sort of each line, with many ties and NaNs, along the last axis and a strided one.
+TEST(TensorOps, TopKMatchesAStableSort) {
+  ThreadPool pool(2);
+  uint32_t seed = 12345;
+  auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+  for (int64_t dim : {1, 7, 65, 640, 4097}) {
+    for (int64_t k : {int64_t{0}, int64_t{1}, dim / 64, dim / 64 + 1, dim / 2, dim - 1, dim}) {
+      if (k < 0 || k > dim) continue;
+      for (int largest : {0, 1}) {
+        for (int axis : {0, 1}) {
+          const int64_t lines = 3;
+          const Shape shape = axis == 1 ? Shape{lines, dim} : Shape{dim, lines};
+          std::vector<float> v(static_cast<size_t>(lines * dim));
+          for (float& f : v) {
+            const uint32_t r = next() >> 8;
+            f = r % 97 == 0 ? NAN : static_cast<float>(static_cast<int>(r % 41) - 20);  // ties
+          }
+          RunResult r = RunOp("TopK", 11, {F32(v, shape), I64({k})},
+                              {{"axis", Attribute::Int(axis)}, {"largest", Attribute::Int(largest)}}, 2, &pool);
+          ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+          const std::vector<float> got = Vec<float>(r.outputs[0].tensor());
+          const std::vector<int64_t> got_i = Vec<int64_t>(r.outputs[1].tensor());
+          ASSERT_EQ(got_i.size(), static_cast<size_t>(lines * k));
+          for (int64_t line = 0; line < lines; ++line) {
+            auto at = [&](int64_t j) { return axis == 1 ? v[line * dim + j] : v[j * lines + line]; };
+            // NaN above every number; stable: the lower index first among equals.
+            auto rank = [&](float f) { return std::isnan(f) ? INFINITY : f; };
+            std::vector<int64_t> order(static_cast<size_t>(dim));
+            std::iota(order.begin(), order.end(), 0);
+            std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+              const float fa = at(a), fb = at(b);
+              if (std::isnan(fa) && std::isnan(fb)) return false;
+              if (std::isnan(fa) != std::isnan(fb)) return largest ? std::isnan(fa) : std::isnan(fb);
+              return largest ? rank(fa) > rank(fb) : rank(fa) < rank(fb);
+            });
+            for (int64_t j = 0; j < k; ++j) {
+              const size_t o = static_cast<size_t>(axis == 1 ? line * k + j : j * lines + line);
+              ASSERT_EQ(got_i[o], order[j]) << "dim " << dim << " k " << k << " largest " << largest << " axis "
+                                            << axis << " line " << line << " rank " << j;
+              const float want = at(order[j]);
+              EXPECT_TRUE(std::isnan(want) ? std::isnan(got[o]) : got[o] == want);
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(TensorOps, Unique) {
