@@ -303,6 +303,12 @@ Status FillRandom(Tensor* t, uint32_t seed, int64_t int_high) {
       for (int64_t i = 0; i < n; ++i) p[i] = FloatToHalf(dist(rng));
       return Status::Ok();
     }
+    case DataType::kBFloat16: {
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      uint16_t* p = static_cast<uint16_t*>(t->raw_mutable_data());
+      for (int64_t i = 0; i < n; ++i) p[i] = FloatToBFloat16(dist(rng));
+      return Status::Ok();
+    }
     case DataType::kBool: {
       bool* p = t->mutable_data<bool>();
       for (int64_t i = 0; i < n; ++i) p[i] = (rng() & 1) != 0;
@@ -316,6 +322,22 @@ Status FillRandom(Tensor* t, uint32_t seed, int64_t int_high) {
     case DataType::kInt32: {
       int32_t* p = t->mutable_data<int32_t>();
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>(uniform_int());
+      return Status::Ok();
+    }
+    case DataType::kInt16:
+    case DataType::kUInt16: {
+      uint16_t* p = static_cast<uint16_t*>(t->raw_mutable_data());
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<uint16_t>(uniform_int());
+      return Status::Ok();
+    }
+    case DataType::kUInt32: {
+      uint32_t* p = t->mutable_data<uint32_t>();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<uint32_t>(uniform_int());
+      return Status::Ok();
+    }
+    case DataType::kUInt64: {
+      uint64_t* p = t->mutable_data<uint64_t>();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<uint64_t>(uniform_int());
       return Status::Ok();
     }
     case DataType::kInt8:

@@ -111,8 +111,9 @@ Result<std::pair<std::string, Shape>> ParseShapeSpec(const std::string& spec);
 Result<std::vector<Shape>> ResolveInputShapes(const std::vector<ValueInfo>& inputs,
                                               const std::vector<std::string>& specs);
 
-// Fills `t` with seeded pseudo-random data suited to its dtype: floats ~ N(0, 1),
-// integers uniform in [0, int_high), bool 0/1. std::mt19937 seeded with `seed`; the
+// Fills `t` with seeded pseudo-random data suited to its dtype: floats (float, double,
+// float16, bfloat16) ~ N(0, 1), integers uniform in [0, int_high) (8-bit ones also below
+// 128), bool 0/1; strings and complex types are refused. std::mt19937 seeded with `seed`; the
 // same seed gives the same tensor on every platform with the same standard library.
 Status FillRandom(Tensor* t, uint32_t seed, int64_t int_high = 100);
 
