@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "core/kernel_stop.h"
 #include "core/run_control.h"
 #include "cpu/register.h"
 
@@ -153,6 +154,10 @@ class RoiAlignKernel final : public OpKernel {
     const int64_t N = x->dim(0), C = x->dim(1), H = x->dim(2), W = x->dim(3), R = rois->dim(0);
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), {R, C, oh_, ow_}));
     const double off = half_pixel_ ? 0.5 : 0.0;
+    // Up to 2^20 samples per bin times the bins (sampling_ratio 1024 over a 1024 x 1024
+    // output is 2^40): the run's limits are read every 2^20 samples, per output bin.
+    KernelStop stop(node);
+    int64_t pending = 0;
     for (int64_t r = 0; r < R; ++r) {
       const int64_t b = bidx->dtype() == DataType::kInt64 ? bidx->data<int64_t>()[r] : bidx->data<int32_t>()[r];
       if (b < 0 || b >= N)
@@ -183,6 +188,7 @@ class RoiAlignKernel final : public OpKernel {
         const int64_t plane = (b * C + c) * H * W;
         for (int64_t ph = 0; ph < oh_; ++ph) {
           for (int64_t pw = 0; pw < ow_; ++pw) {
+            if (!stop.Continue(pending, std::max<int64_t>(gh * gw, 1))) return stop.status();
             double acc = 0;
             bool first = true;
             for (int64_t iy = 0; iy < gh; ++iy) {

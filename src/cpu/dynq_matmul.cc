@@ -99,8 +99,7 @@ class QuantWeightMatMul : public OpKernel, public PacksConstantInputs {
     fo.ldy = n;
     fo.scale = sc;
     fo.bias = bias_.empty() ? nullptr : bias_.data();
-    int8gemm::Gemm(am, packed_, nullptr, 0, scratch.mutable_data<uint8_t>(), ctx.pool(), &fo);
-    return Status::Ok();
+    return int8gemm::Gemm(am, packed_, nullptr, 0, scratch.mutable_data<uint8_t>(), ctx.pool(), &fo);
   }
 
   int8gemm::PackedB packed_;

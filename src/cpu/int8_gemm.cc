@@ -18,6 +18,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/kernel_stop.h"
 #include "core/large_pages.h"
 #include "core/threadpool.h"
 #include "cpu/matmul_nbits.h"
@@ -233,6 +234,7 @@ struct Job {
   // quick_q with a residual sum whose scales are finite and > 0 and keep its float under 2^30
   // (no NaN, no int32 overflow): the sum's bytes saturated by the packs likewise.
   bool pack_skip;
+  KernelStop* stop;  // the run's limits, read every 2^20 multiply-adds of a task
 };
 
 // The requantizing store of rows [0, nr) of a tile's raw sums for columns [j0, j0 + cols) when
@@ -314,10 +316,12 @@ STRATA_VNNI void RunPairs(const Job& job, int64_t pair0, int64_t pair1, int64_t 
   const AMatrix& a = *job.a;
   const int64_t kq = b.kp() / 4, panel_stride = b.kp() * kPanel, panels = b.panels();
   alignas(64) int32_t raw[kRows * 32];
+  int64_t pending = 0;
   for (int64_t blk = pair0; blk < pair1; blk += job.block_pairs) {
     const int64_t blk_end = std::min(pair1, blk + job.block_pairs);
     for (int64_t r0 = row0; r0 < row1; r0 += kRows) {
       const int64_t nr = std::min<int64_t>(kRows, row1 - r0);
+      if (!job.stop->Continue(pending, nr * b.kp() * (blk_end - blk) * 2 * kPanel)) return;
       const uint32_t* tile = job.atiles ? job.atiles + (r0 / kRows) * kRows * kq : nullptr;
       // The rows of y (QuantOut) the tile's rows go to, -1 for none (QuantOut::row_group).
       int64_t orow[kRows];
@@ -505,9 +509,10 @@ Result<int64_t> ScratchBytes(const AMatrix& a, const PackedB& b) {
   return total;
 }
 
-void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scratch, ThreadPool* pool,
-          const FloatOut* fout, const QuantOut* qout) {
-  if (a.rows == 0 || b.n() == 0) return;
+Status Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scratch, ThreadPool* pool,
+            const FloatOut* fout, const QuantOut* qout) {
+  if (a.rows == 0 || b.n() == 0) return Status::Ok();
+  KernelStop stop;
   auto* bytes = static_cast<uint8_t*>(scratch);
   auto* atiles = reinterpret_cast<uint32_t*>(bytes);
   const int64_t tiles = (a.rows + kRows - 1) / kRows;
@@ -517,7 +522,7 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
   const int threads = pool ? pool->num_threads() : 1;
   // A read where it lies (Tile<..., kDirect>) instead of packed: no packing pass.
   const bool in_place = ReadsInPlace(a, b);
-  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout, qout, false, false, false};
+  Job job{&a, &b, c, ldc, atiles, rowsum, (b.panels() + 1) / 2, 1, fout, qout, false, false, false, &stop};
   if (qout && !a.za_rows && !b.any_offset()) {
     job.quick_q = true;
     job.pack_q = !qout->skip;
@@ -561,6 +566,7 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
     job.atiles = in_place ? nullptr : atiles;
     job.rowsum = rowsum;
     ParallelRangeByCpu(pool, tiles, 2, [&](int64_t t0, int64_t t1) {
+      if (stop.stopped()) return;  // not even A's tiles (a conv's im2col can cost as much)
       if (a.produce) {
         a.produce(a.produce_ctx, t0, t1);
       } else if (!a.packed && !in_place) {
@@ -568,7 +574,7 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
       }
       RunPairs(job, 0, job.pairs, t0 * kRows, std::min(a.rows, t1 * kRows));
     });
-    return;
+    return stop.status();
   }
   if (a.packed) {
     atiles = const_cast<uint32_t*>(a.packed);
@@ -600,12 +606,16 @@ void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scr
     RunPairs(job, 0, job.pairs, 0, a.rows);
   } else if (job.pairs >= 2 * threads || a.rows < 2 * kRows) {
     // Over the columns: each thread reads its share of B.
-    pool->Run(job.pairs, 1, [&](int64_t p0, int64_t p1) { RunPairs(job, p0, p1, 0, a.rows); });
+    pool->Run(job.pairs, 1, [&](int64_t p0, int64_t p1) {
+      if (!stop.stopped()) RunPairs(job, p0, p1, 0, a.rows);
+    });
   } else {
     // Few columns: over the row tiles.
-    pool->Run(tiles, 1,
-              [&](int64_t t0, int64_t t1) { RunPairs(job, 0, job.pairs, t0 * kRows, std::min(a.rows, t1 * kRows)); });
+    pool->Run(tiles, 1, [&](int64_t t0, int64_t t1) {
+      if (!stop.stopped()) RunPairs(job, 0, job.pairs, t0 * kRows, std::min(a.rows, t1 * kRows));
+    });
   }
+  return stop.status();
 }
 
 }  // namespace strata::int8gemm

@@ -157,7 +157,10 @@ struct QuantOut {
 // C[rows, n] (int32, row stride ldc) = (A - za)(B - zb) mod 2^32, or with `fout` its float
 // form into fout->y, or with `qout` its requantized form into qout->y (c unused). `scratch` holds at least
 // ScratchBytes(a, b) bytes, 64-byte aligned. Splits the work over the pool (nullptr: this thread).
-void Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scratch, ThreadPool* pool,
-          const FloatOut* fout = nullptr, const QuantOut* qout = nullptr);
+// A product's cost (rows x k x n) is not bounded by any one operand, so the run's deadline and
+// terminate calls (core/run_control.h) are read every 2^20 multiply-adds of a thread's work:
+// CANCELLED then, with the output partly written. Call it on the run's thread.
+[[nodiscard]] Status Gemm(const AMatrix& a, const PackedB& b, int32_t* c, int64_t ldc, void* scratch, ThreadPool* pool,
+                          const FloatOut* fout = nullptr, const QuantOut* qout = nullptr);
 
 }  // namespace strata::int8gemm

@@ -21,6 +21,7 @@
 
 #include "core/constant_release.h"
 #include "core/kernel.h"
+#include "core/kernel_stop.h"
 #include "core/layout_pass.h"
 #include "cpu/conv_geometry.h"
 #include "cpu/int8_gemm.h"
@@ -323,9 +324,13 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
     const Tensor* bias = qlinear_ ? ctx.input(8) : nullptr;
     const float xs = qlinear_ ? LoadScale(*ctx.input(1), 0) : 0.0f, ys = qlinear_ ? LoadScale(*ctx.input(6), 0) : 1.0f;
     const float z = qlinear_ ? static_cast<float>(LoadQ(*ctx.input(7), 0)) : 0.0f;
+    // Each output channel sums its kernel's taps over every position: the im2col's size times
+    // the channels, bounded by no one operand; the run's limits are read every 2^20 of them.
+    KernelStop stop(node);
 
     for (int64_t n = 0; n < s.N; ++n) {
       for (int64_t grp = 0; grp < s.group; ++grp) {
+        if (stop.stopped()) return stop.status();
         const TX* xg = x + (n * s.C + grp * s.cg) * s.in_size;
         auto im2col = [&](int64_t c0, int64_t c1) { Im2Col(xg, xz, s, c0, c1, col); };
         const int64_t col_grain =
@@ -336,7 +341,9 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
           im2col(0, s.cg);
         }
         auto body = [&](int64_t b, int64_t e) {
+          int64_t pending = 0;
           for (int64_t mm = b; mm < e; ++mm) {
+            if (!stop.Continue(pending, s.rows * s.out_size)) return;
             const int64_t m = grp * s.mg + mm;
             uint32_t* acc = qlinear_
                                 ? reinterpret_cast<uint32_t*>(acc_t.mutable_data<int32_t>()) + mm * s.out_size
@@ -362,7 +369,7 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
         }
       }
     }
-    return Status::Ok();
+    return stop.status();
   }
 
   // The residual inputs of a fused NhwcQLinearConv: 9 skip, 10 / 11 its scale and zero point,
@@ -649,11 +656,11 @@ class IntConvKernel final : public OpKernel, public PacksConstantInputs {
         qo.y_signed = rq.y_signed;  // the conv's own byte: the sum, if any, reads it with this range
         qo.row_group = padded ? ph.Wq : 0;
         qo.row_valid = padded ? s.g.out[1] : 0;
-        int8gemm::Gemm(am, *vnni_, nullptr, s.M, gs.mutable_data<uint8_t>(), pool, nullptr, &qo);
+        RETURN_IF_ERROR(int8gemm::Gemm(am, *vnni_, nullptr, s.M, gs.mutable_data<uint8_t>(), pool, nullptr, &qo));
         continue;
       }
       int32_t* accp = acc.mutable_data<int32_t>();
-      int8gemm::Gemm(am, *vnni_, accp, s.M, gs.mutable_data<uint8_t>(), pool);
+      RETURN_IF_ERROR(int8gemm::Gemm(am, *vnni_, accp, s.M, gs.mutable_data<uint8_t>(), pool));
       if (qlinear_) {
         int8conv::StoreRequantized(accp, s.out_size, s.M, rq, yb + n * s.M * s.out_size, pool);
       } else {

@@ -19,6 +19,7 @@
 
 #include "core/constant_release.h"
 #include "core/kernel.h"
+#include "core/kernel_stop.h"
 #include "cpu/gemm_kernels.h"
 #include "cpu/int8_gemm.h"
 #include "cpu/quantize_common.h"
@@ -86,12 +87,17 @@ void PackB(const Tensor& b, const Tensor* bzp, const BLayout& l, int16_t* bt, in
 }
 
 // Calls emit(o, i, j, acc) for every output element o = (t * M + i) * N + j, rows split over the pool.
+// A run-time B's product costs M x N x K, bounded by no one operand: the run's limits are
+// read every 2^20 multiply-adds of a task (`stop`, the caller's; the output is then partly
+// written).
 template <typename TA, typename Emit>
 void IntMatMulRows(const TA* a, const MatMulDims& d, const int16_t* bt, const int32_t* colsum, const Tensor* azp,
-                   ThreadPool* pool, const Emit& emit) {
+                   ThreadPool* pool, KernelStop& stop, const Emit& emit) {
   const int64_t rows = d.batch * d.M, K = d.K, N = d.N;
   auto body = [&](int64_t r0, int64_t r1) {
+    int64_t pending = 0;
     for (int64_t r = r0; r < r1; ++r) {
+      if (!stop.Continue(pending, N * K)) return;
       const int64_t t = r / d.M, i = r % d.M;
       const TA* arow = a + (d.a_index[t] * d.M + i) * K;
       const int64_t bm = d.b_index[t] * N;
@@ -244,17 +250,18 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
   template <typename TA>
   Status Run(KernelContext& ctx, const TA* a, const MatMulDims& d, const int16_t* bt, const int32_t* colsum,
              const Tensor* azp) const {
+    KernelStop stop(ctx.node());
     if (!qlinear_) {
       ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kInt32, d.out));
       int32_t* out = y->mutable_data<int32_t>();
-      IntMatMulRows(a, d, bt, colsum, azp, ctx.pool(),
+      IntMatMulRows(a, d, bt, colsum, azp, ctx.pool(), stop,
                     [out](int64_t o, int64_t, int64_t, int32_t acc) { out[o] = acc; });
-      return Status::Ok();
+      return stop.status();
     }
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, ctx.input(7)->dtype(), d.out));
     const Requantizer rq(ctx, y);
-    IntMatMulRows(a, d, bt, colsum, azp, ctx.pool(), rq);
-    return Status::Ok();
+    IntMatMulRows(a, d, bt, colsum, azp, ctx.pool(), stop, rq);
+    return stop.status();
   }
 
   // The VNNI GEMM against the packed B matrices: one call per output matrix, or one for all
@@ -317,9 +324,9 @@ class IntMatMulKernel final : public OpKernel, public PacksConstantInputs {
       const auto& pb = vnni_[static_cast<size_t>(merged ? 0 : d.b_index[t])];
       if (store_q) {
         qo.y = static_cast<uint8_t*>(yq->raw_mutable_data()) + (merged ? 0 : t * d.M * d.N);
-        int8gemm::Gemm(am, pb, nullptr, 0, sp, ctx.pool(), nullptr, &qo);
+        RETURN_IF_ERROR(int8gemm::Gemm(am, pb, nullptr, 0, sp, ctx.pool(), nullptr, &qo));
       } else {
-        int8gemm::Gemm(am, pb, out + (merged ? 0 : t * d.M * d.N), d.N, sp, ctx.pool());
+        RETURN_IF_ERROR(int8gemm::Gemm(am, pb, out + (merged ? 0 : t * d.M * d.N), d.N, sp, ctx.pool()));
       }
     }
     if (!qlinear_ || store_q) return Status::Ok();

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "core/kernel_stop.h"
 #include "cpu/broadcast.h"
 #include "cpu/conv_geometry.h"
 #include "cpu/quantize_common.h"
@@ -359,7 +360,11 @@ Status QLinearAveragePool(KernelContext& ctx) {
   // One NCHW plane, an output row's windows at a time (up to 256 columns): their sums side by
   // side, each still taking its window's taps in order (rows, then columns; taps outside the
   // image skipped), so one float chain per output as above, but independent chains in flight.
-  const auto PlaneRows = [&](const uint8_t* xin, uint8_t* yout) {
+  // A window is up to the whole padded image (10^12 taps for a 1024 x 1024 window over a
+  // 1024 x 1024 image): the run's limits are read every 2^20 taps of a task (NCHW: per
+  // kernel column over a row of up to 256 outputs; channels last: per output).
+  KernelStop stop(node);
+  const auto PlaneRows = [&](const uint8_t* xin, uint8_t* yout, int64_t& pending) {
     float row_sums[256];
     for (int64_t od = 0; od < out[0]; ++od)
       for (int64_t oh = 0; oh < out[1]; ++oh) {
@@ -371,7 +376,12 @@ Status QLinearAveragePool(KernelContext& ctx) {
           for (int64_t id = std::max<int64_t>(d0, 0); id < d1; ++id)
             for (int64_t ih = std::max<int64_t>(h0, 0); ih < h1; ++ih) {
               const uint8_t* row = xin + (id * in[1] + ih) * in[2];
-              for (int64_t kx = 0; kx < k[2]; ++kx) {
+              // Only the taps some column's window has inside the row: a kernel far wider than
+              // the image (its pads just under it) made this loop run over ~k empty taps.
+              const int64_t kx0 = std::max<int64_t>(0, pb[2] - (ow0 + nw - 1) * st[2]);
+              const int64_t kx1 = std::min<int64_t>(k[2], in[2] + pb[2] - ow0 * st[2]);
+              for (int64_t kx = kx0; kx < kx1; ++kx) {
+                if (!stop.Continue(pending, nw)) return;
                 // Columns j whose tap kx lies inside the row: 0 <= (ow0 + j) * s - pad + kx < W.
                 const int64_t lo = pb[2] - kx, hi = in[2] - 1 + pb[2] - kx;
                 const int64_t jlo = std::max<int64_t>(0, (lo <= 0 ? 0 : (lo + st[2] - 1) / st[2]) - ow0);
@@ -395,19 +405,23 @@ Status QLinearAveragePool(KernelContext& ctx) {
   const int64_t rows = channels_last ? out[0] * out[1] : 1;
   const auto body = [&](int64_t i0, int64_t i1) {
     float sums[64];
+    int64_t pending = 0;
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t n = item / (blocks * rows), blk = item / rows % blocks, r = item % rows;
       const int64_t c0 = channels_last ? blk * 64 : blk, cb = channels_last ? std::min<int64_t>(64, C - c0) : 1;
       const uint8_t* xin = channels_last ? xb + n * in_size * C + c0 : xb + (n * C + c0) * in_size;
       uint8_t* yout = channels_last ? yb + n * out_size * C + c0 : yb + (n * C + c0) * out_size;
       if (!channels_last) {
-        PlaneRows(xin, yout);
+        PlaneRows(xin, yout, pending);
+        if (stop.stopped()) return;
         continue;
       }
       const int64_t od = r / out[1], oh = r % out[1];
       for (int64_t ow = 0; ow < out[2]; ++ow) {
         const int64_t d0 = od * st[0] - pb[0], h0 = oh * st[1] - pb[1], w0 = ow * st[2] - pb[2];
         const int64_t d1 = std::min(d0 + k[0], in[0]), h1 = std::min(h0 + k[1], in[1]), w1 = std::min(w0 + k[2], in[2]);
+        const auto span = [](int64_t b, int64_t e) { return std::max<int64_t>(1, e - std::max<int64_t>(b, 0)); };
+        if (!stop.Continue(pending, span(d0, d1) * span(h0, h1) * span(w0, w1) * cb)) return;
         std::fill(sums, sums + cb, 0.0f);
         const uint8_t* window[kMaxVectorTaps];
         int ntaps = 0;
@@ -449,7 +463,7 @@ Status QLinearAveragePool(KernelContext& ctx) {
   } else {
     body(0, items);
   }
-  return Status::Ok();
+  return stop.status();
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // short ones), so bins that are mathematically zero come out below float resolution; this
 // is what the float64 numpy reference produces.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <complex>
 #include <numbers>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "core/kernel_stop.h"
 #include "cpu/fn_kernel_def.h"
 #include "cpu/register.h"
 
@@ -313,8 +315,14 @@ Status StftOp(KernelContext& ctx) {
   RETURN_IF_ERROR(plan.Init(frame_len, false, ctx.allocator(), node));
   Cd* sig = plan.input();
   const int64_t c = x->dim(2);
+  // frames x an FFT of frame_len (with step 1, every sample starts a frame): the run's limits
+  // are read every 2^20 units of work, an FFT counted as 16 frame_len log2(frame_len).
+  KernelStop stop(node);
+  int64_t pending = 0;
+  const int64_t frame_work = 16 * frame_len * std::max<int64_t>(1, std::bit_width(static_cast<uint64_t>(frame_len)));
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t f = 0; f < frames; ++f) {
+      if (!stop.Continue(pending, frame_work)) return stop.status();
       for (int64_t j = 0; j < frame_len; ++j) {
         const int64_t base = (b * len + f * step + j) * c;
         const double w = window ? LoadD(*window, j) : 1.0;

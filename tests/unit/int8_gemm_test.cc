@@ -73,7 +73,7 @@ void Check(const Case& c, bool a_s, bool b_s, int zb_mode, int za_mode, int64_t 
   std::vector<uint8_t> scratch(static_cast<size_t>(*bytes) + 64);
   const int64_t ldc = c.n + 3;
   std::vector<int32_t> got(static_cast<size_t>(std::max<int64_t>(c.rows * ldc, 1)), 0x5A5A5A5A);
-  int8gemm::Gemm(am, *packed, got.data(), ldc, scratch.data(), pool);
+  ASSERT_TRUE(int8gemm::Gemm(am, *packed, got.data(), ldc, scratch.data(), pool).ok());
 
   for (int64_t r = 0; r < c.rows; ++r) {
     const int32_t zr = za_mode ? za_rows[static_cast<size_t>(r)] : za;
@@ -183,7 +183,7 @@ TEST(Int8Gemm, LongSumsWrapAroundLikeInt32) {
   EXPECT_EQ(*bytes, 12 * k);  // one packed tile of A; an s8 B without zero point needs no row sums
   std::vector<uint8_t> scratch(static_cast<size_t>(*bytes));
   int32_t got = 0;
-  int8gemm::Gemm(am, *packed, &got, 1, scratch.data(), nullptr);
+  ASSERT_TRUE(int8gemm::Gemm(am, *packed, &got, 1, scratch.data(), nullptr).ok());
   const uint32_t want = static_cast<uint32_t>(255 * 127) * static_cast<uint32_t>(k);
   EXPECT_EQ(got, static_cast<int32_t>(want));
   EXPECT_LT(got, 0);  // it did wrap

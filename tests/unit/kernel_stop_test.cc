@@ -141,6 +141,44 @@ std::string BigProduct(const std::string& op, int64_t n) {
   return ob::Serialize(m);
 }
 
+Value FilledBytes(const Shape& shape, uint8_t v) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return Value(Tensor::FromVector<uint8_t>(std::vector<uint8_t>(static_cast<size_t>(n), v), shape));
+}
+
+// Scalar initializers of QLinear ops: a float scale and a zero point of ONNX type `zp_type`.
+void AddQuantParams(onnx::GraphProto* g, const std::string& prefix, int zp_type) {
+  ob::AddRawInit<float>(g, prefix + "_scale", onnx::TensorProto::FLOAT, {}, {0.05f});
+  ob::AddRawInit<uint8_t>(g, prefix + "_zp", zp_type, {}, {0});
+}
+
+// MatMulInteger of two run-time uint8 [n, n] (the int16 kernel: a run-time B is packed per run).
+std::string IntegerProduct(int64_t n) {
+  onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::AddInput(g, "a", {n, n}, onnx::TensorProto::UINT8);
+  ob::AddInput(g, "b", {n, n}, onnx::TensorProto::UINT8);
+  ob::AddOutput(g, "y", {-1, -1}, onnx::TensorProto::INT32);
+  ob::AddNode(g, "MatMulInteger", {"a", "b"}, {"y"}, "MatMulInteger");
+  return ob::Serialize(m);
+}
+
+// QLinearMatMul of a run-time uint8 A [m, k] and a constant int8 B [k, n] (the VNNI GEMM).
+std::string QLinearProduct(int64_t m_rows, int64_t k, int64_t n) {
+  onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::AddInput(g, "a", {m_rows, k}, onnx::TensorProto::UINT8);
+  ob::AddOutput(g, "y", {-1, -1}, onnx::TensorProto::UINT8);
+  ob::AddRawInit<int8_t>(g, "b", onnx::TensorProto::INT8, {k, n}, std::vector<int8_t>(static_cast<size_t>(k * n), 3));
+  AddQuantParams(g, "a", onnx::TensorProto::UINT8);
+  AddQuantParams(g, "b", onnx::TensorProto::INT8);
+  AddQuantParams(g, "y", onnx::TensorProto::UINT8);
+  ob::AddNode(g, "QLinearMatMul", {"a", "a_scale", "a_zp", "b", "b_scale", "b_zp", "y_scale", "y_zp"}, {"y"},
+              "QLinearMatMul");
+  return ob::Serialize(m);
+}
+
 std::vector<LongCase> LongCases() {
   std::vector<LongCase> cases;
   for (const char* op : {"MaxPool", "AveragePool"})
@@ -238,6 +276,100 @@ std::vector<LongCase> LongCases() {
   cases.push_back({"GRU", [] { return LongRecurrence("GRU", 20000, 256, false); },
                    [] {
                      return Feeds{{"x", Filled({20000, 1, 1}, 0.5f)}};
+                   }});
+  cases.push_back({"MatMulInteger", [] { return IntegerProduct(4096); },
+                   [] {
+                     return Feeds{{"a", FilledBytes({4096, 4096}, 7)}, {"b", FilledBytes({4096, 4096}, 9)}};
+                   }});
+  // 16384 x 4096 x 4096 on the VNNI GEMM (A read in place: no scratch); the int16 kernel
+  // without VNNI.
+  cases.push_back({"QLinearMatMul", [] { return QLinearProduct(16384, 4096, 4096); },
+                   [] {
+                     return Feeds{{"a", FilledBytes({16384, 4096}, 7)}};
+                   }});
+  // 4096 output channels of a 64 x 64 kernel over a padded 128 x 128 image (the VNNI conv;
+  // the int16 reference conv without VNNI): 2^40 multiply-adds.
+  cases.push_back({"QLinearConv",
+                   [] {
+                     onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+                     onnx::GraphProto* g = m.mutable_graph();
+                     ob::AddInput(g, "x", {1, 1, 128, 128}, onnx::TensorProto::UINT8);
+                     ob::AddOutput(g, "y", {-1, -1, -1, -1}, onnx::TensorProto::UINT8);
+                     ob::AddRawInit<int8_t>(g, "w", onnx::TensorProto::INT8, {4096, 1, 64, 64},
+                                            std::vector<int8_t>(size_t{4096} * 64 * 64, 1));
+                     AddQuantParams(g, "x", onnx::TensorProto::UINT8);
+                     AddQuantParams(g, "w", onnx::TensorProto::INT8);
+                     AddQuantParams(g, "y", onnx::TensorProto::UINT8);
+                     onnx::NodeProto* n = ob::AddNode(
+                         g, "QLinearConv", {"x", "x_scale", "x_zp", "w", "w_scale", "w_zp", "y_scale", "y_zp"}, {"y"},
+                         "QLinearConv");
+                     SetInts(n, "pads", {31, 31, 32, 32});
+                     return ob::Serialize(m);
+                   },
+                   [] {
+                     return Feeds{{"x", FilledBytes({1, 1, 128, 128}, 7)}};
+                   }});
+  // ONNX Runtime's QLinearAveragePool (NCHW and channels last) with the window of the image.
+  for (int64_t channels_last : {0, 1})
+    cases.push_back({channels_last ? "channels-last QLinearAveragePool" : "QLinearAveragePool",
+                     [channels_last] {
+                       onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+                       ob::AddOpsetImport(&m, "com.microsoft", 1);
+                       onnx::GraphProto* g = m.mutable_graph();
+                       const int64_t s = 512;
+                       if (channels_last) {
+                         ob::AddInput(g, "x", {1, s, s, 8}, onnx::TensorProto::UINT8);
+                       } else {
+                         ob::AddInput(g, "x", {1, 1, s, s}, onnx::TensorProto::UINT8);
+                       }
+                       ob::AddOutput(g, "y", {-1, -1, -1, -1}, onnx::TensorProto::UINT8);
+                       AddQuantParams(g, "x", onnx::TensorProto::UINT8);
+                       AddQuantParams(g, "y", onnx::TensorProto::UINT8);
+                       onnx::NodeProto* n =
+                           ob::AddNode(g, "QLinearAveragePool", {"x", "x_scale", "x_zp", "y_scale", "y_zp"}, {"y"},
+                                       "QLinearAveragePool");
+                       n->set_domain("com.microsoft");
+                       SetInts(n, "kernel_shape", {s, s});
+                       SetInts(n, "pads", {s / 2 - 1, s / 2 - 1, s / 2, s / 2});
+                       SetInt(n, "channels_last", channels_last);
+                       return ob::Serialize(m);
+                     },
+                     [channels_last] {
+                       return Feeds{{"x", FilledBytes(channels_last ? Shape{1, 512, 512, 8} : Shape{1, 1, 512, 512},
+                                                      7)}};
+                     }});
+  // 32 x 32 samples per bin over a 512 x 512 output: 2^28 samples.
+  cases.push_back({"RoiAlign",
+                   [] {
+                     onnx::ModelProto m = ob::MakeModel(16, "kernel_stop_test");
+                     onnx::GraphProto* g = m.mutable_graph();
+                     ob::AddInput(g, "x", {1, 1, 64, 64});
+                     ob::AddOutput(g, "y", {-1, -1, -1, -1});
+                     ob::AddRawInit<float>(g, "rois", onnx::TensorProto::FLOAT, {1, 4}, {0, 0, 63, 63});
+                     ob::AddRawInit<int64_t>(g, "batch", onnx::TensorProto::INT64, {1}, {0});
+                     onnx::NodeProto* n = ob::AddNode(g, "RoiAlign", {"x", "rois", "batch"}, {"y"}, "RoiAlign");
+                     SetInt(n, "output_height", 512);
+                     SetInt(n, "output_width", 512);
+                     SetInt(n, "sampling_ratio", 32);
+                     return ob::Serialize(m);
+                   },
+                   [] {
+                     return Feeds{{"x", Filled({1, 1, 64, 64}, 0.5f)}};
+                   }});
+  // Frames of 16383 samples (an FFT each, by Bluestein's algorithm) every 64 samples.
+  cases.push_back({"STFT",
+                   [] {
+                     onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+                     onnx::GraphProto* g = m.mutable_graph();
+                     ob::AddInput(g, "x", {1, 65536, 1});
+                     ob::AddOutput(g, "y", {-1, -1, -1, -1});
+                     ob::AddRawInit<int64_t>(g, "step", onnx::TensorProto::INT64, {}, {64});
+                     ob::AddRawInit<int64_t>(g, "len", onnx::TensorProto::INT64, {}, {16383});
+                     ob::AddNode(g, "STFT", {"x", "step", "", "len"}, {"y"}, "STFT");
+                     return ob::Serialize(m);
+                   },
+                   [] {
+                     return Feeds{{"x", Filled({1, 65536, 1}, 0.5f)}};
                    }});
   return cases;
 }

@@ -154,7 +154,12 @@ TEST(QLinearOps, AveragePoolMatchesTheWindowMeans) {
   const Case cases[] = {{9, 9, 3, 2, 1, false, false, 5, 5},
                         {8, 6, 3, 1, 1, true, false, 8, 6},
                         {7, 7, 2, 2, 0, false, true, 4, 4},
-                        {5, 11, 4, 1, 0, false, false, 2, 8}};
+                        {5, 11, 4, 1, 0, false, false, 2, 8},
+                        // Kernels far larger than the image (pads just under them): most taps
+                        // of most windows lie outside it.
+                        {5, 5, 41, 3, 40, false, false, 15, 15},
+                        {5, 5, 41, 3, 40, true, false, 15, 15},
+                        {5, 7, 41, 1, 38, false, false, 41, 43}};
   uint64_t seed = 400;
   for (DataType t : {DataType::kUInt8, DataType::kInt8})
     for (const Case& cs : cases)
