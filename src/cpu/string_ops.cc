@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "core/kernel_stop.h"
 #include "cpu/register.h"
 
 namespace strata {
@@ -156,10 +157,20 @@ class TfIdfKernel final : public OpKernel {
     std::vector<int64_t> counts(static_cast<size_t>(out_size_));
     std::vector<int64_t> ikey;
     std::vector<std::string> skey;
+    // The shortest n-gram with gaps: once it no longer fits after position s at some skip,
+    // no n-gram fits at a wider one (max_skip_count is an attribute: 2^20 of them per
+    // position ran for hours over a short input). What fits is still quadratic in the row
+    // (every start times every gap): the run's limits are read every 2^20 lookups.
+    const int64_t gapped = std::max<int64_t>(min_n_, 2);
+    KernelStop stop(ctx.node());
+    int64_t pending = 0;
     for (int64_t r = 0; r < rows; ++r) {
       std::fill(counts.begin(), counts.end(), 0);
       for (int64_t s = 0; s < cols; ++s) {
+        if (!stop.Continue(pending, max_n_ - min_n_ + 1)) return stop.status();
         for (int64_t skip = 0; skip <= max_skip_; ++skip) {
+          if (skip > 0 && (gapped > max_n_ || s + (gapped - 1) * (skip + 1) >= cols)) break;
+          if (skip > 0 && !stop.Continue(pending, max_n_ - min_n_ + 1)) return stop.status();
           for (int64_t n = min_n_; n <= max_n_; ++n) {
             if (n == 1 && skip > 0) continue;  // unigrams have no gaps: count them once
             if (s + (n - 1) * (skip + 1) >= cols) break;

@@ -544,5 +544,31 @@ TEST(ConfOps, TfIdfIdfAndTfIdfModesApplyWeights) {
   }
 }
 
+// max_skip_count is an attribute: one far beyond the input counts what fits, at once (every
+// position ran 2^40 skips before). Bigram (1, 2) in [1, 2, 1, 2]: skip 0 at 0 and 2, skip 2
+// at 0 (x0, x3); unigram 2 twice.
+TEST(ConfOps, TfIdfHugeSkipCountsWhatFits) {
+  Node n = MakeNode("TfIdfVectorizer", 9);
+  Attribute m;
+  m.type = Attribute::Type::kString;
+  m.s = "TF";
+  n.attrs["mode"] = m;
+  SetInt(n, "min_gram_length", 1);
+  SetInt(n, "max_gram_length", 2);
+  SetInt(n, "max_skip_count", int64_t{1} << 40);
+  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
+    Attribute a;
+    a.type = Attribute::Type::kInts;
+    a.ints = std::move(v);
+    n.attrs[name] = a;
+  };
+  ints("pool_int64s", {2, 1, 2});
+  ints("ngram_counts", {0, 1});
+  ints("ngram_indexes", {0, 1});
+  auto r = RunNode(n, {Tensor::FromVector<int64_t>({1, 2, 1, 2}, {4})}, 1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Compare((*r)[0].tensor(), Tensor::FromVector<float>({2, 3}, {2})), "");
+}
+
 }  // namespace
 }  // namespace strata

@@ -371,6 +371,43 @@ std::vector<LongCase> LongCases() {
                    [] {
                      return Feeds{{"x", Filled({1, 65536, 1}, 0.5f)}};
                    }});
+  // LU elimination of a 3072 x 3072 matrix: 10^10 multiply-adds over a 36 MiB input.
+  cases.push_back({"Det",
+                   [] {
+                     onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+                     onnx::GraphProto* g = m.mutable_graph();
+                     ob::AddInput(g, "x", {3072, 3072});
+                     ob::AddOutput(g, "y", {});
+                     ob::AddNode(g, "Det", {"x"}, {"y"}, "Det");
+                     return ob::Serialize(m);
+                   },
+                   [] {
+                     return Feeds{{"x", Value(Tensor::FromVector<float>(ob::PseudoRandom(size_t{3072} * 3072, 7),
+                                                                          Shape{3072, 3072}))}};
+                   }});
+  // Bigrams with up to 2^15 skips over 2^15 tokens: every start times every gap that fits.
+  cases.push_back({"TfIdfVectorizer",
+                   [] {
+                     onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+                     onnx::GraphProto* g = m.mutable_graph();
+                     ob::AddInput(g, "x", {32768}, onnx::TensorProto::INT64);
+                     ob::AddOutput(g, "y", {-1}, onnx::TensorProto::FLOAT);
+                     onnx::NodeProto* n = ob::AddNode(g, "TfIdfVectorizer", {"x"}, {"y"}, "TfIdfVectorizer");
+                     auto* mode = n->add_attribute();
+                     mode->set_name("mode");
+                     mode->set_type(onnx::AttributeProto::STRING);
+                     mode->set_s("TF");
+                     SetInt(n, "min_gram_length", 2);
+                     SetInt(n, "max_gram_length", 2);
+                     SetInt(n, "max_skip_count", 32768);
+                     SetInts(n, "ngram_counts", {0, 0});
+                     SetInts(n, "ngram_indexes", {0});
+                     SetInts(n, "pool_int64s", {1, 2});
+                     return ob::Serialize(m);
+                   },
+                   [] {
+                     return Feeds{{"x", Value(Tensor::FromVector<int64_t>(std::vector<int64_t>(32768, 1), Shape{32768}))}};
+                   }});
   return cases;
 }
 

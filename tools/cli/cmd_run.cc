@@ -167,7 +167,8 @@ void AddRunCommand(CLI::App& app) {
   sub->add_option("-i,--input", args->inputs, "Input as NAME=FILE.npy (repeatable)");
   sub->add_option("-o,--output-dir", args->output_dir, "Write each output to DIR/<name>.npy");
   AddSessionFlags(sub, &args->session);
-  sub->add_flag("--random", args->random_inputs, "Feed random inputs when none are given");
+  sub->add_flag("--random", args->random_inputs,
+                "Feed seeded random inputs when none are given (floats ~ N(0, 1), integers in [0, 100), bool 0/1)");
   sub->add_option("--timeout-ms", args->timeout_ms, "Fail each run that takes longer than this (0 = no limit)")
       ->check(CLI::Range(int64_t{0}, kMaxRunTimeoutMs));
   sub->add_flag("-v,--verbose", args->verbose, "Show which provider and kernel ran each node");
