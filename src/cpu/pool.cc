@@ -437,6 +437,11 @@ class RefMaxRoiPoolKernel final : public OpKernel {
     const int64_t n = x->dim(0), c = x->dim(1), h = x->dim(2), w = x->dim(3), nr = rois->dim(0);
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), {nr, c, pooled[0], pooled[1]}));
     Status st;
+    // Each roi scans its region of the image once per channel: rois x channels x up to the
+    // image, bounded by no one operand (8192 whole-image rois over a 2048 x 2048 image: 3 *
+    // 10^10 compares); the run's limits are read every 2^20 of them, per output bin.
+    KernelStop stop(node);
+    int64_t pending = 0;
     bool ok = DispatchFloat(x->dtype(), [&]<typename T>() {
       const T* xd = x->data<T>();
       const T* rd = rois->data<T>();
@@ -473,6 +478,11 @@ class RefMaxRoiPoolKernel final : public OpKernel {
               int64_t he = std::clamp<int64_t>(static_cast<int64_t>(std::ceil((ph + 1) * bh)) + y1, 0, h);
               int64_t ws = std::clamp<int64_t>(static_cast<int64_t>(std::floor(pw * bw)) + x1, 0, w);
               int64_t we = std::clamp<int64_t>(static_cast<int64_t>(std::ceil((pw + 1) * bw)) + x1, 0, w);
+              if (!stop.Continue(pending,
+                                 std::max<int64_t>(1, std::max<int64_t>(0, he - hs) * std::max<int64_t>(0, we - ws)))) {
+                st = stop.status();
+                return;
+              }
               float best = 0;
               if (he > hs && we > ws) {
                 best = -std::numeric_limits<float>::infinity();

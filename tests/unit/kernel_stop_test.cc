@@ -371,6 +371,22 @@ std::vector<LongCase> LongCases() {
                    [] {
                      return Feeds{{"x", Filled({1, 65536, 1}, 0.5f)}};
                    }});
+  // 512 rois, each the whole 2048 x 2048 image: 2^31 compares for a 7 x 7 output each.
+  cases.push_back({"MaxRoiPool",
+                   [] {
+                     onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+                     onnx::GraphProto* g = m.mutable_graph();
+                     ob::AddInput(g, "x", {1, 1, 2048, 2048});
+                     ob::AddOutput(g, "y", {-1, -1, -1, -1});
+                     std::vector<float> rois;
+                     for (int i = 0; i < 512; ++i) rois.insert(rois.end(), {0, 0, 0, 2047, 2047});
+                     ob::AddRawInit<float>(g, "rois", onnx::TensorProto::FLOAT, {512, 5}, rois);
+                     SetInts(ob::AddNode(g, "MaxRoiPool", {"x", "rois"}, {"y"}, "MaxRoiPool"), "pooled_shape", {7, 7});
+                     return ob::Serialize(m);
+                   },
+                   [] {
+                     return Feeds{{"x", Filled({1, 1, 2048, 2048}, 0.5f)}};
+                   }});
   // LU elimination of a 3072 x 3072 matrix: 10^10 multiply-adds over a 36 MiB input.
   cases.push_back({"Det",
                    [] {
