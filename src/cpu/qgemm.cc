@@ -24,6 +24,7 @@
 
 #include "core/constant_release.h"
 #include "core/kernel.h"
+#include "core/kernel_stop.h"
 #include "core/threadpool.h"
 #include "cpu/quantize_common.h"
 
@@ -203,8 +204,13 @@ class QGemmKernel final : public OpKernel, public PacksConstantInputs {
       sv[n] = alpha_ * as * LoadScale(bs, bs1 ? 0 : n);
       if (ys) sv[n] /= ysv;
     }
+    // M x N x K, bounded by no one operand: the run's limits are read every 2^20
+    // multiply-adds of a task, per output row.
+    KernelStop stop(ctx.node());
     const auto rows = [&](int64_t m0, int64_t m1) {
+      int64_t pending = 0;
       for (int64_t m = m0; m < m1; ++m) {
+        if (!stop.Continue(pending, N * K)) return;
         const TA* arow = a + m * K;
         for (int64_t n = 0; n < N; ++n) {
           uint32_t acc = Dot(arow, bt + n * K, K) - za * static_cast<uint32_t>(colsum[n]);
@@ -225,7 +231,7 @@ class QGemmKernel final : public OpKernel, public PacksConstantInputs {
     } else {
       rows(0, M);
     }
-    return Status::Ok();
+    return stop.status();
   }
 
   bool trans_a_, trans_b_;

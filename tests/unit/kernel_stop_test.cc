@@ -387,6 +387,24 @@ std::vector<LongCase> LongCases() {
                    [] {
                      return Feeds{{"x", Filled({1, 1, 2048, 2048}, 0.5f)}};
                    }});
+  // ONNX Runtime's QGemm (com.microsoft) of two run-time uint8 [4096, 4096], float output.
+  cases.push_back({"QGemm",
+                   [] {
+                     onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+                     ob::AddOpsetImport(&m, "com.microsoft", 1);
+                     onnx::GraphProto* g = m.mutable_graph();
+                     ob::AddInput(g, "a", {4096, 4096}, onnx::TensorProto::UINT8);
+                     ob::AddInput(g, "b", {4096, 4096}, onnx::TensorProto::UINT8);
+                     ob::AddOutput(g, "y", {-1, -1});
+                     AddQuantParams(g, "a", onnx::TensorProto::UINT8);
+                     AddQuantParams(g, "b", onnx::TensorProto::UINT8);
+                     ob::AddNode(g, "QGemm", {"a", "a_scale", "a_zp", "b", "b_scale", "b_zp"}, {"y"}, "QGemm")
+                         ->set_domain("com.microsoft");
+                     return ob::Serialize(m);
+                   },
+                   [] {
+                     return Feeds{{"a", FilledBytes({4096, 4096}, 7)}, {"b", FilledBytes({4096, 4096}, 9)}};
+                   }});
   // LU elimination of a 3072 x 3072 matrix: 10^10 multiply-adds over a 36 MiB input.
   cases.push_back({"Det",
                    [] {
