@@ -405,6 +405,31 @@ std::vector<LongCase> LongCases() {
                    [] {
                      return Feeds{{"a", FilledBytes({4096, 4096}, 7)}, {"b", FilledBytes({4096, 4096}, 9)}};
                    }});
+  // MatMulNBits (4-bit weights, com.microsoft) of a 2048-row prompt by 8192 x 8192: 2^37
+  // multiply-adds, run in row chunks.
+  cases.push_back({"MatMulNBits",
+                   [] {
+                     const int64_t k = 8192, n = 8192, block = 32;
+                     onnx::ModelProto m = ob::MakeModel(17, "kernel_stop_test");
+                     ob::AddOpsetImport(&m, "com.microsoft", 1);
+                     onnx::GraphProto* g = m.mutable_graph();
+                     ob::AddInput(g, "a", {2048, k});
+                     ob::AddOutput(g, "y", {-1, -1});
+                     ob::AddRawInit<uint8_t>(g, "b", onnx::TensorProto::UINT8, {n, k / block, block / 2},
+                                             std::vector<uint8_t>(static_cast<size_t>(n * k / 2), 0x37));
+                     ob::AddRawInit<float>(g, "s", onnx::TensorProto::FLOAT, {n * k / block},
+                                           std::vector<float>(static_cast<size_t>(n * k / block), 0.01f));
+                     onnx::NodeProto* node = ob::AddNode(g, "MatMulNBits", {"a", "b", "s"}, {"y"}, "MatMulNBits");
+                     node->set_domain("com.microsoft");
+                     SetInt(node, "K", k);
+                     SetInt(node, "N", n);
+                     SetInt(node, "bits", 4);
+                     SetInt(node, "block_size", block);
+                     return ob::Serialize(m);
+                   },
+                   [] {
+                     return Feeds{{"a", Filled({2048, 8192}, 0.5f)}};
+                   }});
   // LU elimination of a 3072 x 3072 matrix: 10^10 multiply-adds over a 36 MiB input.
   cases.push_back({"Det",
                    [] {

@@ -664,6 +664,40 @@ TEST(MatmulNBitsSession, OptimizedAndReferenceAgree) {
   }
 }
 
+// A product over 2^34 multiply-adds runs in chunks of rows (so the run's deadline is read
+// between them): each row must come out as it does from an unchunked run, on the fp32 and
+// (with VNNI) the int8 path. 2500 x 4096 x 4096 (4.2 * 10^10) runs as chunks of 1024 and
+// 1476 rows; runs of its first 1100 and last 1400 rows alone are not chunked, and group the
+// rows differently (rows 1024-1099 go with the first chunk's there).
+TEST(MatmulNBitsSession, RowChunksMatchSeparateRuns) {
+  for (int64_t level : {0, 4}) {
+    SCOPED_TRACE("accuracy_level " + std::to_string(level));
+    const Case big{2500, 4096, 4096, 4, 32, 1, true};
+    CaseData d = MakeCase(big, 31);
+    const std::vector<float> a = RandomA(big.M * big.K, 9);
+    auto session_for = [&](int64_t rows) {
+      Case c = big;
+      c.M = rows;
+      onnx::ModelProto m = NBitsModel(c, d);
+      if (level) SetAttr(m.mutable_graph()->mutable_node(0), "accuracy_level", level);
+      return CreateSession(m);
+    };
+    auto whole = session_for(big.M);
+    ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+    const std::vector<float> all = RunModel(**whole, "A", a, {big.M, big.K});
+    ASSERT_EQ(all.size(), static_cast<size_t>(big.M * big.N));
+    for (auto [m0, rows] : {std::pair<int64_t, int64_t>{0, 1100}, {1100, 1400}}) {
+      auto part = session_for(rows);
+      ASSERT_TRUE(part.ok()) << part.status().ToString();
+      const std::vector<float> slice(a.begin() + m0 * big.K, a.begin() + (m0 + rows) * big.K);
+      const std::vector<float> got = RunModel(**part, "A", slice, {rows, big.K});
+      ASSERT_EQ(got.size(), static_cast<size_t>(rows * big.N));
+      for (int64_t i = 0; i < rows * big.N; ++i)
+        ASSERT_EQ(got[i], all[m0 * big.N + i]) << "row " << m0 + i / big.N << " column " << i % big.N;
+    }
+  }
+}
+
 TEST(MatmulNBitsSession, ForcedIsaEnvVariable) {
   const char* old = std::getenv("STRATA_FORCE_ISA");
   const std::string saved = old ? old : "";
