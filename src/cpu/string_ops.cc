@@ -169,7 +169,8 @@ class TfIdfKernel final : public OpKernel {
       for (int64_t s = 0; s < cols; ++s) {
         if (!stop.Continue(pending, max_n_ - min_n_ + 1)) return stop.status();
         for (int64_t skip = 0; skip <= max_skip_; ++skip) {
-          if (skip > 0 && (gapped > max_n_ || s + (gapped - 1) * (skip + 1) >= cols)) break;
+          // (s + (gapped - 1) * (skip + 1) >= cols, without the product: gapped may be 2^62)
+          if (skip > 0 && (gapped > max_n_ || gapped - 1 > (cols - 1 - s) / (skip + 1))) break;
           if (skip > 0 && !stop.Continue(pending, max_n_ - min_n_ + 1)) return stop.status();
           for (int64_t n = min_n_; n <= max_n_; ++n) {
             if (n == 1 && skip > 0) continue;  // unigrams have no gaps: count them once

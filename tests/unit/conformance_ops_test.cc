@@ -568,6 +568,12 @@ TEST(ConfOps, TfIdfHugeSkipCountsWhatFits) {
   auto r = RunNode(n, {Tensor::FromVector<int64_t>({1, 2, 1, 2}, {4})}, 1);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(Compare((*r)[0].tensor(), Tensor::FromVector<float>({2, 3}, {2})), "");
+  // n-grams far longer than the input, with huge gaps: nothing fits, nothing overflows.
+  SetInt(n, "min_gram_length", int64_t{1} << 62);
+  SetInt(n, "max_gram_length", int64_t{1} << 62);
+  r = RunNode(n, {Tensor::FromVector<int64_t>({1, 2, 1, 2}, {4})}, 1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Compare((*r)[0].tensor(), Tensor::FromVector<float>({0, 0}, {2})), "");
 }
 
 }  // namespace
