@@ -14,18 +14,24 @@
 // store: product, round half to even, zero point, saturation).
 //
 // B - b_zp is packed transposed as int16 [N, K] with its column sums (as int_matmul.cc does),
-// once at creation for a constant B, else per run into scratch.
+// once at creation for a constant B, else per run into scratch. On CPUs with AVX512-VNNI a
+// constant B is packed for the VNNI GEMM instead (int8_gemm.h; the "avx512_vnni" entry), which
+// gives the same int32 sums (both exact mod 2^32) and stores through the same float
+// operations: the requantizing store (int8gemm::QuantOut) when C is absent or one value per
+// column, the float one (FloatOut) when C is absent, else the int32 sums and the epilogue here.
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/constant_release.h"
 #include "core/kernel.h"
 #include "core/kernel_stop.h"
 #include "core/threadpool.h"
+#include "cpu/int8_gemm.h"
 #include "cpu/quantize_common.h"
 
 namespace strata {
@@ -57,7 +63,9 @@ void Pack(const Tensor& b, bool trans_b, int64_t K, int64_t N, const Tensor* bzp
 
 class QGemmKernel final : public OpKernel, public PacksConstantInputs {
  public:
-  explicit QGemmKernel(const KernelInit& init)
+  // vnni: a constant B runs on the VNNI GEMM (the "avx512_vnni" entry; the reference entry
+  // keeps the int16 loops for every B).
+  QGemmKernel(const KernelInit& init, bool vnni)
       : trans_a_(init.node.GetInt("transA", 0) != 0),
         trans_b_(init.node.GetInt("transB", 0) != 0),
         alpha_(init.node.GetFloat("alpha", 1.0f)) {
@@ -69,9 +77,12 @@ class QGemmKernel final : public OpKernel, public PacksConstantInputs {
     if (init.has_input(kBZp) && !bzp) return;
     const int64_t K = b->dim(trans_b_ ? 1 : 0), N = b->dim(trans_b_ ? 0 : 1);
     if (!CheckZeroPoint(bzp, b->dtype(), N, init.node, "b_zero_point").ok()) return;
-    packed_bt_.resize(static_cast<size_t>(N * K));
-    packed_colsum_.resize(static_cast<size_t>(N));
-    Pack(*b, trans_b_, K, N, bzp, packed_bt_.data(), packed_colsum_.data());
+    if (vnni && int8gemm::Available()) PackVnni(*b, bzp, K, N, init.pool);
+    if (!vnni_) {
+      packed_bt_.resize(static_cast<size_t>(N * K));
+      packed_colsum_.resize(static_cast<size_t>(N));
+      Pack(*b, trans_b_, K, N, bzp, packed_bt_.data(), packed_colsum_.data());
+    }
     packed_shape_ = b->shape();
     packed_dtype_ = b->dtype();
     packed_ = true;
@@ -128,10 +139,13 @@ class QGemmKernel final : public OpKernel, public PacksConstantInputs {
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, yt, Shape{M, N}));
     if (M == 0 || N == 0) return Status::Ok();
 
+    const bool b_packed = packed_ && b->shape() == packed_shape_ && b->dtype() == packed_dtype_;
     const int16_t* bt = nullptr;
     const int32_t* colsum = nullptr;
     Tensor bt_scratch, colsum_scratch, at_scratch;
-    if (packed_ && b->shape() == packed_shape_ && b->dtype() == packed_dtype_) {
+    if (b_packed && vnni_) {
+      // (B's data is not read: it may have been released after packing)
+    } else if (b_packed) {
       bt = packed_bt_.data();
       colsum = packed_colsum_.data();
     } else {
@@ -150,6 +164,7 @@ class QGemmKernel final : public OpKernel, public PacksConstantInputs {
         for (int64_t m = 0; m < M; ++m) at[m * K + k] = ab[k * M + m];
       ab = at;
     }
+    if (b_packed && vnni_) return RunVnni(ctx, ab, a->dtype() == DataType::kInt8, M, K, N, y);
     if (a->dtype() == DataType::kUInt8) return Run(ctx, ab, M, K, N, bt, colsum, y);
     return Run(ctx, reinterpret_cast<const int8_t*>(ab), M, K, N, bt, colsum, y);
   }
@@ -170,40 +185,72 @@ class QGemmKernel final : public OpKernel, public PacksConstantInputs {
     return Status::Ok();
   }
 
-  template <typename TA>
-  Status Run(KernelContext& ctx, const TA* a, int64_t M, int64_t K, int64_t N, const int16_t* bt, const int32_t* colsum,
-             Tensor* y) const {
-    const uint32_t za = static_cast<uint32_t>(ZeroPointAt(ctx.input(kAZp), 0));
+  // The output's store of one sum: C added (int32, mod 2^32), the scale s[n], then the
+  // requantizing store (round half to even, zero point, saturation) or the float.
+  struct Epilogue {
+    Tensor* y = nullptr;
+    DataType yt = DataType::kFloat;
+    bool quantized = false;
+    float yz = 0;
+    const float* sv = nullptr;  // [N]: alpha * a_scale * b_scale[n] (/ y_scale)
+    const int32_t* cb = nullptr;
+    int64_t c_row = 0, c_col = 0;  // C's strides over rows and columns (0 where broadcast)
+    int64_t N = 0;
+    void operator()(int64_t m, int64_t n, uint32_t acc) const {
+      if (cb) acc += static_cast<uint32_t>(cb[m * c_row + n * c_col]);
+      const float v = static_cast<float>(static_cast<int32_t>(acc)) * sv[n];
+      if (quantized) {
+        StoreQ(*y, m * N + n, Saturate(std::nearbyint(v) + yz, yt));
+      } else {
+        y->mutable_data<float>()[m * N + n] = v;
+      }
+    }
+  };
+
+  // The epilogue of this run, with the scales in `scales` (scratch of N floats).
+  Result<Epilogue> MakeEpilogue(KernelContext& ctx, int64_t N, Tensor* y, Tensor* scales) const {
+    Epilogue ep;
     const float as = LoadScale(*ctx.input(kAScale), 0);
     const Tensor& bs = *ctx.input(kBScale);
     const bool bs1 = bs.num_elements() == 1;
     const Tensor* ys = ctx.input(kYScale);
     const float ysv = ys ? LoadScale(*ys, 0) : 1.0f;
     const Tensor* c = ctx.input(kC);
-    const int32_t* cb = c ? c->data<int32_t>() : nullptr;
-    // C's element for (m, n): its strides over rows and columns (0 where broadcast).
-    int64_t c_row = 0, c_col = 0;
+    ep.cb = c ? c->data<int32_t>() : nullptr;
     if (c && c->num_elements() != 1) {
       const Shape& s = c->shape();
       if (s.size() == 1 || s[0] == 1) {  // [N] or [1, N]
-        c_col = 1;
+        ep.c_col = 1;
       } else if (s[1] == 1) {  // [M, 1]
-        c_row = 1;
+        ep.c_row = 1;
       } else {  // [M, N]
-        c_row = N;
-        c_col = 1;
+        ep.c_row = N;
+        ep.c_col = 1;
       }
     }
     const Tensor* yzp = ctx.input(kYZp);
-    const DataType yt = y->dtype();
-    const float yz = yzp ? static_cast<float>(LoadQ(*yzp, 0)) : 0.0f;
+    ep.y = y;
+    ep.yt = y->dtype();
+    ep.quantized = yzp != nullptr;
+    ep.yz = yzp ? static_cast<float>(LoadQ(*yzp, 0)) : 0.0f;
+    ep.N = N;
     // ONNX Runtime's output scale per column: alpha * a_scale * b_scale[n], then / y_scale.
-    ASSIGN_OR_RETURN(Tensor scales, AllocateIntScratch(DataType::kFloat, N, ctx.allocator(), ctx.node()));
-    float* sv = scales.mutable_data<float>();
+    ASSIGN_OR_RETURN(*scales, AllocateIntScratch(DataType::kFloat, N, ctx.allocator(), ctx.node()));
+    float* sv = scales->mutable_data<float>();
     for (int64_t n = 0; n < N; ++n) {
       sv[n] = alpha_ * as * LoadScale(bs, bs1 ? 0 : n);
       if (ys) sv[n] /= ysv;
     }
+    ep.sv = sv;
+    return ep;
+  }
+
+  template <typename TA>
+  Status Run(KernelContext& ctx, const TA* a, int64_t M, int64_t K, int64_t N, const int16_t* bt, const int32_t* colsum,
+             Tensor* y) const {
+    const uint32_t za = static_cast<uint32_t>(ZeroPointAt(ctx.input(kAZp), 0));
+    Tensor scales;
+    ASSIGN_OR_RETURN(const Epilogue ep, MakeEpilogue(ctx, N, y, &scales));
     // M x N x K, bounded by no one operand: the run's limits are read every 2^20
     // multiply-adds of a task, per output row.
     KernelStop stop(ctx.node());
@@ -212,16 +259,7 @@ class QGemmKernel final : public OpKernel, public PacksConstantInputs {
       for (int64_t m = m0; m < m1; ++m) {
         if (!stop.Continue(pending, N * K)) return;
         const TA* arow = a + m * K;
-        for (int64_t n = 0; n < N; ++n) {
-          uint32_t acc = Dot(arow, bt + n * K, K) - za * static_cast<uint32_t>(colsum[n]);
-          if (cb) acc += static_cast<uint32_t>(cb[m * c_row + n * c_col]);
-          const float v = static_cast<float>(static_cast<int32_t>(acc)) * sv[n];
-          if (yzp) {
-            StoreQ(*y, m * N + n, Saturate(std::nearbyint(v) + yz, yt));
-          } else {
-            y->mutable_data<float>()[m * N + n] = v;
-          }
-        }
+        for (int64_t n = 0; n < N; ++n) ep(m, n, Dot(arow, bt + n * K, K) - za * static_cast<uint32_t>(colsum[n]));
       }
     };
     // About 64K multiply-adds per chunk: small products stay on the calling thread.
@@ -234,27 +272,112 @@ class QGemmKernel final : public OpKernel, public PacksConstantInputs {
     return stop.status();
   }
 
+  // B' [K, N] (B transposed where asked) packed for the VNNI GEMM; on failure (memory) the
+  // int16 packing serves instead.
+  void PackVnni(const Tensor& b, const Tensor* bzp, int64_t K, int64_t N, ThreadPool* pool) {
+    const auto* bytes = static_cast<const uint8_t*>(b.raw_data());
+    std::vector<uint8_t> transposed;
+    if (trans_b_) {  // B is [N, K]
+      transposed.resize(static_cast<size_t>(K * N));
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) transposed[static_cast<size_t>(k * N + n)] = bytes[n * K + k];
+      bytes = transposed.data();
+    }
+    auto p = int8gemm::Pack(bytes, b.dtype() == DataType::kInt8, K, N, bzp ? bzp->raw_data() : nullptr,
+                            bzp ? bzp->num_elements() : 0, pool);
+    if (p.ok()) vnni_.emplace(std::move(p).value());
+  }
+
+  // The VNNI GEMM of A [M, K] (ab: A or A^T's bytes) against the packed B'. The store: the
+  // GEMM's requantizing one when C is absent or per column (a bias), its float one when C is
+  // absent, else int32 sums into scratch and the epilogue above.
+  Status RunVnni(KernelContext& ctx, const uint8_t* ab, bool a_signed, int64_t M, int64_t K, int64_t N,
+                 Tensor* y) const {
+    const Node& node = ctx.node();
+    Tensor scales;
+    ASSIGN_OR_RETURN(const Epilogue ep, MakeEpilogue(ctx, N, y, &scales));
+    int8gemm::AMatrix am;
+    am.a = ab;
+    am.a_signed = a_signed;
+    am.rows = M;
+    am.lda = K;
+    am.za = ZeroPointAt(ctx.input(kAZp), 0);
+    ASSIGN_OR_RETURN(const int64_t scratch_bytes, int8gemm::ScratchBytes(am, *vnni_));
+    Tensor scratch;
+    if (scratch_bytes > 0) {
+      ASSIGN_OR_RETURN(scratch, AllocateIntScratch(DataType::kUInt8, scratch_bytes, ctx.allocator(), node));
+    }
+    void* sp = scratch_bytes > 0 ? scratch.mutable_data<uint8_t>() : nullptr;
+    const bool c_per_column = ep.cb && ep.c_row == 0;  // a scalar, [N] or [1, N]
+    if (ep.quantized && (!ep.cb || c_per_column)) {
+      Tensor bias;
+      int8gemm::QuantOut qo;
+      if (ep.cb) {
+        ASSIGN_OR_RETURN(bias, AllocateIntScratch(DataType::kInt32, N, ctx.allocator(), node));
+        for (int64_t n = 0; n < N; ++n) bias.mutable_data<int32_t>()[n] = ep.cb[n * ep.c_col];
+        qo.bias = bias.data<int32_t>();
+      }
+      qo.y = static_cast<uint8_t*>(y->raw_mutable_data());
+      qo.ldy = N;
+      qo.mult = ep.sv;
+      qo.z = ep.yz;
+      qo.y_signed = ep.yt == DataType::kInt8;
+      return int8gemm::Gemm(am, *vnni_, nullptr, 0, sp, ctx.pool(), nullptr, &qo);
+    }
+    if (!ep.quantized && !ep.cb) {
+      int8gemm::FloatOut fo;
+      fo.y = y->mutable_data<float>();
+      fo.ldy = N;
+      fo.scale = ep.sv;
+      return int8gemm::Gemm(am, *vnni_, nullptr, 0, sp, ctx.pool(), &fo);
+    }
+    ASSIGN_OR_RETURN(Tensor acc, AllocateIntScratch(DataType::kInt32, M * N, ctx.allocator(), node));
+    const int32_t* sums = acc.data<int32_t>();
+    RETURN_IF_ERROR(int8gemm::Gemm(am, *vnni_, acc.mutable_data<int32_t>(), N, sp, ctx.pool()));
+    const auto rows = [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m)
+        for (int64_t n = 0; n < N; ++n) ep(m, n, static_cast<uint32_t>(sums[m * N + n]));
+    };
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, N));
+    if (ctx.pool() && M > grain) {
+      ctx.pool()->ParallelFor(M, grain, rows);
+    } else {
+      rows(0, M);
+    }
+    return Status::Ok();
+  }
+
   bool trans_a_, trans_b_;
   float alpha_;
   bool packed_ = false;
   Shape packed_shape_;
   DataType packed_dtype_ = DataType::kUndefined;
-  std::vector<int16_t> packed_bt_;      // [N, K]: B' - b_zero_point, transposed
-  std::vector<int32_t> packed_colsum_;  // [N]: sums over K of packed_bt_
+  std::vector<int16_t> packed_bt_;         // [N, K]: B' - b_zero_point, transposed (not with vnni_)
+  std::vector<int32_t> packed_colsum_;     // [N]: sums over K of packed_bt_
+  std::optional<int8gemm::PackedB> vnni_;  // B' for the VNNI GEMM (empty: not used)
 };
 
 }  // namespace
 
+// The VNNI entry covers nodes whose B is a constant (packed once); the reference entry, the
+// int16 loops, every other node and reference sessions.
 void RegisterQGemmKernels(KernelRegistry& r) {
-  KernelDef d;
-  d.domain = "com.microsoft";
-  d.op_type = "QGemm";
-  d.since_version = 1;
-  d.type_input = -1;
-  d.factory = [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
-    return std::unique_ptr<OpKernel>(std::make_unique<QGemmKernel>(init));
-  };
-  r.Register(d);
+  for (bool vnni : {false, true}) {
+    KernelDef d;
+    d.domain = "com.microsoft";
+    d.op_type = "QGemm";
+    d.since_version = 1;
+    d.type_input = -1;
+    d.factory = [vnni](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+      return std::unique_ptr<OpKernel>(std::make_unique<QGemmKernel>(init, vnni));
+    };
+    if (vnni) {
+      d.covers = [](const KernelInit& init) { return int8gemm::Available() && init.constant_input(kB) != nullptr; };
+      d.reference = false;
+      d.impl = "avx512_vnni";
+    }
+    r.Register(d);
+  }
 }
 
 }  // namespace strata

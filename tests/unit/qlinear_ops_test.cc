@@ -230,11 +230,19 @@ TEST(QLinearOps, QGemmMatchesTheIntegerProduct) {
                         {DataType::kInt8, DataType::kInt8, 6, 40, 5, true, false, false, false, false, {6, 5}, 0.5f},
                         {DataType::kInt8, DataType::kInt8, 3, 8, 4, true, true, true, true, false, {}, 2.0f},
                         {DataType::kUInt8, DataType::kInt8, 2, 16, 3, false, false, false, false, true, {1, 3}, 1.0f},
-                        {DataType::kUInt8, DataType::kInt8, 1, 5, 1, false, false, false, true, false, {1}, 1.0f}};
+                        {DataType::kUInt8, DataType::kInt8, 1, 5, 1, false, false, false, true, false, {1}, 1.0f},
+                        // Several row tiles and column panels of the VNNI GEMM: its requantizing
+                        // store with C as a bias, its float store, and int32 sums with an [M, N] C.
+                        {DataType::kUInt8, DataType::kInt8, 37, 300, 70, false, true, true, true, false, {70}, 1.0f},
+                        {DataType::kInt8, DataType::kUInt8, 29, 130, 33, false, false, false, false, false, {}, 1.0f},
+                        {DataType::kUInt8, DataType::kUInt8, 40, 64, 48, true, false, true, false, false, {40, 48}, 1.5f}};
   uint64_t seed = 500;
+  // A constant B (with its scale and zero point) takes the VNNI GEMM where the CPU has it; a
+  // run-time B the int16 kernel. Both must give these exact values, at 1 and 2 threads.
+  for (const bool constant_b : {false, true})
   for (const Case& cs : cases) {
     SCOPED_TRACE(std::to_string(cs.M) + "x" + std::to_string(cs.K) + "x" + std::to_string(cs.N) + " C " +
-                 ShapeToString(cs.c));
+                 ShapeToString(cs.c) + (constant_b ? " constant B" : ""));
     const Tensor a = Q8(cs.ta, cs.trans_a ? Shape{cs.K, cs.M} : Shape{cs.M, cs.K}, ++seed);
     const Tensor b = Q8(cs.tb, cs.trans_b ? Shape{cs.N, cs.K} : Shape{cs.K, cs.N}, ++seed);
     const float as = 0.03f, az = cs.ta == DataType::kUInt8 ? 110 : -5;
@@ -260,7 +268,12 @@ TEST(QLinearOps, QGemmMatchesTheIntegerProduct) {
         a, F(as), Z(cs.ta, az), b, MakeTensor(DataType::kFloat, ps, bs), MakeTensor(cs.tb, ps, bz), c};
     if (cs.quantized || cs.y_scale_only) in.push_back(F(ys));
     if (cs.quantized) in.push_back(Z(yt, yz));
-    auto got = RunKernel(spec, in);
+    testing::RunOptions opts;
+    if (constant_b) {
+      opts.constant_inputs = {3, 4, 5};
+      opts.threads = cs.M > 8 ? 2 : 1;
+    }
+    auto got = RunKernel(spec, in, opts);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     const Tensor& y = (*got)[0];
     ASSERT_EQ(y.shape(), (Shape{cs.M, cs.N}));
