@@ -78,6 +78,7 @@ class QGemmKernel final : public OpKernel, public PacksConstantInputs {
     const int64_t K = b->dim(trans_b_ ? 1 : 0), N = b->dim(trans_b_ ? 0 : 1);
     if (!CheckZeroPoint(bzp, b->dtype(), N, init.node, "b_zero_point").ok()) return;
     if (vnni && int8gemm::Available()) PackVnni(*b, bzp, K, N, init.pool);
+    PrepareConstantStore(init, N);
     if (!vnni_) {
       packed_bt_.resize(static_cast<size_t>(N * K));
       packed_colsum_.resize(static_cast<size_t>(N));
@@ -234,6 +235,10 @@ class QGemmKernel final : public OpKernel, public PacksConstantInputs {
     ep.quantized = yzp != nullptr;
     ep.yz = yzp ? static_cast<float>(LoadQ(*yzp, 0)) : 0.0f;
     ep.N = N;
+    if (static_cast<int64_t>(const_sv_.size()) == N) {  // constant scales: made once
+      ep.sv = const_sv_.data();
+      return ep;
+    }
     // ONNX Runtime's output scale per column: alpha * a_scale * b_scale[n], then / y_scale.
     ASSIGN_OR_RETURN(*scales, AllocateIntScratch(DataType::kFloat, N, ctx.allocator(), ctx.node()));
     float* sv = scales->mutable_data<float>();
@@ -270,6 +275,41 @@ class QGemmKernel final : public OpKernel, public PacksConstantInputs {
       rows(0, M);
     }
     return stop.status();
+  }
+
+  // With constant scales (a_scale, b_scale, y_scale or none), the output scales s[n] of
+  // MakeEpilogue, made once; with a constant C of one value per column (a scalar, [N] or [1,
+  // N]), its [N] bias for the VNNI store. Values that Compute would refuse are left to it (it
+  // checks the inputs before any use of these). A GEMV's per-run scale loop and scratch were
+  // a sixth of a 1024 x 1024 QGemm's time.
+  void PrepareConstantStore(const KernelInit& init, int64_t N) {
+    const Tensor* as = init.constant_input(kAScale);
+    const Tensor* bs = init.constant_input(kBScale);
+    const Tensor* ys = init.has_input(kYScale) ? init.constant_input(kYScale) : nullptr;
+    // The types CheckScale accepts (LoadScale reads no other).
+    const auto scale = [](const Tensor* t) {
+      return t &&
+             (t->dtype() == DataType::kFloat || t->dtype() == DataType::kFloat16 || t->dtype() == DataType::kDouble);
+    };
+    const bool scales =
+        scale(as) && scale(bs) && as->num_elements() == 1 && (bs->num_elements() == 1 || bs->num_elements() == N);
+    if (scales && (!init.has_input(kYScale) || (scale(ys) && ys->num_elements() == 1))) {
+      const float a = LoadScale(*as, 0), y = ys ? LoadScale(*ys, 0) : 1.0f;
+      const_sv_.resize(static_cast<size_t>(N));
+      for (int64_t n = 0; n < N; ++n) {
+        const_sv_[n] = alpha_ * a * LoadScale(*bs, bs->num_elements() == 1 ? 0 : n);
+        if (ys) const_sv_[n] /= y;
+      }
+    }
+    const Tensor* c = init.has_input(kC) ? init.constant_input(kC) : nullptr;
+    if (c && c->dtype() == DataType::kInt32 && N > 0) {
+      const Shape& s = c->shape();
+      const bool one = c->num_elements() == 1;
+      if (one || (s.size() == 1 && s[0] == N) || (s.size() == 2 && s[0] == 1 && s[1] == N)) {
+        const_bias_.resize(static_cast<size_t>(N));
+        for (int64_t n = 0; n < N; ++n) const_bias_[n] = c->data<int32_t>()[one ? 0 : n];
+      }
+    }
   }
 
   // B' [K, N] (B transposed where asked) packed for the VNNI GEMM; on failure (memory) the
@@ -312,7 +352,9 @@ class QGemmKernel final : public OpKernel, public PacksConstantInputs {
     if (ep.quantized && (!ep.cb || c_per_column)) {
       Tensor bias;
       int8gemm::QuantOut qo;
-      if (ep.cb) {
+      if (ep.cb && static_cast<int64_t>(const_bias_.size()) == N) {
+        qo.bias = const_bias_.data();
+      } else if (ep.cb) {
         ASSIGN_OR_RETURN(bias, AllocateIntScratch(DataType::kInt32, N, ctx.allocator(), node));
         for (int64_t n = 0; n < N; ++n) bias.mutable_data<int32_t>()[n] = ep.cb[n * ep.c_col];
         qo.bias = bias.data<int32_t>();
@@ -355,6 +397,8 @@ class QGemmKernel final : public OpKernel, public PacksConstantInputs {
   std::vector<int16_t> packed_bt_;         // [N, K]: B' - b_zero_point, transposed (not with vnni_)
   std::vector<int32_t> packed_colsum_;     // [N]: sums over K of packed_bt_
   std::optional<int8gemm::PackedB> vnni_;  // B' for the VNNI GEMM (empty: not used)
+  std::vector<float> const_sv_;            // [N] output scales from constant scales (empty: per run)
+  std::vector<int32_t> const_bias_;        // [N] a constant per-column C (empty: none, or per run)
 };
 
 }  // namespace

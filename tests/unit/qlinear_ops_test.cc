@@ -237,8 +237,9 @@ TEST(QLinearOps, QGemmMatchesTheIntegerProduct) {
                         {DataType::kInt8, DataType::kUInt8, 29, 130, 33, false, false, false, false, false, {}, 1.0f},
                         {DataType::kUInt8, DataType::kUInt8, 40, 64, 48, true, false, true, false, false, {40, 48}, 1.5f}};
   uint64_t seed = 500;
-  // A constant B (with its scale and zero point) takes the VNNI GEMM where the CPU has it; a
-  // run-time B the int16 kernel. Both must give these exact values, at 1 and 2 threads.
+  // A constant B (with its scale and zero point, and the other scales and C) takes the VNNI
+  // GEMM where the CPU has it; a run-time B the int16 kernel. Both must give these exact
+  // values, at 1 and 2 threads.
   for (const bool constant_b : {false, true})
   for (const Case& cs : cases) {
     SCOPED_TRACE(std::to_string(cs.M) + "x" + std::to_string(cs.K) + "x" + std::to_string(cs.N) + " C " +
@@ -269,8 +270,10 @@ TEST(QLinearOps, QGemmMatchesTheIntegerProduct) {
     if (cs.quantized || cs.y_scale_only) in.push_back(F(ys));
     if (cs.quantized) in.push_back(Z(yt, yz));
     testing::RunOptions opts;
-    if (constant_b) {
-      opts.constant_inputs = {3, 4, 5};
+    if (constant_b) {  // with the scales and C constant too: the store's scales and bias are made once
+      opts.constant_inputs = {1, 3, 4, 5};
+      if (!cs.c.empty()) opts.constant_inputs.push_back(6);
+      if (cs.quantized || cs.y_scale_only) opts.constant_inputs.push_back(7);
       opts.threads = cs.M > 8 ? 2 : 1;
     }
     auto got = RunKernel(spec, in, opts);
