@@ -514,25 +514,33 @@ TEST(ConfOps, ConvIntegerGroupedStridedPerChannelZeroPointMatchesNaive) {
   EXPECT_EQ(Compare((*r)[0].tensor(), Tensor::FromVector<int32_t>(want, {1, 4, 2, 2})), "");
 }
 
+// A TfIdfVectorizer node over an int64 pool: mode, n-gram lengths, max_skip_count, and the
+// pool's ngram_counts and ngram_indexes.
+Node TfIdfNode(const std::string& mode, int64_t min_n, int64_t max_n, int64_t max_skip, std::vector<int64_t> pool,
+               std::vector<int64_t> counts, std::vector<int64_t> indexes) {
+  Node n = MakeNode("TfIdfVectorizer", 9);
+  Attribute m;
+  m.type = Attribute::Type::kString;
+  m.s = mode;
+  n.attrs["mode"] = m;
+  SetInt(n, "min_gram_length", min_n);
+  SetInt(n, "max_gram_length", max_n);
+  SetInt(n, "max_skip_count", max_skip);
+  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
+    Attribute a;
+    a.type = Attribute::Type::kInts;
+    a.ints = std::move(v);
+    n.attrs[name] = a;
+  };
+  ints("pool_int64s", std::move(pool));
+  ints("ngram_counts", std::move(counts));
+  ints("ngram_indexes", std::move(indexes));
+  return n;
+}
+
 TEST(ConfOps, TfIdfIdfAndTfIdfModesApplyWeights) {
   for (const std::string mode : {"IDF", "TFIDF"}) {
-    Node n = MakeNode("TfIdfVectorizer", 9);
-    Attribute m;
-    m.type = Attribute::Type::kString;
-    m.s = mode;
-    n.attrs["mode"] = m;
-    SetInt(n, "min_gram_length", 1);
-    SetInt(n, "max_gram_length", 1);
-    SetInt(n, "max_skip_count", 0);
-    auto ints = [&](const std::string& name, std::vector<int64_t> v) {
-      Attribute a;
-      a.type = Attribute::Type::kInts;
-      a.ints = std::move(v);
-      n.attrs[name] = a;
-    };
-    ints("pool_int64s", {1, 2, 3});
-    ints("ngram_counts", {0});
-    ints("ngram_indexes", {0, 1, 2});
+    Node n = TfIdfNode(mode, 1, 1, 0, {1, 2, 3}, {0}, {0, 1, 2});
     Attribute w;
     w.type = Attribute::Type::kFloats;
     w.floats = {0.5f, 2.f, 3.f};
@@ -548,23 +556,7 @@ TEST(ConfOps, TfIdfIdfAndTfIdfModesApplyWeights) {
 // position ran 2^40 skips before). Bigram (1, 2) in [1, 2, 1, 2]: skip 0 at 0 and 2, skip 2
 // at 0 (x0, x3); unigram 2 twice.
 TEST(ConfOps, TfIdfHugeSkipCountsWhatFits) {
-  Node n = MakeNode("TfIdfVectorizer", 9);
-  Attribute m;
-  m.type = Attribute::Type::kString;
-  m.s = "TF";
-  n.attrs["mode"] = m;
-  SetInt(n, "min_gram_length", 1);
-  SetInt(n, "max_gram_length", 2);
-  SetInt(n, "max_skip_count", int64_t{1} << 40);
-  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
-    Attribute a;
-    a.type = Attribute::Type::kInts;
-    a.ints = std::move(v);
-    n.attrs[name] = a;
-  };
-  ints("pool_int64s", {2, 1, 2});
-  ints("ngram_counts", {0, 1});
-  ints("ngram_indexes", {0, 1});
+  Node n = TfIdfNode("TF", 1, 2, int64_t{1} << 40, {2, 1, 2}, {0, 1}, {0, 1});
   auto r = RunNode(n, {Tensor::FromVector<int64_t>({1, 2, 1, 2}, {4})}, 1);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(Compare((*r)[0].tensor(), Tensor::FromVector<float>({2, 3}, {2})), "");
