@@ -1,13 +1,14 @@
 // Random ops: RandomNormal, RandomUniform, RandomNormalLike, RandomUniformLike (opset 1),
 // Bernoulli (opset 15) and Multinomial (opset 7).
 //
-// PRNG: each kernel owns a std::mt19937 seeded with static_cast<uint32_t>(seed) when the
+// PRNG: each kernel owns a std::mt19937 seeded with the seed truncated modulo 2^32 when the
 // `seed` attribute is given, otherwise from std::random_device. The engine advances from
 // run to run (like ONNX Runtime), guarded by a mutex because one kernel serves concurrent
 // runs. Values follow the libstdc++ distributions, so they cannot match ONNX Runtime's
 // streams even for equal seeds; conformance cases for these ops only check what is
 // deterministic (shape and dtype) or are non-deterministic in ORT too.
 #include <cmath>
+#include <cstdint>
 #include <mutex>
 #include <random>
 #include <string>
@@ -21,12 +22,21 @@ namespace {
 
 enum class Dist { kNormal, kUniform, kBernoulli, kMultinomial };
 
+// The seed truncated toward zero, modulo 2^32. For seeds within int64 this equals
+// static_cast<uint32_t>(static_cast<int64_t>(seed)); fmod keeps huge finite seeds (a float
+// reaches 3.4e38) away from the undefined float-to-integer conversion. The factory rejects
+// NaN and infinite seeds before this runs.
+uint32_t SeedWord(float seed) {
+  const double wrapped = std::fmod(static_cast<double>(seed), 4294967296.0);  // exact, |wrapped| < 2^32
+  return static_cast<uint32_t>(static_cast<int64_t>(wrapped));
+}
+
 class RandomKernel final : public OpKernel {
  public:
   RandomKernel(Dist dist, bool like, DataType dtype, Shape shape, float a, float b, int64_t samples, const Node& node)
       : dist_(dist), like_(like), dtype_(dtype), shape_(std::move(shape)), a_(a), b_(b), samples_(samples) {
     if (node.HasAttr("seed")) {
-      engine_.seed(static_cast<uint32_t>(static_cast<int64_t>(node.GetFloat("seed", 0.0f))));
+      engine_.seed(SeedWord(node.GetFloat("seed", 0.0f)));
     } else {
       engine_.seed(std::random_device{}());
     }
@@ -144,6 +154,8 @@ KernelDef Def(const char* op, int since, Dist dist, bool like) {
       b = node.GetFloat("high", 1.0f);
       if (!(a < b)) return InvalidModel(node.Describe(), ": low must be less than high");
     }
+    if (node.HasAttr("seed") && !std::isfinite(node.GetFloat("seed", 0.0f)))
+      return InvalidModel(node.Describe(), ": seed must be finite, got ", node.GetFloat("seed", 0.0f));
     const int64_t samples = node.GetInt("sample_size", 1);
     if (samples < 1) return InvalidModel(node.Describe(), ": sample_size must be >= 1");
     return std::unique_ptr<OpKernel>(std::make_unique<RandomKernel>(dist, like, dt, shape, a, b, samples, node));

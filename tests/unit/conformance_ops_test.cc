@@ -334,6 +334,51 @@ TEST(ConfOps, RandomOpsHaveShapeDtypeAndRange) {
   EXPECT_EQ(Compare((*m)[0].tensor(), Tensor::FromVector<int32_t>({1, 1, 1, 1, 1}, {1, 5})), "");
 }
 
+// A seed is a float attribute: huge finite seeds wrap modulo 2^32 (the fuzzer found -2.6e33
+// reaching an undefined float-to-int64 conversion, tests/data/hostile/run/
+// fuzz-run-bernoulli-seed-huge.bin); NaN and infinite seeds are rejected naming the attribute.
+TEST(ConfOps, RandomSeedsWrapModulo2To32) {
+  auto uniform = [](double seed) {
+    Node n = MakeNode("RandomUniform", 1);
+    Attribute shape;
+    shape.type = Attribute::Type::kInts;
+    shape.ints = {16};
+    n.attrs["shape"] = shape;
+    Attribute a;
+    a.type = Attribute::Type::kFloat;
+    a.f = static_cast<float>(seed);
+    n.attrs["seed"] = a;
+    return RunNode(n, {}, 1);
+  };
+  auto zero = uniform(0);
+  ASSERT_TRUE(zero.ok()) << zero.status().ToString();
+  auto s512 = uniform(512);
+  ASSERT_TRUE(s512.ok()) << s512.status().ToString();
+  EXPECT_NE(Compare((*zero)[0].tensor(), (*s512)[0].tensor()), "");  // the seed matters
+  for (double seed : {4294967296.0 * 2, -1099511627776.0, -2.59615e33, 3.0e38}) {
+    auto r = uniform(seed);
+    ASSERT_TRUE(r.ok()) << seed << ": " << r.status().ToString();
+    // Multiples of 2^32 (every float from 2^56 up is one) wrap to seed 0.
+    EXPECT_EQ(Compare((*r)[0].tensor(), (*zero)[0].tensor()), "") << seed;
+  }
+  auto wrapped = uniform(4294967296.0 + 512);  // exactly representable as a float
+  ASSERT_TRUE(wrapped.ok());
+  EXPECT_EQ(Compare((*wrapped)[0].tensor(), (*s512)[0].tensor()), "");
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    auto r = uniform(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("seed must be finite"), std::string::npos) << r.status().ToString();
+  }
+  Node bern = MakeNode("Bernoulli", 15);
+  Attribute huge;
+  huge.type = Attribute::Type::kFloat;
+  huge.f = -2.59615e33f;
+  bern.attrs["seed"] = huge;
+  auto b = RunNode(bern, {Tensor::FromVector<float>({0, 1, 0, 1}, {2, 2})}, 1);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(Compare((*b)[0].tensor(), Tensor::FromVector<float>({0, 1, 0, 1}, {2, 2})), "");
+}
+
 TEST(ConfOps, DftFftPathMatchesDirectSumAndInverts) {
   // Length 32 takes the radix-2 path, 12 and 64 the direct sum, 65, 97, 100, 1000 and 1031
   // Bluestein's algorithm; all must agree with a plain double-precision DFT, and the inverse
