@@ -7,6 +7,7 @@
 
 #include "core/kernel.h"
 #include "cpu/broadcast.h"
+#include "cpu/float_to_int.h"
 #include "cpu/int_wrap.h"
 
 namespace strata::cpu {
@@ -181,7 +182,12 @@ inline auto Apply(C x, const Params& p) {
   if constexpr (op == UnOp::kShrink) {
     using D = std::conditional_t<kIsInt<C>, double, C>;
     const D v = static_cast<D>(x), l = static_cast<D>(p.lambd), b = static_cast<D>(p.bias);
-    return static_cast<C>(v < -l ? v + b : (v > l ? v - b : D(0)));
+    const D r = v < -l ? v + b : (v > l ? v - b : D(0));
+    if constexpr (kIsInt<C>) {
+      return FloatToInt<C>(r);  // a bias of 1e30 or NaN must not reach an undefined conversion
+    } else {
+      return static_cast<C>(r);
+    }
   }
   if constexpr (op == UnOp::kGelu) return static_cast<C>(C(0.5) * x * (C(1) + std::erf(x * C(M_SQRT1_2))));
   if constexpr (op == UnOp::kFastGelu) {

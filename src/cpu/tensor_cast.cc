@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "cpu/float_to_int.h"
 #include "cpu/tensor_kernels.h"
 
 namespace strata::tensorops {
@@ -24,17 +25,6 @@ auto Widen(const S& v) {
   } else {
     return v;
   }
-}
-
-template <typename D>
-D FloatToInt(double v) {
-  if (std::isnan(v)) return D{0};
-  const double t = std::trunc(v);
-  if (t >= -9.2e18 && t <= 9.2e18) return static_cast<D>(static_cast<int64_t>(t));
-  if constexpr (std::is_unsigned_v<D>) {
-    if (t >= 0 && t < 18446744073709551616.0) return static_cast<D>(static_cast<uint64_t>(t));
-  }
-  return t < 0 ? std::numeric_limits<D>::min() : std::numeric_limits<D>::max();
 }
 
 template <typename D, typename S>

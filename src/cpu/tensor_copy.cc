@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "cpu/float_to_int.h"
 #include "cpu/tensor_kernels.h"
 
 namespace strata::tensorops {
@@ -387,6 +388,8 @@ Status Pad(KernelContext& ctx) {
       v = *cval->data<T>();
     } else if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
       v = T(attr_value);
+    } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      v = FloatToInt<T>(attr_value);  // opset < 11 Pad's float `value` on an integer tensor
     } else if constexpr (!std::is_same_v<T, std::string>) {
       v = static_cast<T>(attr_value);
     }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numbers>
 #include <sstream>
 #include <string>
@@ -377,6 +378,51 @@ TEST(ConfOps, RandomSeedsWrapModulo2To32) {
   auto b = RunNode(bern, {Tensor::FromVector<float>({0, 1, 0, 1}, {2, 2})}, 1);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(Compare((*b)[0].tensor(), Tensor::FromVector<float>({0, 1, 0, 1}, {2, 2})), "");
+}
+
+// Float attributes applied to integer tensors (Shrink allows every numeric type; opset < 11
+// Pad's `value` reaches any tensor strata pads): results beyond the integer type saturate and
+// NaN gives 0, as Cast does, instead of an undefined conversion (found by probing every
+// float attribute with 1e30, NaN and -3e38 under UBSan).
+TEST(ConfOps, FloatAttributesOnIntegerTensorsConvertDefined) {
+  auto shrink = [](float lambd, float bias) {
+    Node n = MakeNode("Shrink", 9);
+    Attribute l, b;
+    l.type = b.type = Attribute::Type::kFloat;
+    l.f = lambd;
+    b.f = bias;
+    n.attrs["lambd"] = l;
+    n.attrs["bias"] = b;
+    return RunNode(n, {Tensor::FromVector<int32_t>({-5, 0, 5}, {3})}, 1);
+  };
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max(), kMin = std::numeric_limits<int32_t>::min();
+  auto big = shrink(0.5f, 1e30f);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ(Compare((*big)[0].tensor(), Tensor::FromVector<int32_t>({kMax, 0, kMin}, {3})), "");
+  auto nan = shrink(0.5f, std::nanf(""));
+  ASSERT_TRUE(nan.ok()) << nan.status().ToString();
+  EXPECT_EQ(Compare((*nan)[0].tensor(), Tensor::FromVector<int32_t>({0, 0, 0}, {3})), "");
+  auto plain = shrink(1.5f, 2.0f);  // in range: as before
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(Compare((*plain)[0].tensor(), Tensor::FromVector<int32_t>({-3, 0, 3}, {3})), "");
+
+  auto pad = [](float value) {
+    Node n = MakeNode("Pad", 2);
+    Attribute pads, v;
+    pads.type = Attribute::Type::kInts;
+    pads.ints = {1, 1};
+    v.type = Attribute::Type::kFloat;
+    v.f = value;
+    n.attrs["pads"] = pads;
+    n.attrs["value"] = v;
+    return RunNode(n, {Tensor::FromVector<int32_t>({1, 2}, {2})}, 1);
+  };
+  for (auto [value, want] : std::vector<std::pair<float, int32_t>>{
+           {1e30f, kMax}, {-INFINITY, kMin}, {std::nanf(""), 0}, {-7.9f, -7}}) {
+    auto r = pad(value);
+    ASSERT_TRUE(r.ok()) << value << ": " << r.status().ToString();
+    EXPECT_EQ(Compare((*r)[0].tensor(), Tensor::FromVector<int32_t>({want, 1, 2, want}, {4})), "") << value;
+  }
 }
 
 TEST(ConfOps, DftFftPathMatchesDirectSumAndInverts) {
