@@ -56,15 +56,37 @@ fail=0
 for t in "${targets[@]}"; do
   bin="$root/fuzz-targets/strata_fuzz_$t"
   [ -x "$bin" ] || bin="$root/fuzz/strata_fuzz_$t"
-  corpus="$root/corpus/$t"
   art="$root/artifacts/$t/"
-  seed_corpus "$t" "$corpus"
+  seeds="$root/seeds/$t"
+  rm -rf "$seeds"
+  seed_corpus "$t" "$seeds"
   mkdir -p "$art"
-  echo "== fuzzing $t for ${secs}s ($(ls "$corpus" | wc -l) corpus files)"
-  # Reproducible runs (CI): a fixed seed and a cap on executions make a run a prefix of
-  # the same input sequence every time, so what passed here passes there.
   extra=()
-  [ -n "${STRATA_FUZZ_SEED:-}" ] && extra+=("-seed=$STRATA_FUZZ_SEED")
+  launch=()
+  if [ -n "${STRATA_FUZZ_SEED:-}" ]; then
+    # Reproducible runs (CI): the same seed inputs in the same order, a fixed seed, a cap on
+    # executions, a fresh output corpus and no address randomisation make a run the same
+    # sequence of inputs on every machine with this CPU, so what passed here passes there.
+    # (libFuzzer sorts its seeds by size only, so ties kept the directory's order, which
+    # differs between file systems; with ASLR, pointer-keyed hashing changed which edges an
+    # input covered, and two runs here already diverged at start-up.)
+    corpus="$root/corpus-seeded/$t"
+    rm -rf "$corpus"
+    mkdir -p "$corpus"
+    find "$seeds" -type f | LC_ALL=C sort | paste -sd, >"$root/seeds/$t.list"
+    extra+=("-seed=$STRATA_FUZZ_SEED" "-seed_inputs=@$root/seeds/$t.list" -reload=0)
+    if setarch "$(uname -m)" -R true 2>/dev/null; then
+      launch=(setarch "$(uname -m)" -R)
+    else
+      echo "fuzz.sh: cannot disable address randomisation here (setarch -R); the run may differ from other machines'"
+    fi
+  else
+    # Exploring: the corpus keeps what earlier runs found.
+    corpus="$root/corpus/$t"
+    mkdir -p "$corpus"
+    cp -f "$seeds"/* "$corpus"/
+  fi
+  echo "== fuzzing $t for ${secs}s ($(ls "$seeds" | wc -l) seed files)"
   runs="${STRATA_FUZZ_RUNS:-}"
   # The run target's executions are capped as well (STRATA_FUZZ_RUN_RUNS, default 30000, about
   # 30 s on a 2-vCPU VM) whenever a cap is set: a machine faster than the one that checked the
@@ -79,7 +101,7 @@ for t in "${targets[@]}"; do
   if ! ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:${ASAN_OPTIONS:-}" \
       UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
       LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}" \
-      "$bin" "$corpus" -max_total_time="$secs" -max_len="$maxlen" -rss_limit_mb=2048 -timeout=25 \
+      "${launch[@]}" "$bin" "$corpus" -max_total_time="$secs" -max_len="$maxlen" -rss_limit_mb=2048 -timeout=25 \
       -artifact_prefix="$art" -print_final_stats=1 "${extra[@]}" 2>"$root/$t.log"; then
     echo "!! $t: crash, see $root/$t.log and $art" >&2
     tail -40 "$root/$t.log" >&2

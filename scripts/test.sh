@@ -3,9 +3,10 @@
 # fuzzes every libFuzzer target for a bounded time (docs/hardening.md).
 #   STRATA_FUZZ_SECONDS  seconds per fuzz target (default 40; 4 targets). 0 skips fuzzing.
 #   STRATA_FUZZ_SEED / STRATA_FUZZ_RUNS  libFuzzer -seed / -runs (defaults 1 / 800000): a
-#                        fixed seed and execution cap make the run reproducible, so a test
-#                        command that passed once keeps passing; scripts/fuzz.sh alone
-#                        explores with random seeds.
+#                        fixed seed and execution cap make the run reproducible (scripts/fuzz.sh
+#                        also fixes the seed files' order and turns off address randomisation),
+#                        so a test command that passed once keeps passing on a machine with
+#                        the same CPU; scripts/fuzz.sh alone explores with random seeds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --preset release
