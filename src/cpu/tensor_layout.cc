@@ -34,11 +34,14 @@ Status DepthToSpace(KernelContext& ctx) {
   ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
   ASSIGN_OR_RETURN(const int64_t b, BlockSize(node, *x));
   const int64_t n = x->dim(0), c = x->dim(1), h = x->dim(2), w = x->dim(3);
-  if (c % (b * b) != 0)
-    return InvalidArgument(node.Describe(), ": channels ", c, " are not divisible by blocksize^2 = ", b * b);
+  int64_t bb = 0, oh = 0, ow = 0;
+  if (__builtin_mul_overflow(b, b, &bb) || __builtin_mul_overflow(h, b, &oh) || __builtin_mul_overflow(w, b, &ow))
+    return InvalidArgument(node.Describe(), ": blocksize ", b, " is too large for input ", ShapeToString(x->shape()));
+  if (c % bb != 0)
+    return InvalidArgument(node.Describe(), ": channels ", c, " are not divisible by blocksize^2 = ", bb);
   const std::string mode = node.opset >= 11 ? node.GetString("mode", "DCR") : "DCR";
-  const int64_t oc = c / (b * b);
-  const Shape out{n, oc, h * b, w * b};
+  const int64_t oc = c / bb;
+  const Shape out{n, oc, oh, ow};
   if (mode == "DCR") return ViewTranspose(ctx, *x, {n, b, b, oc, h, w}, {0, 3, 4, 1, 5, 2}, out);
   if (mode == "CRD") return ViewTranspose(ctx, *x, {n, oc, b, b, h, w}, {0, 1, 4, 2, 5, 3}, out);
   return InvalidArgument(node.Describe(), ": unknown mode '", mode, "' (expected DCR or CRD)");
@@ -51,7 +54,10 @@ Status SpaceToDepth(KernelContext& ctx) {
   const int64_t n = x->dim(0), c = x->dim(1), h = x->dim(2), w = x->dim(3);
   if (h % b != 0 || w % b != 0)
     return InvalidArgument(node.Describe(), ": spatial dims ", h, "x", w, " are not divisible by blocksize ", b);
-  return ViewTranspose(ctx, *x, {n, c, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4}, {n, c * b * b, h / b, w / b});
+  int64_t oc = 0;  // a blocksize beyond empty spatial dims still has to keep c * b * b in range
+  if (__builtin_mul_overflow(c, b, &oc) || __builtin_mul_overflow(oc, b, &oc))
+    return InvalidArgument(node.Describe(), ": blocksize ", b, " is too large for input ", ShapeToString(x->shape()));
+  return ViewTranspose(ctx, *x, {n, c, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4}, {n, oc, h / b, w / b});
 }
 
 Status Trilu(KernelContext& ctx) {

@@ -417,6 +417,17 @@ TEST(TensorOps, DepthSpaceTriluReverse) {
   Tensor round = RunOk("SpaceToDepth", 13, {dcr}, {{"blocksize", Attribute::Int(2)}});
   EXPECT_EQ(Vec<float>(round), Iota(8));
   ExpectError("DepthToSpace", 13, {F32(Iota(6), {1, 6, 1, 1})}, {{"blocksize", Attribute::Int(2)}}, "not divisible");
+  // Blocksizes whose square, or product with a dim, leaves int64 (UBSan found INT64_MAX^2):
+  // an error naming the blocksize; empty tensors keep working with sane ones.
+  for (int64_t b : {INT64_MAX, int64_t{1} << 32, int64_t{1} << 62}) {
+    ExpectError("DepthToSpace", 13, {x}, {{"blocksize", Attribute::Int(b)}}, "is too large");
+    ExpectError("DepthToSpace", 13, {F32({}, {1, 0, 2, 2})}, {{"blocksize", Attribute::Int(b)}}, "is too large");
+    ExpectError("SpaceToDepth", 13, {F32({}, {1, 3, 0, 0})}, {{"blocksize", Attribute::Int(b)}}, "is too large");
+  }
+  EXPECT_EQ(RunOk("DepthToSpace", 13, {F32({}, {1, 0, 2, 2})}, {{"blocksize", Attribute::Int(3)}}).shape(),
+            (Shape{1, 0, 6, 6}));
+  EXPECT_EQ(RunOk("SpaceToDepth", 13, {F32({}, {1, 3, 0, 0})}, {{"blocksize", Attribute::Int(4)}}).shape(),
+            (Shape{1, 48, 0, 0}));
 
   Tensor m = F32(Iota(9), {3, 3});
   EXPECT_EQ(Vec<float>(RunOk("Trilu", 14, {m})), (std::vector<float>{0, 1, 2, 0, 4, 5, 0, 0, 8}));
