@@ -66,7 +66,8 @@ for t in "${targets[@]}"; do
   if [ -n "${STRATA_FUZZ_SEED:-}" ]; then
     # Reproducible runs (CI): the same seed inputs in the same order, a fixed seed, a cap on
     # executions, a fresh output corpus and no address randomisation make a run the same
-    # sequence of inputs on every machine with this CPU, so what passed here passes there.
+    # sequence of inputs on every machine with this CPU and checkout path (source paths are
+    # compiled in and move the binary's globals), so what passed here passes there.
     # (libFuzzer sorts its seeds by size only, so ties kept the directory's order, which
     # differs between file systems; with ASLR, pointer-keyed hashing changed which edges an
     # input covered, and two runs here already diverged at start-up.)

@@ -6,7 +6,8 @@
 #                        fixed seed and execution cap make the run reproducible (scripts/fuzz.sh
 #                        also fixes the seed files' order and turns off address randomisation),
 #                        so a test command that passed once keeps passing on a machine with
-#                        the same CPU; scripts/fuzz.sh alone explores with random seeds.
+#                        the same CPU and checkout path; scripts/fuzz.sh alone explores with
+#                        random seeds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --preset release
