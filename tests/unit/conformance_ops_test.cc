@@ -341,14 +341,8 @@ TEST(ConfOps, RandomOpsHaveShapeDtypeAndRange) {
 TEST(ConfOps, RandomSeedsWrapModulo2To32) {
   auto uniform = [](double seed) {
     Node n = MakeNode("RandomUniform", 1);
-    Attribute shape;
-    shape.type = Attribute::Type::kInts;
-    shape.ints = {16};
-    n.attrs["shape"] = shape;
-    Attribute a;
-    a.type = Attribute::Type::kFloat;
-    a.f = static_cast<float>(seed);
-    n.attrs["seed"] = a;
+    n.attrs["shape"] = Attribute::Ints({16});
+    n.attrs["seed"] = Attribute::Float(static_cast<float>(seed));
     return RunNode(n, {}, 1);
   };
   auto zero = uniform(0);
@@ -371,10 +365,7 @@ TEST(ConfOps, RandomSeedsWrapModulo2To32) {
     EXPECT_NE(r.status().message().find("seed must be finite"), std::string::npos) << r.status().ToString();
   }
   Node bern = MakeNode("Bernoulli", 15);
-  Attribute huge;
-  huge.type = Attribute::Type::kFloat;
-  huge.f = -2.59615e33f;
-  bern.attrs["seed"] = huge;
+  bern.attrs["seed"] = Attribute::Float(-2.59615e33f);
   auto b = RunNode(bern, {Tensor::FromVector<float>({0, 1, 0, 1}, {2, 2})}, 1);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(Compare((*b)[0].tensor(), Tensor::FromVector<float>({0, 1, 0, 1}, {2, 2})), "");
@@ -387,12 +378,8 @@ TEST(ConfOps, RandomSeedsWrapModulo2To32) {
 TEST(ConfOps, FloatAttributesOnIntegerTensorsConvertDefined) {
   auto shrink = [](float lambd, float bias) {
     Node n = MakeNode("Shrink", 9);
-    Attribute l, b;
-    l.type = b.type = Attribute::Type::kFloat;
-    l.f = lambd;
-    b.f = bias;
-    n.attrs["lambd"] = l;
-    n.attrs["bias"] = b;
+    n.attrs["lambd"] = Attribute::Float(lambd);
+    n.attrs["bias"] = Attribute::Float(bias);
     return RunNode(n, {Tensor::FromVector<int32_t>({-5, 0, 5}, {3})}, 1);
   };
   constexpr int32_t kMax = std::numeric_limits<int32_t>::max(), kMin = std::numeric_limits<int32_t>::min();
@@ -408,13 +395,8 @@ TEST(ConfOps, FloatAttributesOnIntegerTensorsConvertDefined) {
 
   auto pad = [](float value) {
     Node n = MakeNode("Pad", 2);
-    Attribute pads, v;
-    pads.type = Attribute::Type::kInts;
-    pads.ints = {1, 1};
-    v.type = Attribute::Type::kFloat;
-    v.f = value;
-    n.attrs["pads"] = pads;
-    n.attrs["value"] = v;
+    n.attrs["pads"] = Attribute::Ints({1, 1});
+    n.attrs["value"] = Attribute::Float(value);
     return RunNode(n, {Tensor::FromVector<int32_t>({1, 2}, {2})}, 1);
   };
   for (auto [value, want] : std::vector<std::pair<float, int32_t>>{
@@ -610,22 +592,13 @@ TEST(ConfOps, ConvIntegerGroupedStridedPerChannelZeroPointMatchesNaive) {
 Node TfIdfNode(const std::string& mode, int64_t min_n, int64_t max_n, int64_t max_skip, std::vector<int64_t> pool,
                std::vector<int64_t> counts, std::vector<int64_t> indexes) {
   Node n = MakeNode("TfIdfVectorizer", 9);
-  Attribute m;
-  m.type = Attribute::Type::kString;
-  m.s = mode;
-  n.attrs["mode"] = m;
+  n.attrs["mode"] = Attribute::String(mode);
   SetInt(n, "min_gram_length", min_n);
   SetInt(n, "max_gram_length", max_n);
   SetInt(n, "max_skip_count", max_skip);
-  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
-    Attribute a;
-    a.type = Attribute::Type::kInts;
-    a.ints = std::move(v);
-    n.attrs[name] = a;
-  };
-  ints("pool_int64s", std::move(pool));
-  ints("ngram_counts", std::move(counts));
-  ints("ngram_indexes", std::move(indexes));
+  n.attrs["pool_int64s"] = Attribute::Ints(std::move(pool));
+  n.attrs["ngram_counts"] = Attribute::Ints(std::move(counts));
+  n.attrs["ngram_indexes"] = Attribute::Ints(std::move(indexes));
   return n;
 }
 
