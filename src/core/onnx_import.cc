@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <unordered_map>
 
+#include "core/contrib_schemas.h"
 #include "core/import_internal.h"
 #include "core/load_trace.h"
 
@@ -414,6 +415,7 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
   }
   if (!proto.has_graph()) return InvalidModel("model has no graph (truncated or not an ONNX model?)");
   if (proto.opset_import_size() == 0) return InvalidModel("model has no opset_import; cannot tell which opset it uses");
+  EnsureContribSchemas();
   OpsetMap opsets;
   for (const auto& imp : proto.opset_import()) {
     std::string d = import::NormalizeDomain(imp.domain());

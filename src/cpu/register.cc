@@ -50,6 +50,7 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterFusedMatMulKernels(r);
   RegisterDynQuantMatMulKernels(r);
   RegisterAttentionKernels(r);
+  RegisterTransformerContribKernels(r);
   RegisterChannelShuffleKernels(r);
 }
 

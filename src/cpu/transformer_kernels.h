@@ -14,6 +14,11 @@ void RegisterAttentionKernels(KernelRegistry& r);
 // strata.internal DynQuantMatMul and QdqMatMul (dynq_matmul.cc), the fused dynamic- and
 // static-int8 MatMuls with a float output.
 void RegisterDynQuantMatMulKernels(KernelRegistry& r);
+// ONNX Runtime's transformer contrib ops (transformer_contrib.cc): SkipLayerNormalization,
+// SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization, BiasGelu,
+// EmbedLayerNormalization; com.microsoft Attention (attention_contrib.cc) and FusedMatMul
+// (fused_matmul_contrib.cc).
+void RegisterTransformerContribKernels(KernelRegistry& r);
 
 namespace cpu {
 

@@ -1,0 +1,289 @@
+#!/usr/bin/python3
+"""ORT parity of ONNX Runtime's transformer contrib ops (com.microsoft SkipLayerNormalization,
+SkipSimplifiedLayerNormalization, BiasGelu, EmbedLayerNormalization, Attention, FusedMatMul,
+and SimplifiedLayerNormalization in ai.onnx).
+
+ONNX Runtime defines these ops (its transformer optimizer writes them, and so do its saved
+optimized models), so its CPU kernels are the reference. For each case this builds a small
+one-node model on seeded inputs, runs it in strata (`strata run -o`) and in ONNX Runtime
+1.30 (ort_bench --save-outputs), and compares every output: max |strata - ort| / max |ort|
+must stay within --tol (1e-5; the kernels accumulate differently). Integer outputs
+(EmbedLayerNormalization's mask_index) are cast to float in the model and must be equal.
+
+  /usr/bin/python3 bench/compare-ort/contrib_parity.py [--strata PATH] [--ort-bench PATH]
+      [--work DIR] [--cases a,b] [--tol 1e-5] [--markdown FILE]
+
+Exit status 1 when any case differs by more than the tolerance.
+"""
+import argparse
+import os
+import sys
+import zlib
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nbits_parity import ROOT, build_ort_bench, sh  # noqa: E402
+
+MS = "com.microsoft"
+
+
+class Builder:
+    """One model: graph inputs fed from seeded arrays, initializers, one or more nodes."""
+
+    def __init__(self, seed):
+        self.nodes, self.inits, self.inputs, self.outputs, self.feeds = [], [], [], [], {}
+        self.rng = np.random.default_rng(seed)
+
+    def feed(self, name, arr):
+        """A graph input named `name` fed with arr."""
+        t = {np.float32: TensorProto.FLOAT, np.int32: TensorProto.INT32}[arr.dtype.type]
+        self.inputs.append(helper.make_tensor_value_info(name, t, list(arr.shape)))
+        self.feeds[name] = arr
+        return name
+
+    def rand(self, name, shape, lo=-1.0, hi=1.0):
+        return self.feed(name, self.rng.uniform(lo, hi, shape).astype(np.float32))
+
+    def const(self, name, arr):
+        self.inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def crand(self, name, shape, lo=-1.0, hi=1.0):
+        return self.const(name, self.rng.uniform(lo, hi, shape).astype(np.float32))
+
+    def node(self, op, ins, outs, domain=MS, **attrs):
+        self.nodes.append(helper.make_node(op, ins, outs, domain=domain, **attrs))
+
+    def output(self, name, shape, as_float=False):
+        """A float graph output of `shape`; as_float casts an integer tensor to float first."""
+        if as_float:
+            self.node("Cast", [name], [name + "_f"], domain="", to=TensorProto.FLOAT)
+            name += "_f"
+        self.outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
+
+    def model(self):
+        g = helper.make_graph(self.nodes, "contrib", self.inputs, self.outputs, self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+        m.ir_version = 8
+        return m
+
+
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+# ---- SkipLayerNormalization family ---------------------------------------------------------
+
+@case
+def skip_layer_norm_all_outputs(b):
+    b.rand("x", [2, 5, 24], -3, 3)
+    b.rand("skip", [2, 5, 24])
+    b.crand("gamma", [24])
+    b.crand("beta", [24])
+    b.crand("bias", [24])
+    b.node("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"], ["y", "mean", "inv", "sum"],
+           epsilon=1e-5)
+    for o, s in (("y", [2, 5, 24]), ("mean", [2, 5, 1]), ("inv", [2, 5, 1]), ("sum", [2, 5, 24])):
+        b.output(o, s)
+
+
+@case
+def skip_layer_norm_broadcast_skip(b):
+    b.rand("x", [3, 4, 40])
+    b.rand("skip", [1, 4, 40])
+    b.crand("gamma", [40])
+    b.node("SkipLayerNormalization", ["x", "skip", "gamma"], ["y"])
+    b.output("y", [3, 4, 40])
+
+
+@case
+def skip_layer_norm_2d_skip(b):
+    b.rand("x", [2, 3, 17])
+    b.rand("skip", [3, 17])
+    b.crand("gamma", [17])
+    b.crand("beta", [17])
+    b.node("SkipLayerNormalization", ["x", "skip", "gamma", "beta"], ["y", "", "", "sum"], epsilon=1e-6)
+    b.output("y", [2, 3, 17])
+    b.output("sum", [2, 3, 17])
+
+
+@case
+def skip_layer_norm_2d_input(b):
+    b.rand("x", [7, 33])
+    b.rand("skip", [7, 33])
+    b.crand("gamma", [33])
+    b.crand("beta", [33])
+    b.crand("bias", [33])
+    b.node("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"], ["y"])
+    b.output("y", [7, 33])
+
+
+@case
+def skip_simplified_layer_norm(b):
+    b.rand("x", [2, 6, 48], -2, 2)
+    b.rand("skip", [2, 6, 48])
+    b.crand("gamma", [48])
+    b.crand("bias", [48])
+    b.node("SkipSimplifiedLayerNormalization", ["x", "skip", "gamma", "bias"], ["y", "", "inv", "sum"],
+           epsilon=1e-6)
+    for o, s in (("y", [2, 6, 48]), ("inv", [2, 6, 1]), ("sum", [2, 6, 48])):
+        b.output(o, s)
+
+
+@case
+def simplified_layer_norm(b):
+    b.rand("x", [3, 5, 64], -4, 4)
+    b.crand("scale", [64])
+    b.node("SimplifiedLayerNormalization", ["x", "scale"], ["y", "inv"], domain="", axis=-1, epsilon=1e-6)
+    b.output("y", [3, 5, 64])
+    b.output("inv", [3, 5, 1])
+
+
+# ---- BiasGelu ------------------------------------------------------------------------------
+
+@case
+def bias_gelu(b):
+    b.rand("a", [2, 7, 37], -4, 4)
+    b.crand("bias", [37])
+    b.node("BiasGelu", ["a", "bias"], ["y"])
+    b.output("y", [2, 7, 37])
+
+
+# ---- EmbedLayerNormalization ---------------------------------------------------------------
+
+def _ids(b, name, shape, hi):
+    return b.feed(name, b.rng.integers(0, hi, shape).astype(np.int32))
+
+
+@case
+def embed_layer_norm_full(b):
+    B, S, H = 2, 9, 32
+    _ids(b, "ids", [B, S], 50)
+    _ids(b, "seg", [B, S], 2)
+    b.crand("word", [50, H])
+    b.crand("pos", [16, H])
+    b.crand("segemb", [2, H])
+    b.crand("gamma", [H])
+    b.crand("beta", [H])
+    mask = np.ones([B, S], np.int32)
+    mask[0, 6:] = 0
+    mask[1, 2:] = 0
+    b.feed("mask", mask)
+    b.node("EmbedLayerNormalization", ["ids", "seg", "word", "pos", "segemb", "gamma", "beta", "mask"],
+           ["y", "mask_index", "sum"], epsilon=1e-12)
+    b.output("y", [B, S, H])
+    b.output("mask_index", [B], as_float=True)
+    b.output("sum", [B, S, H])
+
+
+@case
+def embed_layer_norm_no_segment(b):
+    B, S, H = 3, 5, 24
+    _ids(b, "ids", [B, S], 30)
+    b.crand("word", [30, H])
+    b.crand("pos", [8, H])
+    b.crand("gamma", [H])
+    b.crand("beta", [H])
+    b.node("EmbedLayerNormalization", ["ids", "", "word", "pos", "", "gamma", "beta"], ["y", "mask_index"],
+           epsilon=1e-5)
+    b.output("y", [B, S, H])
+    b.output("mask_index", [B], as_float=True)
+
+
+@case
+def embed_layer_norm_position_ids(b):
+    B, S, H = 2, 4, 16
+    _ids(b, "ids", [B, S], 20)
+    b.crand("word", [20, H])
+    b.crand("pos", [10, H])
+    b.crand("gamma", [H])
+    b.crand("beta", [H])
+    b.feed("pids", np.array([[3, 1, 9, 0], [2, 2, 5, 7]], np.int32))
+    b.node("EmbedLayerNormalization", ["ids", "", "word", "pos", "", "gamma", "beta", "", "pids"],
+           ["y", "mask_index"])
+    b.output("y", [B, S, H])
+
+
+# ---- driver --------------------------------------------------------------------------------
+
+def write_inputs(b, d):
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "inputs.txt"), "w") as f:
+        for i, (k, v) in enumerate(b.feeds.items()):
+            np.save(os.path.join(d, "in%d.npy" % i), v)
+            f.write("%s\tin%d.npy\n" % (k, i))
+
+
+def run_case(name, args):
+    b = Builder(zlib.crc32(name.encode()))
+    CASES[name](b)
+    work = os.path.join(args.work, name)
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(work, "model.onnx")
+    onnx.save(b.model(), path)
+    write_inputs(b, os.path.join(work, "inputs"))
+    s_dir, o_dir = os.path.join(work, "strata"), os.path.join(work, "ort")
+    for d in (s_dir, o_dir):
+        os.makedirs(d, exist_ok=True)
+        for f in os.listdir(d):
+            os.remove(os.path.join(d, f))
+    feeds = []
+    for i, k in enumerate(b.feeds):
+        feeds += ["-i", "%s=%s" % (k, os.path.join(work, "inputs", "in%d.npy" % i))]
+    sh([args.strata, "run", path, "-o", s_dir] + feeds)
+    sh([args.ort_bench, path, os.path.join(work, "inputs"), "--warmup", "0", "--iters", "1", "--creations", "1",
+        "--save-outputs", o_dir])
+    worst, total = 0.0, 0
+    for out in b.outputs:
+        a = np.load(os.path.join(s_dir, out.name + ".npy")).astype(np.float64)
+        r = np.load(os.path.join(o_dir, out.name + ".npy")).astype(np.float64)
+        if a.shape != r.shape:
+            return name, float("inf"), r.size, "%s: shape %s vs ORT %s" % (out.name, a.shape, r.shape)
+        if a.size:
+            worst = max(worst, float(np.max(np.abs(a - r))) / max(float(np.max(np.abs(r))), 1e-30))
+        total += a.size
+    return name, worst, total, ""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--strata", default=os.path.join(ROOT, "build/release/bin/strata"))
+    ap.add_argument("--ort-bench", default=os.path.join(ROOT, "build/nbits-ort/ort_bench"))
+    ap.add_argument("--work", default=os.path.join(ROOT, "build/contrib-parity"))
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--tol", type=float, default=1e-5)
+    ap.add_argument("--markdown", help="also write the result table to this file")
+    args = ap.parse_args()
+    if not os.access(args.strata, os.X_OK):
+        sys.exit("contrib_parity: %s is not built" % args.strata)
+    build_ort_bench(args.ort_bench)
+    rows, failed = [], False
+    for name in args.cases.split(","):
+        if name not in CASES:
+            sys.exit("contrib_parity: no case %r (cases: %s)" % (name, ", ".join(CASES)))
+        row = run_case(name, args)
+        ok = not row[3] and row[1] <= args.tol
+        failed |= not ok
+        rows.append(row + (ok,))
+        print("%-34s max rel diff %9.3g  elements %6d  %s %s" % (row[0], row[1], row[2], "ok" if ok else "FAIL",
+                                                                 row[3]), flush=True)
+    table = ["| case | max \\|strata - ORT\\| / max \\|ORT\\| | elements | within %g |" % args.tol,
+             "| --- | --- | --- | --- |"]
+    for name, worst, total, _, ok in rows:
+        table.append("| %s | %.3g | %d | %s |" % (name, worst, total, "yes" if ok else "**no**"))
+    print("\n".join(table))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("\n".join(table) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

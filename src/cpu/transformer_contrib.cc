@@ -1,0 +1,372 @@
+// ONNX Runtime's transformer contrib ops, as its transformer optimizer
+// (onnxruntime.transformers.optimizer) and ORT's saved optimized models write them:
+//   com.microsoft SkipLayerNormalization, SkipSimplifiedLayerNormalization, BiasGelu,
+//   EmbedLayerNormalization; SimplifiedLayerNormalization (ORT registers it in ai.onnx).
+// ORT's CPU kernels define them; strata's kernels follow them (checked output for output by
+// bench/compare-ort/contrib_parity.py). Accumulation is in double: the row statistics are
+// exact to float rounding whatever the row length. Attention and FusedMatMul of the same
+// domain are in attention_contrib.cc and fused_matmul_contrib.cc.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/kernel.h"
+#include "core/status.h"
+#include "cpu/fn_kernel_def.h"
+#include "cpu/transformer_kernels.h"
+
+namespace strata {
+namespace {
+
+constexpr char kMs[] = "com.microsoft";
+
+// Input i, which must be present and float32; `what` names it in errors.
+Result<const Tensor*> FloatIn(const KernelContext& ctx, size_t i, const char* what) {
+  const Tensor* t = ctx.input(i);
+  if (!t) return InvalidArgument(ctx.node().Describe(), ": input ", i, " (", what, ") is required");
+  if (t->dtype() != DataType::kFloat)
+    return InvalidArgument(ctx.node().Describe(), ": input '", what, "' must be float32, got ",
+                           DataTypeName(t->dtype()));
+  return t;
+}
+
+// An optional float32 input that must be 1-D of length n (gamma, beta, bias); null if absent.
+Result<const float*> VectorIn(const KernelContext& ctx, size_t i, const char* what, int64_t n, bool required) {
+  const Tensor* t = ctx.input(i);
+  if (!t) {
+    if (required) return InvalidArgument(ctx.node().Describe(), ": input ", i, " (", what, ") is required");
+    return static_cast<const float*>(nullptr);
+  }
+  if (t->dtype() != DataType::kFloat)
+    return InvalidArgument(ctx.node().Describe(), ": input '", what, "' must be float32, got ",
+                           DataTypeName(t->dtype()));
+  if (t->rank() != 1 || t->shape()[0] != n)
+    return InvalidArgument(ctx.node().Describe(), ": input '", what, "' must be 1-D of the hidden size ", n, ", got ",
+                           ShapeToString(t->shape()));
+  return t->data<float>();
+}
+
+// Rows [begin, end) of a row-wise kernel, split over the pool when there is one.
+template <typename F>
+void ForRows(KernelContext& ctx, int64_t rows, int64_t row_len, F&& f) {
+  if (ctx.pool())
+    ctx.pool()->ParallelFor(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(row_len, 1)), f);
+  else
+    f(0, rows);
+}
+
+// One normalized row: y = (x - mean) * inv * gamma + beta (LayerNorm), or x * inv * gamma
+// (simplified: RMS, no mean). Returns (mean, inv). x and y may alias.
+struct RowStats {
+  float mean, inv;
+};
+RowStats NormalizeRow(const float* x, float* y, int64_t n, const float* gamma, const float* beta, double eps,
+                      bool simplified) {
+  double mean = 0;
+  if (!simplified) {
+    for (int64_t k = 0; k < n; ++k) mean += x[k];
+    mean = n ? mean / static_cast<double>(n) : 0.0;
+  }
+  double sq = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const double d = x[k] - mean;
+    sq += d * d;
+  }
+  const double var = n ? sq / static_cast<double>(n) : 0.0;
+  const double inv = 1.0 / std::sqrt(var + eps);
+  for (int64_t k = 0; k < n; ++k) {
+    const double v = (x[k] - mean) * inv * gamma[k];
+    y[k] = static_cast<float>(beta ? v + beta[k] : v);
+  }
+  return {static_cast<float>(mean), static_cast<float>(inv)};
+}
+
+// ------------------------------------------------ SkipLayerNormalization (+ Simplified)
+// Inputs: input [..., H], skip (input's shape, or a suffix of it with leading 1s: one skip
+// for every batch), gamma [H], then beta [H]? and bias [H]? (SkipLayerNormalization) or
+// bias [H]? (the simplified form). Outputs: output, mean?, inv_std_var? (input's shape with
+// H -> 1; the simplified form has no mean and writes 0), input_skip_bias_sum?.
+Status SkipNormCompute(KernelContext& ctx, bool simplified) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* x, FloatIn(ctx, 0, "input"));
+  ASSIGN_OR_RETURN(const Tensor* skip, FloatIn(ctx, 1, "skip"));
+  if (x->rank() < 2 || x->rank() > 3)
+    return InvalidArgument(node.Describe(), ": input must be 2-D or 3-D [batch, sequence, hidden], got ",
+                           ShapeToString(x->shape()));
+  const int64_t hidden = x->shape().back();
+  // skip: input's shape, or input's trailing dims after leading 1s (broadcast over batch).
+  {
+    const Shape& s = skip->shape();
+    bool ok = s.size() <= x->rank() && !s.empty();
+    for (size_t i = 0; ok && i < s.size(); ++i) {
+      const int64_t want = x->shape()[x->rank() - s.size() + i];
+      ok = s[i] == want || (s[i] == 1 && std::all_of(s.begin(), s.begin() + i, [](int64_t d) { return d == 1; }));
+    }
+    if (!ok)
+      return InvalidArgument(node.Describe(), ": skip ", ShapeToString(s), " must have input's shape ",
+                             ShapeToString(x->shape()), " or its trailing dims (leading 1s broadcast)");
+  }
+  ASSIGN_OR_RETURN(const float* gamma, VectorIn(ctx, 2, "gamma", hidden, true));
+  const float* beta = nullptr;
+  const float* bias = nullptr;
+  if (simplified) {
+    ASSIGN_OR_RETURN(bias, VectorIn(ctx, 3, "bias", hidden, false));
+  } else {
+    ASSIGN_OR_RETURN(beta, VectorIn(ctx, 3, "beta", hidden, false));
+    ASSIGN_OR_RETURN(bias, VectorIn(ctx, 4, "bias", hidden, false));
+  }
+  const float eps = node.GetFloat("epsilon", 1e-12f);
+  if (!(eps >= 0) || !std::isfinite(eps))
+    return InvalidModel(node.Describe(), ": epsilon must be finite and non-negative, got ", eps);
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, x->shape()));
+  Shape stat_shape = x->shape();
+  stat_shape.back() = 1;
+  float* mean_out = nullptr;
+  float* inv_out = nullptr;
+  float* sum_out = nullptr;
+  if (ctx.output_requested(1)) {
+    ASSIGN_OR_RETURN(Tensor * t, ctx.AllocateOutput(1, DataType::kFloat, stat_shape));
+    mean_out = t->mutable_data<float>();
+  }
+  if (ctx.output_requested(2)) {
+    ASSIGN_OR_RETURN(Tensor * t, ctx.AllocateOutput(2, DataType::kFloat, stat_shape));
+    inv_out = t->mutable_data<float>();
+  }
+  if (ctx.output_requested(3)) {
+    ASSIGN_OR_RETURN(Tensor * t, ctx.AllocateOutput(3, DataType::kFloat, x->shape()));
+    sum_out = t->mutable_data<float>();
+  }
+  const int64_t rows = hidden ? x->num_elements() / hidden : 0;
+  const int64_t skip_rows = hidden ? skip->num_elements() / hidden : 1;
+  const float* xp = x->data<float>();
+  const float* sp = skip->data<float>();
+  float* yp = y->mutable_data<float>();
+  ForRows(ctx, rows, hidden, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = xp + r * hidden;
+      const float* sr = sp + (r % skip_rows) * hidden;
+      // The sum goes to its output when asked for, else to y (normalized in place).
+      float* s = sum_out ? sum_out + r * hidden : yp + r * hidden;
+      for (int64_t k = 0; k < hidden; ++k) s[k] = bias ? xr[k] + sr[k] + bias[k] : xr[k] + sr[k];
+      const RowStats st = NormalizeRow(s, yp + r * hidden, hidden, gamma, beta, eps, simplified);
+      if (mean_out) mean_out[r] = st.mean;
+      if (inv_out) inv_out[r] = st.inv;
+    }
+  });
+  return Status::Ok();
+}
+
+// ------------------------------------------------ SimplifiedLayerNormalization (RMS norm)
+// Y = X / sqrt(mean(X^2 over axes [axis, rank)) + epsilon) * scale; output 1 (optional)
+// inv_std_var has X's shape with the normalized axes set to 1.
+Status SimplifiedNormCompute(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* x, FloatIn(ctx, 0, "X"));
+  ASSIGN_OR_RETURN(const Tensor* scale, FloatIn(ctx, 1, "scale"));
+  const int64_t rank = static_cast<int64_t>(x->rank());
+  if (rank == 0) return InvalidArgument(node.Describe(), ": X must have rank >= 1");
+  int64_t axis = node.GetInt("axis", -1);
+  if (axis < -rank || axis >= rank)
+    return InvalidModel(node.Describe(), ": axis ", axis, " is out of range for X of rank ", rank);
+  if (axis < 0) axis += rank;
+  if (node.GetInt("stash_type", 1) != 1)
+    return Unsupported(node.Describe(), ": stash_type ", node.GetInt("stash_type", 1),
+                       " is not supported (only 1 = float32)");
+  const float eps = node.GetFloat("epsilon", 1e-5f);
+  if (!(eps >= 0) || !std::isfinite(eps))
+    return InvalidModel(node.Describe(), ": epsilon must be finite and non-negative, got ", eps);
+  const Shape norm_shape(x->shape().begin() + axis, x->shape().end());
+  const int64_t inner = NumElements(norm_shape);
+  // scale: the normalized dims, optionally with leading 1s (e.g. [H] or [1, H]).
+  {
+    const Shape& s = scale->shape();
+    bool ok = scale->num_elements() == inner && s.size() <= x->rank();
+    for (size_t i = 0; ok && i < s.size(); ++i) {
+      const size_t xi = x->rank() - s.size() + i;
+      ok = xi >= static_cast<size_t>(axis) ? s[i] == x->shape()[xi] : s[i] == 1;
+    }
+    if (!ok)
+      return InvalidArgument(node.Describe(), ": scale ", ShapeToString(s), " must have the normalized shape ",
+                             ShapeToString(norm_shape));
+  }
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, x->shape()));
+  float* inv_out = nullptr;
+  if (ctx.output_requested(1)) {
+    Shape stat(x->shape().begin(), x->shape().begin() + axis);
+    stat.resize(x->rank(), 1);
+    ASSIGN_OR_RETURN(Tensor * t, ctx.AllocateOutput(1, DataType::kFloat, stat));
+    inv_out = t->mutable_data<float>();
+  }
+  const int64_t rows = inner ? x->num_elements() / inner : 0;
+  const float* xp = x->data<float>();
+  const float* sp = scale->data<float>();
+  float* yp = y->mutable_data<float>();
+  ForRows(ctx, rows, inner, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const RowStats st = NormalizeRow(xp + r * inner, yp + r * inner, inner, sp, nullptr, eps, true);
+      if (inv_out) inv_out[r] = st.inv;
+    }
+  });
+  return Status::Ok();
+}
+
+// ------------------------------------------------ BiasGelu: C = Gelu(A + B), erf form
+Status BiasGeluCompute(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* a, FloatIn(ctx, 0, "A"));
+  ASSIGN_OR_RETURN(const Tensor* b, FloatIn(ctx, 1, "B"));
+  if (a->rank() == 0 || b->rank() != 1 || b->shape()[0] != a->shape().back())
+    return InvalidArgument(node.Describe(), ": bias B ", ShapeToString(b->shape()),
+                           " must be 1-D of A's last dimension (A is ", ShapeToString(a->shape()), ")");
+  ASSIGN_OR_RETURN(Tensor * c, ctx.AllocateOutput(0, DataType::kFloat, a->shape()));
+  const int64_t n = b->shape()[0];
+  const int64_t rows = n ? a->num_elements() / n : 0;
+  const float* ap = a->data<float>();
+  const float* bp = b->data<float>();
+  float* cp = c->mutable_data<float>();
+  ForRows(ctx, rows, n, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* row = cp + r * n;
+      for (int64_t k = 0; k < n; ++k) row[k] = ap[r * n + k] + bp[k];
+      cpu::GeluInPlace(row, n, /*tanh_form=*/false);
+    }
+  });
+  return Status::Ok();
+}
+
+// ------------------------------------------------ EmbedLayerNormalization
+// Inputs: input_ids [B,S] int32, segment_ids [B,S] int32?, word_embedding [V,H],
+// position_embedding [P,H], segment_embedding [G,H]?, gamma [H], beta [H], mask [B,S]
+// int32?, position_ids int32? ([B,S] or [1,S]; absent: 0..S-1). Outputs: output [B,S,H] =
+// LayerNorm(word + position + segment), mask_index [B] int32 (the number of 1s in each mask
+// row; zeros without a mask), embedding_sum [B,S,H]? (the sum before the norm).
+Result<const int32_t*> IdsIn(const KernelContext& ctx, size_t i, const char* what, int64_t b, int64_t s,
+                             bool allow_one_batch) {
+  const Tensor* t = ctx.input(i);
+  if (!t) return static_cast<const int32_t*>(nullptr);
+  if (t->dtype() != DataType::kInt32)
+    return InvalidArgument(ctx.node().Describe(), ": input '", what, "' must be int32, got ", DataTypeName(t->dtype()));
+  const bool ok =
+      t->rank() == 2 && t->shape()[1] == s && (t->shape()[0] == b || (allow_one_batch && t->shape()[0] == 1));
+  if (!ok)
+    return InvalidArgument(ctx.node().Describe(), ": input '", what, "' ", ShapeToString(t->shape()),
+                           " must be [batch, sequence] = [", b, ",", s, "]",
+                           allow_one_batch ? " or [1, sequence]" : "");
+  return t->data<int32_t>();
+}
+
+Result<const float*> TableIn(const KernelContext& ctx, size_t i, const char* what, int64_t hidden, int64_t* rows) {
+  const Tensor* t = ctx.input(i);
+  if (!t) return static_cast<const float*>(nullptr);
+  if (t->dtype() != DataType::kFloat)
+    return InvalidArgument(ctx.node().Describe(), ": input '", what, "' must be float32, got ",
+                           DataTypeName(t->dtype()));
+  if (t->rank() != 2 || (hidden >= 0 && t->shape()[1] != hidden))
+    return InvalidArgument(ctx.node().Describe(), ": input '", what, "' ", ShapeToString(t->shape()),
+                           " must be 2-D [rows, hidden]", hidden >= 0 ? " with hidden " + std::to_string(hidden) : "");
+  *rows = t->shape()[0];
+  return t->data<float>();
+}
+
+Status EmbedLayerNormCompute(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor* ids = ctx.input(0);
+  if (!ids) return InvalidArgument(node.Describe(), ": input 0 (input_ids) is required");
+  if (ids->dtype() != DataType::kInt32 || ids->rank() != 2)
+    return InvalidArgument(node.Describe(), ": input_ids must be int32 [batch, sequence], got ",
+                           DataTypeName(ids->dtype()), " ", ShapeToString(ids->shape()));
+  const int64_t batch = ids->shape()[0], seq = ids->shape()[1];
+  int64_t vocab = 0, positions = 0, segments = 0;
+  if (!ctx.input(2)) return InvalidArgument(node.Describe(), ": input 2 (word_embedding) is required");
+  if (!ctx.input(3)) return InvalidArgument(node.Describe(), ": input 3 (position_embedding) is required");
+  ASSIGN_OR_RETURN(const float* word, TableIn(ctx, 2, "word_embedding", -1, &vocab));
+  const int64_t hidden = ctx.input(2)->shape()[1];
+  ASSIGN_OR_RETURN(const float* pos, TableIn(ctx, 3, "position_embedding", hidden, &positions));
+  ASSIGN_OR_RETURN(const float* seg, TableIn(ctx, 4, "segment_embedding", hidden, &segments));
+  ASSIGN_OR_RETURN(const int32_t* seg_ids, IdsIn(ctx, 1, "segment_ids", batch, seq, false));
+  if ((seg == nullptr) != (seg_ids == nullptr))
+    return InvalidArgument(node.Describe(), ": segment_ids and segment_embedding must be given together");
+  ASSIGN_OR_RETURN(const float* gamma, VectorIn(ctx, 5, "gamma", hidden, true));
+  ASSIGN_OR_RETURN(const float* beta, VectorIn(ctx, 6, "beta", hidden, true));
+  ASSIGN_OR_RETURN(const int32_t* mask, IdsIn(ctx, 7, "mask", batch, seq, false));
+  ASSIGN_OR_RETURN(const int32_t* pos_ids, IdsIn(ctx, 8, "position_ids", batch, seq, true));
+  const bool pos_one_batch = pos_ids && ctx.input(8)->shape()[0] == 1 && batch != 1;
+  if (!pos_ids && seq > positions)
+    return InvalidArgument(node.Describe(), ": sequence length ", seq, " exceeds position_embedding's ", positions,
+                           " rows");
+  const float eps = node.GetFloat("epsilon", 1e-12f);
+  if (!(eps >= 0) || !std::isfinite(eps))
+    return InvalidModel(node.Describe(), ": epsilon must be finite and non-negative, got ", eps);
+  // Every id is checked before anything is written: a bad id names its place and range.
+  auto check = [&](const int32_t* p, int64_t n, int64_t limit, const char* what) -> Status {
+    for (int64_t i = 0; i < n; ++i)
+      if (p[i] < 0 || p[i] >= limit)
+        return InvalidArgument(node.Describe(), ": ", what, "[", i / seq, ",", i % seq, "] = ", p[i],
+                               " is outside [0, ", limit, ")");
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(check(ids->data<int32_t>(), batch * seq, vocab, "input_ids"));
+  if (seg_ids) RETURN_IF_ERROR(check(seg_ids, batch * seq, segments, "segment_ids"));
+  if (pos_ids) RETURN_IF_ERROR(check(pos_ids, (pos_one_batch ? 1 : batch) * seq, positions, "position_ids"));
+  ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DataType::kFloat, {batch, seq, hidden}));
+  if (ctx.output_requested(1)) {
+    ASSIGN_OR_RETURN(Tensor * mi, ctx.AllocateOutput(1, DataType::kInt32, {batch}));
+    int32_t* m = mi->mutable_data<int32_t>();
+    for (int64_t b = 0; b < batch; ++b) {
+      int32_t n = 0;
+      if (mask)
+        for (int64_t s = 0; s < seq; ++s) n += mask[b * seq + s] == 1;
+      m[b] = n;
+    }
+  }
+  float* sum_out = nullptr;
+  if (ctx.output_requested(2)) {
+    ASSIGN_OR_RETURN(Tensor * t, ctx.AllocateOutput(2, DataType::kFloat, {batch, seq, hidden}));
+    sum_out = t->mutable_data<float>();
+  }
+  const int32_t* idp = ids->data<int32_t>();
+  float* op = out->mutable_data<float>();
+  ForRows(ctx, batch * seq, hidden, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t s = r % seq;
+      const float* w = word + static_cast<int64_t>(idp[r]) * hidden;
+      const int64_t pid = pos_ids ? pos_ids[pos_one_batch ? s : r] : s;
+      const float* p = pos + pid * hidden;
+      const float* g = seg ? seg + static_cast<int64_t>(seg_ids[r]) * hidden : nullptr;
+      float* e = sum_out ? sum_out + r * hidden : op + r * hidden;
+      for (int64_t k = 0; k < hidden; ++k) e[k] = g ? w[k] + p[k] + g[k] : w[k] + p[k];
+      NormalizeRow(e, op + r * hidden, hidden, gamma, beta, eps, false);
+    }
+  });
+  return Status::Ok();
+}
+
+// type_input -1: these ops' inputs often have no inferred type (libonnx has no schema for
+// com.microsoft), so the kernels check dtypes themselves at run time.
+void RegMs(KernelRegistry& r, const char* domain, const char* op, KernelFactory f) {
+  KernelDef d;
+  d.domain = domain;
+  d.op_type = op;
+  d.type_input = -1;
+  d.factory = std::move(f);
+  r.Register(std::move(d));
+}
+
+}  // namespace
+
+void RegisterTransformerContribKernels(KernelRegistry& r) {
+  RegMs(r, kMs, "SkipLayerNormalization",
+        StatelessFactory([](KernelContext& ctx) { return SkipNormCompute(ctx, false); }));
+  RegMs(r, kMs, "SkipSimplifiedLayerNormalization",
+        StatelessFactory([](KernelContext& ctx) { return SkipNormCompute(ctx, true); }));
+  // ORT registers SimplifiedLayerNormalization in the ONNX domain (version 1); ONNX itself
+  // has no op of that name, so the entry cannot shadow a standard one.
+  RegMs(r, "", "SimplifiedLayerNormalization", StatelessFactory(SimplifiedNormCompute));
+  RegMs(r, kMs, "BiasGelu", StatelessFactory(BiasGeluCompute));
+  RegMs(r, kMs, "EmbedLayerNormalization", StatelessFactory(EmbedLayerNormCompute));
+}
+
+}  // namespace strata
