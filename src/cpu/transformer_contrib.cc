@@ -240,7 +240,8 @@ Status BiasGeluCompute(KernelContext& ctx) {
 // ------------------------------------------------ EmbedLayerNormalization
 // Inputs: input_ids [B,S] int32, segment_ids [B,S] int32?, word_embedding [V,H],
 // position_embedding [P,H], segment_embedding [G,H]?, gamma [H], beta [H], mask [B,S]
-// int32?, position_ids int32? ([B,S] or [1,S]; absent: 0..S-1). Outputs: output [B,S,H] =
+// int32?, position_ids int32? ([B,S] or [1,S]; absent: 0..S-1). Ids outside their table
+// are an error (ONNX Runtime leaves negative position ids unchecked). Outputs: output [B,S,H] =
 // LayerNorm(word + position + segment), mask_index [B] int32 (the number of 1s in each mask
 // row; zeros without a mask), embedding_sum [B,S,H]? (the sum before the norm).
 Result<const int32_t*> IdsIn(const KernelContext& ctx, size_t i, const char* what, int64_t b, int64_t s,
@@ -287,8 +288,10 @@ Status EmbedLayerNormCompute(KernelContext& ctx) {
   ASSIGN_OR_RETURN(const float* pos, TableIn(ctx, 3, "position_embedding", hidden, &positions));
   ASSIGN_OR_RETURN(const float* seg, TableIn(ctx, 4, "segment_embedding", hidden, &segments));
   ASSIGN_OR_RETURN(const int32_t* seg_ids, IdsIn(ctx, 1, "segment_ids", batch, seq, false));
-  if ((seg == nullptr) != (seg_ids == nullptr))
-    return InvalidArgument(node.Describe(), ": segment_ids and segment_embedding must be given together");
+  // As ONNX Runtime: segment_ids need the table; a table without ids adds its row 0.
+  if (seg_ids && !seg) return InvalidArgument(node.Describe(), ": segment_ids given without segment_embedding");
+  if (seg && !seg_ids && segments == 0 && batch * seq > 0)
+    return InvalidArgument(node.Describe(), ": segment_embedding has no rows (row 0 is added without segment_ids)");
   ASSIGN_OR_RETURN(const float* gamma, VectorIn(ctx, 5, "gamma", hidden, true));
   ASSIGN_OR_RETURN(const float* beta, VectorIn(ctx, 6, "beta", hidden, true));
   ASSIGN_OR_RETURN(const int32_t* mask, IdsIn(ctx, 7, "mask", batch, seq, false));
@@ -335,7 +338,7 @@ Status EmbedLayerNormCompute(KernelContext& ctx) {
       const float* w = word + static_cast<int64_t>(idp[r]) * hidden;
       const int64_t pid = pos_ids ? pos_ids[pos_one_batch ? s : r] : s;
       const float* p = pos + pid * hidden;
-      const float* g = seg ? seg + static_cast<int64_t>(seg_ids[r]) * hidden : nullptr;
+      const float* g = seg ? seg + (seg_ids ? static_cast<int64_t>(seg_ids[r]) * hidden : 0) : nullptr;
       float* e = sum_out ? sum_out + r * hidden : op + r * hidden;
       for (int64_t k = 0; k < hidden; ++k) e[k] = g ? w[k] + p[k] + g[k] : w[k] + p[k];
       NormalizeRow(e, op + r * hidden, hidden, gamma, beta, eps, false);

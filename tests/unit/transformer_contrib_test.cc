@@ -1,0 +1,285 @@
+// ONNX Runtime's transformer contrib ops (cpu/transformer_contrib.cc): SkipLayerNormalization,
+// SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization, BiasGelu and
+// EmbedLayerNormalization against the formulas computed here in double, on edge sizes
+// (hidden 1, odd, empty batches), every optional input and output, with one and two
+// threads; each bad input gets an error naming the node and the input. (Their outputs
+// against ONNX Runtime itself: bench/compare-ort/contrib_parity.py.)
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/session.h"
+#include "kernel_harness.h"
+#include "onnx_builder.h"
+
+namespace strata {
+namespace {
+
+using testing::MakeTensor;
+using testing::OpSpec;
+using testing::RandomTensor;
+using testing::RunKernel;
+using testing::RunOptions;
+using testing::ToDoubles;
+
+constexpr char kMs[] = "com.microsoft";
+
+// Row-wise (layer or RMS) normalization of `s` (rows x n) in double.
+struct NormRef {
+  std::vector<double> y, mean, inv;
+};
+NormRef Normalize(const std::vector<double>& s, int64_t n, const std::vector<double>& gamma,
+                  const std::vector<double>* beta, double eps, bool rms) {
+  NormRef r;
+  const int64_t rows = n ? static_cast<int64_t>(s.size()) / n : 0;
+  r.y.resize(s.size());
+  for (int64_t i = 0; i < rows; ++i) {
+    double mean = 0, sq = 0;
+    if (!rms) {
+      for (int64_t k = 0; k < n; ++k) mean += s[i * n + k];
+      mean /= static_cast<double>(n);
+    }
+    for (int64_t k = 0; k < n; ++k) sq += (s[i * n + k] - mean) * (s[i * n + k] - mean);
+    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(n) + eps);
+    for (int64_t k = 0; k < n; ++k)
+      r.y[i * n + k] = (s[i * n + k] - mean) * inv * gamma[k] + (beta ? (*beta)[k] : 0.0);
+    r.mean.push_back(mean);
+    r.inv.push_back(inv);
+  }
+  return r;
+}
+
+void ExpectNear(const std::vector<double>& want, const Tensor& got, double tol, const std::string& what) {
+  const std::vector<double> g = ToDoubles(got);
+  ASSERT_EQ(g.size(), want.size()) << what;
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(g[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " element " << i;
+}
+
+TEST(TransformerContrib, SkipLayerNormMatchesTheFormula) {
+  struct Case {
+    Shape x, skip;
+    bool beta, bias;
+  };
+  const std::vector<Case> cases = {
+      {{2, 5, 24}, {2, 5, 24}, true, true},  {{2, 5, 24}, {1, 5, 24}, true, false},
+      {{3, 4, 17}, {4, 17}, false, true},    {{7, 33}, {7, 33}, true, true},
+      {{1, 1, 1}, {1, 1, 1}, true, true},    {{2, 3, 1}, {3, 1}, false, false},
+      {{0, 4, 8}, {0, 4, 8}, true, true},    {{2, 3, 65}, {1, 1, 65}, true, true},
+  };
+  uint64_t seed = 100;
+  for (bool rms : {false, true})
+    for (const Case& c : cases)
+      for (int threads : {1, 2}) {
+        const int64_t h = c.x.back();
+        SCOPED_TRACE(std::string(rms ? "simplified " : "") + ShapeToString(c.x) + " skip " + ShapeToString(c.skip) +
+                     " threads " + std::to_string(threads));
+        const Tensor x = RandomTensor(DataType::kFloat, c.x, ++seed, -3, 3);
+        const Tensor skip = RandomTensor(DataType::kFloat, c.skip, ++seed);
+        const Tensor gamma = RandomTensor(DataType::kFloat, {h}, ++seed);
+        const Tensor beta = c.beta && !rms ? RandomTensor(DataType::kFloat, {h}, ++seed) : Tensor();
+        const Tensor bias = c.bias ? RandomTensor(DataType::kFloat, {h}, ++seed) : Tensor();
+        const double eps = 1e-5;
+        std::vector<Tensor> ins = {x, skip, gamma};
+        if (rms) {
+          ins.push_back(bias);
+        } else {
+          ins.push_back(beta);
+          ins.push_back(bias);
+        }
+        RunOptions opts;
+        opts.threads = threads;
+        auto got = RunKernel(OpSpec(rms ? "SkipSimplifiedLayerNormalization" : "SkipLayerNormalization", 1, kMs)
+                                 .Attr("epsilon", eps)
+                                 .Outputs(4),
+                             ins, opts);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        ASSERT_EQ(got->size(), 4u);
+        const std::vector<double> xd = ToDoubles(x), sd = ToDoubles(skip), bd = c.bias ? ToDoubles(bias) : std::vector<double>{};
+        std::vector<double> sum(xd.size());
+        for (size_t i = 0; i < xd.size(); ++i)
+          sum[i] = static_cast<double>(static_cast<float>(static_cast<float>(xd[i] + sd[i % sd.size()]) +
+                                                          (c.bias ? static_cast<float>(bd[i % h]) : 0.0f)));
+        const std::vector<double> bed = beta.valid() ? ToDoubles(beta) : std::vector<double>{};
+        const NormRef ref = Normalize(sum, h, ToDoubles(gamma), beta.valid() ? &bed : nullptr, eps, rms);
+        Shape stat = c.x;
+        stat.back() = 1;
+        EXPECT_EQ((*got)[0].shape(), c.x);
+        EXPECT_EQ((*got)[1].shape(), stat);
+        EXPECT_EQ((*got)[2].shape(), stat);
+        EXPECT_EQ((*got)[3].shape(), c.x);
+        ExpectNear(ref.y, (*got)[0], 1e-5, "output");
+        ExpectNear(ref.mean, (*got)[1], 1e-6, "mean");
+        ExpectNear(ref.inv, (*got)[2], 1e-5, "inv_std_var");
+        ExpectNear(sum, (*got)[3], 0, "input_skip_bias_sum");
+      }
+}
+
+TEST(TransformerContrib, SimplifiedLayerNormOverTrailingAxes) {
+  uint64_t seed = 300;
+  for (const auto& [shape, axis] : std::vector<std::pair<Shape, int64_t>>{
+           {{3, 5, 64}, -1}, {{2, 3, 4}, 1}, {{4, 1}, -1}, {{5}, 0}, {{0, 7}, 1}, {{2, 3, 31}, 2}}) {
+    SCOPED_TRACE(ShapeToString(shape) + " axis " + std::to_string(axis));
+    const int64_t a = axis < 0 ? axis + static_cast<int64_t>(shape.size()) : axis;
+    const Shape norm(shape.begin() + a, shape.end());
+    const Tensor x = RandomTensor(DataType::kFloat, shape, ++seed, -4, 4);
+    const Tensor scale = RandomTensor(DataType::kFloat, norm, ++seed);
+    auto got = RunKernel(OpSpec("SimplifiedLayerNormalization", 1).Attr("axis", axis).Attr("epsilon", 1e-6).Outputs(2),
+                         {x, scale});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const NormRef ref = Normalize(ToDoubles(x), NumElements(norm), ToDoubles(scale), nullptr, 1e-6, true);
+    ExpectNear(ref.y, (*got)[0], 1e-5, "Y");
+    ExpectNear(ref.inv, (*got)[1], 1e-5, "inv_std_var");
+    Shape stat(shape.begin(), shape.begin() + a);
+    stat.resize(shape.size(), 1);
+    EXPECT_EQ((*got)[1].shape(), stat);
+  }
+}
+
+// ORT writes SimplifiedLayerNormalization in the ai.onnx domain: a model using it passes
+// the ONNX checker (its schema is registered) and runs.
+TEST(TransformerContrib, SimplifiedLayerNormModelLoadsInTheOnnxDomain) {
+  auto m = onnx_builder::MakeModel(17);
+  auto* g = m.mutable_graph();
+  onnx_builder::AddInput(g, "x", {2, 8});
+  onnx_builder::AddFloatInit(g, "scale", {8}, [](size_t n) { return std::vector<float>(n, 2.0f); });
+  onnx_builder::AddNode(g, "SimplifiedLayerNormalization", {"x", "scale"}, {"y"});
+  onnx_builder::AddOutput(g, "y", {2, 8});
+  const std::string bytes = onnx_builder::Serialize(m);
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<float> xv(16);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i) - 7.5f;
+  auto out = (*s)->Run({{"x", Value(Tensor::FromVector(xv, {2, 8}))}});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const Tensor& y = (*out)[0].tensor();
+  for (int r = 0; r < 2; ++r) {
+    double sq = 0;
+    for (int k = 0; k < 8; ++k) sq += xv[r * 8 + k] * xv[r * 8 + k];
+    const double inv = 1.0 / std::sqrt(sq / 8 + 1e-5);
+    for (int k = 0; k < 8; ++k) EXPECT_NEAR(y.data<float>()[r * 8 + k], xv[r * 8 + k] * inv * 2.0, 1e-5);
+  }
+}
+
+TEST(TransformerContrib, BiasGeluIsGeluOfTheSum) {
+  uint64_t seed = 400;
+  for (const Shape& shape : std::vector<Shape>{{2, 7, 37}, {1}, {3, 16}, {0, 5}, {4, 1, 33}})
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(ShapeToString(shape));
+      const Tensor a = RandomTensor(DataType::kFloat, shape, ++seed, -5, 5);
+      const Tensor b = RandomTensor(DataType::kFloat, {shape.back()}, ++seed);
+      RunOptions opts;
+      opts.threads = threads;
+      auto got = RunKernel(OpSpec("BiasGelu", 1, kMs), {a, b}, opts);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      const std::vector<double> ad = ToDoubles(a), bd = ToDoubles(b);
+      std::vector<double> want(ad.size());
+      for (size_t i = 0; i < ad.size(); ++i) {
+        const double v = static_cast<float>(ad[i] + bd[i % bd.size()]);
+        want[i] = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+      }
+      ExpectNear(want, (*got)[0], 2e-6, "C");
+    }
+}
+
+Tensor Ids(const Shape& shape, const std::vector<int32_t>& v) { return Tensor::FromVector(v, shape); }
+
+TEST(TransformerContrib, EmbedLayerNormSumsTheTablesAndCountsTheMask) {
+  const int64_t b = 2, s = 4, h = 9;
+  const Tensor ids = Ids({b, s}, {0, 5, 9, 2, 7, 7, 1, 3});
+  const Tensor seg = Ids({b, s}, {0, 0, 1, 1, 1, 0, 0, 1});
+  const Tensor word = RandomTensor(DataType::kFloat, {10, h}, 1);
+  const Tensor pos = RandomTensor(DataType::kFloat, {6, h}, 2);
+  const Tensor segemb = RandomTensor(DataType::kFloat, {2, h}, 3);
+  const Tensor gamma = RandomTensor(DataType::kFloat, {h}, 4);
+  const Tensor beta = RandomTensor(DataType::kFloat, {h}, 5);
+  const Tensor mask = Ids({b, s}, {1, 1, 1, 0, 1, 0, 0, 0});
+  for (int variant = 0; variant < 5; ++variant) {
+    // 0: everything; 1: no segment, no mask; 2: position_ids [B,S]; 3: position_ids [1,S];
+    // 4: the segment table without segment_ids (ONNX Runtime adds its row 0).
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    const bool with_seg = variant == 0, with_mask = variant == 0, table_only = variant == 4;
+    Tensor pids;
+    if (variant == 2) pids = Ids({b, s}, {5, 0, 1, 1, 2, 3, 4, 5});
+    if (variant == 3) pids = Ids({1, s}, {3, 2, 1, 0});
+    auto got = RunKernel(OpSpec("EmbedLayerNormalization", 1, kMs).Attr("epsilon", 1e-6).Outputs(3),
+                         {ids, with_seg ? seg : Tensor(), word, pos, with_seg || table_only ? segemb : Tensor(), gamma, beta,
+                          with_mask ? mask : Tensor(), pids});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const auto wd = ToDoubles(word), pd = ToDoubles(pos), gd = ToDoubles(segemb);
+    std::vector<double> sum(b * s * h);
+    for (int64_t r = 0; r < b * s; ++r) {
+      const int64_t p = variant == 2 ? pids.data<int32_t>()[r] : variant == 3 ? pids.data<int32_t>()[r % s] : r % s;
+      for (int64_t k = 0; k < h; ++k) {
+        float v = static_cast<float>(wd[ids.data<int32_t>()[r] * h + k] + pd[p * h + k]);
+        if (with_seg) v = static_cast<float>(v + gd[seg.data<int32_t>()[r] * h + k]);
+        if (table_only) v = static_cast<float>(v + gd[k]);
+        sum[r * h + k] = v;
+      }
+    }
+    const auto bed = ToDoubles(beta);
+    const NormRef ref = Normalize(sum, h, ToDoubles(gamma), &bed, 1e-6, false);
+    ExpectNear(ref.y, (*got)[0], 1e-5, "output");
+    ExpectNear(sum, (*got)[2], 1e-6, "embedding_sum");
+    EXPECT_EQ((*got)[1].dtype(), DataType::kInt32);
+    EXPECT_EQ(ToDoubles((*got)[1]), (with_mask ? std::vector<double>{3, 1} : std::vector<double>{0, 0}));
+  }
+}
+
+// Bad inputs: a clear error that names the node's op and the input, never a crash.
+TEST(TransformerContrib, BadInputsNameTheProblem) {
+  const Tensor x = RandomTensor(DataType::kFloat, {2, 3, 8}, 1);
+  const Tensor g8 = RandomTensor(DataType::kFloat, {8}, 2);
+  const Tensor g7 = RandomTensor(DataType::kFloat, {7}, 3);
+  auto expect_error = [](const Result<std::vector<Tensor>>& r, const std::string& needle) {
+    ASSERT_FALSE(r.ok()) << "expected an error containing '" << needle << "'";
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().ToString();
+  };
+  const OpSpec sln("SkipLayerNormalization", 1, kMs);
+  expect_error(RunKernel(sln, {x, RandomTensor(DataType::kFloat, {2, 3, 7}, 4), g8}), "skip [2,3,7]");
+  expect_error(RunKernel(sln, {x, RandomTensor(DataType::kFloat, {2, 1, 8}, 4), g8}), "skip [2,1,8]");
+  expect_error(RunKernel(sln, {x, x, g7}), "'gamma' must be 1-D of the hidden size 8");
+  expect_error(RunKernel(sln, {x, x, g8, g7}), "'beta'");
+  expect_error(RunKernel(sln, {x, x, g8, Tensor(), g7}), "'bias'");
+  expect_error(RunKernel(sln, {x, x}), "gamma");
+  expect_error(RunKernel(sln, {x, RandomTensor(DataType::kInt64, {2, 3, 8}, 5), g8}), "'skip' must be float32");
+  expect_error(RunKernel(sln, {RandomTensor(DataType::kFloat, {2, 2, 3, 8}, 6), x, g8}), "2-D or 3-D");
+  expect_error(RunKernel(OpSpec("SkipLayerNormalization", 1, kMs).Attr("epsilon", -1.0), {x, x, g8}), "epsilon");
+  expect_error(RunKernel(OpSpec("SimplifiedLayerNormalization", 1).Attr("axis", 3), {x, g8}), "axis 3");
+  expect_error(RunKernel(OpSpec("SimplifiedLayerNormalization", 1), {x, g7}), "scale [7]");
+  expect_error(RunKernel(OpSpec("SimplifiedLayerNormalization", 1).Attr("stash_type", 0), {x, g8}), "stash_type");
+  expect_error(RunKernel(OpSpec("BiasGelu", 1, kMs), {x, g7}), "bias B [7]");
+  expect_error(RunKernel(OpSpec("BiasGelu", 1, kMs), {x, x}), "bias B [2,3,8]");
+
+  const OpSpec eln("EmbedLayerNormalization", 1, kMs);
+  const Tensor ids = Ids({1, 3}, {0, 1, 2});
+  const Tensor word = RandomTensor(DataType::kFloat, {4, 8}, 7);
+  const Tensor pos = RandomTensor(DataType::kFloat, {3, 8}, 8);
+  expect_error(RunKernel(eln, {Ids({1, 3}, {0, 4, 2}), Tensor(), word, pos, Tensor(), g8, g8}),
+               "input_ids[0,1] = 4 is outside [0, 4)");
+  expect_error(RunKernel(eln, {Ids({1, 3}, {0, -1, 2}), Tensor(), word, pos, Tensor(), g8, g8}),
+               "input_ids[0,1] = -1");
+  expect_error(RunKernel(eln, {Ids({1, 4}, {0, 1, 2, 3}), Tensor(), word, pos, Tensor(), g8, g8}),
+               "sequence length 4 exceeds position_embedding's 3 rows");
+  expect_error(RunKernel(eln, {ids, Ids({1, 3}, {0, 0, 0}), word, pos, Tensor(), g8, g8}),
+               "segment_ids given without segment_embedding");
+  expect_error(RunKernel(eln, {ids, Tensor(), word, pos, RandomTensor(DataType::kFloat, {0, 8}, 9), g8, g8}),
+               "segment_embedding has no rows");
+  expect_error(RunKernel(eln, {ids, Ids({1, 3}, {0, 2, 0}), word, pos, RandomTensor(DataType::kFloat, {2, 8}, 9), g8,
+                               g8}),
+               "segment_ids[0,1] = 2 is outside [0, 2)");
+  expect_error(RunKernel(eln, {ids, Tensor(), word, pos, Tensor(), g8, g8, Tensor(), Ids({1, 3}, {0, 3, 1})}),
+               "position_ids[0,1] = 3");
+  expect_error(RunKernel(eln, {ids, Tensor(), word, RandomTensor(DataType::kFloat, {3, 7}, 10), Tensor(), g8, g8}),
+               "'position_embedding' [3,7] must be 2-D [rows, hidden] with hidden 8");
+  expect_error(RunKernel(eln, {MakeTensor(DataType::kInt64, {1, 3}, {0, 1, 2}), Tensor(), word, pos, Tensor(), g8, g8}),
+               "input_ids must be int32");
+  expect_error(RunKernel(eln, {ids, Tensor(), word, pos, Tensor(), g8, g8, Ids({1, 2}, {1, 1})}), "'mask' [1,2]");
+  expect_error(RunKernel(eln, {ids, Tensor(), word, pos, Tensor(), g8}), "beta");
+}
+
+}  // namespace
+}  // namespace strata
