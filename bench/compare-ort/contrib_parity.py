@@ -211,6 +211,106 @@ def embed_layer_norm_position_ids(b):
     b.output("y", [B, S, H])
 
 
+# ---- Attention -----------------------------------------------------------------------------
+
+def _attention(b, B=2, S=7, D=32, N=4, sizes=None, mask=None, past=0, bias=True, ab=False, const_w=True,
+               **attrs):
+    """input [B,S,D] -> Attention; mask: None | 'raw2d' | 'ends' | 'ends_starts' | 'raw3d'."""
+    dq, dk, dv = sizes or (D, D, D)
+    b.rand("x", [B, S, D])
+    (b.crand if const_w else b.rand)("w", [D, dq + dk + dv], -0.3, 0.3)
+    ins = ["x", "w", b.crand("bias", [dq + dk + dv]) if bias else ""]
+    T = past + S
+    if mask == "raw2d":
+        m = np.ones([B, T], np.int32)
+        m[0, T - 2:] = 0
+        m[B - 1, 1] = 0
+        ins.append(b.feed("mask", m))
+    elif mask == "raw3d":
+        ins.append(b.feed("mask", b.rng.integers(0, 2, [B, S, T]).astype(np.int32)))
+    elif mask == "ends":
+        ins.append(b.feed("mask", np.array([T - 3, T][:B], np.int32)))
+    elif mask == "ends_starts":
+        ins.append(b.feed("mask", np.array([T - 1, T, 2, 0][:2 * B], np.int32)))
+    else:
+        ins.append("")
+    ins.append(b.rand("past", [2, B, N, past, dk // N]) if past else "")
+    if ab:
+        ins.append(b.rand("ab", [1, N, S, T], -2, 2))
+    if sizes:
+        attrs["qkv_hidden_sizes"] = list(sizes)
+    while ins and ins[-1] == "":
+        ins.pop()
+    outs = ["y"] + (["present"] if past else [])
+    b.node("Attention", ins, outs, num_heads=N, **attrs)
+    b.output("y", [B, S, dv])
+    if past:
+        b.output("present", [2, B, N, T, dk // N])
+
+
+@case
+def attention_no_mask(b):
+    _attention(b)
+
+
+@case
+def attention_raw_mask(b):
+    _attention(b, mask="raw2d")
+
+
+@case
+def attention_raw_3d_mask(b):
+    _attention(b, mask="raw3d", B=2, S=5)
+
+
+@case
+def attention_end_positions(b):
+    _attention(b, mask="ends")
+
+
+@case
+def attention_end_and_start_positions(b):
+    _attention(b, mask="ends_starts")
+
+
+@case
+def attention_unidirectional(b):
+    _attention(b, unidirectional=1)
+
+
+@case
+def attention_unidirectional_padded(b):
+    _attention(b, mask="raw2d", unidirectional=1)
+
+
+@case
+def attention_past_present(b):
+    _attention(b, past=5, mask="raw2d", unidirectional=1, S=3)
+
+
+@case
+def attention_past_one_token(b):
+    _attention(b, past=6, unidirectional=1, S=1)
+
+
+@case
+def attention_qkv_sizes_bias_scale(b):
+    _attention(b, sizes=(32, 32, 48), ab=True, scale=0.3, mask="ends")
+
+
+@case
+def attention_runtime_weights(b):
+    _attention(b, const_w=False, B=1, S=33, D=48, N=3, mask_filter_value=-1e3, mask="ends")
+
+# No case without Attention's optional bias: ONNX Runtime 1.30's CPU kernel crashes (SIGSEGV)
+# on such a model; strata reads a missing bias as zeros (tests/unit/transformer_contrib_test.cc).
+
+
+@case
+def attention_long_sequence(b):
+    _attention(b, B=1, S=129, D=64, N=2, mask="raw2d")
+
+
 # ---- driver --------------------------------------------------------------------------------
 
 def write_inputs(b, d):

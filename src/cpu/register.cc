@@ -51,6 +51,7 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterDynQuantMatMulKernels(r);
   RegisterAttentionKernels(r);
   RegisterTransformerContribKernels(r);
+  RegisterMsAttentionKernels(r);
   RegisterChannelShuffleKernels(r);
 }
 

@@ -19,6 +19,7 @@ void RegisterDynQuantMatMulKernels(KernelRegistry& r);
 // EmbedLayerNormalization; com.microsoft Attention (attention_contrib.cc) and FusedMatMul
 // (fused_matmul_contrib.cc).
 void RegisterTransformerContribKernels(KernelRegistry& r);
+void RegisterMsAttentionKernels(KernelRegistry& r);
 
 namespace cpu {
 
