@@ -311,6 +311,60 @@ def attention_long_sequence(b):
     _attention(b, B=1, S=129, D=64, N=2, mask="raw2d")
 
 
+# ---- FusedMatMul --------------------------------------------------------------------------
+
+def _fused_matmul(b, a_shape, b_shape, out_shape, **attrs):
+    b.rand("a", a_shape)
+    b.rand("b", b_shape)
+    b.node("FusedMatMul", ["a", "b"], ["y"], **attrs)
+    b.output("y", out_shape)
+
+
+@case
+def fused_matmul_alpha(b):
+    _fused_matmul(b, [3, 5, 7], [7, 4], [3, 5, 4], alpha=0.125)
+
+
+@case
+def fused_matmul_trans_a_b(b):
+    _fused_matmul(b, [2, 7, 5], [2, 4, 7], [2, 5, 4], transA=1, transB=1, alpha=2.0)
+
+
+@case
+def fused_matmul_trans_b_broadcast(b):
+    _fused_matmul(b, [2, 1, 5, 33], [3, 17, 33], [2, 3, 5, 17], transB=1)
+
+
+@case
+def fused_matmul_trans_batch_a(b):
+    _fused_matmul(b, [5, 3, 7], [3, 7, 4], [3, 5, 4], transBatchA=1)
+
+
+@case
+def fused_matmul_trans_batch_b(b):
+    _fused_matmul(b, [2, 5, 7], [7, 2, 4], [2, 5, 4], transBatchB=1)
+
+
+@case
+def fused_matmul_trans_batch_and_trans(b):
+    _fused_matmul(b, [7, 2, 3, 5], [2, 3, 4, 7], [2, 3, 5, 4], transBatchA=1, transA=1, transB=1, alpha=0.5)
+
+
+@case
+def fused_matmul_trans_batch_b_and_trans_b(b):
+    _fused_matmul(b, [2, 3, 5, 7], [4, 2, 3, 7], [2, 3, 5, 4], transBatchB=1, transB=1)
+
+
+@case
+def fused_matmul_trans_batch_both(b):
+    _fused_matmul(b, [6, 2, 9], [9, 2, 3], [2, 6, 3], transBatchA=1, transBatchB=1)
+
+
+@case
+def fused_matmul_vector(b):
+    _fused_matmul(b, [9], [2, 9, 4], [2, 4], transA=1)
+
+
 # ---- driver --------------------------------------------------------------------------------
 
 def write_inputs(b, d):

@@ -52,6 +52,7 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterAttentionKernels(r);
   RegisterTransformerContribKernels(r);
   RegisterMsAttentionKernels(r);
+  RegisterMsFusedMatMulKernels(r);
   RegisterChannelShuffleKernels(r);
 }
 

@@ -20,6 +20,7 @@ void RegisterDynQuantMatMulKernels(KernelRegistry& r);
 // (fused_matmul_contrib.cc).
 void RegisterTransformerContribKernels(KernelRegistry& r);
 void RegisterMsAttentionKernels(KernelRegistry& r);
+void RegisterMsFusedMatMulKernels(KernelRegistry& r);
 
 namespace cpu {
 
