@@ -2,10 +2,12 @@
 // --save-inputs DIR` wrote, and prints the same JSON statistics as `strata bench --json`.
 //
 //   ort_bench MODEL INPUT_DIR [--threads N] [--warmup W] [--iters K] [--creations C]
-//             [--save-outputs DIR]
+//             [--save-outputs DIR] [--save-optimized FILE]
 //
 // --save-outputs writes each float32 output of one more run as DIR/<name>.npy (the names
 // `strata run -o DIR` uses), for parity checks (bench/compare-ort/nbits_parity.py).
+// --save-optimized writes the model as ORT's graph optimizer left it (level "extended"),
+// with its contrib ops, for bench/compare-ort/contrib_models.py.
 // Built by run.sh against the ORT headers from npm; not part of the CMake build.
 #include <sys/resource.h>
 
@@ -181,8 +183,8 @@ int main(int argc, char** argv) {
   ort_tools::g_tool = "ort_bench";
   if (argc < 3)
     Die("usage: ort_bench MODEL INPUT_DIR [--threads N] [--warmup W] [--warmup-ms T] [--iters K] [--creations C] "
-        "[--save-outputs DIR]");
-  std::string model = argv[1], dir = argv[2], save_dir;
+        "[--save-outputs DIR] [--save-optimized FILE]");
+  std::string model = argv[1], dir = argv[2], save_dir, save_optimized;
   int threads = 0, warmup = 5, iters = 50, creations = 3;
   double warmup_ms = 0;  // as strata bench --warmup-ms: warm up for W runs and T ms
   for (int i = 3; i < argc; ++i) {
@@ -190,6 +192,10 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) Die("missing value for " + a);
     if (a == "--save-outputs") {
       save_dir = argv[++i];
+      continue;
+    }
+    if (a == "--save-optimized") {
+      save_optimized = argv[++i];
       continue;
     }
     if (a == "--warmup-ms") {
@@ -229,6 +235,12 @@ int main(int argc, char** argv) {
   OrtEnv* env = nullptr;
   Check(g_ort->CreateEnv(ORT_LOGGING_LEVEL_WARNING, "ort_bench", &env), "CreateEnv");
   OrtSessionOptions* so = ort_tools::BenchSessionOptions(threads);
+  if (!save_optimized.empty()) {
+    // Level "extended": ORT's transformer fusions (Attention, SkipLayerNormalization, ...)
+    // without "all"'s layout ops for this CPU, so the file is a portable ORT-optimized model.
+    Check(g_ort->SetSessionGraphOptimizationLevel(so, ORT_ENABLE_EXTENDED), "SetSessionGraphOptimizationLevel");
+    Check(g_ort->SetOptimizedModelFilePath(so, save_optimized.c_str()), "SetOptimizedModelFilePath");
+  }
 
   std::vector<double> create_ms;
   OrtSession* session = nullptr;

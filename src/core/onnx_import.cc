@@ -11,6 +11,7 @@
 #include <exception>
 #include <filesystem>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/contrib_schemas.h"
 #include "core/import_internal.h"
@@ -372,6 +373,21 @@ void RunChecker(const onnx::ModelProto& model, const std::string& model_dir) {
   if (model.ir_version() >= 8) ck::check_model_local_functions(model, ctx, lex);
 }
 
+// Adds the (normalized) domain of every node in g and its subgraphs to `out`. Depth is
+// bounded by the caller's later subgraph-depth check; a hostile nesting depth stops here at
+// kMaxDepth too (the domains below it are then not collected, and the import fails later).
+void CollectNodeDomains(const onnx::GraphProto& g, std::unordered_set<std::string>* out, int depth = 0) {
+  constexpr int kMaxDepth = 256;
+  if (depth > kMaxDepth) return;
+  for (const auto& n : g.node()) {
+    out->insert(import::NormalizeDomain(n.domain()));
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) CollectNodeDomains(a.g(), out, depth + 1);
+      for (const auto& sg : a.graphs()) CollectNodeDomains(sg, out, depth + 1);
+    }
+  }
+}
+
 // `src` says where stripped payloads are re-read from (its table is filled here); the model
 // bytes must stay valid until this returns.
 Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opts, import::InlineSource* src) {
@@ -417,12 +433,20 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
   if (proto.opset_import_size() == 0) return InvalidModel("model has no opset_import; cannot tell which opset it uses");
   EnsureContribSchemas();
   OpsetMap opsets;
+  // Domains some node uses: an import no node uses cannot change what runs (ONNX Runtime's
+  // saved optimized models import every domain it knows, e.g. ai.onnx.ml at opset 5).
+  std::unordered_set<std::string> used_domains;
+  CollectNodeDomains(proto.graph(), &used_domains);
+  for (const auto& f : proto.functions()) {
+    for (const auto& n : f.node()) used_domains.insert(import::NormalizeDomain(n.domain()));
+  }
   for (const auto& imp : proto.opset_import()) {
     std::string d = import::NormalizeDomain(imp.domain());
     // An opset newer than libonnx knows would silently run with older op semantics.
     const auto& known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
     auto range = known.find(d);
-    if (range != known.end() && (imp.version() < range->second.first || imp.version() > range->second.second))
+    if (range != known.end() && used_domains.count(d) &&
+        (imp.version() < range->second.first || imp.version() > range->second.second))
       return Unsupported("model imports domain '", OnnxDomainName(d), "' at opset ", imp.version(),
                          "; this build knows opsets ", range->second.first, " to ", range->second.second);
     auto [it, inserted] = opsets.emplace(d, static_cast<int>(imp.version()));

@@ -6,6 +6,8 @@
 // bench/compare-ort/contrib_parity.py). Accumulation is in double: the row statistics are
 // exact to float rounding whatever the row length. Attention and FusedMatMul of the same
 // domain are in attention_contrib.cc and fused_matmul_contrib.cc.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -84,12 +86,59 @@ RowStats NormalizeRow(const float* x, float* y, int64_t n, const float* gamma, c
   return {static_cast<float>(mean), static_cast<float>(inv)};
 }
 
+// NormalizeRow for the optimized kernels, AVX-512: 16-lane float partial sums (the reference
+// accumulates serially in double), two passes over the row in L1. Same results within
+// float rounding (tests/unit/transformer_contrib_test.cc compares the two).
+__attribute__((target("avx512f"))) RowStats NormalizeRowAvx512(const float* x, float* y, int64_t n, const float* gamma,
+                                                               const float* beta, float eps, bool simplified) {
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n % 16)) - 1);
+  const int64_t body = n - n % 16;
+  float mean = 0;
+  if (!simplified) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t k = 0; k < body; k += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(x + k));
+    if (tail) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(tail, x + body));
+    mean = _mm512_reduce_add_ps(acc) / static_cast<float>(n);
+  }
+  const __m512 vm = _mm512_set1_ps(mean);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t k = 0; k < body; k += 16) {
+    const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + k), vm);
+    acc = _mm512_fmadd_ps(d, d, acc);
+  }
+  if (tail) {
+    const __m512 d = _mm512_maskz_sub_ps(tail, _mm512_maskz_loadu_ps(tail, x + body), vm);
+    acc = _mm512_fmadd_ps(d, d, acc);
+  }
+  const float inv = 1.0f / std::sqrt(_mm512_reduce_add_ps(acc) / static_cast<float>(n) + eps);
+  const __m512 vi = _mm512_set1_ps(inv);
+  for (int64_t k = 0; k < body; k += 16) {
+    const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + k), vm), vi);
+    const __m512 bb = beta ? _mm512_loadu_ps(beta + k) : _mm512_setzero_ps();
+    _mm512_storeu_ps(y + k, _mm512_fmadd_ps(d, _mm512_loadu_ps(gamma + k), bb));
+  }
+  if (tail) {
+    const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + body), vm), vi);
+    const __m512 bb = beta ? _mm512_maskz_loadu_ps(tail, beta + body) : _mm512_setzero_ps();
+    _mm512_mask_storeu_ps(y + body, tail, _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(tail, gamma + body), bb));
+  }
+  return {mean, inv};
+}
+
+bool CpuHasAvx512() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return has;
+}
+
 // ------------------------------------------------ SkipLayerNormalization (+ Simplified)
 // Inputs: input [..., H], skip (input's shape, or a suffix of it with leading 1s: one skip
 // for every batch), gamma [H], then beta [H]? and bias [H]? (SkipLayerNormalization) or
 // bias [H]? (the simplified form). Outputs: output, mean?, inv_std_var? (input's shape with
 // H -> 1; the simplified form has no mean and writes 0), input_skip_bias_sum?.
-Status SkipNormCompute(KernelContext& ctx, bool simplified) {
+Status SkipNormCompute(KernelContext& ctx, bool simplified, bool fast) {
   const Node& node = ctx.node();
   ASSIGN_OR_RETURN(const Tensor* x, FloatIn(ctx, 0, "input"));
   ASSIGN_OR_RETURN(const Tensor* skip, FloatIn(ctx, 1, "skip"));
@@ -151,7 +200,8 @@ Status SkipNormCompute(KernelContext& ctx, bool simplified) {
       // The sum goes to its output when asked for, else to y (normalized in place).
       float* s = sum_out ? sum_out + r * hidden : yp + r * hidden;
       for (int64_t k = 0; k < hidden; ++k) s[k] = bias ? xr[k] + sr[k] + bias[k] : xr[k] + sr[k];
-      const RowStats st = NormalizeRow(s, yp + r * hidden, hidden, gamma, beta, eps, simplified);
+      const RowStats st = fast ? NormalizeRowAvx512(s, yp + r * hidden, hidden, gamma, beta, eps, simplified)
+                               : NormalizeRow(s, yp + r * hidden, hidden, gamma, beta, eps, simplified);
       if (mean_out) mean_out[r] = st.mean;
       if (inv_out) inv_out[r] = st.inv;
     }
@@ -361,10 +411,21 @@ void RegMs(KernelRegistry& r, const char* domain, const char* op, KernelFactory 
 }  // namespace
 
 void RegisterTransformerContribKernels(KernelRegistry& r) {
-  RegMs(r, kMs, "SkipLayerNormalization",
-        StatelessFactory([](KernelContext& ctx) { return SkipNormCompute(ctx, false); }));
-  RegMs(r, kMs, "SkipSimplifiedLayerNormalization",
-        StatelessFactory([](KernelContext& ctx) { return SkipNormCompute(ctx, true); }));
+  for (bool simplified : {false, true}) {
+    const char* op = simplified ? "SkipSimplifiedLayerNormalization" : "SkipLayerNormalization";
+    RegMs(r, kMs, op,
+          StatelessFactory([simplified](KernelContext& ctx) { return SkipNormCompute(ctx, simplified, false); }));
+    KernelDef fast;
+    fast.domain = kMs;
+    fast.op_type = op;
+    fast.type_input = -1;
+    fast.factory =
+        StatelessFactory([simplified](KernelContext& ctx) { return SkipNormCompute(ctx, simplified, true); });
+    fast.covers = [](const KernelInit&) { return CpuHasAvx512(); };
+    fast.reference = false;
+    fast.impl = "avx512";
+    r.Register(std::move(fast));
+  }
   // ORT registers SimplifiedLayerNormalization in the ONNX domain (version 1); ONNX itself
   // has no op of that name, so the entry cannot shadow a standard one.
   RegMs(r, "", "SimplifiedLayerNormalization", StatelessFactory(SimplifiedNormCompute));

@@ -968,3 +968,27 @@ TEST_F(ImportRealFiles, InliningMatchesOnnxExpandedModels) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// ONNX Runtime's saved optimized models import every domain it knows, some at opsets newer
+// than libonnx's (ai.onnx.ml 5): an import no node uses is accepted; a used one is refused.
+TEST(ImportOpsets, UnusedDomainImportsBeyondLibonnxAreAccepted) {
+  auto m = onnx_builder::MakeModel(17);
+  auto* g = m.mutable_graph();
+  onnx_builder::AddInput(g, "x", {2});
+  onnx_builder::AddNode(g, "Relu", {"x"}, {"y"});
+  onnx_builder::AddOutput(g, "y", {2});
+  onnx_builder::AddOpsetImport(&m, "ai.onnx.ml", 99);
+  auto ok = Import(m);
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+
+  auto* n = onnx_builder::AddNode(g, "Binarizer", {"y"}, {"z"});
+  n->set_domain("ai.onnx.ml");
+  onnx_builder::AddOutput(g, "z", {2});
+  ExpectError(Import(m), StatusCode::kUnsupported, "model imports domain 'ai.onnx.ml' at opset 99");
+}
+
+}  // namespace
+}  // namespace strata

@@ -118,6 +118,27 @@ TEST(TransformerContrib, SkipLayerNormMatchesTheFormula) {
       }
 }
 
+// The AVX-512 kernels (float partial sums) against the reference (double), every output,
+// at row lengths around the 16-lane width and a transformer's 768.
+TEST(TransformerContrib, SkipNormOptimizedMatchesReference) {
+  uint64_t seed = 200;
+  for (bool rms : {false, true})
+    for (int64_t h : {1, 15, 16, 17, 33, 768})
+      for (int threads : {1, 2}) {
+        const OpSpec spec = OpSpec(rms ? "SkipSimplifiedLayerNormalization" : "SkipLayerNormalization", 1, kMs)
+                                .Attr("epsilon", 1e-6)
+                                .Outputs(4);
+        if (!testing::HasOptimizedKernel(spec, DataType::kFloat)) GTEST_SKIP() << "no AVX-512 on this CPU";
+        SCOPED_TRACE(std::string(rms ? "simplified" : "layer") + " hidden " + std::to_string(h));
+        std::vector<Tensor> ins = {RandomTensor(DataType::kFloat, {2, 5, h}, ++seed, -3, 3),
+                                   RandomTensor(DataType::kFloat, {1, 5, h}, ++seed),
+                                   RandomTensor(DataType::kFloat, {h}, ++seed),
+                                   RandomTensor(DataType::kFloat, {h}, ++seed)};
+        if (!rms) ins.push_back(RandomTensor(DataType::kFloat, {h}, ++seed));
+        EXPECT_TRUE(testing::OptimizedMatchesReference(spec, ins, 2e-5, 2e-5, threads));
+      }
+}
+
 TEST(TransformerContrib, SimplifiedLayerNormOverTrailingAxes) {
   uint64_t seed = 300;
   for (const auto& [shape, axis] : std::vector<std::pair<Shape, int64_t>>{
