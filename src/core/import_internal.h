@@ -180,6 +180,12 @@ class MappedFile {
 Status SortAndValidateGraph(onnx::GraphProto* g, const std::unordered_set<std::string>& outer, const OpsetMap& opsets,
                             int depth, int max_depth);
 
+// Rewrites ONNX Runtime's com.microsoft FusedConv and FusedGemm nodes (in the graph and its
+// subgraphs) into the standard ops they fuse: Conv [+ Add] [+ activation], Gemm [+
+// activation] (import_ort_fused.cc). Call on a validated graph, before the checker.
+// Errors name the node (an unknown activation: kUnsupported).
+Status LowerOrtFusedNodes(onnx::ModelProto* model, const OpsetMap& opsets);
+
 // Rejects duplicate model-local functions and functions that call themselves directly or
 // through others (onnx's shape inference would recurse until the stack overflows).
 Status CheckLocalFunctions(const onnx::ModelProto& model);

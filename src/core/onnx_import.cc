@@ -459,6 +459,7 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
   RETURN_IF_ERROR(import::CheckLocalFunctions(proto));
   RETURN_IF_ERROR(import::ValidateExternalData(proto.graph(), opts.base_dir));
   RETURN_IF_ERROR(import::SortAndValidateGraph(proto.mutable_graph(), {}, opsets, 0, opts.max_subgraph_depth));
+  RETURN_IF_ERROR(import::LowerOrtFusedNodes(&proto, opsets));
   trace.Phase("validate/sort");
 
   if (opts.run_checker) {
