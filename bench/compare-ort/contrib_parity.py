@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""ORT parity of ONNX Runtime's transformer contrib ops (com.microsoft SkipLayerNormalization,
-SkipSimplifiedLayerNormalization, BiasGelu, EmbedLayerNormalization, Attention, FusedMatMul,
-and SimplifiedLayerNormalization in ai.onnx).
+"""ORT parity of ONNX Runtime's transformer and fused contrib ops (com.microsoft
+SkipLayerNormalization, SkipSimplifiedLayerNormalization, BiasGelu, EmbedLayerNormalization,
+Attention, FusedMatMul, FusedConv, FusedGemm, and SimplifiedLayerNormalization in ai.onnx).
 
 ONNX Runtime defines these ops (its transformer optimizer writes them, and so do its saved
 optimized models), so its CPU kernels are the reference. For each case this builds a small
@@ -363,6 +363,54 @@ def fused_matmul_trans_batch_both(b):
 @case
 def fused_matmul_vector(b):
     _fused_matmul(b, [9], [2, 9, 4], [2, 4], transA=1)
+
+
+# ---- FusedConv / FusedGemm (strata rewrites them at import into the standard ops) ------------
+
+@case
+def fused_conv_clip_with_z(b):
+    b.rand("x", [1, 6, 9, 9])
+    b.crand("w", [8, 6, 3, 3], -0.3, 0.3)
+    b.crand("bias", [8])
+    b.rand("z", [1, 8, 9, 9])
+    b.node("FusedConv", ["x", "w", "bias", "z"], ["y"], activation="Clip", activation_params=[-0.5, 0.75],
+           kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    b.output("y", [1, 8, 9, 9])
+
+
+@case
+def fused_conv_leaky_relu_strided_grouped(b):
+    b.rand("x", [2, 8, 11, 11])
+    b.crand("w", [8, 4, 3, 3], -0.3, 0.3)
+    b.node("FusedConv", ["x", "w"], ["y"], activation="LeakyRelu", activation_params=[0.1], kernel_shape=[3, 3],
+           strides=[2, 2], group=2)
+    b.output("y", [2, 8, 5, 5])
+
+
+@case
+def fused_conv_hard_sigmoid(b):
+    b.rand("x", [1, 3, 7, 7])
+    b.crand("w", [5, 3, 1, 1])
+    b.crand("bias", [5])
+    b.node("FusedConv", ["x", "w", "bias"], ["y"], activation="HardSigmoid", activation_params=[0.3, 0.4])
+    b.output("y", [1, 5, 7, 7])
+
+
+@case
+def fused_gemm_relu(b):
+    b.rand("a", [4, 33])
+    b.crand("w", [17, 33])
+    b.crand("c", [17])
+    b.node("FusedGemm", ["a", "w", "c"], ["y"], activation="Relu", transB=1, alpha=0.5, beta=2.0)
+    b.output("y", [4, 17])
+
+
+@case
+def fused_gemm_leaky_relu(b):
+    b.rand("a", [3, 8])
+    b.crand("w", [8, 5])
+    b.node("FusedGemm", ["a", "w"], ["y"], activation="LeakyRelu", activation_alpha=0.2)
+    b.output("y", [3, 5])
 
 
 # ---- driver --------------------------------------------------------------------------------
