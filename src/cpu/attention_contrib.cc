@@ -187,6 +187,8 @@ Status MsAttentionKernel::Compute(KernelContext& ctx) const {
     return InvalidArgument(node.Describe(), ": input must be 3-D [batch, sequence, hidden], got ",
                            ShapeToString(x->shape()));
   const int64_t batch = x->dim(0), seq = x->dim(1), din = x->dim(2);
+  // batch x seq can overflow when din is 0 (an empty input of absurd dims).
+  ASSIGN_OR_RETURN(const int64_t tokens, CheckedNumElements({batch, seq}, "Attention input tokens"));
   if (w->rank() != 2 || w->dim(0) != din)
     return InvalidArgument(node.Describe(), ": weights ", ShapeToString(w->shape()), " must be [", din,
                            ", q + k + v hidden] for input ", ShapeToString(x->shape()));
@@ -220,6 +222,8 @@ Status MsAttentionKernel::Compute(KernelContext& ctx) const {
                              "], got ", DataTypeName(past_t->dtype()), " ", ShapeToString(past_t->shape()));
     past = past_t->dim(3);
   }
+  if (past > std::numeric_limits<int64_t>::max() - seq)
+    return InvalidArgument(node.Describe(), ": past length ", past, " + sequence length ", seq, " overflows");
   const int64_t total = past + seq;
   ASSIGN_OR_RETURN(MaskView mask, ReadMask(node, ctx.input(3), batch, seq, total));
   // attention_bias [B or 1, N or 1, S, T], added to the scores.
@@ -236,12 +240,14 @@ Status MsAttentionKernel::Compute(KernelContext& ctx) const {
     ASSIGN_OR_RETURN(Tensor * p, ctx.AllocateOutput(1, DataType::kFloat, {2, batch, heads, total, hv}));
     present = p->mutable_data<float>();
   }
-  if (batch * seq == 0) return Status::Ok();
+  // dv == 0: nothing to compute (and heads, past and mask lengths are then unbounded by
+  // any tensor's memory, so the loops below must not see them).
+  if (tokens == 0 || dv == 0) return Status::Ok();
 
-  ASSIGN_OR_RETURN(int64_t qkv_elems, CheckedNumElements({batch * seq, dtot}, "Attention QKV"));
+  ASSIGN_OR_RETURN(int64_t qkv_elems, CheckedNumElements({tokens, dtot}, "Attention QKV"));
   std::vector<float> qkv(static_cast<size_t>(qkv_elems));
   RETURN_IF_ERROR(
-      Project(ctx, x->data<float>(), *w, bias_t ? bias_t->data<float>() : nullptr, batch * seq, din, dtot, qkv.data()));
+      Project(ctx, x->data<float>(), *w, bias_t ? bias_t->data<float>() : nullptr, tokens, din, dtot, qkv.data()));
   const float scale = g_.scale != 0.0f ? g_.scale : 1.0f / std::sqrt(static_cast<float>(hq));
   const float* pastp = past_t ? past_t->data<float>() : nullptr;
   const float* abp = ab ? ab->data<float>() : nullptr;

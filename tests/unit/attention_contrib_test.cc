@@ -211,6 +211,23 @@ TEST(MsAttention, BothKernelsMatchTheDefinition) {
   }
 }
 
+// Zero-width weights: an empty output whatever num_heads and past length say (they are then
+// bounded by no tensor's memory, so nothing may loop over them).
+TEST(MsAttention, ZeroHiddenSizesGiveEmptyOutputs) {
+  const Tensor x = RandomTensor(DataType::kFloat, {2, 3, 4}, 1);
+  const Tensor w = RandomTensor(DataType::kFloat, {4, 0}, 2);
+  const Tensor past = RandomTensor(DataType::kFloat, {2, 2, int64_t{1} << 30, int64_t{1} << 20, 0}, 3);
+  for (bool reference : {true, false}) {
+    RunOptions opts;
+    opts.want_reference = reference;
+    auto got = RunKernel(OpSpec("Attention", 1, "com.microsoft").Attr("num_heads", int64_t{1} << 30).Outputs(2),
+                         {x, w, Tensor(), Tensor(), past}, opts);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ((*got)[0].shape(), (Shape{2, 3, 0}));
+    EXPECT_EQ((*got)[1].num_elements(), 0);
+  }
+}
+
 TEST(MsAttention, BadInputsAndAttributesNameTheProblem) {
   const Config c{2, 3, 12, 2};
   const Inputs in = MakeInputs(c, 7);
