@@ -1,7 +1,8 @@
 // `strata bench MODEL [--threads N] [--warmup W] [--warmup-ms T] [--iters K] [--shape NAME=D1xD2...]
-//  [--device D] [--precision fp32|bf16|fp16] [--provider-option P.K=V] [--profile] [--json] [--save-inputs DIR]`
+//  [--input NAME=FILE.npy] [--device D] [--precision fp32|bf16|fp16] [--provider-option P.K=V] [--profile]
+//  [--json] [--save-inputs DIR]`
 //
-// Times Session::Run on seeded random inputs and reports latency percentiles,
+// Times Session::Run on seeded random inputs (or the --input files) and reports latency percentiles,
 // session-creation time and peak RSS; --profile adds per-op-type and per-node tables
 // from the executor's profiling hook. SIGINT stops the loop: what was measured so far
 // is printed and the exit status is 130.
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -39,6 +41,7 @@ struct BenchArgs {
   int creations = 3;
   int top = 15;
   std::vector<std::string> shapes;
+  std::vector<std::string> inputs;  // NAME=FILE.npy: fixed feeds instead of random ones
   bool profile = false;
   bool json = false;
   std::string save_inputs;
@@ -126,13 +129,37 @@ std::string SafeFileName(std::string s) {
   return s;
 }
 
-// Random feeds for every declared input; integer inputs named like a mask get ones so
-// attention masks stay meaningful (all tokens attended). Input i uses seed + i.
+// Feeds for every declared input: the --input file where one is given, else random;
+// random integer inputs named like a mask get ones so attention masks stay meaningful (all
+// tokens attended). Input i uses seed + i.
 Result<std::vector<std::pair<std::string, Value>>> MakeInputs(const Session& s, const BenchArgs& a) {
+  std::map<std::string, Tensor> given;
+  for (const auto& spec : a.inputs) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0) return InvalidArgument("--input expects NAME=FILE.npy, got '", spec, "'");
+    const std::string name = spec.substr(0, eq);
+    bool known = false;
+    std::string names;
+    for (const ValueInfo& vi : s.inputs()) {
+      known = known || vi.name == name;
+      names += (names.empty() ? "" : ", ") + vi.name;
+    }
+    if (!known) return InvalidArgument("--input '", name, "' is not an input of the model (its inputs: ", names, ")");
+    for (const auto& sh : a.shapes)
+      if (sh.substr(0, sh.find('=')) == name)
+        return InvalidArgument("input '", name, "' has both --input and --shape; give one");
+    if (given.count(name)) return InvalidArgument("--input '", name, "' is given twice");
+    ASSIGN_OR_RETURN(Tensor t, ReadNpy(spec.substr(eq + 1)));
+    given.emplace(name, std::move(t));
+  }
   ASSIGN_OR_RETURN(std::vector<Shape> shapes, ResolveInputShapes(s.inputs(), a.shapes));
   std::vector<std::pair<std::string, Value>> feeds;
   for (size_t i = 0; i < s.inputs().size(); ++i) {
     const ValueInfo& vi = s.inputs()[i];
+    if (auto it = given.find(vi.name); it != given.end()) {
+      feeds.emplace_back(vi.name, Value(std::move(it->second)));
+      continue;
+    }
     DataType dt = vi.type.elem_type == DataType::kUndefined ? DataType::kFloat : vi.type.elem_type;
     ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(dt, shapes[i]));
     std::string lower = vi.name;
@@ -358,6 +385,7 @@ void AddBenchCommand(CLI::App& app) {
   sub->add_option("--iters", args->iters, "Timed runs (default 50)")->check(CLI::Range(1, 10000000));
   sub->add_option("--creations", args->creations, "Session creations to time (default 3)")->check(CLI::Range(1, 1000));
   sub->add_option("--shape", args->shapes, "Input shape as NAME=D1xD2x... (repeatable; unknown dims default to 1)");
+  sub->add_option("-i,--input", args->inputs, "Input from a file as NAME=FILE.npy instead of random (repeatable)");
   sub->add_flag("--profile", args->profile, "Per-op-type and per-node time tables");
   sub->add_option("--top", args->top, "Nodes in the --profile table (default 15)")->check(CLI::Range(0, 1000000));
   sub->add_option("--save-inputs", args->save_inputs, "Write the random inputs as DIR/input_<i>_<name>.npy");
