@@ -27,6 +27,7 @@
 #include "core/kernel.h"
 #include "core/kernel_stop.h"
 #include "core/status.h"
+#include "cpu/attention_core.h"
 #include "cpu/sgemm.h"
 #include "cpu/transformer_kernels.h"
 
@@ -103,18 +104,6 @@ void MaskRow(const MaskView& m, const Geometry& g, int64_t b, int64_t batch, int
   // Causal: query i (position past + i) sees keys up to itself (ONNX Runtime: only when S > 1).
   if (g.unidirectional && seq > 1)
     for (int64_t j = past + i + 1; j < total; ++j) row[j] = lowest;
-}
-
-void SoftmaxRef(float* row, int64_t n) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    row[j] = std::exp(row[j] - mx);
-    sum += row[j];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
 }
 
 class MsAttentionKernel final : public OpKernel, public PacksConstantInputs {
@@ -282,48 +271,23 @@ Status MsAttentionKernel::Compute(KernelContext& ctx) const {
         std::memcpy(kh + (past + s) * hq, row + dq + n * hq, sizeof(float) * hq);
         std::memcpy(vh + (past + s) * hv, row + dq + dk + n * hv, sizeof(float) * hv);
       }
-      const float* qh = qkv.data() + b * seq * dtot + n * hq;  // row stride dtot
       for (int64_t i = 0; i < seq; ++i) MaskRow(mask, g_, b, batch, seq, past, i, total, scores.data() + i * total);
-      if (reference_) {
-        for (int64_t i = 0; i < seq; ++i)
-          for (int64_t j = 0; j < total; ++j) {
-            float acc = 0;
-            for (int64_t k = 0; k < hq; ++k) acc += qh[i * dtot + k] * kh[j * hq + k];
-            scores[i * total + j] += scale * acc;
-          }
-      } else {
-        sgemm::Epilogue ep;
-        ep.accumulate = true;
-        ep.alpha = scale;
-        if (!sgemm::GemmUnpacked(seq, total, hq, qh, dtot, kh, hq, true, scores.data(), total, ep, nullptr).ok()) {
-          gemm_failed.store(true, std::memory_order_relaxed);
-          return;
-        }
-      }
-      if (abp) {
-        const float* a = abp + ((ab->dim(0) == 1 ? 0 : b) * ab->dim(1) + (ab->dim(1) == 1 ? 0 : n)) * seq * total;
-        for (int64_t e = 0; e < seq * total; ++e) scores[e] += a[e];
-      }
-      for (int64_t i = 0; i < seq; ++i) {
-        if (reference_)
-          SoftmaxRef(scores.data() + i * total, total);
-        else
-          cpu::SoftmaxRowInPlace(scores.data() + i * total, total);
-      }
-      float* out = yp + b * seq * dv + n * hv;  // row stride dv
-      if (reference_) {
-        for (int64_t i = 0; i < seq; ++i)
-          for (int64_t k = 0; k < hv; ++k) {
-            float acc = 0;
-            for (int64_t j = 0; j < total; ++j) acc += scores[i * total + j] * vh[j * hv + k];
-            out[i * dv + k] = acc;
-          }
-      } else {
-        sgemm::Epilogue ep;
-        if (!sgemm::GemmUnpacked(seq, hv, total, scores.data(), total, vh, hv, false, out, dv, ep, nullptr).ok()) {
-          gemm_failed.store(true, std::memory_order_relaxed);
-          return;
-        }
+      cpu::HeadAttention h;
+      h.q = qkv.data() + b * seq * dtot + n * hq;  // row stride dtot
+      h.ldq = dtot;
+      h.k = kh;
+      h.v = vh;
+      h.out = yp + b * seq * dv + n * hv;  // row stride dv
+      h.ldo = dv;
+      h.seq = seq;
+      h.total = total;
+      h.hq = hq;
+      h.hv = hv;
+      h.scale = scale;
+      if (abp) h.bias = abp + ((ab->dim(0) == 1 ? 0 : b) * ab->dim(1) + (ab->dim(1) == 1 ? 0 : n)) * seq * total;
+      if (!cpu::AttendHead(h, scores.data(), reference_)) {
+        gemm_failed.store(true, std::memory_order_relaxed);
+        return;
       }
     }
   };
