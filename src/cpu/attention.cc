@@ -14,6 +14,7 @@
 
 #include "core/kernel.h"
 #include "core/layout_pass.h"
+#include "cpu/attention_core.h"
 #include "cpu/sgemm.h"
 #include "cpu/transformer_kernels.h"
 
@@ -54,19 +55,10 @@ void ScaleMaskSoftmaxRow(const float* x, const float* m, int64_t mcol, float* y,
   } else if (m) {
     for (int64_t j = 0; j < n; ++j) y[j] += m[j];
   }
-  if (!reference) {
+  if (reference)
+    cpu::SoftmaxRowRef(y, n);
+  else
     cpu::SoftmaxRowInPlace(y, n);
-    return;
-  }
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, y[j]);
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    y[j] = std::exp(y[j] - mx);
-    sum += y[j];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
 }
 
 class MaskedSoftmaxKernel final : public OpKernel {

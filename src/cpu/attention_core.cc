@@ -8,9 +8,7 @@
 #include "cpu/transformer_kernels.h"
 
 namespace strata::cpu {
-namespace {
-
-void SoftmaxRef(float* row, int64_t n) {
+void SoftmaxRowRef(float* row, int64_t n) {
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
   double sum = 0;
@@ -21,8 +19,6 @@ void SoftmaxRef(float* row, int64_t n) {
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t j = 0; j < n; ++j) row[j] *= inv;
 }
-
-}  // namespace
 
 bool AttendHead(const HeadAttention& h, float* scores, bool reference) {
   const int64_t S = h.seq, T = h.total;
@@ -43,7 +39,7 @@ bool AttendHead(const HeadAttention& h, float* scores, bool reference) {
     for (int64_t e = 0; e < S * T; ++e) scores[e] += h.bias[e];
   for (int64_t i = 0; i < S; ++i) {
     if (reference)
-      SoftmaxRef(scores + i * T, T);
+      SoftmaxRowRef(scores + i * T, T);
     else
       SoftmaxRowInPlace(scores + i * T, T);
   }

@@ -21,6 +21,10 @@ struct HeadAttention {
   const float* bias = nullptr;  // [S, T] added to the scores before the softmax, or null
 };
 
+// The reference softmax of one row in place: max-shifted exp, double sum (the test oracle's;
+// also strata.internal MaskedSoftmax's reference, attention.cc).
+void SoftmaxRowRef(float* row, int64_t n);
+
 // reference: plain loops (the test oracle; double sums in the softmax); otherwise the
 // AVX-512 SGEMM and the vectorised softmax row (callers check sgemm::Available()). Runs
 // on the calling thread. False only if an SGEMM call failed (it cannot for valid sizes).
