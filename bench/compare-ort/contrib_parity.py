@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """ORT parity of ONNX Runtime's transformer and fused contrib ops (com.microsoft
 SkipLayerNormalization, SkipSimplifiedLayerNormalization, BiasGelu, EmbedLayerNormalization,
-Attention, FusedMatMul, FusedConv, FusedGemm, and SimplifiedLayerNormalization in ai.onnx).
+Attention, MultiHeadAttention, FusedMatMul, FusedConv, FusedGemm, and SimplifiedLayerNormalization in ai.onnx).
 
 ONNX Runtime defines these ops (its transformer optimizer writes them, and so do its saved
 optimized models), so its CPU kernels are the reference. For each case this builds a small
@@ -309,6 +309,87 @@ def attention_runtime_weights(b):
 @case
 def attention_long_sequence(b):
     _attention(b, B=1, S=129, D=64, N=2, mask="raw2d")
+
+
+# ---- MultiHeadAttention ----------------------------------------------------------------------
+
+def _mha(b, B=2, S=5, L=None, D=32, Dv=None, N=4, bias=True, mask=None, ab=False, past=0, bnsh=False,
+         present=False, **attrs):
+    """query [B,S,D], key/value [B,L,D]/[B,L,Dv] (or BNSH) -> MultiHeadAttention."""
+    L = S if L is None else L
+    Dv = D if Dv is None else Dv
+    H, Hv = D // N, Dv // N
+    b.rand("q", [B, S, D])
+    if bnsh:
+        b.rand("k", [B, N, L, H])
+        b.rand("v", [B, N, L, H])
+        Dv, Hv = D, H
+    else:
+        b.rand("k", [B, L, D])
+        b.rand("v", [B, L, Dv])
+    ins = ["q", "k", "v", b.crand("bias", [2 * D + Dv]) if bias else ""]
+    T = past + L
+    if mask == "lengths":
+        ins.append(b.feed("mask", np.array([T - 2, T, 1][:B], np.int32)))
+    elif mask == "raw2d":
+        m = np.ones([B, T], np.int32)
+        m[0, T - 3:] = 0
+        ins.append(b.feed("mask", m))
+    elif mask == "raw3d":
+        ins.append(b.feed("mask", (b.rng.integers(0, 4, [B, S, T]) > 0).astype(np.int32)))
+    else:
+        ins.append("")
+    ins.append(b.rand("ab", [B, 1, S, T], -2, 2) if ab else "")
+    if past:
+        ins += [b.rand("pk", [B, N, past, H]), b.rand("pv", [B, N, past, Hv])]
+    while ins and ins[-1] == "":
+        ins.pop()
+    outs = ["y"] + (["present_key", "present_value"] if present else [])
+    b.node("MultiHeadAttention", ins, outs, num_heads=N, **attrs)
+    b.output("y", [B, S, Dv])
+    if present:
+        b.output("present_key", [B, N, T, H])
+        b.output("present_value", [B, N, T, Hv])
+
+
+@case
+def mha_self_bias(b):
+    _mha(b)
+
+
+@case
+def mha_cross_lengths_mask(b):
+    _mha(b, S=4, L=9, Dv=48, mask="lengths")
+
+
+@case
+def mha_raw_mask_attention_bias_scale(b):
+    _mha(b, mask="raw2d", ab=True, scale=0.2)
+
+
+@case
+def mha_raw_3d_mask_no_bias(b):
+    _mha(b, mask="raw3d", bias=False, S=6, L=7)
+
+
+@case
+def mha_causal(b):
+    _mha(b, S=8, unidirectional=1)
+
+
+@case
+def mha_past_present_causal(b):
+    _mha(b, S=3, past=6, present=True, unidirectional=1, mask="raw2d")
+
+
+@case
+def mha_decode_one_token(b):
+    _mha(b, B=1, S=1, past=11, present=True, D=64, N=2)
+
+
+@case
+def mha_cross_bnsh_cache(b):
+    _mha(b, S=3, L=10, bnsh=True, mask="lengths")
 
 
 # ---- FusedMatMul --------------------------------------------------------------------------

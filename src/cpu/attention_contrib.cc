@@ -42,70 +42,6 @@ struct Geometry {
   float mask_filter = -10000.0f;
 };
 
-// How the keys of batch b are masked: per key (raw mask row per query, or one row for all
-// queries) or by [start, end) bounds.
-struct MaskView {
-  enum Kind { kNone, kEnds, kEndsStarts, kRaw2D, kRaw3D } kind = kNone;
-  const int32_t* data = nullptr;
-};
-
-Result<MaskView> ReadMask(const Node& node, const Tensor* m, int64_t batch, int64_t seq, int64_t total) {
-  MaskView v;
-  if (!m) return v;
-  if (m->dtype() != DataType::kInt32)
-    return InvalidArgument(node.Describe(), ": mask_index must be int32, got ", DataTypeName(m->dtype()));
-  v.data = m->data<int32_t>();
-  const Shape& s = m->shape();
-  if (s.size() == 1 && s[0] == batch) {
-    v.kind = MaskView::kEnds;
-  } else if (s.size() == 1 && s[0] == 2 * batch) {
-    v.kind = MaskView::kEndsStarts;
-  } else if (s.size() == 2 && s[0] == batch && s[1] == total) {
-    v.kind = MaskView::kRaw2D;
-  } else if (s.size() == 3 && s[0] == batch && s[1] == seq && s[2] == total) {
-    v.kind = MaskView::kRaw3D;
-  } else if (s.size() == 1 && s[0] == 3 * batch + 2) {
-    return Unsupported(node.Describe(), ": mask_index of shape [3 * batch + 2] is not supported on the CPU");
-  } else if (s.size() == 4) {
-    return Unsupported(node.Describe(), ": a 4-D mask_index ", ShapeToString(s), " is not supported on the CPU");
-  } else {
-    return InvalidArgument(node.Describe(), ": mask_index ", ShapeToString(s), " must be [", batch, "], [", 2 * batch,
-                           "], [", batch, ",", total, "] or [", batch, ",", seq, ",", total, "] (batch ", batch,
-                           ", sequence ", seq, ", total sequence ", total, ")");
-  }
-  if (v.kind == MaskView::kEnds || v.kind == MaskView::kEndsStarts)
-    for (int64_t i = 0; i < s[0]; ++i)
-      if (v.data[i] < 0) return InvalidArgument(node.Describe(), ": mask_index[", i, "] = ", v.data[i], " is negative");
-  return v;
-}
-
-// The additive mask row of query i of batch b over the T keys: 0, mask_filter or lowest.
-void MaskRow(const MaskView& m, const Geometry& g, int64_t b, int64_t batch, int64_t seq, int64_t past, int64_t i,
-             int64_t total, float* row) {
-  const float lowest = std::numeric_limits<float>::lowest();
-  switch (m.kind) {
-    case MaskView::kNone:
-      std::fill(row, row + total, 0.0f);
-      break;
-    case MaskView::kEnds:
-    case MaskView::kEndsStarts: {
-      const int64_t end = m.data[b];
-      const int64_t start = m.kind == MaskView::kEndsStarts ? std::min<int64_t>(m.data[batch + b], total) : 0;
-      for (int64_t j = 0; j < total; ++j) row[j] = j < start || j >= end ? g.mask_filter : 0.0f;
-      break;
-    }
-    case MaskView::kRaw2D:
-    case MaskView::kRaw3D: {
-      const int32_t* r = m.kind == MaskView::kRaw2D ? m.data + b * total : m.data + (b * seq + i) * total;
-      for (int64_t j = 0; j < total; ++j) row[j] = r[j] > 0 ? 0.0f : g.mask_filter;
-      break;
-    }
-  }
-  // Causal: query i (position past + i) sees keys up to itself (ONNX Runtime: only when S > 1).
-  if (g.unidirectional && seq > 1)
-    for (int64_t j = past + i + 1; j < total; ++j) row[j] = lowest;
-}
-
 class MsAttentionKernel final : public OpKernel, public PacksConstantInputs {
  public:
   MsAttentionKernel(Geometry g, bool reference) : g_(g), reference_(reference) {}
@@ -214,7 +150,7 @@ Status MsAttentionKernel::Compute(KernelContext& ctx) const {
   if (past > std::numeric_limits<int64_t>::max() - seq)
     return InvalidArgument(node.Describe(), ": past length ", past, " + sequence length ", seq, " overflows");
   const int64_t total = past + seq;
-  ASSIGN_OR_RETURN(MaskView mask, ReadMask(node, ctx.input(3), batch, seq, total));
+  ASSIGN_OR_RETURN(cpu::KeyMask mask, cpu::ReadKeyMask(node, ctx.input(3), "mask_index", batch, seq, total, true));
   // attention_bias [B or 1, N or 1, S, T], added to the scores.
   const Tensor* ab = ctx.input(5);
   if (ab && (ab->dtype() != DataType::kFloat || ab->rank() != 4 || (ab->dim(0) != batch && ab->dim(0) != 1) ||
@@ -271,7 +207,8 @@ Status MsAttentionKernel::Compute(KernelContext& ctx) const {
         std::memcpy(kh + (past + s) * hq, row + dq + n * hq, sizeof(float) * hq);
         std::memcpy(vh + (past + s) * hv, row + dq + dk + n * hv, sizeof(float) * hv);
       }
-      for (int64_t i = 0; i < seq; ++i) MaskRow(mask, g_, b, batch, seq, past, i, total, scores.data() + i * total);
+      for (int64_t i = 0; i < seq; ++i)
+        cpu::MaskRow(mask, g_.mask_filter, g_.unidirectional, b, batch, seq, past, i, total, scores.data() + i * total);
       cpu::HeadAttention h;
       h.q = qkv.data() + b * seq * dtot + n * hq;  // row stride dtot
       h.ldq = dtot;

@@ -3,11 +3,68 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "cpu/sgemm.h"
 #include "cpu/transformer_kernels.h"
 
 namespace strata::cpu {
+Result<KeyMask> ReadKeyMask(const Node& node, const Tensor* m, const char* what, int64_t batch, int64_t seq,
+                            int64_t total, bool allow_starts) {
+  KeyMask v;
+  if (!m) return v;
+  if (m->dtype() != DataType::kInt32)
+    return InvalidArgument(node.Describe(), ": ", what, " must be int32, got ", DataTypeName(m->dtype()));
+  v.data = m->data<int32_t>();
+  const Shape& s = m->shape();
+  if (s.size() == 1 && s[0] == batch) {
+    v.kind = KeyMask::kEnds;
+  } else if (allow_starts && s.size() == 1 && s[0] == 2 * batch) {
+    v.kind = KeyMask::kEndsStarts;
+  } else if (s.size() == 2 && s[0] == batch && s[1] == total) {
+    v.kind = KeyMask::kRaw2D;
+  } else if (s.size() == 3 && s[0] == batch && s[1] == seq && s[2] == total) {
+    v.kind = KeyMask::kRaw3D;
+  } else if (s.size() == 1 && s[0] == 3 * batch + 2) {
+    return Unsupported(node.Describe(), ": ", what, " of shape [3 * batch + 2] is not supported on the CPU");
+  } else if (s.size() == 4) {
+    return Unsupported(node.Describe(), ": a 4-D ", what, " ", ShapeToString(s), " is not supported on the CPU");
+  } else {
+    return InvalidArgument(node.Describe(), ": ", what, " ", ShapeToString(s), " must be [", batch, "], ",
+                           allow_starts ? "[" + std::to_string(2 * batch) + "], " : std::string(), "[", batch, ",",
+                           total, "] or [", batch, ",", seq, ",", total, "] (batch ", batch, ", sequence ", seq,
+                           ", total sequence ", total, ")");
+  }
+  if (v.kind == KeyMask::kEnds || v.kind == KeyMask::kEndsStarts)
+    for (int64_t i = 0; i < s[0]; ++i)
+      if (v.data[i] < 0) return InvalidArgument(node.Describe(), ": ", what, "[", i, "] = ", v.data[i], " is negative");
+  return v;
+}
+
+void MaskRow(const KeyMask& m, float mask_filter, bool unidirectional, int64_t b, int64_t batch, int64_t seq,
+             int64_t past, int64_t i, int64_t total, float* row) {
+  switch (m.kind) {
+    case KeyMask::kNone:
+      std::fill(row, row + total, 0.0f);
+      break;
+    case KeyMask::kEnds:
+    case KeyMask::kEndsStarts: {
+      const int64_t end = m.data[b];
+      const int64_t start = m.kind == KeyMask::kEndsStarts ? std::min<int64_t>(m.data[batch + b], total) : 0;
+      for (int64_t j = 0; j < total; ++j) row[j] = j < start || j >= end ? mask_filter : 0.0f;
+      break;
+    }
+    case KeyMask::kRaw2D:
+    case KeyMask::kRaw3D: {
+      const int32_t* r = m.kind == KeyMask::kRaw2D ? m.data + b * total : m.data + (b * seq + i) * total;
+      for (int64_t j = 0; j < total; ++j) row[j] = r[j] > 0 ? 0.0f : mask_filter;
+      break;
+    }
+  }
+  if (unidirectional && seq > 1)
+    for (int64_t j = past + i + 1; j < total; ++j) row[j] = std::numeric_limits<float>::lowest();
+}
+
 void SoftmaxRowRef(float* row, int64_t n) {
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);

@@ -7,7 +7,28 @@
 
 #include <cstdint>
 
+#include "core/kernel.h"
+#include "core/status.h"
+
 namespace strata::cpu {
+
+// ONNX Runtime's key masks (Attention's mask_index, MultiHeadAttention's key_padding_mask),
+// int32: [B] end positions (keys at or after end[b] masked: right padding), [2B] ends then
+// starts (keys before start[b] masked too; Attention only), [B, T] or [B, S, T] raw (a value
+// > 0 keeps the key). [3B + 2] and 4-D forms are kUnsupported (as on ORT's CPU); other
+// shapes, negative ends and other dtypes are kInvalidArgument naming `what`.
+struct KeyMask {
+  enum Kind { kNone, kEnds, kEndsStarts, kRaw2D, kRaw3D } kind = kNone;
+  const int32_t* data = nullptr;
+};
+Result<KeyMask> ReadKeyMask(const Node& node, const Tensor* m, const char* what, int64_t batch, int64_t seq,
+                            int64_t total, bool allow_starts);
+
+// The additive mask row of query i of batch b over the T keys: 0 where a key is kept,
+// mask_filter where the mask drops it, and with `unidirectional` (when seq > 1, as ORT) the
+// lowest float for keys after the query's own position past + i.
+void MaskRow(const KeyMask& m, float mask_filter, bool unidirectional, int64_t b, int64_t batch, int64_t seq,
+             int64_t past, int64_t i, int64_t total, float* row);
 
 struct HeadAttention {
   const float* q = nullptr;  // [S, hq], row stride ldq

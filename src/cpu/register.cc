@@ -53,6 +53,7 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterTransformerContribKernels(r);
   RegisterMsAttentionKernels(r);
   RegisterMsFusedMatMulKernels(r);
+  RegisterMsMhaKernels(r);
   RegisterChannelShuffleKernels(r);
 }
 

@@ -16,11 +16,12 @@ void RegisterAttentionKernels(KernelRegistry& r);
 void RegisterDynQuantMatMulKernels(KernelRegistry& r);
 // ONNX Runtime's transformer contrib ops (transformer_contrib.cc): SkipLayerNormalization,
 // SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization, BiasGelu,
-// EmbedLayerNormalization; com.microsoft Attention (attention_contrib.cc) and FusedMatMul
-// (fused_matmul_contrib.cc).
+// EmbedLayerNormalization; com.microsoft Attention (attention_contrib.cc), FusedMatMul
+// (fused_matmul_contrib.cc) and MultiHeadAttention (mha_contrib.cc).
 void RegisterTransformerContribKernels(KernelRegistry& r);
 void RegisterMsAttentionKernels(KernelRegistry& r);
 void RegisterMsFusedMatMulKernels(KernelRegistry& r);
+void RegisterMsMhaKernels(KernelRegistry& r);
 
 namespace cpu {
 
