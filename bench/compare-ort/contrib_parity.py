@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """ORT parity of ONNX Runtime's transformer and fused contrib ops (com.microsoft
 SkipLayerNormalization, SkipSimplifiedLayerNormalization, BiasGelu, EmbedLayerNormalization,
-Attention, MultiHeadAttention, FusedMatMul, FusedConv, FusedGemm, and SimplifiedLayerNormalization in ai.onnx).
+Attention, MultiHeadAttention, RotaryEmbedding, FusedMatMul, FusedConv, FusedGemm, and SimplifiedLayerNormalization in ai.onnx).
 
 ONNX Runtime defines these ops (its transformer optimizer writes them, and so do its saved
 optimized models), so its CPU kernels are the reference. For each case this builds a small
@@ -39,7 +39,7 @@ class Builder:
 
     def feed(self, name, arr):
         """A graph input named `name` fed with arr."""
-        t = {np.float32: TensorProto.FLOAT, np.int32: TensorProto.INT32}[arr.dtype.type]
+        t = {np.float32: TensorProto.FLOAT, np.int32: TensorProto.INT32, np.int64: TensorProto.INT64}[arr.dtype.type]
         self.inputs.append(helper.make_tensor_value_info(name, t, list(arr.shape)))
         self.feeds[name] = arr
         return name
@@ -390,6 +390,41 @@ def mha_decode_one_token(b):
 @case
 def mha_cross_bnsh_cache(b):
     _mha(b, S=3, L=10, bnsh=True, mask="lengths")
+
+
+# ---- RotaryEmbedding -------------------------------------------------------------------------
+
+def _rotary(b, shape, max_pos, half, pos, **attrs):
+    b.rand("x", shape)
+    if isinstance(pos, int):
+        b.feed("pos", np.array([pos], np.int64))
+    else:
+        b.feed("pos", np.array(pos, np.int64))
+    ang = np.arange(max_pos)[:, None] * (10000.0 ** (-np.arange(half) / half))[None, :]
+    b.const("cos", np.cos(ang).astype(np.float32))
+    b.const("sin", np.sin(ang).astype(np.float32))
+    b.node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], **attrs)
+    b.output("y", shape)
+
+
+@case
+def rotary_halves(b):
+    _rotary(b, [2, 5, 32], 16, 4, [[0, 1, 2, 3, 4], [7, 3, 9, 15, 0]])
+
+
+@case
+def rotary_interleaved_bnsh(b):
+    _rotary(b, [2, 3, 4, 8], 12, 4, [[1, 2, 3, 4], [5, 6, 7, 8]], interleaved=1)
+
+
+@case
+def rotary_partial_dim(b):
+    _rotary(b, [1, 6, 40], 32, 4, 10, num_heads=2, rotary_embedding_dim=8)
+
+
+@case
+def rotary_scalar_position_interleaved(b):
+    _rotary(b, [2, 3, 24], 8, 6, 4, interleaved=1)
 
 
 # ---- FusedMatMul --------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // ONNX Runtime's transformer contrib ops, as its transformer optimizer
 // (onnxruntime.transformers.optimizer) and ORT's saved optimized models write them:
 //   com.microsoft SkipLayerNormalization, SkipSimplifiedLayerNormalization, BiasGelu,
-//   EmbedLayerNormalization; SimplifiedLayerNormalization (ORT registers it in ai.onnx).
+//   EmbedLayerNormalization, RotaryEmbedding; SimplifiedLayerNormalization (ORT registers it in
+//   ai.onnx).
 // ORT's CPU kernels define them; strata's kernels follow them (checked output for output by
 // bench/compare-ort/contrib_parity.py). Accumulation is in double: the row statistics are
 // exact to float rounding whatever the row length. Attention and FusedMatMul of the same
@@ -397,6 +398,100 @@ Status EmbedLayerNormCompute(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// ------------------------------------------------ RotaryEmbedding
+// input [B, S, N*H] or [B, N, S, H]; position_ids int64 [B, S], or one value p (token s at
+// p + s); cos_cache/sin_cache [max_position, R/2]. Per head, the first R dims rotate (R =
+// rotary_embedding_dim, or H = 2 * cache width when 0), the rest are copied:
+//   halves (interleaved 0): y[k] = x[k] c - x[k + R/2] s, y[k + R/2] = x[k + R/2] c + x[k] s;
+//   pairs (interleaved 1):  y[2k] = x[2k] c - x[2k+1] s,  y[2k+1] = x[2k+1] c + x[2k] s.
+// Positions outside the cache are an error naming the place (ORT 1.30 leaves them unchecked).
+Status RotaryCompute(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* x, FloatIn(ctx, 0, "input"));
+  const Tensor* pos = ctx.input(1);
+  ASSIGN_OR_RETURN(const Tensor* cos, FloatIn(ctx, 2, "cos_cache"));
+  ASSIGN_OR_RETURN(const Tensor* sin, FloatIn(ctx, 3, "sin_cache"));
+  if (!pos) return InvalidArgument(node.Describe(), ": input 1 (position_ids) is required");
+  if (pos->dtype() != DataType::kInt64)
+    return InvalidArgument(node.Describe(), ": position_ids must be int64, got ", DataTypeName(pos->dtype()));
+  if (x->rank() != 3 && x->rank() != 4)
+    return InvalidArgument(node.Describe(), ": input must be [batch, sequence, hidden] or [batch, heads, sequence, ",
+                           "head_size], got ", ShapeToString(x->shape()));
+  if (cos->rank() != 2 || cos->shape() != sin->shape())
+    return InvalidArgument(node.Describe(), ": cos_cache and sin_cache must be 2-D of one shape, got ",
+                           ShapeToString(cos->shape()), " and ", ShapeToString(sin->shape()));
+  const bool bnsh = x->rank() == 4;
+  const int64_t batch = x->dim(0), seq = bnsh ? x->dim(2) : x->dim(1);
+  const int64_t hidden = bnsh ? x->dim(1) * x->dim(3) : x->dim(2);
+  const int64_t max_pos = cos->dim(0), half = cos->dim(1);
+  const int64_t rot_attr = node.GetInt("rotary_embedding_dim", 0);
+  int64_t heads = node.GetInt("num_heads", 0), head = 0, rot = 0;
+  if (rot_attr < 0 || heads < 0)
+    return InvalidModel(node.Describe(), ": rotary_embedding_dim and num_heads must not be negative");
+  if (rot_attr > 0) {
+    if (heads == 0) return InvalidModel(node.Describe(), ": rotary_embedding_dim needs num_heads");
+    if (hidden % heads)
+      return InvalidArgument(node.Describe(), ": hidden ", hidden, " is not a multiple of num_heads ", heads);
+    head = hidden / heads;
+    rot = rot_attr;
+  } else {
+    head = rot = 2 * half;
+    if (head == 0 || hidden % head)
+      return InvalidArgument(node.Describe(), ": hidden ", hidden, " is not a multiple of the head size ", head,
+                             " (twice the cache width)");
+    if (heads == 0) heads = hidden / head;
+  }
+  if (bnsh && (x->dim(1) != heads || x->dim(3) != head))
+    return InvalidArgument(node.Describe(), ": 4-D input ", ShapeToString(x->shape()), " must be [batch, ", heads,
+                           ", sequence, ", head, "]");
+  if (heads * head != hidden)
+    return InvalidArgument(node.Describe(), ": num_heads ", heads, " x head size ", head, " != hidden ", hidden);
+  if (rot > head || rot % 2 || half * 2 != rot)
+    return InvalidArgument(node.Describe(), ": rotary dim ", rot, " must be even, at most the head size ", head,
+                           ", and twice the cache width ", half);
+  const bool one_pos = pos->num_elements() == 1 && pos->rank() <= 1;
+  if (!one_pos && pos->shape() != Shape{batch, seq})
+    return InvalidArgument(node.Describe(), ": position_ids ", ShapeToString(pos->shape()), " must be [", batch, ",",
+                           seq, "] or one value");
+  const int64_t* pp = pos->data<int64_t>();
+  auto position = [&](int64_t b, int64_t s) { return one_pos ? pp[0] + s : pp[b * seq + s]; };
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < seq; ++s) {
+      const int64_t p = one_pos ? pp[0] : pp[b * seq + s];
+      if (p < 0 || p >= max_pos || (one_pos && s >= max_pos - p))
+        return InvalidArgument(node.Describe(), ": position ", one_pos ? p : position(b, s), (one_pos ? " + " : ""),
+                               one_pos ? std::to_string(s) : std::string(), " of batch ", b, ", token ", s,
+                               " is outside the cache's ", max_pos, " positions");
+    }
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, x->shape()));
+  const bool interleaved = node.GetInt("interleaved", 0) != 0;
+  const float* xp = x->data<float>();
+  const float* cp = cos->data<float>();
+  const float* sp = sin->data<float>();
+  float* yp = y->mutable_data<float>();
+  // One row = one head of one token: offset of (b, n, s) in either layout.
+  auto offset = [&](int64_t b, int64_t n, int64_t s) {
+    return bnsh ? ((b * heads + n) * seq + s) * head : (b * seq + s) * hidden + n * head;
+  };
+  ForRows(ctx, batch * heads * seq, head, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t b = r / (heads * seq), n = (r / seq) % heads, s = r % seq;
+      const float* xr = xp + offset(b, n, s);
+      float* yr = yp + offset(b, n, s);
+      const float* c = cp + position(b, s) * half;
+      const float* sn = sp + position(b, s) * half;
+      for (int64_t k = 0; k < half; ++k) {
+        const int64_t i0 = interleaved ? 2 * k : k, i1 = interleaved ? 2 * k + 1 : k + half;
+        const float a = xr[i0], bb = xr[i1];
+        yr[i0] = a * c[k] - bb * sn[k];
+        yr[i1] = bb * c[k] + a * sn[k];
+      }
+      for (int64_t k = rot; k < head; ++k) yr[k] = xr[k];
+    }
+  });
+  return Status::Ok();
+}
+
 // type_input -1: these ops' inputs often have no inferred type (libonnx has no schema for
 // com.microsoft), so the kernels check dtypes themselves at run time.
 void RegMs(KernelRegistry& r, const char* domain, const char* op, KernelFactory f) {
@@ -431,6 +526,7 @@ void RegisterTransformerContribKernels(KernelRegistry& r) {
   RegMs(r, "", "SimplifiedLayerNormalization", StatelessFactory(SimplifiedNormCompute));
   RegMs(r, kMs, "BiasGelu", StatelessFactory(BiasGeluCompute));
   RegMs(r, kMs, "EmbedLayerNormalization", StatelessFactory(EmbedLayerNormCompute));
+  RegMs(r, kMs, "RotaryEmbedding", StatelessFactory(RotaryCompute));
 }
 
 }  // namespace strata

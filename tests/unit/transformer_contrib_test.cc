@@ -250,6 +250,62 @@ TEST(TransformerContrib, EmbedLayerNormSumsTheTablesAndCountsTheMask) {
   }
 }
 
+// RotaryEmbedding against the rotation written out here (halves and pairs, [B,S,D] and
+// [B,N,S,H], partial rotary dims, one position value or one per token).
+TEST(TransformerContrib, RotaryEmbeddingRotatesTheFirstDimsOfEachHead) {
+  struct Case {
+    Shape x;
+    int64_t heads, rot_attr, half, max_pos;
+    bool interleaved, one_pos;
+  };
+  const std::vector<Case> cases = {
+      {{2, 5, 32}, 0, 0, 4, 16, false, false}, {{2, 3, 4, 8}, 0, 0, 4, 12, true, false},
+      {{1, 6, 40}, 2, 8, 4, 32, false, true},  {{2, 3, 24}, 0, 0, 6, 8, true, true},
+      {{1, 1, 2}, 0, 0, 1, 1, false, false},   {{3, 7, 30}, 3, 6, 3, 9, true, false},
+  };
+  uint64_t seed = 600;
+  for (const Case& c : cases)
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(ShapeToString(c.x) + (c.interleaved ? " pairs" : " halves") + (c.one_pos ? " one position" : ""));
+      const bool bnsh = c.x.size() == 4;
+      const int64_t batch = c.x[0], seq = bnsh ? c.x[2] : c.x[1], hidden = bnsh ? c.x[1] * c.x[3] : c.x[2];
+      const int64_t head = c.rot_attr ? hidden / c.heads : 2 * c.half, heads = hidden / head, rot = 2 * c.half;
+      const Tensor x = RandomTensor(DataType::kFloat, c.x, ++seed);
+      std::vector<int64_t> pv;
+      if (c.one_pos) {
+        pv = {c.max_pos - seq};
+      } else {
+        for (int64_t i = 0; i < batch * seq; ++i) pv.push_back((i * 5 + 3) % c.max_pos);
+      }
+      const Tensor pos = c.one_pos ? Tensor::FromVector(pv, {1}) : Tensor::FromVector(pv, {batch, seq});
+      const Tensor cs = RandomTensor(DataType::kFloat, {c.max_pos, c.half}, ++seed);
+      const Tensor sn = RandomTensor(DataType::kFloat, {c.max_pos, c.half}, ++seed);
+      OpSpec spec("RotaryEmbedding", 1, kMs);
+      spec.Attr("interleaved", c.interleaved ? 1 : 0);
+      if (c.heads) spec.Attr("num_heads", c.heads);
+      if (c.rot_attr) spec.Attr("rotary_embedding_dim", c.rot_attr);
+      RunOptions opts;
+      opts.threads = threads;
+      auto got = RunKernel(spec, {x, pos, cs, sn}, opts);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      const auto xd = ToDoubles(x), cd = ToDoubles(cs), sd = ToDoubles(sn);
+      std::vector<double> want(xd);
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t n = 0; n < heads; ++n)
+          for (int64_t t = 0; t < seq; ++t) {
+            const int64_t off = bnsh ? ((b * heads + n) * seq + t) * head : (b * seq + t) * hidden + n * head;
+            const int64_t p = c.one_pos ? pv[0] + t : pv[b * seq + t];
+            for (int64_t k = 0; k < rot / 2; ++k) {
+              const int64_t i0 = c.interleaved ? 2 * k : k, i1 = c.interleaved ? 2 * k + 1 : k + rot / 2;
+              const double co = cd[p * c.half + k], si = sd[p * c.half + k];
+              want[off + i0] = xd[off + i0] * co - xd[off + i1] * si;
+              want[off + i1] = xd[off + i1] * co + xd[off + i0] * si;
+            }
+          }
+      ExpectNear(want, (*got)[0], 1e-6, "y");
+    }
+}
+
 // Bad inputs: a clear error that names the node's op and the input, never a crash.
 TEST(TransformerContrib, BadInputsNameTheProblem) {
   const Tensor x = RandomTensor(DataType::kFloat, {2, 3, 8}, 1);
@@ -300,6 +356,29 @@ TEST(TransformerContrib, BadInputsNameTheProblem) {
                "input_ids must be int32");
   expect_error(RunKernel(eln, {ids, Tensor(), word, pos, Tensor(), g8, g8, Ids({1, 2}, {1, 1})}), "'mask' [1,2]");
   expect_error(RunKernel(eln, {ids, Tensor(), word, pos, Tensor(), g8}), "beta");
+
+  const OpSpec rope("RotaryEmbedding", 1, kMs);
+  const Tensor rx = RandomTensor(DataType::kFloat, {1, 3, 8}, 11);
+  const Tensor cache = RandomTensor(DataType::kFloat, {4, 2}, 12);
+  auto p64 = [](const std::vector<int64_t>& v, const Shape& s) { return Tensor::FromVector(v, s); };
+  expect_error(RunKernel(rope, {rx, p64({0, 1, 4}, {1, 3}), cache, cache}),
+               "position 4 of batch 0, token 2 is outside the cache's 4 positions");
+  expect_error(RunKernel(rope, {rx, p64({0, -1, 2}, {1, 3}), cache, cache}), "position -1 of batch 0, token 1");
+  expect_error(RunKernel(rope, {rx, p64({2}, {1}), cache, cache}), "position 2 + 2 of batch 0, token 2 is outside");
+  expect_error(RunKernel(rope, {rx, p64({0, 1}, {1, 2}), cache, cache}), "position_ids [1,2] must be [1,3]");
+  expect_error(RunKernel(rope, {rx, MakeTensor(DataType::kInt32, {1}, {0}), cache, cache}),
+               "position_ids must be int64");
+  expect_error(RunKernel(rope, {rx, p64({0}, {1}), cache, RandomTensor(DataType::kFloat, {4, 3}, 13)}),
+               "cos_cache and sin_cache must be 2-D of one shape");
+  expect_error(RunKernel(rope, {RandomTensor(DataType::kFloat, {1, 3, 6}, 14), p64({0}, {1}), cache, cache}),
+               "hidden 6 is not a multiple of the head size 4");
+  expect_error(RunKernel(OpSpec(rope).Attr("rotary_embedding_dim", 4), {rx, p64({0}, {1}), cache, cache}),
+               "rotary_embedding_dim needs num_heads");
+  expect_error(RunKernel(OpSpec(rope).Attr("rotary_embedding_dim", 6).Attr("num_heads", 2),
+                         {rx, p64({0}, {1}), cache, cache}),
+               "rotary dim 6 must be even, at most the head size 4");
+  expect_error(RunKernel(rope, {RandomTensor(DataType::kFloat, {1, 2, 3, 6}, 15), p64({0}, {1}), cache, cache}),
+               "4-D input [1,2,3,6] must be [batch, 3, sequence, 4]");
 }
 
 }  // namespace
