@@ -177,11 +177,12 @@ Status MsAttentionKernel::Compute(KernelContext& ctx) const {
   const float* pastp = past_t ? past_t->data<float>() : nullptr;
   const float* abp = ab ? ab->data<float>() : nullptr;
   float* yp = y->mutable_data<float>();
+  const bool masked = mask.kind != cpu::KeyMask::kNone || (g_.unidirectional && seq > 1);
   KernelStop stop(node);
   std::atomic<bool> gemm_failed{false};  // cannot happen for the checked sizes; reported, not ignored
   // One task per (batch, head): gather its keys/values [T, head], scores [S, T], out.
   auto task = [&](int64_t t0, int64_t t1) {
-    std::vector<float> kbuf, vbuf, scores(static_cast<size_t>(seq * total));
+    std::vector<float> kbuf, vbuf, scores(static_cast<size_t>(seq * total)), maskbuf;
     int64_t pending = 0;
     for (int64_t t = t0; t < t1; ++t) {
       if (!stop.Continue(pending, seq * total * (hq + hv))) return;
@@ -207,9 +208,14 @@ Status MsAttentionKernel::Compute(KernelContext& ctx) const {
         std::memcpy(kh + (past + s) * hq, row + dq + n * hq, sizeof(float) * hq);
         std::memcpy(vh + (past + s) * hv, row + dq + dk + n * hv, sizeof(float) * hv);
       }
-      for (int64_t i = 0; i < seq; ++i)
-        cpu::MaskRow(mask, g_.mask_filter, g_.unidirectional, b, batch, seq, past, i, total, scores.data() + i * total);
       cpu::HeadAttention h;
+      if (masked) {
+        maskbuf.resize(static_cast<size_t>(seq * total));
+        for (int64_t i = 0; i < seq; ++i)
+          cpu::MaskRow(mask, g_.mask_filter, g_.unidirectional, b, batch, seq, past, i, total,
+                       maskbuf.data() + i * total);
+        h.mask = maskbuf.data();
+      }
       h.q = qkv.data() + b * seq * dtot + n * hq;  // row stride dtot
       h.ldq = dtot;
       h.k = kh;

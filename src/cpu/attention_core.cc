@@ -77,6 +77,20 @@ void SoftmaxRowRef(float* row, int64_t n) {
   for (int64_t j = 0; j < n; ++j) row[j] *= inv;
 }
 
+// e^x / (e^sink + sum e^x), shifted by max(max x, sink) (one plain loop for both kernels:
+// only GroupQueryAttention's smooth softmax and head sinks take it).
+void SoftmaxRowWithSink(float* row, int64_t n, float sink) {
+  float mx = sink;
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
+  double sum = std::exp(static_cast<double>(sink) - mx);
+  for (int64_t j = 0; j < n; ++j) {
+    row[j] = std::exp(row[j] - mx);
+    sum += row[j];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+}
+
 bool AttendHead(const HeadAttention& h, float* scores, bool reference) {
   const int64_t S = h.seq, T = h.total;
   if (reference) {
@@ -84,18 +98,23 @@ bool AttendHead(const HeadAttention& h, float* scores, bool reference) {
       for (int64_t j = 0; j < T; ++j) {
         float acc = 0;
         for (int64_t k = 0; k < h.hq; ++k) acc += h.q[i * h.ldq + k] * h.k[j * h.hq + k];
-        scores[i * T + j] += h.scale * acc;
+        scores[i * T + j] = h.scale * acc;
       }
   } else {
     sgemm::Epilogue ep;
-    ep.accumulate = true;
     ep.alpha = h.scale;
     if (!sgemm::GemmUnpacked(S, T, h.hq, h.q, h.ldq, h.k, h.hq, true, scores, T, ep, nullptr).ok()) return false;
   }
+  if (h.softcap > 0)
+    for (int64_t e = 0; e < S * T; ++e) scores[e] = h.softcap * std::tanh(scores[e] / h.softcap);
+  if (h.mask)
+    for (int64_t e = 0; e < S * T; ++e) scores[e] += h.mask[e];
   if (h.bias)
     for (int64_t e = 0; e < S * T; ++e) scores[e] += h.bias[e];
   for (int64_t i = 0; i < S; ++i) {
-    if (reference)
+    if (h.sink)
+      SoftmaxRowWithSink(scores + i * T, T, *h.sink);
+    else if (reference)
       SoftmaxRowRef(scores + i * T, T);
     else
       SoftmaxRowInPlace(scores + i * T, T);

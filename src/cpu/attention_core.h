@@ -1,8 +1,8 @@
-// One attention head, shared by the com.microsoft Attention and MultiHeadAttention kernels
-// (attention_contrib.cc, mha_contrib.cc):
-//   scores[S, T] += scale * Q K^T (+ bias[S, T]); softmax over T; out[S, hv] = scores V.
-// The caller fills `scores` first with its additive mask (0, mask_filter_value, lowest),
-// so masks of any form meet the same core.
+// One attention head, shared by the com.microsoft Attention, MultiHeadAttention and
+// GroupQueryAttention kernels (attention_contrib.cc, mha_contrib.cc, gqa_contrib.cc):
+//   scores[S, T] = scale * Q K^T, softcapped (c tanh(x / c)) when c > 0, + mask[S, T]
+//   (0, mask_filter_value, or the lowest float for keys a query may not see) + bias[S, T];
+//   softmax over T (with a sink: e^x / (e^sink + sum e^x)); out[S, hv] = scores V.
 #pragma once
 
 #include <cstdint>
@@ -39,16 +39,20 @@ struct HeadAttention {
   int64_t ldo = 0;
   int64_t seq = 0, total = 0, hq = 0, hv = 0;
   float scale = 1.0f;
+  const float* mask = nullptr;  // [S, T] additive mask, or null
   const float* bias = nullptr;  // [S, T] added to the scores before the softmax, or null
+  float softcap = 0;            // > 0: scores = softcap * tanh(scores / softcap) before mask and bias
+  const float* sink = nullptr;  // the softmax's extra denominator term e^sink, or null
 };
 
 // The reference softmax of one row in place: max-shifted exp, double sum (the test oracle's;
 // also strata.internal MaskedSoftmax's reference, attention.cc).
 void SoftmaxRowRef(float* row, int64_t n);
 
-// reference: plain loops (the test oracle; double sums in the softmax); otherwise the
-// AVX-512 SGEMM and the vectorised softmax row (callers check sgemm::Available()). Runs
-// on the calling thread. False only if an SGEMM call failed (it cannot for valid sizes).
+// scores: the caller's scratch of S x T floats. reference: plain loops (the test oracle;
+// double sums in the softmax); otherwise the AVX-512 SGEMM and the vectorised softmax row
+// (callers check sgemm::Available()). Runs on the calling thread. False only if an SGEMM
+// call failed (it cannot for valid sizes).
 bool AttendHead(const HeadAttention& h, float* scores, bool reference);
 
 }  // namespace strata::cpu

@@ -150,12 +150,13 @@ class MhaKernel final : public OpKernel {
     const float* bvp = bias && !bnsh ? bq + 2 * d : nullptr;
     const float* abp = ab ? ab->data<float>() : nullptr;
     float* yp = y->mutable_data<float>();
+    const bool masked = mask.kind != cpu::KeyMask::kNone || (a_.unidirectional && seq > 1);
     KernelStop stop(node);
     std::atomic<bool> gemm_failed{false};  // cannot happen for the checked sizes; reported, not ignored
     // One task per (batch, head): its keys/values [T, head] (into present when requested),
     // its queries with bias [S, H], then the shared per-head core.
     auto task = [&](int64_t t0, int64_t t1) {
-      std::vector<float> kbuf, vbuf, qbuf, scores;
+      std::vector<float> kbuf, vbuf, qbuf, scores, maskbuf;
       int64_t pending = 0;
       for (int64_t t = t0; t < t1; ++t) {
         if (!stop.Continue(pending, total * (h + hv) + (attend ? scores_n * (h + hv) : 0))) return;
@@ -194,10 +195,14 @@ class MhaKernel final : public OpKernel {
           for (int64_t e = 0; e < h; ++e) qbuf[s * h + e] = bq ? qs[e] + bq[n * h + e] : qs[e];
         }
         scores.resize(static_cast<size_t>(scores_n));
-        for (int64_t i = 0; i < seq; ++i)
-          cpu::MaskRow(mask, a_.mask_filter, a_.unidirectional, b, batch, seq, past, i, total,
-                       scores.data() + i * total);
         cpu::HeadAttention ha;
+        if (masked) {
+          maskbuf.resize(static_cast<size_t>(scores_n));
+          for (int64_t i = 0; i < seq; ++i)
+            cpu::MaskRow(mask, a_.mask_filter, a_.unidirectional, b, batch, seq, past, i, total,
+                         maskbuf.data() + i * total);
+          ha.mask = maskbuf.data();
+        }
         ha.q = qbuf.data();
         ha.ldq = h;
         ha.k = kh;
