@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """ORT parity of ONNX Runtime's transformer and fused contrib ops (com.microsoft
 SkipLayerNormalization, SkipSimplifiedLayerNormalization, BiasGelu, EmbedLayerNormalization,
-Attention, MultiHeadAttention, RotaryEmbedding, FusedMatMul, FusedConv, FusedGemm, and SimplifiedLayerNormalization in ai.onnx).
+Attention, MultiHeadAttention, GroupQueryAttention, RotaryEmbedding, FusedMatMul, FusedConv, FusedGemm, and SimplifiedLayerNormalization in ai.onnx).
 
 ONNX Runtime defines these ops (its transformer optimizer writes them, and so do its saved
 optimized models), so its CPU kernels are the reference. For each case this builds a small
@@ -425,6 +425,83 @@ def rotary_partial_dim(b):
 @case
 def rotary_scalar_position_interleaved(b):
     _rotary(b, [2, 3, 24], 8, 6, 4, interleaved=1)
+
+
+# ---- GroupQueryAttention ---------------------------------------------------------------------
+
+def _gqa(b, B=2, S=4, N=4, KV=2, H=32, past=0, seqlens=None, total=None, packed=False, rotary=False,
+         pos_ids=None, ab=False, sink=False, **attrs):
+    """query [B,S,N*H], key/value [B,S,KV*H] (or packed), past [B,KV,past,H] -> GroupQueryAttention."""
+    total = S if total is None else total
+    seqlens = [total - 1] * B if seqlens is None else seqlens
+    if packed:
+        b.rand("q", [B, S, (N + 2 * KV) * H])
+        ins = ["q", "", ""]
+    else:
+        b.rand("q", [B, S, N * H])
+        b.rand("k", [B, S, KV * H])
+        b.rand("v", [B, S, KV * H])
+        ins = ["q", "k", "v"]
+    ins += [b.rand("pk", [B, KV, past, H]), b.rand("pv", [B, KV, past, H])] if past else ["", ""]
+    ins.append(b.const("seqlens", np.array(seqlens, np.int32)))
+    ins.append(b.const("total", np.array(total, np.int32)))
+    if rotary:
+        half = H // 4  # partial rotary: R = H / 2
+        ang = np.arange(64)[:, None] * (10000.0 ** (-np.arange(half) / half))[None, :]
+        ins += [b.const("cos", np.cos(ang).astype(np.float32)), b.const("sin", np.sin(ang).astype(np.float32))]
+        attrs["do_rotary"] = 1
+    else:
+        ins += ["", ""]
+    ins.append(b.feed("pos", np.array(pos_ids, np.int64)) if pos_ids is not None else "")
+    ins.append(b.rand("ab", [B, 1, S, total], -2, 2) if ab else "")
+    ins.append(b.crand("sink", [N]) if sink else "")
+    while ins and ins[-1] == "":
+        ins.pop()
+    present = max(total, past)
+    b.node("GroupQueryAttention", ins, ["y", "present_key", "present_value"], num_heads=N, kv_num_heads=KV, **attrs)
+    b.output("y", [B, S, N * H])
+    b.output("present_key", [B, KV, present, H])
+    b.output("present_value", [B, KV, present, H])
+
+
+@case
+def gqa_prompt(b):
+    _gqa(b)
+
+
+@case
+def gqa_prompt_padded_rotary(b):
+    _gqa(b, S=6, seqlens=[5, 3], rotary=True)
+
+
+@case
+def gqa_decode_ragged(b):
+    _gqa(b, S=1, past=7, total=8, seqlens=[7, 4])
+
+
+@case
+def gqa_decode_rotary_interleaved_shared_buffer(b):
+    _gqa(b, S=1, past=12, total=9, seqlens=[8, 5], rotary=True, rotary_interleaved=1)
+
+
+@case
+def gqa_continued_prompt(b):
+    _gqa(b, B=1, S=3, past=5, total=8, seqlens=[7], rotary=True)
+
+
+@case
+def gqa_packed_local_window_softcap(b):
+    _gqa(b, S=9, packed=True, local_window_size=3, softcap=2.0, N=6, KV=3)
+
+
+@case
+def gqa_smooth_softmax_bias_scale(b):
+    _gqa(b, S=5, ab=True, smooth_softmax=1, scale=0.3)
+
+
+@case
+def gqa_head_sink_position_ids(b):
+    _gqa(b, S=1, past=4, total=5, seqlens=[4, 2], rotary=True, pos_ids=[[9], [3]], sink=True)
 
 
 # ---- FusedMatMul --------------------------------------------------------------------------

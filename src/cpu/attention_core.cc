@@ -109,8 +109,11 @@ bool AttendHead(const HeadAttention& h, float* scores, bool reference) {
     for (int64_t e = 0; e < S * T; ++e) scores[e] = h.softcap * std::tanh(scores[e] / h.softcap);
   if (h.mask)
     for (int64_t e = 0; e < S * T; ++e) scores[e] += h.mask[e];
-  if (h.bias)
-    for (int64_t e = 0; e < S * T; ++e) scores[e] += h.bias[e];
+  if (h.bias) {
+    const int64_t ld = h.ld_bias ? h.ld_bias : T;
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < T; ++j) scores[i * T + j] += h.bias[i * ld + j];
+  }
   for (int64_t i = 0; i < S; ++i) {
     if (h.sink)
       SoftmaxRowWithSink(scores + i * T, T, *h.sink);

@@ -41,6 +41,7 @@ struct HeadAttention {
   float scale = 1.0f;
   const float* mask = nullptr;  // [S, T] additive mask, or null
   const float* bias = nullptr;  // [S, T] added to the scores before the softmax, or null
+  int64_t ld_bias = 0;          // bias row stride (0: T)
   float softcap = 0;            // > 0: scores = softcap * tanh(scores / softcap) before mask and bias
   const float* sink = nullptr;  // the softmax's extra denominator term e^sink, or null
 };

@@ -54,6 +54,7 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterMsAttentionKernels(r);
   RegisterMsFusedMatMulKernels(r);
   RegisterMsMhaKernels(r);
+  RegisterMsGqaKernels(r);
   RegisterChannelShuffleKernels(r);
 }
 

@@ -17,11 +17,13 @@ void RegisterDynQuantMatMulKernels(KernelRegistry& r);
 // ONNX Runtime's transformer contrib ops (transformer_contrib.cc): SkipLayerNormalization,
 // SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization, BiasGelu,
 // EmbedLayerNormalization; com.microsoft Attention (attention_contrib.cc), FusedMatMul
-// (fused_matmul_contrib.cc) and MultiHeadAttention (mha_contrib.cc).
+// (fused_matmul_contrib.cc), MultiHeadAttention (mha_contrib.cc) and GroupQueryAttention
+// (gqa_contrib.cc).
 void RegisterTransformerContribKernels(KernelRegistry& r);
 void RegisterMsAttentionKernels(KernelRegistry& r);
 void RegisterMsFusedMatMulKernels(KernelRegistry& r);
 void RegisterMsMhaKernels(KernelRegistry& r);
+void RegisterMsGqaKernels(KernelRegistry& r);
 
 namespace cpu {
 
