@@ -35,8 +35,12 @@ onnx::OpSchema SimplifiedLayerNormSchema() {
       .TypeConstraint("U", {"tensor(float)", "tensor(double)"}, "inv_std_var")
       .TypeConstraint("V", {"tensor(float)", "tensor(double)", "tensor(float16)", "tensor(bfloat16)"}, "scale, Y")
       .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
-        onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0);
-        onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+        // Inputs may be untyped (the outputs of com.microsoft ops, which libonnx cannot
+        // infer): propagate only what is known (libonnx's helpers dereference the types).
+        if (ctx.getNumInputs() > 1 && ctx.getInputType(1) != nullptr &&
+            ctx.getInputType(1)->value_case() == onnx::TypeProto::kTensorType)
+          onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0);
+        if (onnx::hasNInputShapes(ctx, 1)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
         if (ctx.getNumOutputs() > 1) onnx::updateOutputElemType(ctx, 1, onnx::TensorProto::FLOAT);
       });
   return s;

@@ -185,6 +185,26 @@ TEST(TransformerContrib, SimplifiedLayerNormModelLoadsInTheOnnxDomain) {
   }
 }
 
+// Its input untyped (the output of a com.microsoft op, which libonnx cannot infer): shape
+// inference must skip what it does not know. Its inference function dereferenced the
+// missing type (SIGSEGV at load) until 12-07, found by bench/compare-ort/contrib_llm.py.
+TEST(TransformerContrib, SimplifiedLayerNormAfterAnUntypedValueLoads) {
+  auto m = onnx_builder::MakeModel(17);
+  onnx_builder::AddOpsetImport(&m, "com.microsoft", 1);
+  auto* g = m.mutable_graph();
+  onnx_builder::AddInput(g, "x", {2, 8});
+  onnx_builder::AddFloatInit(g, "scale", {8}, [](size_t n) { return std::vector<float>(n, 1.0f); });
+  onnx_builder::AddNode(g, "QuickGelu", {"x"}, {"t"})->set_domain("com.microsoft");
+  onnx_builder::AddNode(g, "SimplifiedLayerNormalization", {"t", "scale"}, {"y"});
+  onnx_builder::AddOutput(g, "y", {2, 8});
+  const std::string bytes = onnx_builder::Serialize(m);
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto out = (*s)->Run({{"x", Value(RandomTensor(DataType::kFloat, {2, 8}, 5))}});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].tensor().shape(), (Shape{2, 8}));
+}
+
 TEST(TransformerContrib, BiasGeluIsGeluOfTheSum) {
   uint64_t seed = 400;
   for (const Shape& shape : std::vector<Shape>{{2, 7, 37}, {1}, {3, 16}, {0, 5}, {4, 1, 33}})
