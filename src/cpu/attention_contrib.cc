@@ -153,10 +153,7 @@ Status MsAttentionKernel::Compute(KernelContext& ctx) const {
   ASSIGN_OR_RETURN(cpu::KeyMask mask, cpu::ReadKeyMask(node, ctx.input(3), "mask_index", batch, seq, total, true));
   // attention_bias [B or 1, N or 1, S, T], added to the scores.
   const Tensor* ab = ctx.input(5);
-  if (ab && (ab->dtype() != DataType::kFloat || ab->rank() != 4 || (ab->dim(0) != batch && ab->dim(0) != 1) ||
-             (ab->dim(1) != heads && ab->dim(1) != 1) || ab->dim(2) != seq || ab->dim(3) != total))
-    return InvalidArgument(node.Describe(), ": attention_bias must be float32 [", batch, " or 1, ", heads, " or 1, ",
-                           seq, ", ", total, "], got ", DataTypeName(ab->dtype()), " ", ShapeToString(ab->shape()));
+  RETURN_IF_ERROR(cpu::CheckAttentionBias(node, ab, batch, heads, seq, total));
 
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {batch, seq, dv}));
   float* present = nullptr;
@@ -175,7 +172,6 @@ Status MsAttentionKernel::Compute(KernelContext& ctx) const {
       Project(ctx, x->data<float>(), *w, bias_t ? bias_t->data<float>() : nullptr, tokens, din, dtot, qkv.data()));
   const float scale = g_.scale != 0.0f ? g_.scale : 1.0f / std::sqrt(static_cast<float>(hq));
   const float* pastp = past_t ? past_t->data<float>() : nullptr;
-  const float* abp = ab ? ab->data<float>() : nullptr;
   float* yp = y->mutable_data<float>();
   const bool masked = mask.kind != cpu::KeyMask::kNone || (g_.unidirectional && seq > 1);
   KernelStop stop(node);
@@ -227,7 +223,7 @@ Status MsAttentionKernel::Compute(KernelContext& ctx) const {
       h.hq = hq;
       h.hv = hv;
       h.scale = scale;
-      if (abp) h.bias = abp + ((ab->dim(0) == 1 ? 0 : b) * ab->dim(1) + (ab->dim(1) == 1 ? 0 : n)) * seq * total;
+      if (ab) h.bias = cpu::AttentionBiasHead(*ab, b, n);
       if (!cpu::AttendHead(h, scores.data(), reference_)) {
         gemm_failed.store(true, std::memory_order_relaxed);
         return;
@@ -279,19 +275,6 @@ Result<std::unique_ptr<OpKernel>> MakeMsAttention(const KernelInit& init, bool r
 
 }  // namespace
 
-void RegisterMsAttentionKernels(KernelRegistry& r) {
-  KernelDef ref;
-  ref.domain = "com.microsoft";
-  ref.op_type = "Attention";
-  ref.type_input = -1;  // no inferred types for com.microsoft ops: the kernel checks dtypes
-  ref.factory = [](const KernelInit& init) { return MakeMsAttention(init, true); };
-  r.Register(ref);
-  KernelDef fast = ref;
-  fast.factory = [](const KernelInit& init) { return MakeMsAttention(init, false); };
-  fast.covers = [](const KernelInit&) { return sgemm::Available(); };
-  fast.reference = false;
-  fast.impl = "avx512";
-  r.Register(std::move(fast));
-}
+void RegisterMsAttentionKernels(KernelRegistry& r) { cpu::RegisterRefAndSgemm(r, "Attention", MakeMsAttention); }
 
 }  // namespace strata

@@ -65,6 +65,36 @@ void MaskRow(const KeyMask& m, float mask_filter, bool unidirectional, int64_t b
     for (int64_t j = past + i + 1; j < total; ++j) row[j] = std::numeric_limits<float>::lowest();
 }
 
+Status CheckAttentionBias(const Node& node, const Tensor* ab, int64_t batch, int64_t heads, int64_t seq,
+                          int64_t total) {
+  if (!ab) return Status::Ok();
+  if (ab->dtype() != DataType::kFloat || ab->rank() != 4 || (ab->dim(0) != batch && ab->dim(0) != 1) ||
+      (ab->dim(1) != heads && ab->dim(1) != 1) || ab->dim(2) != seq || ab->dim(3) != total)
+    return InvalidArgument(node.Describe(), ": attention_bias must be [", batch, " or 1, ", heads, " or 1, ", seq, ", ",
+                           total, "] float32, got ", DataTypeName(ab->dtype()), " ", ShapeToString(ab->shape()));
+  return Status::Ok();
+}
+
+const float* AttentionBiasHead(const Tensor& ab, int64_t b, int64_t n) {
+  const int64_t bb = ab.dim(0) == 1 ? 0 : b, nn = ab.dim(1) == 1 ? 0 : n;
+  return ab.data<float>() + (bb * ab.dim(1) + nn) * ab.dim(2) * ab.dim(3);
+}
+
+void RegisterRefAndSgemm(KernelRegistry& r, const char* op, MakeRefOrSgemm make) {
+  KernelDef ref;
+  ref.domain = "com.microsoft";
+  ref.op_type = op;
+  ref.type_input = -1;
+  ref.factory = [make](const KernelInit& init) { return make(init, true); };
+  r.Register(ref);
+  KernelDef fast = ref;
+  fast.factory = [make](const KernelInit& init) { return make(init, false); };
+  fast.covers = [](const KernelInit&) { return sgemm::Available(); };
+  fast.reference = false;
+  fast.impl = "avx512";
+  r.Register(std::move(fast));
+}
+
 void SoftmaxRowRef(float* row, int64_t n) {
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "core/kernel.h"
 #include "core/status.h"
@@ -45,6 +46,19 @@ struct HeadAttention {
   float softcap = 0;            // > 0: scores = softcap * tanh(scores / softcap) before mask and bias
   const float* sink = nullptr;  // the softmax's extra denominator term e^sink, or null
 };
+
+// attention_bias [B or 1, N or 1, S, T], float32 (broadcast over batch or heads): null is
+// fine; anything else is kInvalidArgument naming the node. AttentionBiasHead: the [S, T]
+// block (row stride T) of batch b, head n.
+Status CheckAttentionBias(const Node& node, const Tensor* ab, int64_t batch, int64_t heads, int64_t seq, int64_t total);
+const float* AttentionBiasHead(const Tensor& ab, int64_t b, int64_t n);
+
+// Registers com.microsoft `op` twice: the reference kernel, make(init, true), and where the
+// AVX-512 SGEMM runs the optimized one, make(init, false), impl "avx512". type_input -1:
+// com.microsoft ops often have no inferred input types (libonnx has no schema for them), so
+// the kernels check dtypes themselves.
+using MakeRefOrSgemm = Result<std::unique_ptr<OpKernel>> (*)(const KernelInit& init, bool reference);
+void RegisterRefAndSgemm(KernelRegistry& r, const char* op, MakeRefOrSgemm make);
 
 // The reference softmax of one row in place: max-shifted exp, double sum (the test oracle's;
 // also strata.internal MaskedSoftmax's reference, attention.cc).

@@ -19,6 +19,7 @@
 #include "core/kernel.h"
 #include "core/kernel_stop.h"
 #include "core/status.h"
+#include "cpu/attention_core.h"
 #include "cpu/gemm_kernels.h"
 #include "cpu/sgemm.h"
 #include "cpu/transformer_kernels.h"
@@ -173,19 +174,6 @@ Result<std::unique_ptr<OpKernel>> MakeMsFusedMatMul(const KernelInit& init, bool
 
 }  // namespace
 
-void RegisterMsFusedMatMulKernels(KernelRegistry& r) {
-  KernelDef ref;
-  ref.domain = "com.microsoft";
-  ref.op_type = "FusedMatMul";
-  ref.type_input = -1;  // no inferred types for com.microsoft ops: the kernel checks dtypes
-  ref.factory = [](const KernelInit& init) { return MakeMsFusedMatMul(init, true); };
-  r.Register(ref);
-  KernelDef fast = ref;
-  fast.factory = [](const KernelInit& init) { return MakeMsFusedMatMul(init, false); };
-  fast.covers = [](const KernelInit&) { return sgemm::Available(); };
-  fast.reference = false;
-  fast.impl = "avx512";
-  r.Register(std::move(fast));
-}
+void RegisterMsFusedMatMulKernels(KernelRegistry& r) { cpu::RegisterRefAndSgemm(r, "FusedMatMul", MakeMsFusedMatMul); }
 
 }  // namespace strata

@@ -175,10 +175,7 @@ Status GqaKernel::Compute(KernelContext& ctx) const {
           return InvalidArgument(node.Describe(), ": position ", p, " of batch ", b, ", token ", s,
                                  " is outside the rotary cache's ", cos->dim(0), " positions");
       }
-  if (ab && (ab->rank() != 4 || (ab->dim(0) != batch && ab->dim(0) != 1) || (ab->dim(1) != heads && ab->dim(1) != 1) ||
-             ab->dim(2) != seq || ab->dim(3) != total_len))
-    return InvalidArgument(node.Describe(), ": attention_bias must be [", batch, " or 1, ", heads, " or 1, ", seq, ", ",
-                           total_len, "], got ", ShapeToString(ab->shape()));
+  RETURN_IF_ERROR(cpu::CheckAttentionBias(node, ab, batch, heads, seq, total_len));
   if (sink && sink->shape() != Shape{heads})
     return InvalidArgument(node.Describe(), ": head_sink must be [", heads, "], got ", ShapeToString(sink->shape()));
 
@@ -278,8 +275,7 @@ Status GqaKernel::Compute(KernelContext& ctx) const {
       ha.softcap = a_.softcap;
       ha.mask = mask.data();
       if (ab) {
-        ha.bias =
-            ab->data<float>() + ((ab->dim(0) == 1 ? 0 : b) * ab->dim(1) + (ab->dim(1) == 1 ? 0 : n)) * seq * total_len;
+        ha.bias = cpu::AttentionBiasHead(*ab, b, n);
         ha.ld_bias = total_len;
       }
       if (sink)
@@ -323,19 +319,6 @@ Result<std::unique_ptr<OpKernel>> MakeGqa(const KernelInit& init, bool reference
 
 }  // namespace
 
-void RegisterMsGqaKernels(KernelRegistry& r) {
-  KernelDef ref;
-  ref.domain = "com.microsoft";
-  ref.op_type = "GroupQueryAttention";
-  ref.type_input = -1;  // no inferred types for com.microsoft ops: the kernel checks dtypes
-  ref.factory = [](const KernelInit& init) { return MakeGqa(init, true); };
-  r.Register(ref);
-  KernelDef fast = ref;
-  fast.factory = [](const KernelInit& init) { return MakeGqa(init, false); };
-  fast.covers = [](const KernelInit&) { return sgemm::Available(); };
-  fast.reference = false;
-  fast.impl = "avx512";
-  r.Register(std::move(fast));
-}
+void RegisterMsGqaKernels(KernelRegistry& r) { cpu::RegisterRefAndSgemm(r, "GroupQueryAttention", MakeGqa); }
 
 }  // namespace strata

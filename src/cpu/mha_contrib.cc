@@ -115,10 +115,7 @@ class MhaKernel final : public OpKernel {
     ASSIGN_OR_RETURN(cpu::KeyMask mask,
                      cpu::ReadKeyMask(node, ctx.input(4), "key_padding_mask", batch, seq, total, false));
     const Tensor* ab = ctx.input(5);
-    if (ab && (ab->rank() != 4 || (ab->dim(0) != batch && ab->dim(0) != 1) ||
-               (ab->dim(1) != heads && ab->dim(1) != 1) || ab->dim(2) != seq || ab->dim(3) != total))
-      return InvalidArgument(node.Describe(), ": attention_bias must be [", batch, " or 1, ", heads, " or 1, ", seq,
-                             ", ", total, "], got ", ShapeToString(ab->shape()));
+    RETURN_IF_ERROR(cpu::CheckAttentionBias(node, ab, batch, heads, seq, total));
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, {batch, seq, dv}));
     float* present_k = nullptr;
     float* present_v = nullptr;
@@ -148,7 +145,6 @@ class MhaKernel final : public OpKernel {
     const float* bq = bias ? bias->data<float>() : nullptr;
     const float* bk = bias && !bnsh ? bq + d : nullptr;
     const float* bvp = bias && !bnsh ? bq + 2 * d : nullptr;
-    const float* abp = ab ? ab->data<float>() : nullptr;
     float* yp = y->mutable_data<float>();
     const bool masked = mask.kind != cpu::KeyMask::kNone || (a_.unidirectional && seq > 1);
     KernelStop stop(node);
@@ -214,7 +210,7 @@ class MhaKernel final : public OpKernel {
         ha.hq = h;
         ha.hv = hv;
         ha.scale = scale;
-        if (abp) ha.bias = abp + ((ab->dim(0) == 1 ? 0 : b) * ab->dim(1) + (ab->dim(1) == 1 ? 0 : n)) * seq * total;
+        if (ab) ha.bias = cpu::AttentionBiasHead(*ab, b, n);
         if (!cpu::AttendHead(ha, scores.data(), reference_)) {
           gemm_failed.store(true, std::memory_order_relaxed);
           return;
@@ -251,19 +247,6 @@ Result<std::unique_ptr<OpKernel>> MakeMha(const KernelInit& init, bool reference
 
 }  // namespace
 
-void RegisterMsMhaKernels(KernelRegistry& r) {
-  KernelDef ref;
-  ref.domain = "com.microsoft";
-  ref.op_type = "MultiHeadAttention";
-  ref.type_input = -1;  // no inferred types for com.microsoft ops: the kernel checks dtypes
-  ref.factory = [](const KernelInit& init) { return MakeMha(init, true); };
-  r.Register(ref);
-  KernelDef fast = ref;
-  fast.factory = [](const KernelInit& init) { return MakeMha(init, false); };
-  fast.covers = [](const KernelInit&) { return sgemm::Available(); };
-  fast.reference = false;
-  fast.impl = "avx512";
-  r.Register(std::move(fast));
-}
+void RegisterMsMhaKernels(KernelRegistry& r) { cpu::RegisterRefAndSgemm(r, "MultiHeadAttention", MakeMha); }
 
 }  // namespace strata

@@ -263,7 +263,7 @@ TEST(MsAttention, BadInputsAndAttributesNameTheProblem) {
   expect_error(RunKernel(spec, with(4, RandomTensor(DataType::kFloat, {2, 2, 2, 4, 5}, 1))),
                "past must be float32 [2, 2, 2, past_len, 6]");
   expect_error(RunKernel(spec, with(5, RandomTensor(DataType::kFloat, {2, 2, 3, 4}, 1))),
-               "attention_bias must be float32 [2 or 1, 2 or 1, 3, 3]");
+               "attention_bias must be [2 or 1, 2 or 1, 3, 3] float32");
   std::vector<Tensor> both = with(5, RandomTensor(DataType::kFloat, {1, 2, 3, 3}, 1));
   both[4] = RandomTensor(DataType::kFloat, {2, 2, 2, 1, 6}, 2);
   expect_error(RunKernel(spec, both), "past and attention_bias cannot be used together");
