@@ -139,6 +139,9 @@ Status SplitToSequence(KernelContext& ctx) {
       int64_t total = 0;
       for (int64_t s : sv) {
         if (s < 0) return InvalidArgument(node.Describe(), ": negative split size");
+        // total <= n here, so n - total cannot overflow; the sum itself could (fuzz find).
+        if (s > n - total)
+          return InvalidArgument(node.Describe(), ": split sizes sum past the axis's ", n, " (at size ", s, ")");
         total += s;
       }
       if (total != n) return InvalidArgument(node.Describe(), ": split sizes sum to ", total, ", axis has ", n);

@@ -550,6 +550,29 @@ TEST(HostileGraph, RangeAndSequenceEdges) {
                                      {"b", Tensor::FromVector<float>({1, 2, 3}, {3})}}),
                       "same rank");
   }
+  // SplitToSequence's split sizes summed past int64 (UBSan: signed overflow; a 12-07
+  // strata_fuzz_run find): sizes past the axis are an error naming it, sums short of it too.
+  for (const auto& [sizes, needle] : std::vector<std::pair<std::vector<int64_t>, std::string>>{
+           {{std::numeric_limits<int64_t>::max(), 1}, "split sizes sum past the axis's 3"},
+           {{2, 2}, "split sizes sum past the axis's 3 (at size 2)"},
+           {{1, 1}, "split sizes sum to 2, axis has 3"}}) {
+    auto m = MakeModel(13);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {3});
+    AddInput(g, "split", {2}, onnx::TensorProto::INT64);
+    AddNode(g, "SplitToSequence", {"x", "split"}, {"seq"}, "split");
+    AddNode(g, "ConcatFromSequence", {"seq"}, {"y"}, "concat")->add_attribute()->CopyFrom([] {
+      onnx::AttributeProto a;
+      a.set_name("axis");
+      a.set_type(onnx::AttributeProto::INT);
+      a.set_i(0);
+      return a;
+    }());
+    AddOutput(g, "y", {-1});
+    ExpectCleanStatus(FirstError(m, {{"x", Tensor::FromVector<float>({1, 2, 3}, {3})},
+                                     {"split", Tensor::FromVector<int64_t>(sizes, {2})}}),
+                      needle);
+  }
 }
 
 // Integer reductions past int64 wrap as numpy's do; the accumulation was signed overflow
