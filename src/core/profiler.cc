@@ -30,6 +30,54 @@ double Prod(const Shape& s, size_t from) {
   return p;
 }
 
+// ONNX Runtime's contrib matmul and attention ops (2 ops per multiply-add): FusedMatMul as
+// its product (K from B' after its transposes); Attention as its QKV projection plus Q K^T and
+// P V over all keys (past included); MultiHeadAttention and GroupQueryAttention as those two
+// products (GroupQueryAttention over the present cache's length: an upper bound for ragged
+// batches). -1 for the rest.
+double MsContribFlops(const Node& node, const std::vector<const Value*>& inputs, const std::vector<Value>& outputs) {
+  const Tensor* y = OutTensor(outputs, 0);
+  const Tensor* x = TensorAt(inputs, 0);
+  if (!y || !x) return -1;
+  const std::string& op = node.op_type;
+  if (op == "FusedMatMul") {
+    const Tensor* b = TensorAt(inputs, 1);
+    if (!b || b->rank() < 1) return -1;
+    const size_t r = b->rank();
+    // B' = B with its transposes: K is its second-to-last dim (a vector B: its only one).
+    int64_t k = b->dim(0);
+    if (r >= 2) {
+      const bool t = node.GetInt("transB", 0) != 0, tb = node.GetInt("transBatchB", 0) != 0;
+      k = tb ? (t ? b->dim(r - 1) : b->dim(0)) : (t ? b->dim(r - 1) : b->dim(r - 2));
+    }
+    return 2.0 * static_cast<double>(y->num_elements()) * static_cast<double>(k);
+  }
+  if ((op != "Attention" && op != "MultiHeadAttention" && op != "GroupQueryAttention") || x->rank() != 3 ||
+      y->rank() != 3)
+    return -1;
+  const double b = static_cast<double>(x->dim(0)), s = static_cast<double>(x->dim(1));
+  const double dv = static_cast<double>(y->dim(2));
+  if (op == "Attention") {
+    const Tensor* w = TensorAt(inputs, 1);
+    const Tensor* past = TensorAt(inputs, 4);
+    if (!w || w->rank() != 2) return -1;
+    const double dtot = static_cast<double>(w->dim(1)), dq = (dtot - dv) / 2;
+    const double t = s + (past && past->rank() == 5 ? static_cast<double>(past->dim(3)) : 0.0);
+    return 2.0 * b * s * static_cast<double>(x->dim(2)) * dtot + 2.0 * b * s * t * (dq + dv);
+  }
+  if (op == "MultiHeadAttention") {
+    const Tensor* k = TensorAt(inputs, 1);
+    const Tensor* past = TensorAt(inputs, 6);
+    if (!k || (k->rank() != 3 && k->rank() != 4)) return -1;
+    const double t = static_cast<double>(k->rank() == 3 ? k->dim(1) : k->dim(2)) +
+                     (past && past->rank() == 4 ? static_cast<double>(past->dim(2)) : 0.0);
+    return 2.0 * b * s * t * (static_cast<double>(x->dim(2)) + dv);
+  }
+  const Tensor* present = OutTensor(outputs, 1);
+  if (!present || present->rank() != 4) return -1;
+  return 2.0 * b * s * static_cast<double>(present->dim(2)) * 2.0 * dv;
+}
+
 }  // namespace
 
 double NodeFlops(const Node& node, const std::vector<const Value*>& inputs, const std::vector<Value>& outputs) {
@@ -71,6 +119,7 @@ double NodeFlops(const Node& node, const std::vector<const Value*>& inputs, cons
     if (we && we->rank() == 4) f += 2.0 * Prod(x->shape(), 0) / static_cast<double>(x->dim(3)) * Prod(we->shape(), 0);
     return f;
   }
+  if (node.domain == "com.microsoft") return MsContribFlops(node, inputs, outputs);
   if (!node.domain.empty() && !nhwc_conv && !fused_matmul) return -1;
   const std::string& op = node.op_type;
   if (op == "Conv" || nhwc_conv) {

@@ -247,6 +247,32 @@ TEST(BenchProfiler, FlopsFromShapes) {
   Node relu;
   relu.op_type = "Relu";
   EXPECT_EQ(NodeFlops(relu, {&x}, y), -1);
+
+  // ONNX Runtime's contrib ops: FusedMatMul with transB (B [N, K]), Attention's projection
+  // plus its two products over past + new keys, MultiHeadAttention's two products.
+  auto zeros = [](const Shape& s) { return Value(Tensor::Zeros(DataType::kFloat, s).value()); };
+  Node fm;
+  fm.domain = "com.microsoft";
+  fm.op_type = "FusedMatMul";
+  fm.attrs["transB"] = Attribute::Int(1);
+  const Value fa = zeros({2, 3, 5}), fb = zeros({7, 5});
+  EXPECT_DOUBLE_EQ(NodeFlops(fm, {&fa, &fb}, {zeros({2, 3, 7})}), 2.0 * 2 * 3 * 7 * 5);
+  Node att;
+  att.domain = "com.microsoft";
+  att.op_type = "Attention";
+  const Value ax = zeros({2, 4, 8}), aw = zeros({8, 24}), ab = zeros({24}), past = zeros({2, 2, 2, 6, 4});
+  const Value none;
+  EXPECT_DOUBLE_EQ(NodeFlops(att, {&ax, &aw, &ab, &none, &past}, {zeros({2, 4, 8})}),
+                   2.0 * 2 * 4 * 8 * 24 + 2.0 * 2 * 4 * (6 + 4) * (8 + 8));
+  Node mha;
+  mha.domain = "com.microsoft";
+  mha.op_type = "MultiHeadAttention";
+  const Value q = zeros({2, 4, 8}), k = zeros({2, 9, 8}), v = zeros({2, 9, 12});
+  EXPECT_DOUBLE_EQ(NodeFlops(mha, {&q, &k, &v}, {zeros({2, 4, 12})}), 2.0 * 2 * 4 * 9 * (8 + 12));
+  Node other;
+  other.domain = "com.microsoft";
+  other.op_type = "BiasGelu";
+  EXPECT_EQ(NodeFlops(other, {&q, &k}, {zeros({2, 4, 8})}), -1);
 }
 
 }  // namespace

@@ -212,7 +212,7 @@ void PrintProfile(const Profiler& prof, int top, double run_ms_median, nlohmann:
         "\nprofile over %lld runs (per-run means): %.3f ms/run in nodes, %.3f ms/run whole run (%.1f%% accounted)\n",
         static_cast<long long>(prof.runs()), node_ms, run_ms, run_ms > 0 ? 100.0 * node_ms / run_ms : 0.0);
     if (total_flops > 0 && run_ms_median > 0)
-      std::printf("model FLOPs (Conv/Gemm/MatMul/RNN): %.3f GFLOP/run, %.2f GFLOP/s at the median latency\n",
+      std::printf("model FLOPs (Conv/Gemm/MatMul/RNN/attention): %.3f GFLOP/run, %.2f GFLOP/s at the median latency\n",
                   total_flops / 1e9, total_flops / 1e6 / run_ms_median);
     std::printf("\n%-28s %6s %12s %7s %10s\n", "op type", "nodes", "ms/run", "%", "GFLOP/s");
   }
