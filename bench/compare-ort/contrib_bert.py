@@ -23,7 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nbits_parity import ROOT, build_ort_bench, sh  # noqa: E402
+from nbits_parity import ROOT, build_ort_bench, run_strata_and_ort, sh, write_inputs  # noqa: E402
 
 MS = "com.microsoft"
 
@@ -93,25 +93,12 @@ def main():
         build(model, args.layers)
     rng = np.random.default_rng(1)
     in_dir = os.path.join(args.work, "inputs")
-    os.makedirs(in_dir, exist_ok=True)
     mask = np.ones([1, 128], np.int32)
     mask[0, 100:] = 0  # padded tail
     feeds = {"input_ids": rng.integers(0, 30522, [1, 128]).astype(np.int32),
              "segment_ids": (np.arange(128) >= 64).astype(np.int32)[None, :], "attention_mask": mask}
-    with open(os.path.join(in_dir, "inputs.txt"), "w") as f:
-        for i, (k, v) in enumerate(feeds.items()):
-            np.save(os.path.join(in_dir, "in%d.npy" % i), v)
-            f.write("%s\tin%d.npy\n" % (k, i))
-    s_dir, o_dir = os.path.join(args.work, "strata"), os.path.join(args.work, "ort")
-    for d in (s_dir, o_dir):
-        os.makedirs(d, exist_ok=True)
-    flags = []
-    for i, k in enumerate(feeds):
-        flags += ["-i", "%s=%s" % (k, os.path.join(in_dir, "in%d.npy" % i))]
-    sh([args.strata, "run", model, "-o", s_dir] + flags)
-    sh([args.ort_bench, model, in_dir, "--iters", "1", "--warmup", "0", "--creations", "1", "--save-outputs", o_dir])
-    a = np.load(os.path.join(s_dir, "last_hidden_state.npy"))
-    b = np.load(os.path.join(o_dir, "last_hidden_state.npy"))
+    got, ref = run_strata_and_ort(args.strata, args.ort_bench, model, feeds, args.work)
+    a, b = got["last_hidden_state"], ref["last_hidden_state"]
     diff = float(np.max(np.abs(a - b))) / float(np.max(np.abs(b)))
     print("output: max |strata - ORT| / max |ORT| = %.3g (tol %g)" % (diff, args.tol), flush=True)
     rows = []
@@ -119,8 +106,7 @@ def main():
         st, ot = [], []
         for _ in range(args.rounds):
             st.append(json.loads(sh([args.strata, "bench", model, "-t", str(t), "--iters", str(args.iters), "--json"]
-                                    + [x for i, k in enumerate(feeds) for x in
-                                       ("--input", "%s=%s" % (k, os.path.join(in_dir, "in%d.npy" % i)))]))
+                                    + write_inputs(feeds, in_dir)))
                       ["latency_ms"]["median"])
             ot.append(json.loads(sh([args.ort_bench, model, in_dir, "--threads", str(t), "--iters", str(args.iters),
                                      "--creations", "1"]))["latency_ms"]["median"])

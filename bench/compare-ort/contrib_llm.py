@@ -21,7 +21,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nbits_parity import ROOT, build_ort_bench, sh  # noqa: E402
+from nbits_parity import ROOT, build_ort_bench, run_strata_and_ort  # noqa: E402
 
 MS = "com.microsoft"
 VOCAB, HIDDEN, HEADS, KV_HEADS, FFN, MAX_POS = 512, 256, 8, 2, 512, 128
@@ -116,24 +116,9 @@ def main():
     for step in range(args.steps + 1):
         total = past["past_key_values.0.key"].shape[2] + ids.shape[1]
         feeds = {"input_ids": ids, "attention_mask": np.ones([1, total], np.int64), **past}
-        d = os.path.join(args.work, "step%d" % step)
-        in_dir = os.path.join(d, "inputs")
-        os.makedirs(in_dir, exist_ok=True)
-        with open(os.path.join(in_dir, "inputs.txt"), "w") as f:
-            for i, (k, v) in enumerate(feeds.items()):
-                np.save(os.path.join(in_dir, "in%d.npy" % i), v)
-                f.write("%s\tin%d.npy\n" % (k, i))
-        out = {}
-        for rt in ("strata", "ort"):
-            od = os.path.join(d, rt)
-            os.makedirs(od, exist_ok=True)
-            if rt == "strata":
-                sh([args.strata, "run", model, "-o", od] +
-                   [x for i, k in enumerate(feeds) for x in ("-i", "%s=%s/in%d.npy" % (k, in_dir, i))])
-            else:
-                sh([args.ort_bench, model, in_dir, "--iters", "1", "--warmup", "0", "--creations", "1",
-                    "--save-outputs", od])
-            out[rt] = {f[:-4]: np.load(os.path.join(od, f)) for f in os.listdir(od) if f.endswith(".npy")}
+        got, ref = run_strata_and_ort(args.strata, args.ort_bench, model, feeds,
+                                      os.path.join(args.work, "step%d" % step))
+        out = {"strata": got, "ort": ref}
         diffs = {k: float(np.max(np.abs(out["strata"][k] - v))) / max(float(np.max(np.abs(v))), 1e-30)
                  for k, v in out["ort"].items()}
         step_worst = max(diffs.values())

@@ -64,6 +64,33 @@ def model_path(name, work):
     return p
 
 
+def write_inputs(feeds, d):
+    """feeds (name -> array) as d/in<i>.npy and d/inputs.txt (ort_bench's list); returns strata's -i flags."""
+    os.makedirs(d, exist_ok=True)
+    flags = []
+    with open(os.path.join(d, "inputs.txt"), "w") as f:
+        for i, (k, v) in enumerate(feeds.items()):
+            np.save(os.path.join(d, "in%d.npy" % i), v)
+            f.write("%s\tin%d.npy\n" % (k, i))
+            flags += ["-i", "%s=%s" % (k, os.path.join(d, "in%d.npy" % i))]
+    return flags
+
+
+def run_strata_and_ort(strata, ort_bench, model, feeds, work):
+    """Runs model once in strata (`strata run -o`) and once in ORT (`ort_bench --save-outputs`) on feeds
+    (written under work/inputs); returns ({output: array} of strata, of ORT)."""
+    flags = write_inputs(feeds, os.path.join(work, "inputs"))
+    dirs = os.path.join(work, "strata"), os.path.join(work, "ort")
+    for d in dirs:
+        os.makedirs(d, exist_ok=True)
+        for f in os.listdir(d):
+            os.remove(os.path.join(d, f))
+    sh([strata, "run", model, "-o", dirs[0]] + flags)
+    sh([ort_bench, model, os.path.join(work, "inputs"), "--warmup", "0", "--iters", "1", "--creations", "1",
+        "--save-outputs", dirs[1]])
+    return load_outputs(dirs[0]), load_outputs(dirs[1])
+
+
 def load_outputs(d):
     return {os.path.basename(f)[:-4]: np.load(f) for f in sorted(glob.glob(os.path.join(d, "*.npy")))}
 

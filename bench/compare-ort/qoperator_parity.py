@@ -26,7 +26,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nbits_parity import ROOT, build_ort_bench, sh  # noqa: E402
+from nbits_parity import ROOT, build_ort_bench, run_strata_and_ort  # noqa: E402
 
 U8, I8 = TensorProto.UINT8, TensorProto.INT8
 NP = {U8: np.uint8, I8: np.int8}
@@ -99,14 +99,6 @@ def case(tol_steps=0):
     return reg
 
 
-def write_inputs(b, d):
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "inputs.txt"), "w") as f:
-        for i, (k, v) in enumerate(b.feeds.items()):
-            np.save(os.path.join(d, "in%d.npy" % i), v)
-            f.write("%s\tin%d.npy\n" % (k, i))
-
-
 def run_case(name, args):
     fn, tol = CASES[name]
     b = Builder(zlib.crc32(name.encode()))
@@ -115,22 +107,10 @@ def run_case(name, args):
     os.makedirs(work, exist_ok=True)
     path = os.path.join(work, "model.onnx")
     onnx.save(b.model(), path)
-    write_inputs(b, os.path.join(work, "inputs"))
-    s_dir, o_dir = os.path.join(work, "strata"), os.path.join(work, "ort")
-    for d in (s_dir, o_dir):
-        os.makedirs(d, exist_ok=True)
-        for f in os.listdir(d):
-            os.remove(os.path.join(d, f))
-    feeds = []
-    for i, k in enumerate(b.feeds):
-        feeds += ["-i", "%s=%s" % (k, os.path.join(work, "inputs", "in%d.npy" % i))]
-    sh([args.strata, "run", path, "-o", s_dir] + feeds)
-    sh([args.ort_bench, path, os.path.join(work, "inputs"), "--warmup", "0", "--iters", "1", "--creations", "1",
-        "--save-outputs", o_dir])
+    got, ref = run_strata_and_ort(args.strata, args.ort_bench, path, b.feeds, work)
     worst, count, total = 0.0, 0, 0
     for out, step in zip(b.outputs, steps):
-        a = np.load(os.path.join(s_dir, out.name + ".npy")).astype(np.float64)
-        r = np.load(os.path.join(o_dir, out.name + ".npy")).astype(np.float64)
+        a, r = got[out.name].astype(np.float64), ref[out.name].astype(np.float64)
         if a.shape != r.shape:
             return name, float("inf"), -1, r.size, tol, "shape %s vs ORT %s" % (a.shape, r.shape)
         if step is None:  # float: relative to the output's largest magnitude
