@@ -264,6 +264,21 @@ STRATA_API size_t strata_tensor_byte_size(const strata_tensor* tensor);
 STRATA_API void* strata_tensor_data(strata_tensor* tensor);
 /** The i-th string of a string tensor, NUL-terminated, or NULL. Since API 1. */
 STRATA_API const char* strata_tensor_string_at(const strata_tensor* tensor, size_t i);
+/**
+ * Sets string `i` of a string tensor (made with strata_tensor_create) to the `size` bytes
+ * at `data`, copied; they may contain NUL bytes and need not end with one (data may be
+ * NULL when size is 0). INVALID_ARGUMENT for a non-string tensor or `i` out of range.
+ * This is how string inputs are fed. Since API 1 (appended).
+ */
+STRATA_API strata_status* strata_tensor_set_string(strata_tensor* tensor, size_t i, const char* data, size_t size);
+/**
+ * String `i` of a string tensor and its length in bytes (a string may contain NUL bytes,
+ * which strata_tensor_string_at cannot show). *data stays valid until the tensor is
+ * destroyed or the string is set again. INVALID_ARGUMENT for a non-string tensor or `i`
+ * out of range. Since API 1 (appended).
+ */
+STRATA_API strata_status* strata_tensor_get_string(const strata_tensor* tensor, size_t i, const char** data,
+                                                   size_t* size);
 /** Size in bytes of one element of `dtype` (0 for undefined/string). Since API 1. */
 STRATA_API size_t strata_dtype_size(strata_dtype dtype);
 /** "float32", "int64", ... Since API 1. */

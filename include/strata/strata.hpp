@@ -71,6 +71,23 @@ class Tensor {
   T* data() {
     return static_cast<T*>(strata_tensor_data(p_.get()));
   }
+  /// A string tensor of `dims` holding `values` (row-major; bytes, NULs allowed).
+  static Tensor Strings(const std::vector<int64_t>& dims, const std::vector<std::string>& values) {
+    Tensor t = Create(STRATA_DTYPE_STRING, dims);
+    if (values.size() != static_cast<size_t>(t.size()))
+      throw Error(STRATA_INVALID_ARGUMENT, std::to_string(values.size()) + " strings for a tensor of " +
+                                               std::to_string(t.size()) + " elements");
+    for (size_t i = 0; i < values.size(); ++i)
+      detail::Check(strata_tensor_set_string(t.get(), i, values[i].data(), values[i].size()));
+    return t;
+  }
+  /// String `i` of a string tensor (bytes, NULs kept).
+  std::string String(size_t i) const {
+    const char* d = nullptr;
+    size_t n = 0;
+    detail::Check(strata_tensor_get_string(p_.get(), i, &d, &n));
+    return std::string(d, n);
+  }
   strata_tensor* get() const { return p_.get(); }
   explicit operator bool() const { return p_ != nullptr; }
 

@@ -1,5 +1,6 @@
 // The C API (include/strata/strata.h) over the C++ engine. Every entry point is
 // exception-safe: see capi::Guard.
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <sstream>
@@ -42,11 +43,23 @@ strata::DataType ToDType(strata_dtype d) { return static_cast<strata::DataType>(
 
 bool ValidDType(strata_dtype d) {
   switch (d) {
-    case STRATA_DTYPE_FLOAT32: case STRATA_DTYPE_UINT8: case STRATA_DTYPE_INT8: case STRATA_DTYPE_UINT16:
-    case STRATA_DTYPE_INT16: case STRATA_DTYPE_INT32: case STRATA_DTYPE_INT64: case STRATA_DTYPE_STRING:
-    case STRATA_DTYPE_BOOL: case STRATA_DTYPE_FLOAT16: case STRATA_DTYPE_FLOAT64: case STRATA_DTYPE_UINT32:
-    case STRATA_DTYPE_UINT64: case STRATA_DTYPE_BFLOAT16: return true;
-    default: return false;
+    case STRATA_DTYPE_FLOAT32:
+    case STRATA_DTYPE_UINT8:
+    case STRATA_DTYPE_INT8:
+    case STRATA_DTYPE_UINT16:
+    case STRATA_DTYPE_INT16:
+    case STRATA_DTYPE_INT32:
+    case STRATA_DTYPE_INT64:
+    case STRATA_DTYPE_STRING:
+    case STRATA_DTYPE_BOOL:
+    case STRATA_DTYPE_FLOAT16:
+    case STRATA_DTYPE_FLOAT64:
+    case STRATA_DTYPE_UINT32:
+    case STRATA_DTYPE_UINT64:
+    case STRATA_DTYPE_BFLOAT16:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -273,17 +286,42 @@ strata_status* RunSession(strata_session* s, const strata_run_options* run, cons
     for (size_t j = 0; j < output_count; ++j) outputs[j] = nullptr;
     auto r = s->session->Run(feeds, names, run ? &run->opts : nullptr);
     if (!r.ok()) return ToC(r.status());
+    feeds.clear();  // drop our references to the callers' input buffers before counting owners
+    auto fail = [&](strata_status* st) {
+      for (size_t k = 0; k < output_count; ++k) {
+        delete outputs[k];
+        outputs[k] = nullptr;
+      }
+      return st;
+    };
+    std::vector<const strata::Buffer*> handed_out;
     for (size_t j = 0; j < output_count; ++j) {
       const strata::Value& v = (*r)[j];
       if (!v.is_tensor()) {
-        for (size_t k = 0; k < j; ++k) {
-          delete outputs[k];
-          outputs[k] = nullptr;
-        }
-        return MakeError(STRATA_UNSUPPORTED, "output " + std::to_string(j) +
-                                                 " is a sequence or optional, which the C API cannot return yet");
+        return fail(MakeError(STRATA_UNSUPPORTED, "output " + std::to_string(j) +
+                                                      " is a sequence or optional, which the C API cannot return yet"));
       }
-      outputs[j] = new strata_tensor{v.tensor()};
+      // The caller owns each output and may write into it or keep it past the session and
+      // the inputs. An output whose memory is also held elsewhere (a model constant, perhaps
+      // mapped read-only from the file; an input passed through; another output; a view of
+      // a buffer another output uses) is returned as a private copy instead.
+      const auto& buf = v.tensor().buffer();
+      bool shared = false;
+      if (buf) {
+        long held_here = 0;
+        for (size_t k = 0; k < output_count; ++k)
+          if ((*r)[k].is_tensor() && (*r)[k].tensor().buffer() == buf) ++held_here;
+        shared = buf.use_count() > held_here ||
+                 std::find(handed_out.begin(), handed_out.end(), buf.get()) != handed_out.end();
+        handed_out.push_back(buf.get());
+      }
+      if (shared) {
+        auto copy = v.tensor().Clone();
+        if (!copy.ok()) return fail(ToC(copy.status()));
+        outputs[j] = new strata_tensor{std::move(copy).value()};
+      } else {
+        outputs[j] = new strata_tensor{v.tensor()};
+      }
     }
     return nullptr;
   });
@@ -401,6 +439,36 @@ const char* strata_tensor_string_at(const strata_tensor* t, size_t i) {
   if (!t || t->tensor.dtype() != strata::DataType::kString || i >= static_cast<size_t>(t->tensor.num_elements()))
     return nullptr;
   return t->tensor.data<std::string>()[i].c_str();
+}
+strata_status* strata_tensor_set_string(strata_tensor* t, size_t i, const char* data, size_t size) {
+  return Guard([&]() -> strata_status* {
+    STRATA_CHECK_ARG(t, "tensor is NULL");
+    STRATA_CHECK_ARG(t->tensor.dtype() == strata::DataType::kString,
+                     std::string("strata_tensor_set_string: the tensor is ") + strata::DataTypeName(t->tensor.dtype()) +
+                         ", not string");
+    const auto n = static_cast<size_t>(t->tensor.num_elements());
+    STRATA_CHECK_ARG(i < n, "string index " + std::to_string(i) + " is out of range (the tensor has " +
+                                std::to_string(n) + " elements)");
+    STRATA_CHECK_ARG(data || size == 0, "data is NULL");
+    t->tensor.mutable_data<std::string>()[i].assign(data ? data : "", size);
+    return nullptr;
+  });
+}
+strata_status* strata_tensor_get_string(const strata_tensor* t, size_t i, const char** data, size_t* size) {
+  return Guard([&]() -> strata_status* {
+    STRATA_CHECK_ARG(t, "tensor is NULL");
+    STRATA_CHECK_ARG(data && size, "data or size is NULL");
+    STRATA_CHECK_ARG(t->tensor.dtype() == strata::DataType::kString,
+                     std::string("strata_tensor_get_string: the tensor is ") + strata::DataTypeName(t->tensor.dtype()) +
+                         ", not string");
+    const auto n = static_cast<size_t>(t->tensor.num_elements());
+    STRATA_CHECK_ARG(i < n, "string index " + std::to_string(i) + " is out of range (the tensor has " +
+                                std::to_string(n) + " elements)");
+    const std::string& s = t->tensor.data<std::string>()[i];
+    *data = s.data();
+    *size = s.size();
+    return nullptr;
+  });
 }
 size_t strata_dtype_size(strata_dtype d) {
   if (!ValidDType(d) || d == STRATA_DTYPE_STRING) return 0;

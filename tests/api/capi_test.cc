@@ -409,3 +409,127 @@ TEST(CApi, RunOptions) {
 }
 
 }  // namespace
+
+namespace {
+
+const std::string kStrings = std::string(STRATA_SOURCE_DIR) + "/tests/data/capi/strings.onnx";
+const std::string kAliases = std::string(STRATA_SOURCE_DIR) + "/tests/data/capi/aliases.onnx";
+
+struct Owned {
+  strata_env* env = nullptr;
+  strata_session* session = nullptr;
+  ~Owned() {
+    strata_session_destroy(session);
+    strata_env_destroy(env);
+  }
+};
+
+}  // namespace
+
+TEST(CApi, StringTensorsFeedAndReturnBytes) {
+  const int64_t dims[1] = {3};
+  strata_tensor* text = nullptr;
+  ASSERT_EQ(strata_tensor_create(STRATA_DTYPE_STRING, dims, 1, &text), nullptr);
+  const std::string with_nul("a\0b", 3);
+  ASSERT_EQ(strata_tensor_set_string(text, 0, "hello", 5), nullptr);
+  ASSERT_EQ(strata_tensor_set_string(text, 1, with_nul.data(), with_nul.size()), nullptr);
+  ASSERT_EQ(strata_tensor_set_string(text, 2, nullptr, 0), nullptr);
+  const char* data = nullptr;
+  size_t size = 0;
+  ASSERT_EQ(strata_tensor_get_string(text, 1, &data, &size), nullptr);
+  EXPECT_EQ(std::string(data, size), with_nul);
+
+  Owned o;
+  ASSERT_EQ(strata_env_create(&o.env), nullptr);
+  ASSERT_EQ(strata_session_create(o.env, kStrings.c_str(), nullptr, &o.session), nullptr);
+  const char* in_names[1] = {"text"};
+  const strata_tensor* ins[1] = {text};
+  strata_tensor* outs[2] = {nullptr, nullptr};
+  ASSERT_EQ(strata_session_run(o.session, in_names, ins, 1, nullptr, outs, 2), nullptr);
+  strata_tensor_destroy(text);  // the outputs own their strings
+  const std::vector<std::string> same = {"hello", with_nul, ""};
+  const std::vector<std::string> upper = {"HELLO", std::string("A\0B", 3), ""};
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(strata_tensor_get_string(outs[0], i, &data, &size), nullptr);
+    EXPECT_EQ(std::string(data, size), same[i]) << i;
+    ASSERT_EQ(strata_tensor_get_string(outs[1], i, &data, &size), nullptr);
+    EXPECT_EQ(std::string(data, size), upper[i]) << i;
+  }
+  // Misuse is refused with a message naming the problem.
+  strata_status* st = strata_tensor_get_string(outs[0], 3, &data, &size);
+  EXPECT_EQ(strata_status_get_code(st), STRATA_INVALID_ARGUMENT);
+  EXPECT_NE(Message(st).find("string index 3 is out of range (the tensor has 3 elements)"), std::string::npos);
+  st = strata_tensor_set_string(outs[0], 0, nullptr, 2);
+  EXPECT_NE(Message(st).find("data is NULL"), std::string::npos);
+  EXPECT_NE(Message(strata_tensor_get_string(outs[0], 0, nullptr, &size)).find("NULL"), std::string::npos);
+  strata_tensor* f = nullptr;
+  ASSERT_EQ(strata_tensor_create(STRATA_DTYPE_FLOAT32, dims, 1, &f), nullptr);
+  EXPECT_NE(Message(strata_tensor_set_string(f, 0, "x", 1)).find("the tensor is float32, not string"),
+            std::string::npos);
+  EXPECT_NE(Message(strata_tensor_get_string(f, 0, &data, &size)).find("not string"), std::string::npos);
+  EXPECT_NE(Message(strata_tensor_set_string(nullptr, 0, "x", 1)).find("tensor is NULL"), std::string::npos);
+  strata_tensor_destroy(f);
+  strata_tensor_destroy(outs[0]);
+  strata_tensor_destroy(outs[1]);
+}
+
+TEST(CppWrapper, StringTensors) {
+  strata::Env env;
+  strata::Session session(env, kStrings);
+  auto text = strata::Tensor::Strings({2}, {"grüße", std::string("x\0y", 3)});
+  auto outs = session.Run({{"text", &text}});
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(outs[0].String(0), "grüße");
+  EXPECT_EQ(outs[0].String(1), std::string("x\0y", 3));
+  EXPECT_EQ(outs[1].String(1), std::string("X\0Y", 3));
+  try {
+    strata::Tensor::Strings({3}, {"a"});
+    FAIL() << "expected an error";
+  } catch (const strata::Error& e) {
+    EXPECT_EQ(e.code(), STRATA_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("1 strings for a tensor of 3 elements"), std::string::npos);
+  }
+  EXPECT_THROW(outs[0].String(2), strata::Error);
+}
+
+// Every output belongs to the caller alone: writing into one changes no model constant, no
+// input and no other output, and each stays valid after the inputs and the session are gone.
+TEST(CApi, OutputsNeverAliasConstantsInputsOrEachOther) {
+  Owned o;
+  ASSERT_EQ(strata_env_create(&o.env), nullptr);
+  ASSERT_EQ(strata_session_create(o.env, kAliases.c_str(), nullptr, &o.session), nullptr);
+  std::vector<float> x = {2.0f, -1.0f};
+  const int64_t dims[1] = {2};
+  strata_tensor* in = nullptr;
+  ASSERT_EQ(strata_tensor_wrap(STRATA_DTYPE_FLOAT32, dims, 1, x.data(), x.size() * sizeof(float), &in), nullptr);
+  const char* in_names[1] = {"x"};
+  const strata_tensor* ins[1] = {in};
+  strata_tensor* outs[4] = {};
+  ASSERT_EQ(strata_session_run(o.session, in_names, ins, 1, nullptr, outs, 4), nullptr);
+  auto data = [](strata_tensor* t) { return static_cast<float*>(strata_tensor_data(t)); };
+  EXPECT_NE(static_cast<void*>(data(outs[1])), static_cast<void*>(x.data()));
+  EXPECT_NE(data(outs[2]), data(outs[3]));
+  data(outs[0])[0] = 100.0f;  // the constant "weights"
+  data(outs[1])[0] = 200.0f;  // the passthrough of x
+  data(outs[2])[1] = 300.0f;  // relu; relu_again must not see it
+  EXPECT_EQ(x[0], 2.0f);
+  EXPECT_EQ(data(outs[3])[1], 0.0f);
+  strata_tensor_destroy(in);
+  x.assign({-7.0f, -7.0f});  // the caller reuses its memory; the passthrough output is a copy
+  EXPECT_EQ(data(outs[1])[1], -1.0f);
+  // A second run sees the model's constant unchanged.
+  std::vector<float> x2 = {1.0f, 1.0f};
+  ASSERT_EQ(strata_tensor_wrap(STRATA_DTYPE_FLOAT32, dims, 1, x2.data(), x2.size() * sizeof(float), &in), nullptr);
+  ins[0] = in;
+  strata_tensor* again[4] = {};
+  ASSERT_EQ(strata_session_run(o.session, in_names, ins, 1, nullptr, again, 4), nullptr);
+  EXPECT_EQ(data(again[0])[0], 1.5f);
+  EXPECT_EQ(data(again[0])[2], 3.5f);
+  strata_tensor_destroy(in);
+  strata_session_destroy(o.session);
+  o.session = nullptr;
+  EXPECT_EQ(data(outs[0])[1], -2.5f);  // outputs outlive the session
+  EXPECT_EQ(data(again[1])[0], 1.0f);
+  for (strata_tensor* t : outs) strata_tensor_destroy(t);
+  for (strata_tensor* t : again) strata_tensor_destroy(t);
+}
