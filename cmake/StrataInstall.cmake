@@ -35,6 +35,16 @@ install(TARGETS strata
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT core NAMELINK_COMPONENT core)
 install(TARGETS strata_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT core)
 
+# ---- the Python binding (pure Python over the C API through ctypes): installed beside the
+# library as <libdir>/python3/dist-packages/strata, from where it loads <libdir>/libstrata.so.0;
+# the build tree gets the same layout, so PYTHONPATH=<build>/lib/python3/dist-packages works.
+file(GLOB _strata_py CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/python/strata/*.py)
+foreach(f IN LISTS _strata_py)
+  get_filename_component(_n ${f} NAME)
+  configure_file(${f} ${CMAKE_BINARY_DIR}/lib/python3/dist-packages/strata/${_n} COPYONLY)
+endforeach()
+install(FILES ${_strata_py} DESTINATION ${CMAKE_INSTALL_LIBDIR}/python3/dist-packages/strata COMPONENT core)
+
 # ---- headers (provider.h arrives with the plugin work; install whichever exist)
 foreach(h strata.h strata.hpp provider.h)
   if(EXISTS ${PROJECT_SOURCE_DIR}/include/strata/${h})

@@ -3,13 +3,14 @@
 #   1. builds them with scripts/package.sh if missing or older than the binaries;
 #   2. per archive: `strata audit` against packaging/policies/<variant>.json, extraction to a
 #      temp prefix, `strata selftest`, consumer builds (find_package and pkg-config) that run
-#      without LD_LIBRARY_PATH;
+#      without LD_LIBRARY_PATH, the Python binding from the archive (tests/python/archive_smoke.py);
 #   3. no-accelerator proof: in a private mount namespace (unshare -m) every CUDA, Vulkan and
 #      OpenCL library of this machine is made unloadable (/dev/null bound over each file, an
 #      empty tmpfs over the CUDA toolkit, an ld.so.cache rebuilt without them), verified with
 #      ldconfig -p and dlopen; the system copies of every library the archive bundles are
-#      hidden too; then the CPU archive's `strata run` + `strata selftest` + C consumer, and
-#      the -cuda archive's core, must still work;
+#      hidden too; then the CPU archive's `strata run` + `strata selftest` + C consumer +
+#      Python binding, and the -cuda archive's core (and its Python binding, which must
+#      refuse providers=["cuda"] naming the missing library), must still work;
 #   4. doctored archives must FAIL the audit: the CPU archive with a provider added, and with
 #      libstrata patched to NEED libcudart.so.13.
 # Needs root (mount namespace) and patchelf. Exit 0 when every check passes.
@@ -94,6 +95,17 @@ for name in sys.argv[1:]:
 sys.exit(1 if bad else 0)
 PYEOF
   echo "$masked" >"$out/masked-count.txt"
+  # The Python binding imports and runs with every accelerator library gone. (Before step 5:
+  # the interpreter itself needs system libraries the archive also bundles, such as libz.)
+  local envp=(env -i PATH=/usr/bin:/bin HOME=/tmp LANG=C)
+  "${envp[@]}" PYTHONPATH="$cpu/lib/python3/dist-packages" "$PY" "$ROOT/tests/python/archive_smoke.py" "$cpu" \
+    >"$out/cpu-python.txt" 2>&1
+  echo "cpu-python $?" >>"$out/rc.txt"
+  local refuse=()
+  [ -f "$cuda/lib/strata/providers/libstrata-provider-cuda.so" ] && refuse=(cuda)
+  "${envp[@]}" PYTHONPATH="$cuda/lib/python3/dist-packages" "$PY" "$ROOT/tests/python/archive_smoke.py" "$cuda" \
+    "${refuse[@]}" >"$out/cuda-python.txt" 2>&1
+  echo "cuda-python $?" >>"$out/rc.txt"
   # 5. Hide the system copies of every library the archive bundles, so the core can only
   #    run from its own lib/ (what a machine without the Debian packages looks like).
   #    Paths are collected first: the tools used below must not lose their own libraries.
@@ -246,6 +258,14 @@ for variant in cpu gpu cuda; do
     bad "$variant: strata selftest rc=$rc providers=$nprov"
     show "$WORK/selftest-$variant.json"
   fi
+  # the Python binding from the extracted archive, clean environment, foreign directory
+  if (cd "$WORK" && env -i PATH=/usr/bin:/bin HOME=/tmp PYTHONPATH="$prefix/lib/python3/dist-packages" \
+    "$PY" "$ROOT/tests/python/archive_smoke.py" "$prefix") >"$WORK/python-$variant.log" 2>&1; then
+    ok "$variant: Python binding imports from the archive, loads its libstrata, classifies all samples"
+  else
+    bad "$variant: Python binding from the archive"
+    show "$WORK/python-$variant.log"
+  fi
   # pkg-config consumer (every variant: the core is the same, the .pc must be too)
   if PKG_CONFIG_PATH=$prefix/lib/pkgconfig bash "$ROOT/tests/consumer/build-pkgconfig.sh" "$WORK/consumer-pc-$variant" \
     >"$WORK/consumer-pc-$variant.log" 2>&1 &&
@@ -306,6 +326,13 @@ if [ -n "$cpu" ] && [ -n "${PREFIX[cuda]:-}" ]; then
     [ "$(rcof cpu-selftest)" = 0 ] && grep -q 'providers: none shipped' "$NS/cpu-selftest.txt" &&
       ok "no-accel: cpu archive 'strata selftest' PASS, no provider shipped" || { bad "no-accel: cpu selftest"; show "$NS/cpu-selftest.txt"; }
     [ "$(rcof cpu-consumer)" = 0 ] && ok "no-accel: C consumer runs" || { bad "no-accel: C consumer"; show "$NS/cpu-consumer.txt"; }
+    [ "$(rcof cpu-python)" = 0 ] && ok "no-accel: cpu archive's Python binding imports and classifies the samples" ||
+      { bad "no-accel: cpu Python binding"; show "$NS/cpu-python.txt"; }
+    if [ "$(rcof cuda-python)" = 0 ] && { ! built cuda || grep -q "providers=\['cuda'\] refused: .*MISSING_DEPENDENCY" "$NS/cuda-python.txt"; }; then
+      ok "no-accel: -cuda archive's Python binding runs on the CPU$(built cuda && echo "; providers=['cuda'] raises ProviderError naming MISSING_DEPENDENCY")"
+    else
+      bad "no-accel: -cuda Python binding"; show "$NS/cuda-python.txt"
+    fi
     if built cuda; then
       [ "$(rcof cuda-selftest)" = 0 ] && grep -q 'cuda: unavailable.*MISSING_DEPENDENCY' "$NS/cuda-selftest.txt" &&
         ok "no-accel: -cuda archive selftest PASS, cuda reported unavailable (MISSING_DEPENDENCY)" ||
