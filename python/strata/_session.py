@@ -107,6 +107,8 @@ class Session:
             C.options_destroy(o)
         self.inputs = self._infos(C.session_input_count, C.session_input_info, True)
         self.outputs = self._infos(C.session_output_count, C.session_output_info, False)
+        names = [o.name.encode() for o in self.outputs]
+        self._all_outputs = (len(names), (ctypes.c_char_p * max(len(names), 1))(*names))  # for run(None, ...)
         self._codes = {}  # (True for inputs, name) -> strata_dtype
         for is_input, infos, fn in ((True, self.inputs, C.session_input_info),
                                     (False, self.outputs, C.session_output_info)):
@@ -146,7 +148,12 @@ class Session:
         h = self._handle()
         if not isinstance(feeds, dict):
             raise C.InvalidArgument(f"feeds must be a dict of input name -> array, got {type(feeds).__name__}")
-        names = list(output_names) if output_names is not None else [o.name for o in self.outputs]
+        if output_names is None:
+            n_out, out_names = self._all_outputs
+        else:
+            names = [_text(k, "an output name") for k in output_names]
+            n_out = len(names)
+            out_names = (ctypes.c_char_p * max(n_out, 1))(*names)
         in_handles, keep = [], []
         try:
             for name, value in feeds.items():
@@ -155,10 +162,9 @@ class Session:
                 t, alive = to_tensor(name, value, self._codes.get((True, name)))
                 in_handles.append(t)
                 keep.append(alive)
-            n_in, n_out = len(in_handles), len(names)
+            n_in = len(in_handles)
             in_names = (ctypes.c_char_p * max(n_in, 1))(*[k.encode() for k in feeds])
             ins = (ctypes.c_void_p * max(n_in, 1))(*[t.value for t in in_handles])
-            out_names = (ctypes.c_char_p * max(n_out, 1))(*[_text(k, "an output name") for k in names])
             outs = (ctypes.c_void_p * max(n_out, 1))()
             C.check(C.session_run_with_options(h, run_options._h if run_options is not None else None, in_names, ins,
                                                n_in, out_names, outs, n_out))

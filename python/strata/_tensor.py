@@ -19,8 +19,13 @@ class _Owned:
         C.tensor_destroy(self.handle)
 
 
+_DIMS = [ctypes.c_int64 * max(n, 1) for n in range(65)]
+
+
 def _dims(shape):
-    return (ctypes.c_int64 * max(len(shape), 1))(*shape)
+    if len(shape) > 64:
+        raise C.InvalidArgument(f"rank {len(shape)} is above 64")
+    return _DIMS[len(shape)](*shape)
 
 
 def to_tensor(name, value, expected_code):
@@ -31,6 +36,13 @@ def to_tensor(name, value, expected_code):
     element type (`expected_code`); numpy arrays keep theirs, so a mismatch is refused by
     the library with a message naming the input.
     """
+    if type(value) is np.ndarray and value.flags.c_contiguous:  # the common case, kept short
+        code = C.CODE_OF_NUMPY.get(value.dtype)  # native byte order only: '>f4' is not a key
+        if code is not None and (code != 4 or expected_code != C.BFLOAT16):
+            handle = ctypes.c_void_p()
+            C.check(C.tensor_wrap(code, _dims(value.shape), value.ndim, value.ctypes.data if value.size else None,
+                                  value.nbytes, ctypes.byref(handle)))
+            return handle, value
     if not isinstance(value, np.ndarray):
         dtype = C.NUMPY_OF.get(expected_code) if expected_code not in (None, C.STRING) else None
         try:
