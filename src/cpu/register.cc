@@ -56,6 +56,8 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterMsMhaKernels(r);
   RegisterMsGqaKernels(r);
   RegisterChannelShuffleKernels(r);
+  RegisterMlTreeKernels(r);
+  RegisterMlKernels(r);
 }
 
 }  // namespace strata

@@ -26,5 +26,8 @@ void RegisterSignalKernels(KernelRegistry& r);       // cpu/signal.cc: DFT, STFT
 void RegisterRandomKernels(KernelRegistry& r);       // cpu/random.cc: Random*, Bernoulli, Multinomial
 void RegisterMiscKernels(KernelRegistry& r);         // cpu/misc_ops.cc: Det, GridSample
 void RegisterQuantWeightKernels(KernelRegistry& r);  // cpu/matmul_nbits.cc: com.microsoft MatMulNBits
+// ai.onnx.ml (classical ML: scikit-learn, XGBoost, LightGBM exports)
+void RegisterMlTreeKernels(KernelRegistry& r);  // cpu/ml_tree.cc: TreeEnsembleClassifier/Regressor
+void RegisterMlKernels(KernelRegistry& r);      // cpu/ml_ops.cc: linear models, SVMs, scalers, encoders, ...
 
 }  // namespace strata
