@@ -92,7 +92,7 @@ def agree_values(model_pred, key="Y", tol=1e-4):
 def data(n_rows, n_features, seed, n_classes=0):
     from sklearn.datasets import make_classification, make_regression
     if n_classes:
-        x, y = make_classification(n_samples=n_rows, n_features=n_features, n_informative=min(n_features, 6),
+        x, y = make_classification(n_samples=n_rows, n_features=n_features, n_informative=min(n_features - 2, 6),
                                    n_classes=n_classes, n_clusters_per_class=1, random_state=seed)
     else:
         x, y = make_regression(n_samples=n_rows, n_features=n_features, n_targets=1, noise=0.1, random_state=seed)
@@ -319,5 +319,141 @@ def handmade_tree_cases():
     return cases
 
 
+# ---------------------------------------------------------------- linear models, SVMs, preprocessing
+
+
+def node(op, ins, outs, **attrs):
+    return helper.make_node(op, ins, outs, domain=ML, **attrs)
+
+
+def sklearn_other_cases():
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LinearRegression, LogisticRegression
+    from sklearn.preprocessing import Binarizer, Normalizer, StandardScaler
+    from sklearn.svm import SVC, SVR, LinearSVC
+    cases = []
+    f32 = np.float32
+
+    def fl(a):
+        return [float(v) for v in np.asarray(a, np.float64).reshape(-1)]
+
+    # Imputer -> Scaler -> LinearClassifier (SOFTMAX), the usual scikit-learn pipeline.
+    x, y = data(500, 8, 31, 3)
+    xn = x.copy()
+    xn[np.random.default_rng(1).random(xn.shape) < 0.1] = np.nan
+    imp = SimpleImputer(strategy="mean").fit(xn)
+    sc = StandardScaler().fit(imp.transform(xn))
+    lr = LogisticRegression(max_iter=500).fit(sc.transform(imp.transform(xn)), y)
+    nodes = [node("Imputer", ["X"], ["imputed"], imputed_value_floats=fl(imp.statistics_),
+                  replaced_value_float=float("nan")),
+             node("Scaler", ["imputed"], ["scaled"], offset=fl(sc.mean_), scale=fl(1.0 / sc.scale_)),
+             node("LinearClassifier", ["scaled"], ["label", "probabilities"], coefficients=fl(lr.coef_),
+                  intercepts=fl(lr.intercept_), classlabels_ints=lr.classes_.tolist(), multi_class=1,
+                  post_transform="SOFTMAX")]
+    m = ml_model(nodes, [vi("X", TensorProto.FLOAT, ["N", 8])],
+                 [vi("label", TensorProto.INT64, ["N"]), vi("probabilities", TensorProto.FLOAT, ["N", 3])], ml_opset=1)
+    xt = xn[:200]
+    want = lr.predict(sc.transform(imp.transform(xt)))
+    cases.append(Case("pipe_impute_scale_logreg", "Imputer -> Scaler -> LinearClassifier (LogisticRegression, 3 classes)",
+                      m, {"X": xt}, agree_labels(want)))
+
+    # Binary logistic regression, one coefficient row, LOGISTIC.
+    xb, yb = data(400, 6, 32, 2)
+    lrb = LogisticRegression().fit(xb, yb)
+    m = ml_model([node("LinearClassifier", ["X"], ["label", "probabilities"], coefficients=fl(lrb.coef_),
+                       intercepts=fl(lrb.intercept_), classlabels_ints=[0, 1], post_transform="LOGISTIC")],
+                 [vi("X", TensorProto.FLOAT, ["N", 6])],
+                 [vi("label", TensorProto.INT64, ["N"]), vi("probabilities", TensorProto.FLOAT, ["N", 2])], ml_opset=1)
+    cases.append(Case("logreg_binary", "LinearClassifier, binary, one row, LOGISTIC", m, {"X": xb[:150]},
+                      agree_labels(lrb.predict(xb[:150]))))
+    # LinearSVC, string labels, no transform.
+    svc = LinearSVC(dual=False).fit(x, y)
+    m = ml_model([node("LinearClassifier", ["X"], ["label", "scores"], coefficients=fl(svc.coef_),
+                       intercepts=fl(svc.intercept_), classlabels_strings=["a", "b", "c"])],
+                 [vi("X", TensorProto.FLOAT, ["N", 8])],
+                 [vi("label", TensorProto.STRING, ["N"]), vi("scores", TensorProto.FLOAT, ["N", 3])], ml_opset=1)
+    cases.append(Case("linear_svc_strings", "LinearClassifier (LinearSVC), string labels", m, {"X": x[:150]},
+                      agree_labels(np.array(["a", "b", "c"], dtype=object)[svc.predict(x[:150])])))
+
+    # Regressors.
+    xr, yr = data(400, 10, 33)
+    yr2 = np.stack([yr, 0.5 * yr + 1], axis=1)
+    lin = LinearRegression().fit(xr, yr2)
+    m = ml_model([node("LinearRegressor", ["X"], ["Y"], coefficients=fl(lin.coef_), intercepts=fl(lin.intercept_),
+                       targets=2)],
+                 [vi("X", TensorProto.FLOAT, ["N", 10])], [vi("Y", TensorProto.FLOAT, ["N", 2])], ml_opset=1)
+    cases.append(Case("linear_regression_2", "LinearRegressor, 2 targets", m, {"X": xr[:150]},
+                      agree_values(lin.predict(xr[:150]).astype(f32), tol=1e-3)))
+    xs = StandardScaler().fit_transform(xr).astype(f32)
+    svr = SVR(kernel="rbf", gamma=0.1, C=10.0).fit(xs[:200], yr[:200] / 100)
+    m = ml_model([node("SVMRegressor", ["X"], ["Y"], kernel_type="RBF", kernel_params=[0.1, 0.0, 3.0],
+                       support_vectors=fl(svr.support_vectors_), coefficients=fl(svr.dual_coef_),
+                       rho=fl(svr.intercept_), n_supports=int(svr.support_vectors_.shape[0]))],
+                 [vi("X", TensorProto.FLOAT, ["N", 10])], [vi("Y", TensorProto.FLOAT, ["N", 1])], ml_opset=1)
+    cases.append(Case("svr_rbf", "SVMRegressor (SVR, RBF)", m, {"X": xs[:150]},
+                      agree_values(svr.predict(xs[:150]).astype(f32).reshape(-1, 1), tol=1e-3)))
+
+    # SVC with probabilities (libsvm's pairwise coupling) and without.
+    xsc = StandardScaler().fit_transform(x).astype(f32)
+    for kernel, params in (("rbf", [0.2, 0.0, 3.0]), ("poly", [0.2, 1.0, 3.0]), ("sigmoid", [0.05, 0.0, 3.0]),
+                           ("linear", [0.0, 0.0, 3.0])):
+        for prob in (True, False):
+            sv = SVC(kernel=kernel, gamma=params[0], coef0=params[1], degree=int(params[2]), probability=prob,
+                     random_state=0).fit(xsc[:300], y[:300])
+            attrs = dict(kernel_type=kernel.upper(), kernel_params=params, support_vectors=fl(sv.support_vectors_),
+                         vectors_per_class=sv.n_support_.tolist(), coefficients=fl(sv.dual_coef_),
+                         rho=fl(sv.intercept_), classlabels_ints=sv.classes_.tolist())
+            if prob:
+                attrs.update(prob_a=fl(sv.probA_), prob_b=fl(sv.probB_))
+            m = ml_model([node("SVMClassifier", ["X"], ["label", "scores"], **attrs)],
+                         [vi("X", TensorProto.FLOAT, ["N", 8])],
+                         [vi("label", TensorProto.INT64, ["N"]), vi("scores", TensorProto.FLOAT, ["N", 3])],
+                         ml_opset=1)
+            cases.append(Case("svc_%s%s" % (kernel, "_prob" if prob else ""),
+                              "SVMClassifier (SVC %s%s, 3 classes)" % (kernel, ", probabilities" if prob else ""),
+                              m, {"X": xsc[300:450]}, agree_labels(sv.predict(xsc[300:450]))))
+
+    # Preprocessing nodes.
+    xp = x[:100]
+    for norm in ("MAX", "L1", "L2"):
+        m = ml_model([node("Normalizer", ["X"], ["Y"], norm=norm)], [vi("X", TensorProto.FLOAT, ["N", 8])],
+                     [vi("Y", TensorProto.FLOAT, ["N", 8])], ml_opset=1)
+        ref = Normalizer(norm="l2").transform(xp) if norm == "L2" else None
+        cases.append(Case("normalizer_%s" % norm.lower(), "Normalizer %s" % norm, m, {"X": xp},
+                          agree_values(ref.astype(f32), tol=1e-5) if ref is not None else None))
+    m = ml_model([node("Binarizer", ["X"], ["Y"], threshold=0.25)], [vi("X", TensorProto.FLOAT, ["N", 8])],
+                 [vi("Y", TensorProto.FLOAT, ["N", 8])], ml_opset=1)
+    cases.append(Case("binarizer", "Binarizer", m, {"X": xp},
+                      agree_values(Binarizer(threshold=0.25).transform(xp).astype(f32), tol=0)))
+    cats = np.random.default_rng(5).integers(0, 5, size=(40, 2)).astype(np.int64)
+    m = ml_model([node("OneHotEncoder", ["X"], ["Y"], cats_int64s=[0, 1, 2, 3, 4], zeros=1)],
+                 [vi("X", TensorProto.INT64, ["N", 2])], [vi("Y", TensorProto.FLOAT, ["N", 2, 5])], ml_opset=1)
+    cases.append(Case("onehot_int64", "OneHotEncoder int64", m, {"X": cats}, None))
+    words = np.array(["cat", "dog", "eel", "fox", "cat", "gnu", "dog"], dtype=object)
+    m = ml_model([node("LabelEncoder", ["X"], ["Y"], keys_strings=["cat", "dog", "eel", "fox"],
+                       values_int64s=[3, 1, 4, 1], default_int64=-7)],
+                 [vi("X", TensorProto.STRING, ["N"])], [vi("Y", TensorProto.INT64, ["N"])], ml_opset=2)
+    cases.append(Case("label_encoder_v2", "LabelEncoder v2 string -> int64", m, {"X": words}, None))
+    m = ml_model([node("CategoryMapper", ["X"], ["Y"], cats_strings=["cat", "dog", "eel"], cats_int64s=[7, 8, 9],
+                       default_int64=-1)],
+                 [vi("X", TensorProto.STRING, ["N"])], [vi("Y", TensorProto.INT64, ["N"])], ml_opset=1)
+    cases.append(Case("category_mapper", "CategoryMapper string -> int64", m, {"X": words}, None))
+    m = ml_model([node("ArrayFeatureExtractor", ["X", "idx"], ["Y"])],
+                 [vi("X", TensorProto.FLOAT, ["N", 8]), vi("idx", TensorProto.INT64, [3])],
+                 [vi("Y", TensorProto.FLOAT, ["N", 3])], ml_opset=1)
+    cases.append(Case("array_feature_extractor", "ArrayFeatureExtractor", m,
+                      {"X": xp, "idx": np.array([7, 0, 3], np.int64)}, None))
+    # Its inputs share one type (ONNX Runtime refuses a float + int64 model at load).
+    for t, feeds in ((TensorProto.FLOAT, {"A": xp[:20, :3].copy(), "B": xp[:20, 5:].copy()}),
+                     (TensorProto.INT64, {"A": cats[:20, :1].copy(), "B": cats[:20]})):
+        widths = [feeds["A"].shape[1], feeds["B"].shape[1]]
+        m = ml_model([node("FeatureVectorizer", ["A", "B"], ["Y"], inputdimensions=[2, 3])],
+                     [vi("A", t, ["N", widths[0]]), vi("B", t, ["N", widths[1]])],
+                     [vi("Y", TensorProto.FLOAT, ["N", 5])], ml_opset=1)
+        cases.append(Case("feature_vectorizer_%s" % ("float" if t == TensorProto.FLOAT else "int64"),
+                          "FeatureVectorizer, widths %s into [2, 3] (truncated / padded)" % widths, m, feeds, None))
+    return cases
+
+
 def all_cases():
-    return sklearn_tree_cases() + handmade_tree_cases()
+    return sklearn_tree_cases() + handmade_tree_cases() + sklearn_other_cases()
