@@ -63,6 +63,14 @@ inline Result<RowsCols> RowsAndCols(const Node& node, const Tensor& x) {
   return InvalidArgument(node.Describe(), ": input must be [C] or [N, C], got ", ShapeToString(x.shape()));
 }
 
+// RowsAndCols of an input that must be float32 (the regressors ONNX Runtime registers for
+// float only).
+inline Result<RowsCols> FloatRowsAndCols(const Node& node, const Tensor& x) {
+  if (x.dtype() != DataType::kFloat)
+    return InvalidArgument(node.Describe(), ": input must be float32, got ", DataTypeName(x.dtype()));
+  return RowsAndCols(node, x);
+}
+
 // True for the numeric dtypes the ML ops read as features: float, double, int32, int64.
 inline bool IsMlNumeric(DataType t) {
   return t == DataType::kFloat || t == DataType::kDouble || t == DataType::kInt32 || t == DataType::kInt64;

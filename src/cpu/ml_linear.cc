@@ -23,6 +23,7 @@ namespace strata {
 namespace {
 
 using ml::AsFloats;
+using ml::FloatRowsAndCols;
 using ml::PostTransform;
 using ml::RequireInput;
 using ml::RowsAndCols;
@@ -208,9 +209,7 @@ class LinearRegressorKernel final : public OpKernel {
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx));
-    if (x->dtype() != DataType::kFloat)
-      return InvalidArgument(node.Describe(), ": input must be float32, got ", DataTypeName(x->dtype()));
-    ASSIGN_OR_RETURN(RowsCols rc, RowsAndCols(node, *x));
+    ASSIGN_OR_RETURN(RowsCols rc, FloatRowsAndCols(node, *x));
     // Target t's coefficients start at t * features (the input's); extra ones are ignored.
     const int64_t f = rc.cols;
     if (f > static_cast<int64_t>(coef_.size()) / targets_)
@@ -563,9 +562,7 @@ class SvmRegressorKernel final : public OpKernel {
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx));
-    if (x->dtype() != DataType::kFloat)
-      return InvalidArgument(node.Describe(), ": input must be float32, got ", DataTypeName(x->dtype()));
-    ASSIGN_OR_RETURN(RowsCols rc, RowsAndCols(node, *x));
+    ASSIGN_OR_RETURN(RowsCols rc, FloatRowsAndCols(node, *x));
     if (rc.cols != features_)
       return InvalidArgument(node.Describe(), ": input has ", rc.cols, " features but the model has ", features_);
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, Shape{rc.rows, 1}));
