@@ -16,7 +16,7 @@
 // index past the input's width are errors naming them (ONNX Runtime maps unknown modes to
 // BRANCH_NEQ and follows dangling children into freed memory).
 //
-// Speed: the nodes are flattened into one array of small records, and each kernel picks a
+// Speed: the nodes are flattened into one array of 16-byte records, and each kernel picks a
 // descent loop specialised for the ensemble's one comparison (all BRANCH_LEQ for
 // scikit-learn, all BRANCH_LT for LightGBM and XGBoost) and for whether any node sends
 // missing values (NaN) to its true branch. Rows go in blocks with the trees as the outer
@@ -61,6 +61,23 @@ struct TreeNode {
   bool missing_yes;  // a NaN input takes `yes`
 };
 
+// A node as the descents read it: 16 bytes for float thresholds (4 to a cache line), the
+// feature, mode and NaN routing packed in one word. A leaf points to itself both ways, so
+// `yes == own index` marks it.
+template <typename T>
+struct RunNode {
+  T value;        // branch: threshold; leaf: first weight (0 if none)
+  uint32_t word;  // feature (bits 0-27), Mode (28-30), NaN takes `yes` (31)
+  int32_t yes;
+  int32_t no;
+  int32_t feature() const { return static_cast<int32_t>(word & kFeatureMask); }
+  Mode mode() const { return static_cast<Mode>((word >> 28) & 7); }
+  uint32_t missing_yes() const { return word >> 31; }
+  static constexpr uint32_t kFeatureMask = (1u << 28) - 1;
+};
+
+static_assert(sizeof(RunNode<float>) == 16, "four float nodes to a cache line");
+
 template <typename T>
 struct LeafWeight {
   int32_t target;
@@ -71,7 +88,8 @@ struct LeafWeight {
 // as double tensors (the *_as_tensor attributes of ml opset 3).
 template <typename T>
 struct Ensemble {
-  std::vector<TreeNode<T>> nodes;
+  std::vector<TreeNode<T>> nodes;  // while building; LayOutDepthFirst moves them into `run`
+  std::vector<RunNode<T>> run;
   std::vector<int32_t> roots;
   std::vector<LeafWeight<T>> weights;
   std::vector<std::pair<int32_t, int32_t>> leaf_weights;  // per node: first weight, count
@@ -200,33 +218,38 @@ void LayOutDepthFirst(Ensemble<T>* e) {
     }
     root = place[root];
   }
-  std::vector<TreeNode<T>> out(order.size());
+  std::vector<RunNode<T>> out(order.size());
   e->leaf_weights.assign(order.size(), {0, 0});
   for (size_t k = 0; k < order.size(); ++k) {
-    TreeNode<T> n = e->nodes[order[k]];
+    const TreeNode<T>& n = e->nodes[order[k]];
+    RunNode<T>& r = out[k];
     if (n.mode != Mode::kLeaf) {
-      n.yes = place[n.yes];
-      n.no = place[n.no];
+      r.value = n.value;
+      r.word =
+          static_cast<uint32_t>(n.feature) | (static_cast<uint32_t>(n.mode) << 28) | (n.missing_yes ? 1u << 31 : 0u);
+      r.yes = place[n.yes];
+      r.no = place[n.no];
     } else {
       e->leaf_weights[k] = {n.yes, n.no};
-      n.value = n.no > 0 ? e->weights[n.yes].value : T(0);
-      n.feature = 0;
-      n.yes = n.no = static_cast<int32_t>(k);
+      r.value = n.no > 0 ? e->weights[n.yes].value : T(0);
+      r.word = static_cast<uint32_t>(Mode::kLeaf) << 28;
+      r.yes = r.no = static_cast<int32_t>(k);
     }
-    out[k] = n;
   }
-  e->nodes = std::move(out);
+  e->nodes.clear();
+  e->nodes.shrink_to_fit();
+  e->run = std::move(out);
   // Longest path of each tree (the trees are acyclic: CheckAcyclic), children before parents.
-  std::vector<int32_t> height(e->nodes.size(), -1);
+  std::vector<int32_t> height(e->run.size(), -1);
   e->depth.clear();
   for (int32_t root : e->roots) {
     stack.assign(1, root);
     while (!stack.empty()) {
       const int32_t i = stack.back();
-      const TreeNode<T>& n = e->nodes[i];
+      const RunNode<T>& n = e->run[i];
       if (height[i] >= 0) {
         stack.pop_back();
-      } else if (n.mode == Mode::kLeaf) {
+      } else if (n.yes == i) {  // a leaf
         height[i] = 0;
         stack.pop_back();
       } else if (height[n.yes] >= 0 && height[n.no] >= 0) {
@@ -281,7 +304,7 @@ Result<Ensemble<T>> BuildEnsemble(const Node& node, const std::string& w, int64_
     t.feature = 0;
     t.yes = t.no = 0;
     if (m == Mode::kLeaf) continue;
-    if (features[i] < 0 || features[i] > INT32_MAX)
+    if (features[i] < 0 || features[i] > RunNode<T>::kFeatureMask)
       return InvalidArgument(node.Describe(), ": nodes_featureids[", i, "] is ", features[i]);
     t.feature = static_cast<int32_t>(features[i]);
     e.max_feature = std::max<int64_t>(e.max_feature, features[i]);
@@ -379,13 +402,13 @@ inline bool Holds(Mode m, In v, T t) {
 // Descends from node i to a leaf. kFixed: every branch uses that mode (kLeaf: read each
 // node's own); kMissing: some node sends NaN to its true branch.
 template <Mode kFixed, bool kMissing, typename In, typename T>
-int32_t Descend(const TreeNode<T>* nodes, int32_t i, const In* x) {
+int32_t Descend(const RunNode<T>* nodes, int32_t i, const In* x) {
   for (;;) {
-    const TreeNode<T>& n = nodes[i];
-    if (n.mode == Mode::kLeaf) return i;
-    const In v = x[n.feature];
-    bool go_yes = Holds(kFixed == Mode::kLeaf ? n.mode : kFixed, v, n.value);
-    if constexpr (kMissing) go_yes = go_yes || (n.missing_yes && IsNan(v));
+    const RunNode<T>& n = nodes[i];
+    if (n.yes == i) return i;  // a leaf
+    const In v = x[n.feature()];
+    bool go_yes = Holds(kFixed == Mode::kLeaf ? n.mode() : kFixed, v, n.value);
+    if constexpr (kMissing) go_yes = go_yes || (n.missing_yes() && IsNan(v));
     i = go_yes ? n.yes : n.no;
   }
 }
@@ -397,7 +420,7 @@ int32_t Descend(const TreeNode<T>* nodes, int32_t i, const In* x) {
 // several trees. A leaf reads feature 0, which exists whenever a tree has a branch.
 constexpr int kLanes = 8;
 template <Mode kFixed, bool kMissing, typename In, typename T>
-void DescendLanes(const TreeNode<T>* nodes, const int32_t* start, const In* const* row, int32_t depth, int32_t* leaf) {
+void DescendLanes(const RunNode<T>* nodes, const int32_t* start, const In* const* row, int32_t depth, int32_t* leaf) {
   // A fixed lane count lets the lane loop unroll inside the step loop, and the child is
   // picked with a mask, not a branch the compiler might keep (a mispredicted branch per
   // level costs more than the level).
@@ -406,10 +429,10 @@ void DescendLanes(const TreeNode<T>* nodes, const int32_t* start, const In* cons
   for (int32_t step = 0; step < depth; ++step) {
 #pragma GCC unroll 8
     for (int r = 0; r < kLanes; ++r) {
-      const TreeNode<T>& nd = nodes[at[r]];
-      const In v = row[r][nd.feature];
-      bool go_yes = Holds(kFixed == Mode::kLeaf ? nd.mode : kFixed, v, nd.value);
-      if constexpr (kMissing) go_yes = go_yes | (nd.missing_yes & IsNan(v));
+      const RunNode<T>& nd = nodes[at[r]];
+      const In v = row[r][nd.feature()];
+      bool go_yes = Holds(kFixed == Mode::kLeaf ? nd.mode() : kFixed, v, nd.value);
+      if constexpr (kMissing) go_yes = go_yes | ((nd.missing_yes() != 0) & IsNan(v));
       const int32_t mask = -static_cast<int32_t>(go_yes);
       at[r] = (nd.yes & mask) | (nd.no & ~mask);
     }
@@ -418,9 +441,9 @@ void DescendLanes(const TreeNode<T>* nodes, const int32_t* start, const In* cons
 }
 
 template <typename In, typename T>
-using DescendFn = int32_t (*)(const TreeNode<T>*, int32_t, const In*);
+using DescendFn = int32_t (*)(const RunNode<T>*, int32_t, const In*);
 template <typename In, typename T>
-using DescendLanesFn = void (*)(const TreeNode<T>*, const int32_t*, const In* const*, int32_t, int32_t*);
+using DescendLanesFn = void (*)(const RunNode<T>*, const int32_t*, const In* const*, int32_t, int32_t*);
 
 // The descent loops for an ensemble and input type, and the two ways of filling the lanes.
 // Fewer than kLanes / 2 descents go one by one: padding them out to the lanes would cost more.
@@ -451,7 +474,7 @@ struct Descender {
   void Rows(int64_t j, const In* x, int64_t width, int n, int32_t* leaf) const {
     const int32_t root = e.roots[j];
     if (n < kLanes / 2) {
-      for (int r = 0; r < n; ++r) leaf[r] = one(e.nodes.data(), root, x + r * width);
+      for (int r = 0; r < n; ++r) leaf[r] = one(e.run.data(), root, x + r * width);
       return;
     }
     int32_t start[kLanes], out[kLanes];
@@ -460,7 +483,7 @@ struct Descender {
       start[r] = root;
       row[r] = x + std::min(r, n - 1) * width;  // spare lanes repeat the last row
     }
-    lanes(e.nodes.data(), start, row, e.depth[j], out);
+    lanes(e.run.data(), start, row, e.depth[j], out);
     std::copy(out, out + n, leaf);
   }
   // Trees [j0, j1) for one row: leaf[j - j0].
@@ -468,7 +491,7 @@ struct Descender {
     for (int64_t j = j0; j < j1; j += kLanes) {
       const int n = static_cast<int>(std::min<int64_t>(kLanes, j1 - j));
       if (n < kLanes / 2) {
-        for (int r = 0; r < n; ++r) leaf[j - j0 + r] = one(e.nodes.data(), e.roots[j + r], x);
+        for (int r = 0; r < n; ++r) leaf[j - j0 + r] = one(e.run.data(), e.roots[j + r], x);
         continue;
       }
       int32_t start[kLanes], out[kLanes];
@@ -480,7 +503,7 @@ struct Descender {
         row[r] = x;
         depth = std::max(depth, e.depth[t]);
       }
-      lanes(e.nodes.data(), start, row, depth, out);
+      lanes(e.run.data(), start, row, depth, out);
       std::copy(out, out + n, leaf + (j - j0));
     }
   }
@@ -577,7 +600,7 @@ class TreeEnsembleKernel final : public OpKernel {
   }
 
   // Adds one leaf to a row's single score (the single-target regressor).
-  void Add1(const TreeNode<T>& leaf, T& score, bool& has) const {
+  void Add1(const RunNode<T>& leaf, T& score, bool& has) const {
     const T w = leaf.value;  // the first weight, or 0 (LayOutDepthFirst)
     switch (e_.agg) {
       case Agg::kSum:
@@ -730,7 +753,7 @@ template <typename In>
 Status TreeEnsembleKernel<T>::Run(const Node& node, const In* x, int64_t rows, int64_t width, float* z, Label* labels,
                                   ThreadPool* pool) const {
   const Descender<In, T> descend(e_);
-  const TreeNode<T>* nodes = e_.nodes.data();
+  const RunNode<T>* nodes = e_.run.data();
   const int64_t n_trees = static_cast<int64_t>(e_.roots.size());
   const int64_t nt = e_.n_targets;
   const bool single = !classifier_ && nt == 1;
