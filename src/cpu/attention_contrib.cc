@@ -179,7 +179,7 @@ Status MsAttentionKernel::Compute(KernelContext& ctx) const {
   // One task per (batch, head): gather its keys/values [T, head], scores [S, T], out.
   auto task = [&](int64_t t0, int64_t t1) {
     std::vector<float> kbuf, vbuf, scores(static_cast<size_t>(seq * total)), maskbuf;
-    int64_t pending = 0;
+    int64_t pending = 0, mask_batch = -1;  // maskbuf holds the rows of this batch
     for (int64_t t = t0; t < t1; ++t) {
       if (!stop.Continue(pending, seq * total * (hq + hv))) return;
       const int64_t b = t / heads, n = t % heads;
@@ -206,10 +206,11 @@ Status MsAttentionKernel::Compute(KernelContext& ctx) const {
       }
       cpu::HeadAttention h;
       if (masked) {
-        maskbuf.resize(static_cast<size_t>(seq * total));
-        for (int64_t i = 0; i < seq; ++i)
-          cpu::MaskRow(mask, g_.mask_filter, g_.unidirectional, b, batch, seq, past, i, total,
-                       maskbuf.data() + i * total);
+        if (mask_batch != b) {
+          maskbuf.resize(static_cast<size_t>(seq * total));
+          cpu::MaskRows(mask, g_.mask_filter, g_.unidirectional, b, batch, seq, past, total, maskbuf.data());
+          mask_batch = b;
+        }
         h.mask = maskbuf.data();
       }
       h.q = qkv.data() + b * seq * dtot + n * hq;  // row stride dtot
@@ -230,13 +231,7 @@ Status MsAttentionKernel::Compute(KernelContext& ctx) const {
       }
     }
   };
-  if (ctx.pool() && ctx.pool()->num_threads() > 1)
-    ctx.pool()->ParallelFor(batch * heads, 1, task);
-  else
-    task(0, batch * heads);
-  RETURN_IF_ERROR(stop.status());
-  if (gemm_failed.load()) return MakeStatus(StatusCode::kInternal, node.Describe(), ": a per-head SGEMM failed");
-  return Status::Ok();
+  return cpu::RunHeads(ctx, stop, gemm_failed, batch * heads, task);
 }
 
 Result<std::unique_ptr<OpKernel>> MakeMsAttention(const KernelInit& init, bool reference) {

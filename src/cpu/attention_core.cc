@@ -41,6 +41,7 @@ Result<KeyMask> ReadKeyMask(const Node& node, const Tensor* m, const char* what,
   return v;
 }
 
+namespace {
 void MaskRow(const KeyMask& m, float mask_filter, bool unidirectional, int64_t b, int64_t batch, int64_t seq,
              int64_t past, int64_t i, int64_t total, float* row) {
   switch (m.kind) {
@@ -63,6 +64,13 @@ void MaskRow(const KeyMask& m, float mask_filter, bool unidirectional, int64_t b
   }
   if (unidirectional && seq > 1)
     for (int64_t j = past + i + 1; j < total; ++j) row[j] = std::numeric_limits<float>::lowest();
+}
+}  // namespace
+
+void MaskRows(const KeyMask& m, float mask_filter, bool unidirectional, int64_t b, int64_t batch, int64_t seq,
+              int64_t past, int64_t total, float* rows) {
+  for (int64_t i = 0; i < seq; ++i)
+    MaskRow(m, mask_filter, unidirectional, b, batch, seq, past, i, total, rows + i * total);
 }
 
 Status CheckAttentionBias(const Node& node, const Tensor* ab, int64_t batch, int64_t heads, int64_t seq,

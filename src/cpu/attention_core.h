@@ -5,10 +5,12 @@
 //   softmax over T (with a sink: e^x / (e^sink + sum e^x)); out[S, hv] = scores V.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
 #include "core/kernel.h"
+#include "core/kernel_stop.h"
 #include "core/status.h"
 
 namespace strata::cpu {
@@ -25,11 +27,12 @@ struct KeyMask {
 Result<KeyMask> ReadKeyMask(const Node& node, const Tensor* m, const char* what, int64_t batch, int64_t seq,
                             int64_t total, bool allow_starts);
 
-// The additive mask row of query i of batch b over the T keys: 0 where a key is kept,
-// mask_filter where the mask drops it, and with `unidirectional` (when seq > 1, as ORT) the
-// lowest float for keys after the query's own position past + i.
-void MaskRow(const KeyMask& m, float mask_filter, bool unidirectional, int64_t b, int64_t batch, int64_t seq,
-             int64_t past, int64_t i, int64_t total, float* row);
+// The additive mask rows of batch b's S queries over the T keys, rows[S * T]: 0 where a key
+// is kept, mask_filter where the mask drops it, and with `unidirectional` (when seq > 1, as
+// ORT) the lowest float for keys after query i's own position past + i. They depend on the
+// batch only: the head loops rebuild them when the batch changes, not for every head.
+void MaskRows(const KeyMask& m, float mask_filter, bool unidirectional, int64_t b, int64_t batch, int64_t seq,
+              int64_t past, int64_t total, float* rows);
 
 struct HeadAttention {
   const float* q = nullptr;  // [S, hq], row stride ldq
@@ -59,6 +62,21 @@ const float* AttentionBiasHead(const Tensor& ab, int64_t b, int64_t n);
 // the kernels check dtypes themselves.
 using MakeRefOrSgemm = Result<std::unique_ptr<OpKernel>> (*)(const KernelInit& init, bool reference);
 void RegisterRefAndSgemm(KernelRegistry& r, const char* op, MakeRefOrSgemm make);
+
+// Runs task(begin, end) over the `count` (batch, head) pairs, on ctx's pool when it has more
+// than one thread, then turns the outcome into the kernel's status: the run's end (`stop`:
+// deadline or terminate) or a per-head SGEMM failure a task reported in `gemm_failed`.
+template <typename F>
+Status RunHeads(KernelContext& ctx, KernelStop& stop, const std::atomic<bool>& gemm_failed, int64_t count, F& task) {
+  if (ctx.pool() && ctx.pool()->num_threads() > 1) {
+    ctx.pool()->ParallelFor(count, 1, task);
+  } else {
+    task(0, count);
+  }
+  RETURN_IF_ERROR(stop.status());
+  if (gemm_failed.load()) return MakeStatus(StatusCode::kInternal, ctx.node().Describe(), ": a per-head SGEMM failed");
+  return Status::Ok();
+}
 
 // The reference softmax of one row in place: max-shifted exp, double sum (the test oracle's;
 // also strata.internal MaskedSoftmax's reference, attention.cc).

@@ -244,7 +244,7 @@ Status GqaKernel::Compute(KernelContext& ctx) const {
   std::atomic<bool> gemm_failed{false};
   auto attend = [&](int64_t t0, int64_t t1) {
     std::vector<float> qbuf(static_cast<size_t>(seq * h)), scores, mask;
-    int64_t pending = 0;
+    int64_t pending = 0, mask_batch = -1;  // mask holds the rows of this batch
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / heads, n = t % heads, g = n / group, total = totals[b], past = pasts[b];
       if (!stop.Continue(pending, seq * total * 2 * h)) return;
@@ -254,12 +254,15 @@ Status GqaKernel::Compute(KernelContext& ctx) const {
         if (a_.rotary) Rotate(qr, cp + position(b, s) * half, sp + position(b, s) * half, half, a_.interleaved);
       }
       scores.resize(static_cast<size_t>(seq * total));
-      mask.resize(static_cast<size_t>(seq * total));
-      for (int64_t s = 0; s < seq; ++s) {
-        const int64_t qpos = past + s;
-        const int64_t hi = std::min(qpos, total - 1);
-        const int64_t lo = a_.window > 0 ? std::max<int64_t>(0, qpos - a_.window + 1) : 0;
-        for (int64_t j = 0; j < total; ++j) mask[s * total + j] = j >= lo && j <= hi ? 0.0f : lowest;
+      if (mask_batch != b) {  // the causal / window mask depends on the batch only
+        mask.resize(static_cast<size_t>(seq * total));
+        for (int64_t s = 0; s < seq; ++s) {
+          const int64_t qpos = past + s;
+          const int64_t hi = std::min(qpos, total - 1);
+          const int64_t lo = a_.window > 0 ? std::max<int64_t>(0, qpos - a_.window + 1) : 0;
+          for (int64_t j = 0; j < total; ++j) mask[s * total + j] = j >= lo && j <= hi ? 0.0f : lowest;
+        }
+        mask_batch = b;
       }
       cpu::HeadAttention ha;
       ha.q = qbuf.data();
@@ -288,13 +291,7 @@ Status GqaKernel::Compute(KernelContext& ctx) const {
       }
     }
   };
-  if (ctx.pool() && ctx.pool()->num_threads() > 1)
-    ctx.pool()->ParallelFor(batch * heads, 1, attend);
-  else
-    attend(0, batch * heads);
-  RETURN_IF_ERROR(stop.status());
-  if (gemm_failed.load()) return MakeStatus(StatusCode::kInternal, node.Describe(), ": a per-head SGEMM failed");
-  return Status::Ok();
+  return cpu::RunHeads(ctx, stop, gemm_failed, batch * heads, attend);
 }
 
 Result<std::unique_ptr<OpKernel>> MakeGqa(const KernelInit& init, bool reference) {

@@ -153,7 +153,7 @@ class MhaKernel final : public OpKernel {
     // its queries with bias [S, H], then the shared per-head core.
     auto task = [&](int64_t t0, int64_t t1) {
       std::vector<float> kbuf, vbuf, qbuf, scores, maskbuf;
-      int64_t pending = 0;
+      int64_t pending = 0, mask_batch = -1;  // maskbuf holds the rows of this batch
       for (int64_t t = t0; t < t1; ++t) {
         if (!stop.Continue(pending, total * (h + hv) + (attend ? scores_n * (h + hv) : 0))) return;
         const int64_t b = t / heads, n = t % heads;
@@ -193,10 +193,11 @@ class MhaKernel final : public OpKernel {
         scores.resize(static_cast<size_t>(scores_n));
         cpu::HeadAttention ha;
         if (masked) {
-          maskbuf.resize(static_cast<size_t>(scores_n));
-          for (int64_t i = 0; i < seq; ++i)
-            cpu::MaskRow(mask, a_.mask_filter, a_.unidirectional, b, batch, seq, past, i, total,
-                         maskbuf.data() + i * total);
+          if (mask_batch != b) {
+            maskbuf.resize(static_cast<size_t>(scores_n));
+            cpu::MaskRows(mask, a_.mask_filter, a_.unidirectional, b, batch, seq, past, total, maskbuf.data());
+            mask_batch = b;
+          }
           ha.mask = maskbuf.data();
         }
         ha.q = qbuf.data();
@@ -217,13 +218,7 @@ class MhaKernel final : public OpKernel {
         }
       }
     };
-    if (ctx.pool() && ctx.pool()->num_threads() > 1)
-      ctx.pool()->ParallelFor(batch * heads, 1, task);
-    else
-      task(0, batch * heads);
-    RETURN_IF_ERROR(stop.status());
-    if (gemm_failed.load()) return MakeStatus(StatusCode::kInternal, node.Describe(), ": a per-head SGEMM failed");
-    return Status::Ok();
+    return cpu::RunHeads(ctx, stop, gemm_failed, batch * heads, task);
   }
 
  private:

@@ -71,6 +71,17 @@ inline Result<RowsCols> FloatRowsAndCols(const Node& node, const Tensor& x) {
   return RowsAndCols(node, x);
 }
 
+// The linear models' coefficients: row r (a class or target) starts at r * features, as in
+// ONNX Runtime, so extra values are ignored and too few for `rows` rows of `features` are an
+// error naming both counts.
+inline Status CheckCoefficientRows(const Node& node, int64_t features, size_t coefficients, int64_t rows,
+                                   const char* what) {
+  if (features > static_cast<int64_t>(coefficients) / rows)
+    return InvalidArgument(node.Describe(), ": input has ", features, " features but coefficients (", coefficients,
+                           " values) hold fewer than ", rows, " ", what, " x ", features);
+  return Status::Ok();
+}
+
 // True for the numeric dtypes the ML ops read as features: float, double, int32, int64.
 inline bool IsMlNumeric(DataType t) {
   return t == DataType::kFloat || t == DataType::kDouble || t == DataType::kInt32 || t == DataType::kInt64;

@@ -118,9 +118,7 @@ class LinearClassifierKernel final : public OpKernel {
     // As ONNX Runtime: class c's coefficients start at c * features (the input's), so extra
     // coefficients are ignored and too few are an error.
     const int64_t f = rc.cols;
-    if (f > static_cast<int64_t>(coef_.size()) / classes_)
-      return InvalidArgument(node.Describe(), ": input has ", f, " features but coefficients (", coef_.size(),
-                             " values) hold fewer than ", classes_, " classes x ", f);
+    RETURN_IF_ERROR(ml::CheckCoefficientRows(node, f, coef_.size(), classes_, "classes"));
     std::vector<float> buf;
     ASSIGN_OR_RETURN(const float* xd, AsFloats(node, *x, buf));
     const int64_t rows = rc.rows;
@@ -212,9 +210,7 @@ class LinearRegressorKernel final : public OpKernel {
     ASSIGN_OR_RETURN(RowsCols rc, FloatRowsAndCols(node, *x));
     // Target t's coefficients start at t * features (the input's); extra ones are ignored.
     const int64_t f = rc.cols;
-    if (f > static_cast<int64_t>(coef_.size()) / targets_)
-      return InvalidArgument(node.Describe(), ": input has ", f, " features but coefficients (", coef_.size(),
-                             " values) hold fewer than ", targets_, " targets x ", f);
+    RETURN_IF_ERROR(ml::CheckCoefficientRows(node, f, coef_.size(), targets_, "targets"));
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, Shape{rc.rows, targets_}));
     const float* xd = x->data<float>();
     float* yd = y->mutable_data<float>();
