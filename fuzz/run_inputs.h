@@ -130,15 +130,44 @@ inline bool Fill(Tensor& t, uint64_t h) {
   return true;
 }
 
+// A map input (ai.onnx.ml DictVectorizer, CastMap): 0 to 3 distinct keys (int64 keys around
+// zero, negatives included; string keys "a", "aa", ...) with pattern values. False for key or
+// value types this target does not make.
+inline bool MakeMapFeed(const TypeInfo& type, uint64_t h, Value* out) {
+  const int64_t n = static_cast<int64_t>(h % 4);
+  auto keys = Tensor::Allocate(type.map_key, Shape{n});
+  auto values = Tensor::Allocate(type.elem_type, Shape{n});
+  if (!keys.ok() || !values.ok() || !Fill(*values, h)) return false;
+  for (int64_t i = 0; i < n; ++i) {
+    if (type.map_key == DataType::kInt64) {
+      keys->mutable_data<int64_t>()[i] = static_cast<int64_t>((h >> 3) % 5) - 2 + 3 * i;
+    } else if (type.map_key == DataType::kString) {
+      keys->mutable_data<std::string>()[i] = std::string(static_cast<size_t>(i + 1), 'a');
+    } else {
+      return false;
+    }
+  }
+  auto m = MakeMap(*keys, *values, "fuzz map");
+  if (!m.ok()) return false;
+  *out = std::move(*m);
+  return true;
+}
+
 // The feeds for one run of `session` made from the fuzz input `data`: false when an input is
-// not a tensor of known rank or the inputs exceed the element bounds (the session is then not
-// run). Dims the model leaves open are 1 to 3, picked from the input's hash.
+// neither a tensor of known rank nor a map, or the inputs exceed the element bounds (the
+// session is then not run). Dims the model leaves open are 1 to 3, picked from the input's hash.
 inline bool MakeRunFeeds(const Session& session, const uint8_t* data, size_t size,
                          std::vector<std::pair<std::string, Value>>* feeds) {
   const uint64_t h = Hash(data, size);
   int64_t total = 0;
   int k = 0;
   for (const ValueInfo& vi : session.inputs()) {
+    if (vi.type.kind == TypeInfo::Kind::kMap) {
+      Value m;
+      if (!MakeMapFeed(vi.type, h + static_cast<uint64_t>(feeds->size()), &m)) return false;
+      feeds->emplace_back(vi.name, std::move(m));
+      continue;
+    }
     if (vi.type.kind != TypeInfo::Kind::kTensor || !vi.type.has_shape) return false;
     Shape shape;
     int64_t elems = 1;

@@ -184,7 +184,9 @@ STRATA_API const char* strata_session_input_dim_name(const strata_session* sessi
  * Runs the model. `inputs[i]` feeds the input named `input_names[i]`. On success,
  * outputs[j] receives a new tensor for `output_names[j]` (or for the j-th model output
  * if output_names is NULL and output_count equals the model's output count); the caller
- * destroys them. Safe to call concurrently on one session. Since API 1.
+ * destroys them. An output may be a sequence, a map or an empty optional (see
+ * strata_value_kind_of); each output's memory is its own, shared with nothing else.
+ * Safe to call concurrently on one session. Since API 1.
  */
 STRATA_API strata_status* strata_session_run(strata_session* session, const char* const* input_names,
                                              const strata_tensor* const* inputs, size_t input_count,
@@ -283,6 +285,73 @@ STRATA_API strata_status* strata_tensor_get_string(const strata_tensor* tensor, 
 STRATA_API size_t strata_dtype_size(strata_dtype dtype);
 /** "float32", "int64", ... Since API 1. */
 STRATA_API const char* strata_dtype_name(strata_dtype dtype);
+
+/* ---------------------------------------------------------------- non-tensor values */
+
+/*
+ * Model inputs and outputs may be sequences, maps (the ai.onnx.ml map types: ZipMap's
+ * output is a sequence of maps) or optionals. A strata_tensor handle holds any of them; the
+ * strata_tensor_* accessors describe a non-tensor handle as empty (dtype UNDEFINED, rank 0,
+ * no elements, NULL data). All of this section is appended in API 1.
+ */
+
+/** What a handle holds. Stable numeric values. */
+typedef enum strata_value_kind {
+  STRATA_VALUE_TENSOR = 0,
+  STRATA_VALUE_SEQUENCE = 1, /**< a sequence of tensors, or of maps */
+  STRATA_VALUE_MAP = 2,      /**< a map: int64 or string keys, each with one value */
+  STRATA_VALUE_NONE = 3      /**< an optional without a value */
+} strata_value_kind;
+
+/** What `value` holds (STRATA_VALUE_TENSOR for NULL). Since API 1 (appended). */
+STRATA_API strata_value_kind strata_value_kind_of(const strata_tensor* value);
+/**
+ * Element dtype: a tensor's dtype, a sequence's item dtype (a sequence of maps: the maps'
+ * value dtype), a map's value dtype, an optional's declared dtype if known. Since API 1 (appended).
+ */
+STRATA_API strata_dtype strata_value_elem_dtype(const strata_tensor* value);
+/** Number of items of a sequence; INVALID_ARGUMENT for other kinds. Since API 1 (appended). */
+STRATA_API strata_status* strata_value_sequence_length(const strata_tensor* value, size_t* length);
+/**
+ * Item `i` of a sequence as a new handle (a tensor or a map) that the caller destroys. It
+ * shares memory with the sequence: writing through one shows in the other. INVALID_ARGUMENT
+ * for a non-sequence or `i` out of range. Since API 1 (appended).
+ */
+STRATA_API strata_status* strata_value_sequence_item(const strata_tensor* value, size_t i, strata_tensor** out);
+/**
+ * A map's keys (1-D int64 or string, ascending and unique) and its values (1-D, the same
+ * length; entry i's value is values[i]) as new tensors that the caller destroys, sharing the
+ * map's memory. Either out pointer may be NULL. INVALID_ARGUMENT for other kinds.
+ * Since API 1 (appended).
+ */
+STRATA_API strata_status* strata_value_map_entries(const strata_tensor* value, strata_tensor** keys,
+                                                   strata_tensor** values);
+/**
+ * Creates a sequence of `count` items, all tensors of one dtype or all maps of one key and
+ * value dtype. `elem_dtype` is the items' dtype (for maps, their value dtype); it may be
+ * UNDEFINED when count > 0, and is required for an empty sequence (of tensors). The sequence
+ * refers to the items' memory, as strata_tensor_wrap does: the item handles may be destroyed,
+ * but memory they wrap must stay alive. Since API 1 (appended).
+ */
+STRATA_API strata_status* strata_value_create_sequence(const strata_tensor* const* items, size_t count,
+                                                       strata_dtype elem_dtype, strata_tensor** out);
+/**
+ * Creates a map from 1-D `keys` (int64 or string) and 1-D `values` of the same length, in
+ * any order: entries are sorted by key, and a repeated key is INVALID_ARGUMENT naming it.
+ * The map refers to the tensors' memory when no reordering is needed. Since API 1 (appended).
+ */
+STRATA_API strata_status* strata_value_create_map(const strata_tensor* keys, const strata_tensor* values,
+                                                  strata_tensor** out);
+/** Creates an optional without a value, to feed an optional input. Since API 1 (appended). */
+STRATA_API strata_status* strata_value_create_none(strata_tensor** out);
+/**
+ * The ONNX type of input/output `index`, as ONNX Runtime writes it: "tensor(float)",
+ * "seq(tensor(int64))", "map(int64,tensor(float))", "seq(map(string,tensor(float)))",
+ * "optional(tensor(float))"; "unknown" when the model does not say. Valid for the session's
+ * lifetime. Since API 1 (appended).
+ */
+STRATA_API strata_status* strata_session_input_type(const strata_session* session, size_t index, const char** type);
+STRATA_API strata_status* strata_session_output_type(const strata_session* session, size_t index, const char** type);
 
 /* ---------------------------------------------------------------- io binding (real-time runs) */
 

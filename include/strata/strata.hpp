@@ -43,7 +43,7 @@ struct Deleter {
 /// Library version string.
 inline std::string Version() { return strata_version(); }
 
-/// A tensor owned by this object (or wrapping caller memory).
+/// A tensor owned by this object (or wrapping caller memory), or a sequence, map or empty optional.
 class Tensor {
  public:
   Tensor() = default;
@@ -75,8 +75,8 @@ class Tensor {
   static Tensor Strings(const std::vector<int64_t>& dims, const std::vector<std::string>& values) {
     Tensor t = Create(STRATA_DTYPE_STRING, dims);
     if (values.size() != static_cast<size_t>(t.size()))
-      throw Error(STRATA_INVALID_ARGUMENT, std::to_string(values.size()) + " strings for a tensor of " +
-                                               std::to_string(t.size()) + " elements");
+      throw Error(STRATA_INVALID_ARGUMENT,
+                  std::to_string(values.size()) + " strings for a tensor of " + std::to_string(t.size()) + " elements");
     for (size_t i = 0; i < values.size(); ++i)
       detail::Check(strata_tensor_set_string(t.get(), i, values[i].data(), values[i].size()));
     return t;
@@ -90,6 +90,50 @@ class Tensor {
   }
   strata_tensor* get() const { return p_.get(); }
   explicit operator bool() const { return p_ != nullptr; }
+
+  // Non-tensor values (a sequence, a map, an empty optional) use the same handle.
+  strata_value_kind kind() const { return strata_value_kind_of(p_.get()); }
+  /// A tensor's dtype, a sequence's item dtype, a map's value dtype.
+  strata_dtype elem_dtype() const { return strata_value_elem_dtype(p_.get()); }
+  /// A sequence of `items` (tensors of one dtype, or maps of one type); the items' memory is shared.
+  static Tensor Sequence(const std::vector<const Tensor*>& items, strata_dtype elem_dtype = STRATA_DTYPE_UNDEFINED) {
+    std::vector<const strata_tensor*> raw;
+    for (const Tensor* t : items) raw.push_back(t->get());
+    strata_tensor* out = nullptr;
+    detail::Check(strata_value_create_sequence(raw.data(), raw.size(), elem_dtype, &out));
+    return Tensor(out);
+  }
+  /// A map of 1-D `keys` (int64 or string) and `values`, sorted by key; repeated keys throw.
+  static Tensor Map(const Tensor& keys, const Tensor& values) {
+    strata_tensor* out = nullptr;
+    detail::Check(strata_value_create_map(keys.get(), values.get(), &out));
+    return Tensor(out);
+  }
+  /// An optional without a value.
+  static Tensor None() {
+    strata_tensor* out = nullptr;
+    detail::Check(strata_value_create_none(&out));
+    return Tensor(out);
+  }
+  /// The items of a sequence (sharing its memory).
+  std::vector<Tensor> Items() const {
+    size_t n = 0;
+    detail::Check(strata_value_sequence_length(p_.get(), &n));
+    std::vector<Tensor> items;
+    for (size_t i = 0; i < n; ++i) {
+      strata_tensor* t = nullptr;
+      detail::Check(strata_value_sequence_item(p_.get(), i, &t));
+      items.emplace_back(t);
+    }
+    return items;
+  }
+  /// A map's keys (ascending) and values, as 1-D tensors sharing its memory.
+  std::pair<Tensor, Tensor> MapEntries() const {
+    strata_tensor* k = nullptr;
+    strata_tensor* v = nullptr;
+    detail::Check(strata_value_map_entries(p_.get(), &k, &v));
+    return {Tensor(k), Tensor(v)};
+  }
 
  private:
   std::unique_ptr<strata_tensor, detail::Deleter<strata_tensor, strata_tensor_destroy>> p_;
@@ -174,6 +218,7 @@ struct ValueInfo {
   std::string name;
   strata_dtype dtype = STRATA_DTYPE_UNDEFINED;
   std::vector<int64_t> dims;  // -1 for dynamic dims
+  std::string type;           // ONNX type: "tensor(float)", "seq(map(int64,tensor(float)))", ...
 };
 
 /// A loaded, planned model. Run() may be called from several threads at once.
@@ -226,6 +271,9 @@ class Session {
       detail::Check(fn(p_.get(), i, &name, &out[i].dtype, &rank, dims, 64));
       out[i].name = name;
       out[i].dims.assign(dims, dims + rank);
+      const char* type = nullptr;
+      detail::Check((inputs ? strata_session_input_type : strata_session_output_type)(p_.get(), i, &type));
+      out[i].type = type;
     }
     return out;
   }

@@ -116,6 +116,17 @@ tensor_data = _fn("strata_tensor_data", P, P)
 # Appended after the first release: string feeds need them, nothing else does.
 tensor_set_string = _fn("strata_tensor_set_string", P, P, SZ, ctypes.c_char_p, SZ, required=False)
 tensor_get_string = _fn("strata_tensor_get_string", P, P, SZ, SP, ctypes.POINTER(SZ), required=False)
+# Appended after the first release: sequences, maps and optionals (strata.h "non-tensor values").
+value_kind_of = _fn("strata_value_kind_of", ctypes.c_int, P, required=False)
+value_elem_dtype = _fn("strata_value_elem_dtype", ctypes.c_int, P, required=False)
+value_sequence_length = _fn("strata_value_sequence_length", P, P, ctypes.POINTER(SZ), required=False)
+value_sequence_item = _fn("strata_value_sequence_item", P, P, SZ, PP, required=False)
+value_map_entries = _fn("strata_value_map_entries", P, P, PP, PP, required=False)
+value_create_sequence = _fn("strata_value_create_sequence", P, PP, SZ, ctypes.c_int, PP, required=False)
+value_create_map = _fn("strata_value_create_map", P, P, P, PP, required=False)
+value_create_none = _fn("strata_value_create_none", P, PP, required=False)
+session_input_type = _fn("strata_session_input_type", P, P, SZ, SP, required=False)
+session_output_type = _fn("strata_session_output_type", P, P, SZ, SP, required=False)
 io_binding_create = _fn("strata_io_binding_create", P, P, PP)
 io_binding_destroy = _fn("strata_io_binding_destroy", None, P)
 io_binding_bind_input = _fn("strata_io_binding_bind_input", P, P, S, P)
@@ -220,6 +231,11 @@ NUMPY_OF = {1: np.dtype(np.float32), 2: np.dtype(np.uint8), 3: np.dtype(np.int8)
             13: np.dtype(np.uint64), 16: np.dtype(np.uint16)}
 NAME_OF = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string",
            9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16"}
+# ONNX type names ("tensor(float)") -> strata_dtype.
+CODE_OF_ONNX = {"float": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6, "int64": 7, "string": 8,
+                "bool": 9, "float16": 10, "double": 11, "uint32": 12, "uint64": 13, "bfloat16": 16}
+# strata_value_kind
+KIND_TENSOR, KIND_SEQUENCE, KIND_MAP, KIND_NONE = 0, 1, 2, 3
 CODE_OF_NUMPY = {np.dtype(t): c for c, t in ((1, np.float32), (2, np.uint8), (3, np.int8), (4, np.uint16),
                                              (5, np.int16), (6, np.int32), (7, np.int64), (9, np.bool_),
                                              (10, np.float16), (11, np.float64), (12, np.uint32), (13, np.uint64))}

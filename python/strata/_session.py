@@ -8,11 +8,14 @@ from collections import namedtuple
 import numpy as np
 
 from . import _capi as C
-from ._tensor import from_tensor, to_tensor
+from ._tensor import to_tensor
+from ._values import from_value, parse_type, to_value
 
-ValueInfo = namedtuple("ValueInfo", "name dtype shape")
+ValueInfo = namedtuple("ValueInfo", "name dtype shape type", defaults=("unknown",))
 ValueInfo.__doc__ = """A model input or output: name, element type name ("float32", "string",
-"bfloat16", ...) and shape, a tuple whose unknown dims are the symbolic name (str) or None."""
+"bfloat16", ...; a sequence's or map's element values), shape, a tuple whose unknown dims are
+the symbolic name (str) or None, and the ONNX type as ONNX Runtime writes it ("tensor(float)",
+"seq(map(int64,tensor(float)))", "optional(tensor(int64))", ...)."""
 
 NodeAssignment = namedtuple("NodeAssignment", "name op_type provider")
 
@@ -107,6 +110,7 @@ class Session:
             C.options_destroy(o)
         self.inputs = self._infos(C.session_input_count, C.session_input_info, True)
         self.outputs = self._infos(C.session_output_count, C.session_output_info, False)
+        self._types = {info.name: parse_type(info.type) for info in self.inputs}  # input name -> type
         names = [o.name.encode() for o in self.outputs]
         self._all_outputs = (len(names), (ctypes.c_char_p * max(len(names), 1))(*names))  # for run(None, ...)
         self._codes = {}  # (True for inputs, name) -> strata_dtype
@@ -131,8 +135,14 @@ class Session:
                 else:
                     sym = C.session_input_dim_name(self._h, i, a).decode() if inputs else ""
                     shape.append(sym or None)
+            type_fn = C.session_input_type if inputs else C.session_output_type
+            onnx_type = "unknown"
+            if type_fn is not None:
+                t = ctypes.c_char_p()
+                C.check(type_fn(self._h, i, ctypes.byref(t)))
+                onnx_type = t.value.decode()
             out.append(ValueInfo(name.value.decode("utf-8", "replace"), C.NAME_OF.get(code.value, str(code.value)),
-                                 tuple(shape)))
+                                 tuple(shape), onnx_type))
         return out
 
     def _handle(self):
@@ -143,7 +153,8 @@ class Session:
     def run(self, output_names, feeds, run_options=None):
         """Runs the model. feeds: {input name: array}. output_names: a list of output names,
         or None for every output in model order. Returns a list of numpy arrays, one per
-        output asked for. Errors (an unknown or missing input, a wrong element type or shape,
+        output asked for. Sequences are lists, maps dicts and empty optionals None, both ways
+        (a classifier's ZipMap output is a list of {label: probability} dicts). Errors (an unknown or missing input, a wrong element type or shape,
         a kernel failure, a deadline) raise the strata.Error subclass of their status."""
         h = self._handle()
         if not isinstance(feeds, dict):
@@ -159,9 +170,13 @@ class Session:
             for name, value in feeds.items():
                 if not isinstance(name, str):
                     raise C.InvalidArgument(f"feed names must be str, got {type(name).__name__}")
-                t, alive = to_tensor(name, value, self._codes.get((True, name)))
+                typ = self._types.get(name, ("unknown",))
+                if typ[0] == "tensor" or (typ[0] == "unknown" and not isinstance(value, (dict, type(None)))):
+                    t, alive = to_tensor(name, value, self._codes.get((True, name)))
+                    keep.append(alive)
+                else:
+                    t = to_value(name, value, typ, keep)
                 in_handles.append(t)
-                keep.append(alive)
             n_in = len(in_handles)
             in_names = (ctypes.c_char_p * max(n_in, 1))(*[k.encode() for k in feeds])
             ins = (ctypes.c_void_p * max(n_in, 1))(*[t.value for t in in_handles])
@@ -174,7 +189,7 @@ class Session:
         result = []
         try:
             for j in range(n_out):
-                result.append(from_tensor(outs[j]))
+                result.append(from_value(outs[j]))
                 outs[j] = None
         finally:
             for j in range(n_out):

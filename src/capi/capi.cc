@@ -37,9 +37,7 @@ bool ParseCount(const std::string& v, unsigned long long max, unsigned long long
 
 }  // namespace strata::capi
 
-namespace {
-
-strata::DataType ToDType(strata_dtype d) { return static_cast<strata::DataType>(d); }
+namespace strata::capi {
 
 bool ValidDType(strata_dtype d) {
   switch (d) {
@@ -62,6 +60,13 @@ bool ValidDType(strata_dtype d) {
       return false;
   }
 }
+
+}  // namespace strata::capi
+
+namespace {
+
+using strata::capi::ToDType;
+using strata::capi::ValidDType;
 
 strata_status* MakeShape(const int64_t* dims, size_t rank, strata::Shape* out) {
   STRATA_CHECK_ARG(rank == 0 || dims, "dims is NULL but rank is nonzero");
@@ -211,7 +216,8 @@ strata_status* strata_session_create(strata_env* env, const char* path, const st
     if (env) opts.provider_manager = env->providers.get();
     auto s = strata::Session::CreateFromFile(path, opts);
     if (!s.ok()) return ToC(s.status());
-    *out = new strata_session{env, std::move(s).value()};
+    *out = new strata_session{env, std::move(s).value(), {}, {}};
+    strata::capi::FillTypeStrings(*out);
     return nullptr;
   });
 }
@@ -226,7 +232,8 @@ strata_status* strata_session_create_from_memory(strata_env* env, const void* da
     if (env) opts.provider_manager = env->providers.get();
     auto s = strata::Session::CreateFromBytes(data, size, opts);
     if (!s.ok()) return ToC(s.status());
-    *out = new strata_session{env, std::move(s).value()};
+    *out = new strata_session{env, std::move(s).value(), {}, {}};
+    strata::capi::FillTypeStrings(*out);
     return nullptr;
   });
 }
@@ -271,7 +278,7 @@ strata_status* RunSession(strata_session* s, const strata_run_options* run, cons
     std::vector<std::pair<std::string, strata::Value>> feeds;
     for (size_t i = 0; i < input_count; ++i) {
       STRATA_CHECK_ARG(input_names[i] && inputs[i], "an input name or tensor is NULL");
-      feeds.emplace_back(input_names[i], strata::Value(inputs[i]->tensor));
+      feeds.emplace_back(input_names[i], strata::capi::AsValue(*inputs[i]));
     }
     std::vector<std::string> names;
     if (output_names) {
@@ -298,8 +305,12 @@ strata_status* RunSession(strata_session* s, const strata_run_options* run, cons
     for (size_t j = 0; j < output_count; ++j) {
       const strata::Value& v = (*r)[j];
       if (!v.is_tensor()) {
-        return fail(MakeError(STRATA_UNSUPPORTED, "output " + std::to_string(j) +
-                                                      " is a sequence or optional, which the C API cannot return yet"));
+        // Sequences and maps may share items with constants, inputs or each other (ZipMap's
+        // maps share their keys): the caller gets its own copy.
+        auto copy = strata::capi::DeepCopy(v);
+        if (!copy.ok()) return fail(ToC(copy.status()));
+        outputs[j] = strata::capi::NewHandle(std::move(copy).value());
+        continue;
       }
       // The caller owns each output and may write into it or keep it past the session and
       // the inputs. An output whose memory is also held elsewhere (a model constant, perhaps
@@ -318,9 +329,9 @@ strata_status* RunSession(strata_session* s, const strata_run_options* run, cons
       if (shared) {
         auto copy = v.tensor().Clone();
         if (!copy.ok()) return fail(ToC(copy.status()));
-        outputs[j] = new strata_tensor{std::move(copy).value()};
+        outputs[j] = strata::capi::NewHandle(std::move(copy).value());
       } else {
-        outputs[j] = new strata_tensor{v.tensor()};
+        outputs[j] = strata::capi::NewHandle(v.tensor());
       }
     }
     return nullptr;
@@ -394,7 +405,7 @@ strata_status* strata_tensor_create(strata_dtype dtype, const int64_t* dims, siz
     if (strata_status* st = MakeShape(dims, rank, &shape)) return st;
     auto t = strata::Tensor::Zeros(ToDType(dtype), shape);
     if (!t.ok()) return ToC(t.status());
-    *out = new strata_tensor{std::move(t).value()};
+    *out = strata::capi::NewHandle(std::move(t).value());
     return nullptr;
   });
 }
@@ -416,7 +427,7 @@ strata_status* strata_tensor_wrap(strata_dtype dtype, const int64_t* dims, size_
                                                     strata::DataTypeName(ToDType(dtype)));
     }
     STRATA_CHECK_ARG(data || byte_size == 0, "data is NULL");
-    *out = new strata_tensor{strata::Tensor::Wrap(ToDType(dtype), shape, data)};
+    *out = strata::capi::NewHandle(strata::Tensor::Wrap(ToDType(dtype), shape, data));
     return nullptr;
   });
 }
@@ -427,7 +438,9 @@ strata_dtype strata_tensor_dtype(const strata_tensor* t) {
 }
 size_t strata_tensor_rank(const strata_tensor* t) { return t ? t->tensor.rank() : 0; }
 const int64_t* strata_tensor_dims(const strata_tensor* t) { return t ? t->tensor.shape().data() : nullptr; }
-int64_t strata_tensor_element_count(const strata_tensor* t) { return t ? t->tensor.num_elements() : 0; }
+int64_t strata_tensor_element_count(const strata_tensor* t) {
+  return t && t->tensor.valid() ? t->tensor.num_elements() : 0;
+}
 size_t strata_tensor_byte_size(const strata_tensor* t) {
   return t && t->tensor.dtype() != strata::DataType::kString ? t->tensor.byte_size() : 0;
 }

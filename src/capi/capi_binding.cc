@@ -37,6 +37,8 @@ strata_status* strata_io_binding_bind_input(strata_io_binding* binding, const ch
     STRATA_CHECK_ARG(binding, "binding is NULL");
     STRATA_CHECK_ARG(name, "input name is NULL");
     STRATA_CHECK_ARG(tensor, std::string("tensor for input '") + name + "' is NULL");
+    STRATA_CHECK_ARG(tensor->value.empty(),
+                     std::string("input '") + name + "': io bindings take tensors, not a " + tensor->value.Describe());
     return ToC(binding->binding->BindInput(name, tensor->tensor));
   });
 }
@@ -46,6 +48,8 @@ strata_status* strata_io_binding_bind_output(strata_io_binding* binding, const c
     STRATA_CHECK_ARG(binding, "binding is NULL");
     STRATA_CHECK_ARG(name, "output name is NULL");
     STRATA_CHECK_ARG(tensor, std::string("tensor for output '") + name + "' is NULL");
+    STRATA_CHECK_ARG(tensor->value.empty(),
+                     std::string("output '") + name + "': io bindings take tensors, not a " + tensor->value.Describe());
     return ToC(binding->binding->BindOutput(name, tensor->tensor));
   });
 }

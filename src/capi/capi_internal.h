@@ -24,10 +24,15 @@ struct strata_session_options {
 struct strata_session {
   strata_env* env = nullptr;
   std::unique_ptr<strata::Session> session;
+  // ONNX type strings of the inputs and outputs (strata_session_input_type), made on creation.
+  std::vector<std::string> input_types, output_types;
 };
 
+// A tensor, or (when `value` is not empty) a sequence, map or empty optional; `tensor` is
+// then invalid, so the strata_tensor_* accessors see an empty tensor.
 struct strata_tensor {
   strata::Tensor tensor;
+  strata::Value value;
 };
 
 struct strata_run_options {
@@ -35,6 +40,19 @@ struct strata_run_options {
 };
 
 namespace strata::capi {
+
+inline strata::DataType ToDType(strata_dtype d) { return static_cast<strata::DataType>(d); }
+// Whether `d` is one of the strata_dtype values (not UNDEFINED).
+bool ValidDType(strata_dtype d);
+
+// What a handle holds, as a Value (a tensor handle as a tensor Value).
+inline strata::Value AsValue(const strata_tensor& t) { return t.value.empty() ? strata::Value(t.tensor) : t.value; }
+// A new handle holding `v`.
+strata_tensor* NewHandle(strata::Value v);
+// Fills the session's input_types/output_types (capi_value.cc).
+void FillTypeStrings(strata_session* s);
+// A copy of `v` sharing no memory with it (tensors, sequence items, map keys and values).
+strata::Result<strata::Value> DeepCopy(const strata::Value& v);
 
 // Converts an internal Status into a C status (nullptr on success).
 strata_status* ToC(const Status& st);

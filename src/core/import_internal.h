@@ -145,7 +145,7 @@ Status InferShapesGuarded(onnx::ModelProto* proto, const onnx::ShapeInferenceOpt
 // `range`, when set, is where StripLargeRawData found this tensor's raw_data (read from
 // ctx.inline_source instead of the proto's placeholder raw_data).
 Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& ctx, const InlineRange* range = nullptr);
-// TypeProto -> TypeInfo (kUnknown for maps and unset types).
+// TypeProto -> TypeInfo (kUnknown for unset and sparse types).
 TypeInfo ConvertType(const onnx::TypeProto& tp);
 // TypeInfo of an initializer from its dtype and dims.
 TypeInfo TensorTypeInfo(const onnx::TensorProto& tp);

@@ -383,6 +383,13 @@ void FillInner(const onnx::TypeProto& tp, TypeInfo* ti) {
     FillInner(tp.sequence_type().elem_type(), ti);
   } else if (tp.has_optional_type()) {
     FillInner(tp.optional_type().elem_type(), ti);
+  } else if (tp.has_map_type()) {
+    // A map's key dtype; its value type fills elem_type (ML maps hold tensor(float) etc.).
+    const int32_t k = tp.map_type().key_type();
+    ti->map_key = KnownDataType(k) ? static_cast<DataType>(k) : DataType::kUndefined;
+    FillInner(tp.map_type().value_type(), ti);
+    ti->has_shape = false;
+    ti->dims.clear();
   }
 }
 
@@ -400,6 +407,9 @@ TypeInfo ConvertType(const onnx::TypeProto& tp) {
     ti.kind = TypeInfo::Kind::kOptional;
     ti.optional_of_sequence = tp.optional_type().elem_type().has_sequence_type();
     FillInner(tp.optional_type().elem_type(), &ti);
+  } else if (tp.has_map_type()) {
+    ti.kind = TypeInfo::Kind::kMap;
+    FillInner(tp, &ti);
   }
   return ti;
 }

@@ -19,6 +19,10 @@ std::string TypeInfo::ToString() const {
   } else {
     s = base + "[...]";
   }
+  if (map_key != DataType::kUndefined) {
+    s = std::string("map<") + DataTypeName(map_key) + "," + base + ">";
+    if (kind == Kind::kMap) return s;
+  }
   if (kind == Kind::kSequence) return "sequence<" + s + ">";
   if (kind == Kind::kOptional) return optional_of_sequence ? "optional<sequence<" + s + ">>" : "optional<" + s + ">";
   return s;

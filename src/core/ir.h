@@ -28,10 +28,13 @@ struct Dim {
 
 // Declared type of a value (from graph inputs/outputs/value_info or shape inference).
 struct TypeInfo {
-  enum class Kind { kUnknown, kTensor, kSequence, kOptional };
+  enum class Kind { kUnknown, kTensor, kSequence, kOptional, kMap };
   Kind kind = Kind::kUnknown;
-  DataType elem_type = DataType::kUndefined;  // tensor dtype, or the innermost tensor dtype
-  bool has_shape = false;                     // false: rank unknown
+  DataType elem_type = DataType::kUndefined;  // tensor dtype, or the innermost tensor dtype (a map's value dtype)
+  // kMap: the key dtype (int64 or string). kSequence/kOptional of maps: the element map's
+  // key dtype. kUndefined for everything else.
+  DataType map_key = DataType::kUndefined;
+  bool has_shape = false;  // false: rank unknown
   std::vector<Dim> dims;
   // For kOptional: whether the contained type is a sequence.
   bool optional_of_sequence = false;

@@ -168,7 +168,8 @@ Status Session::CheckInput(const ValueInfo& vi, const Value& v) {
   const TypeInfo& t = vi.type;
   if (v.empty()) return InvalidArgument("input '", vi.name, "' is empty");
   if (t.kind == TypeInfo::Kind::kTensor) {
-    if (!v.is_tensor()) return InvalidArgument("input '", vi.name, "' must be a tensor of type ", t.ToString());
+    if (!v.is_tensor())
+      return InvalidArgument("input '", vi.name, "' must be a tensor of type ", t.ToString(), ", not ", v.Describe());
     const Tensor& x = v.tensor();
     if (t.elem_type != DataType::kUndefined && x.dtype() != t.elem_type)
       return InvalidArgument("input '", vi.name, "' has dtype ", DataTypeName(x.dtype()), " but the model expects ",
@@ -181,9 +182,26 @@ Status Session::CheckInput(const ValueInfo& vi, const Value& v) {
         return InvalidArgument("input '", vi.name, "' has shape ", ShapeToString(x.shape()), " but the model expects ",
                                t.ToString());
     }
+  } else if (t.kind == TypeInfo::Kind::kSequence && t.map_key != DataType::kUndefined) {
+    if (!v.is_map_sequence())
+      return InvalidArgument("input '", vi.name, "' must be a sequence of maps (", t.ToString(), "), not ",
+                             v.Describe());
+    RETURN_IF_ERROR(CheckMapTypes(vi, t, v));
   } else if (t.kind == TypeInfo::Kind::kSequence && !v.is_sequence()) {
-    return InvalidArgument("input '", vi.name, "' must be a sequence (", t.ToString(), ")");
+    return InvalidArgument("input '", vi.name, "' must be a sequence (", t.ToString(), "), not ", v.Describe());
+  } else if (t.kind == TypeInfo::Kind::kMap) {
+    if (!v.is_map())
+      return InvalidArgument("input '", vi.name, "' must be a map (", t.ToString(), "), not ", v.Describe());
+    RETURN_IF_ERROR(CheckMapTypes(vi, t, v));
   }
+  return Status::Ok();
+}
+
+// A map (or map sequence) input's key and value dtypes against the declared ones.
+Status Session::CheckMapTypes(const ValueInfo& vi, const TypeInfo& t, const Value& v) {
+  if ((t.map_key != DataType::kUndefined && v.key_type() != t.map_key) ||
+      (t.elem_type != DataType::kUndefined && v.elem_type() != t.elem_type))
+    return InvalidArgument("input '", vi.name, "' is a ", v.Describe(), " but the model expects ", t.ToString());
   return Status::Ok();
 }
 

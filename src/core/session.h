@@ -90,6 +90,7 @@ class Session {
   Status SetUpProviders(Graph& g, ExecOptions* eo);
   static void SetKernelPredicate(ImportOptions* io);
   static Status CheckInput(const ValueInfo& vi, const Value& v);
+  static Status CheckMapTypes(const ValueInfo& vi, const TypeInfo& t, const Value& v);
 
   SessionOptions opts_;
   std::shared_ptr<Model> model_;

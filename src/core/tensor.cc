@@ -1,9 +1,11 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
+#include <type_traits>
 
 namespace strata {
 
@@ -160,6 +162,83 @@ Result<Tensor> Tensor::Clone(Allocator* alloc) const {
     std::memcpy(t.raw_mutable_data(), raw_data(), byte_size());
   }
   return t;
+}
+
+std::string Value::Describe() const {
+  switch (kind_) {
+    case Kind::kEmpty:
+      return "nothing";
+    case Kind::kTensor:
+      return std::string("tensor ") + DataTypeName(tensor_.dtype()) + ShapeToString(tensor_.shape());
+    case Kind::kSequence:
+      return "sequence of " + std::to_string(seq_->size()) + " " + DataTypeName(elem_type_) + " tensors";
+    case Kind::kOptionalNone:
+      return "an empty optional";
+    case Kind::kMap:
+      return std::string("map ") + DataTypeName(key_type_) + "->" + DataTypeName(elem_type_) + " (" +
+             std::to_string(tensor_.num_elements()) + " entries)";
+    case Kind::kMapSequence:
+      return "sequence of " + std::to_string(maps_->size()) + " maps " + DataTypeName(key_type_) + "->" +
+             DataTypeName(elem_type_);
+  }
+  return "unknown value";
+}
+
+namespace {
+
+// Copies element src_index of `src` to element dst_index of `dst` (same dtype).
+void CopyElement(const Tensor& src, int64_t src_index, Tensor* dst, int64_t dst_index) {
+  if (src.dtype() == DataType::kString) {
+    dst->mutable_data<std::string>()[dst_index] = src.data<std::string>()[src_index];
+    return;
+  }
+  const size_t es = DataTypeSize(src.dtype());
+  std::memcpy(static_cast<char*>(dst->raw_mutable_data()) + static_cast<size_t>(dst_index) * es,
+              static_cast<const char*>(src.raw_data()) + static_cast<size_t>(src_index) * es, es);
+}
+
+template <typename K>
+Result<Value> SortedMap(const Tensor& keys, const Tensor& values, const std::string& what) {
+  const int64_t n = keys.num_elements();
+  const K* k = keys.data<K>();
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  bool sorted = true;
+  for (int64_t i = 1; i < n && sorted; ++i) sorted = k[i - 1] < k[i];
+  if (!sorted) std::stable_sort(order.begin(), order.end(), [k](int64_t a, int64_t b) { return k[a] < k[b]; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (!(k[order[i - 1]] < k[order[i]])) {
+      if constexpr (std::is_same_v<K, std::string>) {
+        return InvalidArgument(what, ": key '", k[order[i]], "' appears more than once");
+      } else {
+        return InvalidArgument(what, ": key ", k[order[i]], " appears more than once");
+      }
+    }
+  }
+  const Shape shape{n};
+  if (sorted) return Value::Map(keys.Reshaped(shape), values.Reshaped(shape));
+  ASSIGN_OR_RETURN(Tensor sk, Tensor::Allocate(keys.dtype(), shape));
+  ASSIGN_OR_RETURN(Tensor sv, Tensor::Allocate(values.dtype(), shape));
+  for (int64_t i = 0; i < n; ++i) {
+    CopyElement(keys, order[static_cast<size_t>(i)], &sk, i);
+    CopyElement(values, order[static_cast<size_t>(i)], &sv, i);
+  }
+  return Value::Map(std::move(sk), std::move(sv));
+}
+
+}  // namespace
+
+Result<Value> MakeMap(const Tensor& keys, const Tensor& values, const std::string& what) {
+  if (!keys.valid() || !values.valid()) return InvalidArgument(what, ": a map needs both keys and values");
+  if (keys.dtype() != DataType::kInt64 && keys.dtype() != DataType::kString)
+    return InvalidArgument(what, ": map keys must be int64 or string, not ", DataTypeName(keys.dtype()));
+  if (keys.rank() != 1 || values.rank() != 1)
+    return InvalidArgument(what, ": map keys and values must be 1-D, got ", ShapeToString(keys.shape()), " and ",
+                           ShapeToString(values.shape()));
+  if (keys.num_elements() != values.num_elements())
+    return InvalidArgument(what, ": ", keys.num_elements(), " map keys but ", values.num_elements(), " values");
+  if (keys.dtype() == DataType::kString) return SortedMap<std::string>(keys, values, what);
+  return SortedMap<int64_t>(keys, values, what);
 }
 
 }  // namespace strata

@@ -123,11 +123,12 @@ Tensor Tensor::FromVector(const std::vector<T>& values, Shape shape) {
   return t;
 }
 
-// A runtime value: a tensor, a sequence of tensors, or an empty optional.
+// A runtime value: a tensor, a sequence of tensors, an empty optional, a map or a
+// sequence of maps (the ai.onnx.ml ZipMap/CastMap/DictVectorizer types).
 // kEmpty marks an absent optional input/output slot ("" in ONNX).
 class Value {
  public:
-  enum class Kind { kEmpty, kTensor, kSequence, kOptionalNone };
+  enum class Kind { kEmpty, kTensor, kSequence, kOptionalNone, kMap, kMapSequence };
 
   Value() = default;
   Value(Tensor t) : kind_(Kind::kTensor), tensor_(std::move(t)) {}  // NOLINT: implicit by design
@@ -147,24 +148,66 @@ class Value {
     v.none_is_seq_ = is_seq;
     return v;
   }
+  // A map: 1-D `keys` (int64 or string) and 1-D `values` of the same length, keys strictly
+  // ascending (unique). Callers that cannot promise the order use MakeMap (tensor.cc), which
+  // sorts and rejects duplicates; the kernels rely on it (CastMap's SPARSE form walks keys
+  // in order).
+  static Value Map(Tensor keys, Tensor values) {
+    Value v;
+    v.kind_ = Kind::kMap;
+    v.elem_type_ = values.dtype();
+    v.key_type_ = keys.dtype();
+    v.tensor_ = std::move(keys);
+    v.map_values_ = std::move(values);
+    return v;
+  }
+  // A sequence of maps (each a kMap Value) with the given key and value dtypes.
+  static Value MapSequence(std::vector<Value> maps, DataType key_type, DataType value_type) {
+    Value v;
+    v.kind_ = Kind::kMapSequence;
+    v.maps_ = std::make_shared<std::vector<Value>>(std::move(maps));
+    v.key_type_ = key_type;
+    v.elem_type_ = value_type;
+    return v;
+  }
 
   Kind kind() const { return kind_; }
   bool empty() const { return kind_ == Kind::kEmpty; }
   bool is_tensor() const { return kind_ == Kind::kTensor; }
   bool is_sequence() const { return kind_ == Kind::kSequence; }
   bool is_none() const { return kind_ == Kind::kOptionalNone; }
+  bool is_map() const { return kind_ == Kind::kMap; }
+  bool is_map_sequence() const { return kind_ == Kind::kMapSequence; }
   const Tensor& tensor() const { return tensor_; }
   Tensor& tensor() { return tensor_; }
   const std::vector<Tensor>& sequence() const { return *seq_; }
+  // kMap: the keys and values tensors.
+  const Tensor& map_keys() const { return tensor_; }
+  const Tensor& map_values() const { return map_values_; }
+  // kMapSequence: the maps.
+  const std::vector<Value>& maps() const { return *maps_; }
+  // Tensor dtype; a sequence's or optional's element dtype; a map's value dtype.
   DataType elem_type() const { return is_tensor() ? tensor_.dtype() : elem_type_; }
+  // A map's (or a map sequence's) key dtype; kUndefined otherwise.
+  DataType key_type() const { return key_type_; }
   bool none_is_sequence() const { return none_is_seq_; }
+  // "tensor float32[2,3]", "sequence of 4 float32 tensors", "map int64->float32 (3 entries)", ...
+  std::string Describe() const;
 
  private:
   Kind kind_ = Kind::kEmpty;
-  Tensor tensor_;
+  Tensor tensor_;  // kTensor: the tensor; kMap: the keys
+  Tensor map_values_;
   std::shared_ptr<const std::vector<Tensor>> seq_;
+  std::shared_ptr<const std::vector<Value>> maps_;
   DataType elem_type_ = DataType::kUndefined;
+  DataType key_type_ = DataType::kUndefined;
   bool none_is_seq_ = false;
 };
+
+// Builds a map from parallel 1-D keys (int64 or string) and values of equal length, in any
+// key order: entries are sorted by key; a repeated key is kInvalidArgument naming `what`
+// and the key. The tensors are copied when they must be reordered.
+Result<Value> MakeMap(const Tensor& keys, const Tensor& values, const std::string& what);
 
 }  // namespace strata

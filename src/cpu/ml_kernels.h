@@ -14,6 +14,8 @@ namespace strata {
 
 // cpu/ml_linear.cc: LinearClassifier, LinearRegressor, SVMClassifier, SVMRegressor.
 void RegisterMlLinearKernels(KernelRegistry& r);
+// cpu/ml_map.cc: ZipMap, CastMap, DictVectorizer.
+void RegisterMlMapKernels(KernelRegistry& r);
 
 namespace ml {
 

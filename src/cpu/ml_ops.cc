@@ -1,7 +1,7 @@
 // ai.onnx.ml ops other than the tree ensembles: Normalizer, Scaler, Binarizer, Imputer,
 // ArrayFeatureExtractor, OneHotEncoder, LabelEncoder (v1 and v2), CategoryMapper and
-// FeatureVectorizer here; the linear models and SVMs in cpu/ml_linear.cc. (ZipMap, DictVectorizer
-// and CastMap need map values, which the engine does not have.)
+// FeatureVectorizer here; the linear models and SVMs in cpu/ml_linear.cc; the map ops (ZipMap,
+// DictVectorizer, CastMap) in cpu/ml_map.cc.
 //
 // Where the ONNX-ML spec is open, semantics follow ONNX Runtime's CPU kernels, quirks included
 // (noted at each kernel), since converted models are validated against it: input dtypes are the
@@ -670,6 +670,7 @@ void RegisterMlKernels(KernelRegistry& r) {
   RegisterMl(r, "CategoryMapper", 1, INT_MAX, {str, i64}, MakeCategoryMapper);
   RegisterMl(r, "FeatureVectorizer", 1, INT_MAX, {i32, i64, f32, f64}, InitFactory<FeatureVectorizerKernel>());
   RegisterMlLinearKernels(r);
+  RegisterMlMapKernels(r);
 }
 
 }  // namespace strata

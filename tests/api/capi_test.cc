@@ -533,3 +533,273 @@ TEST(CApi, OutputsNeverAliasConstantsInputsOrEachOther) {
   for (strata_tensor* t : outs) strata_tensor_destroy(t);
   for (strata_tensor* t : again) strata_tensor_destroy(t);
 }
+
+namespace {
+
+const std::string kZipMap = std::string(STRATA_SOURCE_DIR) + "/tests/data/capi/zipmap.onnx";
+const std::string kMaps = std::string(STRATA_SOURCE_DIR) + "/tests/data/capi/maps.onnx";
+const std::string kSequences = std::string(STRATA_SOURCE_DIR) + "/tests/data/capi/sequences.onnx";
+
+strata_tensor* Int64s(const std::vector<int64_t>& v) {
+  const int64_t dims[1] = {static_cast<int64_t>(v.size())};
+  strata_tensor* t = nullptr;
+  EXPECT_EQ(strata_tensor_create(STRATA_DTYPE_INT64, dims, 1, &t), nullptr);
+  if (t && !v.empty()) std::memcpy(strata_tensor_data(t), v.data(), v.size() * sizeof(int64_t));
+  return t;
+}
+strata_tensor* Floats(const std::vector<float>& v) {
+  const int64_t dims[1] = {static_cast<int64_t>(v.size())};
+  strata_tensor* t = nullptr;
+  EXPECT_EQ(strata_tensor_create(STRATA_DTYPE_FLOAT32, dims, 1, &t), nullptr);
+  if (t && !v.empty()) std::memcpy(strata_tensor_data(t), v.data(), v.size() * sizeof(float));
+  return t;
+}
+strata_tensor* Strings(const std::vector<std::string>& v) {
+  const int64_t dims[1] = {static_cast<int64_t>(v.size())};
+  strata_tensor* t = nullptr;
+  EXPECT_EQ(strata_tensor_create(STRATA_DTYPE_STRING, dims, 1, &t), nullptr);
+  for (size_t i = 0; t && i < v.size(); ++i)
+    EXPECT_EQ(strata_tensor_set_string(t, i, v[i].data(), v[i].size()), nullptr);
+  return t;
+}
+std::string StringAt(strata_tensor* t, size_t i) {
+  const char* d = nullptr;
+  size_t n = 0;
+  EXPECT_EQ(strata_tensor_get_string(t, i, &d, &n), nullptr);
+  return d ? std::string(d, n) : std::string();
+}
+
+}  // namespace
+
+// A classifier exported as skl2onnx does it ends in ZipMap: one {label: probability} map per
+// row. The maps hold exactly the probabilities tensor's values, keyed by the labels in order.
+TEST(CApi, ZipMapOutputsAreSequencesOfMaps) {
+  Owned o;
+  ASSERT_EQ(strata_env_create(&o.env), nullptr);
+  ASSERT_EQ(strata_session_create(o.env, kZipMap.c_str(), nullptr, &o.session), nullptr);
+  const char* type = nullptr;
+  ASSERT_EQ(strata_session_output_type(o.session, 2, &type), nullptr);
+  EXPECT_STREQ(type, "seq(map(int64,tensor(float)))");
+  ASSERT_EQ(strata_session_output_type(o.session, 3, &type), nullptr);
+  EXPECT_STREQ(type, "seq(map(string,tensor(float)))");
+  ASSERT_EQ(strata_session_input_type(o.session, 0, &type), nullptr);
+  EXPECT_STREQ(type, "tensor(float)");
+  EXPECT_NE(Message(strata_session_output_type(o.session, 4, &type)).find("output index 4 is out of range"),
+            std::string::npos);
+
+  std::vector<float> x = {1, 2, -1, 0.5f, 0, 0};
+  const int64_t dims[2] = {3, 2};
+  strata_tensor* in = nullptr;
+  ASSERT_EQ(strata_tensor_wrap(STRATA_DTYPE_FLOAT32, dims, 2, x.data(), x.size() * sizeof(float), &in), nullptr);
+  const char* in_names[1] = {"x"};
+  const strata_tensor* ins[1] = {in};
+  strata_tensor* outs[4] = {};
+  ASSERT_EQ(strata_session_run(o.session, in_names, ins, 1, nullptr, outs, 4), nullptr);
+  strata_tensor_destroy(in);
+  const float* probs = static_cast<const float*>(strata_tensor_data(outs[1]));
+  EXPECT_EQ(strata_value_kind_of(outs[1]), STRATA_VALUE_TENSOR);
+  ASSERT_EQ(strata_value_kind_of(outs[2]), STRATA_VALUE_SEQUENCE);
+  EXPECT_EQ(strata_value_elem_dtype(outs[2]), STRATA_DTYPE_FLOAT32);
+  // Tensor accessors see a non-tensor as empty.
+  EXPECT_EQ(strata_tensor_dtype(outs[2]), STRATA_DTYPE_UNDEFINED);
+  EXPECT_EQ(strata_tensor_element_count(outs[2]), 0);
+  EXPECT_EQ(strata_tensor_data(outs[2]), nullptr);
+  size_t rows = 0;
+  ASSERT_EQ(strata_value_sequence_length(outs[2], &rows), nullptr);
+  ASSERT_EQ(rows, 3u);
+  const std::vector<std::string> names = {"cat", "dog", "eel"};
+  for (size_t r = 0; r < rows; ++r) {
+    strata_tensor* m = nullptr;
+    ASSERT_EQ(strata_value_sequence_item(outs[2], r, &m), nullptr);
+    ASSERT_EQ(strata_value_kind_of(m), STRATA_VALUE_MAP);
+    strata_tensor *keys = nullptr, *values = nullptr;
+    ASSERT_EQ(strata_value_map_entries(m, &keys, &values), nullptr);
+    ASSERT_EQ(strata_tensor_element_count(keys), 3);
+    const int64_t* k = static_cast<const int64_t*>(strata_tensor_data(keys));
+    const float* v = static_cast<const float*>(strata_tensor_data(values));
+    EXPECT_EQ(k[0], 10);
+    EXPECT_EQ(k[1], 20);
+    EXPECT_EQ(k[2], 30);
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(v[c], probs[r * 3 + c]) << "row " << r << " class " << c;
+    strata_tensor_destroy(keys);
+    strata_tensor_destroy(values);
+    strata_tensor_destroy(m);
+
+    ASSERT_EQ(strata_value_sequence_item(outs[3], r, &m), nullptr);
+    ASSERT_EQ(strata_value_map_entries(m, &keys, nullptr), nullptr);
+    for (size_t c = 0; c < 3; ++c) EXPECT_EQ(StringAt(keys, c), names[c]);
+    strata_tensor_destroy(keys);
+    strata_tensor_destroy(m);
+  }
+  // The label is the most probable class (row 0: scores -0.9, 1.5, 2.8).
+  EXPECT_EQ(static_cast<const int64_t*>(strata_tensor_data(outs[0]))[0], 30);
+  // The maps are the caller's: writing into one row's keys changes no other row or run.
+  strata_tensor *m0 = nullptr, *keys0 = nullptr;
+  ASSERT_EQ(strata_value_sequence_item(outs[2], 0, &m0), nullptr);
+  ASSERT_EQ(strata_value_map_entries(m0, &keys0, nullptr), nullptr);
+  static_cast<int64_t*>(strata_tensor_data(keys0))[0] = -5;
+  strata_tensor *m1 = nullptr, *keys1 = nullptr;
+  ASSERT_EQ(strata_value_sequence_item(outs[2], 1, &m1), nullptr);
+  ASSERT_EQ(strata_value_map_entries(m1, &keys1, nullptr), nullptr);
+  EXPECT_EQ(static_cast<const int64_t*>(strata_tensor_data(keys1))[0], 10);
+  for (strata_tensor* t : {m0, keys0, m1, keys1}) strata_tensor_destroy(t);
+  // Misuse names the problem.
+  strata_tensor* bad = nullptr;
+  EXPECT_NE(Message(strata_value_sequence_item(outs[2], 3, &bad)).find("sequence item 3 is out of range"),
+            std::string::npos);
+  EXPECT_NE(Message(strata_value_sequence_length(outs[1], &rows)).find("not a sequence"), std::string::npos);
+  EXPECT_NE(Message(strata_value_map_entries(outs[2], &bad, nullptr)).find("not a map"), std::string::npos);
+  for (strata_tensor* t : outs) strata_tensor_destroy(t);
+}
+
+TEST(CApi, MapInputsFeedDictVectorizerAndCastMap) {
+  Owned o;
+  ASSERT_EQ(strata_env_create(&o.env), nullptr);
+  ASSERT_EQ(strata_session_create(o.env, kMaps.c_str(), nullptr, &o.session), nullptr);
+  const char* type = nullptr;
+  ASSERT_EQ(strata_session_input_type(o.session, 0, &type), nullptr);
+  EXPECT_STREQ(type, "map(string,tensor(float))");
+  strata_tensor* fk = Strings({"weight", "age", "shoe"});
+  strata_tensor* fv = Floats({70.5f, 31, 44});
+  strata_tensor *features = nullptr, *sparse = nullptr;
+  ASSERT_EQ(strata_value_create_map(fk, fv, &features), nullptr);
+  strata_tensor* sk = Int64s({3, 1, 7});
+  strata_tensor* sv = Floats({3.5f, 1.5f, 7.5f});
+  ASSERT_EQ(strata_value_create_map(sk, sv, &sparse), nullptr);
+  EXPECT_EQ(strata_value_kind_of(features), STRATA_VALUE_MAP);
+  const char* in_names[2] = {"features", "sparse"};
+  const strata_tensor* ins[2] = {features, sparse};
+  strata_tensor* outs[2] = {};
+  ASSERT_EQ(strata_session_run(o.session, in_names, ins, 2, nullptr, outs, 2), nullptr);
+  const float* row = static_cast<const float*>(strata_tensor_data(outs[0]));
+  ASSERT_EQ(strata_tensor_element_count(outs[0]), 3);
+  EXPECT_EQ(row[0], 31.0f);  // age
+  EXPECT_EQ(row[1], 0.0f);   // height: absent
+  EXPECT_EQ(row[2], 70.5f);  // weight; "shoe" is not in the vocabulary
+  const float* dense = static_cast<const float*>(strata_tensor_data(outs[1]));
+  ASSERT_EQ(strata_tensor_element_count(outs[1]), 4);
+  EXPECT_EQ(dense[0], 0.0f);
+  EXPECT_EQ(dense[1], 1.5f);
+  EXPECT_EQ(dense[2], 0.0f);
+  EXPECT_EQ(dense[3], 3.5f);  // key 7 is past max_map 4
+  for (strata_tensor* t : outs) strata_tensor_destroy(t);
+
+  // Wrong kinds and types are refused naming the input.
+  const strata_tensor* swapped[2] = {sparse, features};
+  strata_tensor* none[2] = {};
+  strata_status* st = strata_session_run(o.session, in_names, swapped, 2, nullptr, none, 2);
+  EXPECT_EQ(strata_status_get_code(st), STRATA_INVALID_ARGUMENT);
+  EXPECT_NE(Message(st).find("input 'features' is a map int64->float32"), std::string::npos);
+  const strata_tensor* tensor_in[2] = {fv, sparse};
+  EXPECT_NE(Message(strata_session_run(o.session, in_names, tensor_in, 2, nullptr, none, 2))
+                .find("input 'features' must be a map"),
+            std::string::npos);
+  // Bad maps are refused when made.
+  strata_tensor* dup_keys = Int64s({1, 1});
+  strata_tensor* two = Floats({1, 2});
+  strata_tensor* bad = nullptr;
+  EXPECT_NE(Message(strata_value_create_map(dup_keys, two, &bad)).find("key 1 appears more than once"),
+            std::string::npos);
+  EXPECT_NE(Message(strata_value_create_map(sk, two, &bad)).find("3 map keys but 2 values"), std::string::npos);
+  EXPECT_NE(Message(strata_value_create_map(two, two, &bad)).find("int64 or string"), std::string::npos);
+  EXPECT_NE(Message(strata_value_create_map(features, two, &bad)).find("must be tensors"), std::string::npos);
+  EXPECT_EQ(bad, nullptr);
+  for (strata_tensor* t : {fk, fv, sk, sv, features, sparse, dup_keys, two}) strata_tensor_destroy(t);
+}
+
+TEST(CApi, SequenceAndOptionalInputsAndOutputs) {
+  Owned o;
+  ASSERT_EQ(strata_env_create(&o.env), nullptr);
+  ASSERT_EQ(strata_session_create(o.env, kSequences.c_str(), nullptr, &o.session), nullptr);
+  const char* type = nullptr;
+  ASSERT_EQ(strata_session_input_type(o.session, 1, &type), nullptr);
+  EXPECT_STREQ(type, "optional(tensor(float))");
+  ASSERT_EQ(strata_session_output_type(o.session, 1, &type), nullptr);
+  EXPECT_STREQ(type, "seq(tensor(float))");
+  strata_tensor* a = Floats({1, 2, 3});
+  strata_tensor* b = Floats({4});
+  const strata_tensor* items[2] = {a, b};
+  strata_tensor *seq = nullptr, *none = nullptr;
+  ASSERT_EQ(strata_value_create_sequence(items, 2, STRATA_DTYPE_UNDEFINED, &seq), nullptr);
+  ASSERT_EQ(strata_value_create_none(&none), nullptr);
+  EXPECT_EQ(strata_value_kind_of(none), STRATA_VALUE_NONE);
+  const char* in_names[2] = {"items", "maybe"};
+  const strata_tensor* ins[2] = {seq, none};
+  strata_tensor* outs[3] = {};
+  ASSERT_EQ(strata_session_run(o.session, in_names, ins, 2, nullptr, outs, 3), nullptr);
+  EXPECT_EQ(static_cast<const int64_t*>(strata_tensor_data(outs[0]))[0], 2);
+  EXPECT_FALSE(static_cast<const bool*>(strata_tensor_data(outs[2]))[0]);
+  size_t n = 0;
+  ASSERT_EQ(strata_value_sequence_length(outs[1], &n), nullptr);
+  ASSERT_EQ(n, 2u);
+  strata_tensor* item = nullptr;
+  ASSERT_EQ(strata_value_sequence_item(outs[1], 0, &item), nullptr);
+  ASSERT_EQ(strata_tensor_element_count(item), 3);
+  float* p = static_cast<float*>(strata_tensor_data(item));
+  EXPECT_EQ(p[2], 3.0f);
+  p[2] = 99.0f;  // the output is a copy: the input item is unchanged
+  EXPECT_EQ(static_cast<const float*>(strata_tensor_data(a))[2], 3.0f);
+  strata_tensor_destroy(item);
+  for (strata_tensor* t : outs) strata_tensor_destroy(t);
+
+  // A present optional is fed as its value.
+  const strata_tensor* present[2] = {seq, a};
+  ASSERT_EQ(strata_session_run(o.session, in_names, present, 2, nullptr, outs, 3), nullptr);
+  EXPECT_TRUE(static_cast<const bool*>(strata_tensor_data(outs[2]))[0]);
+  for (strata_tensor* t : outs) strata_tensor_destroy(t);
+
+  // Misuse names the problem.
+  const strata_tensor* not_seq[2] = {a, none};
+  strata_tensor* bad[3] = {};
+  EXPECT_NE(Message(strata_session_run(o.session, in_names, not_seq, 2, nullptr, bad, 3))
+                .find("input 'items' must be a sequence"),
+            std::string::npos);
+  strata_tensor* i64 = Int64s({1});
+  const strata_tensor* mixed[2] = {a, i64};
+  strata_tensor* s2 = nullptr;
+  EXPECT_NE(Message(strata_value_create_sequence(mixed, 2, STRATA_DTYPE_UNDEFINED, &s2))
+                .find("sequence item 1 is a tensor int64[1] but the sequence holds float32 tensors"),
+            std::string::npos);
+  EXPECT_NE(Message(strata_value_create_sequence(nullptr, 0, STRATA_DTYPE_UNDEFINED, &s2)).find("needs elem_dtype"),
+            std::string::npos);
+  ASSERT_EQ(strata_value_create_sequence(nullptr, 0, STRATA_DTYPE_FLOAT32, &s2), nullptr);
+  size_t zero = 1;
+  ASSERT_EQ(strata_value_sequence_length(s2, &zero), nullptr);
+  EXPECT_EQ(zero, 0u);
+  // io bindings take tensors only.
+  strata_io_binding* binding = nullptr;
+  ASSERT_EQ(strata_io_binding_create(o.session, &binding), nullptr);
+  EXPECT_NE(Message(strata_io_binding_bind_input(binding, "items", seq)).find("io bindings take tensors"),
+            std::string::npos);
+  strata_io_binding_destroy(binding);
+  for (strata_tensor* t : {a, b, seq, none, i64, s2}) strata_tensor_destroy(t);
+}
+
+TEST(CppWrapper, SequencesAndMaps) {
+  strata::Env env;
+  strata::Session session(env, kZipMap);
+  EXPECT_EQ(session.Outputs()[2].type, "seq(map(int64,tensor(float)))");
+  std::vector<float> x = {1, 2};
+  auto in = strata::Tensor::Wrap(STRATA_DTYPE_FLOAT32, {1, 2}, x.data(), x.size());
+  auto outs = session.Run({{"x", &in}});
+  ASSERT_EQ(outs[2].kind(), STRATA_VALUE_SEQUENCE);
+  auto rows = outs[2].Items();
+  ASSERT_EQ(rows.size(), 1u);
+  ASSERT_EQ(rows[0].kind(), STRATA_VALUE_MAP);
+  auto [keys, values] = rows[0].MapEntries();
+  EXPECT_EQ(keys.shape(), std::vector<int64_t>{3});
+  EXPECT_EQ(values.data<float>()[2], outs[1].data<float>()[2]);
+
+  auto k = strata::Tensor::Strings({2}, {"b", "a"});
+  std::vector<float> v = {2, 1};
+  auto vt = strata::Tensor::Wrap(STRATA_DTYPE_FLOAT32, {2}, v.data(), v.size());
+  auto m = strata::Tensor::Map(k, vt);
+  auto [mk, mv] = m.MapEntries();
+  EXPECT_EQ(mk.String(0), "a");
+  EXPECT_EQ(mv.data<float>()[0], 1.0f);
+  auto seq = strata::Tensor::Sequence({&m, &m});
+  EXPECT_EQ(seq.Items().size(), 2u);
+  EXPECT_EQ(strata::Tensor::None().kind(), STRATA_VALUE_NONE);
+  EXPECT_THROW(m.Items(), strata::Error);
+  EXPECT_THROW(strata::Tensor::Map(vt, vt), strata::Error);
+}

@@ -25,6 +25,9 @@ LABELS = np.load(os.path.join(ROOT, "examples", "digits_labels.npy"))
 STRINGS = os.path.join(ROOT, "tests", "data", "capi", "strings.onnx")
 ALIASES = os.path.join(ROOT, "tests", "data", "capi", "aliases.onnx")
 ENDLESS = os.path.join(ROOT, "tests", "data", "run_control", "endless_loop.onnx")
+ZIPMAP = os.path.join(ROOT, "tests", "data", "capi", "zipmap.onnx")
+MAPS = os.path.join(ROOT, "tests", "data", "capi", "maps.onnx")
+SEQUENCES = os.path.join(ROOT, "tests", "data", "capi", "sequences.onnx")
 
 
 def model_bytes(nodes, inputs, outputs, initializers=(), opset=17):
@@ -35,6 +38,65 @@ def model_bytes(nodes, inputs, outputs, initializers=(), opset=17):
 def relu_model(elem=TensorProto.FLOAT, shape=("N", 3)):
     return model_bytes([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", elem, shape)],
                        [helper.make_tensor_value_info("y", elem, shape)])
+
+
+class Values(unittest.TestCase):
+    """Sequences are lists, maps dicts and empty optionals None, both ways."""
+
+    def test_zipmap_rows_are_dicts(self):
+        with strata.Session(ZIPMAP) as s:
+            self.assertEqual([o.type for o in s.outputs], ["tensor(int64)", "tensor(float)",
+                                                           "seq(map(int64,tensor(float)))",
+                                                           "seq(map(string,tensor(float)))"])
+            x = np.array([[1, 2], [-1, 0.5], [0, 0]], dtype=np.float32)
+            label, probs, by_label, by_name = s.run(None, {"x": x})
+            self.assertEqual(len(by_label), 3)
+            for r in range(3):
+                self.assertEqual(list(by_label[r]), [10, 20, 30])
+                self.assertEqual(list(by_name[r]), ["cat", "dog", "eel"])
+                self.assertEqual(list(by_label[r].values()), probs[r].tolist())
+                self.assertEqual(max(by_label[r], key=by_label[r].get), label[r])
+            self.assertIsInstance(by_label[0][10], float)
+            (only,) = s.run(["by_name"], {"x": x[:0]})
+            self.assertEqual(only, [])
+
+    def test_dict_inputs(self):
+        with strata.Session(MAPS) as s:
+            self.assertEqual(s.inputs[0].type, "map(string,tensor(float))")
+            row, dense = s.run(None, {"features": {"weight": 70.5, "age": 31, "shoe": 44},
+                                      "sparse": {3: 3.5, 1: 1.5, 7: 7.5}})
+            np.testing.assert_array_equal(row, [[31, 0, 70.5]])
+            np.testing.assert_array_equal(dense, [[0, 1.5, 0, 3.5]])
+            row, _ = s.run(None, {"features": {}, "sparse": {}})
+            np.testing.assert_array_equal(row, [[0, 0, 0]])
+            with self.assertRaisesRegex(strata.InvalidArgument, "map key 3 is not a str"):
+                s.run(None, {"features": {3: 1.0}, "sparse": {}})
+            with self.assertRaisesRegex(strata.InvalidArgument, "input 'sparse' is a map: feed a dict"):
+                s.run(None, {"features": {}, "sparse": [1.0]})
+            with self.assertRaisesRegex(strata.InvalidArgument, "input 'features' is None"):
+                s.run(None, {"features": None, "sparse": {}})
+
+    def test_sequence_and_optional_inputs(self):
+        with strata.Session(SEQUENCES) as s:
+            self.assertEqual(s.inputs[1].type, "optional(tensor(float))")
+            a, b = np.arange(3, dtype=np.float32), np.ones(1, dtype=np.float32)
+            count, same, has = s.run(None, {"items": [a, b], "maybe": None})
+            self.assertEqual(count, 2)
+            self.assertFalse(has)
+            self.assertEqual(len(same), 2)
+            np.testing.assert_array_equal(same[0], a)
+            same[0][0] = 9  # a private copy
+            self.assertEqual(a[0], 0)
+            _, _, has = s.run(None, {"items": [[1.0, 2.0]], "maybe": b})
+            self.assertTrue(has)
+            count, same, _ = s.run(None, {"items": [], "maybe": None})
+            self.assertEqual((count, same), (0, []))
+            with self.assertRaisesRegex(strata.InvalidArgument, "feed a list"):
+                s.run(None, {"items": a, "maybe": None})
+            with self.assertRaisesRegex(strata.InvalidArgument, "sequence item 1"):
+                s.run(None, {"items": [a, np.ones(1, dtype=np.int64)], "maybe": None})
+            with self.assertRaisesRegex(strata.InvalidArgument, "a dict feeds only a map input"):
+                s.run(None, {"items": [a], "maybe": {1: 2.0}})
 
 
 class Basics(unittest.TestCase):
@@ -49,7 +111,7 @@ class Basics(unittest.TestCase):
 
     def test_digits_classifies_every_sample(self):
         with strata.Session(DIGITS, threads=1) as s:
-            self.assertEqual(s.inputs, [strata.ValueInfo("image", "float32", ("batch", 1, 8, 8))])
+            self.assertEqual(s.inputs, [strata.ValueInfo("image", "float32", ("batch", 1, 8, 8), "tensor(float)")])
             self.assertEqual(s.outputs[0].name, "probabilities")
             self.assertEqual(s.outputs[0].shape[1], 10)
             (probs,) = s.run(None, {"image": SAMPLES})

@@ -47,6 +47,10 @@ TypeInfo TypeOf(const Value& v) {
     t.kind = TypeInfo::Kind::kOptional;
     t.elem_type = v.elem_type();
     t.optional_of_sequence = v.none_is_sequence();
+  } else if (v.is_map() || v.is_map_sequence()) {
+    t.kind = v.is_map() ? TypeInfo::Kind::kMap : TypeInfo::Kind::kSequence;
+    t.elem_type = v.elem_type();
+    t.map_key = v.key_type();
   }
   return t;
 }

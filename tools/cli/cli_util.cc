@@ -73,6 +73,9 @@ Result<SessionOptions> MakeSessionOptions(const SessionFlags& f) {
 // int64, which were the only types filled; uint8 images, int8, float16, double and bool
 // inputs were fed all zeros). Strings stay empty.
 Result<Tensor> RandomInputTensor(const ValueInfo& vi, uint32_t seed) {
+  if (vi.type.kind != TypeInfo::Kind::kTensor && vi.type.kind != TypeInfo::Kind::kUnknown)
+    return InvalidArgument("input '", vi.name, "' is ", vi.type.ToString(),
+                           "; random inputs are tensors only (feed it through the C API or Python)");
   Shape shape;
   for (const Dim& d : vi.type.dims) shape.push_back(d.known() ? d.value : 1);
   ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(vi.type.elem_type, shape));
@@ -112,27 +115,50 @@ int64_t LabelAt(const Tensor& labels, size_t i) {
   return v;
 }
 
+namespace {
+
+// Element i of t as text: a quoted string, true/false, an integer or "%.6g".
+void FormatElement(std::ostringstream& os, const Tensor& t, int64_t i) {
+  if (t.dtype() == DataType::kString) {
+    os << '"' << t.data<std::string>()[i] << '"';
+    return;
+  }
+  DispatchNumeric(t.dtype(), [&]<typename T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      os << (t.data<bool>()[i] ? "true" : "false");
+    } else if constexpr (std::is_integral_v<T>) {
+      os << static_cast<int64_t>(t.data<T>()[i]);
+    } else {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.6g", static_cast<double>(static_cast<float>(t.data<T>()[i])));
+      os << buf;
+    }
+  });
+}
+
+}  // namespace
+
+std::string JoinMapEntries(const Value& map, int n) {
+  std::ostringstream os;
+  const Tensor& k = map.map_keys();
+  const int64_t count = std::min<int64_t>(n, k.num_elements());
+  for (int64_t i = 0; i < count; ++i) {
+    if (i) os << ", ";
+    FormatElement(os, k, i);
+    os << ": ";
+    FormatElement(os, map.map_values(), i);
+  }
+  if (k.num_elements() > count) os << ", ...";
+  return os.str();
+}
+
 std::string FirstValues(const Tensor& t, int n) {
   std::ostringstream os;
   os << "[";
   int64_t count = std::min<int64_t>(n, t.num_elements());
   for (int64_t i = 0; i < count; ++i) {
     if (i) os << ", ";
-    if (t.dtype() == DataType::kString) {
-      os << '"' << t.data<std::string>()[i] << '"';
-      continue;
-    }
-    DispatchNumeric(t.dtype(), [&]<typename T>() {
-      if constexpr (std::is_same_v<T, bool>) {
-        os << (t.data<bool>()[i] ? "true" : "false");
-      } else if constexpr (std::is_integral_v<T>) {
-        os << static_cast<int64_t>(t.data<T>()[i]);
-      } else {
-        char buf[32];
-        std::snprintf(buf, sizeof(buf), "%.6g", static_cast<double>(static_cast<float>(t.data<T>()[i])));
-        os << buf;
-      }
-    });
+    FormatElement(os, t, i);
   }
   if (t.num_elements() > count) os << ", ...";
   os << "]";

@@ -49,5 +49,7 @@ std::vector<std::vector<std::pair<int64_t, float>>> TopK(const Tensor& t, int k)
 int64_t LabelAt(const Tensor& labels, size_t i);
 // "[0.1, 0.2, ...]" for up to n leading elements.
 std::string FirstValues(const Tensor& t, int n);
+// "key: value, ..." for up to n leading entries of a map Value.
+std::string JoinMapEntries(const Value& map, int n);
 
 }  // namespace strata::cli

@@ -106,7 +106,20 @@ int Execute(const RunArgs& a) {
     const std::string& name = session.outputs()[i].name;
     const Value& v = (*outs)[i];
     if (!v.is_tensor()) {
-      if (!a.json) std::printf("output %s: %s\n", name.c_str(), v.is_sequence() ? "sequence" : "none");
+      nlohmann::json jo = {{"name", name}, {"value", v.Describe()}};
+      if (!a.json) std::printf("output %s: %s\n", name.c_str(), v.Describe().c_str());
+      // The first rows of a classifier's ZipMap output: {label: probability} per row.
+      std::vector<Value> maps;
+      if (v.is_map()) maps.push_back(v);
+      if (v.is_map_sequence()) maps.assign(v.maps().begin(), v.maps().begin() + std::min<size_t>(3, v.maps().size()));
+      nlohmann::json jm = nlohmann::json::array();
+      for (size_t r = 0; r < maps.size(); ++r) {
+        std::string line = "{" + JoinMapEntries(maps[r], 8) + "}";
+        jm.push_back(line);
+        if (!a.json) std::printf("  [%zu] %s\n", r, line.c_str());
+      }
+      if (!maps.empty()) jo["first_maps"] = jm;
+      j["outputs"].push_back(jo);
       continue;
     }
     const Tensor& t = v.tensor();
