@@ -17,3 +17,11 @@ find_library(CPUINFO_LIBRARY cpuinfo REQUIRED)
 add_library(strata::xnnpack INTERFACE IMPORTED)
 target_include_directories(strata::xnnpack INTERFACE ${XNNPACK_INCLUDE_DIR} ${PTHREADPOOL_INCLUDE_DIR})
 target_link_libraries(strata::xnnpack INTERFACE ${XNNPACK_LIBRARY} ${PTHREADPOOL_LIBRARY} ${CPUINFO_LIBRARY})
+
+# RE2 (libre2-dev): the regular expressions of com.microsoft Tokenizer, the engine ONNX Runtime
+# uses for it (leftmost-longest matching, RE2 syntax), so converted text pipelines tokenize alike.
+find_path(RE2_INCLUDE_DIR re2/re2.h REQUIRED)
+find_library(RE2_LIBRARY re2 REQUIRED)
+add_library(strata::re2 INTERFACE IMPORTED)
+target_include_directories(strata::re2 INTERFACE ${RE2_INCLUDE_DIR})
+target_link_libraries(strata::re2 INTERFACE ${RE2_LIBRARY} Threads::Threads)

@@ -10,6 +10,8 @@ PKGS=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   # CPU kernels (CPU-only: XNNPACK needs only cpuinfo and pthreadpool)
   libxnnpack-dev libpthreadpool-dev libcpuinfo-dev libopenblas-dev
+  # regular expressions of the Tokenizer op (text pipelines)
+  libre2-dev
   # CLI, JSON, ELF audit, archives
   libcli11-dev nlohmann-json3-dev libelf-dev libarchive-dev
   # tests and benchmarks

@@ -79,12 +79,17 @@ def seq_map_type(key):
 
 
 class Case:
-    def __init__(self, name, what, model, feeds):
-        self.name, self.what, self.model, self.feeds = name, what, model, feeds
+    """A model and its feeds. `check`, if given, takes strata's outputs ({name: value}) and
+    returns a note for the table (e.g. agreement with scikit-learn)."""
+
+    def __init__(self, name, what, model, feeds, check=None):
+        self.name, self.what, self.model, self.feeds, self.check = name, what, model, feeds, check
 
 
 def tensor_feed(a):
     a = np.asarray(a)
+    if a.dtype.kind in "OUS":
+        return {"kind": "tensor", "dtype": "string", "shape": list(a.shape), "data": [str(v) for v in a.reshape(-1)]}
     dtype = {np.dtype(np.float32): "float", np.dtype(np.float64): "double", np.dtype(np.int64): "int64"}[a.dtype]
     return {"kind": "tensor", "dtype": dtype, "shape": list(a.shape), "data": a.reshape(-1).tolist()}
 
@@ -263,15 +268,21 @@ def compare_values(got, want, tol):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return run_cases(__doc__, lambda: zipmap_cases() + castmap_cases() + dictvectorizer_cases(), "map_parity_")
+
+
+def run_cases(doc, make_cases, prefix):
+    """Parses the command line, runs every case in both runtimes, prints and writes the table;
+    returns the exit status (1 when a case differs)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--markdown")
     ap.add_argument("--work")
     args = ap.parse_args()
     exe = ort_maps_binary()
-    work = args.work or tempfile.mkdtemp(prefix="map_parity_")
+    work = args.work or tempfile.mkdtemp(prefix=prefix)
     os.makedirs(work, exist_ok=True)
-    cases = zipmap_cases() + castmap_cases() + dictvectorizer_cases()
+    cases = make_cases()
     rows, failed = [], 0
     for c in cases:
         path = os.path.join(work, c.name + ".onnx")
@@ -290,6 +301,8 @@ def main():
                 o, _, note = compare_values(got[name], w, args.tol)
                 ok = ok and o
                 notes.append("%s: %s" % (name, note))
+            if c.check:
+                notes.append(c.check(got))
             result = "; ".join(notes)
         failed += not ok
         rows.append((c.name, c.what, "ok" if ok else "DIFFERS", result))

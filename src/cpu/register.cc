@@ -43,6 +43,7 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterResizeKernels(r);
   RegisterDetectionKernels(r);
   RegisterStringKernels(r);
+  RegisterTokenizerKernels(r);
   RegisterSignalKernels(r);
   RegisterRandomKernels(r);
   RegisterMiscKernels(r);

@@ -22,6 +22,7 @@ void RegisterQuantizeKernels(KernelRegistry& r);     // cpu/quantize.cc: (De)Qua
 void RegisterResizeKernels(KernelRegistry& r);       // cpu/resize.cc: Resize (opset 10-17)
 void RegisterDetectionKernels(KernelRegistry& r);    // cpu/detection.cc: NonMaxSuppression, RoiAlign
 void RegisterStringKernels(KernelRegistry& r);       // cpu/string_ops.cc: StringNormalizer, TfIdfVectorizer
+void RegisterTokenizerKernels(KernelRegistry& r);    // cpu/string_tokenizer.cc: com.microsoft Tokenizer
 void RegisterSignalKernels(KernelRegistry& r);       // cpu/signal.cc: DFT, STFT, windows, MelWeightMatrix
 void RegisterRandomKernels(KernelRegistry& r);       // cpu/random.cc: Random*, Bernoulli, Multinomial
 void RegisterMiscKernels(KernelRegistry& r);         // cpu/misc_ops.cc: Det, GridSample

@@ -99,6 +99,38 @@ class Values(unittest.TestCase):
                 s.run(None, {"items": [a], "maybe": {1: 2.0}})
 
 
+    def test_text_classifier_strings_in_dicts_out(self):
+        # skl2onnx's layout of a CountVectorizer + LogisticRegression: lowercase, tokenize,
+        # count the vocabulary, score, ZipMap.
+        ml = "ai.onnx.ml"
+        vocab = ["cat", "dog", "fish"]
+        nodes = [helper.make_node("StringNormalizer", ["text"], ["lower"], case_change_action="LOWER"),
+                 helper.make_node("Tokenizer", ["lower"], ["tokens"], domain="com.microsoft", mark=0,
+                                  mincharnum=2, pad_value="#", tokenexp="[a-z]+"),
+                 helper.make_node("TfIdfVectorizer", ["tokens"], ["counts"], mode="TF", min_gram_length=1,
+                                  max_gram_length=1, max_skip_count=0, ngram_counts=[0], ngram_indexes=[0, 1, 2],
+                                  pool_strings=vocab),
+                 helper.make_node("LinearClassifier", ["counts"], ["label", "scores"], domain=ml,
+                                  coefficients=[1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0], intercepts=[0.0, 0.0, 0.0],
+                                  classlabels_strings=vocab, post_transform="SOFTMAX"),
+                 helper.make_node("ZipMap", ["scores"], ["by_class"], domain=ml, classlabels_strings=vocab)]
+        seq_map = helper.make_sequence_type_proto(onnx.TypeProto())
+        seq_map.sequence_type.elem_type.map_type.key_type = TensorProto.STRING
+        seq_map.sequence_type.elem_type.map_type.value_type.CopyFrom(
+            helper.make_tensor_type_proto(TensorProto.FLOAT, None))
+        g = helper.make_graph(nodes, "text", [helper.make_tensor_value_info("text", TensorProto.STRING, ["N"])],
+                              [helper.make_tensor_value_info("label", TensorProto.STRING, ["N"]),
+                               helper.make_value_info("by_class", seq_map)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ml, 1),
+                                                helper.make_opsetid("com.microsoft", 1)])
+        with strata.Session(m.SerializeToString()) as s:
+            label, by_class = s.run(None, {"text": ["My DOG, my dog and a cat", "fish!", "Fish fish, cat"]})
+            self.assertEqual(label.tolist(), ["dog", "fish", "fish"])
+            self.assertEqual(list(by_class[0]), ["cat", "dog", "fish"])
+            self.assertGreater(by_class[0]["dog"], by_class[0]["cat"])
+            self.assertAlmostEqual(sum(by_class[2].values()), 1.0, places=6)
+
+
 class Basics(unittest.TestCase):
 
     def test_version_and_library(self):
