@@ -1,5 +1,6 @@
 #include "core/npy.h"
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdint>
@@ -56,27 +57,51 @@ std::string Quote(std::string_view s) {
   return out + "'";
 }
 
-// Maps a numpy descr string to a DataType.
-Result<DataType> ParseDescr(std::string_view d, const std::string& what) {
+// numpy's fixed-width strings: 'U' (UTF-32 code points, little-endian) and 'S' (bytes), each
+// padded with zeros to the width; they become string tensors.
+constexpr uint64_t kMaxStringWidth = uint64_t{1} << 24;
+
+// An element type as stored in the file: a DataType, and for strings the kind and width.
+struct NpyType {
+  DataType dtype = DataType::kUndefined;
+  char string_kind = 0;  // 'U' or 'S' for kString
+  uint64_t width = 0;    // characters ('U') or bytes ('S') per element
+  uint64_t ElementBytes() const {
+    return string_kind == 'U' ? 4 * width : (string_kind == 'S' ? width : DataTypeSize(dtype));
+  }
+};
+
+// Maps a numpy descr string to an element type.
+Result<NpyType> ParseDescr(std::string_view d, const std::string& what) {
   if (d.size() < 3) return Unsupported(what, ": unsupported .npy dtype ", Quote(d));
   char order = d[0];
   char kind = d[1];
   if (order != '<' && order != '>' && order != '|' && order != '=')
     return Unsupported(what, ": unsupported .npy dtype ", Quote(d));
-  int size = 0;
+  uint64_t size = 0;
   for (char c : d.substr(2)) {
-    if (c < '0' || c > '9' || size > 1000) return Unsupported(what, ": unsupported .npy dtype ", Quote(d));
-    size = size * 10 + (c - '0');
+    if (c < '0' || c > '9' || size > kMaxStringWidth) return Unsupported(what, ": unsupported .npy dtype ", Quote(d));
+    size = size * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (kind == 'U' || kind == 'S') {
+    // numpy writes at least width 1 (an array of empty strings is '<U1'); width 0 would let a
+    // tiny file claim any number of elements.
+    if (size == 0) return Unsupported(what, ": .npy string dtype ", Quote(d), " has width 0");
+    if (size > kMaxStringWidth)
+      return Unsupported(what, ": .npy string width ", size, " is above the limit of ", kMaxStringWidth);
+    if (kind == 'U' && order == '>')
+      return Unsupported(what, ": big-endian .npy data (dtype ", Quote(d), ") is not supported; save it little-endian");
+    return NpyType{DataType::kString, kind, size};
   }
   for (const DescrEntry& e : kDescrs) {
-    if (e.kind != kind || e.size != size) continue;
+    if (e.kind != kind || static_cast<uint64_t>(e.size) != size) continue;
     // Byte order only matters for multi-byte types; '=' and '|' mean native, which is little here.
     if (size > 1 && order == '>')
       return Unsupported(what, ": big-endian .npy data (dtype ", Quote(d), ") is not supported; save it little-endian");
-    return e.dtype;
+    return NpyType{e.dtype, 0, 0};
   }
   return Unsupported(what, ": unsupported .npy dtype ", Quote(d),
-                     " (supported: float16/32/64, int8/16/32/64, uint8/16/32/64, bool)");
+                     " (supported: float16/32/64, int8/16/32/64, uint8/16/32/64, bool, and strings U and S)");
 }
 
 // Recursive-descent parser for the header's Python dict literal, e.g.
@@ -87,8 +112,8 @@ class HeaderParser {
  public:
   HeaderParser(std::string_view text, const std::string& what) : s_(text), what_(what) {}
 
-  Status Parse(DataType* dtype, Shape* shape) {
-    std::optional<DataType> descr;
+  Status Parse(NpyType* dtype, Shape* shape) {
+    std::optional<NpyType> descr;
     std::optional<bool> fortran;
     std::optional<Shape> dims;
     SkipSpace();
@@ -241,7 +266,7 @@ class HeaderParser {
 
 // Layout of a .npy image as described by its preamble and header.
 struct NpyLayout {
-  DataType dtype = DataType::kUndefined;
+  NpyType type;
   Shape shape;
   size_t data_offset = 0;  // first byte of the array data
   uint64_t data_bytes = 0;
@@ -284,22 +309,22 @@ Result<NpyLayout> ParseHeader(const uint8_t* bytes, uint64_t header_total, uint6
     if (c == '\0') return InvalidArgument(what, ": malformed .npy header: it contains a NUL byte");
   }
   NpyLayout layout;
-  RETURN_IF_ERROR(HeaderParser(text, what).Parse(&layout.dtype, &layout.shape));
+  RETURN_IF_ERROR(HeaderParser(text, what).Parse(&layout.type, &layout.shape));
   ASSIGN_OR_RETURN(int64_t count, CheckedNumElements(layout.shape, what + ": .npy shape"));
-  uint64_t esize = DataTypeSize(layout.dtype);
+  const uint64_t esize = layout.type.ElementBytes();
   if (static_cast<uint64_t>(count) > std::numeric_limits<uint64_t>::max() / esize)
     return InvalidArgument(what, ": .npy shape ", ShapeToString(layout.shape), " byte size overflows");
-  layout.data_bytes = static_cast<uint64_t>(count) * esize;
+  layout.data_bytes = static_cast<uint64_t>(count) * layout.type.ElementBytes();
   layout.data_offset = static_cast<size_t>(header_total);
   uint64_t available = file_size - header_total;
   if (available < layout.data_bytes)
-    return InvalidArgument(what, ": .npy data is shorter than its shape needs: ", DataTypeName(layout.dtype),
+    return InvalidArgument(what, ": .npy data is shorter than its shape needs: ", DataTypeName(layout.type.dtype),
                            ShapeToString(layout.shape), " needs ", layout.data_bytes, " bytes but only ", available,
                            " follow the header");
   if (available > layout.data_bytes)
     return InvalidArgument(what, ": .npy file has ", available - layout.data_bytes, " unexpected bytes after the ",
-                           layout.data_bytes, " bytes of ", DataTypeName(layout.dtype), ShapeToString(layout.shape),
-                           " data");
+                           layout.data_bytes, " bytes of ", DataTypeName(layout.type.dtype),
+                           ShapeToString(layout.shape), " data");
   if (layout.data_bytes > std::numeric_limits<size_t>::max())
     return InvalidArgument(what, ": .npy data is too large for this machine");
   return layout;
@@ -338,6 +363,115 @@ struct FileCloser {
 using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+void AppendUtf8(uint32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// Decodes one UTF-8 string into code points; false when it is not UTF-8 (a stray or missing
+// continuation byte, an overlong form, a surrogate or a value past U+10FFFF).
+bool DecodeUtf8(const std::string& s, std::vector<uint32_t>* cps) {
+  cps->clear();
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1Fu) : len == 3 ? (c & 0x0Fu) : (c & 0x07u);
+    for (size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3Fu);
+    }
+    static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    cps->push_back(cp);
+    i += len;
+  }
+  return true;
+}
+
+// The string tensor of a 'U' or 'S' array: trailing zeros are padding, as numpy reads them;
+// 'U' code points become UTF-8 (an invalid code point is an error naming the element).
+Result<Tensor> DecodeStrings(const NpyLayout& layout, const uint8_t* data, const std::string& what) {
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(DataType::kString, layout.shape));
+  auto* out = t.mutable_data<std::string>();
+  const uint64_t w = layout.type.width;
+  for (int64_t i = 0, n = t.num_elements(); i < n; ++i) {
+    std::string& s = out[i];
+    if (layout.type.string_kind == 'S') {
+      const char* p = reinterpret_cast<const char*>(data) + static_cast<uint64_t>(i) * w;
+      uint64_t len = w;
+      while (len > 0 && p[len - 1] == '\0') --len;
+      s.assign(p, static_cast<size_t>(len));
+      continue;
+    }
+    const uint8_t* p = data + static_cast<uint64_t>(i) * 4 * w;
+    uint64_t len = w;
+    auto cp_at = [p](uint64_t k) {
+      return uint32_t{p[4 * k]} | uint32_t{p[4 * k + 1]} << 8 | uint32_t{p[4 * k + 2]} << 16 |
+             uint32_t{p[4 * k + 3]} << 24;
+    };
+    while (len > 0 && cp_at(len - 1) == 0) --len;
+    for (uint64_t k = 0; k < len; ++k) {
+      const uint32_t cp = cp_at(k);
+      if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return InvalidArgument(what, ": .npy string element ", i, " holds ",
+                               cp > 0x10FFFF ? "code point " : "surrogate ", cp, ", which is not Unicode text");
+      AppendUtf8(cp, &s);
+    }
+  }
+  return t;
+}
+
+// A string tensor as numpy stores it: 'U' (UTF-32) when every string is UTF-8 text, else 'S'
+// (raw bytes), each padded to the longest. numpy drops trailing zeros when it reads either, so
+// a string ending in NUL does not round-trip.
+Status EncodeStrings(const Tensor& t, std::string* descr, std::string* data) {
+  const auto* in = t.data<std::string>();
+  const int64_t n = t.num_elements();
+  std::vector<std::vector<uint32_t>> cps(static_cast<size_t>(n));
+  bool text = true;
+  size_t width = 1, bytes = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    bytes = std::max(bytes, in[i].size());
+    if (text && !DecodeUtf8(in[i], &cps[static_cast<size_t>(i)])) text = false;
+    if (text) width = std::max(width, cps[static_cast<size_t>(i)].size());
+  }
+  if (text && width > kMaxStringWidth)
+    return Unsupported("a string of ", width, " characters is above the .npy limit of ", kMaxStringWidth);
+  if (!text && bytes > kMaxStringWidth)
+    return Unsupported("a string of ", bytes, " bytes is above the .npy limit of ", kMaxStringWidth);
+  *descr = text ? "<U" + std::to_string(width) : "|S" + std::to_string(bytes);
+  data->clear();
+  data->reserve(static_cast<size_t>(n) * (text ? 4 * width : bytes));
+  for (int64_t i = 0; i < n; ++i) {
+    if (!text) {
+      data->append(in[i]);
+      data->append(bytes - in[i].size(), '\0');
+      continue;
+    }
+    const auto& v = cps[static_cast<size_t>(i)];
+    for (size_t k = 0; k < width; ++k) {
+      const uint32_t cp = k < v.size() ? v[k] : 0;
+      for (int b = 0; b < 4; ++b) data->push_back(static_cast<char>((cp >> (8 * b)) & 0xFF));
+    }
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -379,7 +513,8 @@ Result<Tensor> ParseNpy(const void* data, size_t size, const std::string& what) 
   ASSIGN_OR_RETURN(uint64_t header_total, ParsePreamble(bytes, size, what));
   RETURN_IF_ERROR(CheckHeaderFits(header_total, size, what));
   ASSIGN_OR_RETURN(NpyLayout layout, ParseHeader(bytes, header_total, size, what));
-  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(layout.dtype, layout.shape));
+  if (layout.type.dtype == DataType::kString) return DecodeStrings(layout, bytes + layout.data_offset, what);
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(layout.type.dtype, layout.shape));
   if (layout.data_bytes > 0) std::memcpy(t.raw_mutable_data(), bytes + layout.data_offset, layout.data_bytes);
   NormaliseBools(t);
   return t;
@@ -425,7 +560,12 @@ Result<Tensor> ReadNpy(const std::string& path) {
       return MakeStatus(StatusCode::kIOError, path, ": cannot seek: ", ErrnoText(errno));
   }
   ASSIGN_OR_RETURN(NpyLayout layout, ParseHeader(head.data(), header_total, file_size, path));
-  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(layout.dtype, layout.shape));
+  if (layout.type.dtype == DataType::kString) {
+    std::vector<uint8_t> raw(static_cast<size_t>(layout.data_bytes));
+    RETURN_IF_ERROR(read_exact(raw.data(), raw.size()));
+    return DecodeStrings(layout, raw.data(), path);
+  }
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(layout.type.dtype, layout.shape));
   RETURN_IF_ERROR(read_exact(t.raw_mutable_data(), static_cast<size_t>(layout.data_bytes)));
   NormaliseBools(t);
   return t;
@@ -433,11 +573,15 @@ Result<Tensor> ReadNpy(const std::string& path) {
 
 Result<std::string> SerializeNpy(const Tensor& t) {
   if (!t.valid()) return InvalidArgument("cannot write an absent (invalid) tensor as .npy");
-  const char* descr = NpyDescr(t.dtype());
+  std::string string_descr, string_data;
+  if (t.dtype() == DataType::kString) RETURN_IF_ERROR(EncodeStrings(t, &string_descr, &string_data));
+  const char* descr = t.dtype() == DataType::kString ? string_descr.c_str() : NpyDescr(t.dtype());
   if (!descr) return Unsupported("cannot write ", DataTypeName(t.dtype()), " tensors as .npy");
   ASSIGN_OR_RETURN(int64_t count, CheckedNumElements(t.shape(), "tensor"));
-  const size_t data_bytes = static_cast<size_t>(count) * DataTypeSize(t.dtype());
-  if (data_bytes > 0 && (!t.buffer() || t.byte_offset() + data_bytes > t.buffer()->size()))
+  const size_t data_bytes =
+      t.dtype() == DataType::kString ? string_data.size() : static_cast<size_t>(count) * DataTypeSize(t.dtype());
+  if (t.dtype() != DataType::kString && data_bytes > 0 &&
+      (!t.buffer() || t.byte_offset() + data_bytes > t.buffer()->size()))
     return InvalidArgument("tensor ", DataTypeName(t.dtype()), ShapeToString(t.shape()),
                            " is larger than its buffer; cannot write it as .npy");
 
@@ -463,7 +607,9 @@ Result<std::string> SerializeNpy(const Tensor& t) {
   out += dict;
   out.append(total - out.size() - 1, ' ');
   out.push_back('\n');
-  if (data_bytes > 0) {
+  if (t.dtype() == DataType::kString) {
+    out += string_data;
+  } else if (data_bytes > 0) {
     const char* src = static_cast<const char*>(t.raw_data());
     if (t.dtype() == DataType::kBool) {
       for (size_t i = 0; i < data_bytes; ++i) out.push_back(src[i] ? 1 : 0);

@@ -45,6 +45,9 @@ def main():
     write("bigendian_float32.npy", a.astype(">f4"))
     write("complex64.npy", a.astype(np.complex64))
     write("unicode.npy", np.array(["ab", "c"]))
+    # string tensors: UTF-32 text (an embedded NUL, a character outside the BMP) and raw bytes
+    write("strings_utf8.npy", np.array([["grüße", "", "日本"], ["a\x00b", "\U0001d11e", "x"]]))
+    write("bytes.npy", np.array([b"ab", b"\xff\x00z", b""]))
     write("structured.npy", np.zeros(2, dtype=[("x", "<f4"), ("y", "<i4")]))
 
 
