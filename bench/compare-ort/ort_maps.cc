@@ -1,6 +1,8 @@
 // Runs one model in ONNX Runtime through its C API with tensor, map and sequence-of-map
 // feeds, and prints every output as JSON: the reference side of map_parity.py (ONNX Runtime's
-// node binding cannot pass maps or sequences). Usage: ort_maps MODEL FEEDS.json
+// node binding cannot pass maps or sequences). Usage: ort_maps MODEL FEEDS.json [ITERS]
+// With ITERS, the run is also timed ITERS times after 10 warm-up runs, each including the
+// release of its outputs, and the JSON gets "median_ms" (text_bench.py).
 //
 // FEEDS.json: {"name": {"kind": "tensor", "dtype": "float"|"double"|"int64"|"string",
 //                       "shape": [...], "data": [...]}
@@ -8,7 +10,10 @@
 //                 "values": [...]}}
 // Output: {"outputs": [{"name": ..., <a value>}]} where a value is a tensor as above, a map
 // {"kind": "map", "keys": [...], "values": [...]} or {"kind": "seq", "items": [<values>]}.
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -131,7 +136,8 @@ json ValueJson(OrtAllocator* alloc, const OrtValue* v) {
 
 int main(int argc, char** argv) {
   ort_tools::g_tool = "ort_maps";
-  if (argc != 3) Die("usage: ort_maps MODEL FEEDS.json");
+  if (argc != 3 && argc != 4) Die("usage: ort_maps MODEL FEEDS.json [ITERS]");
+  const int iters = argc == 4 ? std::atoi(argv[3]) : 0;
   ort_tools::InitApi();
   std::ifstream f(argv[2]);
   if (!f) Die(std::string("cannot read ") + argv[2]);
@@ -181,6 +187,19 @@ int main(int argc, char** argv) {
     o["name"] = out_names[i];
     result["outputs"].push_back(o);
     g_ort->ReleaseValue(outs[i]);
+  }
+  if (iters > 0) {
+    std::vector<double> ms;
+    for (int i = -10; i < iters; ++i) {
+      std::vector<OrtValue*> o(n_out, nullptr);
+      const auto t0 = std::chrono::steady_clock::now();
+      Check(g_ort->Run(session, nullptr, in_p.data(), ins.data(), ins.size(), out_p.data(), n_out, o.data()), "Run");
+      for (OrtValue* v : o) g_ort->ReleaseValue(v);
+      const auto t1 = std::chrono::steady_clock::now();
+      if (i >= 0) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    result["median_ms"] = ms[ms.size() / 2];
   }
   std::cout << result.dump() << "\n";
   for (OrtValue* v : ins) g_ort->ReleaseValue(v);

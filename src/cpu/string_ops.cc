@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/kernel.h"
@@ -129,7 +130,16 @@ class TfIdfKernel final : public OpKernel {
           return InvalidModel(node.Describe(), ": the pool has more n-grams than ngram_indexes entries");
         if (indexes[k] < 0) return InvalidModel(node.Describe(), ": ngram_indexes must be non-negative");
         if (strings_) {
-          str_map_[std::vector<std::string>(pool_s.begin() + p, pool_s.begin() + p + n)] = {indexes[k], k};
+          // String n-grams are matched as n-grams of vocabulary ids (each distinct pool string
+          // gets one), so a lookup compares integers instead of copying strings.
+          std::vector<int64_t> key;
+          for (int64_t j = 0; j < n; ++j)
+            key.push_back(ids_.emplace(pool_s[p + j], static_cast<int64_t>(ids_.size())).first->second);
+          int_map_[key] = {indexes[k], k};
+          if (n == 1) {
+            unigrams_.resize(ids_.size(), {-1, -1});
+            unigrams_[static_cast<size_t>(key[0])] = {indexes[k], k};
+          }
         } else {
           int_map_[std::vector<int64_t>(pool_i.begin() + p, pool_i.begin() + p + n)] = {indexes[k], k};
         }
@@ -150,13 +160,22 @@ class TfIdfKernel final : public OpKernel {
       return InvalidArgument(node.Describe(), ": input must be [C] or [N, C], got ", ShapeToString(x->shape()));
     const int64_t rows = x->rank() == 2 ? x->dim(0) : 1;
     const int64_t cols = x->rank() == 2 ? x->dim(1) : x->dim(0);
+    // String tokens become their vocabulary ids (-1: in no pool n-gram, so matching nothing).
+    std::vector<int64_t> token_ids;
+    if (is_str) {
+      const std::string* tokens = x->data<std::string>();
+      token_ids.resize(static_cast<size_t>(rows * cols));
+      for (int64_t e = 0; e < rows * cols; ++e) {
+        auto it = ids_.find(tokens[e]);
+        token_ids[static_cast<size_t>(e)] = it == ids_.end() ? -1 : it->second;
+      }
+    }
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat,
                                                     x->rank() == 2 ? Shape{rows, out_size_} : Shape{out_size_}));
     float* out = y->mutable_data<float>();
     std::fill(out, out + rows * out_size_, 0.0f);
     std::vector<int64_t> counts(static_cast<size_t>(out_size_));
     std::vector<int64_t> ikey;
-    std::vector<std::string> skey;
     // The shortest n-gram with gaps: once it no longer fits after position s at some skip,
     // no n-gram fits at a wider one (max_skip_count is an attribute: 2^20 of them per
     // position ran for hours over a short input). What fits is still quadratic in the row
@@ -176,17 +195,20 @@ class TfIdfKernel final : public OpKernel {
             if (n == 1 && skip > 0) continue;  // unigrams have no gaps: count them once
             if (s + (n - 1) * (skip + 1) >= cols) break;
             const std::pair<int64_t, int64_t>* hit = nullptr;
-            if (is_str) {
-              skey.clear();
-              for (int64_t j = 0; j < n; ++j) skey.push_back(x->data<std::string>()[r * cols + s + j * (skip + 1)]);
-              auto it = str_map_.find(skey);
-              if (it != str_map_.end()) hit = &it->second;
-            } else {
-              ikey.clear();
-              for (int64_t j = 0; j < n; ++j) {
-                const int64_t e = r * cols + s + j * (skip + 1);
-                ikey.push_back(x->dtype() == DataType::kInt64 ? x->data<int64_t>()[e] : x->data<int32_t>()[e]);
-              }
+            if (is_str && n == 1) {  // the common case (bag of words): a table lookup
+              const int64_t id = token_ids[static_cast<size_t>(r * cols + s)];
+              if (id >= 0 && static_cast<size_t>(id) < unigrams_.size() &&
+                  unigrams_[static_cast<size_t>(id)].first >= 0)
+                ++counts[unigrams_[static_cast<size_t>(id)].first];
+              continue;
+            }
+            ikey.clear();
+            for (int64_t j = 0; j < n; ++j) {
+              const int64_t e = r * cols + s + j * (skip + 1);
+              ikey.push_back(is_str ? token_ids[static_cast<size_t>(e)]
+                                    : (x->dtype() == DataType::kInt64 ? x->data<int64_t>()[e] : x->data<int32_t>()[e]));
+            }
+            if (!is_str || std::find(ikey.begin(), ikey.end(), -1) == ikey.end()) {
               auto it = int_map_.find(ikey);
               if (it != int_map_.end()) hit = &it->second;
             }
@@ -215,9 +237,13 @@ class TfIdfKernel final : public OpKernel {
   int64_t min_n_ = 1, max_n_ = 1, max_skip_ = 0, out_size_ = 0;
   bool strings_ = false;
   std::vector<float> weights_;
-  // n-gram -> (output column, n-gram ordinal in the pool)
+  // n-gram (of int64 values, or of the vocabulary ids of pool strings) -> (output column,
+  // n-gram ordinal in the pool)
   std::map<std::vector<int64_t>, std::pair<int64_t, int64_t>> int_map_;
-  std::map<std::vector<std::string>, std::pair<int64_t, int64_t>> str_map_;
+  std::unordered_map<std::string, int64_t> ids_;  // pool string -> vocabulary id
+  // String unigrams by vocabulary id: (output column, ordinal), or (-1, -1) when the string
+  // only occurs inside longer n-grams.
+  std::vector<std::pair<int64_t, int64_t>> unigrams_;
 };
 
 }  // namespace

@@ -8,9 +8,16 @@
 //    mincharnum characters;
 //  - characters: separators [""] or tokenexp ".": one token per UTF-8 character.
 // With mark, each row starts with "\x02" and its tokens end with "\x03" (before the padding).
+//
+// Fast path: a tokenexp that is one ASCII character class repeated, "[...]+" (skl2onnx writes
+// "[a-zA-Z0-9_]+"), is scanned with a byte table instead of RE2: its leftmost-longest matches
+// are the maximal runs of class bytes (no byte of a multi-byte UTF-8 character is ASCII), and
+// those of at least mincharnum characters are the tokens. KernelConfig::prefer_reference keeps
+// RE2 for every pattern; the unit tests compare the two on random text.
 #include <re2/re2.h>
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -55,9 +62,31 @@ size_t CharsOf(std::string_view s) {
 
 using Row = std::vector<std::string_view>;
 
+// The byte table of a pattern "[...]+" whose class lists printable ASCII characters and
+// ranges only (no negation, escapes or nested classes); false for any other pattern.
+bool AsciiClassRun(const std::string& p, std::array<bool, 256>* table) {
+  if (p.size() < 4 || p[0] != '[' || p[p.size() - 2] != ']' || p.back() != '+' || p[1] == '^') return false;
+  table->fill(false);
+  const std::string body = p.substr(1, p.size() - 3);
+  auto plain = [](char c) { return c >= 0x20 && c < 0x7F && c != '\\' && c != '[' && c != ']'; };
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (!plain(c)) return false;
+    if (i + 2 < body.size() && body[i + 1] == '-') {  // a range c-d
+      const char d = body[i + 2];
+      if (!plain(d) || d < c) return false;
+      for (int x = c; x <= d; ++x) (*table)[static_cast<unsigned char>(x)] = true;
+      i += 2;
+    } else {
+      (*table)[static_cast<unsigned char>(c)] = true;
+    }
+  }
+  return !body.empty();
+}
+
 class TokenizerKernel final : public OpKernel {
  public:
-  Status Init(const Node& node) {
+  Status Init(const Node& node, bool reference) {
     const Attribute* mark = node.FindAttr("mark");
     const Attribute* pad = node.FindAttr("pad_value");
     const Attribute* minchars = node.FindAttr("mincharnum");
@@ -86,6 +115,7 @@ class TokenizerKernel final : public OpKernel {
       if (!exp || exp->s.empty())
         return InvalidModel(node.Describe(), ": one of separators and tokenexp (non-empty) is required");
       chars_ = exp->s == ".";
+      ascii_run_ = !chars_ && !reference && AsciiClassRun(exp->s, &table_);
       if (!chars_) {
         token_ = std::make_unique<re2::RE2>(exp->s, options);
         if (!token_->ok())
@@ -97,6 +127,8 @@ class TokenizerKernel final : public OpKernel {
       return InvalidModel(node.Describe(), ": mincharnum ", min_chars_, " is too big for character tokens");
     return Status::Ok();
   }
+
+  const char* ImplName() const override { return ascii_run_ ? "ascii-class-scan" : "re2"; }
 
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
@@ -122,6 +154,8 @@ class TokenizerKernel final : public OpKernel {
       Row& row = rows[static_cast<size_t>(i)];
       if (chars_) {
         SplitChars(in[i], &row);
+      } else if (ascii_run_) {
+        ClassRuns(in[i], &row);
       } else if (token_) {
         if (chars >= min_chars_) MatchTokens(in[i], &row);
       } else {
@@ -149,6 +183,21 @@ class TokenizerKernel final : public OpKernel {
       const size_t len = Utf8Bytes(static_cast<unsigned char>(s[i]));
       row->emplace_back(s.data() + i, len);
       i += len;
+    }
+  }
+
+  // The maximal runs of class bytes, those of at least mincharnum characters (all ASCII, so
+  // one byte each).
+  void ClassRuns(const std::string& s, Row* row) const {
+    for (size_t i = 0; i < s.size();) {
+      if (!table_[static_cast<unsigned char>(s[i])]) {
+        ++i;
+        continue;
+      }
+      size_t j = i + 1;
+      while (j < s.size() && table_[static_cast<unsigned char>(s[j])]) ++j;
+      if (j - i >= min_chars_) row->emplace_back(s.data() + i, j - i);
+      i = j;
     }
   }
 
@@ -202,6 +251,8 @@ class TokenizerKernel final : public OpKernel {
 
   bool mark_ = false;
   bool chars_ = false;
+  bool ascii_run_ = false;  // tokenexp "[...]+" of ASCII: the byte-table scan
+  std::array<bool, 256> table_{};
   std::string pad_;
   size_t min_chars_ = 1;
   std::vector<std::unique_ptr<re2::RE2>> separators_;
@@ -218,7 +269,7 @@ void RegisterTokenizerKernels(KernelRegistry& r) {
   d.type_input = -1;
   d.factory = [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
     auto k = std::make_unique<TokenizerKernel>();
-    RETURN_IF_ERROR(k->Init(init.node));
+    RETURN_IF_ERROR(k->Init(init.node, init.config.prefer_reference));
     return std::unique_ptr<OpKernel>(std::move(k));
   };
   r.Register(std::move(d));

@@ -4,6 +4,7 @@
 // behaviour against it).
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,37 @@ TEST(Tokenizer, ShapesOfBatchesAndEmptyInputs) {
 TEST(Tokenizer, Utf8Tokens) {
   Expect(Tok(0, 2).Attr("tokenexp", "\\pL+"), Str({1}, {"\xc3\xa9t\xc3\xa9 \xc3\xa0 na\xc3\xafve"}), {1, 2},
          {"\xc3\xa9t\xc3\xa9", "na\xc3\xafve"});
+}
+
+// The byte-table scan of "[...]+" patterns against RE2 (KernelConfig::prefer_reference) on
+// random text mixing ASCII letters, digits, punctuation, spaces and multi-byte characters.
+TEST(Tokenizer, AsciiClassScanMatchesRe2) {
+  const std::vector<std::string> alphabet = {
+      "a", "Z", "q", "7", "_", " ", ",", "-", ".", "\xc3\xa9", "\xe6\x97\xa5", "\xf0\x9d\x84\x9e", "\n", "x"};
+  std::mt19937 rng(3);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 64; ++i) {
+    std::string s;
+    const int len = static_cast<int>(rng() % 40);
+    for (int k = 0; k < len; ++k) s += alphabet[rng() % alphabet.size()];
+    texts.push_back(s);
+  }
+  const Tensor x = Str({8, 8}, texts);
+  for (const std::string pattern : {"[a-zA-Z0-9_]+", "[a-z]+", "[0-9_-]+", "[.,]+", "[x]+"}) {
+    for (int64_t minchars : {1, 2, 3}) {
+      for (int64_t mark : {0, 1}) {
+        SCOPED_TRACE(pattern + " mincharnum " + std::to_string(minchars) + " mark " + std::to_string(mark));
+        OpSpec spec = Tok(mark, minchars).Attr("tokenexp", pattern);
+        testing::RunOptions ref;
+        ref.config.prefer_reference = true;
+        auto fast = RunKernel(spec, {x});
+        auto slow = RunKernel(spec, {x}, ref);
+        ASSERT_TRUE(fast.ok() && slow.ok());
+        EXPECT_EQ(ShapeToString((*fast)[0].shape()), ShapeToString((*slow)[0].shape()));
+        EXPECT_EQ(ToVector<std::string>((*fast)[0]), ToVector<std::string>((*slow)[0]));
+      }
+    }
+  }
 }
 
 TEST(Tokenizer, Errors) {
