@@ -266,15 +266,8 @@ int main(int argc, char** argv) {
   }
   OrtAllocator* alloc = nullptr;
   Check(g_ort->GetAllocatorWithDefaultOptions(&alloc), "GetAllocatorWithDefaultOptions");
-  size_t nout = 0;
-  Check(g_ort->SessionGetOutputCount(session, &nout), "SessionGetOutputCount");
-  std::vector<std::string> out_name_store;
-  for (size_t i = 0; i < nout; ++i) {
-    char* name = nullptr;
-    Check(g_ort->SessionGetOutputName(session, i, alloc, &name), "SessionGetOutputName");
-    out_name_store.push_back(name);
-    Check(g_ort->AllocatorFree(alloc, name), "AllocatorFree");
-  }
+  const std::vector<std::string> out_name_store = ort_tools::OutputNames(session, alloc);
+  const size_t nout = out_name_store.size();
   std::vector<const char*> out_names;
   for (const auto& s : out_name_store) out_names.push_back(s.c_str());
 

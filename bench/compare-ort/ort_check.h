@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "onnxruntime_c_api.h"
 
@@ -42,6 +43,20 @@ inline OrtSessionOptions* BenchSessionOptions(int threads) {
   Check(g_ort->SetInterOpNumThreads(so, 1), "SetInterOpNumThreads");
   Check(g_ort->SetSessionGraphOptimizationLevel(so, ORT_ENABLE_ALL), "SetSessionGraphOptimizationLevel");
   return so;
+}
+
+// The session's output names, in order.
+inline std::vector<std::string> OutputNames(OrtSession* session, OrtAllocator* alloc) {
+  size_t n = 0;
+  Check(g_ort->SessionGetOutputCount(session, &n), "SessionGetOutputCount");
+  std::vector<std::string> names;
+  for (size_t i = 0; i < n; ++i) {
+    char* name = nullptr;
+    Check(g_ort->SessionGetOutputName(session, i, alloc, &name), "SessionGetOutputName");
+    names.push_back(name);
+    Check(g_ort->AllocatorFree(alloc, name), "AllocatorFree");
+  }
+  return names;
 }
 
 }  // namespace ort_tools

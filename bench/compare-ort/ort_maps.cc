@@ -167,15 +167,8 @@ int main(int argc, char** argv) {
       ins.push_back(map);
     }
   }
-  size_t n_out = 0;
-  Check(g_ort->SessionGetOutputCount(session, &n_out), "SessionGetOutputCount");
-  std::vector<std::string> out_names;
-  for (size_t i = 0; i < n_out; ++i) {
-    char* name = nullptr;
-    Check(g_ort->SessionGetOutputName(session, i, alloc, &name), "SessionGetOutputName");
-    out_names.push_back(name);
-    Check(g_ort->AllocatorFree(alloc, name), "AllocatorFree");
-  }
+  const std::vector<std::string> out_names = ort_tools::OutputNames(session, alloc);
+  const size_t n_out = out_names.size();
   std::vector<const char*> in_p, out_p;
   for (const auto& s : in_names) in_p.push_back(s.c_str());
   for (const auto& s : out_names) out_p.push_back(s.c_str());

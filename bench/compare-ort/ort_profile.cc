@@ -105,12 +105,7 @@ int main(int argc, char** argv) {
           "CreateTensorWithDataAsOrtValue");
     inputs.push_back(v);
   }
-  for (size_t i = 0; i < nout; ++i) {
-    char* name = nullptr;
-    Check(g_ort->SessionGetOutputName(session, i, alloc, &name), "SessionGetOutputName");
-    out_store.push_back(name);
-    Check(g_ort->AllocatorFree(alloc, name), "AllocatorFree");
-  }
+  out_store = ort_tools::OutputNames(session, alloc);
   std::vector<const char*> in_names, out_names;
   for (const auto& s : in_store) in_names.push_back(s.c_str());
   for (const auto& s : out_store) out_names.push_back(s.c_str());

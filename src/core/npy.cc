@@ -14,6 +14,8 @@
 #include <system_error>
 #include <vector>
 
+#include "core/utf8.h"
+
 namespace strata {
 
 // .npy stores little-endian data and we copy it verbatim.
@@ -364,46 +366,6 @@ using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
-// Decodes one UTF-8 string into code points; false when it is not UTF-8 (a stray or missing
-// continuation byte, an overlong form, a surrogate or a value past U+10FFFF).
-bool DecodeUtf8(const std::string& s, std::vector<uint32_t>* cps) {
-  cps->clear();
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1Fu) : len == 3 ? (c & 0x0Fu) : (c & 0x07u);
-    for (size_t k = 1; k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3Fu);
-    }
-    static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    cps->push_back(cp);
-    i += len;
-  }
-  return true;
-}
-
 // The string tensor of a 'U' or 'S' array: trailing zeros are padding, as numpy reads them;
 // 'U' code points become UTF-8 (an invalid code point is an error naming the element).
 Result<Tensor> DecodeStrings(const NpyLayout& layout, const uint8_t* data, const std::string& what) {
@@ -448,7 +410,7 @@ Status EncodeStrings(const Tensor& t, std::string* descr, std::string* data) {
   size_t width = 1, bytes = 1;
   for (int64_t i = 0; i < n; ++i) {
     bytes = std::max(bytes, in[i].size());
-    if (text && !DecodeUtf8(in[i], &cps[static_cast<size_t>(i)])) text = false;
+    if (text && !Utf8Decode(in[i], &cps[static_cast<size_t>(i)])) text = false;
     if (text) width = std::max(width, cps[static_cast<size_t>(i)].size());
   }
   if (text && width > kMaxStringWidth)

@@ -16,25 +16,19 @@
 namespace strata {
 namespace {
 
-const Attribute* NonEmptyAttr(const Node& node, const char* name) {
-  const Attribute* a = node.FindAttr(name);
-  if (!a) return nullptr;
-  return (a->ints.empty() && a->strings.empty()) ? nullptr : a;
-}
-
 // ZipMap: X [C] or [N, C] float -> N maps {classlabels[j]: X[n, j]}. Keys are sorted and
 // unique once at creation; a label listed twice keeps its last column, as ONNX Runtime's
 // std::map assignment does.
 class ZipMapKernel final : public OpKernel {
  public:
   Status Init(const Node& node) {
-    const Attribute* s = NonEmptyAttr(node, "classlabels_strings");
-    const Attribute* i = NonEmptyAttr(node, "classlabels_int64s");
-    if ((s == nullptr) == (i == nullptr))
+    const std::vector<std::string> s = node.GetStrings("classlabels_strings");
+    const std::vector<int64_t> i = node.GetInts("classlabels_int64s");
+    if (s.empty() == i.empty())
       return InvalidModel(node.Describe(), ": exactly one of classlabels_strings and classlabels_int64s must be given");
-    labels_ = s ? static_cast<int64_t>(s->strings.size()) : static_cast<int64_t>(i->ints.size());
-    if (s) return BuildKeys(s->strings, DataType::kString);
-    return BuildKeys(i->ints, DataType::kInt64);
+    labels_ = static_cast<int64_t>(s.empty() ? i.size() : s.size());
+    if (!s.empty()) return BuildKeys(s, DataType::kString);
+    return BuildKeys(i, DataType::kInt64);
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -103,8 +97,7 @@ class CastMapKernel final : public OpKernel {
   enum class To { kFloat, kString, kInt64 };
 
   Status Init(const Node& node) {
-    const Attribute* c = node.FindAttr("cast_to");
-    const std::string cast = c ? c->s : "TO_FLOAT";
+    const std::string cast = node.GetString("cast_to", "TO_FLOAT");
     if (cast == "TO_FLOAT") {
       to_ = To::kFloat;
     } else if (cast == "TO_STRING") {
@@ -114,13 +107,11 @@ class CastMapKernel final : public OpKernel {
     } else {
       return InvalidModel(node.Describe(), ": cast_to '", cast, "' is not TO_FLOAT, TO_STRING or TO_INT64");
     }
-    const Attribute* f = node.FindAttr("map_form");
-    const std::string form = f ? f->s : "DENSE";
+    const std::string form = node.GetString("map_form", "DENSE");
     if (form != "DENSE" && form != "SPARSE")
       return InvalidModel(node.Describe(), ": map_form '", form, "' is not DENSE or SPARSE");
     sparse_ = form == "SPARSE";
-    const Attribute* m = node.FindAttr("max_map");
-    max_map_ = m ? m->i : 1;
+    max_map_ = node.GetInt("max_map", 1);
     if (sparse_ && max_map_ <= 0)
       return InvalidModel(node.Describe(), ": max_map must be positive for map_form SPARSE, got ", max_map_);
     return Status::Ok();
@@ -229,17 +220,11 @@ class CastMapKernel final : public OpKernel {
 class DictVectorizerKernel final : public OpKernel {
  public:
   Status Init(const Node& node) {
-    const Attribute* s = NonEmptyAttr(node, "string_vocabulary");
-    const Attribute* i = NonEmptyAttr(node, "int64_vocabulary");
-    if ((s == nullptr) == (i == nullptr))
+    strings_ = node.GetStrings("string_vocabulary");
+    ints_ = node.GetInts("int64_vocabulary");
+    if (strings_.empty() == ints_.empty())
       return InvalidModel(node.Describe(), ": exactly one of string_vocabulary and int64_vocabulary must be given");
-    if (s) {
-      strings_ = s->strings;
-      key_type_ = DataType::kString;
-    } else {
-      ints_ = i->ints;
-      key_type_ = DataType::kInt64;
-    }
+    key_type_ = strings_.empty() ? DataType::kInt64 : DataType::kString;
     return Status::Ok();
   }
 

@@ -24,39 +24,16 @@
 #include <vector>
 
 #include "core/kernel.h"
+#include "core/utf8.h"
 #include "cpu/register.h"
 
 namespace strata {
 namespace {
 
-// Bytes of the UTF-8 character led by `c` (1 for a stray continuation byte).
-size_t Utf8Bytes(unsigned char c) {
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) return 2;
-  if ((c & 0xF0) == 0xE0) return 3;
-  if ((c & 0xF8) == 0xF0) return 4;
-  return 1;
-}
-
-// The number of UTF-8 characters in [p, p + n), or false when the bytes are not UTF-8.
-bool Utf8Chars(const char* p, size_t n, size_t* chars) {
-  size_t count = 0;
-  for (size_t i = 0; i < n;) {
-    const auto c = static_cast<unsigned char>(p[i]);
-    const size_t len = Utf8Bytes(c);
-    if ((len == 1 && c >= 0x80) || i + len > n) return false;
-    for (size_t k = 1; k < len; ++k)
-      if ((static_cast<unsigned char>(p[i + k]) & 0xC0) != 0x80) return false;
-    i += len;
-    ++count;
-  }
-  *chars = count;
-  return true;
-}
-
+// Characters in a piece of validated input (always UTF-8).
 size_t CharsOf(std::string_view s) {
   size_t n = 0;
-  Utf8Chars(s.data(), s.size(), &n);  // pieces of validated input: always UTF-8
+  Utf8Decode(s, nullptr, &n);
   return n;
 }
 
@@ -149,7 +126,7 @@ class TokenizerKernel final : public OpKernel {
     size_t max_tokens = 0;
     for (int64_t i = 0; i < n; ++i) {
       size_t chars = 0;
-      if (!Utf8Chars(in[i].data(), in[i].size(), &chars))
+      if (!Utf8Decode(in[i], nullptr, &chars))
         return InvalidArgument(node.Describe(), ": input string ", i, " is not valid UTF-8");
       Row& row = rows[static_cast<size_t>(i)];
       if (chars_) {
@@ -180,7 +157,7 @@ class TokenizerKernel final : public OpKernel {
  private:
   static void SplitChars(const std::string& s, Row* row) {
     for (size_t i = 0; i < s.size();) {
-      const size_t len = Utf8Bytes(static_cast<unsigned char>(s[i]));
+      const size_t len = Utf8SequenceLength(static_cast<unsigned char>(s[i]));
       row->emplace_back(s.data() + i, len);
       i += len;
     }
@@ -213,7 +190,7 @@ class TokenizerKernel final : public OpKernel {
         start = pos + m.size();
       } else {
         if (pos >= s.size()) break;
-        start = pos + Utf8Bytes(static_cast<unsigned char>(s[pos]));
+        start = pos + Utf8SequenceLength(static_cast<unsigned char>(s[pos]));
       }
     }
   }
@@ -232,8 +209,9 @@ class TokenizerKernel final : public OpKernel {
           const size_t pos = static_cast<size_t>(m.data() - text.data());
           Keep(text.substr(start, pos - start), &pieces);
           // An empty match moves on by one character, so the loop always advances.
-          start = pos +
-                  (m.size() > 0 ? m.size() : Utf8Bytes(static_cast<unsigned char>(pos < text.size() ? text[pos] : 0)));
+          start =
+              pos + (m.size() > 0 ? m.size()
+                                  : Utf8SequenceLength(static_cast<unsigned char>(pos < text.size() ? text[pos] : 0)));
         }
         if (start < text.size()) Keep(text.substr(start), &pieces);
       }

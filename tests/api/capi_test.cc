@@ -424,6 +424,25 @@ struct Owned {
   }
 };
 
+// Creates o's env and a session of `model` (default options).
+::testing::AssertionResult Open(const std::string& model, Owned* o) {
+  if (strata_status* st = strata_env_create(&o->env)) return ::testing::AssertionFailure() << Message(st);
+  if (strata_status* st = strata_session_create(o->env, model.c_str(), nullptr, &o->session))
+    return ::testing::AssertionFailure() << model << ": " << Message(st);
+  return ::testing::AssertionSuccess();
+}
+
+// The ONNX type string of input or output `index` ("" on error).
+std::string IoType(const strata_session* s, bool output, size_t index) {
+  const char* type = nullptr;
+  strata_status* st = (output ? strata_session_output_type : strata_session_input_type)(s, index, &type);
+  if (st) {
+    strata_status_release(st);
+    return "";
+  }
+  return type;
+}
+
 }  // namespace
 
 TEST(CApi, StringTensorsFeedAndReturnBytes) {
@@ -440,8 +459,7 @@ TEST(CApi, StringTensorsFeedAndReturnBytes) {
   EXPECT_EQ(std::string(data, size), with_nul);
 
   Owned o;
-  ASSERT_EQ(strata_env_create(&o.env), nullptr);
-  ASSERT_EQ(strata_session_create(o.env, kStrings.c_str(), nullptr, &o.session), nullptr);
+  ASSERT_TRUE(Open(kStrings, &o));
   const char* in_names[1] = {"text"};
   const strata_tensor* ins[1] = {text};
   strata_tensor* outs[2] = {nullptr, nullptr};
@@ -496,8 +514,7 @@ TEST(CppWrapper, StringTensors) {
 // input and no other output, and each stays valid after the inputs and the session are gone.
 TEST(CApi, OutputsNeverAliasConstantsInputsOrEachOther) {
   Owned o;
-  ASSERT_EQ(strata_env_create(&o.env), nullptr);
-  ASSERT_EQ(strata_session_create(o.env, kAliases.c_str(), nullptr, &o.session), nullptr);
+  ASSERT_TRUE(Open(kAliases, &o));
   std::vector<float> x = {2.0f, -1.0f};
   const int64_t dims[1] = {2};
   strata_tensor* in = nullptr;
@@ -575,15 +592,11 @@ std::string StringAt(strata_tensor* t, size_t i) {
 // row. The maps hold exactly the probabilities tensor's values, keyed by the labels in order.
 TEST(CApi, ZipMapOutputsAreSequencesOfMaps) {
   Owned o;
-  ASSERT_EQ(strata_env_create(&o.env), nullptr);
-  ASSERT_EQ(strata_session_create(o.env, kZipMap.c_str(), nullptr, &o.session), nullptr);
+  ASSERT_TRUE(Open(kZipMap, &o));
+  EXPECT_EQ(IoType(o.session, true, 2), "seq(map(int64,tensor(float)))");
+  EXPECT_EQ(IoType(o.session, true, 3), "seq(map(string,tensor(float)))");
+  EXPECT_EQ(IoType(o.session, false, 0), "tensor(float)");
   const char* type = nullptr;
-  ASSERT_EQ(strata_session_output_type(o.session, 2, &type), nullptr);
-  EXPECT_STREQ(type, "seq(map(int64,tensor(float)))");
-  ASSERT_EQ(strata_session_output_type(o.session, 3, &type), nullptr);
-  EXPECT_STREQ(type, "seq(map(string,tensor(float)))");
-  ASSERT_EQ(strata_session_input_type(o.session, 0, &type), nullptr);
-  EXPECT_STREQ(type, "tensor(float)");
   EXPECT_NE(Message(strata_session_output_type(o.session, 4, &type)).find("output index 4 is out of range"),
             std::string::npos);
 
@@ -654,11 +667,8 @@ TEST(CApi, ZipMapOutputsAreSequencesOfMaps) {
 
 TEST(CApi, MapInputsFeedDictVectorizerAndCastMap) {
   Owned o;
-  ASSERT_EQ(strata_env_create(&o.env), nullptr);
-  ASSERT_EQ(strata_session_create(o.env, kMaps.c_str(), nullptr, &o.session), nullptr);
-  const char* type = nullptr;
-  ASSERT_EQ(strata_session_input_type(o.session, 0, &type), nullptr);
-  EXPECT_STREQ(type, "map(string,tensor(float))");
+  ASSERT_TRUE(Open(kMaps, &o));
+  EXPECT_EQ(IoType(o.session, false, 0), "map(string,tensor(float))");
   strata_tensor* fk = Strings({"weight", "age", "shoe"});
   strata_tensor* fv = Floats({70.5f, 31, 44});
   strata_tensor *features = nullptr, *sparse = nullptr;
@@ -709,13 +719,9 @@ TEST(CApi, MapInputsFeedDictVectorizerAndCastMap) {
 
 TEST(CApi, SequenceAndOptionalInputsAndOutputs) {
   Owned o;
-  ASSERT_EQ(strata_env_create(&o.env), nullptr);
-  ASSERT_EQ(strata_session_create(o.env, kSequences.c_str(), nullptr, &o.session), nullptr);
-  const char* type = nullptr;
-  ASSERT_EQ(strata_session_input_type(o.session, 1, &type), nullptr);
-  EXPECT_STREQ(type, "optional(tensor(float))");
-  ASSERT_EQ(strata_session_output_type(o.session, 1, &type), nullptr);
-  EXPECT_STREQ(type, "seq(tensor(float))");
+  ASSERT_TRUE(Open(kSequences, &o));
+  EXPECT_EQ(IoType(o.session, false, 1), "optional(tensor(float))");
+  EXPECT_EQ(IoType(o.session, true, 1), "seq(tensor(float))");
   strata_tensor* a = Floats({1, 2, 3});
   strata_tensor* b = Floats({4});
   const strata_tensor* items[2] = {a, b};
