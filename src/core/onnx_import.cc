@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "core/contrib_schemas.h"
+#include "core/opset_schemas.h"
 #include "core/import_internal.h"
 #include "core/load_trace.h"
 
@@ -360,8 +361,11 @@ Result<Attribute> Converter::ConvertAttribute(const onnx::AttributeProto& a, con
 void RunChecker(const onnx::ModelProto& model, const std::string& model_dir) {
   namespace ck = onnx::checker;
   if (!model.ir_version()) fail_check("The model does not have an ir_version set properly.");
-  if (model.ir_version() > onnx::IR_VERSION)
-    fail_check("Your model ir_version ", model.ir_version(), " is higher than the checker's (", onnx::IR_VERSION, ").");
+  // IR 9 and 10 (ONNX 1.14-1.17) add float8, int4 and metadata fields; the tensor types are
+  // refused by name where a model uses them, the fields are ignored.
+  if (model.ir_version() > kMaxIrVersion)
+    fail_check("model ir_version ", model.ir_version(), " is newer than this build reads (up to ", kMaxIrVersion,
+               ")");
   ck::CheckerContext ctx;
   ctx.set_ir_version(static_cast<int>(model.ir_version()));
   ctx.set_model_dir(model_dir);
@@ -386,6 +390,38 @@ void CollectNodeDomains(const onnx::GraphProto& g, std::unordered_set<std::strin
       for (const auto& sg : a.graphs()) CollectNodeDomains(sg, out, depth + 1);
     }
   }
+}
+
+// Refuses every ai.onnx node whose op is new or changed in an opset this build has no schema
+// for (opset_schemas.h), before the checker would report it less clearly or accept the older
+// version. Functions' nodes are checked at the functions' own opsets.
+Status CheckOpVersions(const onnx::GraphProto& g, int onnx_opset, int depth = 0) {
+  constexpr int kMaxDepth = 256;
+  if (depth > kMaxDepth) return Status::Ok();  // the subgraph-depth check reports it
+  for (const auto& n : g.node()) {
+    if (import::NormalizeDomain(n.domain()).empty())
+      RETURN_IF_ERROR(CheckOnnxOpVersion(n.op_type(), onnx_opset, "node '" + n.name() + "' (" + n.op_type() + ")"));
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) RETURN_IF_ERROR(CheckOpVersions(a.g(), onnx_opset, depth + 1));
+      for (const auto& sg : a.graphs()) RETURN_IF_ERROR(CheckOpVersions(sg, onnx_opset, depth + 1));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckOpVersions(const onnx::ModelProto& proto, const OpsetMap& opsets) {
+  auto onnx_opset = opsets.find("");
+  if (onnx_opset != opsets.end()) RETURN_IF_ERROR(CheckOpVersions(proto.graph(), onnx_opset->second));
+  for (const auto& f : proto.functions()) {
+    int v = onnx_opset != opsets.end() ? onnx_opset->second : 0;
+    for (const auto& imp : f.opset_import())
+      if (import::NormalizeDomain(imp.domain()).empty()) v = static_cast<int>(imp.version());
+    for (const auto& n : f.node())
+      if (v > 0 && import::NormalizeDomain(n.domain()).empty())
+        RETURN_IF_ERROR(CheckOnnxOpVersion(n.op_type(), v,
+                                           "function '" + f.name() + "' node '" + n.name() + "' (" + n.op_type() + ")"));
+  }
+  return Status::Ok();
 }
 
 // `src` says where stripped payloads are re-read from (its table is filled here); the model
@@ -431,6 +467,7 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
   }
   if (!proto.has_graph()) return InvalidModel("model has no graph (truncated or not an ONNX model?)");
   if (proto.opset_import_size() == 0) return InvalidModel("model has no opset_import; cannot tell which opset it uses");
+  EnsureOpsetSchemas();
   EnsureContribSchemas();
   OpsetMap opsets;
   // Domains some node uses: an import no node uses cannot change what runs (ONNX Runtime's
@@ -460,6 +497,7 @@ Result<Model> ImportImpl(const void* data, size_t size, const ImportOptions& opt
   RETURN_IF_ERROR(import::ValidateExternalData(proto.graph(), opts.base_dir));
   RETURN_IF_ERROR(import::SortAndValidateGraph(proto.mutable_graph(), {}, opsets, 0, opts.max_subgraph_depth));
   RETURN_IF_ERROR(import::LowerOrtFusedNodes(&proto, opsets));
+  RETURN_IF_ERROR(CheckOpVersions(proto, opsets));
   trace.Phase("validate/sort");
 
   if (opts.run_checker) {

@@ -125,7 +125,9 @@ struct ScalarQuant {
   DataType type = DataType::kUInt8;
 };
 bool MatchScalarQuantize(const Graph& g, const Node& n, bool zp_required, ScalarQuant* q) {
-  if (!IsCpuOp(n, "QuantizeLinear", zp_required ? 3 : 2, 3) || n.HasAttr("block_size")) return false;
+  // output_dtype (opset 21) may make a zero-point-less QuantizeLinear int8: left unfused.
+  if (!IsCpuOp(n, "QuantizeLinear", zp_required ? 3 : 2, 3) || n.HasAttr("block_size") || n.HasAttr("output_dtype"))
+    return false;
   q->scale = n.inputs[1];
   q->zp = OptionalInput(n, 2);
   q->type = DataType::kUInt8;

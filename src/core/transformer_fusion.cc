@@ -152,6 +152,20 @@ void FuseGelu(Graph& g, TransformerFusionStats* stats) {
   GraphView gv(g);
   std::vector<char> drop(g.nodes.size(), 0);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
+    // ai.onnx Gelu (opset 20) is the same op: renamed so the SIMD kernel and the
+    // FusedMatMul activation fusion take it.
+    if (Node& n = g.nodes[i]; n.domain.empty() && n.op_type == "Gelu" && n.inputs.size() == 1) {
+      const std::string approximate = n.GetString("approximate", "none");
+      if (approximate == "none" || approximate == "tanh") {
+        const bool erf = approximate == "none";
+        n.domain = kMsDomain;
+        n.op_type = erf ? "Gelu" : "FastGelu";
+        n.opset = 1;
+        n.attrs.clear();
+        ++(erf ? stats->gelu : stats->fast_gelu);
+      }
+      continue;
+    }
     const Node& f = g.nodes[i];
     const bool erf = IsOp(f, "Erf", 1), tanh = IsOp(f, "Tanh", 1);
     if (!erf && !tanh) continue;

@@ -276,7 +276,8 @@ void RegisterDetectionKernels(KernelRegistry& r) {
   nms.type_input = -1;
   nms.factory = [](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> { return MakeFnKernel(NonMaxSuppression); };
   r.Register(nms);
-  for (auto [since, end] : {std::pair{10, 15}, std::pair{16, 17}}) {
+  // RoiAlign-22 only added bfloat16 to the types.
+  for (auto [since, end] : {std::pair{10, 15}, std::pair{16, INT_MAX}}) {
     KernelDef d;
     d.op_type = "RoiAlign";
     d.since_version = since;

@@ -422,6 +422,13 @@ void RegisterActivationKernels(KernelRegistry& r) {
                                         init.node.GetFloat("max", std::numeric_limits<float>::max())));
                    });
   RegActivation<UnOp::kGelu>(r, "Gelu", {1}, FloatTypes(), NoAttrs, "com.microsoft");
+  // ai.onnx Gelu (opset 20): approximate "none" is the erf form, "tanh" FastGelu's.
+  RegisterVersions(r, "", "Gelu", {20}, FloatTypes(), [](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+    const std::string approximate = init.node.GetString("approximate", "none");
+    if (approximate == "none") return std::unique_ptr<OpKernel>(new UnaryKernel<UnOp::kGelu>(Params{}));
+    if (approximate == "tanh") return std::unique_ptr<OpKernel>(new UnaryKernel<UnOp::kFastGelu>(Params{}));
+    return InvalidModel(init.node.Describe(), ": unknown approximate '", approximate, "' (expected none or tanh)");
+  });
   // ONNX Runtime's contrib op; the optimizer also makes it from Mul(x, Sigmoid(x)) (SiLU).
   RegActivation<UnOp::kQuickGelu>(r, "QuickGelu", {1}, FloatTypes(), alpha(1.702f), "com.microsoft");
   RegisterVersions(r, "com.microsoft", "FastGelu", {1}, FloatTypes(),

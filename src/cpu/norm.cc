@@ -1,4 +1,4 @@
-// Normalization kernels: BatchNormalization (inference), InstanceNormalization,
+// Normalization kernels: BatchNormalization (inference), InstanceNormalization, GroupNormalization,
 // LayerNormalization, LpNormalization, MeanVarianceNormalization, LRN and Dropout
 // (inference identity). Softmax/LogSoftmax/Hardmax live in norm_softmax.cc and are
 // registered from here so the family keeps one entry point.
@@ -202,6 +202,73 @@ Status InstanceNormCompute(KernelContext& ctx) {
       ctx.pool()->ParallelFor(n * c, 1, run);
     else
       run(0, n * c);
+  });
+  if (!ok) return UnsupportedDtype(node, x->dtype());
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- GroupNormalization
+
+// ai.onnx GroupNormalization: the channels split into num_groups groups, each (sample, group)
+// normalized over its channels and spatial positions, then scaled per group (opset 18) or
+// per channel (opset 21; stash_type only says the statistics are at least float32, and
+// they are double here).
+Status GroupNormCompute(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* x, RequiredInput(ctx, 0, "X"));
+  ASSIGN_OR_RETURN(const Tensor* scale_t, RequiredInput(ctx, 1, "scale"));
+  ASSIGN_OR_RETURN(const Tensor* bias_t, RequiredInput(ctx, 2, "bias"));
+  if (x->rank() < 2)
+    return InvalidArgument(node.Describe(), ": X must have rank >= 2 (N x C x ...), got ", ShapeToString(x->shape()));
+  if (!node.HasAttr("num_groups")) return InvalidModel(node.Describe(), ": attribute num_groups is required");
+  const int64_t groups = node.GetInt("num_groups", 1);
+  const int64_t n = x->dim(0), c = x->dim(1);
+  if (groups <= 0 || c % groups != 0)
+    return InvalidArgument(node.Describe(), ": num_groups ", groups, " must be positive and divide the ", c,
+                           " channels");
+  const bool per_channel = node.opset >= 21;
+  const int64_t params = per_channel ? c : groups;
+  if (scale_t->num_elements() != params || bias_t->num_elements() != params || scale_t->rank() != 1 ||
+      bias_t->rank() != 1)
+    return InvalidArgument(node.Describe(), ": scale ", ShapeToString(scale_t->shape()), " and bias ",
+                           ShapeToString(bias_t->shape()), " must be 1-D with ", params, per_channel ? " (C)" : " (num_groups)",
+                           " elements");
+  ASSIGN_OR_RETURN(auto scale, ReadAsDouble(*scale_t, node, "scale"));
+  ASSIGN_OR_RETURN(auto bias, ReadAsDouble(*bias_t, node, "bias"));
+  const double eps = node.GetFloat("epsilon", 1e-5f);
+  const int64_t inner = NumElements(Shape(x->shape().begin() + 2, x->shape().end()));
+  const int64_t per_group = c / groups;
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->shape()));
+  bool ok = DispatchFloat(x->dtype(), [&]<typename T>() {
+    const T* xp = x->data<T>();
+    T* yp = y->mutable_data<T>();
+    auto run = [&](int64_t begin, int64_t end) {
+      for (int64_t ng = begin; ng < end; ++ng) {
+        const int64_t g = ng % groups, len = per_group * inner;
+        const T* xs = xp + ng * len;
+        T* ys = yp + ng * len;
+        double sum = 0;
+        for (int64_t k = 0; k < len; ++k) sum += static_cast<Acc<T>>(xs[k]);
+        const double mean = len ? sum / static_cast<double>(len) : 0;
+        double sq = 0;
+        for (int64_t k = 0; k < len; ++k) {
+          const double d = static_cast<Acc<T>>(xs[k]) - mean;
+          sq += d * d;
+        }
+        const double inv = 1.0 / std::sqrt((len ? sq / static_cast<double>(len) : 0) + eps);
+        for (int64_t ch = 0; ch < per_group; ++ch) {
+          const int64_t p = per_channel ? g * per_group + ch : g;
+          const Acc<T> fa = static_cast<Acc<T>>(scale[p] * inv), fb = static_cast<Acc<T>>(bias[p]);
+          const Acc<T> fm = static_cast<Acc<T>>(mean);
+          for (int64_t k = ch * inner; k < (ch + 1) * inner; ++k)
+            ys[k] = T((static_cast<Acc<T>>(xs[k]) - fm) * fa + fb);
+        }
+      }
+    };
+    if (ctx.pool())
+      ctx.pool()->ParallelFor(n * groups, 1, run);
+    else
+      run(0, n * groups);
   });
   if (!ok) return UnsupportedDtype(node, x->dtype());
   return Status::Ok();
@@ -646,6 +713,7 @@ void RegisterNormKernels(KernelRegistry& r) {
   Reg(r, "BatchNormalization", {1, 6, 7, 9, 14, 15}, StatelessFactory(BatchNormCompute));
   RegisterNhwcNormKernels(r);
   Reg(r, "InstanceNormalization", {1, 6}, StatelessFactory(InstanceNormCompute));
+  Reg(r, "GroupNormalization", {18, 21}, StatelessFactory(GroupNormCompute));
   // LayerNormalization joined ai.onnx at opset 17. It is deliberately registered from
   // since_version 1 so that the optimizer may fuse decomposed LayerNorm patterns
   // (ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add) into it in models with an older opset.

@@ -73,12 +73,42 @@ namespace {
 // Per-tensor or per-axis parameters: scale/zero point tensors must be scalars or 1-D
 // of length x.shape[axis]. Returns the stride structure for indexing.
 struct AxisParams {
-  int64_t count = 1;  // 1: per tensor
-  int64_t inner = 1;  // elements after the axis
+  int64_t count = 1;     // 1: per tensor
+  int64_t inner = 1;     // elements after the axis
+  int64_t axis_len = 1;  // x's length along the axis
+  int64_t block = 0;     // opset 21 blocked quantization: elements per scale along the axis
 };
+
+// The scale (and zero point) index of x's element i.
+inline int64_t ScaleIndex(const AxisParams& p, int64_t i) {
+  if (p.count == 1) return 0;
+  if (p.block == 0) return (i / p.inner) % p.count;
+  const int64_t a = (i / p.inner) % p.axis_len, outer = i / (p.inner * p.axis_len);
+  const int64_t blocks = (p.axis_len + p.block - 1) / p.block;
+  return (outer * blocks + a / p.block) * p.inner + i % p.inner;
+}
 
 Result<AxisParams> ResolveAxis(const Tensor& x, const Tensor& scale, const Tensor* zp, const Node& node) {
   AxisParams p;
+  const int64_t block = node.opset >= 21 ? node.GetInt("block_size", 0) : 0;
+  if (block < 0) return InvalidModel(node.Describe(), ": block_size must be >= 0, got ", block);
+  if (block > 0) {
+    // Blocked: scale has x's shape but for the axis, which holds ceil(len / block_size) blocks.
+    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node.GetInt("axis", 1), static_cast<int64_t>(x.rank()), node));
+    Shape want = x.shape();
+    want[static_cast<size_t>(axis)] = (x.dim(axis) + block - 1) / block;
+    if (scale.shape() != want)
+      return InvalidArgument(node.Describe(), ": with block_size ", block, " along axis ", axis, " the scale must have ",
+                             "shape ", ShapeToString(want), ", got ", ShapeToString(scale.shape()));
+    if (zp && zp->shape() != scale.shape())
+      return InvalidArgument(node.Describe(), ": zero point shape ", ShapeToString(zp->shape()),
+                             " differs from scale shape ", ShapeToString(scale.shape()));
+    p.count = scale.num_elements() == 1 ? 1 : scale.num_elements();
+    p.block = block;
+    p.axis_len = x.dim(axis);
+    for (size_t d = static_cast<size_t>(axis) + 1; d < x.rank(); ++d) p.inner *= x.dim(d);
+    return p;
+  }
   if (scale.num_elements() == 1 && scale.rank() <= 1) {
     if (zp && zp->num_elements() != 1)
       return InvalidArgument(node.Describe(), ": zero point must be a scalar when the scale is a scalar");
@@ -93,6 +123,7 @@ Result<AxisParams> ResolveAxis(const Tensor& x, const Tensor& scale, const Tenso
     return InvalidArgument(node.Describe(), ": zero point shape ", ShapeToString(zp->shape()),
                            " differs from scale shape ", ShapeToString(scale.shape()));
   p.count = scale.dim(0);
+  p.axis_len = x.dim(axis);
   for (size_t d = static_cast<size_t>(axis) + 1; d < x.rank(); ++d) p.inner *= x.dim(d);
   return p;
 }
@@ -209,7 +240,17 @@ Status QuantizeLinear(KernelContext& ctx) {
   if (x->dtype() != DataType::kFloat && x->dtype() != DataType::kInt32 && x->dtype() != DataType::kFloat16 &&
       x->dtype() != DataType::kDouble)
     return InvalidArgument(node.Describe(), ": x must be float or int32, got ", DataTypeName(x->dtype()));
-  const DataType out_t = zp ? zp->dtype() : DataType::kUInt8;
+  DataType out_t = zp ? zp->dtype() : DataType::kUInt8;
+  if (const int64_t want = node.opset >= 21 ? node.GetInt("output_dtype", 0) : 0; want != 0) {
+    // ONNX TensorProto types: 2 uint8, 3 int8.
+    const DataType asked = want == 2 ? DataType::kUInt8 : want == 3 ? DataType::kInt8 : DataType::kUndefined;
+    if (asked == DataType::kUndefined)
+      return Unsupported(node.Describe(), ": output_dtype ", want, " is not supported (uint8 = 2 and int8 = 3 are)");
+    if (zp && zp->dtype() != asked)
+      return InvalidModel(node.Describe(), ": output_dtype ", want, " differs from y_zero_point's type ",
+                          DataTypeName(zp->dtype()));
+    out_t = asked;
+  }
   if (!IsQuant8(out_t))
     return InvalidArgument(node.Describe(), ": y_zero_point must be uint8 or int8, got ", DataTypeName(out_t));
   ASSIGN_OR_RETURN(AxisParams ap, ResolveAxis(*x, *scale, zp, node));
@@ -224,7 +265,7 @@ Status QuantizeLinear(KernelContext& ctx) {
     return Status::Ok();
   }
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t c = ap.count == 1 ? 0 : (i / ap.inner) % ap.count;
+    const int64_t c = ScaleIndex(ap, i);
     const float s = LoadScale(*scale, c);
     float v = 0;
     if (x->dtype() == DataType::kInt32) {
@@ -263,7 +304,7 @@ Status DequantizeLinear(KernelContext& ctx) {
     return Status::Ok();
   }
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t c = ap.count == 1 ? 0 : (i / ap.inner) % ap.count;
+    const int64_t c = ScaleIndex(ap, i);
     const int32_t z = zp ? LoadQ(*zp, c) : 0;
     out[i] = static_cast<float>(static_cast<int64_t>(LoadQ(*x, i)) - z) * LoadScale(*scale, c);
   }
@@ -354,9 +395,9 @@ Status DynamicQuantizeU8(const Node& node, const float* in, int64_t n, uint8_t* 
 
 void RegisterQuantizeKernels(KernelRegistry& r) {
   r.Register(UntypedFnDef("QuantizeLinear", 10, QuantizeLinear, 12));
-  r.Register(UntypedFnDef("QuantizeLinear", 13, QuantizeLinear, 17));
+  r.Register(UntypedFnDef("QuantizeLinear", 13, QuantizeLinear, INT_MAX));
   r.Register(UntypedFnDef("DequantizeLinear", 10, DequantizeLinear, 12));
-  r.Register(UntypedFnDef("DequantizeLinear", 13, DequantizeLinear, 17));
+  r.Register(UntypedFnDef("DequantizeLinear", 13, DequantizeLinear, INT_MAX));
   r.Register(UntypedFnDef("DynamicQuantizeLinear", 11, DynamicQuantizeLinear, INT_MAX));
   RegisterIntMatMulKernels(r);
   RegisterIntConvKernels(r);

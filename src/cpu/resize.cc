@@ -1,11 +1,15 @@
-// Resize (ai.onnx opsets 10, 11, 13): nearest, linear and cubic interpolation over
+// Resize (ai.onnx opsets 10, 11, 13, 18, 19): nearest, linear and cubic interpolation over
 // any rank. The math follows the ONNX reference (onnx/backend/test/case/node/resize.py):
 // the interpolation is a tensor product of 1-D filters, so it is applied one axis at a
 // time, each pass mapping an axis of length in -> out with precomputed taps. Values are
 // carried in double between passes so the result matches the float64 reference.
+// Opset 18 adds `axes` (scales, sizes and roi then list only those axes) and
+// keep_aspect_ratio_policy; opset 19 the half_pixel_symmetric coordinates. antialias=1 is
+// refused by name (not implemented).
 //
 // Upsample opset 7-9 lives in tensor_ops.cc and is not registered here.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -18,7 +22,16 @@ namespace strata {
 namespace {
 
 enum class Mode { kNearest, kLinear, kCubic };
-enum class Coord { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn, kTfCropAndResize };
+enum class Coord {
+  kHalfPixel,
+  kHalfPixelSymmetric,
+  kPytorchHalfPixel,
+  kAlignCorners,
+  kAsymmetric,
+  kTfHalfPixelForNn,
+  kTfCropAndResize
+};
+enum class AspectPolicy { kStretch, kNotLarger, kNotSmaller };
 enum class Nearest { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
 
 struct ResizeAttrs {
@@ -28,6 +41,9 @@ struct ResizeAttrs {
   double cubic_a = -0.75;
   bool exclude_outside = false;
   double extrapolation = 0.0;
+  bool has_axes = false;
+  std::vector<int64_t> axes;  // as given (may be negative); has_axes says whether given
+  AspectPolicy policy = AspectPolicy::kStretch;
 };
 
 // One output position along an axis: weighted input indices, or the extrapolation value.
@@ -61,6 +77,8 @@ Result<ResizeAttrs> ParseAttrs(const Node& node) {
   const std::string ct = node.GetString("coordinate_transformation_mode", "half_pixel");
   if (ct == "half_pixel") {
     a.coord = Coord::kHalfPixel;
+  } else if (ct == "half_pixel_symmetric" && node.opset >= 19) {
+    a.coord = Coord::kHalfPixelSymmetric;
   } else if (ct == "pytorch_half_pixel") {
     a.coord = Coord::kPytorchHalfPixel;
   } else if (ct == "align_corners") {
@@ -89,6 +107,21 @@ Result<ResizeAttrs> ParseAttrs(const Node& node) {
   a.cubic_a = node.GetFloat("cubic_coeff_a", -0.75f);
   a.exclude_outside = node.GetInt("exclude_outside", 0) != 0;
   a.extrapolation = node.GetFloat("extrapolation_value", 0.0f);
+  if (node.opset >= 18) {
+    if (node.GetInt("antialias", 0) != 0 && a.mode != Mode::kNearest)
+      return Unsupported(node.Describe(), ": antialias=1 is not implemented (linear and cubic resize without it are)");
+    a.has_axes = node.HasAttr("axes");
+    if (a.has_axes) a.axes = node.GetInts("axes");
+    const std::string policy = node.GetString("keep_aspect_ratio_policy", "stretch");
+    if (policy == "not_larger") {
+      a.policy = AspectPolicy::kNotLarger;
+    } else if (policy == "not_smaller") {
+      a.policy = AspectPolicy::kNotSmaller;
+    } else if (policy != "stretch") {
+      return InvalidModel(node.Describe(), ": unknown keep_aspect_ratio_policy '", policy,
+                          "' (expected stretch, not_larger or not_smaller)");
+    }
+  }
   return a;
 }
 
@@ -128,6 +161,13 @@ AxisTaps MakeTaps(const ResizeAttrs& a, int64_t in_len, int64_t out_len, double 
       case Coord::kHalfPixel:
         xo = (x + 0.5) / scale - 0.5;
         break;
+      case Coord::kHalfPixelSymmetric: {
+        // Centres the output on the input when out_len was rounded down from scale * in_len.
+        const double adjustment = static_cast<double>(out_len) / out_f;
+        const double offset = static_cast<double>(in_len) / 2 * (1 - adjustment);
+        xo = offset + (x + 0.5) / scale - 0.5;
+        break;
+      }
       case Coord::kPytorchHalfPixel:
         xo = out_f <= 1.0 ? 0.0 : (x + 0.5) / scale - 0.5;  // spec (and ORT): 0 for length 1
         break;
@@ -270,40 +310,96 @@ class ResizeKernel final : public OpKernel {
     if (!scales_t && !sizes_t) return InvalidArgument(node.Describe(), ": one of 'scales' or 'sizes' must be given");
     if (scales_t && sizes_t) return InvalidArgument(node.Describe(), ": only one of 'scales' and 'sizes' may be given");
 
+    // The axes scales, sizes and roi refer to: all of them, or `axes` (opset 18).
+    std::vector<size_t> axes;
+    if (a_.has_axes) {
+      std::vector<bool> seen(rank, false);
+      for (int64_t ax : a_.axes) {
+        const int64_t r = static_cast<int64_t>(rank);
+        if (ax < -r || ax >= r)
+          return InvalidModel(node.Describe(), ": axes value ", ax, " is out of range for X of rank ", rank);
+        const size_t d = static_cast<size_t>(ax < 0 ? ax + r : ax);
+        if (seen[d]) return InvalidModel(node.Describe(), ": axis ", ax, " appears twice in axes");
+        seen[d] = true;
+        axes.push_back(d);
+      }
+    } else {
+      for (size_t d = 0; d < rank; ++d) axes.push_back(d);
+    }
+    const size_t k = axes.size();
+    const char* count_what = a_.has_axes ? "the number of axes" : "X's rank";
+
     std::vector<double> scales(rank, 1.0);
-    Shape out_shape(rank);
+    Shape out_shape = x->shape();
+    bool from_sizes = false;
     if (scales_t) {
-      ASSIGN_OR_RETURN(scales, ReadFloats(*scales_t, node, "scales"));
-      if (scales.size() != rank)
-        return InvalidArgument(node.Describe(), ": 'scales' has ", scales.size(), " values but X has rank ", rank);
-      for (size_t d = 0; d < rank; ++d) {
-        if (!(scales[d] > 0))
-          return InvalidArgument(node.Describe(), ": scales[", d, "] = ", scales[d], " must be positive");
-        const double len = scales[d] * static_cast<double>(x->dim(d));
+      ASSIGN_OR_RETURN(std::vector<double> given, ReadFloats(*scales_t, node, "scales"));
+      if (given.size() != k)
+        return InvalidArgument(node.Describe(), ": 'scales' has ", given.size(), " values but ", count_what, " is ", k);
+      for (size_t j = 0; j < k; ++j) {
+        const size_t d = axes[j];
+        if (!(given[j] > 0))
+          return InvalidArgument(node.Describe(), ": scales[", j, "] = ", given[j], " must be positive");
+        const double len = given[j] * static_cast<double>(x->dim(d));
         if (!(len < 9.0e15))  // also rejects inf/NaN before the integer conversion
-          return InvalidArgument(node.Describe(), ": scales[", d, "] = ", scales[d], " gives an output too large");
+          return InvalidArgument(node.Describe(), ": scales[", j, "] = ", given[j], " gives an output too large");
+        scales[d] = given[j];
         out_shape[d] = static_cast<int64_t>(len);
       }
     } else {
       if (sizes_t->dtype() != DataType::kInt64)
         return InvalidArgument(node.Describe(), ": 'sizes' must be int64, got ", DataTypeName(sizes_t->dtype()));
-      if (static_cast<size_t>(sizes_t->num_elements()) != rank)
-        return InvalidArgument(node.Describe(), ": 'sizes' has ", sizes_t->num_elements(), " values but X has rank ",
-                               rank);
-      for (size_t d = 0; d < rank; ++d) {
-        out_shape[d] = sizes_t->data<int64_t>()[d];
-        if (out_shape[d] < 0) return InvalidArgument(node.Describe(), ": sizes[", d, "] is negative");
-        if (x->dim(d) == 0 && out_shape[d] > 0)
-          return InvalidArgument(node.Describe(), ": cannot resize an empty axis ", d, " to ", out_shape[d]);
-        scales[d] = x->dim(d) == 0 ? 1.0 : static_cast<double>(out_shape[d]) / static_cast<double>(x->dim(d));
+      if (static_cast<size_t>(sizes_t->num_elements()) != k)
+        return InvalidArgument(node.Describe(), ": 'sizes' has ", sizes_t->num_elements(), " values but ", count_what,
+                               " is ", k);
+      const int64_t* sizes = sizes_t->data<int64_t>();
+      for (size_t j = 0; j < k; ++j) {
+        const size_t d = axes[j];
+        if (sizes[j] < 0) return InvalidArgument(node.Describe(), ": sizes[", j, "] is negative");
+        if (x->dim(d) == 0 && sizes[j] > 0)
+          return InvalidArgument(node.Describe(), ": cannot resize an empty axis ", d, " to ", sizes[j]);
+      }
+      if (a_.policy == AspectPolicy::kStretch) {
+        from_sizes = true;
+        for (size_t j = 0; j < k; ++j) {
+          const size_t d = axes[j];
+          out_shape[d] = sizes[j];
+          scales[d] = x->dim(d) == 0 ? 1.0 : static_cast<double>(sizes[j]) / static_cast<double>(x->dim(d));
+        }
+      } else {
+        // One scale for all the axes, the largest that fits (not_larger) or the smallest
+        // that covers (not_smaller) the requested sizes; each length is then rounded.
+        const bool not_larger = a_.policy == AspectPolicy::kNotLarger;
+        double scale = not_larger ? std::numeric_limits<double>::infinity() : 0.0;
+        for (size_t j = 0; j < k; ++j) {
+          if (x->dim(axes[j]) == 0) continue;
+          const double r = static_cast<double>(sizes[j]) / static_cast<double>(x->dim(axes[j]));
+          scale = not_larger ? std::min(scale, r) : std::max(scale, r);
+        }
+        if (!std::isfinite(scale) || !(scale > 0))
+          return InvalidArgument(node.Describe(), ": keep_aspect_ratio_policy gives no positive scale for sizes");
+        for (size_t j = 0; j < k; ++j) {
+          const size_t d = axes[j];
+          const double len = std::round(scale * static_cast<double>(x->dim(d)));
+          if (!(len < 9.0e15)) return InvalidArgument(node.Describe(), ": sizes give an output too large");
+          out_shape[d] = static_cast<int64_t>(len);
+          scales[d] = scale;
+        }
       }
     }
     std::vector<double> roi;
     if (a_.coord == Coord::kTfCropAndResize) {
       if (!roi_t) return InvalidArgument(node.Describe(), ": tf_crop_and_resize needs the 'roi' input");
-      ASSIGN_OR_RETURN(roi, ReadFloats(*roi_t, node, "roi"));
-      if (roi.size() != 2 * rank)
-        return InvalidArgument(node.Describe(), ": 'roi' has ", roi.size(), " values, expected 2 * rank = ", 2 * rank);
+      ASSIGN_OR_RETURN(std::vector<double> given, ReadFloats(*roi_t, node, "roi"));
+      if (given.size() != 2 * k)
+        return InvalidArgument(node.Describe(), ": 'roi' has ", given.size(), " values, expected 2 * ", k, " (",
+                               count_what, ")");
+      roi.assign(2 * rank, 0.0);
+      for (size_t d = 0; d < rank; ++d) roi[d + rank] = 1.0;
+      for (size_t j = 0; j < k; ++j) {
+        roi[axes[j]] = given[j];
+        roi[axes[j] + rank] = given[j + k];
+      }
     }
 
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), out_shape));
@@ -327,7 +423,7 @@ class ResizeKernel final : public OpKernel {
       const bool crop = a_.coord == Coord::kTfCropAndResize;
       // An axis kept at its size with an identity mapping needs no pass.
       if (!crop && out_shape[d] == shape[d] && scales[d] == 1.0 && a_.coord != Coord::kTfHalfPixelForNn) continue;
-      AxisTaps taps = MakeTaps(a_, shape[d], out_shape[d], scales[d], sizes_t != nullptr, crop ? roi[d] : 0.0,
+      AxisTaps taps = MakeTaps(a_, shape[d], out_shape[d], scales[d], from_sizes, crop ? roi[d] : 0.0,
                                crop ? roi[d + rank] : 1.0);
       ResizeAxis(cur, shape, d, out_shape[d], taps, a_.extrapolation, next, ctx.pool());
       cur.swap(next);
@@ -378,6 +474,7 @@ void RegisterResizeKernels(KernelRegistry& r) {
   r.Register(ResizeDef(10, 10));
   r.Register(ResizeDef(11, 12));
   r.Register(ResizeDef(13, 17));
+  r.Register(ResizeDef(18, INT_MAX));
 }
 
 }  // namespace strata

@@ -229,10 +229,19 @@ Status DftOp(KernelContext& ctx) {
     return InvalidArgument(node.Describe(),
                            ": input must have rank >= 2 with last dimension 1 (real) or 2 (complex), got ",
                            ShapeToString(x->shape()));
+  // Opset 20 moved the axis from an attribute (default 1) to an optional scalar input
+  // (default -2, the last signal axis).
   int64_t axis = node.GetInt("axis", 1);
+  if (node.opset >= 20) {
+    axis = -2;
+    if (ctx.input(2) && ctx.input(2)->num_elements() > 0) {
+      ASSIGN_OR_RETURN(axis, ScalarInt(ctx.input(2), node, "axis"));
+    }
+  }
+  const int64_t given_axis = axis;
   if (axis < 0) axis += rank;
   if (axis < 0 || axis >= rank - 1)
-    return InvalidArgument(node.Describe(), ": axis ", node.GetInt("axis", 1), " is out of range for input shape ",
+    return InvalidArgument(node.Describe(), ": axis ", given_axis, " is out of range for input shape ",
                            ShapeToString(x->shape()));
   const bool inverse = node.GetInt("inverse", 0) != 0;
   const bool onesided = node.GetInt("onesided", 0) != 0;
@@ -409,9 +418,7 @@ Status MelWeightMatrixOp(KernelContext& ctx) {
 }  // namespace
 
 void RegisterSignalKernels(KernelRegistry& r) {
-  KernelDef dft = UntypedFnDef("DFT", 17, DftOp);
-  dft.end_version = 19;  // opset 20 moves `axis` to an input
-  r.Register(dft);
+  r.Register(UntypedFnDef("DFT", 17, DftOp));  // DftOp reads opset 20's axis input
   r.Register(UntypedFnDef("STFT", 17, StftOp));
   r.Register(UntypedFnDef("HannWindow", 17, [](KernelContext& c) { return CosineWindow(c, {0.5, -0.5}); }));
   r.Register(UntypedFnDef("HammingWindow", 17, [](KernelContext& c) {
