@@ -14,9 +14,9 @@
 #include <unordered_set>
 
 #include "core/contrib_schemas.h"
-#include "core/opset_schemas.h"
 #include "core/import_internal.h"
 #include "core/load_trace.h"
+#include "core/opset_schemas.h"
 
 namespace strata {
 
@@ -364,8 +364,7 @@ void RunChecker(const onnx::ModelProto& model, const std::string& model_dir) {
   // IR 9 and 10 (ONNX 1.14-1.17) add float8, int4 and metadata fields; the tensor types are
   // refused by name where a model uses them, the fields are ignored.
   if (model.ir_version() > kMaxIrVersion)
-    fail_check("model ir_version ", model.ir_version(), " is newer than this build reads (up to ", kMaxIrVersion,
-               ")");
+    fail_check("model ir_version ", model.ir_version(), " is newer than this build reads (up to ", kMaxIrVersion, ")");
   ck::CheckerContext ctx;
   ctx.set_ir_version(static_cast<int>(model.ir_version()));
   ctx.set_model_dir(model_dir);
@@ -418,8 +417,8 @@ Status CheckOpVersions(const onnx::ModelProto& proto, const OpsetMap& opsets) {
       if (import::NormalizeDomain(imp.domain()).empty()) v = static_cast<int>(imp.version());
     for (const auto& n : f.node())
       if (v > 0 && import::NormalizeDomain(n.domain()).empty())
-        RETURN_IF_ERROR(CheckOnnxOpVersion(n.op_type(), v,
-                                           "function '" + f.name() + "' node '" + n.name() + "' (" + n.op_type() + ")"));
+        RETURN_IF_ERROR(CheckOnnxOpVersion(
+            n.op_type(), v, "function '" + f.name() + "' node '" + n.name() + "' (" + n.op_type() + ")"));
   }
   return Status::Ok();
 }

@@ -17,6 +17,8 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -29,48 +31,113 @@ using onnx::OpSchema;
 // The ops new or changed in each opset after 17 (ONNX's Changelog.md).
 const std::map<int, std::vector<const char*>>& OpsetChanges() {
   static const std::map<int, std::vector<const char*>> changes = {
-      {18, {"Pad",        "CenterCropPad",   "Resize",          "Mish",           "OptionalGetElement",
-            "OptionalHasElement", "Split",   "Col2Im",          "ScatterND",      "ScatterElements",
-            "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ReduceL1",     "ReduceL2",
-            "ReduceMax",  "ReduceMin",       "ReduceMean",      "ReduceProd",     "BitwiseAnd",
-            "BitwiseOr",  "BitwiseXor",      "BitwiseNot",      "GroupNormalization", "LpPool"}},
-      {19, {"Equal", "AveragePool", "Cast", "CastLike", "Constant", "DeformConv", "DequantizeLinear", "Identity", "If",
-            "Loop", "Pad", "QuantizeLinear", "Resize", "Reshape", "Scan", "Shape", "Size"}},
-      {20, {"AffineGrid", "ConstantOfShape", "DFT", "Gelu", "GridSample", "ImageDecoder", "IsInf", "IsNaN",
-            "ReduceMax", "ReduceMin", "RegexFullMatch", "StringConcat", "StringSplit"}},
-      {21, {"Cast", "CastLike", "Constant", "ConstantOfShape", "DequantizeLinear", "Flatten", "GroupNormalization",
-            "Identity", "If", "Loop", "Pad", "QLinearMatMul", "QuantizeLinear", "Reshape", "Scan", "Shape", "Size",
-            "Squeeze", "Transpose", "Unsqueeze"}},
-      {22, {"Acos",          "Acosh",
-            "Asin",          "Asinh",
-            "Atan",          "Atanh",
-            "AveragePool",   "Bernoulli",
-            "Conv",          "ConvTranspose",
-            "Cos",           "Cosh",
-            "DeformConv",    "Det",
-            "Dropout",       "Elu",
-            "EyeLike",       "GRU",
-            "GlobalAveragePool", "GlobalLpPool",
-            "GlobalMaxPool", "GridSample",
-            "HardSigmoid",   "HardSwish",
-            "InstanceNormalization", "LSTM",
-            "LpNormalization", "LpPool",
-            "MaxPool",       "MaxRoiPool",
-            "MaxUnpool",     "Mish",
-            "Multinomial",   "NegativeLogLikelihoodLoss",
-            "RNN",           "RandomNormal",
-            "RandomNormalLike", "RandomUniform",
-            "RandomUniformLike", "RoiAlign",
-            "Round",         "Selu",
-            "Sin",           "Sinh",
-            "Softplus",      "Softsign",
-            "Tan",           "ThresholdedRelu"}},
+      {18,
+       {"Pad",
+        "CenterCropPad",
+        "Resize",
+        "Mish",
+        "OptionalGetElement",
+        "OptionalHasElement",
+        "Split",
+        "Col2Im",
+        "ScatterND",
+        "ScatterElements",
+        "ReduceSumSquare",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceMax",
+        "ReduceMin",
+        "ReduceMean",
+        "ReduceProd",
+        "BitwiseAnd",
+        "BitwiseOr",
+        "BitwiseXor",
+        "BitwiseNot",
+        "GroupNormalization",
+        "LpPool"}},
+      {19,
+       {"Equal", "AveragePool", "Cast", "CastLike", "Constant", "DeformConv", "DequantizeLinear", "Identity", "If",
+        "Loop", "Pad", "QuantizeLinear", "Resize", "Reshape", "Scan", "Shape", "Size"}},
+      {20,
+       {"AffineGrid", "ConstantOfShape", "DFT", "Gelu", "GridSample", "ImageDecoder", "IsInf", "IsNaN", "ReduceMax",
+        "ReduceMin", "RegexFullMatch", "StringConcat", "StringSplit"}},
+      {21,
+       {"Cast",
+        "CastLike",
+        "Constant",
+        "ConstantOfShape",
+        "DequantizeLinear",
+        "Flatten",
+        "GroupNormalization",
+        "Identity",
+        "If",
+        "Loop",
+        "Pad",
+        "QLinearMatMul",
+        "QuantizeLinear",
+        "Reshape",
+        "Scan",
+        "Shape",
+        "Size",
+        "Squeeze",
+        "Transpose",
+        "Unsqueeze"}},
+      {22,
+       {"Acos",
+        "Acosh",
+        "Asin",
+        "Asinh",
+        "Atan",
+        "Atanh",
+        "AveragePool",
+        "Bernoulli",
+        "Conv",
+        "ConvTranspose",
+        "Cos",
+        "Cosh",
+        "DeformConv",
+        "Det",
+        "Dropout",
+        "Elu",
+        "EyeLike",
+        "GRU",
+        "GlobalAveragePool",
+        "GlobalLpPool",
+        "GlobalMaxPool",
+        "GridSample",
+        "HardSigmoid",
+        "HardSwish",
+        "InstanceNormalization",
+        "LSTM",
+        "LpNormalization",
+        "LpPool",
+        "MaxPool",
+        "MaxRoiPool",
+        "MaxUnpool",
+        "Mish",
+        "Multinomial",
+        "NegativeLogLikelihoodLoss",
+        "RNN",
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "RoiAlign",
+        "Round",
+        "Selu",
+        "Sin",
+        "Sinh",
+        "Softplus",
+        "Softsign",
+        "Tan",
+        "ThresholdedRelu"}},
   };
   return changes;
 }
 
-const std::vector<std::string> kFloatTypes = {"tensor(float16)", "tensor(float)", "tensor(double)",
-                                              "tensor(bfloat16)"};
+const std::vector<std::string> kFloatTypes = {"tensor(float16)", "tensor(float)", "tensor(double)", "tensor(bfloat16)"};
 const std::vector<std::string> kIntTypes = {"tensor(uint8)", "tensor(uint16)", "tensor(uint32)", "tensor(uint64)",
                                             "tensor(int8)",  "tensor(int16)",  "tensor(int32)",  "tensor(int64)"};
 
@@ -118,8 +185,8 @@ OpSchema Derive(const OpSchema& base, int since, const Derivation& d) {
   for (const auto& [name, type] : d.add_inputs) s.Input(n++, name, name, type, OpSchema::Optional);
   n = 0;
   for (const auto& p : base.outputs())
-    s.Output(n++, p.GetName(), p.GetDescription(), p.GetTypeStr(), p.GetOption(), p.GetIsHomogeneous(),
-             p.GetMinArity(), p.GetDifferentiationCategory());
+    s.Output(n++, p.GetName(), p.GetDescription(), p.GetTypeStr(), p.GetOption(), p.GetIsHomogeneous(), p.GetMinArity(),
+             p.GetDifferentiationCategory());
   for (const auto& [name, a] : base.attributes())
     if (std::find(d.drop_attrs.begin(), d.drop_attrs.end(), name) == d.drop_attrs.end()) s.Attr(a);
   for (const auto& tc : base.typeConstraintParams()) {
@@ -434,8 +501,7 @@ std::vector<Entry> Entries() {
   for (const char* r : {"ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ReduceL1", "ReduceL2", "ReduceMax",
                         "ReduceMin", "ReduceMean", "ReduceProd"})
     derived(r, 18, ReduceWithAxesInput);
-  for (const char* b : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"})
-    fresh(b, 18, [b] { return BitwiseBinarySchema(b); });
+  for (const char* b : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"}) fresh(b, 18, [b] { return BitwiseBinarySchema(b); });
   fresh("BitwiseNot", 18, [] { return UnarySchema("BitwiseNot", 18, kIntTypes); });
   fresh("GroupNormalization", 18, GroupNormSchema);
   derived("LpPool", 18, [] { return PoolWithAttrs({"ceil_mode", "dilations"}); });
@@ -444,8 +510,8 @@ std::vector<Entry> Entries() {
   derived("Cast", 19, WithSaturate);
   derived("CastLike", 19, WithSaturate);
   derived("QuantizeLinear", 19, WithSaturate);
-  for (const char* op : {"Equal", "Constant", "DequantizeLinear", "Identity", "If", "Loop", "Pad", "Resize",
-                         "Reshape", "Scan", "Shape", "Size"})
+  for (const char* op : {"Equal", "Constant", "DequantizeLinear", "Identity", "If", "Loop", "Pad", "Resize", "Reshape",
+                         "Scan", "Shape", "Size"})
     derived(op, 19, Plain);
   // 20
   derived("DFT", 20, DftWithAxisInput);
@@ -509,17 +575,22 @@ void EnsureOpsetSchemas() {
 }
 
 Status CheckOnnxOpVersion(const std::string& op_type, int opset, const std::string& node_desc) {
+  // op -> the opsets it changed in, ascending (built once: this runs for every node).
+  static const std::unordered_map<std::string, std::vector<int>> index = [] {
+    std::unordered_map<std::string, std::vector<int>> m;
+    for (const auto& [version, ops] : OpsetChanges())
+      for (const char* op : ops) m[op].push_back(version);
+    return m;
+  }();
+  auto it = index.find(op_type);
+  if (it == index.end() || it->second.front() > opset) return Status::Ok();
   int changed = 0;
-  for (const auto& [version, ops] : OpsetChanges()) {
-    if (version > opset) break;
-    for (const char* op : ops)
-      if (op_type == op) changed = version;
-  }
-  if (changed == 0) return Status::Ok();
+  for (int v : it->second)
+    if (v <= opset) changed = v;
   const OpSchema* schema = onnx::OpSchemaRegistry::Schema(op_type, opset, "");
   if (schema != nullptr && schema->SinceVersion() >= changed) return Status::Ok();
   if (schema == nullptr)
-    return Unsupported(node_desc, ": ", op_type, " is new in ai.onnx opset ", changed,
+    return Unsupported(node_desc, ": ", op_type, " is new in ai.onnx opset ", it->second.front(),
                        " and this build does not implement it");
   return Unsupported(node_desc, ": ", op_type, " changed in ai.onnx opset ", changed, " (the model imports opset ",
                      opset, "); this build implements it only up to version ", schema->SinceVersion());

@@ -231,8 +231,8 @@ Status GroupNormCompute(KernelContext& ctx) {
   if (scale_t->num_elements() != params || bias_t->num_elements() != params || scale_t->rank() != 1 ||
       bias_t->rank() != 1)
     return InvalidArgument(node.Describe(), ": scale ", ShapeToString(scale_t->shape()), " and bias ",
-                           ShapeToString(bias_t->shape()), " must be 1-D with ", params, per_channel ? " (C)" : " (num_groups)",
-                           " elements");
+                           ShapeToString(bias_t->shape()), " must be 1-D with ", params,
+                           per_channel ? " (C)" : " (num_groups)", " elements");
   ASSIGN_OR_RETURN(auto scale, ReadAsDouble(*scale_t, node, "scale"));
   ASSIGN_OR_RETURN(auto bias, ReadAsDouble(*bias_t, node, "bias"));
   const double eps = node.GetFloat("epsilon", 1e-5f);

@@ -98,8 +98,9 @@ Result<AxisParams> ResolveAxis(const Tensor& x, const Tensor& scale, const Tenso
     Shape want = x.shape();
     want[static_cast<size_t>(axis)] = (x.dim(axis) + block - 1) / block;
     if (scale.shape() != want)
-      return InvalidArgument(node.Describe(), ": with block_size ", block, " along axis ", axis, " the scale must have ",
-                             "shape ", ShapeToString(want), ", got ", ShapeToString(scale.shape()));
+      return InvalidArgument(node.Describe(), ": with block_size ", block, " along axis ", axis,
+                             " the scale must have ", "shape ", ShapeToString(want), ", got ",
+                             ShapeToString(scale.shape()));
     if (zp && zp->shape() != scale.shape())
       return InvalidArgument(node.Describe(), ": zero point shape ", ShapeToString(zp->shape()),
                              " differs from scale shape ", ShapeToString(scale.shape()));

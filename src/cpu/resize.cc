@@ -423,8 +423,8 @@ class ResizeKernel final : public OpKernel {
       const bool crop = a_.coord == Coord::kTfCropAndResize;
       // An axis kept at its size with an identity mapping needs no pass.
       if (!crop && out_shape[d] == shape[d] && scales[d] == 1.0 && a_.coord != Coord::kTfHalfPixelForNn) continue;
-      AxisTaps taps = MakeTaps(a_, shape[d], out_shape[d], scales[d], from_sizes, crop ? roi[d] : 0.0,
-                               crop ? roi[d + rank] : 1.0);
+      AxisTaps taps =
+          MakeTaps(a_, shape[d], out_shape[d], scales[d], from_sizes, crop ? roi[d] : 0.0, crop ? roi[d + rank] : 1.0);
       ResizeAxis(cur, shape, d, out_shape[d], taps, a_.extrapolation, next, ctx.pool());
       cur.swap(next);
     }
