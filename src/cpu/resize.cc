@@ -4,8 +4,9 @@
 // time, each pass mapping an axis of length in -> out with precomputed taps. Values are
 // carried in double between passes so the result matches the float64 reference.
 // Opset 18 adds `axes` (scales, sizes and roi then list only those axes) and
-// keep_aspect_ratio_policy; opset 19 the half_pixel_symmetric coordinates. antialias=1 is
-// refused by name (not implemented).
+// keep_aspect_ratio_policy and antialias (linear and cubic downsampling with the filter
+// widened by 1 / scale, as the ONNX reference defines it); opset 19 the half_pixel_symmetric
+// coordinates.
 //
 // Upsample opset 7-9 lives in tensor_ops.cc and is not registered here.
 #include <algorithm>
@@ -41,6 +42,7 @@ struct ResizeAttrs {
   double cubic_a = -0.75;
   bool exclude_outside = false;
   double extrapolation = 0.0;
+  bool antialias = false;  // opset 18: downsampling filters widened by 1 / scale
   bool has_axes = false;
   std::vector<int64_t> axes;  // as given (may be negative); has_axes says whether given
   AspectPolicy policy = AspectPolicy::kStretch;
@@ -108,8 +110,8 @@ Result<ResizeAttrs> ParseAttrs(const Node& node) {
   a.exclude_outside = node.GetInt("exclude_outside", 0) != 0;
   a.extrapolation = node.GetFloat("extrapolation_value", 0.0f);
   if (node.opset >= 18) {
-    if (node.GetInt("antialias", 0) != 0 && a.mode != Mode::kNearest)
-      return Unsupported(node.Describe(), ": antialias=1 is not implemented (linear and cubic resize without it are)");
+    // Nearest ignores antialias (the spec applies it to linear and cubic only).
+    a.antialias = node.GetInt("antialias", 0) != 0 && a.mode != Mode::kNearest;
     a.has_axes = node.HasAttr("axes");
     if (a.has_axes) a.axes = node.GetInts("axes");
     const std::string policy = node.GetString("keep_aspect_ratio_policy", "stretch");
@@ -147,6 +149,14 @@ AxisTaps MakeTaps(const ResizeAttrs& a, int64_t in_len, int64_t out_len, double 
                   double roi_start, double roi_end) {
   AxisTaps t;
   t.taps = a.mode == Mode::kCubic ? 4 : 2;
+  // Antialiased downsampling (the ONNX reference's _linear/_cubic_coeffs_antialias): the
+  // filter is stretched by 1 / scale, so it spans taps from floor(x) + start, start =
+  // floor(-support / scale) + 1, to floor(x) - start + 1, and its weights are normalized.
+  // The tap count is at most 2 * in_len / out_len + 4, so taps * out_len stays O(in + out).
+  const bool wide = a.antialias && scale < 1.0;
+  const double support = a.mode == Mode::kCubic ? 2.0 : 1.0;
+  const int64_t wide_start = wide ? static_cast<int64_t>(std::floor(-support / scale)) + 1 : 0;
+  if (wide) t.taps = static_cast<int>(2 - 2 * wide_start);
   t.idx.resize(static_cast<size_t>(out_len * t.taps));
   t.w.resize(t.idx.size());
   t.extrapolate.assign(static_cast<size_t>(out_len), 0);
@@ -202,6 +212,29 @@ AxisTaps MakeTaps(const ResizeAttrs& a, int64_t in_len, int64_t out_len, double 
       w[0] = 1;
       idx[1] = idx[0];
       w[1] = 0;
+      continue;
+    }
+    if (wide) {
+      const double fl = std::floor(xo), ratio = xo - fl;
+      double sum = 0;
+      for (int k = 0; k < t.taps; ++k) {
+        const int64_t off = wide_start + k;
+        const double u = std::abs(scale * (static_cast<double>(off) - ratio));
+        double wk = 0;
+        if (a.mode == Mode::kLinear) {
+          wk = std::max(0.0, 1 - u);
+        } else {
+          const double A = a.cubic_a;
+          wk = u <= 1 ? ((A + 2) * u - (A + 3)) * u * u + 1 : u < 2 ? ((A * u - 5 * A) * u + 8 * A) * u - 4 * A : 0.0;
+        }
+        const int64_t i = static_cast<int64_t>(fl) + off;
+        if (a.exclude_outside && (i < 0 || i >= in_len)) wk = 0;
+        w[k] = wk;
+        sum += wk;
+        idx[k] = std::clamp<int64_t>(i, 0, in_len - 1);  // edge padding
+      }
+      if (sum != 0)
+        for (int k = 0; k < t.taps; ++k) w[k] /= sum;
       continue;
     }
     // Left neighbour x0 with ratio in (0, 1]: an integer coordinate uses the right tap.
@@ -402,6 +435,11 @@ class ResizeKernel final : public OpKernel {
       }
     }
 
+    // The antialias filter spans about 2 * support / scale taps per output.
+    for (size_t d = 0; a_.antialias && d < rank; ++d)
+      if (scales[d] < 1.0 && out_shape[d] > 0 && (a_.mode == Mode::kCubic ? 2.0 : 1.0) / scales[d] > double(1 << 24))
+        return InvalidArgument(node.Describe(), ": antialias with scale ", scales[d], " on axis ", d,
+                               " would need a filter over 2^24 taps wide");
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x->dtype(), out_shape));
     if (y->num_elements() == 0) return Status::Ok();
 
