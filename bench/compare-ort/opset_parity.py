@@ -37,10 +37,10 @@ sys.path.insert(0, os.path.join(ROOT, "build", "release", "lib", "python3", "dis
 import strata  # noqa: E402
 
 IR_FOR_OPSET = {18: 8, 19: 9, 20: 9, 21: 10, 22: 10}
-NP_TO_ORT = {np.float32: "float32", np.float64: "float64", np.int64: "int64", np.int32: "int32", np.bool_: "bool",
+NP_TO_ORT = {np.object_: "string", np.float32: "float32", np.float64: "float64", np.int64: "int64", np.int32: "int32", np.bool_: "bool",
              np.uint8: "uint8", np.int8: "int8"}
 ORT_TO_NP = {v: k for k, v in NP_TO_ORT.items()}
-ONNX_OF = {np.float32: T.FLOAT, np.float64: T.DOUBLE, np.int64: T.INT64, np.int32: T.INT32, np.bool_: T.BOOL,
+ONNX_OF = {np.object_: T.STRING, np.float32: T.FLOAT, np.float64: T.DOUBLE, np.int64: T.INT64, np.int32: T.INT32, np.bool_: T.BOOL,
            np.uint8: T.UINT8, np.int8: T.INT8}
 
 CASES = {}
@@ -262,9 +262,27 @@ def optional_plain_tensor():
 
 
 @case
-def col2im_not_implemented():
-    return one("col2im_not_implemented", 18, "Col2Im", {"X": f32(rng("c2i"), 1, 4, 9)},
-               inputs=["X", "img", "blk"], inits=[const("img", [4, 4]), const("blk", [2, 2])], refuse="Col2Im")
+def col2im_2d():
+    r = rng("c2i")
+    # image 5x6, block 2x3, dilation 1x2, pads, stride 1x2: blocks (5+1+0-2)/1+1 = 5 by (6+1+1-5)/2+1 = 2
+    return one("col2im_2d", 18, "Col2Im", {"X": f32(r, 2, 3 * 6, 10)}, inputs=["X", "img", "blk"],
+               inits=[const("img", [5, 6]), const("blk", [2, 3])], dilations=[1, 2], pads=[1, 1, 0, 1],
+               strides=[1, 2])
+
+
+@case
+def col2im_1d():
+    return one("col2im_1d", 18, "Col2Im", {"X": f32(rng("c2i1"), 1, 4, 7)}, inputs=["X", "img", "blk"],
+               inits=[const("img", [10]), const("blk", [4])])
+
+
+@case
+def center_crop_pad():
+    r = rng("ccp")
+    return Case("center_crop_pad", 18,
+                [helper.make_node("CenterCropPad", ["X", "s0"], ["Y0"]),
+                 helper.make_node("CenterCropPad", ["X", "s1"], ["Y1"], axes=[-1, 1])],
+                {"X": f32(r, 2, 5, 4)}, ["Y0", "Y1"], [const("s0", [3, 2, 7]), const("s1", [7, 2])])
 
 
 # ---------------------------------------------------------------- opset 19
@@ -354,6 +372,39 @@ def grid_sample_20():
                mode="linear", padding_mode="border", align_corners=0)
 
 
+@case
+def affine_grid_2d():
+    r = rng("ag2")
+    return Case("affine_grid_2d", 20,
+                [helper.make_node("AffineGrid", ["T", "S"], ["Y0"], align_corners=0),
+                 helper.make_node("AffineGrid", ["T", "S"], ["Y1"], align_corners=1)],
+                {"T": f32(r, 2, 2, 3)}, ["Y0", "Y1"], [const("S", [2, 3, 4, 5])])
+
+
+@case
+def affine_grid_3d():
+    return one("affine_grid_3d", 20, "AffineGrid", {"T": f32(rng("ag3"), 1, 3, 4)}, inputs=["T", "S"],
+               inits=[const("S", [1, 1, 3, 2, 4])], align_corners=1)
+
+
+def strings(*v):
+    return np.array(v, dtype=object)
+
+
+@case
+def string_ops_20():
+    x = strings(["a,b,,c", "  lead and trail  ", ""], ["x", "no-delim", "a,b"]).reshape(2, 3)
+    nodes = [helper.make_node("StringSplit", ["X"], ["Y0", "Y1"], delimiter=","),
+             helper.make_node("StringSplit", ["X"], ["Y2", "Y3"]),
+             helper.make_node("StringSplit", ["X"], ["Y4", "Y5"], delimiter=",", maxsplit=1),
+             helper.make_node("StringSplit", ["X"], ["Y6", "Y7"], maxsplit=1),
+             helper.make_node("StringConcat", ["X", "suffix"], ["Y8"]),
+             helper.make_node("RegexFullMatch", ["X"], ["Y9"], pattern=r"[a-z,]+"),
+             helper.make_node("RegexFullMatch", ["X"], ["Y10"], pattern=r"\s*\pL+(\s+\pL+)*\s*")]
+    return Case("string_ops_20", 20, nodes, {"X": x, "suffix": strings("!", "?", ".")},
+                ["Y%d" % i for i in range(11)])
+
+
 # ---------------------------------------------------------------- opset 21
 
 @case
@@ -437,6 +488,9 @@ def lstm_22():
 def run_ort(path, feeds, work):
     req = {"model": path, "threads": 1, "feeds": {}}
     for k, v in feeds.items():
+        if v.dtype == object:
+            req["feeds"][k] = {"type": "string", "dims": list(v.shape), "data": [str(e) for e in v.reshape(-1)]}
+            continue
         req["feeds"][k] = {"type": NP_TO_ORT[v.dtype.type], "dims": list(v.shape),
                            "data": base64.b64encode(np.ascontiguousarray(v).tobytes()).decode()}
     rq, rs = os.path.join(work, "ort_request.json"), os.path.join(work, "ort_response.json")
@@ -447,7 +501,8 @@ def run_ort(path, feeds, work):
         res = json.load(f)
     if "error" in res:
         return res["error"]
-    return {k: np.frombuffer(base64.b64decode(s["data"]), dtype=ORT_TO_NP[s["type"]]).reshape(s["dims"])
+    return {k: np.array(s["data"], dtype=object).reshape(s["dims"]) if s["type"] == "string" else
+            np.frombuffer(base64.b64decode(s["data"]), dtype=ORT_TO_NP[s["type"]]).reshape(s["dims"])
             for k, s in res.items()}
 
 

@@ -260,6 +260,125 @@ OpSchema GeluSchema() {
   return s;
 }
 
+OpSchema NewSchema(const char* name, int since) {
+  OpSchema s;
+  s.SetName(name).SetDomain("").SinceVersion(since).SetLocation(__FILE__, __LINE__);
+  s.SetDoc(std::string("strata: ai.onnx ") + name + "-" + std::to_string(since) + " (src/core/opset_schemas.cc).");
+  return s;
+}
+
+// Output 0's element type from input 0, its rank `rank_delta` more or less than input 0's.
+void TypeAndRankPlus(InferenceContext& ctx, int rank_delta) {
+  if (!HasInput(ctx, 0) || ctx.getInputType(0)->value_case() != onnx::TypeProto::kTensorType) return;
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (!onnx::hasInputShape(ctx, 0)) return;
+  const int rank = ctx.getInputType(0)->tensor_type().shape().dim_size() + rank_delta;
+  auto* out = onnx::getOutputShape(ctx, 0);
+  out->clear_dim();
+  for (int i = 0; i < rank; ++i) out->add_dim();
+}
+
+const std::vector<std::string> kAllTypes = {"tensor(uint8)",   "tensor(uint16)",  "tensor(uint32)", "tensor(uint64)",
+                                            "tensor(int8)",    "tensor(int16)",   "tensor(int32)",  "tensor(int64)",
+                                            "tensor(float16)", "tensor(float)",   "tensor(double)", "tensor(string)",
+                                            "tensor(bool)",    "tensor(bfloat16)"};
+
+OpSchema Col2ImSchema() {
+  OpSchema s = NewSchema("Col2Im", 18);
+  s.Attr("dilations", "dilation per image axis", onnx::AttributeProto::INTS, false)
+      .Attr("pads", "padding at the start and end of each image axis", onnx::AttributeProto::INTS, false)
+      .Attr("strides", "stride per image axis", onnx::AttributeProto::INTS, false)
+      .Input(0, "input", "[N, C * prod(block_shape), L]", "T")
+      .Input(1, "image_shape", "the image's spatial shape", "tensor(int64)")
+      .Input(2, "block_shape", "the block's shape", "tensor(int64)")
+      .Output(0, "output", "[N, C, image...]", "T")
+      .TypeConstraint("T", kFloatTypes, "float tensors")
+      .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
+        if (HasInput(ctx, 0)) onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+      });
+  return s;
+}
+
+OpSchema CenterCropPadSchema() {
+  OpSchema s = NewSchema("CenterCropPad", 18);
+  s.Attr("axes", "the axes `shape` refers to (default: all)", onnx::AttributeProto::INTS, false)
+      .Input(0, "input_data", "input", "T")
+      .Input(1, "shape", "the output length of each axis", "Tind")
+      .Output(0, "output_data", "cropped or padded", "T")
+      .TypeConstraint("T", kAllTypes, "any tensor")
+      .TypeConstraint("Tind", {"tensor(int32)", "tensor(int64)"}, "shape type")
+      .TypeAndShapeInferenceFunction([](InferenceContext& ctx) { TypeAndRankPlus(ctx, 0); });
+  return s;
+}
+
+OpSchema AffineGridSchema() {
+  OpSchema s = NewSchema("AffineGrid", 20);
+  s.Attr("align_corners", "-1 and 1 at the corner pixels' centres (1) or edges (0)", onnx::AttributeProto::INT,
+         static_cast<int64_t>(0))
+      .Input(0, "theta", "[N, 2, 3] or [N, 3, 4]", "T1")
+      .Input(1, "size", "[N, C, H, W] or [N, C, D, H, W]", "T2")
+      .Output(0, "grid", "[N, H, W, 2] or [N, D, H, W, 3]", "T1")
+      .TypeConstraint("T1", kFloatTypes, "float tensors")
+      .TypeConstraint("T2", {"tensor(int64)"}, "size type")
+      .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
+        if (HasInput(ctx, 0)) onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+      });
+  return s;
+}
+
+OpSchema RegexFullMatchSchema() {
+  OpSchema s = NewSchema("RegexFullMatch", 20);
+  s.Attr("pattern", "RE2 regular expression", onnx::AttributeProto::STRING, false)
+      .Input(0, "X", "strings", "T1")
+      .Output(0, "Y", "whether each string matches as a whole", "T2")
+      .TypeConstraint("T1", {"tensor(string)"}, "strings")
+      .TypeConstraint("T2", {"tensor(bool)"}, "bools")
+      .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
+        onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::BOOL);
+        if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+      });
+  return s;
+}
+
+OpSchema StringConcatSchema() {
+  OpSchema s = NewSchema("StringConcat", 20);
+  s.Input(0, "X", "strings", "T")
+      .Input(1, "Y", "strings", "T")
+      .Output(0, "Z", "X and Y concatenated, broadcast", "T")
+      .TypeConstraint("T", {"tensor(string)"}, "strings")
+      .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
+        onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::STRING);
+        if (onnx::hasNInputShapes(ctx, 2))
+          onnx::bidirectionalBroadcastShapeInference(ctx.getInputType(0)->tensor_type().shape(),
+                                                     ctx.getInputType(1)->tensor_type().shape(),
+                                                     *onnx::getOutputShape(ctx, 0));
+      });
+  return s;
+}
+
+OpSchema StringSplitSchema() {
+  OpSchema s = NewSchema("StringSplit", 20);
+  s.Attr("delimiter", "the separator (absent or empty: runs of whitespace)", onnx::AttributeProto::STRING, false)
+      .Attr("maxsplit", "at most this many splits", onnx::AttributeProto::INT, false)
+      .Input(0, "X", "strings", "T1")
+      .Output(0, "Y", "the pieces, padded with empty strings", "T2")
+      .Output(1, "Z", "the number of pieces of each string", "T3")
+      .TypeConstraint("T1", {"tensor(string)"}, "strings")
+      .TypeConstraint("T2", {"tensor(string)"}, "strings")
+      .TypeConstraint("T3", {"tensor(int64)"}, "counts")
+      .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
+        onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::STRING);
+        if (ctx.getNumOutputs() > 1) onnx::updateOutputElemType(ctx, 1, onnx::TensorProto::INT64);
+        if (!onnx::hasInputShape(ctx, 0)) return;
+        const auto& in = ctx.getInputType(0)->tensor_type().shape();
+        auto* y = onnx::getOutputShape(ctx, 0);
+        *y = in;
+        y->add_dim();
+        if (ctx.getNumOutputs() > 1) *onnx::getOutputShape(ctx, 1) = in;
+      });
+  return s;
+}
+
 // --- derived versions ---------------------------------------------------------------------
 
 Derivation Plain() { return {}; }
@@ -504,6 +623,8 @@ std::vector<Entry> Entries() {
   for (const char* b : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"}) fresh(b, 18, [b] { return BitwiseBinarySchema(b); });
   fresh("BitwiseNot", 18, [] { return UnarySchema("BitwiseNot", 18, kIntTypes); });
   fresh("GroupNormalization", 18, GroupNormSchema);
+  fresh("Col2Im", 18, Col2ImSchema);
+  fresh("CenterCropPad", 18, CenterCropPadSchema);
   derived("LpPool", 18, [] { return PoolWithAttrs({"ceil_mode", "dilations"}); });
   // 19
   derived("AveragePool", 19, [] { return PoolWithAttrs({"dilations"}); });
@@ -516,6 +637,10 @@ std::vector<Entry> Entries() {
   // 20
   derived("DFT", 20, DftWithAxisInput);
   fresh("Gelu", 20, GeluSchema);
+  fresh("AffineGrid", 20, AffineGridSchema);
+  fresh("RegexFullMatch", 20, RegexFullMatchSchema);
+  fresh("StringConcat", 20, StringConcatSchema);
+  fresh("StringSplit", 20, StringSplitSchema);
   for (const char* op : {"ConstantOfShape", "GridSample", "IsInf", "IsNaN", "ReduceMax", "ReduceMin"})
     derived(op, 20, Plain);
   // 21

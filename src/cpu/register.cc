@@ -47,6 +47,7 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterSignalKernels(r);
   RegisterRandomKernels(r);
   RegisterMiscKernels(r);
+  RegisterSpatialKernels(r);
   RegisterQuantWeightKernels(r);
   RegisterFusedMatMulKernels(r);
   RegisterDynQuantMatMulKernels(r);

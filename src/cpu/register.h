@@ -21,11 +21,13 @@ void RegisterSequenceKernels(KernelRegistry& r);     // cpu/sequence.cc: Sequenc
 void RegisterQuantizeKernels(KernelRegistry& r);     // cpu/quantize.cc: (De)QuantizeLinear, *Integer, QLinear*
 void RegisterResizeKernels(KernelRegistry& r);       // cpu/resize.cc: Resize (opset 10-17)
 void RegisterDetectionKernels(KernelRegistry& r);    // cpu/detection.cc: NonMaxSuppression, RoiAlign
-void RegisterStringKernels(KernelRegistry& r);       // cpu/string_ops.cc: StringNormalizer, TfIdfVectorizer
+void RegisterStringKernels(KernelRegistry& r);  // cpu/string_ops.cc: StringNormalizer, TfIdfVectorizer, StringConcat,
+                                                // StringSplit, RegexFullMatch
 void RegisterTokenizerKernels(KernelRegistry& r);    // cpu/string_tokenizer.cc: com.microsoft Tokenizer
 void RegisterSignalKernels(KernelRegistry& r);       // cpu/signal.cc: DFT, STFT, windows, MelWeightMatrix
 void RegisterRandomKernels(KernelRegistry& r);       // cpu/random.cc: Random*, Bernoulli, Multinomial
 void RegisterMiscKernels(KernelRegistry& r);         // cpu/misc_ops.cc: Det, GridSample
+void RegisterSpatialKernels(KernelRegistry& r);      // cpu/spatial_ops.cc: Col2Im, CenterCropPad, AffineGrid
 void RegisterQuantWeightKernels(KernelRegistry& r);  // cpu/matmul_nbits.cc: com.microsoft MatMulNBits
 // ai.onnx.ml (classical ML: scikit-learn, XGBoost, LightGBM exports)
 void RegisterMlTreeKernels(KernelRegistry& r);  // cpu/ml_tree.cc: TreeEnsembleClassifier/Regressor

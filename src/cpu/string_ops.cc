@@ -1,18 +1,24 @@
-// String ops: StringNormalizer (opset 10) and TfIdfVectorizer (opset 9).
+// String ops: StringNormalizer (opset 10), TfIdfVectorizer (opset 9), and opset 20's
+// StringConcat, StringSplit and RegexFullMatch (RE2, the engine ONNX Runtime uses).
 //
 // StringNormalizer's case folding and case-insensitive stopword matching use ASCII
 // rules only: the `locale` attribute is accepted but ignored (bytes outside A-Z/a-z are
 // left unchanged), which matches the en_US behaviour for ASCII text.
+#include <re2/re2.h>
+
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "core/kernel.h"
 #include "core/kernel_stop.h"
+#include "cpu/fn_kernel_def.h"
 #include "cpu/register.h"
 
 namespace strata {
@@ -246,9 +252,167 @@ class TfIdfKernel final : public OpKernel {
   std::vector<std::pair<int64_t, int64_t>> unigrams_;
 };
 
+// ---------------------------------------------------------------- opset 20
+
+Result<const Tensor*> StringInput(const KernelContext& ctx, size_t i, const char* what) {
+  const Tensor* t = ctx.input(i);
+  if (!t) return InvalidArgument(ctx.node().Describe(), ": input '", what, "' is missing");
+  if (t->dtype() != DataType::kString)
+    return InvalidArgument(ctx.node().Describe(), ": input '", what, "' must be a string tensor, got ",
+                           DataTypeName(t->dtype()));
+  return t;
+}
+
+// Z = X + Y elementwise, numpy broadcasting.
+Status StringConcatOp(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* a, StringInput(ctx, 0, "X"));
+  ASSIGN_OR_RETURN(const Tensor* b, StringInput(ctx, 1, "Y"));
+  ASSIGN_OR_RETURN(Shape out_shape, BroadcastShapes(a->shape(), b->shape(), node));
+  ASSIGN_OR_RETURN(Tensor * z, ctx.AllocateOutput(0, DataType::kString, out_shape));
+  const size_t rank = out_shape.size();
+  // Element strides of each input over the output's axes (0 where it is broadcast).
+  auto strides = [&](const Tensor& t) {
+    std::vector<int64_t> st(rank, 0);
+    int64_t s = 1;
+    for (size_t i = 0; i < t.rank(); ++i) {
+      const size_t d = t.rank() - 1 - i, o = rank - 1 - i;
+      st[o] = t.dim(d) == 1 ? 0 : s;
+      s *= t.dim(d);
+    }
+    return st;
+  };
+  const std::vector<int64_t> sa = strides(*a), sb = strides(*b);
+  const std::string* pa = a->data<std::string>();
+  const std::string* pb = b->data<std::string>();
+  std::string* pz = z->mutable_data<std::string>();
+  std::vector<int64_t> idx(rank, 0);
+  int64_t ia = 0, ib = 0;
+  for (int64_t o = 0; o < z->num_elements(); ++o) {
+    pz[o].reserve(pa[ia].size() + pb[ib].size());
+    pz[o] = pa[ia];
+    pz[o] += pb[ib];
+    for (size_t d = rank; d-- > 0;) {
+      ia += sa[d];
+      ib += sb[d];
+      if (++idx[d] < out_shape[d]) break;
+      ia -= sa[d] * out_shape[d];
+      ib -= sb[d] * out_shape[d];
+      idx[d] = 0;
+    }
+  }
+  return Status::Ok();
+}
+
+bool IsSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+// Python's str.split: with a delimiter, every occurrence splits (empty pieces kept); without
+// one (absent or ""), runs of whitespace split and leading/trailing whitespace is dropped.
+// maxsplit >= 0 caps the splits; the rest of the string is the last piece. Two differences,
+// ONNX Runtime 1.30's: an empty string has no pieces with a delimiter too (Python: [""]), and
+// on whitespace the remainder after maxsplit loses its trailing whitespace (Python keeps it).
+std::vector<std::string_view> SplitOne(std::string_view s, const std::string& delim, int64_t maxsplit) {
+  std::vector<std::string_view> parts;
+  int64_t splits = 0;
+  if (s.empty()) return parts;
+  if (!delim.empty()) {
+    size_t start = 0;
+    while (maxsplit < 0 || splits < maxsplit) {
+      const size_t at = s.find(delim, start);
+      if (at == std::string_view::npos) break;
+      parts.push_back(s.substr(start, at - start));
+      start = at + delim.size();
+      ++splits;
+    }
+    parts.push_back(s.substr(start));
+    return parts;
+  }
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && IsSpace(s[i])) ++i;
+    if (i == s.size()) break;
+    if (maxsplit >= 0 && splits == maxsplit) {
+      size_t end = s.size();
+      while (end > i && IsSpace(s[end - 1])) --end;
+      parts.push_back(s.substr(i, end - i));
+      break;
+    }
+    size_t j = i;
+    while (j < s.size() && !IsSpace(s[j])) ++j;
+    parts.push_back(s.substr(i, j - i));
+    ++splits;
+    i = j;
+  }
+  return parts;
+}
+
+// X [...] -> Y [..., max pieces] (padded with ""), Z [...] int64 piece counts.
+Status StringSplitOp(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  ASSIGN_OR_RETURN(const Tensor* x, StringInput(ctx, 0, "X"));
+  const std::string delim = node.GetString("delimiter", "");
+  const int64_t maxsplit = node.HasAttr("maxsplit") ? node.GetInt("maxsplit", -1) : -1;
+  const int64_t n = x->num_elements();
+  const std::string* in = x->data<std::string>();
+  std::vector<std::vector<std::string_view>> parts(static_cast<size_t>(n));
+  int64_t widest = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    parts[i] = SplitOne(in[i], delim, maxsplit);
+    widest = std::max<int64_t>(widest, static_cast<int64_t>(parts[i].size()));
+  }
+  Shape y_shape = x->shape();
+  y_shape.push_back(widest);
+  ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kString, y_shape));
+  ASSIGN_OR_RETURN(Tensor * z, ctx.AllocateOutput(1, DataType::kInt64, x->shape()));
+  std::string* py = y->mutable_data<std::string>();
+  int64_t* pz = z->mutable_data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    pz[i] = static_cast<int64_t>(parts[i].size());
+    for (size_t k = 0; k < parts[i].size(); ++k) py[i * widest + static_cast<int64_t>(k)] = std::string(parts[i][k]);
+  }
+  return Status::Ok();
+}
+
+// Y = whether each string matches `pattern` as a whole (RE2 syntax).
+class RegexFullMatchKernel final : public OpKernel {
+ public:
+  static Result<std::unique_ptr<OpKernel>> Make(const KernelInit& init) {
+    const Node& node = init.node;
+    if (!node.HasAttr("pattern")) return InvalidModel(node.Describe(), ": attribute 'pattern' is required");
+    auto k = std::make_unique<RegexFullMatchKernel>();
+    RE2::Options opts;
+    opts.set_log_errors(false);
+    k->re_ = std::make_unique<RE2>(node.GetString("pattern", ""), opts);
+    if (!k->re_->ok())
+      return InvalidModel(node.Describe(), ": pattern '", node.GetString("pattern", ""), "' is not a valid RE2 ",
+                          "regular expression: ", k->re_->error());
+    return std::unique_ptr<OpKernel>(std::move(k));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    ASSIGN_OR_RETURN(const Tensor* x, StringInput(ctx, 0, "X"));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kBool, x->shape()));
+    const std::string* in = x->data<std::string>();
+    bool* out = y->mutable_data<bool>();
+    for (int64_t i = 0; i < x->num_elements(); ++i) out[i] = RE2::FullMatch(in[i], *re_);
+    return Status::Ok();
+  }
+
+ private:
+  std::unique_ptr<RE2> re_;
+};
+
 }  // namespace
 
 void RegisterStringKernels(KernelRegistry& r) {
+  r.Register(UntypedFnDef("StringConcat", 20, StringConcatOp));
+  r.Register(UntypedFnDef("StringSplit", 20, StringSplitOp));
+  KernelDef re;
+  re.op_type = "RegexFullMatch";
+  re.since_version = 20;
+  re.type_input = -1;
+  re.factory = RegexFullMatchKernel::Make;
+  r.Register(re);
   KernelDef sn;
   sn.op_type = "StringNormalizer";
   sn.since_version = 10;

@@ -371,6 +371,75 @@ TEST(NewerOpsets, TypeOnlyVersionsRunAsBefore) {
   EXPECT_EQ(outs[0], outs[1]);
 }
 
+TEST(NewerOpsets, Col2ImSumsOverlappingBlocks18) {
+  // Image of 4, block of 2, stride 1: positions 0..2; image[p + k] += input[k][p].
+  auto m = ModelAt(18);
+  auto* g = m.mutable_graph();
+  AddInput(g, "X", {1, 2, 3});
+  AddInts(g, "img", {4});
+  AddInts(g, "blk", {2});
+  AddNode(g, "Col2Im", {"X", "img", "blk"}, {"Y"});
+  AddOutputOfRank(g, "Y", 3);
+  ExpectOutputs(m, {{"X", F({1, 2, 3}, {1, 2, 3, 10, 20, 30})}}, {{{1, 1, 4}, {1, 12, 23, 30}}});
+}
+
+TEST(NewerOpsets, CenterCropPadCropsAndPadsAroundTheCentre18) {
+  auto m = ModelAt(18);
+  auto* g = m.mutable_graph();
+  AddInput(g, "X", {1, 5});
+  AddInts(g, "crop", {3});
+  AddInts(g, "pad", {8});
+  SetInts(AddNode(g, "CenterCropPad", {"X", "crop"}, {"A"}), "axes", {1});
+  SetInts(AddNode(g, "CenterCropPad", {"X", "pad"}, {"B"}), "axes", {-1});
+  AddOutputOfRank(g, "A", 2);
+  AddOutputOfRank(g, "B", 2);
+  ExpectOutputs(m, {{"X", F({1, 5}, {0, 1, 2, 3, 4})}}, {{{1, 3}, {1, 2, 3}}, {{1, 8}, {0, 0, 1, 2, 3, 4, 0, 0}}});
+}
+
+TEST(NewerOpsets, AffineGridOfTheIdentity20) {
+  for (int align : {0, 1}) {
+    auto m = ModelAt(20);
+    auto* g = m.mutable_graph();
+    AddInput(g, "T", {1, 2, 3});
+    AddInts(g, "size", {1, 1, 2, 2});
+    SetInt(AddNode(g, "AffineGrid", {"T", "size"}, {"Y"}), "align_corners", align);
+    AddOutputOfRank(g, "Y", 4);
+    const float e = align ? 1.0f : 0.5f;  // pixel centres at +-0.5, or the corners at +-1
+    ExpectOutputs(m, {{"T", F({1, 2, 3}, {1, 0, 0, 0, 1, 0})}}, {{{1, 2, 2, 2}, {-e, -e, e, -e, -e, e, e, e}}});
+  }
+}
+
+TEST(NewerOpsets, StringOps20) {
+  auto m = ModelAt(20);
+  auto* g = m.mutable_graph();
+  AddInput(g, "X", {3}, TensorProto::STRING);
+  AddInput(g, "S", {1}, TensorProto::STRING);
+  auto* comma = AddNode(g, "StringSplit", {"X"}, {"P", "N"});
+  SetString(comma, "delimiter", ",");
+  SetInt(AddNode(g, "StringSplit", {"X"}, {"W", "M"}), "maxsplit", 1);
+  AddNode(g, "StringConcat", {"X", "S"}, {"C"});
+  SetString(AddNode(g, "RegexFullMatch", {"X"}, {"R"}), "pattern", "[a-z,]+");
+  for (const char* o : {"P", "W", "C"}) AddOutputOfRank(g, o, o[0] == 'C' ? 1 : 2, TensorProto::STRING);
+  AddOutputOfRank(g, "N", 1, TensorProto::INT64);
+  AddOutputOfRank(g, "M", 1, TensorProto::INT64);
+  AddOutputOfRank(g, "R", 1, TensorProto::BOOL);
+  const std::string bytes = Serialize(m);
+  auto s = Session::CreateFromBytes(bytes.data(), bytes.size(), SessionOptions{});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto out = (*s)->Run({{"X", Value(Tensor::FromVector<std::string>({"a,,b", "  x  y z ", ""}, {3}))},
+                        {"S", Value(Tensor::FromVector<std::string>({"!"}, {1}))}});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const auto& o = *out;  // P, W, C, N, M, R: the graph's output order
+  EXPECT_EQ(o[0].tensor().shape(), (Shape{3, 3}));
+  EXPECT_EQ(Data<std::string>(o[0]), (std::vector<std::string>{"a", "", "b", "  x  y z ", "", "", "", "", ""}));
+  EXPECT_EQ(Data<int64_t>(o[3]), (std::vector<int64_t>{3, 1, 0}));
+  EXPECT_EQ(Data<std::string>(o[1]), (std::vector<std::string>{"a,,b", "", "x", "y z", "", ""}));
+  EXPECT_EQ(Data<int64_t>(o[4]), (std::vector<int64_t>{1, 2, 0}));
+  EXPECT_EQ(Data<std::string>(o[2]), (std::vector<std::string>{"a,,b!", "  x  y z !", "!"}));
+  const Tensor& r = o[5].tensor();
+  EXPECT_EQ(std::vector<bool>(r.data<bool>(), r.data<bool>() + 3), (std::vector<bool>{true, false, false}));
+}
+
 // ---- refused by name
 
 TEST(NewerOpsets, OpsetAndIrVersionBeyondTheBuildAreRefused) {
@@ -392,12 +461,10 @@ TEST(NewerOpsets, NewOpsWithoutAnImplementationAreNamed) {
     int model_opset;
     int since;
   };
-  for (const NewOp& c : std::vector<NewOp>{{"Col2Im", 18, 18},
-                                           {"CenterCropPad", 18, 18},
-                                           {"DeformConv", 19, 19},
+  for (const NewOp& c : std::vector<NewOp>{{"DeformConv", 19, 19},
                                            {"DeformConv", 22, 19},  // also listed in 22's changes
-                                           {"AffineGrid", 20, 20},
-                                           {"StringSplit", 21, 20}}) {
+                                           {"ImageDecoder", 20, 20},
+                                           {"ImageDecoder", 21, 20}}) {
     auto m = ModelAt(c.model_opset);
     auto* g = m.mutable_graph();
     AddInput(g, "X", {2});
@@ -411,18 +478,18 @@ TEST(NewerOpsets, NewOpsWithoutAnImplementationAreNamed) {
 }
 
 TEST(NewerOpsets, SubgraphAndFunctionNodesAreCheckedToo) {
-  auto m = ModelAt(18);
+  auto m = ModelAt(19);
   auto* g = m.mutable_graph();
   AddInput(g, "C", {}, TensorProto::BOOL);
   AddInput(g, "X", {2});
   auto* iff = AddNode(g, "If", {"C"}, {"Y"});
   for (const char* branch : {"then_branch", "else_branch"}) {
     auto* b = AddGraphAttr(iff, branch);
-    AddNode(b, "Col2Im", {"X"}, {"o"}, std::string(branch) + "_col2im");
+    AddNode(b, "DeformConv", {"X"}, {"o"}, std::string(branch) + "_deform");
     AddOutput(b, "o", {2});
   }
   AddOutput(g, "Y", {2});
-  ExpectError(Load(m), StatusCode::kUnsupported, "node 'then_branch_col2im' (Col2Im): Col2Im is new");
+  ExpectError(Load(m), StatusCode::kUnsupported, "node 'then_branch_deform' (DeformConv): DeformConv is new");
 
   auto f = ModelAt(18);
   auto* fg = f.mutable_graph();
@@ -436,11 +503,12 @@ TEST(NewerOpsets, SubgraphAndFunctionNodesAreCheckedToo) {
   imp->set_domain("");
   imp->set_version(20);
   auto* inner = fn->add_node();
-  inner->set_op_type("AffineGrid");
+  inner->set_op_type("ImageDecoder");
   inner->set_name("inside");
   inner->add_input("x");
   inner->add_output("y");
-  ExpectError(Load(f), StatusCode::kUnsupported, "function 'Wrap' node 'inside' (AffineGrid): AffineGrid is new");
+  ExpectError(Load(f), StatusCode::kUnsupported,
+              "function 'Wrap' node 'inside' (ImageDecoder): ImageDecoder is new in ai.onnx opset 20");
 }
 
 TEST(NewerOpsets, ResizeRefusesAttributesItCannotMean) {
@@ -540,6 +608,58 @@ TEST(NewerOpsets, NewAttributesWithBadValuesAreNamed) {
     for (const char* o : {"A", "B", "C"}) AddOutputOfRank(g, o, 1);
     ExpectError(LoadAndRun(m, {{"X", F({6}, std::vector<float>(6, 1.0f))}}), StatusCode::kInvalidModel,
                 "num_outputs 2 but the node has 3 outputs");
+  }
+  {  // Col2Im: L is not the number of block positions
+    auto m = ModelAt(18);
+    auto* g = m.mutable_graph();
+    AddInput(g, "X", {1, 2, 5});
+    AddInts(g, "img", {4});
+    AddInts(g, "blk", {2});
+    AddNode(g, "Col2Im", {"X", "img", "blk"}, {"Y"});
+    AddOutputOfRank(g, "Y", 3);
+    ExpectError(LoadAndRun(m, {{"X", F({1, 2, 5}, std::vector<float>(10, 1.0f))}}), StatusCode::kInvalidArgument,
+                "input dim 2 (5) must be the number of block positions, 3");
+  }
+  {  // AffineGrid: theta for 3-D with a 2-D size
+    auto m = ModelAt(20);
+    auto* g = m.mutable_graph();
+    AddInput(g, "T", {1, 3, 4});
+    AddInts(g, "size", {1, 1, 2, 2});
+    AddNode(g, "AffineGrid", {"T", "size"}, {"Y"});
+    AddOutputOfRank(g, "Y", 4);
+    ExpectError(LoadAndRun(m, {{"T", F({1, 3, 4}, std::vector<float>(12, 0.0f))}}), StatusCode::kInvalidArgument,
+                "theta must be [N, 2, 3] with N = size[0] = 1, got [1,3,4]");
+  }
+  {  // CenterCropPad: a negative length
+    auto m = ModelAt(18);
+    auto* g = m.mutable_graph();
+    AddInput(g, "X", {2, 2});
+    AddInts(g, "shape", {2, -1});
+    AddNode(g, "CenterCropPad", {"X", "shape"}, {"Y"});
+    AddOutputOfRank(g, "Y", 2);
+    ExpectError(LoadAndRun(m, {{"X", F({2, 2}, {1, 2, 3, 4})}}), StatusCode::kInvalidArgument,
+                "shape[1] = -1 is negative");
+  }
+  {  // RegexFullMatch: not an RE2 pattern
+    auto m = ModelAt(20);
+    auto* g = m.mutable_graph();
+    AddInput(g, "X", {1}, TensorProto::STRING);
+    SetString(AddNode(g, "RegexFullMatch", {"X"}, {"Y"}), "pattern", "(unclosed");
+    AddOutputOfRank(g, "Y", 1, TensorProto::BOOL);
+    ExpectError(LoadAndRun(m, {{"X", Value(Tensor::FromVector<std::string>({"a"}, {1}))}}), StatusCode::kInvalidModel,
+                "pattern '(unclosed' is not a valid RE2 regular expression");
+  }
+  {  // StringConcat: shapes that do not broadcast
+    auto m = ModelAt(20);
+    auto* g = m.mutable_graph();
+    AddInput(g, "A", {2}, TensorProto::STRING);
+    AddInput(g, "B", {3}, TensorProto::STRING);
+    AddNode(g, "StringConcat", {"A", "B"}, {"Y"});
+    AddOutputOfRank(g, "Y", 1, TensorProto::STRING);
+    const Status st = LoadAndRun(m, {{"A", Value(Tensor::FromVector<std::string>({"a", "b"}, {2}))},
+                                     {"B", Value(Tensor::FromVector<std::string>({"c", "d", "e"}, {3}))}});
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("StringConcat"), std::string::npos) << st.ToString();
   }
   {  // DFT's axis input out of range
     auto m = ModelAt(20);
