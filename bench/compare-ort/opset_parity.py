@@ -331,6 +331,24 @@ def quantize_per_axis_19():
                 [helper.make_tensor("s", T.FLOAT, [3], [0.02, 0.05, 0.1]), helper.make_tensor("z", T.INT8, [3], [0, -3, 5])])
 
 
+@case
+def deform_conv_v2_groups():
+    r = rng("dcv2")
+    n, c, h, w, oc, k = 2, 4, 7, 8, 6, 3
+    return one("deform_conv_v2_groups", 19, "DeformConv",
+               {"X": f32(r, n, c, h, w), "W": f32(r, oc, c // 2, k, k), "O": f32(r, n, 2 * 2 * k * k, 7, 4) * 1.5,
+                "B": f32(r, oc), "M": np.abs(f32(r, n, 2 * k * k, 7, 4))},
+               group=2, offset_group=2, pads=[1, 1, 1, 1], strides=[1, 2])
+
+
+@case
+def deform_conv_v1_dilated_22():
+    r = rng("dcv1")
+    return one("deform_conv_v1_dilated_22", 22, "DeformConv",
+               {"X": f32(r, 1, 3, 9, 9), "W": f32(r, 2, 3, 2, 3), "O": f32(r, 1, 2 * 6, 7, 5) * 3},
+               dilations=[2, 2], kernel_shape=[2, 3])
+
+
 # ---------------------------------------------------------------- opset 20
 
 @case

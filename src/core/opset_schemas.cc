@@ -356,6 +356,26 @@ OpSchema StringConcatSchema() {
   return s;
 }
 
+OpSchema DeformConvSchema() {
+  OpSchema s = NewSchema("DeformConv", 19);
+  s.Attr("dilations", "dilation per spatial axis", onnx::AttributeProto::INTS, false)
+      .Attr("group", "groups of input and output channels", onnx::AttributeProto::INT, static_cast<int64_t>(1))
+      .Attr("kernel_shape", "the kernel's spatial shape (default: W's)", onnx::AttributeProto::INTS, false)
+      .Attr("offset_group", "groups of input channels sharing offsets", onnx::AttributeProto::INT,
+            static_cast<int64_t>(1))
+      .Attr("pads", "padding at the start and end of each spatial axis", onnx::AttributeProto::INTS, false)
+      .Attr("strides", "stride per spatial axis", onnx::AttributeProto::INTS, false)
+      .Input(0, "X", "[N, C, H, W]", "T")
+      .Input(1, "W", "[oC, C / group, kH, kW]", "T")
+      .Input(2, "offset", "[N, offset_group * kH * kW * 2, oH, oW]", "T")
+      .Input(3, "B", "[oC]", "T", OpSchema::Optional)
+      .Input(4, "mask", "[N, offset_group * kH * kW, oH, oW]", "T", OpSchema::Optional)
+      .Output(0, "Y", "[N, oC, oH, oW]", "T")
+      .TypeConstraint("T", {"tensor(float16)", "tensor(float)", "tensor(double)"}, "float tensors")
+      .TypeAndShapeInferenceFunction([](InferenceContext& ctx) { TypeAndRankPlus(ctx, 0); });
+  return s;
+}
+
 OpSchema StringSplitSchema() {
   OpSchema s = NewSchema("StringSplit", 20);
   s.Attr("delimiter", "the separator (absent or empty: runs of whitespace)", onnx::AttributeProto::STRING, false)
@@ -631,6 +651,7 @@ std::vector<Entry> Entries() {
   derived("Cast", 19, WithSaturate);
   derived("CastLike", 19, WithSaturate);
   derived("QuantizeLinear", 19, WithSaturate);
+  fresh("DeformConv", 19, DeformConvSchema);
   for (const char* op : {"Equal", "Constant", "DequantizeLinear", "Identity", "If", "Loop", "Pad", "Resize", "Reshape",
                          "Scan", "Shape", "Size"})
     derived(op, 19, Plain);
@@ -651,11 +672,7 @@ std::vector<Entry> Entries() {
                          "QLinearMatMul", "Reshape", "Scan", "Shape", "Size", "Squeeze", "Transpose", "Unsqueeze"})
     derived(op, 21, Plain);
   // 22: bfloat16 added to these ops' types (not a strata change: see the file comment).
-  for (const char* op : OpsetChanges().at(22)) {
-    const std::string name = op;
-    if (name == "DeformConv") continue;  // not implemented
-    derived(op, 22, Plain);
-  }
+  for (const char* op : OpsetChanges().at(22)) derived(op, 22, Plain);
   return e;
 }
 

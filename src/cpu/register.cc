@@ -48,6 +48,7 @@ void RegisterAllCpuKernels(KernelRegistry& r) {
   RegisterRandomKernels(r);
   RegisterMiscKernels(r);
   RegisterSpatialKernels(r);
+  RegisterDeformConvKernels(r);
   RegisterQuantWeightKernels(r);
   RegisterFusedMatMulKernels(r);
   RegisterDynQuantMatMulKernels(r);

@@ -28,6 +28,7 @@ void RegisterSignalKernels(KernelRegistry& r);       // cpu/signal.cc: DFT, STFT
 void RegisterRandomKernels(KernelRegistry& r);       // cpu/random.cc: Random*, Bernoulli, Multinomial
 void RegisterMiscKernels(KernelRegistry& r);         // cpu/misc_ops.cc: Det, GridSample
 void RegisterSpatialKernels(KernelRegistry& r);      // cpu/spatial_ops.cc: Col2Im, CenterCropPad, AffineGrid
+void RegisterDeformConvKernels(KernelRegistry& r);   // cpu/deform_conv.cc: DeformConv
 void RegisterQuantWeightKernels(KernelRegistry& r);  // cpu/matmul_nbits.cc: com.microsoft MatMulNBits
 // ai.onnx.ml (classical ML: scikit-learn, XGBoost, LightGBM exports)
 void RegisterMlTreeKernels(KernelRegistry& r);  // cpu/ml_tree.cc: TreeEnsembleClassifier/Regressor

@@ -440,6 +440,21 @@ TEST(NewerOpsets, StringOps20) {
   EXPECT_EQ(std::vector<bool>(r.data<bool>(), r.data<bool>() + 3), (std::vector<bool>{true, false, false}));
 }
 
+TEST(NewerOpsets, DeformConvSamplesAtTheOffsets19) {
+  // A 1x1 kernel of weight 1 over [[1, 2], [3, 4]], every tap moved down half a pixel: row 0
+  // reads halfway to row 1, row 1 halfway to a zero row below the image; the mask halves the
+  // first position: [0.5 * 2, 3, 1.5, 2].
+  auto m = ModelAt(19);
+  auto* g = m.mutable_graph();
+  AddInput(g, "X", {1, 1, 2, 2});
+  AddFloats(g, "W", {1, 1, 1, 1}, {1});
+  AddFloats(g, "off", {1, 2, 2, 2}, {0.5f, 0.5f, 0.5f, 0.5f, 0, 0, 0, 0});  // dy for 4 positions, then dx
+  AddFloats(g, "mask", {1, 1, 2, 2}, {0.5f, 1, 1, 1});
+  AddNode(g, "DeformConv", {"X", "W", "off", "", "mask"}, {"Y"});
+  AddOutputOfRank(g, "Y", 4);
+  ExpectOutputs(m, {{"X", F({1, 1, 2, 2}, {1, 2, 3, 4})}}, {{{1, 1, 2, 2}, {1, 3, 1.5f, 2}}});
+}
+
 // ---- refused by name
 
 TEST(NewerOpsets, OpsetAndIrVersionBeyondTheBuildAreRefused) {
@@ -456,40 +471,31 @@ TEST(NewerOpsets, OpsetAndIrVersionBeyondTheBuildAreRefused) {
 }
 
 TEST(NewerOpsets, NewOpsWithoutAnImplementationAreNamed) {
-  struct NewOp {
-    const char* op;
-    int model_opset;
-    int since;
-  };
-  for (const NewOp& c : std::vector<NewOp>{{"DeformConv", 19, 19},
-                                           {"DeformConv", 22, 19},  // also listed in 22's changes
-                                           {"ImageDecoder", 20, 20},
-                                           {"ImageDecoder", 21, 20}}) {
-    auto m = ModelAt(c.model_opset);
+  for (int opset : {20, 22}) {
+    auto m = ModelAt(opset);
     auto* g = m.mutable_graph();
-    AddInput(g, "X", {2});
-    AddNode(g, c.op, {"X"}, {"Y"}, "the_node");
-    AddOutput(g, "Y", {2});
-    const std::string op = c.op;
+    AddInput(g, "X", {2}, TensorProto::UINT8);
+    AddNode(g, "ImageDecoder", {"X"}, {"Y"}, "the_node");
+    AddOutput(g, "Y", {2}, TensorProto::UINT8);
     ExpectError(Load(m), StatusCode::kUnsupported,
-                "node 'the_node' (" + op + "): " + op + " is new in ai.onnx opset " + std::to_string(c.since) +
-                    " and this build does not implement it");
+                "node 'the_node' (ImageDecoder): ImageDecoder is new in ai.onnx opset 20 and this build does not "
+                "implement it");
   }
 }
 
 TEST(NewerOpsets, SubgraphAndFunctionNodesAreCheckedToo) {
-  auto m = ModelAt(19);
+  auto m = ModelAt(20);
   auto* g = m.mutable_graph();
   AddInput(g, "C", {}, TensorProto::BOOL);
   AddInput(g, "X", {2});
   auto* iff = AddNode(g, "If", {"C"}, {"Y"});
   for (const char* branch : {"then_branch", "else_branch"}) {
     auto* b = AddGraphAttr(iff, branch);
-    AddNode(b, "DeformConv", {"X"}, {"o"}, std::string(branch) + "_deform");
+    AddNode(b, "ImageDecoder", {"X"}, {"o"}, std::string(branch) + "_decoder");
     AddOutput(b, "o", {2});
   }
   AddOutput(g, "Y", {2});
-  ExpectError(Load(m), StatusCode::kUnsupported, "node 'then_branch_deform' (DeformConv): DeformConv is new");
+  ExpectError(Load(m), StatusCode::kUnsupported, "node 'then_branch_decoder' (ImageDecoder): ImageDecoder is new");
 
   auto f = ModelAt(18);
   auto* fg = f.mutable_graph();
@@ -608,6 +614,25 @@ TEST(NewerOpsets, NewAttributesWithBadValuesAreNamed) {
     for (const char* o : {"A", "B", "C"}) AddOutputOfRank(g, o, 1);
     ExpectError(LoadAndRun(m, {{"X", F({6}, std::vector<float>(6, 1.0f))}}), StatusCode::kInvalidModel,
                 "num_outputs 2 but the node has 3 outputs");
+  }
+  {  // DeformConv: offsets of the wrong shape, and 3-D input
+    for (bool three_d : {false, true}) {
+      auto m = ModelAt(19);
+      auto* g = m.mutable_graph();
+      AddInput(g, "X", {1, 1, 4, 4});
+      AddFloats(g, "W", {1, 1, 2, 2}, {1, 1, 1, 1});
+      if (three_d) {
+        g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(1);
+        g->mutable_initializer(0)->add_dims(1);
+      }
+      AddFloats(g, "off", {1, 4, 3, 3}, std::vector<float>(36, 0.0f));  // needs 2 * 4 = 8 channels
+      AddNode(g, "DeformConv", {"X", "W", "off"}, {"Y"});
+      AddOutputOfRank(g, "Y", three_d ? 5 : 4);
+      const Shape xs = three_d ? Shape{1, 1, 4, 4, 1} : Shape{1, 1, 4, 4};
+      ExpectError(LoadAndRun(m, {{"X", F(xs, std::vector<float>(16, 1.0f))}}),
+                  three_d ? StatusCode::kUnsupported : StatusCode::kInvalidArgument,
+                  three_d ? "only 2-D DeformConv is implemented" : "offset must be [1,8,3,3], got [1,4,3,3]");
+    }
   }
   {  // Col2Im: L is not the number of block positions
     auto m = ModelAt(18);
