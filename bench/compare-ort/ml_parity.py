@@ -35,10 +35,12 @@ sys.path.insert(0, os.path.join(ROOT, "build", "release", "lib", "python3", "dis
 import ml_models  # noqa: E402
 import strata  # noqa: E402
 
-NP_TYPES = {np.float32: "float32", np.float64: "float64", np.int64: "int64", np.int32: "int32", np.bool_: "bool"}
+NP_TYPES = {np.float32: "float32", np.float64: "float64", np.int64: "int64", np.int32: "int32", np.bool_: "bool",
+            np.uint8: "uint8", np.int8: "int8"}
 
 
 def run_ort(model_path, feeds, work, threads=1):
+    """Runs the model once in ONNX Runtime (ort_run.js): {name: array}, or its error message."""
     req = {"model": model_path, "threads": threads, "feeds": {}}
     for k, v in feeds.items():
         if v.dtype.kind in "OUS":
@@ -59,8 +61,7 @@ def run_ort(model_path, feeds, work, threads=1):
         if spec["type"] == "string":
             out[k] = np.array(spec["data"], dtype=object).reshape(spec["dims"])
         else:
-            dt = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32,
-                  "bool": np.bool_}[spec["type"]]
+            dt = {v: k for k, v in NP_TYPES.items()}[spec["type"]]
             out[k] = np.frombuffer(base64.b64decode(spec["data"]), dtype=dt).reshape(spec["dims"])
     return out
 

@@ -19,10 +19,7 @@ Needs the release build and bench/ort (bash bench/compare-ort/run.sh --quick ins
 Exit status 1 when a case differs.
 """
 import argparse
-import base64
-import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -32,14 +29,13 @@ from onnx import helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "build", "release", "lib", "python3", "dist-packages"))
 
 import strata  # noqa: E402
+from ml_parity import run_ort  # noqa: E402  (onnxruntime-node through ort_run.js)
 
 IR_FOR_OPSET = {18: 8, 19: 9, 20: 9, 21: 10, 22: 10}
-NP_TO_ORT = {np.object_: "string", np.float32: "float32", np.float64: "float64", np.int64: "int64", np.int32: "int32", np.bool_: "bool",
-             np.uint8: "uint8", np.int8: "int8"}
-ORT_TO_NP = {v: k for k, v in NP_TO_ORT.items()}
 ONNX_OF = {np.object_: T.STRING, np.float32: T.FLOAT, np.float64: T.DOUBLE, np.int64: T.INT64, np.int32: T.INT32, np.bool_: T.BOOL,
            np.uint8: T.UINT8, np.int8: T.INT8}
 
@@ -502,27 +498,6 @@ def lstm_22():
 
 
 # ---------------------------------------------------------------- runner
-
-def run_ort(path, feeds, work):
-    req = {"model": path, "threads": 1, "feeds": {}}
-    for k, v in feeds.items():
-        if v.dtype == object:
-            req["feeds"][k] = {"type": "string", "dims": list(v.shape), "data": [str(e) for e in v.reshape(-1)]}
-            continue
-        req["feeds"][k] = {"type": NP_TO_ORT[v.dtype.type], "dims": list(v.shape),
-                           "data": base64.b64encode(np.ascontiguousarray(v).tobytes()).decode()}
-    rq, rs = os.path.join(work, "ort_request.json"), os.path.join(work, "ort_response.json")
-    with open(rq, "w") as f:
-        json.dump(req, f)
-    subprocess.run(["node", os.path.join(HERE, "ort_run.js"), rq, rs], check=True)
-    with open(rs) as f:
-        res = json.load(f)
-    if "error" in res:
-        return res["error"]
-    return {k: np.array(s["data"], dtype=object).reshape(s["dims"]) if s["type"] == "string" else
-            np.frombuffer(base64.b64decode(s["data"]), dtype=ORT_TO_NP[s["type"]]).reshape(s["dims"])
-            for k, s in res.items()}
-
 
 def compare(a, b):
     if a.shape != b.shape:

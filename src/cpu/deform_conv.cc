@@ -12,20 +12,12 @@
 
 #include "core/kernel.h"
 #include "core/kernel_stop.h"
+#include "cpu/float_double.h"
 #include "cpu/fn_kernel_def.h"
 #include "cpu/register.h"
 
 namespace strata {
 namespace {
-
-template <typename T>
-double AsD(T v) {
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else {
-    return static_cast<double>(static_cast<float>(v));
-  }
-}
 
 // Bilinear sample of plane x [h, w] at (y, xx): corners outside the image count as zero, and
 // a point a whole pixel or more outside is zero.
@@ -37,7 +29,7 @@ double Sample(const T* x, int64_t h, int64_t w, double y, double xx) {
   const double ly = y - fy, lx = xx - fx;
   double v = 0;
   auto at = [&](int64_t r, int64_t c, double wgt) {
-    if (r >= 0 && r < h && c >= 0 && c < w && wgt != 0) v += wgt * AsD(x[r * w + c]);
+    if (r >= 0 && r < h && c >= 0 && c < w && wgt != 0) v += wgt * AsDouble(x[r * w + c]);
   };
   at(y0, x0, (1 - ly) * (1 - lx));
   at(y0, x0 + 1, (1 - ly) * lx);
@@ -134,30 +126,24 @@ Status DeformConvOp(KernelContext& ctx) {
           for (int64_t i = 0; i < oh; ++i)
             for (int64_t j = 0; j < ow; ++j) {
               const int64_t p = i * ow + j;
-              const double yy = static_cast<double>(i * strides[0] - pads[0] + ki * dil[0]) + AsD(dy[p]);
-              const double xx = static_cast<double>(j * strides[1] - pads[1] + kj * dil[1]) + AsD(dx[p]);
-              col[p] = static_cast<Col>(Sample(xp, h, wd, yy, xx) * (mk ? AsD(mk[p]) : 1.0));
+              const double yy = static_cast<double>(i * strides[0] - pads[0] + ki * dil[0]) + AsDouble(dy[p]);
+              const double xx = static_cast<double>(j * strides[1] - pads[1] + kj * dil[1]) + AsDouble(dx[p]);
+              col[p] = static_cast<Col>(Sample(xp, h, wd, yy, xx) * (mk ? AsDouble(mk[p]) : 1.0));
             }
         }
         if (!stop.Continue(pending, taps * plane * 8)) return;
       }
       for (int64_t o = 0; o < oc; ++o) {
         const int64_t g = o / ocg;
-        std::vector<double> acc(static_cast<size_t>(plane), bias ? AsD(bias->data<T>()[o]) : 0.0);
+        std::vector<double> acc(static_cast<size_t>(plane), bias ? AsDouble(bias->data<T>()[o]) : 0.0);
         for (int64_t ci = 0; ci < cg; ++ci)
           for (int64_t k = 0; k < taps; ++k) {
-            const double wv = AsD(pw[(o * cg + ci) * taps + k]);
+            const double wv = AsDouble(pw[(o * cg + ci) * taps + k]);
             const Col* col = cols.data() + ((g * cg + ci) * taps + k) * plane;
             for (int64_t p = 0; p < plane; ++p) acc[p] += wv * col[p];
           }
         T* out = py + (b * oc + o) * plane;
-        for (int64_t p = 0; p < plane; ++p) {
-          if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
-            out[p] = static_cast<T>(acc[p]);
-          } else {
-            out[p] = T(static_cast<float>(acc[p]));
-          }
-        }
+        for (int64_t p = 0; p < plane; ++p) out[p] = FromDouble<T>(acc[p]);
         if (!stop.Continue(pending, cg * taps * plane)) return;
       }
     }

@@ -8,28 +8,11 @@
 
 #include "core/kernel.h"
 #include "core/kernel_stop.h"
+#include "cpu/float_double.h"
 #include "cpu/register.h"
 
 namespace strata {
 namespace {
-
-template <typename T>
-double ToD(T v) {
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else {
-    return static_cast<double>(static_cast<float>(v));
-  }
-}
-
-template <typename T>
-T FromD(double v) {
-  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
-    return static_cast<T>(v);
-  } else {
-    return T(static_cast<float>(v));
-  }
-}
 
 // Determinant of the trailing [M, M] matrices by LU decomposition with partial pivoting
 // in double precision; a zero pivot column gives 0.
@@ -56,7 +39,7 @@ Status DetOp(KernelContext& ctx) {
       const T* src = x->data<T>();
       T* dst = y->mutable_data<T>();
       for (int64_t b = 0; b < batch; ++b) {
-        for (int64_t i = 0; i < m * m; ++i) a[i] = ToD(src[b * m * m + i]);
+        for (int64_t i = 0; i < m * m; ++i) a[i] = AsDouble(src[b * m * m + i]);
         double det = 1;
         for (int64_t k = 0; k < m && det != 0; ++k) {
           if (!stop.Continue(pending, (m - k) * (m - k))) return;
@@ -77,7 +60,7 @@ Status DetOp(KernelContext& ctx) {
             for (int64_t j = k + 1; j < m; ++j) a[i * m + j] -= f * a[k * m + j];
           }
         }
-        dst[b] = FromD<T>(det);
+        dst[b] = FromDouble<T>(det);
       }
     }
   });
@@ -144,14 +127,14 @@ class GridSampleKernel final : public OpKernel {
   template <typename T>
   void Run(const T* x, const T* grid, T* y, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho, int64_t Wo) const {
     auto at = [&](const T* plane, int64_t iy, int64_t ix) -> double {
-      return (iy >= 0 && iy < H && ix >= 0 && ix < W) ? ToD(plane[iy * W + ix]) : 0.0;
+      return (iy >= 0 && iy < H && ix >= 0 && ix < W) ? AsDouble(plane[iy * W + ix]) : 0.0;
     };
     for (int64_t n = 0; n < N; ++n) {
       for (int64_t oh = 0; oh < Ho; ++oh) {
         for (int64_t ow = 0; ow < Wo; ++ow) {
           const T* g = grid + ((n * Ho + oh) * Wo + ow) * 2;
           // Bounding keeps integer conversions defined; anything that far out samples padding.
-          const double ux = Bound(Unnormalize(ToD(g[0]), W)), uy = Bound(Unnormalize(ToD(g[1]), H));
+          const double ux = Bound(Unnormalize(AsDouble(g[0]), W)), uy = Bound(Unnormalize(AsDouble(g[1]), H));
           for (int64_t c = 0; c < C; ++c) {
             const T* plane = x + (n * C + c) * H * W;
             double v = 0;
@@ -180,7 +163,7 @@ class GridSampleKernel final : public OpKernel {
                     ly * ((1 - lx) * at(plane, iy + 1, ix) + lx * at(plane, iy + 1, ix + 1));
               }
             }
-            y[((n * C + c) * Ho + oh) * Wo + ow] = FromD<T>(v);
+            y[((n * C + c) * Ho + oh) * Wo + ow] = FromDouble<T>(v);
           }
         }
       }
@@ -311,7 +294,7 @@ Status LossOp(KernelContext& ctx, bool softmax) {
   std::vector<double> v(static_cast<size_t>(x->num_elements()));
   DispatchNumeric(x->dtype(), [&]<typename T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Float16>)
-      for (size_t i = 0; i < v.size(); ++i) v[i] = ToD(x->data<T>()[i]);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = AsDouble(x->data<T>()[i]);
   });
   if (softmax) {  // log-softmax over axis 1, max-subtracted for stability
     for (int64_t n = 0; n < N; ++n)
@@ -330,7 +313,7 @@ Status LossOp(KernelContext& ctx, bool softmax) {
     ASSIGN_OR_RETURN(Tensor * lp, ctx.AllocateOutput(1, x->dtype(), x->shape()));
     DispatchNumeric(x->dtype(), [&]<typename T>() {
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Float16>)
-        for (size_t i = 0; i < v.size(); ++i) lp->mutable_data<T>()[i] = FromD<T>(v[i]);
+        for (size_t i = 0; i < v.size(); ++i) lp->mutable_data<T>()[i] = FromDouble<T>(v[i]);
     });
   }
   return Status::Ok();

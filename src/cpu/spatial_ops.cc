@@ -11,6 +11,7 @@
 
 #include "core/kernel.h"
 #include "core/kernel_stop.h"
+#include "cpu/float_double.h"
 #include "cpu/fn_kernel_def.h"
 #include "cpu/register.h"
 #include "cpu/tensor_kernels.h"
@@ -27,24 +28,6 @@ Result<int64_t> CheckedMul(int64_t a, int64_t b, const Node& node, const char* w
   if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r))
     return InvalidArgument(node.Describe(), ": ", what, " overflows");
   return r;
-}
-
-// Values in double whatever the float type (float16 and bfloat16 through float).
-template <typename T>
-double AsD(T v) {
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else {
-    return static_cast<double>(static_cast<float>(v));
-  }
-}
-template <typename T>
-T FromD(double v) {
-  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
-    return static_cast<T>(v);
-  } else {
-    return T(static_cast<float>(v));
-  }
 }
 
 Result<std::vector<int64_t>> IntsAttr(const Node& node, const char* name, size_t n, int64_t dflt) {
@@ -128,11 +111,11 @@ Status Col2ImOp(KernelContext& ctx) {
             inside = p >= 0 && p < image[d];
             off = off * image[d] + p;
           }
-          if (inside) acc[static_cast<size_t>(off)] += AsD(row[l]);
+          if (inside) acc[static_cast<size_t>(off)] += AsDouble(row[l]);
         }
         if (!stop.Continue(pending, positions * static_cast<int64_t>(nd + 1))) return;
       }
-      for (int64_t i = 0; i < image_size; ++i) out[nc * image_size + i] = FromD<T>(acc[i]);
+      for (int64_t i = 0; i < image_size; ++i) out[nc * image_size + i] = FromDouble<T>(acc[i]);
     }
   });
   if (!ok) return Unsupported(node.Describe(), ": Col2Im does not support dtype ", DataTypeName(x->dtype()));
@@ -239,8 +222,8 @@ Status AffineGridOp(KernelContext& ctx) {
             const double p[4] = {base(w, W), base(h, H), sd == 3 ? base(z, D) : 1.0, 1.0};
             for (int64_t r = 0; r < sd; ++r) {
               double v = 0;
-              for (int64_t k = 0; k <= sd; ++k) v += AsD(m[r * (sd + 1) + k]) * p[k];
-              out[o++] = FromD<T>(v);
+              for (int64_t k = 0; k <= sd; ++k) v += AsDouble(m[r * (sd + 1) + k]) * p[k];
+              out[o++] = FromDouble<T>(v);
             }
           }
     }
