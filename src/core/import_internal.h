@@ -147,6 +147,8 @@ Status InferShapesGuarded(onnx::ModelProto* proto, const onnx::ShapeInferenceOpt
 Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& ctx, const InlineRange* range = nullptr);
 // TypeProto -> TypeInfo (kUnknown for unset and sparse types).
 TypeInfo ConvertType(const onnx::TypeProto& tp);
+// Whether an ONNX TensorProto data type number is one strata has a tensor type for (1-16).
+bool KnownDataType(int32_t t);
 // TypeInfo of an initializer from its dtype and dims.
 TypeInfo TensorTypeInfo(const onnx::TensorProto& tp);
 // Reads a whole file; errors name it.

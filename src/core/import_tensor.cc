@@ -235,8 +235,6 @@ Status CopyField(const Field& field, int64_t count, const std::string& field_nam
   return Status::Ok();
 }
 
-bool KnownDataType(int32_t t) { return t >= 1 && t <= 16; }
-
 // Any non-zero byte is true; a bool holding 2 would be UB.
 void NormalizeBools(Tensor* t) {
   auto* p = static_cast<uint8_t*>(t->raw_mutable_data());
@@ -359,6 +357,8 @@ Result<Tensor> ConvertTensor(const onnx::TensorProto& tp, const TensorContext& c
   RETURN_IF_ERROR(st);
   return t;
 }
+
+bool KnownDataType(int32_t t) { return t >= 1 && t <= 16; }
 
 namespace {
 

@@ -118,6 +118,26 @@ int Converter::Resolve(const std::string& name, Graph* graph, std::vector<char>*
   return idx;
 }
 
+// An element type this build has no tensor type for (IR 9-10's float8, uint4 and int4, or a
+// number no ONNX release defines) in a graph input's or output's declared type, named.
+Status CheckElemType(const onnx::TypeProto& tp, const std::string& what) {
+  int32_t elem = 0;
+  if (tp.has_tensor_type()) {
+    elem = tp.tensor_type().elem_type();
+  } else if (tp.has_sequence_type()) {
+    return CheckElemType(tp.sequence_type().elem_type(), what);
+  } else if (tp.has_optional_type()) {
+    return CheckElemType(tp.optional_type().elem_type(), what);
+  } else if (tp.has_map_type()) {
+    return CheckElemType(tp.map_type().value_type(), what);
+  }
+  if (elem == 0 || import::KnownDataType(elem)) return Status::Ok();
+  static const char* const kNewer[] = {"FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
+                                       "UINT4",        "INT4",           "FLOAT4E2M1"};
+  const std::string name = elem >= 17 && elem <= 23 ? kNewer[elem - 17] : "an unknown type";
+  return Unsupported(what, " has element type ", name, " (", elem, "), which strata has no tensor type for");
+}
+
 Status Converter::ConvertGraph(const onnx::GraphProto& g, const OpsetMap* opsets, int depth, Graph* graph,
                                std::vector<std::string>* outer_reads) {
   if (depth > max_depth_)
@@ -136,6 +156,7 @@ Status Converter::ConvertGraph(const onnx::GraphProto& g, const OpsetMap* opsets
   for (const auto& in : g.input()) {
     int idx = graph->AddValue(in.name());
     define(idx);
+    RETURN_IF_ERROR(CheckElemType(in.type(), "graph input '" + in.name() + "'"));
     if (in.has_type()) graph->values[idx].type = import::ConvertType(in.type());
     // IR < 4 listed every initializer as an input; only IR >= 4 means "overridable default".
     if (init_names.count(in.name()) && ir_version_ < 4) continue;
@@ -166,6 +187,7 @@ Status Converter::ConvertGraph(const onnx::GraphProto& g, const OpsetMap* opsets
   }
 
   for (const auto& out : g.output()) {
+    RETURN_IF_ERROR(CheckElemType(out.type(), "graph output '" + out.name() + "'"));
     int idx = Resolve(out.name(), graph, &defined, outer_reads);
     if (out.has_type()) {
       TypeInfo declared = import::ConvertType(out.type());

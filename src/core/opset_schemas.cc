@@ -159,7 +159,8 @@ void SameAsInput(InferenceContext& ctx) {
 }
 
 // A new schema from the previous version `base`: same inputs, outputs, attributes, types,
-// inference, data propagation and function body, then `edit` adds what the new version adds.
+// inference and data propagation (and function body, for a type bump), then `edit` adds what
+// the new version adds.
 struct Derivation {
   std::vector<std::string> drop_attrs;
   std::vector<std::pair<std::string, std::string>> add_inputs;  // name, type string (optional inputs)
@@ -201,7 +202,9 @@ OpSchema Derive(const OpSchema& base, int since, const Derivation& d) {
   if (d.infer) infer = d.infer(infer);
   if (infer) s.TypeAndShapeInferenceFunction(infer);
   if (base.GetDataPropagationFunction()) s.PartialDataPropagationFunction(base.GetDataPropagationFunction());
-  if (base.HasFunction() && base.GetFunction() != nullptr) {
+  // A function body still means the same only when the signature is unchanged (a type bump).
+  const bool same_signature = d.drop_attrs.empty() && d.add_inputs.empty() && d.optional_inputs.empty() && !d.edit;
+  if (same_signature && base.HasFunction() && base.GetFunction() != nullptr) {
     const onnx::FunctionProto& f = *base.GetFunction();
     std::vector<onnx::NodeProto> nodes(f.node().begin(), f.node().end());
     std::vector<onnx::OperatorSetIdProto> opsets(f.opset_import().begin(), f.opset_import().end());

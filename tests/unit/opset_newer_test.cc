@@ -470,6 +470,27 @@ TEST(NewerOpsets, OpsetAndIrVersionBeyondTheBuildAreRefused) {
   ExpectError(Load(m), StatusCode::kInvalidModel, "ir_version 11 is newer than this build reads (up to 10)");
 }
 
+TEST(NewerOpsets, Float8AndInt4TensorsAreNamed) {
+  // IR 9-10 element types strata has no tensor type for, as a graph input or output.
+  for (const auto& [elem, name] : std::vector<std::pair<int, std::string>>{{17, "FLOAT8E4M3FN"}, {22, "INT4"}}) {
+    auto m = ModelAt(21);
+    auto* g = m.mutable_graph();
+    AddInput(g, "X", {4}, elem);
+    AddFloats(g, "s", {}, {0.5f});
+    AddNode(g, "DequantizeLinear", {"X", "s"}, {"Y"});
+    AddOutput(g, "Y", {4});
+    ExpectError(Load(m), StatusCode::kUnsupported,
+                "graph input 'X' has element type " + name + " (" + std::to_string(elem) +
+                    "), which strata has no tensor type for");
+  }
+  auto m = ModelAt(19);
+  auto* g = m.mutable_graph();
+  AddInput(g, "X", {4});
+  SetInt(AddNode(g, "Cast", {"X"}, {"Y"}), "to", 19);
+  AddOutput(g, "Y", {4}, 19);
+  ExpectError(Load(m), StatusCode::kUnsupported, "graph output 'Y' has element type FLOAT8E5M2 (19)");
+}
+
 TEST(NewerOpsets, NewOpsWithoutAnImplementationAreNamed) {
   for (int opset : {20, 22}) {
     auto m = ModelAt(opset);
