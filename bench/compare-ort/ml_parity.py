@@ -36,7 +36,7 @@ import ml_models  # noqa: E402
 import strata  # noqa: E402
 
 NP_TYPES = {np.float32: "float32", np.float64: "float64", np.int64: "int64", np.int32: "int32", np.bool_: "bool",
-            np.uint8: "uint8", np.int8: "int8"}
+            np.uint8: "uint8", np.int8: "int8", np.float16: "float16"}
 
 
 def run_ort(model_path, feeds, work, threads=1):

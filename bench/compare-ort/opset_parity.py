@@ -36,7 +36,7 @@ import strata  # noqa: E402
 from ml_parity import run_ort  # noqa: E402  (onnxruntime-node through ort_run.js)
 
 IR_FOR_OPSET = {18: 8, 19: 9, 20: 9, 21: 10, 22: 10}
-ONNX_OF = {np.object_: T.STRING, np.float32: T.FLOAT, np.float64: T.DOUBLE, np.int64: T.INT64, np.int32: T.INT32, np.bool_: T.BOOL,
+ONNX_OF = {np.object_: T.STRING, np.float16: T.FLOAT16, np.float32: T.FLOAT, np.float64: T.DOUBLE, np.int64: T.INT64, np.int32: T.INT32, np.bool_: T.BOOL,
            np.uint8: T.UINT8, np.int8: T.INT8}
 
 CASES = {}
@@ -343,6 +343,15 @@ def deform_conv_v1_dilated_22():
     return one("deform_conv_v1_dilated_22", 22, "DeformConv",
                {"X": f32(r, 1, 3, 9, 9), "W": f32(r, 2, 3, 2, 3), "O": f32(r, 1, 2 * 6, 7, 5) * 3},
                dilations=[2, 2], kernel_shape=[2, 3])
+
+
+@case
+def dequantize_float16_scale_19():
+    r = rng("dq16")
+    return one("dequantize_float16_scale_19", 19, "DequantizeLinear",
+               {"X": r.integers(-128, 127, (3, 4)).astype(np.int8)}, inputs=["X", "s", "z"],
+               inits=[helper.make_tensor("s", T.FLOAT16, [4], [0.5, 0.25, 0.125, 2.0]),
+                      helper.make_tensor("z", T.INT8, [4], [0, 1, -2, 3])], axis=1)
 
 
 # ---------------------------------------------------------------- opset 20

@@ -602,6 +602,20 @@ Derivation Quantize21() {
   return d;
 }
 
+// DequantizeLinear-19: y has x_scale's type (float16 scales give a float16 y).
+Derivation Dequantize19() {
+  Derivation d;
+  d.infer = [](onnx::InferenceFunction base) -> onnx::InferenceFunction {
+    return [base](InferenceContext& ctx) {
+      if (base) base(ctx);
+      if (HasInput(ctx, 1) && ctx.getInputType(1)->has_tensor_type() &&
+          ctx.getInputType(1)->tensor_type().elem_type() != 0)
+        ctx.getOutputType(0)->mutable_tensor_type()->set_elem_type(ctx.getInputType(1)->tensor_type().elem_type());
+    };
+  };
+  return d;
+}
+
 Derivation Dequantize21() {
   return WithAttrs([](OpSchema& s) {
     s.Attr("block_size", "blocked quantization: elements per scale along axis (0: per tensor or axis)",
@@ -657,8 +671,9 @@ std::vector<Entry> Entries() {
   derived("CastLike", 19, WithSaturate);
   derived("QuantizeLinear", 19, WithSaturate);
   fresh("DeformConv", 19, DeformConvSchema);
-  for (const char* op : {"Equal", "Constant", "DequantizeLinear", "Identity", "If", "Loop", "Pad", "Resize", "Reshape",
-                         "Scan", "Shape", "Size"})
+  derived("DequantizeLinear", 19, Dequantize19);
+  for (const char* op :
+       {"Equal", "Constant", "Identity", "If", "Loop", "Pad", "Resize", "Reshape", "Scan", "Shape", "Size"})
     derived(op, 19, Plain);
   // 20
   derived("DFT", 20, DftWithAxisInput);

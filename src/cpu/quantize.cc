@@ -293,9 +293,20 @@ Status DequantizeLinear(KernelContext& ctx) {
     return InvalidArgument(node.Describe(), ": x_zero_point dtype ", DataTypeName(zp->dtype()),
                            " differs from x dtype ", DataTypeName(x->dtype()));
   ASSIGN_OR_RETURN(AxisParams ap, ResolveAxis(*x, *scale, zp, node));
+  const int64_t n = x->num_elements();
+  if (node.opset >= 19 && scale->dtype() == DataType::kFloat16) {
+    // Since opset 19 y has x_scale's type: float16 scales give a float16 y.
+    ASSIGN_OR_RETURN(Tensor * y16, ctx.AllocateOutput(0, DataType::kFloat16, x->shape()));
+    Float16* out16 = y16->mutable_data<Float16>();
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t c = ScaleIndex(ap, i);
+      const int32_t z = zp ? LoadQ(*zp, c) : 0;
+      out16[i] = Float16(static_cast<float>(static_cast<int64_t>(LoadQ(*x, i)) - z) * LoadScale(*scale, c));
+    }
+    return Status::Ok();
+  }
   ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat, x->shape()));
   float* out = y->mutable_data<float>();
-  const int64_t n = x->num_elements();
   if (ap.count == 1 && IsQuant8(x->dtype()) && HasAvx512Bw()) {
     const float s = LoadScale(*scale, 0);
     const int32_t z = zp ? LoadQ(*zp, 0) : 0;

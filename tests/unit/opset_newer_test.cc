@@ -290,6 +290,28 @@ TEST(NewerOpsets, BlockedQuantizeLinearRoundTrip21) {
   }
 }
 
+TEST(NewerOpsets, DequantizeLinearTakesTheScalesType19) {
+  // float16 scales (allowed from opset 19) give a float16 y: (q - zp) * scale.
+  auto m = ModelAt(19);
+  auto* g = m.mutable_graph();
+  AddInput(g, "Q", {3}, TensorProto::INT8);
+  auto* sc = g->add_initializer();
+  sc->set_name("s");
+  sc->set_data_type(TensorProto::FLOAT16);
+  sc->add_int32_data(0x3400);  // 0.25
+  AddNode(g, "DequantizeLinear", {"Q", "s"}, {"Y"});
+  AddOutputOfRank(g, "Y", 1, TensorProto::FLOAT16);
+  test::OptRefRuns r = test::RunOptimizedAndReference(m, {{"Q", Value(Tensor::FromVector<int8_t>({4, -8, 100}, {3}))}});
+  for (const auto* run : {&r.opt, &r.ref}) {
+    ASSERT_EQ(run->size(), 1u);
+    const Tensor& y = (*run)[0].tensor();
+    ASSERT_EQ(y.dtype(), DataType::kFloat16);
+    EXPECT_EQ(static_cast<float>(y.data<Float16>()[0]), 1.0f);
+    EXPECT_EQ(static_cast<float>(y.data<Float16>()[1]), -2.0f);
+    EXPECT_EQ(static_cast<float>(y.data<Float16>()[2]), 25.0f);
+  }
+}
+
 TEST(NewerOpsets, DftAxisInput20MatchesTheAttribute17) {
   const std::vector<float> x = test::Pseudo(2 * 6 * 3, 5);
   std::vector<std::vector<float>> outs;
