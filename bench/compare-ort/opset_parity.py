@@ -1,17 +1,18 @@
 #!/usr/bin/python3
-"""ORT parity of ai.onnx opsets 18-22: strata against ONNX Runtime 1.30 on the ops that changed
+"""ORT parity of ai.onnx opsets 18-23: strata against ONNX Runtime 1.30 on the ops that changed
 in those opsets (Reduce* axes inputs, Split num_outputs, Pad axes and wrap, Resize axes,
-keep_aspect_ratio_policy and half_pixel_symmetric, Bitwise*, Mish, GroupNormalization 18 and 21,
-LpPool ceil_mode, AveragePool dilations, Gelu, DFT's axis input, blocked QuantizeLinear /
-DequantizeLinear and output_dtype, the Optional ops on plain tensors, and type-only bumps),
-each model stamped with the opset and IR version a current exporter writes (IR 8 for opset
-18, 9 for 19-20, 10 for 21-22).
+keep_aspect_ratio_policy, antialias and half_pixel_symmetric, Bitwise*, Mish,
+GroupNormalization 18 and 21, LpPool ceil_mode, AveragePool dilations, Gelu, DFT's axis input,
+blocked QuantizeLinear / DequantizeLinear and output_dtype, the Optional ops on plain tensors,
+type-only bumps) and the new ops (Col2Im, CenterCropPad, DeformConv, AffineGrid, the string
+ops, RMSNormalization, RotaryEmbedding), each model stamped with the opset and IR version a
+current exporter writes (IR 8 for opset 18, 9 for 19-20, 10 for 21-22, 11 for 23).
 
 Each model runs once in strata (its Python binding, from the build tree) and once in ONNX
 Runtime (onnxruntime-node through ort_run.js), 1 thread, on the same seeded inputs. Floats
 must agree within --tol (max |strata - ort| / max(|ort|, 1)), integers and booleans exactly.
-Cases marked `refuse` are ones strata refuses by name (not implemented): they pass when
-strata's error names the op or attribute and ONNX Runtime runs them.
+A case marked `refuse` (none now) is one strata refuses by name: it passes when strata's
+error names the op or attribute and ONNX Runtime runs it.
 
   /usr/bin/python3 bench/compare-ort/opset_parity.py [--cases a,b] [--tol 1e-5] [--markdown FILE]
 
@@ -35,7 +36,7 @@ sys.path.insert(0, os.path.join(ROOT, "build", "release", "lib", "python3", "dis
 import strata  # noqa: E402
 from ml_parity import run_ort  # noqa: E402  (onnxruntime-node through ort_run.js)
 
-IR_FOR_OPSET = {18: 8, 19: 9, 20: 9, 21: 10, 22: 10}
+IR_FOR_OPSET = {18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11}
 ONNX_OF = {np.object_: T.STRING, np.float16: T.FLOAT16, np.float32: T.FLOAT, np.float64: T.DOUBLE, np.int64: T.INT64, np.int32: T.INT32, np.bool_: T.BOOL,
            np.uint8: T.UINT8, np.int8: T.INT8}
 
@@ -504,6 +505,57 @@ def lstm_22():
                inits=[helper.make_tensor("W", T.FLOAT, [1, 4 * h, 3], (f32(r, 4 * h, 3) * 0.5).reshape(-1).tolist()),
                       helper.make_tensor("R", T.FLOAT, [1, 4 * h, h], (f32(r, 4 * h, h) * 0.5).reshape(-1).tolist())],
                hidden_size=h)
+
+
+# ---------------------------------------------------------------- opset 23
+
+@case
+def rms_normalization_23():
+    r = rng("rms")
+    return Case("rms_normalization_23", 23,
+                [helper.make_node("RMSNormalization", ["X", "s"], ["Y0"], epsilon=1e-4),
+                 helper.make_node("RMSNormalization", ["X", "s2"], ["Y1"], axis=1)],
+                {"X": f32(r, 2, 3, 8)}, ["Y0", "Y1"],
+                [helper.make_tensor("s", T.FLOAT, [8], f32(r, 8).tolist()),
+                 helper.make_tensor("s2", T.FLOAT, [3, 8], f32(r, 3, 8).reshape(-1).tolist())])
+
+
+@case
+def rotary_embedding_23():
+    r = rng("rope")
+    b, s, n, h, maxp = 2, 5, 3, 8, 16
+    pos = r.integers(0, maxp, (b, s)).astype(np.int64)
+    x3 = f32(r, b, s, n * h)
+    x4 = f32(r, b, n, s, h)
+    return Case("rotary_embedding_23", 23,
+                [helper.make_node("RotaryEmbedding", ["X3", "cos", "sin", "P"], ["Y0"], num_heads=n),
+                 helper.make_node("RotaryEmbedding", ["X3", "cos", "sin", "P"], ["Y1"], num_heads=n, interleaved=1),
+                 helper.make_node("RotaryEmbedding", ["X4", "cos2", "sin2", "P"], ["Y2"], rotary_embedding_dim=4),
+                 helper.make_node("RotaryEmbedding", ["X4", "cosb", "sinb"], ["Y3"])],
+                {"X3": x3, "X4": x4, "P": pos}, ["Y0", "Y1", "Y2", "Y3"],
+                [helper.make_tensor("cos", T.FLOAT, [maxp, h // 2], f32(r, maxp, h // 2).reshape(-1).tolist()),
+                 helper.make_tensor("sin", T.FLOAT, [maxp, h // 2], f32(r, maxp, h // 2).reshape(-1).tolist()),
+                 helper.make_tensor("cos2", T.FLOAT, [maxp, 2], f32(r, maxp, 2).reshape(-1).tolist()),
+                 helper.make_tensor("sin2", T.FLOAT, [maxp, 2], f32(r, maxp, 2).reshape(-1).tolist()),
+                 helper.make_tensor("cosb", T.FLOAT, [b, s, h // 2], f32(r, b, s, h // 2).reshape(-1).tolist()),
+                 helper.make_tensor("sinb", T.FLOAT, [b, s, h // 2], f32(r, b, s, h // 2).reshape(-1).tolist())])
+
+
+@case
+def type_bumps_23():
+    r = rng("t23")
+    return Case("type_bumps_23", 23,
+                [helper.make_node("Cast", ["X"], ["c"], to=T.DOUBLE),
+                 helper.make_node("Flatten", ["c"], ["f"], axis=1),
+                 helper.make_node("Unsqueeze", ["f", "a0"], ["u"]),
+                 helper.make_node("Transpose", ["u"], ["t"], perm=[1, 0, 2]),
+                 helper.make_node("Squeeze", ["t", "a1"], ["Y0"]),
+                 helper.make_node("Pad", ["X", "pads"], ["Y1"], mode="reflect"),
+                 helper.make_node("QuantizeLinear", ["X", "qs"], ["q"]),
+                 helper.make_node("DequantizeLinear", ["q", "qs"], ["Y2"])],
+                {"X": f32(r, 2, 3, 4)}, ["Y0", "Y1", "Y2"],
+                [const("a0", [0]), const("a1", [1]), const("pads", [0, 1, 1, 0, 1, 2]),
+                 helper.make_tensor("qs", T.FLOAT, [], [0.02])])
 
 
 # ---------------------------------------------------------------- runner

@@ -383,8 +383,8 @@ Result<Attribute> Converter::ConvertAttribute(const onnx::AttributeProto& a, con
 void RunChecker(const onnx::ModelProto& model, const std::string& model_dir) {
   namespace ck = onnx::checker;
   if (!model.ir_version()) fail_check("The model does not have an ir_version set properly.");
-  // IR 9 and 10 (ONNX 1.14-1.17) add float8, int4 and metadata fields; the tensor types are
-  // refused by name where a model uses them, the fields are ignored.
+  // IR 9 to 11 (ONNX 1.14-1.18) add float8, int4 and float4 types, metadata and multi-device
+  // fields; the tensor types are refused by name where a model uses them, the fields ignored.
   if (model.ir_version() > kMaxIrVersion)
     fail_check("model ir_version ", model.ir_version(), " is newer than this build reads (up to ", kMaxIrVersion, ")");
   ck::CheckerContext ctx;

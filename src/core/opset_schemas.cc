@@ -1,4 +1,4 @@
-// ai.onnx opsets 18-22 for libonnx 1.12 (which knows 1-17). Each op that changed in those
+// ai.onnx opsets 18-23 for libonnx 1.12 (which knows 1-17). Each op that changed in those
 // opsets gets its new schema, derived from its previous one where only types or attributes
 // were added, and written out where the op is new (Mish, Bitwise*, GroupNormalization, Gelu).
 // Ops that changed but that strata does not implement get no schema: CheckOnnxOpVersion then
@@ -135,6 +135,9 @@ const std::map<int, std::vector<const char*>>& OpsetChanges() {
         "Softsign",
         "Tan",
         "ThresholdedRelu"}},
+      {23, {"Attention",       "Cast", "CastLike", "Constant", "ConstantOfShape", "DequantizeLinear", "Flatten",
+            "Identity",        "If",   "Loop",     "Pad",      "QuantizeLinear",  "RMSNormalization", "Reshape",
+            "RotaryEmbedding", "Scan", "Shape",    "Size",     "Squeeze",         "Transpose",        "Unsqueeze"}},
   };
   return changes;
 }
@@ -378,6 +381,41 @@ OpSchema DeformConvSchema() {
       .Output(0, "Y", "[N, oC, oH, oW]", "T")
       .TypeConstraint("T", {"tensor(float16)", "tensor(float)", "tensor(double)"}, "float tensors")
       .TypeAndShapeInferenceFunction([](InferenceContext& ctx) { TypeAndRankPlus(ctx, 0); });
+  return s;
+}
+
+OpSchema RmsNormSchema() {
+  OpSchema s = NewSchema("RMSNormalization", 23);
+  s.Attr("axis", "first normalized axis", onnx::AttributeProto::INT, static_cast<int64_t>(-1))
+      .Attr("epsilon", "added to the mean square", onnx::AttributeProto::FLOAT, 1e-5f)
+      .Attr("stash_type", "accumulation type (1: float32)", onnx::AttributeProto::INT, static_cast<int64_t>(1))
+      .Input(0, "X", "input", "T")
+      .Input(1, "scale", "scale over the normalized axes", "V")
+      .Output(0, "Y", "X / sqrt(mean(X^2) + epsilon) * scale", "V")
+      .TypeConstraint("T", kFloatTypes, "float tensors")
+      .TypeConstraint("V", kFloatTypes, "float tensors")
+      .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
+        if (HasInput(ctx, 1) && ctx.getInputType(1)->value_case() == onnx::TypeProto::kTensorType)
+          onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0);
+        if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+      });
+  return s;
+}
+
+OpSchema RotaryEmbeddingSchema() {
+  OpSchema s = NewSchema("RotaryEmbedding", 23);
+  s.Attr("interleaved", "rotate pairs (1) or halves (0)", onnx::AttributeProto::INT, static_cast<int64_t>(0))
+      .Attr("num_heads", "heads of a 3-D input", onnx::AttributeProto::INT, false)
+      .Attr("rotary_embedding_dim", "rotated dims per head (0: all)", onnx::AttributeProto::INT,
+            static_cast<int64_t>(0))
+      .Input(0, "X", "[B, S, hidden] or [B, num_heads, S, head_size]", "T")
+      .Input(1, "cos_cache", "[max_position, R/2], or [B, S, R/2] without position_ids", "T")
+      .Input(2, "sin_cache", "as cos_cache", "T")
+      .Input(3, "position_ids", "[B, S]", "M", OpSchema::Optional)
+      .Output(0, "Y", "X rotated", "T")
+      .TypeConstraint("T", kFloatTypes, "float tensors")
+      .TypeConstraint("M", {"tensor(int64)"}, "positions")
+      .TypeAndShapeInferenceFunction(SameAsInput);
   return s;
 }
 
@@ -693,6 +731,14 @@ std::vector<Entry> Entries() {
     derived(op, 21, Plain);
   // 22: bfloat16 added to these ops' types (not a strata change: see the file comment).
   for (const char* op : OpsetChanges().at(22)) derived(op, 22, Plain);
+  // 23: float4e2m1 added to these ops' types (no strata tensor type: refused at import), and
+  // two new ops that ONNX Runtime had as contrib ops. Attention-23 is not implemented.
+  for (const char* op :
+       {"Cast", "CastLike", "Constant", "ConstantOfShape", "DequantizeLinear", "Flatten", "Identity", "If", "Loop",
+        "Pad", "QuantizeLinear", "Reshape", "Scan", "Shape", "Size", "Squeeze", "Transpose", "Unsqueeze"})
+    derived(op, 23, Plain);
+  fresh("RMSNormalization", 23, RmsNormSchema);
+  fresh("RotaryEmbedding", 23, RotaryEmbeddingSchema);
   return e;
 }
 

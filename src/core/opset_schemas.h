@@ -1,4 +1,4 @@
-// ai.onnx opsets 18-22 on top of Debian's libonnx 1.12, which knows opsets up to 17
+// ai.onnx opsets 18-23 on top of Debian's libonnx 1.12, which knows opsets up to 17
 // (opset_schemas.cc). Models that PyTorch 2.x, onnxscript and current converters write
 // import opset 18 or later with IR version 9 or 10.
 #pragma once
@@ -10,11 +10,11 @@
 namespace strata {
 
 // Newest ai.onnx opset and IR version this build imports.
-inline constexpr int kMaxOnnxOpset = 22;
-inline constexpr int kMaxIrVersion = 10;
+inline constexpr int kMaxOnnxOpset = 23;
+inline constexpr int kMaxIrVersion = 11;
 
 // Raises libonnx's ai.onnx range to kMaxOnnxOpset and registers the schemas of the ops that
-// changed in opsets 18-22 and that strata implements, so that the checker and shape inference
+// changed in opsets 18-23 and that strata implements, so that the checker and shape inference
 // see the right version of each. Once per process; thread-safe.
 void EnsureOpsetSchemas();
 

@@ -405,29 +405,39 @@ Status EmbedLayerNormCompute(KernelContext& ctx) {
 //   halves (interleaved 0): y[k] = x[k] c - x[k + R/2] s, y[k + R/2] = x[k + R/2] c + x[k] s;
 //   pairs (interleaved 1):  y[2k] = x[2k] c - x[2k+1] s,  y[2k+1] = x[2k+1] c + x[2k] s.
 // Positions outside the cache are an error naming the place (ORT 1.30 leaves them unchecked).
-Status RotaryCompute(KernelContext& ctx) {
+//
+// ai.onnx RotaryEmbedding (opset 23) is the same math with the inputs (X, cos_cache,
+// sin_cache, position_ids) and position_ids optional: without it the caches are
+// [B, S, R/2], one row per token.
+Status RotaryRun(KernelContext& ctx, bool onnx23) {
   const Node& node = ctx.node();
-  ASSIGN_OR_RETURN(const Tensor* x, FloatIn(ctx, 0, "input"));
-  const Tensor* pos = ctx.input(1);
-  ASSIGN_OR_RETURN(const Tensor* cos, FloatIn(ctx, 2, "cos_cache"));
-  ASSIGN_OR_RETURN(const Tensor* sin, FloatIn(ctx, 3, "sin_cache"));
-  if (!pos) return InvalidArgument(node.Describe(), ": input 1 (position_ids) is required");
-  if (pos->dtype() != DataType::kInt64)
+  ASSIGN_OR_RETURN(const Tensor* x, FloatIn(ctx, 0, onnx23 ? "X" : "input"));
+  const Tensor* pos = ctx.input(onnx23 ? 3 : 1);
+  ASSIGN_OR_RETURN(const Tensor* cos, FloatIn(ctx, onnx23 ? 1 : 2, "cos_cache"));
+  ASSIGN_OR_RETURN(const Tensor* sin, FloatIn(ctx, onnx23 ? 2 : 3, "sin_cache"));
+  if (!pos && !onnx23) return InvalidArgument(node.Describe(), ": input 1 (position_ids) is required");
+  if (pos && pos->dtype() != DataType::kInt64)
     return InvalidArgument(node.Describe(), ": position_ids must be int64, got ", DataTypeName(pos->dtype()));
   if (x->rank() != 3 && x->rank() != 4)
     return InvalidArgument(node.Describe(), ": input must be [batch, sequence, hidden] or [batch, heads, sequence, ",
                            "head_size], got ", ShapeToString(x->shape()));
-  if (cos->rank() != 2 || cos->shape() != sin->shape())
-    return InvalidArgument(node.Describe(), ": cos_cache and sin_cache must be 2-D of one shape, got ",
-                           ShapeToString(cos->shape()), " and ", ShapeToString(sin->shape()));
   const bool bnsh = x->rank() == 4;
   const int64_t batch = x->dim(0), seq = bnsh ? x->dim(2) : x->dim(1);
+  const size_t cache_rank = pos ? 2 : 3;
+  if (cos->rank() != cache_rank || cos->shape() != sin->shape())
+    return InvalidArgument(node.Describe(), ": cos_cache and sin_cache must be ", cache_rank, "-D of one shape",
+                           pos ? "" : " ([batch, sequence, rotary dim / 2] without position_ids)", ", got ",
+                           ShapeToString(cos->shape()), " and ", ShapeToString(sin->shape()));
+  if (!pos && (cos->dim(0) != batch || cos->dim(1) != seq))
+    return InvalidArgument(node.Describe(), ": without position_ids the caches must be [", batch, ", ", seq,
+                           ", rotary dim / 2], got ", ShapeToString(cos->shape()));
   const int64_t hidden = bnsh ? x->dim(1) * x->dim(3) : x->dim(2);
-  const int64_t max_pos = cos->dim(0), half = cos->dim(1);
+  const int64_t max_pos = pos ? cos->dim(0) : batch * seq, half = cos->dim(cache_rank - 1);
   const int64_t rot_attr = node.GetInt("rotary_embedding_dim", 0);
   int64_t heads = node.GetInt("num_heads", 0), head = 0, rot = 0;
   if (rot_attr < 0 || heads < 0)
     return InvalidModel(node.Describe(), ": rotary_embedding_dim and num_heads must not be negative");
+  if (bnsh && heads == 0) heads = x->dim(1);  // [batch, heads, sequence, head_size] says it
   if (rot_attr > 0) {
     if (heads == 0) return InvalidModel(node.Describe(), ": rotary_embedding_dim needs num_heads");
     if (hidden % heads)
@@ -449,13 +459,14 @@ Status RotaryCompute(KernelContext& ctx) {
   if (rot > head || rot % 2 || half * 2 != rot)
     return InvalidArgument(node.Describe(), ": rotary dim ", rot, " must be even, at most the head size ", head,
                            ", and twice the cache width ", half);
-  const bool one_pos = pos->num_elements() == 1 && pos->rank() <= 1;
-  if (!one_pos && pos->shape() != Shape{batch, seq})
+  const bool one_pos = pos && pos->num_elements() == 1 && pos->rank() <= 1;
+  if (pos && !one_pos && pos->shape() != Shape{batch, seq})
     return InvalidArgument(node.Describe(), ": position_ids ", ShapeToString(pos->shape()), " must be [", batch, ",",
                            seq, "] or one value");
-  const int64_t* pp = pos->data<int64_t>();
-  auto position = [&](int64_t b, int64_t s) { return one_pos ? pp[0] + s : pp[b * seq + s]; };
-  for (int64_t b = 0; b < batch; ++b)
+  const int64_t* pp = pos ? pos->data<int64_t>() : nullptr;
+  // The cache row of token s of batch b.
+  auto position = [&](int64_t b, int64_t s) { return !pp ? b * seq + s : one_pos ? pp[0] + s : pp[b * seq + s]; };
+  for (int64_t b = 0; pp && b < batch; ++b)
     for (int64_t s = 0; s < seq; ++s) {
       const int64_t p = one_pos ? pp[0] : pp[b * seq + s];
       if (p < 0 || p >= max_pos || (one_pos && s >= max_pos - p))
@@ -526,7 +537,11 @@ void RegisterTransformerContribKernels(KernelRegistry& r) {
   RegMs(r, "", "SimplifiedLayerNormalization", StatelessFactory(SimplifiedNormCompute));
   RegMs(r, kMs, "BiasGelu", StatelessFactory(BiasGeluCompute));
   RegMs(r, kMs, "EmbedLayerNormalization", StatelessFactory(EmbedLayerNormCompute));
-  RegMs(r, kMs, "RotaryEmbedding", StatelessFactory(RotaryCompute));
+  RegMs(r, kMs, "RotaryEmbedding", StatelessFactory([](KernelContext& ctx) { return RotaryRun(ctx, false); }));
+  // The ai.onnx opset-23 versions of two ORT contrib ops: the same kernels.
+  KernelDef rope = UntypedFnDef("RotaryEmbedding", 23, [](KernelContext& ctx) { return RotaryRun(ctx, true); });
+  r.Register(std::move(rope));
+  r.Register(UntypedFnDef("RMSNormalization", 23, SimplifiedNormCompute));
 }
 
 }  // namespace strata

@@ -1,4 +1,4 @@
-// ai.onnx opsets 18-22 (core/opset_schemas.cc and the kernels that gained new versions):
+// ai.onnx opsets 18-23 (core/opset_schemas.cc and the kernels that gained new versions):
 // models stamped as current exporters write them import, and each changed op runs with its
 // new meaning, optimized and with reference kernels. Expected values are worked out by hand
 // from the ONNX spec (ONNX Runtime 1.30 agrees on all of them: opset_parity.py). Ops new or
@@ -49,6 +49,13 @@ void SetString(onnx::NodeProto* n, const std::string& name, const std::string& v
   a->set_name(name);
   a->set_type(onnx::AttributeProto::STRING);
   a->set_s(v);
+}
+
+void SetFloat(onnx::NodeProto* n, const std::string& name, float v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
 }
 
 // An output of element type `elem` and rank `rank` with unknown dims.
@@ -485,11 +492,11 @@ TEST(NewerOpsets, OpsetAndIrVersionBeyondTheBuildAreRefused) {
   AddInput(g, "X", {2});
   AddNode(g, "Relu", {"X"}, {"Y"});
   AddOutput(g, "Y", {2});
+  m.mutable_opset_import(0)->set_version(24);
+  ExpectError(Load(m), StatusCode::kUnsupported, "at opset 24; this build knows opsets 1 to 23");
   m.mutable_opset_import(0)->set_version(23);
-  ExpectError(Load(m), StatusCode::kUnsupported, "at opset 23; this build knows opsets 1 to 22");
-  m.mutable_opset_import(0)->set_version(22);
-  m.set_ir_version(11);
-  ExpectError(Load(m), StatusCode::kInvalidModel, "ir_version 11 is newer than this build reads (up to 10)");
+  m.set_ir_version(12);
+  ExpectError(Load(m), StatusCode::kInvalidModel, "ir_version 12 is newer than this build reads (up to 11)");
 }
 
 TEST(NewerOpsets, Float8AndInt4TensorsAreNamed) {
@@ -513,7 +520,39 @@ TEST(NewerOpsets, Float8AndInt4TensorsAreNamed) {
   ExpectError(Load(m), StatusCode::kUnsupported, "graph output 'Y' has element type FLOAT8E5M2 (19)");
 }
 
+TEST(NewerOpsets, RmsNormalizationAndRotaryEmbedding23) {
+  // RMSNormalization: [3, 4] / sqrt(mean(9, 16) + eps) * [1, 2] = [0.8485, 2.2627].
+  auto m = ModelAt(23);
+  auto* g = m.mutable_graph();
+  AddInput(g, "X", {1, 2});
+  AddFloats(g, "s", {2}, {1, 2});
+  SetFloat(AddNode(g, "RMSNormalization", {"X", "s"}, {"Y"}), "epsilon", 0.0f);
+  AddOutputOfRank(g, "Y", 2);
+  const float r = 1.0f / std::sqrt(12.5f);
+  ExpectOutputs(m, {{"X", F({1, 2}, {3, 4})}}, {{{1, 2}, {3 * r, 8 * r}}});
+
+  // RotaryEmbedding without position_ids: caches [B, S, 1], one row per token; a head of
+  // 2 rotated by 90 degrees (cos 0, sin 1): (a, b) -> (-b, a).
+  auto m2 = ModelAt(23);
+  auto* g2 = m2.mutable_graph();
+  AddInput(g2, "X", {1, 1, 2, 2});  // [batch, heads, sequence, head_size]
+  AddFloats(g2, "cos", {1, 2, 1}, {0, 1});
+  AddFloats(g2, "sin", {1, 2, 1}, {1, 0});
+  AddNode(g2, "RotaryEmbedding", {"X", "cos", "sin"}, {"Y"});
+  AddOutputOfRank(g2, "Y", 4);
+  ExpectOutputs(m2, {{"X", F({1, 1, 2, 2}, {1, 2, 3, 4})}}, {{{1, 1, 2, 2}, {-2, 1, 3, 4}}});
+}
+
 TEST(NewerOpsets, NewOpsWithoutAnImplementationAreNamed) {
+  {
+    auto m = ModelAt(23);
+    auto* g = m.mutable_graph();
+    AddInput(g, "Q", {1, 1, 2, 4});
+    AddNode(g, "Attention", {"Q", "Q", "Q"}, {"Y"}, "attn");
+    AddOutput(g, "Y", {1, 1, 2, 4});
+    ExpectError(Load(m), StatusCode::kUnsupported,
+                "node 'attn' (Attention): Attention is new in ai.onnx opset 23 and this build does not implement it");
+  }
   for (int opset : {20, 22}) {
     auto m = ModelAt(opset);
     auto* g = m.mutable_graph();

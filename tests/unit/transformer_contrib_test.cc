@@ -398,7 +398,7 @@ TEST(TransformerContrib, BadInputsNameTheProblem) {
                          {rx, p64({0}, {1}), cache, cache}),
                "rotary dim 6 must be even, at most the head size 4");
   expect_error(RunKernel(rope, {RandomTensor(DataType::kFloat, {1, 2, 3, 6}, 15), p64({0}, {1}), cache, cache}),
-               "4-D input [1,2,3,6] must be [batch, 3, sequence, 4]");
+               "4-D input [1,2,3,6] must be [batch, 2, sequence, 4]");
 }
 
 }  // namespace
