@@ -173,6 +173,72 @@ struct Shielded {
   }
 };
 
+// libonnx's ParseData (which shape inference uses to read an initializer or a Constant's value:
+// Reshape's shape, Reduce*'s axes, ...) copies raw_data into a vector of raw_data.size() /
+// sizeof(T) elements with a memcpy of raw_data.size() bytes: a size that is not a whole number
+// of elements writes past the vector, or through a null pointer for fewer bytes than one
+// element. The importer's own stripped payloads are such one-byte placeholders (import_wire.cc:
+// a valid model's large initializer), and a hostile model can write any size. Every tensor
+// whose raw_data is not exactly its shape's bytes is marked EXTERNAL for the length of the
+// call, which ParseData refuses with an exception; the importer reads the real payloads (or
+// reports the bad size, naming the tensor) afterwards.
+struct HiddenPayloads {
+  std::vector<onnx::TensorProto*> tensors;
+  void Restore() {
+    for (auto* t : tensors) t->clear_data_location();
+  }
+};
+
+int64_t FixedElemSize(int32_t data_type) {
+  switch (data_type) {
+    case onnx::TensorProto::FLOAT:
+    case onnx::TensorProto::INT32:
+    case onnx::TensorProto::UINT32:
+      return 4;
+    case onnx::TensorProto::DOUBLE:
+    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::UINT64:
+    case onnx::TensorProto::COMPLEX64:
+      return 8;
+    case onnx::TensorProto::COMPLEX128:
+      return 16;
+    case onnx::TensorProto::INT16:
+    case onnx::TensorProto::UINT16:
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16:
+      return 2;
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::UINT8:
+    case onnx::TensorProto::BOOL:
+      return 1;
+    default:
+      return 0;  // strings have no raw_data; newer types libonnx cannot parse at all
+  }
+}
+
+void HideIfMisfit(onnx::TensorProto* t, HiddenPayloads* h) {
+  if (!t->has_raw_data() || t->data_location() == onnx::TensorProto::EXTERNAL) return;
+  const int64_t elem = FixedElemSize(t->data_type());
+  int64_t bytes = elem;
+  bool overflow = elem == 0;
+  for (int64_t d : t->dims()) overflow = overflow || d < 0 || __builtin_mul_overflow(bytes, d, &bytes);
+  if (!overflow && static_cast<uint64_t>(bytes) == t->raw_data().size()) return;
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  h->tensors.push_back(t);
+}
+
+void HideMisfitPayloads(onnx::GraphProto* g, HiddenPayloads* h, int depth = 0) {
+  if (depth > 256) return;  // the subgraph-depth check reports it
+  for (auto& t : *g->mutable_initializer()) HideIfMisfit(&t, h);
+  for (auto& n : *g->mutable_node())
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_t()) HideIfMisfit(a.mutable_t(), h);
+      for (auto& t : *a.mutable_tensors()) HideIfMisfit(&t, h);
+      if (a.has_g()) HideMisfitPayloads(a.mutable_g(), h, depth + 1);
+      for (auto& sg : *a.mutable_graphs()) HideMisfitPayloads(&sg, h, depth + 1);
+    }
+}
+
 // Op name no schema has: libonnx skips the node (its outputs keep their declared types).
 constexpr const char* kSkippedOp = "strata.InferenceSkipped";
 
@@ -282,6 +348,18 @@ Status InferShapesGuarded(onnx::ModelProto* proto, const onnx::ShapeInferenceOpt
   // (W's producer may be one libonnx cannot infer either), gives the Conv that shape as an
   // explicit (checked) kernel_shape and types the rest of the graph.
   int skipped_weights = -1;  // the last call's Shielded::weight_made_by_node
+  HiddenPayloads hidden;
+  HideMisfitPayloads(proto->mutable_graph(), &hidden);
+  for (auto& fn : *proto->mutable_functions())
+    for (auto& n : *fn.mutable_node())
+      for (auto& a : *n.mutable_attribute()) {
+        if (a.has_t()) HideIfMisfit(a.mutable_t(), &hidden);
+        if (a.has_g()) HideMisfitPayloads(a.mutable_g(), &hidden);
+      }
+  struct RestoreOnExit {
+    HiddenPayloads* h;
+    ~RestoreOnExit() { h->Restore(); }
+  } restore_payloads{&hidden};
   for (int round = 0; round < 2; ++round) {
     Shielded shielded;
     Status checked = VisitModel(

@@ -1281,6 +1281,49 @@ Status CreateOrRunWithZeros(const std::string& bytes) {
   return r.ok() ? Status::Ok() : r.status();
 }
 
+// libonnx's shape inference reads initializers with a memcpy of raw_data.size() bytes into
+// raw_data.size() / sizeof(T) elements. The importer's stripped payloads (a one-byte
+// placeholder for every initializer of 4 KiB or more) and a hostile model's odd sizes made
+// that write through a null pointer or past the vector (a fuzzer find, in
+// tests/data/hostile/run/fuzz-run-raw-data-misfit-reduce-axes.bin).
+TEST(HostileImport, RawDataOfTheWrongSizeNeverReachesLibonnxInference) {
+  {  // a valid model: Reshape to a 600-dim shape, a 4800-byte initializer the import strips
+    auto m = MakeModel(14);
+    auto* g = m.mutable_graph();
+    AddInput(g, "X", {2, 3});
+    std::vector<int64_t> shape(600, 1);
+    shape[0] = 2;
+    shape[1] = 3;
+    AddRawInit<int64_t>(g, "shape", onnx::TensorProto::INT64, {600}, shape);
+    AddNode(g, "Reshape", {"X", "shape"}, {"Y"});
+    auto* y = g->add_output();
+    y->set_name("Y");
+    y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int i = 0; i < 600; ++i) y->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim();
+    auto s = Create(m);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto out = (*s)->Run({{"X", Value(Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}))}});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ((*out)[0].tensor().rank(), 600u);
+    EXPECT_EQ((*out)[0].tensor().dim(1), 3);
+  }
+  for (size_t bytes : {size_t{1}, size_t{9}}) {  // fewer than one element; one and a bit
+    auto m = MakeModel(13);
+    auto* g = m.mutable_graph();
+    AddInput(g, "X", {2, 3});
+    auto* t = g->add_initializer();
+    t->set_name("axes");
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(1);
+    t->set_raw_data(std::string(bytes, '\x01'));
+    AddNode(g, "ReduceSum", {"X", "axes"}, {"Y"});
+    AddOutput(g, "Y", {-1, -1});
+    SCOPED_TRACE(bytes);
+    ExpectCleanError(Create(m), "initializer 'axes' has " + std::to_string(bytes) +
+                                    " bytes of raw_data but its shape [1] and type int64 need 8 bytes");
+  }
+}
+
 TEST(HostileCorpus, ModelsFailCleanly) {
   auto files = HostileFiles("model");
   ASSERT_FALSE(files.empty()) << "no files in " << kHostileDir << "/model";
