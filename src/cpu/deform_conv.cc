@@ -15,6 +15,7 @@
 #include "cpu/float_double.h"
 #include "cpu/fn_kernel_def.h"
 #include "cpu/register.h"
+#include "cpu/tensor_kernels.h"
 
 namespace strata {
 namespace {
@@ -35,12 +36,6 @@ double Sample(const T* x, int64_t h, int64_t w, double y, double xx) {
   at(y0, x0 + 1, (1 - ly) * lx);
   at(y0 + 1, x0, ly * (1 - lx));
   at(y0 + 1, x0 + 1, ly * lx);
-  return v;
-}
-
-Result<std::vector<int64_t>> Pair(const Node& node, const char* name, size_t n, int64_t dflt) {
-  std::vector<int64_t> v = node.HasAttr(name) ? node.GetInts(name) : std::vector<int64_t>(n, dflt);
-  if (v.size() != n) return InvalidModel(node.Describe(), ": ", name, " has ", v.size(), " values, expected ", n);
   return v;
 }
 
@@ -70,9 +65,9 @@ Status DeformConvOp(KernelContext& ctx) {
     return InvalidArgument(node.Describe(), ": W has ", w->dim(1), " input channels per group, X has ", c / group);
   if (node.HasAttr("kernel_shape") && node.GetInts("kernel_shape") != std::vector<int64_t>{kh, kw})
     return InvalidModel(node.Describe(), ": kernel_shape differs from W's spatial shape ", ShapeToString(w->shape()));
-  ASSIGN_OR_RETURN(std::vector<int64_t> dil, Pair(node, "dilations", 2, 1));
-  ASSIGN_OR_RETURN(std::vector<int64_t> pads, Pair(node, "pads", 4, 0));
-  ASSIGN_OR_RETURN(std::vector<int64_t> strides, Pair(node, "strides", 2, 1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dil, tensorops::IntsAttrOfLength(node, "dilations", 2, 1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> pads, tensorops::IntsAttrOfLength(node, "pads", 4, 0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> strides, tensorops::IntsAttrOfLength(node, "strides", 2, 1));
   for (int d = 0; d < 2; ++d)
     if (dil[d] <= 0 || strides[d] <= 0 || pads[d] < 0 || pads[d + 2] < 0 || dil[d] > (1 << 20) ||
         strides[d] > (1 << 20) || pads[d] > (1 << 20) || pads[d + 2] > (1 << 20))

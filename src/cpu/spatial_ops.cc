@@ -19,6 +19,7 @@
 namespace strata {
 namespace {
 
+using tensorops::IntsAttrOfLength;
 using tensorops::ReadInts;
 using tensorops::RequireInput;
 
@@ -28,12 +29,6 @@ Result<int64_t> CheckedMul(int64_t a, int64_t b, const Node& node, const char* w
   if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r))
     return InvalidArgument(node.Describe(), ": ", what, " overflows");
   return r;
-}
-
-Result<std::vector<int64_t>> IntsAttr(const Node& node, const char* name, size_t n, int64_t dflt) {
-  std::vector<int64_t> v = node.HasAttr(name) ? node.GetInts(name) : std::vector<int64_t>(n, dflt);
-  if (v.size() != n) return InvalidModel(node.Describe(), ": ", name, " has ", v.size(), " values, expected ", n);
-  return v;
 }
 
 // ---------------------------------------------------------------- Col2Im
@@ -55,9 +50,9 @@ Status Col2ImOp(KernelContext& ctx) {
   if (x->rank() != 3)
     return InvalidArgument(node.Describe(), ": input must be [N, C * prod(block_shape), L], got ",
                            ShapeToString(x->shape()));
-  ASSIGN_OR_RETURN(std::vector<int64_t> dil, IntsAttr(node, "dilations", nd, 1));
-  ASSIGN_OR_RETURN(std::vector<int64_t> pads, IntsAttr(node, "pads", 2 * nd, 0));
-  ASSIGN_OR_RETURN(std::vector<int64_t> strides, IntsAttr(node, "strides", nd, 1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dil, IntsAttrOfLength(node, "dilations", nd, 1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> pads, IntsAttrOfLength(node, "pads", 2 * nd, 0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> strides, IntsAttrOfLength(node, "strides", nd, 1));
   int64_t block_size = 1, positions = 1, image_size = 1;
   std::vector<int64_t> counts(nd);
   for (size_t d = 0; d < nd; ++d) {

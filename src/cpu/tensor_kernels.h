@@ -33,6 +33,9 @@ AxisSplit SplitAtAxis(const Shape& shape, int64_t axis);
 Result<AxisSplit> SplitAtOptionalAxis(const Node& node, const Tensor& x);
 // Reads an int32/int64 tensor as int64 values; error names the node and `what`.
 Result<std::vector<int64_t>> ReadInts(const Tensor& t, const Node& node, const char* what);
+// INTS attribute `name` of exactly n values, or n copies of dflt when absent; other lengths are
+// an error naming the node and the attribute.
+Result<std::vector<int64_t>> IntsAttrOfLength(const Node& node, const char* name, size_t n, int64_t dflt);
 // Same, into a Shape: no allocation for up to 8 values (Reshape's shape input, every run).
 Status ReadIntsInto(const Tensor& t, const Node& node, const char* what, Shape* out);
 // Reads a scalar (or 1-element) int32/int64 tensor.

@@ -49,6 +49,12 @@ Result<AxisSplit> SplitAtOptionalAxis(const Node& node, const Tensor& x) {
   return SplitAtAxis(x.shape(), axis);
 }
 
+Result<std::vector<int64_t>> IntsAttrOfLength(const Node& node, const char* name, size_t n, int64_t dflt) {
+  std::vector<int64_t> v = node.HasAttr(name) ? node.GetInts(name) : std::vector<int64_t>(n, dflt);
+  if (v.size() != n) return InvalidModel(node.Describe(), ": ", name, " has ", v.size(), " values, expected ", n);
+  return v;
+}
+
 Result<std::vector<int64_t>> ReadInts(const Tensor& t, const Node& node, const char* what) {
   std::vector<int64_t> out(static_cast<size_t>(t.num_elements()));
   if (t.dtype() == DataType::kInt64) {
